@@ -1,0 +1,1 @@
+"""The fuzzing harness: strategies, cases, kernel and oracle runs, comparison, reports, CLI."""

@@ -1,0 +1,103 @@
+"""Guarded device buffers: every array a kernel sees sits in the middle of a larger one.
+
+Output buffers are pre-filled with a sentinel that the expected output never contains, so a
+missing write shows as a sentinel where a value belongs and a stray write as a value where
+the sentinel belongs. ``GUARD`` elements on each side, holding the same sentinel (outputs) or
+a poison value (inputs), turn small out-of-bounds writes into findings and small
+out-of-bounds reads into wrong values, instead of heap corruption or silent garbage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+
+GUARD = 64
+"""Elements of guard band on each side of every buffer."""
+
+BOOL_SENTINEL = 0xA5
+"""Byte that pre-fills bool buffers: neither False (0) nor True (1), so a missing write shows."""
+
+_CANDIDATES = (-0x5A5A5A5B, 0x5A5A5A5A, -0x21524111, 0x3EADBEEF, -0x0BADF00D, 0x1337C0DE)
+"""Sentinel candidates for integer buffers: odd values that generated cases rarely contain."""
+
+_POISON = {np.dtype(np.int32): 0x4B4B4B4B, np.dtype(np.int64): 0x4B4B4B4B4B4B4B4B}
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    return {
+        np.dtype(np.bool_): torch.bool,
+        np.dtype(np.int32): torch.int32,
+        np.dtype(np.int64): torch.int64,
+        np.dtype(np.uint8): torch.uint8,
+    }[np.dtype(dtype)]
+
+
+def sentinel_candidates(dtype: np.dtype) -> Iterable[int]:
+    """Candidate fill values for an output buffer of ``dtype``, most preferred first."""
+    if np.dtype(dtype) == np.bool_:
+        return (BOOL_SENTINEL,)
+    return _CANDIDATES
+
+
+def pick_sentinel(dtype: np.dtype, written_values: np.ndarray) -> int:
+    """The first candidate for ``dtype`` absent from ``written_values`` (what the oracle wrote)."""
+    if np.dtype(dtype) == np.bool_:
+        return BOOL_SENTINEL
+    present = set(np.unique(written_values).tolist())
+    for c in _CANDIDATES:
+        if c not in present:
+            return c
+    raise AssertionError("every sentinel candidate is written; add candidates")  # pragma: no cover
+
+
+def filled(dtype: np.dtype, shape: tuple[int, ...], fill: int) -> np.ndarray:
+    """A host array of ``shape`` whose bytes hold ``fill`` (for bool: the raw byte)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        a = np.zeros(shape, dtype=np.bool_)
+        a.view(np.uint8)[...] = fill
+        return a
+    return np.full(shape, fill, dtype=dtype)
+
+
+def raw(a: np.ndarray) -> np.ndarray:
+    """The array as compared: bool arrays by their bytes, so the sentinel byte stays visible."""
+    return a.view(np.uint8) if a.dtype == np.bool_ else a
+
+
+class Guarded:
+    """A device buffer of ``GUARD + n + GUARD`` elements; ``view`` is the middle, shaped.
+
+    ``fill`` pre-fills the whole buffer; ``content`` (if given) then fills the middle.
+    """
+
+    def __init__(
+        self,
+        dtype: np.dtype,
+        shape: tuple[int, ...],
+        device: str,
+        fill: int,
+        content: np.ndarray | None = None,
+    ) -> None:
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(shape)
+        n = int(np.prod(shape, dtype=np.int64))
+        host = filled(self.dtype, (GUARD + n + GUARD,), fill)
+        if content is not None:
+            host[GUARD : GUARD + n] = np.ascontiguousarray(content, dtype=self.dtype).reshape(-1)
+        self.initial = host
+        self.full = torch.from_numpy(host.copy()).to(device)
+        self.view = self.full[GUARD : GUARD + n].view(self.shape)
+
+    def read(self) -> np.ndarray:
+        """The whole buffer, guards included, as a host array (bool as bool)."""
+        return self.full.cpu().numpy()
+
+
+def poison(dtype: np.dtype) -> int:
+    """Fill value for the guard bands of input buffers."""
+    dtype = np.dtype(dtype)
+    return BOOL_SENTINEL if dtype == np.bool_ else _POISON[dtype]

@@ -1,0 +1,28 @@
+"""Hypothesis settings profiles of eaglefuzz.
+
+``ci`` (the default): few examples per test and no example database; the tests give every
+run an explicit seed (``--eaglefuzz-seed``, default 0), so every run and machine draws the same
+cases; finishes the suite in minutes on 2 CPU cores under the Triton interpreter. ``dev``: more examples, random, with the database. ``thorough``: long runs.
+Deadlines are off everywhere: interpreter steps and JIT warm-up make timings meaningless.
+"""
+
+from hypothesis import HealthCheck, settings
+
+_COMMON = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+    print_blob=False,
+)
+
+PROFILES = {
+    "ci": settings(max_examples=30, database=None, **_COMMON),
+    "dev": settings(max_examples=150, **_COMMON),
+    "thorough": settings(max_examples=3000, **_COMMON),
+}
+DEFAULT_PROFILE = "ci"
+
+
+def register_profiles() -> None:
+    """Register every profile with Hypothesis (idempotent)."""
+    for name, s in PROFILES.items():
+        settings.register_profile(name, s)

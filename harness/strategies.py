@@ -1,0 +1,107 @@
+"""Composable Hypothesis strategies for ragged EAGLE batches and their launch parameters.
+
+Every strategy generates in-contract values by construction (draw request lengths, then take
+the cumulative sum; never filter), shrinks toward small, plain batches, and is parameterised
+by a :class:`Scale` so the same strategies serve the Triton interpreter (small grids) and a
+compiled GPU run (large batches).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+POWERS_OF_TWO = tuple(2**k for k in range(9))  # 1 .. 256
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Size limits of generated batches.
+
+    ``max_requests``: the usual upper bound of the request count; ``request_tail``: a rare,
+    larger bound (a tail to a few hundred requests); ``max_query_len``: longest request
+    (more than two 256-token blocks by default); ``max_programs``: the largest grid a launch
+    may have, which keeps interpreter runs affordable (a grid is never cut below what covers
+    the batch with vLLM's own launch).
+    """
+
+    max_requests: int = 64
+    request_tail: int = 300
+    max_query_len: int = 600
+    max_programs: int = 512
+
+
+INTERPRETER_SCALE = Scale()
+CUDA_SCALE = Scale(max_requests=64, request_tail=1024, max_query_len=1100, max_programs=1 << 20)
+
+
+def int32s() -> st.SearchStrategy[int]:
+    """Any int32, boundaries (0, ±1, the limits) favoured as Hypothesis does."""
+    return st.integers(INT32_MIN, INT32_MAX)
+
+
+def int64s_near_limits() -> st.SearchStrategy[int]:
+    """int64 values: small ones, any, and ones within a few thousand of either limit."""
+    return st.one_of(
+        st.integers(0, 1 << 20),
+        st.integers(INT64_MIN, INT64_MAX),
+        st.integers(INT64_MAX - 4096, INT64_MAX),
+        st.integers(INT64_MIN, INT64_MIN + 4096),
+    )
+
+
+def int_arrays(dtype: type, size: int, elements: st.SearchStrategy[int]) -> st.SearchStrategy[np.ndarray]:
+    """1-D arrays of ``dtype`` and ``size`` drawn from ``elements`` (sparse draws over a fill)."""
+    return hnp.arrays(np.dtype(dtype), size, elements=elements, fill=elements)
+
+
+def request_counts(scale: Scale) -> st.SearchStrategy[int]:
+    """Request counts: mostly ``1 .. scale.max_requests``, sometimes up to ``scale.request_tail``."""
+    return st.one_of(
+        st.integers(1, 8),
+        st.integers(1, scale.max_requests),
+        st.integers(1, scale.request_tail),
+    )
+
+
+@st.composite
+def query_lengths(draw: st.DrawFn, num_requests: int, scale: Scale, min_len: int = 1) -> list[int]:
+    """``num_requests`` request lengths, each at least ``min_len``.
+
+    A batch first draws its longest allowed length from a few regimes (short decodes, a
+    block's worth, several blocks) so that shrinking heads to short requests.
+    """
+    cap = draw(st.sampled_from(sorted({4, 16, 64, scale.max_query_len})))
+    cap = max(cap, min_len)
+    return draw(st.lists(st.integers(min_len, cap), min_size=num_requests, max_size=num_requests))
+
+
+def query_start_loc_from(lengths: list[int]) -> np.ndarray:
+    """``[0, l0, l0+l1, ...]`` as int32: the cumulative sum that vLLM's metadata holds."""
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+
+
+@st.composite
+def rejected_counts(draw: st.DrawFn, lengths: list[int]) -> list[int]:
+    """Per request, a rejected count from 0 to ``len - 1`` (every value reachable)."""
+    return [draw(st.integers(0, n - 1)) for n in lengths]
+
+
+def block_sizes(min_block: int = 1) -> st.SearchStrategy[int]:
+    """Powers of two from ``min_block`` to 256."""
+    return st.sampled_from([b for b in POWERS_OF_TWO if b >= min_block])
+
+
+def next_power_of_2(n: int) -> int:
+    """Smallest power of two ``>= n`` (1 for ``n <= 1``), as ``triton.next_power_of_2``."""
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of non-negative ints."""
+    return -(-a // b)

@@ -1,0 +1,17 @@
+"""The registry: one entry per kernel or function under test, keyed by its vLLM name.
+
+Adding a target is one small module here that defines ``TARGET`` and one line below.
+"""
+
+from __future__ import annotations
+
+from .base import ContractViolation, Outcome, Target
+from .copy_and_expand import TARGET as _copy_and_expand
+from .prepare_inputs_padded import TARGET as _prepare_inputs_padded
+from .prepare_next_token_padded import TARGET as _prepare_next_token_padded
+
+TARGETS: dict[str, Target] = {
+    t.name: t for t in (_copy_and_expand, _prepare_inputs_padded, _prepare_next_token_padded)
+}
+
+__all__ = ["TARGETS", "ContractViolation", "Outcome", "Target"]

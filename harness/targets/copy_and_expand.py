@@ -1,0 +1,390 @@
+"""``copy_and_expand_eagle_inputs_kernel``: CONTRACT.md section 1."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ..case import Case
+from ..strategies import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    POWERS_OF_TWO,
+    Scale,
+    cdiv,
+    int32s,
+    int64s_near_limits,
+    int_arrays,
+    next_power_of_2,
+    query_lengths,
+    query_start_loc_from,
+    rejected_counts,
+    request_counts,
+)
+from .base import ContractViolation, TritonTarget
+
+I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)
+SLOT_OUTPUTS = ("out_input_ids", "out_positions", "out_is_rejected_token_mask", "out_is_masked_token_mask")
+
+
+def positions_from_starts(starts: np.ndarray, lengths: list[int]) -> np.ndarray:
+    """Consecutive int64 positions per request, ``start, start+1, ...``, wrapping at the limits."""
+    lens = np.asarray(lengths, dtype=np.int64)
+    local = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+    with np.errstate(over="ignore"):
+        return (np.repeat(starts.astype(np.int64), lens) + local).astype(np.int64)
+
+
+class _Layout:
+    """Per-request quantities of the contract table, as int64 arrays (for reports/features)."""
+
+    def __init__(self, case: Case) -> None:
+        qsl = case.arrays["query_start_loc"].astype(np.int64)
+        self.qs, self.nqs = qsl[:-1], qsl[1:]
+        self.qe = case.arrays["query_end_loc"].astype(np.int64)
+        self.R = len(self.qe)
+        self.P = int(case.scalars["num_padding_slots_per_request"])
+        self.shift = bool(case.scalars["shift_input_ids"])
+        self.qlen = self.nqs - self.qs
+        self.nv = self.qe - self.qs + (0 if self.shift else 1)
+        r = np.arange(self.R, dtype=np.int64)
+        self.out_start = self.qs + r * (self.P - int(self.shift))
+        self.rejected = self.nqs - self.qe - 1
+        self.total = self.nv + self.P + self.rejected
+        self.max_query_len = int(self.qlen.max()) if self.R else 0
+        self.max_tokens = self.max_query_len + self.P - int(self.shift)
+        block = case.launch.get("block_size_tokens")
+        self.block = min(256, next_power_of_2(self.max_tokens)) if block is None else int(block)
+        blocks = case.launch.get("num_blocks")
+        self.min_blocks = cdiv(self.max_tokens, self.block)
+        self.blocks = self.min_blocks if blocks is None else int(blocks)
+
+
+class CopyAndExpand(TritonTarget):
+    name = "copy_and_expand_eagle_inputs_kernel"
+    inputs = {
+        "target_token_ids": I32,
+        "target_positions": I64,
+        "next_token_ids": I32,
+        "query_start_loc": I32,
+        "query_end_loc": I32,
+    }
+    scalar_names = (
+        "padding_token_id",
+        "parallel_drafting_token_id",
+        "total_input_tokens",
+        "num_padding_slots_per_request",
+        "shift_input_ids",
+    )
+    launch_names = ("block_size_tokens", "num_blocks")
+    features = {
+        "shift_off": "shift_input_ids = False (draft model)",
+        "shift_on": "shift_input_ids = True (parallel-drafting EAGLE)",
+        "p_is_1": "one padding slot per request (P = 1): no parallel-drafting slot",
+        "p_at_least_2": "parallel-drafting slots present (P >= 2)",
+        "shift_with_p_1": "shift with P = 1 (outside vLLM's production domain, defined by the table)",
+        "rejected_tokens": "some request has rejected tokens (qe < nqs - 1)",
+        "all_but_one_rejected": "some request rejects all but its first token (qe == qs)",
+        "no_valid_slot": "shift mode with nv = 0: the bonus takes the first input's position",
+        "multi_block_request": "some request's slots span several token blocks",
+        "several_requests": "more than one request",
+        "many_requests": "more than 64 requests",
+        "long_request": "a request longer than two 256-token blocks",
+        "vllm_launch": "vLLM's own BLOCK_SIZE_TOKENS and num_blocks",
+        "custom_block": "a BLOCK_SIZE_TOKENS other than vLLM's",
+        "block_of_1": "BLOCK_SIZE_TOKENS = 1",
+        "padded_launch": "more token blocks than needed (extra programs write nothing)",
+        "clamp_engaged": "the last request's valid region reads input token T-1 (the clamp's edge)",
+        "positions_wrap": "p0 + j wraps around the int64 limit",
+        "scrambled_positions": "positions are not consecutive within a request (only p0 is read)",
+        "int32_extreme_ids": "token ids at the int32 limits",
+        "nonzero_padding_id": "padding_token_id != 0",
+    }
+
+    @property
+    def oracles(self) -> Mapping[str, Any]:
+        from ...oracles import loops, vectorized
+
+        return {"numpy": vectorized.copy_and_expand_eagle_inputs, "numba": loops.copy_and_expand_eagle_inputs}
+
+    # -- generation -------------------------------------------------------------------
+
+    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        return _cases(scale)
+
+    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        R = int(rng.integers(1, scale.max_requests + 1)) if rng.random() < 0.9 else int(rng.integers(1, scale.request_tail + 1))
+        cap = int(rng.choice([4, 16, 64, scale.max_query_len]))
+        lengths = rng.integers(1, cap + 1, size=R).tolist()
+        rejected = [int(rng.integers(0, n)) for n in lengths]
+        shift = bool(rng.integers(0, 2))
+        P = int(rng.integers(1, 9))
+        T = int(sum(lengths))
+        p0 = rng.choice([rng.integers(0, 1 << 20, size=R), rng.integers(INT64_MIN, INT64_MAX, size=R, endpoint=True)])
+        return _build(
+            lengths,
+            rejected,
+            shift=shift,
+            P=P,
+            token_ids=rng.integers(INT32_MIN, INT32_MAX, size=T, endpoint=True, dtype=np.int32),
+            positions=positions_from_starts(np.asarray(p0, dtype=np.int64), lengths),
+            next_ids=rng.integers(INT32_MIN, INT32_MAX, size=R, endpoint=True, dtype=np.int32),
+            padding_id=0 if rng.random() < 0.8 else int(rng.integers(INT32_MIN, INT32_MAX, endpoint=True)),
+            parallel_id=int(rng.integers(INT32_MIN, INT32_MAX, endpoint=True)),
+            launch=_random_launch(rng, lengths, P, shift, scale),
+        )
+
+    # -- contract ---------------------------------------------------------------------
+
+    def validate(self, case: Case) -> None:
+        a, s = case.arrays, case.scalars
+        for name, dtype in self.inputs.items():
+            if name not in a:
+                raise ContractViolation(f"arrays.{name}", "is required")
+            if a[name].dtype != dtype or a[name].ndim != 1:
+                raise ContractViolation(f"arrays.{name}", f"must be a 1-D {dtype} array")
+        for name in self.scalar_names:
+            if name not in s:
+                raise ContractViolation(f"scalars.{name}", "is required")
+        qsl, qel = a["query_start_loc"].astype(np.int64), a["query_end_loc"].astype(np.int64)
+        R, T = len(qel), len(a["target_token_ids"])
+        if R < 1:
+            raise ContractViolation("arrays.query_end_loc", "needs at least one request")
+        if len(qsl) != R + 1:
+            raise ContractViolation("arrays.query_start_loc", "must have len(query_end_loc) + 1 entries")
+        if qsl[0] != 0:
+            raise ContractViolation("arrays.query_start_loc", "must start at 0")
+        if np.any(np.diff(qsl) < 1):
+            raise ContractViolation("arrays.query_start_loc", "must increase strictly (every request has >= 1 token)")
+        if qsl[-1] != T or len(a["target_positions"]) != T:
+            raise ContractViolation("arrays.query_start_loc", "last entry must equal len(target_token_ids) == len(target_positions)")
+        if len(a["next_token_ids"]) != R:
+            raise ContractViolation("arrays.next_token_ids", "must have one entry per request")
+        if np.any(qel < qsl[:-1]) or np.any(qel > qsl[1:] - 1):
+            raise ContractViolation("arrays.query_end_loc", "must satisfy query_start_loc[r] <= query_end_loc[r] <= query_start_loc[r+1] - 1")
+        if s["total_input_tokens"] != T:
+            raise ContractViolation("scalars.total_input_tokens", "must equal len(target_token_ids)")
+        P = s["num_padding_slots_per_request"]
+        if not isinstance(P, int) or isinstance(P, bool) or not 1 <= P <= 64:
+            raise ContractViolation("scalars.num_padding_slots_per_request", "must be an int from 1 to 64")
+        if not isinstance(s["shift_input_ids"], bool):
+            raise ContractViolation("scalars.shift_input_ids", "must be true or false")
+        for name in ("padding_token_id", "parallel_drafting_token_id"):
+            v = s[name]
+            if not isinstance(v, int) or isinstance(v, bool) or not INT32_MIN <= v <= INT32_MAX:
+                raise ContractViolation(f"scalars.{name}", "must be an int32")
+        lay = _Layout(case)
+        block = case.launch.get("block_size_tokens")
+        if block is not None and block not in POWERS_OF_TWO:
+            raise ContractViolation("launch.block_size_tokens", "must be null or a power of two from 1 to 256")
+        blocks = case.launch.get("num_blocks")
+        if blocks is not None and blocks < lay.min_blocks:
+            raise ContractViolation("launch.num_blocks", f"must cover every slot: at least cdiv(max_query_len + P - shift, block) = {lay.min_blocks}")
+
+    # -- features ---------------------------------------------------------------------
+
+    def features_of(self, case: Case) -> frozenset[str]:
+        lay = _Layout(case)
+        ids = np.concatenate([case.arrays["target_token_ids"], case.arrays["next_token_ids"]])
+        f = {"shift_on" if lay.shift else "shift_off"}
+        f.add("p_is_1" if lay.P == 1 else "p_at_least_2")
+        if lay.shift and lay.P == 1:
+            f.add("shift_with_p_1")
+        if np.any(lay.rejected > 0):
+            f.add("rejected_tokens")
+        if np.any((lay.qe == lay.qs) & (lay.qlen > 1)):
+            f.add("all_but_one_rejected")
+        if lay.shift and np.any(lay.nv == 0):
+            f.add("no_valid_slot")
+        if np.any(lay.total > lay.block):
+            f.add("multi_block_request")
+        if lay.R > 1:
+            f.add("several_requests")
+        if lay.R > 64:
+            f.add("many_requests")
+        if lay.max_query_len > 512:
+            f.add("long_request")
+        if case.launch.get("block_size_tokens") is None and case.launch.get("num_blocks") is None:
+            f.add("vllm_launch")
+        if case.launch.get("block_size_tokens") not in (None, min(256, next_power_of_2(lay.max_tokens))):
+            f.add("custom_block")
+        if lay.block == 1:
+            f.add("block_of_1")
+        if lay.blocks > lay.min_blocks:
+            f.add("padded_launch")
+        if lay.qe[-1] == len(case.arrays["target_token_ids"]) - 1:
+            f.add("clamp_engaged")
+        pos = case.arrays["target_positions"]
+        p0 = pos[lay.qs].astype(object)
+        if any(int(p) + int(t) - 1 > INT64_MAX for p, t in zip(p0, lay.total, strict=True)):
+            f.add("positions_wrap")
+        expect = positions_from_starts(pos[lay.qs], lay.qlen.tolist())
+        if not np.array_equal(expect, pos):
+            f.add("scrambled_positions")
+        if np.any((ids == INT32_MIN) | (ids == INT32_MAX)):
+            f.add("int32_extreme_ids")
+        if case.scalars["padding_token_id"] != 0:
+            f.add("nonzero_padding_id")
+        return frozenset(f)
+
+    # -- execution --------------------------------------------------------------------
+
+    def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        lay = _Layout(case)
+        T = len(case.arrays["target_token_ids"])
+        n_out = max(int(lay.out_start[-1] + lay.total[-1]), 0)
+        pos_dtype = case.arrays["target_positions"].dtype
+        return {
+            "out_input_ids": (I32, (n_out,)),
+            "out_positions": (pos_dtype, (n_out,)),
+            "out_is_rejected_token_mask": (BOOL, (n_out,)),
+            "out_is_masked_token_mask": (BOOL, (n_out,)),
+            "out_new_token_indices": (I32, (lay.R * lay.P,)),
+            "out_hidden_state_mapping": (I32, (T,)),
+        }
+
+    def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
+        from ...kernels.launchers import launch_copy_and_expand_eagle_inputs
+
+        lay = _Layout(case)
+        s = case.scalars
+        launch_copy_and_expand_eagle_inputs(
+            kernel,
+            **tensors,
+            padding_token_id=s["padding_token_id"],
+            parallel_drafting_token_id=s["parallel_drafting_token_id"],
+            num_padding_slots_per_request=s["num_padding_slots_per_request"],
+            shift_input_ids=s["shift_input_ids"],
+            total_input_tokens=s["total_input_tokens"],
+            max_query_len=lay.max_query_len,
+            block_size_tokens=case.launch.get("block_size_tokens"),
+            num_blocks=case.launch.get("num_blocks"),
+        )
+
+    def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
+        oracle(**case.arrays, **case.scalars, **outputs)
+
+    def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
+        lay = _Layout(case)
+        if array in SLOT_OUTPUTS:
+            r = int(np.searchsorted(lay.out_start, index, side="right")) - 1
+            if r < 0 or index >= lay.out_start[r] + lay.total[r]:
+                return None, "past the last request (must stay untouched)"
+            j = index - int(lay.out_start[r])
+            nv, P = int(lay.nv[r]), lay.P
+            if j >= nv + P:
+                region = "rejected"
+            elif j > nv:
+                region = "parallel"
+            elif j == nv:
+                region = "bonus"
+            else:
+                region = "valid"
+            return r, f"{region} slot j={j}"
+        if array == "out_new_token_indices":
+            r, k = divmod(index, lay.P)
+            return r, f"new-token index k={k} ({'bonus' if k == 0 else 'parallel'})"
+        if array == "out_hidden_state_mapping":
+            r = int(np.searchsorted(lay.qs, index, side="right")) - 1
+            j = index - int(lay.qs[r])
+            if not lay.shift:
+                return r, f"hidden-state map j={j} (must stay untouched without shift)"
+            return r, f"hidden-state map j={j}"
+        return None, array
+
+
+def _build(
+    lengths: list[int],
+    rejected: list[int],
+    *,
+    shift: bool,
+    P: int,
+    token_ids: np.ndarray,
+    positions: np.ndarray,
+    next_ids: np.ndarray,
+    padding_id: int,
+    parallel_id: int,
+    launch: dict[str, int | None],
+) -> Case:
+    qsl = query_start_loc_from(lengths)
+    qel = (qsl[1:] - 1 - np.asarray(rejected, dtype=np.int32)).astype(np.int32)
+    return Case(
+        kernel=CopyAndExpand.name,
+        arrays={
+            "target_token_ids": token_ids.astype(np.int32),
+            "target_positions": positions.astype(np.int64),
+            "next_token_ids": next_ids.astype(np.int32),
+            "query_start_loc": qsl,
+            "query_end_loc": qel,
+        },
+        scalars={
+            "padding_token_id": int(padding_id),
+            "parallel_drafting_token_id": int(parallel_id),
+            "total_input_tokens": int(qsl[-1]),
+            "num_padding_slots_per_request": int(P),
+            "shift_input_ids": bool(shift),
+        },
+        launch=launch,
+    )
+
+
+def _allowed_blocks(R: int, max_tokens: int, scale: Scale) -> list[int]:
+    vllm_block = min(256, next_power_of_2(max_tokens))
+    ok = [b for b in POWERS_OF_TWO if R * cdiv(max_tokens, b) <= scale.max_programs]
+    return ok or [vllm_block]
+
+
+@st.composite
+def _launches(draw: st.DrawFn, lengths: list[int], P: int, shift: bool, scale: Scale) -> dict[str, int | None]:
+    max_tokens = max(lengths) + P - int(shift)
+    if not draw(st.booleans()):  # shrinks toward vLLM's own launch
+        return {"block_size_tokens": None, "num_blocks": None}
+    block = draw(st.sampled_from(_allowed_blocks(len(lengths), max_tokens, scale)))
+    need = cdiv(max_tokens, block)
+    budget = max(0, scale.max_programs // len(lengths) - need)
+    extra = draw(st.integers(0, min(2, budget)))
+    return {"block_size_tokens": block, "num_blocks": need + extra if extra else None}
+
+
+def _random_launch(rng: np.random.Generator, lengths: list[int], P: int, shift: bool, scale: Scale) -> dict[str, int | None]:
+    if rng.random() < 0.5:
+        return {"block_size_tokens": None, "num_blocks": None}
+    max_tokens = max(lengths) + P - int(shift)
+    block = int(rng.choice(_allowed_blocks(len(lengths), max_tokens, scale)))
+    need = cdiv(max_tokens, block)
+    extra = int(rng.integers(0, 3)) if len(lengths) * (need + 2) <= scale.max_programs else 0
+    return {"block_size_tokens": block, "num_blocks": need + extra if extra else None}
+
+
+@st.composite
+def _cases(draw: st.DrawFn, scale: Scale) -> Case:
+    shift = draw(st.booleans())
+    P = draw(st.integers(1, 8))
+    R = draw(request_counts(scale))
+    lengths = draw(query_lengths(R, scale))
+    rejected = draw(rejected_counts(lengths))
+    T = sum(lengths)
+    if draw(st.booleans()):
+        positions = positions_from_starts(draw(int_arrays(np.int64, R, int64s_near_limits())), lengths)
+    else:
+        positions = draw(int_arrays(np.int64, T, int64s_near_limits()))
+    return _build(
+        lengths,
+        rejected,
+        shift=shift,
+        P=P,
+        token_ids=draw(int_arrays(np.int32, T, int32s())),
+        positions=positions,
+        next_ids=draw(int_arrays(np.int32, R, int32s())),
+        padding_id=draw(st.just(0) | int32s()),
+        parallel_id=draw(int32s()),
+        launch=draw(_launches(lengths, P, shift, scale)),
+    )
+
+
+TARGET = CopyAndExpand()

@@ -1,0 +1,154 @@
+"""``eagle_prepare_inputs_padded_kernel``: CONTRACT.md section 2."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ..case import Case
+from ..strategies import Scale, query_start_loc_from, request_counts
+from .base import ContractViolation, TritonTarget
+
+I32 = np.dtype(np.int32)
+
+
+class PrepareInputsPadded(TritonTarget):
+    name = "eagle_prepare_inputs_padded_kernel"
+    inputs = {"cu_num_draft_tokens": I32, "valid_sampled_tokens_count": I32, "query_start_loc": I32}
+    scalar_names = ("num_reqs",)
+    launch_names = ("grid_size",)
+    features = {
+        "no_drafts": "a request without drafts (prefill, d = 0): rejected = 0",
+        "drafts": "a request with drafts (d > 0)",
+        "all_accepted": "every draft accepted (valid = d + 1): nothing rejected",
+        "none_accepted": "no draft accepted (valid = 1): all d drafts rejected",
+        "partly_accepted": "1 < valid < d + 1",
+        "discarded": "a discarded request (valid = 0, d = 0)",
+        "long_prefill": "a request longer than its drafts need (qlen > d + 1)",
+        "several_requests": "more than one request",
+        "many_requests": "more than 64 requests",
+        "padded_launch": "a grid larger than num_reqs (extra programs write nothing)",
+    }
+
+    @property
+    def oracles(self) -> Mapping[str, Any]:
+        from ...oracles import loops, vectorized
+
+        return {"numpy": vectorized.eagle_prepare_inputs_padded, "numba": loops.eagle_prepare_inputs_padded}
+
+    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        return _cases(scale)
+
+    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        R = int(rng.integers(1, scale.max_requests + 1)) if rng.random() < 0.9 else int(rng.integers(1, scale.request_tail + 1))
+        drafts, valid, extra = [], [], []
+        max_d = int(rng.integers(0, 9))
+        for _ in range(R):
+            d = int(rng.integers(0, max_d + 1))
+            drafts.append(d)
+            valid.append(int(rng.integers(0, 2)) if d == 0 else int(rng.integers(1, d + 2)))
+            extra.append(0 if rng.random() < 0.7 else int(rng.integers(0, 64)))
+        grid = None if rng.random() < 0.7 else R + int(rng.integers(1, 5))
+        return _build(drafts, valid, extra, grid)
+
+    def validate(self, case: Case) -> None:
+        a = case.arrays
+        for name, dtype in self.inputs.items():
+            if name not in a:
+                raise ContractViolation(f"arrays.{name}", "is required")
+            if a[name].dtype != dtype or a[name].ndim != 1:
+                raise ContractViolation(f"arrays.{name}", f"must be a 1-D {dtype} array")
+        R = case.scalars.get("num_reqs")
+        if not isinstance(R, int) or isinstance(R, bool) or R < 1:
+            raise ContractViolation("scalars.num_reqs", "must be an int >= 1")
+        cu, valid, qsl = (a[n].astype(np.int64) for n in self.inputs)
+        if len(cu) != R or len(valid) != R:
+            raise ContractViolation("arrays.cu_num_draft_tokens", "cu_num_draft_tokens and valid_sampled_tokens_count need num_reqs entries")
+        if len(qsl) != R + 1 or qsl[0] != 0 or np.any(np.diff(qsl) < 1):
+            raise ContractViolation("arrays.query_start_loc", "must be num_reqs + 1 entries, start at 0 and increase strictly")
+        d = np.diff(np.concatenate([[0], cu]))
+        if np.any(d < 0):
+            raise ContractViolation("arrays.cu_num_draft_tokens", "must be an inclusive cumulative sum (non-decreasing, >= 0)")
+        if np.any(np.diff(qsl) < d + 1):
+            raise ContractViolation("arrays.query_start_loc", "every request needs qlen >= num_draft_tokens + 1")
+        bad = np.where(d > 0, (valid < 1) | (valid > d + 1), (valid < 0) | (valid > 1))
+        if np.any(bad):
+            raise ContractViolation("arrays.valid_sampled_tokens_count", "must be 1..d+1 for a request with drafts, 0 or 1 without")
+        grid = case.launch.get("grid_size")
+        if grid is not None and (not isinstance(grid, int) or grid < R):
+            raise ContractViolation("launch.grid_size", "must be null or an int >= num_reqs")
+
+    def features_of(self, case: Case) -> frozenset[str]:
+        cu = case.arrays["cu_num_draft_tokens"].astype(np.int64)
+        valid = case.arrays["valid_sampled_tokens_count"].astype(np.int64)
+        qlen = np.diff(case.arrays["query_start_loc"].astype(np.int64))
+        d = np.diff(np.concatenate([[0], cu]))
+        R = case.scalars["num_reqs"]
+        checks = {
+            "no_drafts": np.any(d == 0),
+            "drafts": np.any(d > 0),
+            "all_accepted": np.any((d > 0) & (valid == d + 1)),
+            "none_accepted": np.any((d > 0) & (valid == 1)),
+            "partly_accepted": np.any((d > 1) & (valid > 1) & (valid < d + 1)),
+            "discarded": np.any((d == 0) & (valid == 0)),
+            "long_prefill": np.any(qlen > d + 1),
+            "several_requests": R > 1,
+            "many_requests": R > 64,
+            "padded_launch": (case.launch.get("grid_size") or R) > R,
+        }
+        return frozenset(k for k, v in checks.items() if v)
+
+    def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        R = case.scalars["num_reqs"]
+        return {"token_indices_to_sample": (I32, (R,)), "num_rejected_tokens": (I32, (R,))}
+
+    def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
+        from ...kernels.launchers import launch_eagle_prepare_inputs_padded
+
+        launch_eagle_prepare_inputs_padded(
+            kernel, **tensors, num_reqs=case.scalars["num_reqs"], grid_size=case.launch.get("grid_size")
+        )
+
+    def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
+        oracle(**case.arrays, num_reqs=case.scalars["num_reqs"], **outputs)
+
+    def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
+        return index, "per-request output"
+
+
+def _build(drafts: list[int], valid: list[int], extra: list[int], grid: int | None) -> Case:
+    lengths = [d + 1 + e for d, e in zip(drafts, extra, strict=True)]
+    return Case(
+        kernel=PrepareInputsPadded.name,
+        arrays={
+            "cu_num_draft_tokens": np.cumsum(np.asarray(drafts, dtype=np.int64)).astype(np.int32),
+            "valid_sampled_tokens_count": np.asarray(valid, dtype=np.int32),
+            "query_start_loc": query_start_loc_from(lengths),
+        },
+        scalars={"num_reqs": len(drafts)},
+        launch={"grid_size": grid},
+    )
+
+
+@st.composite
+def _request(draw: st.DrawFn, max_d: int) -> tuple[int, int, int]:
+    d = draw(st.integers(0, max_d))
+    valid = draw(st.integers(0, 1)) if d == 0 else draw(st.integers(1, d + 1))
+    extra = draw(st.integers(0, 3) | st.integers(0, 300))
+    return d, valid, extra
+
+
+@st.composite
+def _cases(draw: st.DrawFn, scale: Scale) -> Case:
+    R = draw(request_counts(scale))
+    max_d = draw(st.integers(0, 16))
+    reqs = draw(st.lists(_request(max_d), min_size=R, max_size=R))
+    grid = draw(st.none() | st.integers(R + 1, R + 8))
+    drafts, valid, extra = (list(x) for x in zip(*reqs, strict=True))
+    return _build(drafts, valid, extra, grid)
+
+
+TARGET = PrepareInputsPadded()

@@ -1,0 +1,222 @@
+"""``eagle_prepare_next_token_padded_kernel``: CONTRACT.md section 3."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ..case import Case
+from ..strategies import (
+    INT32_MAX,
+    INT32_MIN,
+    POWERS_OF_TWO,
+    Scale,
+    int32s,
+    next_power_of_2,
+    request_counts,
+)
+from .base import ContractViolation, TritonTarget
+
+I32, BOOL = np.dtype(np.int32), np.dtype(np.bool_)
+MAX_SAMPLED = 33
+
+
+class PrepareNextTokenPadded(TritonTarget):
+    name = "eagle_prepare_next_token_padded_kernel"
+    inputs = {"sampled_token_ids": I32, "discard_request_mask": BOOL, "backup_next_token_ids": I32}
+    scalar_names = ("vocab_size", "num_sampled_tokens_per_req", "num_reqs")
+    launch_names = ("block_size_tokens", "grid_size")
+    features = {
+        "discard_none": "no request discarded",
+        "discard_all": "every request discarded",
+        "discard_some": "some but not all requests discarded",
+        "no_valid_token": "a kept request with no valid column: the backup is used",
+        "full_row": "a kept request whose every column is valid",
+        "minus_one_suffix": "a kept request with -1 padding after its valid ids",
+        "id_equals_vocab": "an id equal to vocab_size (invalid)",
+        "id_above_vocab": "an id above vocab_size (invalid)",
+        "single_column": "S = 1 (no drafts)",
+        "strided_rows": "row stride larger than S (junk columns must be ignored)",
+        "overallocated_buffers": "discard/backup buffers longer than num_reqs",
+        "custom_block": "BLOCK_SIZE_TOKENS larger than next_power_of_2(S)",
+        "padded_launch": "a grid larger than num_reqs (extra programs write nothing)",
+        "several_requests": "more than one request",
+        "many_requests": "more than 64 requests",
+    }
+
+    @property
+    def oracles(self) -> Mapping[str, Any]:
+        from ...oracles import loops, vectorized
+
+        return {"numpy": vectorized.eagle_prepare_next_token_padded, "numba": loops.eagle_prepare_next_token_padded}
+
+    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        return _cases(scale)
+
+    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        R = int(rng.integers(1, scale.max_requests + 1)) if rng.random() < 0.9 else int(rng.integers(1, scale.request_tail + 1))
+        S = int(rng.integers(1, 9)) if rng.random() < 0.8 else int(rng.integers(1, MAX_SAMPLED + 1))
+        stride = S + (0 if rng.random() < 0.6 else int(rng.integers(1, 5)))
+        vocab = int(rng.choice([1, 2, 32000, 128256, INT32_MAX]))
+        rows = np.full((R, stride), -1, dtype=np.int64)
+        for r in range(R):
+            k = int(rng.integers(0, S + 1))
+            pick = rng.random(k)
+            ids = np.where(pick < 0.8, rng.integers(0, vocab, size=k), np.where(pick < 0.9, vocab, rng.integers(vocab, INT32_MAX, size=k, endpoint=True)))
+            rows[r, :k] = ids
+            rows[r, S:] = rng.integers(0, vocab, size=stride - S)
+        extra = 0 if rng.random() < 0.5 else int(rng.integers(1, 9))
+        mode = rng.choice(["none", "all", "some"])
+        discard = np.zeros(R + extra, dtype=bool) if mode == "none" else np.ones(R + extra, dtype=bool) if mode == "all" else rng.random(R + extra) < 0.3
+        backup = rng.integers(INT32_MIN, INT32_MAX, size=R + extra, endpoint=True, dtype=np.int32)
+        block = None if rng.random() < 0.7 else int(rng.choice([b for b in POWERS_OF_TWO if b >= next_power_of_2(S)]))
+        grid = None if rng.random() < 0.7 else R + int(rng.integers(1, 5))
+        return _build(rows.astype(np.int32), discard, backup, vocab, S, block, grid)
+
+    def validate(self, case: Case) -> None:
+        a, s = case.arrays, case.scalars
+        for name, dtype in self.inputs.items():
+            if name not in a:
+                raise ContractViolation(f"arrays.{name}", "is required")
+            if a[name].dtype != dtype:
+                raise ContractViolation(f"arrays.{name}", f"must be a {dtype} array")
+        for name in self.scalar_names:
+            v = s.get(name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ContractViolation(f"scalars.{name}", "must be an int")
+        R, S, vocab = s["num_reqs"], s["num_sampled_tokens_per_req"], s["vocab_size"]
+        ids = a["sampled_token_ids"]
+        if ids.ndim != 2 or ids.shape[0] != R:
+            raise ContractViolation("arrays.sampled_token_ids", "must be 2-D with num_reqs rows (columns = row stride)")
+        if R < 1:
+            raise ContractViolation("scalars.num_reqs", "must be >= 1")
+        if not 1 <= S <= ids.shape[1]:
+            raise ContractViolation("scalars.num_sampled_tokens_per_req", "must be from 1 to the row stride (columns of sampled_token_ids)")
+        if not 1 <= vocab <= INT32_MAX:
+            raise ContractViolation("scalars.vocab_size", "must be from 1 to 2**31-1")
+        for name in ("discard_request_mask", "backup_next_token_ids"):
+            if a[name].ndim != 1 or len(a[name]) < R:
+                raise ContractViolation(f"arrays.{name}", "must be 1-D with at least num_reqs entries")
+        head = ids[:, :S].astype(np.int64)
+        neg = head == -1
+        if np.any(neg[:, :-1] & ~neg[:, 1:]):
+            raise ContractViolation("arrays.sampled_token_ids", "-1 may only appear as a suffix of a row's first S columns")
+        if np.any(head < -1):
+            raise ContractViolation("arrays.sampled_token_ids", "ids must be -1 or >= 0")
+        block = case.launch.get("block_size_tokens")
+        if block is not None and (block not in POWERS_OF_TWO or block < S):
+            raise ContractViolation("launch.block_size_tokens", "must be null or a power of two from S to 256")
+        grid = case.launch.get("grid_size")
+        if grid is not None and (not isinstance(grid, int) or grid < R):
+            raise ContractViolation("launch.grid_size", "must be null or an int >= num_reqs")
+
+    def features_of(self, case: Case) -> frozenset[str]:
+        s = case.scalars
+        R, S, vocab = s["num_reqs"], s["num_sampled_tokens_per_req"], s["vocab_size"]
+        ids = case.arrays["sampled_token_ids"][:, :S].astype(np.int64)
+        disc = case.arrays["discard_request_mask"][:R]
+        valid = (ids != -1) & (ids < vocab)
+        kept = ~disc
+        count = valid.sum(axis=1)
+        nonneg = ids != -1
+        checks = {
+            "discard_none": not disc.any(),
+            "discard_all": bool(disc.all()),
+            "discard_some": bool(disc.any() and not disc.all()),
+            "no_valid_token": np.any(kept & (count == 0)),
+            "full_row": np.any(kept & (count == S)),
+            "minus_one_suffix": np.any(kept & nonneg.any(axis=1) & (ids[:, -1] == -1)),
+            "id_equals_vocab": np.any(ids == vocab),
+            "id_above_vocab": np.any(ids > vocab),
+            "single_column": S == 1,
+            "strided_rows": case.arrays["sampled_token_ids"].shape[1] > S,
+            "overallocated_buffers": len(case.arrays["discard_request_mask"]) > R,
+            "custom_block": case.launch.get("block_size_tokens") not in (None, next_power_of_2(S)),
+            "padded_launch": (case.launch.get("grid_size") or R) > R,
+            "several_requests": R > 1,
+            "many_requests": R > 64,
+        }
+        return frozenset(k for k, v in checks.items() if v)
+
+    def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        R = case.scalars["num_reqs"]
+        return {"next_token_ids": (I32, (R,)), "valid_sampled_tokens_count": (I32, (R,))}
+
+    def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
+        from ...kernels.launchers import launch_eagle_prepare_next_token_padded
+
+        S = case.scalars["num_sampled_tokens_per_req"]
+        t = dict(tensors)
+        t["sampled_token_ids"] = t["sampled_token_ids"][:, :S]
+        launch_eagle_prepare_next_token_padded(
+            kernel,
+            **t,
+            vocab_size=case.scalars["vocab_size"],
+            num_reqs=case.scalars["num_reqs"],
+            block_size_tokens=case.launch.get("block_size_tokens"),
+            grid_size=case.launch.get("grid_size"),
+        )
+
+    def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
+        S = case.scalars["num_sampled_tokens_per_req"]
+        block = case.launch.get("block_size_tokens") or next_power_of_2(S)
+        oracle(**case.arrays, **case.scalars, block_size_tokens=block, **outputs)
+
+    def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
+        disc = bool(case.arrays["discard_request_mask"][index])
+        return index, "discarded request" if disc else "kept request"
+
+
+def _build(
+    rows: np.ndarray,
+    discard: np.ndarray,
+    backup: np.ndarray,
+    vocab: int,
+    S: int,
+    block: int | None,
+    grid: int | None,
+) -> Case:
+    return Case(
+        kernel=PrepareNextTokenPadded.name,
+        arrays={
+            "sampled_token_ids": rows.astype(np.int32),
+            "discard_request_mask": discard.astype(np.bool_),
+            "backup_next_token_ids": backup.astype(np.int32),
+        },
+        scalars={"vocab_size": int(vocab), "num_sampled_tokens_per_req": int(S), "num_reqs": int(rows.shape[0])},
+        launch={"block_size_tokens": block, "grid_size": grid},
+    )
+
+
+@st.composite
+def _row(draw: st.DrawFn, S: int, stride: int, vocab: int) -> list[int]:
+    k = draw(st.integers(0, S))
+    ids = st.one_of(st.integers(0, vocab - 1), st.just(vocab), st.integers(vocab, INT32_MAX))
+    head = draw(st.lists(ids, min_size=k, max_size=k))
+    junk = draw(st.lists(st.integers(0, vocab - 1), min_size=stride - S, max_size=stride - S))
+    return head + [-1] * (S - k) + junk
+
+
+@st.composite
+def _cases(draw: st.DrawFn, scale: Scale) -> Case:
+    R = draw(request_counts(scale))
+    S = draw(st.integers(1, 8) | st.integers(1, MAX_SAMPLED))
+    stride = S + draw(st.just(0) | st.integers(1, 4))
+    vocab = draw(st.sampled_from([32000, 128256, 1, 2]) | st.integers(1, INT32_MAX))
+    rows = np.array(draw(st.lists(_row(S, stride, vocab), min_size=R, max_size=R)), dtype=np.int64).reshape(R, stride)
+    extra = draw(st.just(0) | st.integers(1, 8))
+    mode = draw(st.sampled_from(["none", "some", "all"]))
+    if mode == "some":
+        discard = np.array(draw(st.lists(st.booleans(), min_size=R + extra, max_size=R + extra)), dtype=bool)
+    else:
+        discard = np.full(R + extra, mode == "all")
+    backup = np.array(draw(st.lists(int32s(), min_size=R + extra, max_size=R + extra)), dtype=np.int32)
+    block = draw(st.none() | st.sampled_from([b for b in POWERS_OF_TWO if b >= next_power_of_2(S)]))
+    grid = draw(st.none() | st.integers(R + 1, R + 8))
+    return _build(rows, discard, backup, vocab, S, block, grid)
+
+
+TARGET = PrepareNextTokenPadded()

@@ -1,0 +1,154 @@
+"""Launch each kernel the way vLLM's call sites do.
+
+Every launcher takes the kernel to launch as its first argument (the production kernel from
+``spec_decode_utils`` by default), so a port or an altered copy is launched exactly the same
+way. Launch parameters default to vLLM's own choice; passing them explicitly overrides it.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import triton
+
+from . import spec_decode_utils as _utils
+
+Kernel = Any  # anything indexable as kernel[grid](*args, **constexprs)
+
+
+def copy_and_expand_launch_params(
+    max_query_len: int, num_padding_slots_per_request: int, shift_input_ids: bool
+) -> tuple[int, int]:
+    """vLLM's ``(BLOCK_SIZE_TOKENS, num_blocks)`` for ``copy_and_expand_eagle_inputs_kernel``.
+
+    ``max_tokens = max_query_len + P - shift``; the block is the next power of two of that,
+    capped at 256, and enough blocks are launched to cover ``max_tokens`` slots.
+    """
+    max_tokens = max_query_len + num_padding_slots_per_request - int(shift_input_ids)
+    block = min(256, triton.next_power_of_2(max_tokens))
+    return block, triton.cdiv(max_tokens, block)
+
+
+def launch_copy_and_expand_eagle_inputs(
+    kernel: Kernel = _utils.copy_and_expand_eagle_inputs_kernel,
+    *,
+    target_token_ids: torch.Tensor,
+    target_positions: torch.Tensor,
+    next_token_ids: torch.Tensor,
+    out_input_ids: torch.Tensor,
+    out_positions: torch.Tensor,
+    out_is_rejected_token_mask: torch.Tensor,
+    out_is_masked_token_mask: torch.Tensor,
+    out_new_token_indices: torch.Tensor,
+    out_hidden_state_mapping: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    query_end_loc: torch.Tensor,
+    padding_token_id: int,
+    parallel_drafting_token_id: int,
+    num_padding_slots_per_request: int,
+    shift_input_ids: bool,
+    max_query_len: int,
+    total_input_tokens: int | None = None,
+    block_size_tokens: int | None = None,
+    num_blocks: int | None = None,
+) -> None:
+    """Mirror of ``SpecDecodeBaseProposer.set_inputs_first_pass``: grid ``(num_reqs, num_blocks)``.
+
+    ``total_input_tokens`` defaults to ``len(target_token_ids)``. ``block_size_tokens`` and
+    ``num_blocks`` default to :func:`copy_and_expand_launch_params`; when only the block is
+    given, enough blocks are launched to cover ``max_query_len + P - shift`` slots.
+    """
+    vllm_block, vllm_blocks = copy_and_expand_launch_params(
+        max_query_len, num_padding_slots_per_request, shift_input_ids
+    )
+    if block_size_tokens is None:
+        block_size_tokens = vllm_block
+    if num_blocks is None:
+        max_tokens = max_query_len + num_padding_slots_per_request - int(shift_input_ids)
+        num_blocks = triton.cdiv(max_tokens, block_size_tokens)
+    if total_input_tokens is None:
+        total_input_tokens = target_token_ids.shape[0]
+    num_reqs = query_end_loc.shape[0]
+    kernel[(num_reqs, num_blocks)](
+        target_token_ids,
+        target_positions,
+        next_token_ids,
+        out_input_ids,
+        out_positions,
+        out_is_rejected_token_mask,
+        out_is_masked_token_mask,
+        out_new_token_indices,
+        out_hidden_state_mapping,
+        query_start_loc,
+        query_end_loc,
+        padding_token_id,
+        parallel_drafting_token_id,
+        total_input_tokens,
+        num_padding_slots_per_request,
+        shift_input_ids,
+        BLOCK_SIZE_TOKENS=block_size_tokens,
+    )
+
+
+def launch_eagle_prepare_inputs_padded(
+    kernel: Kernel = _utils.eagle_prepare_inputs_padded_kernel,
+    *,
+    cu_num_draft_tokens: torch.Tensor,
+    valid_sampled_tokens_count: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    token_indices_to_sample: torch.Tensor,
+    num_rejected_tokens: torch.Tensor,
+    num_reqs: int,
+    grid_size: int | None = None,
+) -> None:
+    """Mirror of ``prepare_inputs_padded``: grid ``(num_reqs,)``, or ``grid_size`` for a padded launch."""
+    kernel[(num_reqs if grid_size is None else grid_size,)](
+        cu_num_draft_tokens,
+        valid_sampled_tokens_count,
+        query_start_loc,
+        token_indices_to_sample,
+        num_rejected_tokens,
+        num_reqs,
+    )
+
+
+def launch_eagle_prepare_next_token_padded(
+    kernel: Kernel = _utils.eagle_prepare_next_token_padded_kernel,
+    *,
+    sampled_token_ids: torch.Tensor,
+    discard_request_mask: torch.Tensor,
+    backup_next_token_ids: torch.Tensor,
+    next_token_ids: torch.Tensor,
+    valid_sampled_tokens_count: torch.Tensor,
+    vocab_size: int,
+    num_reqs: int,
+    block_size_tokens: int | None = None,
+    grid_size: int | None = None,
+) -> None:
+    """Mirror of ``prepare_next_token_ids_padded``.
+
+    ``sampled_token_ids`` is ``[num_reqs, S]``, possibly a view with ``stride(0) > S``;
+    ``BLOCK_SIZE_TOKENS = next_power_of_2(S)`` and grid ``(num_reqs,)`` unless overridden.
+    """
+    num_sampled = sampled_token_ids.shape[1]
+    if block_size_tokens is None:
+        block_size_tokens = triton.next_power_of_2(num_sampled)
+    kernel[(num_reqs if grid_size is None else grid_size,)](
+        sampled_token_ids,
+        discard_request_mask,
+        backup_next_token_ids,
+        next_token_ids,
+        valid_sampled_tokens_count,
+        vocab_size,
+        num_sampled,
+        num_reqs,
+        sampled_token_ids.stride(0),
+        BLOCK_SIZE_TOKENS=block_size_tokens,
+    )
+
+
+LAUNCHERS: dict[str, Callable[..., None]] = {
+    "copy_and_expand_eagle_inputs_kernel": launch_copy_and_expand_eagle_inputs,
+    "eagle_prepare_inputs_padded_kernel": launch_eagle_prepare_inputs_padded,
+    "eagle_prepare_next_token_padded_kernel": launch_eagle_prepare_next_token_padded,
+}

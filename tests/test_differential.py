@@ -1,0 +1,31 @@
+"""The heart of eaglefuzz: every target fuzzed against its oracles, per target and part.
+
+Each (target, part) pair is its own test item so ``pytest -n auto`` spreads them; each part
+explores with its own Hypothesis seed, so parts do not repeat each other's cases.
+"""
+
+from __future__ import annotations
+
+import pytest
+from eaglefuzz.harness.check import DifferenceFound, check_case
+from eaglefuzz.harness.pytest_plugin import derive_seed
+from eaglefuzz.harness.targets import TARGETS
+from hypothesis import given, seed
+
+PARTS = 2
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("part", range(PARTS))
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_matches_oracles(name, part, impls, backend, scale, warm_oracles, fuzz_seed):
+    target = TARGETS[name]
+
+    @seed(derive_seed(fuzz_seed, name, part))
+    @given(target.strategy(scale))
+    def run(case):
+        finding = check_case(case, impls, backend.device)
+        if finding is not None:
+            raise DifferenceFound(finding)
+
+    run()
