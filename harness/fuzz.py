@@ -1,0 +1,129 @@
+"""Fuzzing loops: Hypothesis-driven (shrinking, minimal reproducers) and bulk random batches.
+
+Both run in chunks with seeds derived from one base seed, so that a run is reproducible from
+its seed and can stop after a number of examples or a time budget at a chunk boundary.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from hypothesis import Phase, given, settings
+from hypothesis import seed as hseed
+
+from .case import Case
+from .check import DifferenceFound, Finding, check_case
+from .impls import Implementations
+from .profiles import PROFILES
+from .strategies import Scale
+from .targets import TARGETS
+
+CHUNK = 25
+
+
+def derive_seed(base: int, *key: object) -> int:
+    """A seed for one chunk or test: stable across runs, machines and hash randomisation."""
+    return zlib.crc32(":".join(map(str, (base, *key))).encode())
+
+
+@dataclass
+class Stats:
+    """What a run of one target did: examples checked, output elements verified, features."""
+
+    examples: int = 0
+    tokens: int = 0
+    features: set[str] = field(default_factory=set)
+    findings: list[Finding] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def record(self, target_name: str, case: Case) -> None:
+        target = TARGETS[target_name]
+        self.examples += 1
+        self.tokens += target.output_tokens(case)
+        self.features |= target.features_of(case)
+
+
+def hypothesis_chunk(
+    name: str,
+    impls: Implementations,
+    device: str,
+    scale: Scale,
+    *,
+    seed: int,
+    max_examples: int,
+    shrink: bool = True,
+    stats: Stats | None = None,
+) -> Finding | None:
+    """Run ``max_examples`` Hypothesis examples of target ``name``; the shrunk finding, if any."""
+    target = TARGETS[name]
+    stats = stats if stats is not None else Stats()
+    phases = (Phase.generate, Phase.shrink) if shrink else (Phase.generate,)
+
+    @settings(PROFILES["ci"], max_examples=max_examples, database=None, phases=phases)
+    @hseed(seed)
+    @given(target.strategy(scale))
+    def run(case: Case) -> None:
+        stats.record(name, case)
+        finding = check_case(case, impls, device)
+        if finding is not None:
+            raise DifferenceFound(finding)
+
+    try:
+        run()
+    except DifferenceFound as exc:
+        return exc.finding
+    return None
+
+
+def fuzz_target(
+    name: str,
+    impls: Implementations,
+    device: str,
+    scale: Scale,
+    *,
+    seed: int = 0,
+    examples: int | None = 100,
+    time_budget: float | None = None,
+    shrink: bool = True,
+    stop_on_finding: bool = True,
+    on_chunk: Callable[[Stats], None] | None = None,
+    chunk_offset: int = 0,
+    chunk_step: int = 1,
+) -> Stats:
+    """Fuzz target ``name`` until ``examples`` are checked or ``time_budget`` seconds pass.
+
+    Chunk ``i`` runs with seed ``derive_seed(seed, name, i)``; ``chunk_offset``/``chunk_step``
+    select a disjoint share of the chunks (sharding across machines).
+    """
+    stats = Stats()
+    start = time.monotonic()
+    i = chunk_offset
+    while True:
+        if examples is not None and stats.examples >= examples:
+            break
+        if time_budget is not None and time.monotonic() - start >= time_budget:
+            break
+        n = CHUNK if examples is None else min(CHUNK, examples - stats.examples)
+        finding = hypothesis_chunk(
+            name, impls, device, scale, seed=derive_seed(seed, name, i), max_examples=n, shrink=shrink, stats=stats
+        )
+        i += chunk_step
+        if finding is not None:
+            stats.findings.append(finding)
+        stats.seconds = time.monotonic() - start
+        if on_chunk is not None:
+            on_chunk(stats)
+        if finding is not None and stop_on_finding:
+            break
+    stats.seconds = time.monotonic() - start
+    return stats
+
+
+def bulk_cases(name: str, scale: Scale, seed: int, count: int) -> list[Case]:
+    """``count`` random in-contract cases of target ``name`` drawn with NumPy from ``seed``."""
+    rng = np.random.default_rng(seed)
+    return [TARGETS[name].random_case(rng, scale) for _ in range(count)]
