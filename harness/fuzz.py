@@ -57,6 +57,7 @@ def hypothesis_chunk(
     max_examples: int,
     shrink: bool = True,
     stats: Stats | None = None,
+    on_progress: Callable[[Stats], None] | None = None,
 ) -> Finding | None:
     """Run ``max_examples`` Hypothesis examples of target ``name``; the shrunk finding, if any."""
     target = TARGETS[name]
@@ -69,6 +70,8 @@ def hypothesis_chunk(
     def run(case: Case) -> None:
         stats.record(name, case)
         finding = check_case(case, impls, device)
+        if on_progress is not None:
+            on_progress(stats)
         if finding is not None:
             raise DifferenceFound(finding)
 
@@ -90,7 +93,7 @@ def fuzz_target(
     time_budget: float | None = None,
     shrink: bool = True,
     stop_on_finding: bool = True,
-    on_chunk: Callable[[Stats], None] | None = None,
+    on_progress: Callable[[Stats], None] | None = None,
     chunk_offset: int = 0,
     chunk_step: int = 1,
 ) -> Stats:
@@ -109,14 +112,13 @@ def fuzz_target(
             break
         n = CHUNK if examples is None else min(CHUNK, examples - stats.examples)
         finding = hypothesis_chunk(
-            name, impls, device, scale, seed=derive_seed(seed, name, i), max_examples=n, shrink=shrink, stats=stats
+            name, impls, device, scale, seed=derive_seed(seed, name, i), max_examples=n, shrink=shrink,
+            stats=stats, on_progress=on_progress,
         )
         i += chunk_step
         if finding is not None:
             stats.findings.append(finding)
         stats.seconds = time.monotonic() - start
-        if on_chunk is not None:
-            on_chunk(stats)
         if finding is not None and stop_on_finding:
             break
     stats.seconds = time.monotonic() - start
@@ -127,3 +129,76 @@ def bulk_cases(name: str, scale: Scale, seed: int, count: int) -> list[Case]:
     """``count`` random in-contract cases of target ``name`` drawn with NumPy from ``seed``."""
     rng = np.random.default_rng(seed)
     return [TARGETS[name].random_case(rng, scale) for _ in range(count)]
+
+
+def shrink_finding(finding: Finding, impls: Implementations, device: str, *, max_checks: int = 400) -> Finding:
+    """Greedily shrink a finding: take the first smaller variant that still fails, repeat.
+
+    Variants come from the target's ``shrink_candidates`` (drop requests, shorten them,
+    simplify values and launch parameters); a variant outside the contract is passed over.
+    """
+    from .targets import ContractViolation
+
+    target = TARGETS[finding.case.kernel]
+    checks = 0
+    improved = True
+    while improved and checks < max_checks:
+        improved = False
+        for candidate in target.shrink_candidates(finding.case):
+            if checks >= max_checks:
+                break
+            try:
+                target.validate(candidate)
+            except ContractViolation:
+                continue
+            checks += 1
+            smaller = check_case(candidate, impls, device)
+            if smaller is not None and smaller.kind == finding.kind:
+                finding = smaller
+                improved = True
+                break
+    return finding
+
+
+def bulk_fuzz_target(
+    name: str,
+    impls: Implementations,
+    device: str,
+    scale: Scale,
+    *,
+    seed: int = 0,
+    examples: int | None = 100,
+    time_budget: float | None = None,
+    shrink: bool = True,
+    stop_on_finding: bool = True,
+    on_progress: Callable[[Stats], None] | None = None,
+    chunk_offset: int = 0,
+    chunk_step: int = 1,
+) -> Stats:
+    """Like :func:`fuzz_target`, with cases drawn by the target's NumPy generator.
+
+    Example ``i`` is drawn from ``derive_seed(seed, name, "bulk", i)``; shards take every
+    ``chunk_step``-th example from ``chunk_offset``. Findings are shrunk by :func:`shrink_finding`.
+    """
+    target = TARGETS[name]
+    stats = Stats()
+    start = time.monotonic()
+    i = chunk_offset
+    while True:
+        if examples is not None and stats.examples >= examples:
+            break
+        if time_budget is not None and time.monotonic() - start >= time_budget:
+            break
+        case = target.random_case(np.random.default_rng(derive_seed(seed, name, "bulk", i)), scale)
+        i += chunk_step
+        stats.record(name, case)
+        finding = check_case(case, impls, device)
+        if finding is not None:
+            stats.findings.append(shrink_finding(finding, impls, device) if shrink else finding)
+        stats.seconds = time.monotonic() - start
+        if on_progress is not None:
+            on_progress(stats)
+        if finding is not None and stop_on_finding:
+            break
+    stats.seconds = time.monotonic() - start
+    return stats

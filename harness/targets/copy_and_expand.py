@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -269,6 +269,9 @@ class CopyAndExpand(TritonTarget):
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
         oracle(**case.arrays, **case.scalars, **outputs)
 
+    def shrink_candidates(self, case: Case) -> Iterator[Case]:
+        return _shrink(case)
+
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
         lay = _Layout(case)
         if array in SLOT_OUTPUTS:
@@ -388,3 +391,75 @@ def _cases(draw: st.DrawFn, scale: Scale) -> Case:
 
 
 TARGET = CopyAndExpand()
+
+
+def _requests(case: Case) -> list[dict[str, Any]]:
+    """The case split per request: its tokens, positions, rejected count and next token."""
+    qsl = case.arrays["query_start_loc"].astype(np.int64)
+    qel = case.arrays["query_end_loc"].astype(np.int64)
+    out = []
+    for r in range(len(qel)):
+        lo, hi = int(qsl[r]), int(qsl[r + 1])
+        out.append(
+            {
+                "tokens": case.arrays["target_token_ids"][lo:hi],
+                "positions": case.arrays["target_positions"][lo:hi],
+                "rejected": int(hi - qel[r] - 1),
+                "next": case.arrays["next_token_ids"][r],
+            }
+        )
+    return out
+
+
+def _rebuild(case: Case, reqs: list[dict[str, Any]], **overrides: Any) -> Case:
+    """``case`` rebuilt from per-request pieces; an explicit grid too small for it is dropped."""
+    s = {**case.scalars, **overrides.get("scalars", {})}
+    lengths = [len(q["tokens"]) for q in reqs]
+    new = _build(
+        lengths,
+        [min(q["rejected"], n - 1) for q, n in zip(reqs, lengths, strict=True)],
+        shift=s["shift_input_ids"],
+        P=s["num_padding_slots_per_request"],
+        token_ids=np.concatenate([q["tokens"] for q in reqs]).astype(np.int32),
+        positions=np.concatenate([q["positions"] for q in reqs]).astype(np.int64),
+        next_ids=np.array([q["next"] for q in reqs], dtype=np.int32),
+        padding_id=s["padding_token_id"],
+        parallel_id=s["parallel_drafting_token_id"],
+        launch=dict(overrides.get("launch", case.launch)),
+    )
+    blocks = new.launch.get("num_blocks")
+    if blocks is not None and blocks < _Layout(new).min_blocks:
+        new = new.replace(launch={"num_blocks": None})
+    return new
+
+
+def _shrink(case: Case) -> Iterator[Case]:
+    reqs = _requests(case)
+    R = len(reqs)
+    if R > 1:
+        yield _rebuild(case, reqs[: R // 2])
+        yield _rebuild(case, reqs[R // 2 :])
+        for r in range(R):
+            yield _rebuild(case, reqs[:r] + reqs[r + 1 :])
+    for r, q in enumerate(reqs):
+        n = len(q["tokens"])
+        for new_n in sorted({1, n // 2, n - 1} - {0, n}):
+            short = {**q, "tokens": q["tokens"][:new_n], "positions": q["positions"][:new_n]}
+            yield _rebuild(case, reqs[:r] + [short] + reqs[r + 1 :])
+        if q["rejected"]:
+            yield _rebuild(case, reqs[:r] + [{**q, "rejected": 0}] + reqs[r + 1 :])
+    if case.launch.get("block_size_tokens") is not None or case.launch.get("num_blocks") is not None:
+        yield _rebuild(case, reqs, launch={"block_size_tokens": None, "num_blocks": None})
+    if case.launch.get("num_blocks") is not None:
+        yield case.replace(launch={"num_blocks": None})
+    for name, simple in (("shift_input_ids", False), ("num_padding_slots_per_request", 1),
+                         ("padding_token_id", 0), ("parallel_drafting_token_id", 0)):
+        if case.scalars[name] != simple:
+            yield _rebuild(case, reqs, scalars={name: simple})
+    zeroed = [{**q, "tokens": np.zeros_like(q["tokens"]), "next": 0} for q in reqs]
+    if any(np.any(q["tokens"]) or q["next"] for q in reqs):
+        yield _rebuild(case, zeroed)
+    consecutive = [{**q, "positions": np.arange(len(q["positions"]), dtype=np.int64)} for q in reqs]
+    if any(not np.array_equal(q["positions"], c["positions"]) for q, c in zip(reqs, consecutive, strict=True)):
+        yield _rebuild(case, consecutive)
+

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -117,6 +117,30 @@ class PrepareInputsPadded(TritonTarget):
 
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
         return index, "per-request output"
+
+    def shrink_candidates(self, case: Case) -> Iterator[Case]:
+        cu = case.arrays["cu_num_draft_tokens"].astype(np.int64)
+        d = np.diff(np.concatenate([[0], cu])).tolist()
+        v = case.arrays["valid_sampled_tokens_count"].tolist()
+        e = (np.diff(case.arrays["query_start_loc"].astype(np.int64)) - np.asarray(d) - 1).tolist()
+        reqs = list(zip(d, v, e, strict=True))
+        grid = case.launch.get("grid_size")
+
+        def build(rs: list[tuple[int, int, int]], g: int | None = grid) -> Case:
+            g = None if g is None else len(rs) + (g - len(reqs))
+            return _build([r[0] for r in rs], [r[1] for r in rs], [r[2] for r in rs], g)
+
+        R = len(reqs)
+        if R > 1:
+            yield build(reqs[: R // 2])
+            yield build(reqs[R // 2 :])
+            for r in range(R):
+                yield build(reqs[:r] + reqs[r + 1 :])
+        if grid is not None:
+            yield build(reqs, None)
+        for r, (dr, vr, er) in enumerate(reqs):
+            if er:
+                yield build(reqs[:r] + [(dr, vr, 0)] + reqs[r + 1 :])
 
 
 def _build(drafts: list[int], valid: list[int], extra: list[int], grid: int | None) -> Case:

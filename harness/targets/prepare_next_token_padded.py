@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -164,6 +164,38 @@ class PrepareNextTokenPadded(TritonTarget):
         S = case.scalars["num_sampled_tokens_per_req"]
         block = case.launch.get("block_size_tokens") or next_power_of_2(S)
         oracle(**case.arrays, **case.scalars, block_size_tokens=block, **outputs)
+
+    def shrink_candidates(self, case: Case) -> Iterator[Case]:
+        a, s = case.arrays, case.scalars
+        R, S = s["num_reqs"], s["num_sampled_tokens_per_req"]
+        rows, disc, backup = a["sampled_token_ids"], a["discard_request_mask"], a["backup_next_token_ids"]
+        extra_disc, extra_backup = disc[R:], backup[R:]
+        block, grid = case.launch.get("block_size_tokens"), case.launch.get("grid_size")
+
+        def build(keep: list[int], *, rows_: np.ndarray = rows, tail: bool = True, block_: int | None = block,
+                  grid_: int | None = grid) -> Case:
+            g = None if grid_ is None else len(keep) + (grid_ - R)
+            return _build(
+                rows_[keep],
+                np.concatenate([disc[keep], extra_disc if tail else extra_disc[:0]]),
+                np.concatenate([backup[keep], extra_backup if tail else extra_backup[:0]]),
+                s["vocab_size"], S, block_, g,
+            )
+
+        every = list(range(R))
+        if R > 1:
+            yield build(every[: R // 2])
+            yield build(every[R // 2 :])
+            for r in every:
+                yield build(every[:r] + every[r + 1 :])
+        if rows.shape[1] > S:
+            yield build(every, rows_=rows[:, :S])
+        if len(extra_disc):
+            yield build(every, tail=False)
+        if block is not None:
+            yield build(every, block_=None)
+        if grid is not None:
+            yield build(every, grid_=None)
 
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
         disc = bool(case.arrays["discard_request_mask"][index])

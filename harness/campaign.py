@@ -1,0 +1,170 @@
+"""A fuzzing campaign: targets in turn, live progress, findings saved as they come, a summary.
+
+The report depends only on the seed and options, timings aside: targets run in a fixed
+order, chunk seeds derive from the base seed, and findings are listed in the order found.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .check import Finding
+from .fuzz import Stats, bulk_fuzz_target, fuzz_target
+
+EXIT_OK, EXIT_FINDINGS, EXIT_INTERRUPTED = 0, 1, 130
+
+
+@dataclass
+class Campaign:
+    """Options of one ``eaglefuzz fuzz`` run (see the CLI for their meaning)."""
+
+    names: list[str]
+    kernels_path: str | None
+    backend: str
+    seed: int
+    mode: str
+    examples: int | None
+    time_budget: float | None
+    shard: tuple[int, int]
+    corpus_dir: Path | None
+    keep_going: bool
+    progress: bool
+    as_json: bool
+
+    def _save(self, finding: Finding) -> Path:
+        from .corpus import CORPUS_DIR, save_case
+
+        root = self.corpus_dir or CORPUS_DIR
+        path = save_case(finding.case, root)
+        replay = "eaglefuzz replay " + shlex.quote(str(path))
+        if self.kernels_path:
+            replay += " --kernels " + shlex.quote(self.kernels_path)
+        save_case(
+            finding.case,
+            root,
+            finding={
+                "kind": finding.kind,
+                "report": finding.report(),
+                "replay": replay,
+                "found_by": "eaglefuzz " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+                "found_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+            overwrite=True,
+        )
+        return path
+
+    def run(self) -> int:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from .backend import select_backend
+        from .impls import load_implementations
+        from .strategies import CUDA_SCALE, INTERPRETER_SCALE
+        from .targets import TARGETS
+
+        backend = select_backend(self.backend)
+        impls = load_implementations(self.kernels_path, TARGETS)
+        scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE
+        console = Console(stderr=True)
+        per_budget = None if self.time_budget is None else self.time_budget / len(self.names)
+        results: dict[str, Stats] = {}
+        saved: dict[int, Path] = {}
+        interrupted = False
+        run_fn = bulk_fuzz_target if self.mode == "bulk" else fuzz_target
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[examples]} ex  {task.fields[rate]:.1f} ex/s  {task.fields[findings]} findings"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not self.progress,
+            transient=False,
+        ) as bar:
+            for name in self.names:
+                total = self.examples if self.examples is not None else per_budget
+                task = bar.add_task(name, total=total, examples=0, rate=0.0, findings=0)
+                start = time.monotonic()
+
+                def on_progress(stats: Stats, task: Any = task, start: float = start) -> None:
+                    elapsed = max(time.monotonic() - start, 1e-9)
+                    done = stats.examples if self.examples is not None else min(elapsed, per_budget or 0)
+                    bar.update(task, completed=done, examples=stats.examples, rate=stats.examples / elapsed, findings=len(stats.findings))
+                    for f in stats.findings:
+                        if id(f) not in saved:
+                            saved[id(f)] = self._save(f)
+
+                try:
+                    stats = run_fn(
+                        name, impls, backend.device, scale, seed=self.seed, examples=self.examples,
+                        time_budget=per_budget, stop_on_finding=not self.keep_going, on_progress=on_progress,
+                        chunk_offset=self.shard[0], chunk_step=self.shard[1],
+                    )
+                except KeyboardInterrupt:
+                    interrupted = True
+                    break
+                on_progress(stats)
+                results[name] = stats
+        findings = [(n, f) for n, s in results.items() for f in s.findings]
+        if self.as_json:
+            print(json.dumps(self._json(backend.name, results, saved, interrupted), indent=2))
+        else:
+            self._print(console, results, saved, interrupted)
+        if findings:
+            return EXIT_FINDINGS
+        return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+    def _json(self, backend: str, results: dict[str, Stats], saved: dict[int, Path], interrupted: bool) -> dict[str, Any]:
+        from .targets import TARGETS
+
+        return {
+            "seed": self.seed,
+            "mode": self.mode,
+            "backend": backend,
+            "shard": f"{self.shard[0] + 1}/{self.shard[1]}",
+            "interrupted": interrupted,
+            "targets": {
+                n: {
+                    "examples": s.examples,
+                    "tokens_verified": s.tokens,
+                    "seconds": round(s.seconds, 3),
+                    "features_reached": sorted(s.features),
+                    "features_missed": sorted(set(TARGETS[n].features) - s.features),
+                    "findings": [
+                        {"kind": f.kind, "file": str(saved.get(id(f), "")), "report": f.report()} for f in s.findings
+                    ],
+                }
+                for n, s in results.items()
+            },
+        }
+
+    def _print(self, console: Any, results: dict[str, Stats], saved: dict[int, Path], interrupted: bool) -> None:
+        from rich.table import Table
+
+        from .targets import TARGETS
+
+        out = sys.stdout
+        for n, s in results.items():
+            for f in s.findings:
+                print(f"\n=== finding: {n} ({f.kind}) saved to {saved.get(id(f))}", file=out)
+                print(f.report(), file=out)
+        table = Table(title=f"eaglefuzz fuzz: seed {self.seed}, mode {self.mode}, shard {self.shard[0] + 1}/{self.shard[1]}")
+        for col in ("target", "examples", "tokens verified", "ex/s", "features", "findings"):
+            table.add_column(col, justify="left" if col == "target" else "right")
+        for n, s in results.items():
+            rate = s.examples / s.seconds if s.seconds else 0.0
+            table.add_row(n, str(s.examples), str(s.tokens), f"{rate:.1f}", f"{len(s.features)}/{len(TARGETS[n].features)}", str(len(s.findings)))
+        Console_ = type(console)
+        Console_(file=out, width=max(console.width, 110)).print(table)
+        missed = {n: sorted(set(TARGETS[n].features) - s.features) for n, s in results.items()}
+        for n, m in missed.items():
+            if m:
+                print(f"{n}: features not reached: {', '.join(m)}", file=out)
+        if interrupted:
+            print("interrupted: findings so far are saved", file=out)
