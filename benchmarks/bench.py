@@ -1,0 +1,88 @@
+"""Throughput benchmark of eaglefuzz (not a test): prints Markdown tables for README.
+
+For each target on the current backend (CUDA when present, else the Triton interpreter):
+examples/s and verified output elements ("tokens")/s of a Hypothesis run and of a bulk run,
+then the time each seeded bug in tests/seeded_bugs/ takes to be detected and shrunk.
+
+    python benchmarks/bench.py [--examples N] [--seed S] [--no-bugs] [--backend B]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--examples", type=int, default=60, help="examples per target and mode")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpreter"])
+    p.add_argument("--no-bugs", action="store_true", help="skip the seeded-bug detection timings")
+    p.add_argument("--bug-examples", type=int, default=300, help="example limit per seeded bug")
+    args = p.parse_args()
+
+    from eaglefuzz.harness.backend import select_backend
+
+    backend = select_backend(args.backend)
+    import torch
+    import triton
+
+    from eaglefuzz.harness.fuzz import bulk_fuzz_target, fuzz_target
+    from eaglefuzz.harness.impls import load_implementations
+    from eaglefuzz.harness.strategies import CUDA_SCALE, INTERPRETER_SCALE
+    from eaglefuzz.harness.targets import TARGETS
+
+    scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE
+    impls = load_implementations(None, TARGETS)
+    device_name = torch.cuda.get_device_name() if backend.compiled else platform.processor() or platform.machine()
+    print(f"backend: {backend.name} ({device_name}); torch {torch.__version__}, triton {triton.__version__}; "
+          f"{args.examples} examples per target and mode, seed {args.seed}\n")
+    # Warm-up: Numba compilation and the first Triton compilations are not throughput.
+    for name in TARGETS:
+        fuzz_target(name, impls, backend.device, scale, seed=10**6, examples=3)
+
+    print("| target | mode | examples | seconds | examples/s | tokens verified | tokens/s |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name in TARGETS:
+        for mode, fn in (("hypothesis", fuzz_target), ("bulk", bulk_fuzz_target)):
+            t0 = time.perf_counter()
+            s = fn(name, impls, backend.device, scale, seed=args.seed, examples=args.examples)
+            dt = time.perf_counter() - t0
+            print(f"| {name} | {mode} | {s.examples} | {dt:.1f} | {s.examples / dt:.1f} | {s.tokens} | {s.tokens / dt:,.0f} |")
+            sys.stdout.flush()
+
+    if args.no_bugs:
+        return 0
+    print("\n| seeded bug | target | mode | examples to detect | seconds to detect | seconds to shrink | reproducer requests |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for path in sorted((ROOT / "tests" / "seeded_bugs").glob("*.py")):
+        doc = path.read_text().split('"""')[1].strip().splitlines()[0] if '"""' in path.read_text() else ""
+        if doc.startswith("PORT:"):
+            continue
+        bug_impls = load_implementations(path, TARGETS)
+        for name in [n for n, o in bug_impls.origin.items() if o == str(path)]:
+            for mode, fn in (("hypothesis", fuzz_target), ("bulk", bulk_fuzz_target)):
+                t0 = time.perf_counter()
+                s = fn(name, bug_impls, backend.device, scale, seed=args.seed, examples=args.bug_examples, shrink=False)
+                detect = time.perf_counter() - t0
+                if not s.findings:
+                    print(f"| {path.stem} | {name} | {mode} | not found in {s.examples} | {detect:.1f} | - | - |")
+                    continue
+                t1 = time.perf_counter()
+                shrunk = fn(name, bug_impls, backend.device, scale, seed=args.seed, examples=args.bug_examples, shrink=True)
+                shrink = time.perf_counter() - t1 - detect
+                case = shrunk.findings[0].case
+                reqs = case.scalars.get("num_reqs", len(case.arrays.get("query_end_loc", [])))
+                print(f"| {path.stem} | {name} | {mode} | {s.examples} | {detect:.2f} | {max(shrink, 0):.2f} | {reqs} |")
+                sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
