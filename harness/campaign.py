@@ -11,7 +11,6 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,28 +36,10 @@ class Campaign:
     keep_going: bool
     progress: bool
     as_json: bool
+    journal_dir: Path | None = None
 
     def _save(self, finding: Finding) -> Path:
-        from .corpus import CORPUS_DIR, save_case
-
-        root = self.corpus_dir or CORPUS_DIR
-        path = save_case(finding.case, root)
-        replay = "eaglefuzz replay " + shlex.quote(str(path))
-        if self.kernels_path:
-            replay += " --kernels " + shlex.quote(self.kernels_path)
-        save_case(
-            finding.case,
-            root,
-            finding={
-                "kind": finding.kind,
-                "report": finding.report(),
-                "replay": replay,
-                "found_by": "eaglefuzz " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-                "found_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            },
-            overwrite=True,
-        )
-        return path
+        return save_finding(finding, self.corpus_dir, self.kernels_path)
 
     def run(self) -> int:
         from rich.console import Console
@@ -66,11 +47,13 @@ class Campaign:
 
         from .backend import select_backend
         from .impls import load_implementations
+        from .journal import Journal
         from .strategies import CUDA_SCALE, INTERPRETER_SCALE
         from .targets import TARGETS
 
         backend = select_backend(self.backend)
         impls = load_implementations(self.kernels_path, TARGETS)
+        journal = Journal(self.journal_dir) if self.journal_dir else None
         scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE
         console = Console(stderr=True)
         per_budget = None if self.time_budget is None else self.time_budget / len(self.names)
@@ -104,7 +87,7 @@ class Campaign:
                     stats = run_fn(
                         name, impls, backend.device, scale, seed=self.seed, examples=self.examples,
                         time_budget=per_budget, stop_on_finding=not self.keep_going, on_progress=on_progress,
-                        chunk_offset=self.shard[0], chunk_step=self.shard[1],
+                        chunk_offset=self.shard[0], chunk_step=self.shard[1], journal=journal,
                     )
                 except KeyboardInterrupt:
                     interrupted = True
@@ -168,3 +151,65 @@ class Campaign:
                 print(f"{n}: features not reached: {', '.join(m)}", file=out)
         if interrupted:
             print("interrupted: findings so far are saved", file=out)
+
+
+def save_finding(finding: Finding, corpus_dir: Path | None, kernels_path: str | None) -> Path:
+    """Write ``finding``'s case to the corpus with its report and the command that replays it."""
+    from .corpus import CORPUS_DIR, case_path, finding_record, save_case
+
+    root = corpus_dir or CORPUS_DIR
+    replay = "eaglefuzz replay " + shlex.quote(str(case_path(finding.case, root)))
+    if kernels_path:
+        replay += " --kernels " + shlex.quote(kernels_path)
+    found_by = "eaglefuzz " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    record = finding_record(finding, found_by=found_by, replay=replay)
+    return save_case(finding.case, root, finding=record)
+
+
+def supervise(
+    argv: list[str], *, kernels_path: str | None, corpus_dir: Path | None, as_json: bool, save: bool = True
+) -> int:
+    """Run ``eaglefuzz`` with ``argv`` in a child process; report the case that killed it, if any.
+
+    The child journals each case before running it. When it dies of a signal (or exits with an
+    unexpected code), the journal names the case in flight: it is reported as a crash finding
+    and saved to the corpus like any other (unless ``save`` is false: a replayed case is
+    already there).
+    """
+    import os
+    import signal
+    import subprocess
+    import tempfile
+
+    from .check import Finding
+    from .journal import orphans
+    from .targets import Outcome
+
+    with tempfile.TemporaryDirectory(prefix="eaglefuzz-journal-") as jdir:
+        env = {**os.environ, "EAGLEFUZZ_WORKER": "1", "EAGLEFUZZ_JOURNAL": jdir}
+        try:
+            proc = subprocess.run([sys.executable, "-m", "eaglefuzz.harness.cli", *argv], env=env, check=False)
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
+        code = proc.returncode
+        if code in (EXIT_OK, EXIT_FINDINGS, 2, EXIT_INTERRUPTED):
+            return code
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        crashed = orphans(Path(jdir))
+    results = []
+    for _, case, why in crashed:
+        if case is None:
+            results.append({"kind": "crash", "file": None, "report": f"the journal could not be read: {why}"})
+            continue
+        finding = Finding(case, Outcome(crash=f"the process died ({how}) while running this case"),
+                          kernels_path or "kernels/spec_decode_utils.py")
+        path = save_finding(finding, corpus_dir, kernels_path) if save else None
+        results.append({"kind": "crash", "file": str(path) if path else None, "report": finding.report()})
+    if not results:
+        results.append({"kind": "crash", "file": None, "report": f"the fuzzing process died ({how}) outside any case"})
+    if as_json:
+        print(json.dumps({"crashed": how, "findings": results}, indent=2))
+    else:
+        for r in results:
+            print(f"\n=== finding: crash, saved to {r['file']}\n{r['report']}")
+    return EXIT_FINDINGS

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from .case import Case
 from .impls import Implementations
+from .journal import Journal
 from .targets import TARGETS, ContractViolation, Outcome
 
 MAX_LINES = 12
@@ -64,14 +65,21 @@ class DifferenceFound(AssertionError):
         self.finding = finding
 
 
-def check_case(case: Case, impls: Implementations, device: str) -> Finding | None:
+def check_case(
+    case: Case, impls: Implementations, device: str, journal: Journal | None = None
+) -> Finding | None:
     """Check ``case`` against the contract; ``None`` when the implementation is right.
 
-    The case must be in-contract (:class:`ContractViolation` otherwise).
+    The case must be in-contract (:class:`ContractViolation` otherwise). With a ``journal``,
+    the case is on disk while the implementation runs, so a crash of the process is traceable.
     """
     target = TARGETS[case.kernel]
     target.validate(case)
-    outcome = target.check(case, impls[case.kernel], device)
+    if journal is None:
+        outcome = target.check(case, impls[case.kernel], device)
+    else:
+        with journal.running(case):
+            outcome = target.check(case, impls[case.kernel], device)
     return None if outcome.ok else Finding(case, outcome, impls.origin[case.kernel])
 
 

@@ -7,6 +7,7 @@ written to the corpus), 2 on a usage or input error (one line on stderr, no trac
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ import click
 from .errors import UserError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+WORKER_ENV, JOURNAL_ENV = "EAGLEFUZZ_WORKER", "EAGLEFUZZ_JOURNAL"
 
 
 def _shard(value: str | None) -> tuple[int, int]:
@@ -75,21 +77,30 @@ _json_opt = click.option("--json", "as_json", is_flag=True, help="print one JSON
 @_backend_opt
 @_json_opt
 @click.option("--progress/--no-progress", default=None, help="progress bar [default: on a terminal]")
-def fuzz(kernel_names: tuple[str, ...], kernels_path: str | None, examples: int | None, time_budget: float | None,
-         seed: int, mode: str, shard: str | None, corpus_dir: str | None, keep_going: bool, backend: str,
-         as_json: bool, progress: bool | None) -> None:
+@click.option("--isolate/--no-isolate", default=True, show_default=True,
+              help="run in a child process, so a kernel that kills the process is still reported with its case")
+@click.pass_context
+def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], kernels_path: str | None, examples: int | None,
+         time_budget: float | None, seed: int, mode: str, shard: str | None, corpus_dir: str | None,
+         keep_going: bool, backend: str, as_json: bool, progress: bool | None, isolate: bool) -> None:
     """Fuzz kernels against the oracles; findings are shrunk, reported and saved to the corpus."""
-    from .campaign import Campaign
+    from .campaign import Campaign, supervise
 
     shard_k, shard_n = _shard(shard)
     names = _targets(kernel_names)
+    if kernels_path is not None and not Path(kernels_path).is_file():
+        raise UserError(f"--kernels {kernels_path}: no such file")
     if examples is None and time_budget is None:
         examples = 100
+    if isolate and not os.environ.get(WORKER_ENV):
+        sys.exit(supervise(list(ctx.obj["argv"]), kernels_path=kernels_path,
+                           corpus_dir=Path(corpus_dir) if corpus_dir else None, as_json=as_json))
     campaign = Campaign(
         names=names, kernels_path=kernels_path, backend=backend, seed=seed, mode=mode,
         examples=examples, time_budget=time_budget, shard=(shard_k, shard_n),
         corpus_dir=Path(corpus_dir) if corpus_dir else None, keep_going=keep_going,
         progress=sys.stderr.isatty() if progress is None else progress, as_json=as_json,
+        journal_dir=Path(os.environ[JOURNAL_ENV]) if os.environ.get(JOURNAL_ENV) else None,
     )
     sys.exit(campaign.run())
 
@@ -99,21 +110,33 @@ def fuzz(kernel_names: tuple[str, ...], kernels_path: str | None, examples: int 
 @_kernels_opt
 @_backend_opt
 @_json_opt
-def replay(paths: tuple[str, ...], kernels_path: str | None, backend: str, as_json: bool) -> None:
+@click.option("--isolate/--no-isolate", default=True, show_default=True,
+              help="run in a child process, so a case that kills the process is still reported")
+@click.pass_context
+def replay(ctx: click.Context, paths: tuple[str, ...], kernels_path: str | None, backend: str, as_json: bool,
+           isolate: bool) -> None:
     """Replay corpus files or folders (default: the whole corpus) against the kernels."""
     from .backend import select_backend
+    from .campaign import supervise
     from .check import check_case
     from .corpus import CORPUS_DIR, discover, load_case
     from .impls import load_implementations
+    from .journal import Journal
     from .targets import TARGETS
 
-    b = select_backend(backend)
     files = discover([Path(p) for p in paths] or [CORPUS_DIR])
     cases = [(f, load_case(f)) for f in files]  # validate every file before running any
+    if kernels_path is not None and not Path(kernels_path).is_file():
+        raise UserError(f"--kernels {kernels_path}: no such file")
+    if isolate and not os.environ.get(WORKER_ENV):
+        sys.exit(supervise(list(ctx.obj["argv"]), kernels_path=kernels_path, corpus_dir=None, as_json=as_json,
+                           save=False))
+    b = select_backend(backend)
     impls = load_implementations(kernels_path, TARGETS)
+    journal = Journal(Path(os.environ[JOURNAL_ENV])) if os.environ.get(JOURNAL_ENV) else None
     failed: list[dict[str, Any]] = []
     for f, case in cases:
-        finding = check_case(case, impls, b.device)
+        finding = check_case(case, impls, b.device, journal)
         if finding is not None:
             failed.append({"file": str(f), "kernel": case.kernel, "kind": finding.kind, "report": finding.report()})
             if not as_json:
@@ -140,8 +163,9 @@ def list_targets() -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: user mistakes become one line on stderr and exit code 2."""
+    args = list(argv) if argv is not None else sys.argv[1:]
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="eaglefuzz", standalone_mode=False)
+        cli.main(args=args, prog_name="eaglefuzz", standalone_mode=False, obj={"argv": args})
     except UserError as exc:
         click.echo(f"eaglefuzz: error: {exc}", err=True)
         sys.exit(EXIT_USAGE)

@@ -18,6 +18,7 @@ from hypothesis import seed as hseed
 from .case import Case
 from .check import DifferenceFound, Finding, check_case
 from .impls import Implementations
+from .journal import Journal
 from .profiles import PROFILES
 from .strategies import Scale
 from .targets import TARGETS
@@ -58,6 +59,7 @@ def hypothesis_chunk(
     shrink: bool = True,
     stats: Stats | None = None,
     on_progress: Callable[[Stats], None] | None = None,
+    journal: Journal | None = None,
 ) -> Finding | None:
     """Run ``max_examples`` Hypothesis examples of target ``name``; the shrunk finding, if any."""
     target = TARGETS[name]
@@ -69,7 +71,7 @@ def hypothesis_chunk(
     @given(target.strategy(scale))
     def run(case: Case) -> None:
         stats.record(name, case)
-        finding = check_case(case, impls, device)
+        finding = check_case(case, impls, device, journal)
         if on_progress is not None:
             on_progress(stats)
         if finding is not None:
@@ -96,6 +98,7 @@ def fuzz_target(
     on_progress: Callable[[Stats], None] | None = None,
     chunk_offset: int = 0,
     chunk_step: int = 1,
+    journal: Journal | None = None,
 ) -> Stats:
     """Fuzz target ``name`` until ``examples`` are checked or ``time_budget`` seconds pass.
 
@@ -113,7 +116,7 @@ def fuzz_target(
         n = CHUNK if examples is None else min(CHUNK, examples - stats.examples)
         finding = hypothesis_chunk(
             name, impls, device, scale, seed=derive_seed(seed, name, i), max_examples=n, shrink=shrink,
-            stats=stats, on_progress=on_progress,
+            stats=stats, on_progress=on_progress, journal=journal,
         )
         i += chunk_step
         if finding is not None:
@@ -131,7 +134,9 @@ def bulk_cases(name: str, scale: Scale, seed: int, count: int) -> list[Case]:
     return [TARGETS[name].random_case(rng, scale) for _ in range(count)]
 
 
-def shrink_finding(finding: Finding, impls: Implementations, device: str, *, max_checks: int = 400) -> Finding:
+def shrink_finding(
+    finding: Finding, impls: Implementations, device: str, *, max_checks: int = 400, journal: Journal | None = None
+) -> Finding:
     """Greedily shrink a finding: take the first smaller variant that still fails, repeat.
 
     Variants come from the target's ``shrink_candidates`` (drop requests, shorten them,
@@ -152,7 +157,7 @@ def shrink_finding(finding: Finding, impls: Implementations, device: str, *, max
             except ContractViolation:
                 continue
             checks += 1
-            smaller = check_case(candidate, impls, device)
+            smaller = check_case(candidate, impls, device, journal)
             if smaller is not None and smaller.kind == finding.kind:
                 finding = smaller
                 improved = True
@@ -174,6 +179,7 @@ def bulk_fuzz_target(
     on_progress: Callable[[Stats], None] | None = None,
     chunk_offset: int = 0,
     chunk_step: int = 1,
+    journal: Journal | None = None,
 ) -> Stats:
     """Like :func:`fuzz_target`, with cases drawn by the target's NumPy generator.
 
@@ -192,9 +198,9 @@ def bulk_fuzz_target(
         case = target.random_case(np.random.default_rng(derive_seed(seed, name, "bulk", i)), scale)
         i += chunk_step
         stats.record(name, case)
-        finding = check_case(case, impls, device)
+        finding = check_case(case, impls, device, journal)
         if finding is not None:
-            stats.findings.append(shrink_finding(finding, impls, device) if shrink else finding)
+            stats.findings.append(shrink_finding(finding, impls, device, journal=journal) if shrink else finding)
         stats.seconds = time.monotonic() - start
         if on_progress is not None:
             on_progress(stats)

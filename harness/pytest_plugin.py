@@ -17,11 +17,13 @@ from hypothesis import settings
 from .backend import BACKENDS, Backend, select_backend
 from .errors import UserError
 from .impls import Implementations, load_implementations
+from .journal import Journal, orphans
 from .profiles import DEFAULT_PROFILE, register_profiles
 from .strategies import CUDA_SCALE, INTERPRETER_SCALE, Scale
 
 _BACKEND = pytest.StashKey[Backend]()
 _IMPLS = pytest.StashKey[Implementations]()
+_CRASHES = pytest.StashKey[list[str]]()
 
 register_profiles()
 settings.load_profile(os.environ.get("EAGLEFUZZ_PROFILE", DEFAULT_PROFILE))
@@ -40,6 +42,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=0,
         help="base seed of every fuzzing test (the same seed draws the same cases; default 0)",
+    )
+    group.addoption(
+        "--eaglefuzz-corpus",
+        metavar="DIR",
+        default=None,
+        help="where findings of the property tests are saved [default: the checkout's corpus/]",
     )
     group.addoption(
         "--backend",
@@ -78,6 +86,82 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"eaglefuzz: kernels from {config.getoption('kernels')}: "
                      + ", ".join(n for n, o in impls.origin.items() if o != "kernels/spec_decode_utils.py"))
     return lines
+
+
+def _journal_dir() -> Path:
+    return _cache_root() / "journal"
+
+
+def _corpus_dir(config: pytest.Config) -> Path:
+    from .corpus import CORPUS_DIR
+
+    given = config.getoption("eaglefuzz_corpus")
+    return Path(given) if given else CORPUS_DIR
+
+
+def _findings(exc: BaseException | None) -> list:
+    from .check import DifferenceFound
+
+    if isinstance(exc, DifferenceFound):
+        return [exc.finding]
+    if isinstance(exc, BaseExceptionGroup):
+        return [f for e in exc.exceptions for f in _findings(e)]
+    return []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """Save every finding of a test to the corpus, with its report and replay command."""
+    report = yield
+    if call.excinfo is not None and call.when == "call":
+        from .campaign import save_finding
+
+        kernels = item.config.getoption("kernels")
+        for finding in _findings(call.excinfo.value):
+            try:
+                path = save_finding(finding, _corpus_dir(item.config), kernels)
+            except Exception as exc:  # noqa: BLE001 - never lose the test's own failure
+                report.sections.append(("eaglefuzz", f"could not save the finding: {exc}"))
+                continue
+            replay = f"eaglefuzz replay {path}" + (f" --kernels {kernels}" if kernels else "")
+            report.sections.append(("eaglefuzz", f"finding saved to {path}\nreplay: {replay}"))
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """On the controller: a journal left by a dead process names the case that killed it."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from .campaign import save_finding
+    from .check import Finding
+    from .targets import Outcome
+
+    lines = []
+    for file, case, why in orphans(_journal_dir()):
+        if case is None:
+            lines.append(f"{file}: a test process died; its journal could not be read: {why}")
+        else:
+            impls = session.config.stash.get(_IMPLS, None)
+            origin = impls.origin.get(case.kernel, "?") if impls else "?"
+            finding = Finding(case, Outcome(crash="a test process died while running this case"), origin)
+            path = save_finding(finding, _corpus_dir(session.config), session.config.getoption("kernels"))
+            lines.append(f"a test process died while checking a case, saved to {path}:\n{finding.report()}")
+        file.unlink(missing_ok=True)
+    if lines:
+        session.config.stash[_CRASHES] = lines
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    for line in config.stash.get(_CRASHES, []):
+        terminalreporter.write_sep("=", "eaglefuzz: crash", red=True)
+        terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def journal() -> Journal:
+    """This process's crash journal (one file per xdist worker and process)."""
+    return Journal(_journal_dir(), owner=os.environ.get("PYTEST_XDIST_WORKER", "main"))
 
 
 @pytest.fixture(scope="session")

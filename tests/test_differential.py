@@ -7,10 +7,11 @@ explores with its own Hypothesis seed, so parts do not repeat each other's cases
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, seed
+
 from eaglefuzz.harness.check import DifferenceFound, check_case
 from eaglefuzz.harness.pytest_plugin import derive_seed
 from eaglefuzz.harness.targets import TARGETS
-from hypothesis import given, seed
 
 PARTS = 2
 
@@ -18,13 +19,13 @@ PARTS = 2
 @pytest.mark.kernel
 @pytest.mark.parametrize("part", range(PARTS))
 @pytest.mark.parametrize("name", sorted(TARGETS))
-def test_matches_oracles(name, part, impls, backend, scale, warm_oracles, fuzz_seed):
+def test_matches_oracles(name, part, impls, backend, scale, warm_oracles, fuzz_seed, journal):
     target = TARGETS[name]
 
     @seed(derive_seed(fuzz_seed, name, part))
     @given(target.strategy(scale))
     def run(case):
-        finding = check_case(case, impls, backend.device)
+        finding = check_case(case, impls, backend.device, journal)
         if finding is not None:
             raise DifferenceFound(finding)
 

@@ -7,11 +7,20 @@ from __future__ import annotations
 
 from .base import ContractViolation, Outcome, Target
 from .copy_and_expand import TARGET as _copy_and_expand
+from .draft_config import TARGET as _draft_config
+from .extend_all_queries import TARGET as _extend_all_queries
 from .prepare_inputs_padded import TARGET as _prepare_inputs_padded
 from .prepare_next_token_padded import TARGET as _prepare_next_token_padded
 
 TARGETS: dict[str, Target] = {
-    t.name: t for t in (_copy_and_expand, _prepare_inputs_padded, _prepare_next_token_padded)
+    t.name: t
+    for t in (
+        _copy_and_expand,
+        _prepare_inputs_padded,
+        _prepare_next_token_padded,
+        _extend_all_queries,
+        _draft_config,
+    )
 }
 
 __all__ = ["TARGETS", "ContractViolation", "Outcome", "Target"]

@@ -1,0 +1,474 @@
+"""``create_vllm_config_for_draft_model``: CONTRACT.md section 5.
+
+A case describes a target ``VllmConfig`` with scalars only: every field of the target's and the
+drafter's model and parallel configs (``target_model.*``, ``draft_model.*``,
+``target_parallel.*``, ``draft_parallel.*``), the speculative config (``spec.*``), the
+quantization config (``quant.*``) and a few other sub-configs. Case scalars are ints, bools
+and ``None``, so string-valued config fields are stored as small ints and decoded here: a
+model is ``org/model-<id>``, a dtype, quantization method, executor backend, spec method or
+device is an index into the tuples below (``None`` where the field may be unset).
+``speculative_config_present: false`` leaves ``speculative_config`` unset: the function must
+then raise ``AssertionError`` (anything else, returning included, is a difference).
+
+``check`` builds the config objects, turns the target into plain data before and after the
+call, and compares the plain data of the result, field by field, with the oracle's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ..case import Case
+from ..compare import Difference
+from ..strategies import Scale
+from .base import ContractViolation, Outcome
+from .pyfunc import CHANGED, MUTATED, RESULT, UNCHANGED, PythonFunctionTarget
+
+DTYPES = ("auto", "float16", "bfloat16", "float32")
+QUANT_METHODS = ("fp8", "awq", "gptq", "modelopt")
+EXECUTOR_BACKENDS = ("mp", "ray", "uni", "external_launcher")
+SPEC_METHODS = ("eagle", "eagle3", "draft_model", "mtp")
+DEVICES = ("cuda", "cpu", "xpu")
+
+# field -> encoding: "int" (non-negative), "bool", "name" (an int id), a tuple of choices
+# (an index into it), or ("optional", choices) (None or an index).
+MODEL_FIELDS: dict[str, Any] = {
+    "model": "name",
+    "dtype": DTYPES,
+    "seed": "int",
+    "max_model_len": "int",
+    "quantization": ("optional", QUANT_METHODS),
+    "trust_remote_code": "bool",
+    "enforce_eager": "bool",
+    "max_logprobs": "int",
+}
+PARALLEL_FIELDS: dict[str, Any] = {
+    "pipeline_parallel_size": "size",
+    "tensor_parallel_size": "size",
+    "data_parallel_size": "size",
+    "data_parallel_rank": "int",
+    "decode_context_parallel_size": "size",
+    "enable_expert_parallel": "bool",
+    "world_size": "size",
+    "rank": "int",
+    "distributed_executor_backend": ("optional", EXECUTOR_BACKENDS),
+}
+OTHER_SCALARS: dict[str, Any] = {
+    "speculative_config_present": "bool",
+    "spec.method": SPEC_METHODS,
+    "spec.num_speculative_tokens": "size",
+    "spec.parallel_drafting": "bool",
+    "quant_config_present": "bool",
+    "quant.method": QUANT_METHODS,
+    "quant.weight_bits": "size",
+    "cache.block_size": "size",
+    "scheduler.max_num_seqs": "size",
+    "scheduler.max_num_batched_tokens": "size",
+    "device": DEVICES,
+    "compilation.mode": "int",
+    "instance_id": ("optional", "int"),
+    "additional_config": ("optional", "int"),
+}
+SIDES = {"target_model": MODEL_FIELDS, "draft_model": MODEL_FIELDS, "target_parallel": PARALLEL_FIELDS, "draft_parallel": PARALLEL_FIELDS}
+
+
+def _all_scalars() -> dict[str, Any]:
+    out = {f"{side}.{f}": enc for side, fields in SIDES.items() for f, enc in fields.items()}
+    out.update(OTHER_SCALARS)
+    return out
+
+
+SCALARS = _all_scalars()
+
+
+def _decode(enc: Any, value: Any) -> Any:
+    if enc == "name":
+        return f"org/model-{value}"
+    if isinstance(enc, tuple) and enc[0] == "optional":
+        return None if value is None else _decode(enc[1], value)
+    if isinstance(enc, tuple):
+        return enc[value]
+    return value
+
+
+def _value_ok(enc: Any, value: Any) -> bool:
+    if isinstance(enc, tuple) and enc[0] == "optional":
+        return value is None or _value_ok(enc[1], value)
+    if enc == "bool":
+        return isinstance(value, bool)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    if isinstance(enc, tuple):
+        return 0 <= value < len(enc)
+    return value >= (1 if enc == "size" else 0)
+
+
+def _default_types() -> Any:
+    from ...kernels import vllm_types
+
+    return vllm_types
+
+
+def build_config(case: Case, types: Any) -> Any:
+    """The target ``VllmConfig`` that ``case`` describes, built from ``types``' classes."""
+    s = case.scalars
+
+    def side(prefix: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+        return {f: _decode(enc, s[f"{prefix}.{f}"]) for f, enc in fields.items()}
+
+    def get(key: str) -> Any:
+        return _decode(SCALARS[key], s[key])
+
+    target_model = types.ModelConfig(**side("target_model", MODEL_FIELDS))
+    target_parallel = types.ParallelConfig(**side("target_parallel", PARALLEL_FIELDS))
+    spec = None
+    if s["speculative_config_present"]:
+        draft_model = types.ModelConfig(**side("draft_model", MODEL_FIELDS))
+        draft_parallel = types.ParallelConfig(**side("draft_parallel", PARALLEL_FIELDS))
+        spec = types.SpeculativeConfig(
+            method=get("spec.method"),
+            num_speculative_tokens=get("spec.num_speculative_tokens"),
+            model=draft_model.model,
+            draft_model_config=draft_model,
+            draft_parallel_config=draft_parallel,
+            draft_tensor_parallel_size=draft_parallel.tensor_parallel_size,
+            parallel_drafting=get("spec.parallel_drafting"),
+            quantization=draft_model.quantization,
+        )
+    quant = None
+    if s["quant_config_present"]:
+        quant = types.QuantizationConfig(method=get("quant.method"), weight_bits=get("quant.weight_bits"))
+    additional = get("additional_config")
+    instance = get("instance_id")
+    return types.VllmConfig(
+        model_config=target_model,
+        cache_config=types.CacheConfig(block_size=get("cache.block_size")),
+        parallel_config=target_parallel,
+        scheduler_config=types.SchedulerConfig(
+            max_num_batched_tokens=get("scheduler.max_num_batched_tokens"),
+            max_num_seqs=get("scheduler.max_num_seqs"),
+            max_model_len=target_model.max_model_len,
+        ),
+        device_config=types.DeviceConfig(device=get("device")),
+        load_config=types.LoadConfig(),
+        speculative_config=spec,
+        quant_config=quant,
+        compilation_config=types.CompilationConfig(mode=get("compilation.mode")),
+        additional_config={} if additional is None else {"tag": additional},
+        instance_id="" if instance is None else f"instance-{instance}",
+    )
+
+
+def to_data(value: Any) -> Any:
+    """``value`` as plain data: dataclasses and dicts as dicts, sequences as lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {k: to_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_data(v) for v in value]
+    return value
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as ``{"a.b.c": leaf}`` (an empty dict is a leaf)."""
+    if isinstance(data, dict) and data:
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: data}
+
+
+def _region(path: str) -> str:
+    return CHANGED if path.split(".", 1)[0] in _changed_fields() else UNCHANGED
+
+
+def _changed_fields() -> tuple[str, ...]:
+    from ...oracles.python_functions import CHANGED_CONFIG_FIELDS
+
+    return CHANGED_CONFIG_FIELDS
+
+
+def _summary(value: Any) -> Any:
+    if isinstance(value, dict):
+        text = repr(value)
+        return text if len(text) <= 120 else text[:117] + "..."
+    return value
+
+
+def diff_data(
+    expected: Any, actual: Any, *, versus: str, region: str | None = None, path: str = ""
+) -> list[Difference]:
+    """Leaf-by-leaf differences of two plain-data trees.
+
+    A key missing on one side, or a sub-config on one side where the other has a plain value,
+    is one difference at that path. ``region``: the region of every difference (default: by
+    the top-level field, changed or unchanged).
+    """
+    where = region if region is not None else _region(path)
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        out: list[Difference] = []
+        for key in list(expected) + [k for k in actual if k not in expected]:
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in actual:
+                w = region if region is not None else _region(sub)
+                out.append(Difference(sub, None, _summary(expected[key]), "(missing)", None, w, versus))
+            elif key not in expected:
+                w = region if region is not None else _region(sub)
+                out.append(Difference(sub, None, "(absent)", _summary(actual[key]), None, w, versus))
+            else:
+                out += diff_data(expected[key], actual[key], versus=versus, region=region, path=sub)
+        return out
+    if type(expected) is not type(actual) or expected != actual:
+        return [Difference(path or "result", None, _summary(expected), _summary(actual), None, where, versus)]
+    return []
+
+
+class DraftConfig(PythonFunctionTarget):
+    name = "create_vllm_config_for_draft_model"
+    features = {
+        "no_speculative_config": "speculative_config is None: the function must assert",
+        "quantized_target": "the target has a quant_config (the drafter's must be None)",
+        "unquantized_target": "the target has no quant_config",
+        "all_fields_differ": "every field of the draft model and parallel configs differs from the target's",
+        "some_fields_equal": "some draft model or parallel field equals the target's",
+        "same_rank": "the draft parallel config's rank already equals the target's",
+        "draft_tp_differs": "the drafter's tensor_parallel_size differs from the target's",
+        "quantized_draft_model": "the draft model config names a quantization method",
+        "additional_config_set": "additional_config is not empty",
+        "parallel_drafting": "spec.parallel_drafting is set",
+    }
+
+    def __init__(self, types: Any = None) -> None:
+        self._types = types
+
+    @property
+    def types(self) -> Any:
+        """Where the config classes come from: the stand-ins, or a namespace of vLLM's own."""
+        return self._types if self._types is not None else _default_types()
+
+    @property
+    def oracles(self) -> Mapping[str, Any]:
+        from ...oracles import python_functions as pf
+
+        return {"plain-data": pf.draft_vllm_config}
+
+    # -- generation -------------------------------------------------------------------
+
+    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        return _cases()
+
+    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        differ = bool(rng.random() < 0.7)
+        scalars: dict[str, Any] = {}
+        for side, fields in SIDES.items():
+            twin = "target" + side[5:] if side.startswith("draft") else None
+            for f, enc in fields.items():
+                key = f"{side}.{f}"
+                v = _random_value(rng, enc)
+                if twin is not None and differ:
+                    while v == scalars[f"{twin}.{f}"]:
+                        v = _random_value(rng, enc)
+                scalars[key] = v
+        for key, enc in OTHER_SCALARS.items():
+            scalars[key] = _random_value(rng, enc)
+        scalars["speculative_config_present"] = bool(rng.random() < 0.85)
+        return Case(self.name, {}, scalars)
+
+    # -- contract ---------------------------------------------------------------------
+
+    def validate(self, case: Case) -> None:
+        if case.arrays:
+            raise ContractViolation(f"arrays.{next(iter(case.arrays))}", "this function takes no arrays")
+        for key, enc in SCALARS.items():
+            if key not in case.scalars:
+                raise ContractViolation(f"scalars.{key}", "is required")
+            if not _value_ok(enc, case.scalars[key]):
+                raise ContractViolation(f"scalars.{key}", _rule(enc))
+        extra = sorted(set(case.scalars) - set(SCALARS))
+        if extra:
+            raise ContractViolation(f"scalars.{extra[0]}", "is not a field of this target's cases")
+
+    # -- features ---------------------------------------------------------------------
+
+    def features_of(self, case: Case) -> frozenset[str]:
+        s = case.scalars
+        if not s["speculative_config_present"]:
+            return frozenset({"no_speculative_config"})
+        f = {"quantized_target" if s["quant_config_present"] else "unquantized_target"}
+        pairs = [(f"target_{k}.{n}", f"draft_{k}.{n}") for k, fields in (("model", MODEL_FIELDS), ("parallel", PARALLEL_FIELDS)) for n in fields]
+        f.add("all_fields_differ" if all(s[t] != s[d] for t, d in pairs) else "some_fields_equal")
+        if s["target_parallel.rank"] == s["draft_parallel.rank"]:
+            f.add("same_rank")
+        if s["target_parallel.tensor_parallel_size"] != s["draft_parallel.tensor_parallel_size"]:
+            f.add("draft_tp_differs")
+        if s["draft_model.quantization"] is not None:
+            f.add("quantized_draft_model")
+        if s["additional_config"] is not None:
+            f.add("additional_config_set")
+        if s["spec.parallel_drafting"]:
+            f.add("parallel_drafting")
+        return frozenset(f)
+
+    # -- execution --------------------------------------------------------------------
+
+    def _expected(self, target_data: Any) -> dict[str, Any] | None:
+        """The oracle's result for ``target_data``; ``None`` when it must assert."""
+        try:
+            return self.oracles["plain-data"](target_data)
+        except AssertionError:
+            return None
+
+    def oracle_check(self, case: Case) -> list[Difference]:
+        from ...kernels import vllm_types
+
+        expected = self._expected(to_data(build_config(case, vllm_types)))
+        direct = _direct(case)
+        versus = "plain-data oracle vs case scalars"
+        if expected is None or direct is None:
+            if (expected is None) != (direct is None):
+                return [Difference("result", None, direct is None, expected is None, None, "asserts", versus)]
+            return []
+        flat = flatten(expected)
+        return [
+            Difference(path, None, value, flat.get(path, "(missing)"), None, _region(path), versus)
+            for path, value in direct.items()
+            if path not in flat or type(flat[path]) is not type(value) or flat[path] != value
+        ]
+
+    def check(self, case: Case, impl: Any, device: str) -> Outcome:
+        outcome = Outcome(oracle_disagreements=self.oracle_check(case))
+        cfg = build_config(case, self.types)
+        before = to_data(cfg)
+        expected = self._expected(before)
+        versus = "plain-data oracle"
+        d = outcome.differences
+        try:
+            result = impl(cfg)
+        except AssertionError as exc:
+            if expected is not None:
+                outcome.crash = f"AssertionError: {' '.join(str(exc).split())[:500]}"
+                return outcome
+        except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+            message = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
+            if expected is not None:
+                outcome.crash = message
+                return outcome
+            d.append(Difference("result", None, "AssertionError", message, None, f"{RESULT} (exception)", versus))
+        else:
+            if expected is None:
+                d.append(
+                    Difference("result", None, "AssertionError", f"returned {type(result).__name__}", None, f"{RESULT} (exception)", versus)
+                )
+            elif type(result) is not type(cfg):
+                d.append(Difference("result", None, type(cfg).__name__, type(result).__name__, None, f"{RESULT} (type)", versus))
+            else:
+                if result is cfg:
+                    d.append(Difference("result", None, "a new object", "the input object", None, RESULT, versus))
+                d += diff_data(expected, to_data(result), versus=versus)
+        d += diff_data(before, to_data(cfg), versus="input as given", region=MUTATED)
+        return outcome
+
+    def output_tokens(self, case: Case) -> int:
+        from ...kernels import vllm_types
+
+        leaves = len(flatten(to_data(build_config(case, vllm_types))))
+        return 2 * leaves if case.scalars["speculative_config_present"] else leaves + 1
+
+    def shrink_candidates(self, case: Case) -> Iterator[Case]:
+        s = case.scalars
+        for key, plain in (("additional_config", None), ("instance_id", None), ("spec.parallel_drafting", False)):
+            if s[key] != plain:
+                yield case.replace(scalars={key: plain})
+
+
+def _rule(enc: Any) -> str:
+    if isinstance(enc, tuple) and enc[0] == "optional":
+        return f"must be null or {_rule(enc[1]).removeprefix('must be ')}"
+    if enc == "bool":
+        return "must be true or false"
+    if isinstance(enc, tuple):
+        return f"must be an index from 0 to {len(enc) - 1} into {', '.join(enc)}"
+    return "must be a positive int" if enc == "size" else "must be a non-negative int"
+
+
+def _direct(case: Case) -> dict[str, Any] | None:
+    """The changed fields straight from the case's scalars: the second computation."""
+    s = case.scalars
+    if not s["speculative_config_present"]:
+        return None
+    out: dict[str, Any] = {"quant_config": None}
+    for f, enc in MODEL_FIELDS.items():
+        out[f"model_config.{f}"] = _decode(enc, s[f"draft_model.{f}"])
+    for f, enc in PARALLEL_FIELDS.items():
+        out[f"parallel_config.{f}"] = _decode(enc, s[f"draft_parallel.{f}" if f != "rank" else "target_parallel.rank"])
+    out["cache_config.block_size"] = s["cache.block_size"]
+    out["speculative_config.num_speculative_tokens"] = s["spec.num_speculative_tokens"]
+    return out
+
+
+def _random_value(rng: np.random.Generator, enc: Any) -> Any:
+    if isinstance(enc, tuple) and enc[0] == "optional":
+        return None if rng.random() < 0.4 else _random_value(rng, enc[1])
+    if enc == "bool":
+        return bool(rng.random() < 0.5)
+    if isinstance(enc, tuple):
+        return int(rng.integers(0, len(enc)))
+    if enc == "size":
+        return int(rng.choice([1, 2, 4, 8, int(rng.integers(1, 1 << 16))]))
+    return int(rng.choice([0, 1, int(rng.integers(0, 1 << 16)), int(rng.integers(0, 1 << 31))]))
+
+
+def _values(enc: Any) -> st.SearchStrategy[Any]:
+    if isinstance(enc, tuple) and enc[0] == "optional":
+        return st.none() | _values(enc[1])
+    if enc == "bool":
+        return st.booleans()
+    if isinstance(enc, tuple):
+        return st.integers(0, len(enc) - 1)
+    if enc == "size":
+        return st.sampled_from([1, 2, 4, 8]) | st.integers(1, 1 << 16)
+    return st.integers(0, 7) | st.integers(0, (1 << 31) - 1)
+
+
+def _differing(enc: Any, other: Any) -> st.SearchStrategy[Any]:
+    """Values of ``enc`` other than ``other``."""
+    if enc == "bool":
+        return st.just(not other)
+    if isinstance(enc, tuple) and enc[0] != "optional":
+        return st.sampled_from([i for i in range(len(enc)) if i != other])
+    if isinstance(enc, tuple) and isinstance(enc[1], tuple):
+        return st.sampled_from([v for v in (None, *range(len(enc[1]))) if v != other])
+    if isinstance(enc, tuple):
+        return _values(enc).filter(lambda v: v != other)
+    return _values(enc).filter(lambda v: v != other)
+
+
+@st.composite
+def _cases(draw: st.DrawFn) -> Case:
+    # sampled_from shrinks toward its first entry: toward a present speculative config and
+    # draft configs that differ from the target's in every field (what exposes most bugs).
+    present = draw(st.sampled_from([True, True, True, False]))
+    differ = draw(st.sampled_from([True, False]))
+    scalars: dict[str, Any] = {}
+    for side, fields in SIDES.items():
+        twin = "target" + side[5:] if side.startswith("draft") else None
+        for f, enc in fields.items():
+            if twin is not None and differ:
+                scalars[f"{side}.{f}"] = draw(_differing(enc, scalars[f"{twin}.{f}"]))
+            else:
+                scalars[f"{side}.{f}"] = draw(_values(enc))
+    for key, enc in OTHER_SCALARS.items():
+        scalars[key] = draw(_values(enc))
+    scalars["speculative_config_present"] = present
+    scalars["quant_config_present"] = draw(st.sampled_from([True, False]))
+    return Case(DraftConfig.name, {}, scalars)
+
+
+TARGET = DraftConfig()
