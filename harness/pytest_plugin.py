@@ -67,6 +67,8 @@ def pytest_configure(config: pytest.Config) -> None:
     base = os.environ.get("EAGLEFUZZ_NUMBA_CACHE_BASE") or os.environ.get("NUMBA_CACHE_DIR") or str(_cache_root() / "numba")
     os.environ["EAGLEFUZZ_NUMBA_CACHE_BASE"] = base
     os.environ["NUMBA_CACHE_DIR"] = str(Path(base) / worker)
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        os.environ[_JOURNAL_ENV] = str(_cache_root() / "journal" / str(os.getpid()))
     try:
         config.stash[_BACKEND] = select_backend(config.getoption("backend"))
         from .targets import TARGETS
@@ -88,8 +90,26 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
+_JOURNAL_ENV = "EAGLEFUZZ_JOURNAL_DIR"
+
+
 def _journal_dir() -> Path:
-    return _cache_root() / "journal"
+    """This session's journal folder: the controller's, handed to xdist workers by environment."""
+    return Path(os.environ.get(_JOURNAL_ENV) or _cache_root() / "journal" / str(os.getpid()))
+
+
+def _dead_journal_dirs() -> list[Path]:
+    """This session's folder and those of earlier sessions whose controller is gone."""
+    from .journal import _alive
+
+    own = _journal_dir()
+    root = own.parent
+    dirs = [own]
+    if root.is_dir():
+        for d in sorted(root.iterdir()):
+            if d != own and d.is_dir() and d.name.isdigit() and not _alive(int(d.name)):
+                dirs.append(d)
+    return dirs
 
 
 def _corpus_dir(config: pytest.Config) -> Path:
@@ -137,7 +157,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from .targets import Outcome
 
     lines = []
-    for file, case, why in orphans(_journal_dir()):
+    dirs = _dead_journal_dirs()
+    for file, case, why in [o for d in dirs for o in orphans(d)]:
         if case is None:
             lines.append(f"{file}: a test process died; its journal could not be read: {why}")
         else:
@@ -147,6 +168,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             path = save_finding(finding, _corpus_dir(session.config), session.config.getoption("kernels"))
             lines.append(f"a test process died while checking a case, saved to {path}:\n{finding.report()}")
         file.unlink(missing_ok=True)
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            pass
     if lines:
         session.config.stash[_CRASHES] = lines
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
