@@ -166,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = list(argv) if argv is not None else sys.argv[1:]
     try:
         cli.main(args=args, prog_name="eaglefuzz", standalone_mode=False, obj={"argv": args})
+        sys.exit(EXIT_OK)
     except UserError as exc:
         click.echo(f"eaglefuzz: error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
