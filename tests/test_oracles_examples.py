@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from eaglefuzz.oracles import loops, vectorized
 
 ORACLES = [pytest.param(vectorized, id="vectorized"), pytest.param(loops, id="loops")]
