@@ -2,9 +2,10 @@
 
 Output buffers are pre-filled with a sentinel that the expected output never contains, so a
 missing write shows as a sentinel where a value belongs and a stray write as a value where
-the sentinel belongs. ``GUARD`` elements on each side, holding the same sentinel (outputs) or
-a poison value (inputs), turn small out-of-bounds writes into findings and small
-out-of-bounds reads into wrong values, instead of heap corruption or silent garbage.
+the sentinel belongs. Guard bands on each side (:func:`guard_for`: at least ``GUARD`` elements
+and at least the buffer's own length, since realistic overruns grow with the batch), holding
+the same sentinel (outputs) or a poison value (inputs), turn out-of-bounds writes into findings
+and out-of-bounds reads into wrong values, instead of heap corruption or silent garbage.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import numpy as np
 import torch
 
 GUARD = 64
-"""Elements of guard band on each side of every buffer."""
+"""Fewest elements of guard band on each side of a buffer."""
+
+
+def guard_for(n: int) -> int:
+    """Guard band, in elements, on each side of a buffer of ``n`` elements."""
+    return max(GUARD, int(n))
 
 BOOL_SENTINEL = 0xA5
 """Byte that pre-fills bool buffers: neither False (0) nor True (1), so a missing write shows."""
@@ -69,7 +75,7 @@ def raw(a: np.ndarray) -> np.ndarray:
 
 
 class Guarded:
-    """A device buffer of ``GUARD + n + GUARD`` elements; ``view`` is the middle, shaped.
+    """A device buffer of ``g + n + g`` elements (``g = guard_for(n)``); ``view`` is the middle.
 
     ``fill`` pre-fills the whole buffer; ``content`` (if given) then fills the middle.
     """
@@ -85,12 +91,13 @@ class Guarded:
         self.dtype = np.dtype(dtype)
         self.shape = tuple(shape)
         n = int(np.prod(shape, dtype=np.int64))
-        host = filled(self.dtype, (GUARD + n + GUARD,), fill)
+        self.guard = g = guard_for(n)
+        host = filled(self.dtype, (g + n + g,), fill)
         if content is not None:
-            host[GUARD : GUARD + n] = np.ascontiguousarray(content, dtype=self.dtype).reshape(-1)
+            host[g : g + n] = np.ascontiguousarray(content, dtype=self.dtype).reshape(-1)
         self.initial = host
         self.full = torch.from_numpy(host.copy()).to(device)
-        self.view = self.full[GUARD : GUARD + n].view(self.shape)
+        self.view = self.full[g : g + n].view(self.shape)
 
     def read(self) -> np.ndarray:
         """The whole buffer, guards included, as a host array (bool as bool)."""

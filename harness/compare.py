@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .buffers import GUARD, raw
+from .buffers import raw
 
 Locator = Callable[[str, int], tuple[int | None, str]]
 """Maps ``(array, index)`` to ``(request, region)``; indices are relative to the buffer start."""
@@ -46,21 +46,21 @@ def compare_arrays(
     *,
     locate: Locator,
     versus: str,
-    guarded: bool = True,
+    guard: int = 0,
 ) -> list[Difference]:
     """Every difference between two arrays, dtype and shape first.
 
-    With ``guarded``, both arrays are flat and include ``GUARD`` elements on each side.
+    ``guard``: both arrays are flat and hold that many guard elements on each side; indices
+    in the report are relative to the buffer between them.
     """
     if expected.dtype != actual.dtype:
         return [Difference(name, None, str(expected.dtype), str(actual.dtype), None, "dtype", versus)]
     if expected.shape != actual.shape:
         return [Difference(name, None, expected.shape, actual.shape, None, "shape", versus)]
     e, a = raw(expected).reshape(-1), raw(actual).reshape(-1)
-    offset = GUARD if guarded else 0
     out = []
     for flat in np.flatnonzero(e != a).tolist():
-        index = flat - offset
+        index = flat - guard
         request, region = locate(name, index)
         out.append(Difference(name, index, e[flat].item(), a[flat].item(), request, region, versus))
     return out
@@ -72,13 +72,18 @@ def compare_all(
     *,
     locate: Locator,
     versus: str,
-    guarded: bool = True,
+    guards: Mapping[str, int] | None = None,
 ) -> list[Difference]:
-    """Differences over every array of ``expected`` (an array missing from ``actual`` is one)."""
+    """Differences over every array of ``expected`` (an array missing from ``actual`` is one).
+
+    ``guards``: per array, the guard elements on each side of the flat arrays (default none).
+    """
     out: list[Difference] = []
     for name, exp in expected.items():
         if name not in actual:
             out.append(Difference(name, None, "present", "missing", None, "array", versus))
             continue
-        out += compare_arrays(name, exp, actual[name], locate=locate, versus=versus, guarded=guarded)
+        guard = (guards or {}).get(name, 0)
+        out += compare_arrays(name, exp, actual[name], locate=locate, versus=versus, guard=guard)
     return out
+

@@ -86,17 +86,6 @@ def query_start_loc_from(lengths: list[int]) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
 
 
-@st.composite
-def rejected_counts(draw: st.DrawFn, lengths: list[int]) -> list[int]:
-    """Per request, a rejected count from 0 to ``len - 1`` (every value reachable)."""
-    return [draw(st.integers(0, n - 1)) for n in lengths]
-
-
-def block_sizes(min_block: int = 1) -> st.SearchStrategy[int]:
-    """Powers of two from ``min_block`` to 256."""
-    return st.sampled_from([b for b in POWERS_OF_TWO if b >= min_block])
-
-
 def next_power_of_2(n: int) -> int:
     """Smallest power of two ``>= n`` (1 for ``n <= 1``), as ``triton.next_power_of_2``."""
     return 1 if n <= 1 else 1 << (n - 1).bit_length()

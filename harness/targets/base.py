@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..buffers import GUARD, Guarded, filled, pick_sentinel, poison, raw
+from ..buffers import Guarded, filled, guard_for, pick_sentinel, poison, raw
 from ..case import Case
 from ..compare import Difference, compare_all
 from ..strategies import Scale
@@ -154,11 +154,14 @@ class TritonTarget(Target):
             outs = self._run_oracle(oracle, case, fills)
             result[oname] = {
                 n: np.concatenate(
-                    [filled(o.dtype, (GUARD,), fills[n]), o.reshape(-1), filled(o.dtype, (GUARD,), fills[n])]
+                    [filled(o.dtype, (guard_for(o.size),), fills[n]), o.reshape(-1), filled(o.dtype, (guard_for(o.size),), fills[n])]
                 )
                 for n, o in outs.items()
             }
         return result
+
+    def _guards(self, case: Case) -> dict[str, int]:
+        return {n: guard_for(int(np.prod(shape))) for n, (_, shape) in self.output_specs(case).items()}
 
     def _locator(self, case: Case) -> Callable[[str, int], tuple[int | None, str]]:
         sizes = {n: int(np.prod(s)) for n, (_, s) in self.output_specs(case).items()}
@@ -182,7 +185,10 @@ class TritonTarget(Target):
         locate = self._locator(case)
         out: list[Difference] = []
         for other in names[1:]:
-            out += compare_all(exp[names[0]], exp[other], locate=locate, versus=f"{names[0]} oracle vs {other} oracle")
+            out += compare_all(
+                exp[names[0]], exp[other], locate=locate, versus=f"{names[0]} oracle vs {other} oracle",
+                guards=self._guards(case),
+            )
         return out
 
     def check(self, case: Case, impl: Any, device: str) -> Outcome:
@@ -195,7 +201,8 @@ class TritonTarget(Target):
         names = list(exp)
         for other in names[1:]:
             outcome.oracle_disagreements += compare_all(
-                exp[names[0]], exp[other], locate=locate, versus=f"{names[0]} oracle vs {other} oracle"
+                exp[names[0]], exp[other], locate=locate, versus=f"{names[0]} oracle vs {other} oracle",
+                guards=self._guards(case),
             )
         if not outcome.oracle_disagreements:  # identical: compare the kernel with one of them
             exp = {" = ".join(names): exp[names[0]]}
@@ -212,8 +219,9 @@ class TritonTarget(Target):
             outcome.crash = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
             return outcome
         actual = {n: b.read() for n, b in buffers.items()}
+        guards = {n: b.guard for n, b in buffers.items()}
         for oname, e in exp.items():
-            outcome.differences += compare_all(e, actual, locate=locate, versus=f"{oname} oracle")
+            outcome.differences += compare_all(e, actual, locate=locate, versus=f"{oname} oracle", guards=guards)
         inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays}
-        outcome.differences += compare_all(inputs_expected, actual, locate=locate, versus="input as given")
+        outcome.differences += compare_all(inputs_expected, actual, locate=locate, versus="input as given", guards=guards)
         return outcome

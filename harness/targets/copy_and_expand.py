@@ -21,9 +21,7 @@ from ..strategies import (
     int64s_near_limits,
     int_arrays,
     next_power_of_2,
-    query_lengths,
     query_start_loc_from,
-    rejected_counts,
     request_counts,
 )
 from .base import ContractViolation, TritonTarget
@@ -89,6 +87,7 @@ class CopyAndExpand(TritonTarget):
         "p_at_least_2": "parallel-drafting slots present (P >= 2)",
         "shift_with_p_1": "shift with P = 1 (outside vLLM's production domain, defined by the table)",
         "rejected_tokens": "some request has rejected tokens (qe < nqs - 1)",
+        "last_request_rejected": "the last request has rejected tokens: its rejected slots end the output",
         "all_but_one_rejected": "some request rejects all but its first token (qe == qs)",
         "no_valid_slot": "shift mode with nv = 0: the bonus takes the first input's position",
         "multi_block_request": "some request's slots span several token blocks",
@@ -123,7 +122,7 @@ class CopyAndExpand(TritonTarget):
         lengths = rng.integers(1, cap + 1, size=R).tolist()
         rejected = [int(rng.integers(0, n)) for n in lengths]
         shift = bool(rng.integers(0, 2))
-        P = int(rng.integers(1, 9))
+        P = int(rng.integers(2, 9)) if shift and rng.random() < 0.875 else int(rng.integers(1, 9))
         T = int(sum(lengths))
         p0 = rng.choice([rng.integers(0, 1 << 20, size=R), rng.integers(INT64_MIN, INT64_MAX, size=R, endpoint=True)])
         return _build(
@@ -197,6 +196,8 @@ class CopyAndExpand(TritonTarget):
             f.add("shift_with_p_1")
         if np.any(lay.rejected > 0):
             f.add("rejected_tokens")
+        if lay.rejected[-1] > 0:
+            f.add("last_request_rejected")
         if np.any((lay.qe == lay.qs) & (lay.qlen > 1)):
             f.add("all_but_one_rejected")
         if lay.shift and np.any(lay.nv == 0):
@@ -364,26 +365,44 @@ def _random_launch(rng: np.random.Generator, lengths: list[int], P: int, shift: 
     return {"block_size_tokens": block, "num_blocks": need + extra if extra else None}
 
 
+def padding_slots(shift: bool) -> st.SearchStrategy[int]:
+    """P from 1 to 8. With shift, vLLM uses P >= 2: P = 1 is drawn 1 time in 8 and shrinks to 2."""
+    return st.sampled_from([2, 3, 4, 5, 6, 7, 8, 1]) if shift else st.integers(1, 8)
+
+
+@st.composite
+def _request(draw: st.DrawFn, cap: int, consecutive: bool) -> dict[str, Any]:
+    """One request's own draws, together, so shrinking drops a request with its data."""
+    n = draw(st.integers(1, cap))
+    if consecutive:
+        positions = positions_from_starts(np.array([draw(int64s_near_limits())], dtype=np.int64), [n])
+    else:
+        positions = draw(int_arrays(np.int64, n, int64s_near_limits()))
+    return {
+        "tokens": draw(int_arrays(np.int32, n, int32s())),
+        "positions": positions,
+        "rejected": draw(st.integers(0, n - 1)),
+        "next": draw(int32s()),
+    }
+
+
 @st.composite
 def _cases(draw: st.DrawFn, scale: Scale) -> Case:
     shift = draw(st.booleans())
-    P = draw(st.integers(1, 8))
+    P = draw(padding_slots(shift))
     R = draw(request_counts(scale))
-    lengths = draw(query_lengths(R, scale))
-    rejected = draw(rejected_counts(lengths))
-    T = sum(lengths)
-    if draw(st.booleans()):
-        positions = positions_from_starts(draw(int_arrays(np.int64, R, int64s_near_limits())), lengths)
-    else:
-        positions = draw(int_arrays(np.int64, T, int64s_near_limits()))
+    cap = draw(st.sampled_from(sorted({4, 16, 64, scale.max_query_len})))
+    consecutive = draw(st.booleans())
+    reqs = draw(st.lists(_request(cap, consecutive), min_size=R, max_size=R))
+    lengths = [len(q["tokens"]) for q in reqs]
     return _build(
         lengths,
-        rejected,
+        [q["rejected"] for q in reqs],
         shift=shift,
         P=P,
-        token_ids=draw(int_arrays(np.int32, T, int32s())),
-        positions=positions,
-        next_ids=draw(int_arrays(np.int32, R, int32s())),
+        token_ids=np.concatenate([q["tokens"] for q in reqs]),
+        positions=np.concatenate([q["positions"] for q in reqs]),
+        next_ids=np.array([q["next"] for q in reqs], dtype=np.int32),
         padding_id=draw(st.just(0) | int32s()),
         parallel_id=draw(int32s()),
         launch=draw(_launches(lengths, P, shift, scale)),
@@ -452,7 +471,8 @@ def _shrink(case: Case) -> Iterator[Case]:
         yield _rebuild(case, reqs, launch={"block_size_tokens": None, "num_blocks": None})
     if case.launch.get("num_blocks") is not None:
         yield case.replace(launch={"num_blocks": None})
-    for name, simple in (("shift_input_ids", False), ("num_padding_slots_per_request", 1),
+    simple_p = 2 if case.scalars["shift_input_ids"] else 1
+    for name, simple in (("shift_input_ids", False), ("num_padding_slots_per_request", simple_p),
                          ("padding_token_id", 0), ("parallel_drafting_token_id", 0)):
         if case.scalars[name] != simple:
             yield _rebuild(case, reqs, scalars={name: simple})
