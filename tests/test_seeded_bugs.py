@@ -8,17 +8,14 @@ correct and must pass. Each file is one test item, loaded as a ``--kernels`` fil
 from __future__ import annotations
 
 import ast
-import dataclasses
 from pathlib import Path
 
 import pytest
 
-from eaglefuzz.harness.buffers import GUARD
 from eaglefuzz.harness.case import Case
 from eaglefuzz.harness.fuzz import fuzz_target
 from eaglefuzz.harness.impls import load_implementations
 from eaglefuzz.harness.pytest_plugin import derive_seed
-from eaglefuzz.harness.strategies import Scale
 from eaglefuzz.harness.targets import TARGETS
 
 SEEDED = Path(__file__).parent / "seeded_bugs"
@@ -50,22 +47,6 @@ def overridden(path: Path):
     return impls, names
 
 
-def bug_scale(scale: Scale) -> Scale:
-    """``scale`` with at most ``GUARD`` requests.
-
-    A seeded bug may write up to one slot per request past its buffer (an output_start
-    that ignores the shift does). Guard bands are ``GUARD`` elements wide, so with more
-    requests the write lands in the heap: under the interpreter that kills the process
-    ("double free or corruption"), on a GPU it corrupts a neighbour. Capping the batch keeps
-    every such write inside the guard band, where it becomes a finding.
-    """
-    return dataclasses.replace(
-        scale,
-        max_requests=min(scale.max_requests, GUARD),
-        request_tail=min(scale.request_tail, GUARD),
-    )
-
-
 def test_seeded_bugs_present():
     bugs = [p for p in FILES if not is_port(p)]
     per_kernel = {n: 0 for n in TARGETS}
@@ -95,7 +76,7 @@ def test_seeded_file(path, backend, scale, fuzz_seed, warm_oracles):
         return
     assert len(names) == 1, f"a seeded bug alters one kernel; {path.name} defines {names}"
     stats = fuzz_target(
-        names[0], impls, backend.device, bug_scale(scale),
+        names[0], impls, backend.device, scale,
         seed=derive_seed(fuzz_seed, path.stem), examples=BUG_EXAMPLES, shrink=False,
     )
     if not stats.findings:
@@ -126,7 +107,7 @@ def test_shrunk_reproducer_is_small(stem, region, backend, scale, fuzz_seed, war
     path = SEEDED / f"{stem}.py"
     impls, (name,) = overridden(path)
     stats = fuzz_target(
-        name, impls, backend.device, bug_scale(scale),
+        name, impls, backend.device, scale,
         seed=derive_seed(fuzz_seed, stem, "shrink"), examples=BUG_EXAMPLES, shrink=True,
     )
     assert stats.findings, f"seeded bug not found: {first_doc_line(path)}"
