@@ -1,6 +1,6 @@
 """Hypothesis settings profiles of eaglefuzz.
 
-``ci`` (the default): few examples per test and no example database; the tests give every
+``ci`` (the default): 60 examples per test item and no example database; the tests give every
 run an explicit seed (``--eaglefuzz-seed``, default 0), so every run and machine draws the same
 cases; finishes the suite in minutes on 2 CPU cores under the Triton interpreter. ``dev``: more examples, random, with the database. ``thorough``: long runs.
 Deadlines are off everywhere: interpreter steps and JIT warm-up make timings meaningless.
@@ -15,7 +15,7 @@ _COMMON = dict(
 )
 
 PROFILES = {
-    "ci": settings(max_examples=30, database=None, **_COMMON),
+    "ci": settings(max_examples=60, database=None, **_COMMON),
     "dev": settings(max_examples=150, **_COMMON),
     "thorough": settings(max_examples=3000, **_COMMON),
 }
