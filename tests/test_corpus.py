@@ -153,7 +153,8 @@ def _elements(dtype: np.dtype) -> st.SearchStrategy[Any]:
         return st.booleans()
     info = np.iinfo(dtype)
     lo, hi = int(info.min), int(info.max)
-    return st.one_of(st.sampled_from([lo, lo + 1, -1, 0, 1, hi - 1, hi]), st.integers(lo, hi))
+    edges = sorted({v for v in (lo, lo + 1, -1, 0, 1, hi - 1, hi) if lo <= v <= hi})
+    return st.one_of(st.sampled_from(edges), st.integers(lo, hi))
 
 
 @st.composite
