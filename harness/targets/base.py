@@ -131,34 +131,30 @@ class TritonTarget(Target):
         self.call_oracle(oracle, case.replace(arrays=inputs), outs)
         return outs
 
-    def sentinels(self, case: Case) -> dict[str, int]:
-        """Per output, a fill value that no written element of the expected output equals.
+    def expected(self, case: Case) -> tuple[dict[str, int], dict[str, dict[str, np.ndarray]]]:
+        """Per output, a sentinel fill that no written element equals; and, per oracle, the
+        expected whole buffers (guards included) when every buffer starts full of its sentinel.
 
-        The first oracle runs twice over two different fills: elements equal in both runs are
-        the ones it writes, and the sentinel is chosen among values it never writes.
+        The first oracle runs over two different fills: elements equal in both runs are the
+        ones it writes; the sentinel is a value it never writes, and its expected buffer is its
+        result with the sentinel where it wrote nothing. The other oracles run over the sentinel.
         """
         specs = self.output_specs(case)
-        oracle = next(iter(self.oracles.values()))
-        a = self._run_oracle(oracle, case, {n: -0x5A5A5A5B if dt != np.bool_ else 0xA5 for n, (dt, _) in specs.items()})
-        b = self._run_oracle(oracle, case, {n: 0x5A5A5A5A if dt != np.bool_ else 0x5A for n, (dt, _) in specs.items()})
-        out = {}
+        first, *others = self.oracles.items()
+        a = self._run_oracle(first[1], case, {n: -0x5A5A5A5B if dt != np.bool_ else 0xA5 for n, (dt, _) in specs.items()})
+        b = self._run_oracle(first[1], case, {n: 0x5A5A5A5A if dt != np.bool_ else 0x5A for n, (dt, _) in specs.items()})
+        fills, outs = {}, {}
         for n, (dt, _) in specs.items():
-            ra, rb = raw(a[n]), raw(b[n])
-            out[n] = pick_sentinel(dt, ra[ra == rb])
-        return out
-
-    def expected(self, case: Case, fills: Mapping[str, int]) -> dict[str, dict[str, np.ndarray]]:
-        """Oracle name -> output name -> expected whole buffer, guards included."""
-        result = {}
-        for oname, oracle in self.oracles.items():
-            outs = self._run_oracle(oracle, case, fills)
-            result[oname] = {
-                n: np.concatenate(
-                    [filled(o.dtype, (guard_for(o.size),), fills[n]), o.reshape(-1), filled(o.dtype, (guard_for(o.size),), fills[n])]
-                )
-                for n, o in outs.items()
-            }
-        return result
+            written = raw(a[n]) == raw(b[n])
+            fills[n] = pick_sentinel(dt, raw(a[n])[written])
+            outs[n] = a[n].copy()
+            raw(outs[n])[~written] = fills[n]
+        results = {first[0]: outs}
+        for oname, oracle in others:
+            results[oname] = self._run_oracle(oracle, case, fills)
+        return fills, {
+            oname: {n: _with_guards(o, fills[n]) for n, o in res.items()} for oname, res in results.items()
+        }
 
     def _guards(self, case: Case) -> dict[str, int]:
         return {n: guard_for(int(np.prod(shape))) for n, (_, shape) in self.output_specs(case).items()}
@@ -179,8 +175,7 @@ class TritonTarget(Target):
         return locate
 
     def oracle_check(self, case: Case) -> list[Difference]:
-        fills = self.sentinels(case)
-        exp = self.expected(case, fills)
+        fills, exp = self.expected(case)
         names = list(exp)
         locate = self._locator(case)
         out: list[Difference] = []
@@ -194,8 +189,7 @@ class TritonTarget(Target):
     def check(self, case: Case, impl: Any, device: str) -> Outcome:
         import torch
 
-        fills = self.sentinels(case)
-        exp = self.expected(case, fills)
+        fills, exp = self.expected(case)
         locate = self._locator(case)
         outcome = Outcome()
         names = list(exp)
@@ -225,3 +219,9 @@ class TritonTarget(Target):
         inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays}
         outcome.differences += compare_all(inputs_expected, actual, locate=locate, versus="input as given", guards=guards)
         return outcome
+
+
+def _with_guards(a: np.ndarray, fill: int) -> np.ndarray:
+    """``a`` flattened, between two guard bands of ``fill`` as long as :func:`guard_for` says."""
+    g = filled(a.dtype, (guard_for(a.size),), fill)
+    return np.concatenate([g, a.reshape(-1), g])
