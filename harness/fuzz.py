@@ -80,7 +80,9 @@ def hypothesis_chunk(
     try:
         run()
     except DifferenceFound as exc:
-        return exc.finding
+        # Hypothesis shrinks the draws; the target's own moves (drop any request, shorten one)
+        # then reach what fixed-size draws cannot.
+        return shrink_finding(exc.finding, impls, device, journal=journal) if shrink else exc.finding
     return None
 
 
