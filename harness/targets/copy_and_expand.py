@@ -124,14 +124,24 @@ class CopyAndExpand(TritonTarget):
         shift = bool(rng.integers(0, 2))
         P = int(rng.integers(2, 9)) if shift and rng.random() < 0.875 else int(rng.integers(1, 9))
         T = int(sum(lengths))
-        p0 = rng.choice([rng.integers(0, 1 << 20, size=R), rng.integers(INT64_MIN, INT64_MAX, size=R, endpoint=True)])
+        p0 = [
+            rng.integers(0, 1 << 20, size=R),
+            rng.integers(INT64_MIN, INT64_MAX, size=R, endpoint=True),
+            INT64_MAX - rng.integers(0, 4096, size=R),
+        ][int(rng.integers(0, 3))]
+        positions = positions_from_starts(np.asarray(p0, dtype=np.int64), lengths)
+        if rng.random() < 0.2:  # only p0 is read: the rest may be anything
+            positions = rng.integers(INT64_MIN, INT64_MAX, size=T, endpoint=True)
+        token_ids = rng.integers(INT32_MIN, INT32_MAX, size=T, endpoint=True, dtype=np.int32)
+        if rng.random() < 0.2:
+            token_ids[rng.integers(0, T, size=2)] = [INT32_MIN, INT32_MAX]
         return _build(
             lengths,
             rejected,
             shift=shift,
             P=P,
-            token_ids=rng.integers(INT32_MIN, INT32_MAX, size=T, endpoint=True, dtype=np.int32),
-            positions=positions_from_starts(np.asarray(p0, dtype=np.int64), lengths),
+            token_ids=token_ids,
+            positions=positions,
             next_ids=rng.integers(INT32_MIN, INT32_MAX, size=R, endpoint=True, dtype=np.int32),
             padding_id=0 if rng.random() < 0.8 else int(rng.integers(INT32_MIN, INT32_MAX, endpoint=True)),
             parallel_id=int(rng.integers(INT32_MIN, INT32_MAX, endpoint=True)),

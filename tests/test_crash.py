@@ -1,0 +1,58 @@
+"""A kernel that kills the process is still reported, with the case that killed it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eaglefuzz.harness.corpus import load_entry
+
+ROOT = Path(__file__).resolve().parent.parent
+CRASH = ROOT / "tests" / "crash_bugs" / "wild_write_prepare_inputs.py"
+PI = "eagle_prepare_inputs_padded_kernel"
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "EAGLEFUZZ_CACHE": str(tmp_path / "cache")}
+
+
+@pytest.mark.kernel
+def test_cli_reports_the_case_that_killed_the_process(tmp_path):
+    corpus = tmp_path / "corpus"
+    proc = subprocess.run(
+        [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--kernels", str(CRASH), "--kernel", PI,
+         "--examples", "100", "--corpus", str(corpus), "--json"],
+        capture_output=True, text=True, env=_env(tmp_path), timeout=600, check=False,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    # Interpreter: the process dies (the supervisor reports); compiled: CUDA raises (a crash finding).
+    findings = doc["findings"] if "crashed" in doc else doc["targets"][PI]["findings"]
+    (finding,) = findings
+    assert "Traceback" not in finding["report"]
+    entry = load_entry(finding["file"])
+    assert entry.case.kernel == PI
+    cu = entry.case.arrays["cu_num_draft_tokens"].astype(int)
+    assert (abs(cu[0]) > 2) or any(b - a > 2 for a, b in zip(cu[:-1], cu[1:], strict=False)), "the case must trigger the bug"
+
+
+@pytest.mark.kernel
+def test_pytest_reports_the_case_that_killed_a_worker(tmp_path):
+    corpus = tmp_path / "corpus"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_differential.py"),
+         "-k", PI, "--kernels", str(CRASH), "--eaglefuzz-corpus", str(corpus)],
+        capture_output=True, text=True, env=_env(tmp_path), cwd=ROOT, timeout=600, check=False,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    saved = sorted(corpus.rglob("*.json"))
+    assert saved, proc.stdout[-3000:]
+    if "eaglefuzz: crash" in proc.stdout:  # the interpreter: a worker died, the controller reported it
+        assert "a test process died while checking a case" in proc.stdout
+    for f in saved:
+        assert load_entry(f).case.kernel == PI
