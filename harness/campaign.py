@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -18,6 +19,10 @@ from .check import Finding
 from .fuzz import Stats, bulk_fuzz_target, fuzz_target
 
 EXIT_OK, EXIT_FINDINGS, EXIT_INTERRUPTED = 0, 1, 130
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 @dataclass
@@ -41,6 +46,11 @@ class Campaign:
     def _save(self, finding: Finding) -> Path:
         return save_finding(finding, self.corpus_dir, self.kernels_path)
 
+    def _path(self, finding: Finding) -> Path:
+        from .corpus import CORPUS_DIR, case_path
+
+        return case_path(finding.case, self.corpus_dir or CORPUS_DIR)
+
     def run(self) -> int:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -51,6 +61,7 @@ class Campaign:
         from .strategies import CUDA_SCALE, INTERPRETER_SCALE
         from .targets import TARGETS
 
+        signal.signal(signal.SIGTERM, _interrupt)  # a timeout stops the run like Ctrl-C: findings kept
         backend = select_backend(self.backend)
         impls = load_implementations(self.kernels_path, TARGETS)
         journal = Journal(self.journal_dir) if self.journal_dir else None
@@ -75,25 +86,45 @@ class Campaign:
                 task = bar.add_task(name, total=total, examples=0, rate=0.0, findings=0)
                 start = time.monotonic()
 
-                def on_progress(stats: Stats, task: Any = task, start: float = start) -> None:
+                stats = Stats()
+                pending: list[Path] = []  # unshrunk findings saved by this run, replaced once shrunk
+
+                def on_progress(stats: Stats, task: Any = task, start: float = start, pending: list[Path] = pending) -> None:
                     elapsed = max(time.monotonic() - start, 1e-9)
                     done = stats.examples if self.examples is not None else min(elapsed, per_budget or 0)
                     bar.update(task, completed=done, examples=stats.examples, rate=stats.examples / elapsed, findings=len(stats.findings))
+                    u = stats.unshrunk
+                    if u is not None and id(u) not in saved:
+                        existed = self._path(u).exists()
+                        saved[id(u)] = self._save(u)
+                        if not existed:
+                            pending.append(saved[id(u)])
                     for f in stats.findings:
                         if id(f) not in saved:
                             saved[id(f)] = self._save(f)
+                            for p in pending:
+                                if p != saved[id(f)]:
+                                    p.unlink(missing_ok=True)
+                            pending.clear()
 
                 try:
-                    stats = run_fn(
+                    run_fn(
                         name, impls, backend.device, scale, seed=self.seed, examples=self.examples,
                         time_budget=per_budget, stop_on_finding=not self.keep_going, on_progress=on_progress,
-                        chunk_offset=self.shard[0], chunk_step=self.shard[1], journal=journal,
+                        chunk_offset=self.shard[0], chunk_step=self.shard[1], journal=journal, stats=stats,
                     )
                 except KeyboardInterrupt:
                     interrupted = True
+                    if stats.unshrunk is not None:  # kept as found: the interrupt cut its shrinking short
+                        stats.findings.append(stats.unshrunk)
+                        saved.setdefault(id(stats.unshrunk), self._path(stats.unshrunk))
+                    results[name] = stats
                     break
                 on_progress(stats)
                 results[name] = stats
+        if interrupted:  # a second signal must not cut the report short
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         findings = [(n, f) for n, s in results.items() for f in s.findings]
         if self.as_json:
             print(json.dumps(self._json(backend.name, results, saved, interrupted), indent=2))
@@ -177,7 +208,6 @@ def supervise(
     already there).
     """
     import os
-    import signal
     import subprocess
     import tempfile
 
@@ -187,11 +217,14 @@ def supervise(
 
     with tempfile.TemporaryDirectory(prefix="eaglefuzz-journal-") as jdir:
         env = {**os.environ, "EAGLEFUZZ_WORKER": "1", "EAGLEFUZZ_JOURNAL": jdir}
-        try:
-            proc = subprocess.run([sys.executable, "-m", "eaglefuzz.harness.cli", *argv], env=env, check=False)
-        except KeyboardInterrupt:
-            return EXIT_INTERRUPTED
-        code = proc.returncode
+        proc = subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.cli", *argv], env=env)
+
+        def forward(signum: int, frame: Any) -> None:  # the worker stops, saves and reports
+            proc.send_signal(signal.SIGTERM)
+
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+        code = proc.wait()
         if code in (EXIT_OK, EXIT_FINDINGS, 2, EXIT_INTERRUPTED):
             return code
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"

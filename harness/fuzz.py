@@ -40,6 +40,8 @@ class Stats:
     features: set[str] = field(default_factory=set)
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
+    unshrunk: Finding | None = None
+    """A finding not yet shrunk (shrinking in progress): kept so an interrupt cannot lose it."""
 
     def record(self, target_name: str, case: Case) -> None:
         target = TARGETS[target_name]
@@ -72,6 +74,8 @@ def hypothesis_chunk(
     def run(case: Case) -> None:
         stats.record(name, case)
         finding = check_case(case, impls, device, journal)
+        if finding is not None and stats.unshrunk is None:
+            stats.unshrunk = finding
         if on_progress is not None:
             on_progress(stats)
         if finding is not None:
@@ -101,13 +105,15 @@ def fuzz_target(
     chunk_offset: int = 0,
     chunk_step: int = 1,
     journal: Journal | None = None,
+    stats: Stats | None = None,
 ) -> Stats:
     """Fuzz target ``name`` until ``examples`` are checked or ``time_budget`` seconds pass.
 
     Chunk ``i`` runs with seed ``derive_seed(seed, name, i)``; ``chunk_offset``/``chunk_step``
-    select a disjoint share of the chunks (sharding across machines).
+    select a disjoint share of the chunks (sharding across machines). ``stats`` (filled in
+    place) lets a caller see what was found when an interrupt cuts the run short.
     """
-    stats = Stats()
+    stats = stats if stats is not None else Stats()
     start = time.monotonic()
     i = chunk_offset
     while True:
@@ -123,6 +129,7 @@ def fuzz_target(
         i += chunk_step
         if finding is not None:
             stats.findings.append(finding)
+            stats.unshrunk = None
         stats.seconds = time.monotonic() - start
         if finding is not None and stop_on_finding:
             break
@@ -182,6 +189,7 @@ def bulk_fuzz_target(
     chunk_offset: int = 0,
     chunk_step: int = 1,
     journal: Journal | None = None,
+    stats: Stats | None = None,
 ) -> Stats:
     """Like :func:`fuzz_target`, with cases drawn by the target's NumPy generator.
 
@@ -189,7 +197,7 @@ def bulk_fuzz_target(
     ``chunk_step``-th example from ``chunk_offset``. Findings are shrunk by :func:`shrink_finding`.
     """
     target = TARGETS[name]
-    stats = Stats()
+    stats = stats if stats is not None else Stats()
     start = time.monotonic()
     i = chunk_offset
     while True:
@@ -202,7 +210,11 @@ def bulk_fuzz_target(
         stats.record(name, case)
         finding = check_case(case, impls, device, journal)
         if finding is not None:
+            stats.unshrunk = finding
+            if on_progress is not None:
+                on_progress(stats)
             stats.findings.append(shrink_finding(finding, impls, device, journal=journal) if shrink else finding)
+            stats.unshrunk = None
         stats.seconds = time.monotonic() - start
         if on_progress is not None:
             on_progress(stats)

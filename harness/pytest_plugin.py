@@ -137,15 +137,55 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         from .campaign import save_finding
 
         kernels = item.config.getoption("kernels")
+        sink = getattr(item, "funcargs", {}).get("finding_sink")
         for finding in _findings(call.excinfo.value):
             try:
                 path = save_finding(finding, _corpus_dir(item.config), kernels)
             except Exception as exc:  # noqa: BLE001 - never lose the test's own failure
                 report.sections.append(("eaglefuzz", f"could not save the finding: {exc}"))
                 continue
+            if sink is not None:
+                sink.settle(path)
             replay = f"eaglefuzz replay {path}" + (f" --kernels {kernels}" if kernels else "")
             report.sections.append(("eaglefuzz", f"finding saved to {path}\nreplay: {replay}"))
     return report
+
+
+class FindingSink:
+    """Saves a test's first finding at once, before shrinking, so an interrupt cannot lose it.
+
+    When the test ends with its shrunk finding saved, the unshrunk files this sink wrote are
+    removed; when the run is interrupted first, they stay in the corpus.
+    """
+
+    def __init__(self, corpus_dir: Path, kernels: str | None) -> None:
+        self.corpus_dir, self.kernels = corpus_dir, kernels
+        self.pending: list[Path] = []
+
+    def keep(self, finding) -> None:  # noqa: ANN001 - a check.Finding
+        """Save ``finding`` unless this test already kept one."""
+        from .campaign import save_finding
+        from .corpus import case_path
+
+        if self.pending:
+            return
+        existed = case_path(finding.case, self.corpus_dir).exists()
+        path = save_finding(finding, self.corpus_dir, self.kernels)
+        if not existed:
+            self.pending.append(path)
+
+    def settle(self, final: Path) -> None:
+        """The shrunk finding is saved at ``final``: drop the unshrunk ones."""
+        for p in self.pending:
+            if p != final:
+                p.unlink(missing_ok=True)
+        self.pending.clear()
+
+
+@pytest.fixture
+def finding_sink(pytestconfig: pytest.Config) -> FindingSink:
+    """Keeps a property test's first (unshrunk) finding in the corpus until the shrunk one lands."""
+    return FindingSink(_corpus_dir(pytestconfig), pytestconfig.getoption("kernels"))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -135,3 +135,29 @@ def test_shards_split_the_bulk_examples(monkeypatch):
     whole, first, second = cases(0, 1, 12), cases(0, 2, 6), cases(1, 2, 6)
     assert not set(first) & set(second)
     assert sorted(first + second) == sorted(whole)
+
+
+@pytest.mark.kernel
+def test_interrupted_campaign_keeps_its_finding(tmp_path):
+    """SIGTERM (a timeout) while a finding is being shrunk: the finding is kept, exit 1."""
+    import signal
+    import time
+
+    bug = ROOT / "tests" / "seeded_bugs" / "ce_rejected_positions_not_zeroed.py"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--kernels", str(bug), "--kernel",
+         "copy_and_expand_eagle_inputs_kernel", "--examples", "500", "--corpus", str(tmp_path), "--json"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    deadline = time.monotonic() + 300
+    while not list(tmp_path.rglob("*.json")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 1
+    files = sorted(tmp_path.rglob("*.json"))
+    assert files, "the finding was lost"
+    report = json.loads(out)
+    kept = [f["file"] for t in report["targets"].values() for f in t["findings"]]
+    assert kept and all(Path(k) in files for k in kept)
+    assert run_cli("replay", str(tmp_path), "--kernels", str(bug)).returncode == 1

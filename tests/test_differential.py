@@ -20,7 +20,7 @@ PARTS = 2
 @pytest.mark.kernel
 @pytest.mark.parametrize("part", range(PARTS))
 @pytest.mark.parametrize("name", sorted(TARGETS))
-def test_matches_oracles(name, part, impls, backend, scale, warm_oracles, fuzz_seed, journal):
+def test_matches_oracles(name, part, impls, backend, scale, warm_oracles, fuzz_seed, journal, finding_sink):
     target = TARGETS[name]
 
     @seed(derive_seed(fuzz_seed, name, part))
@@ -28,6 +28,7 @@ def test_matches_oracles(name, part, impls, backend, scale, warm_oracles, fuzz_s
     def run(case):
         finding = check_case(case, impls, backend.device, journal)
         if finding is not None:
+            finding_sink.keep(finding)
             raise DifferenceFound(finding)
 
     try:
