@@ -31,8 +31,10 @@ from .errors import UserError
 from .targets import TARGETS, ContractViolation
 
 SCHEMA = 1
-CORPUS_DIR = Path(__file__).resolve().parent.parent / "corpus"
-"""The checkout's ``corpus/`` folder (``harness/`` sits next to it)."""
+_CHECKOUT = Path(__file__).resolve().parent.parent
+CORPUS_DIR = _CHECKOUT / "corpus" if (_CHECKOUT / "pyproject.toml").is_file() else Path.cwd() / "corpus"
+"""The default corpus: the checkout's ``corpus/`` folder (``harness/`` sits next to it); for an
+installed (non-editable) eaglefuzz, ``corpus/`` in the working directory."""
 
 DTYPES: dict[str, np.dtype] = {
     "bool": np.dtype(np.bool_),
