@@ -108,12 +108,6 @@ def _value_ok(enc: Any, value: Any) -> bool:
     return value >= (1 if enc == "size" else 0)
 
 
-def _default_types() -> Any:
-    from ...kernels import vllm_types
-
-    return vllm_types
-
-
 def build_config(case: Case, types: Any) -> Any:
     """The target ``VllmConfig`` that ``case`` describes, built from ``types``' classes."""
     s = case.scalars
@@ -244,14 +238,6 @@ class DraftConfig(PythonFunctionTarget):
         "additional_config_set": "additional_config is not empty",
         "parallel_drafting": "spec.parallel_drafting is set",
     }
-
-    def __init__(self, types: Any = None) -> None:
-        self._types = types
-
-    @property
-    def types(self) -> Any:
-        """Where the config classes come from: the stand-ins, or a namespace of vLLM's own."""
-        return self._types if self._types is not None else _default_types()
 
     @property
     def oracles(self) -> Mapping[str, Any]:

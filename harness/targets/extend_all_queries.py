@@ -62,12 +62,6 @@ ALIASES = {"_seq_lens_cpu": "seq_lens_cpu", "_num_computed_tokens_cpu": "num_com
 """vLLM's newer field names for the CPU caches -> ours."""
 
 
-def _default_types() -> Any:
-    from ...kernels import vllm_types
-
-    return vllm_types
-
-
 def _tensor(x: np.ndarray, device: str) -> torch.Tensor:
     return torch.from_numpy(np.array(x, copy=True)).to(device)
 
@@ -139,14 +133,6 @@ class ExtendAllQueries(PythonFunctionTarget):
         "slot_mapping_resized": "new_slot_mapping is not as long as the old slot mapping",
         "padding_slots": "new_slot_mapping holds padding slots (-1)",
     }
-
-    def __init__(self, types: Any = None) -> None:
-        self._types = types
-
-    @property
-    def types(self) -> Any:
-        """Where ``CommonAttentionMetadata`` comes from: the stand-ins, or vLLM's own module."""
-        return self._types if self._types is not None else _default_types()
 
     @property
     def oracles(self) -> Mapping[str, Any]:

@@ -35,9 +35,27 @@ class TensorValue:
 
 
 class PythonFunctionTarget(Target):
-    """A Python function of the module: its results are compared field by field."""
+    """A Python function of the module: its results are compared field by field.
+
+    ``types`` names where the vLLM classes the function works on come from: the stand-ins of
+    ``kernels/vllm_types.py`` by default, or a namespace holding vLLM's own.
+    """
 
     kind = "python function"
+
+    def __init__(self, types: Any = None) -> None:
+        self._types = types
+
+    @property
+    def types(self) -> Any:
+        return self._types if self._types is not None else self.default_types()
+
+    @staticmethod
+    def default_types() -> Any:
+        """The stand-in classes this target builds its inputs from."""
+        from ...kernels import vllm_types
+
+        return vllm_types
 
 
 def snapshot(value: Any) -> Any:
