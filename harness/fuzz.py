@@ -114,19 +114,35 @@ def fuzz_target(
     place) lets a caller see what was found when an interrupt cuts the run short.
     """
     stats = stats if stats is not None else Stats()
-    start = time.monotonic()
-    i = chunk_offset
-    while True:
-        if examples is not None and stats.examples >= examples:
-            break
-        if time_budget is not None and time.monotonic() - start >= time_budget:
-            break
-        n = CHUNK if examples is None else min(CHUNK, examples - stats.examples)
-        finding = hypothesis_chunk(
-            name, impls, device, scale, seed=derive_seed(seed, name, i), max_examples=n, shrink=shrink,
+
+    def chunk(i: int, remaining: int | None) -> Finding | None:
+        return hypothesis_chunk(
+            name, impls, device, scale, seed=derive_seed(seed, name, i),
+            max_examples=CHUNK if remaining is None else min(CHUNK, remaining), shrink=shrink,
             stats=stats, on_progress=on_progress, journal=journal,
         )
-        i += chunk_step
+
+    return _loop(stats, chunk, examples, time_budget, stop_on_finding, chunk_offset, chunk_step)
+
+
+def _loop(
+    stats: Stats,
+    step: Callable[[int, int | None], Finding | None],
+    examples: int | None,
+    time_budget: float | None,
+    stop_on_finding: bool,
+    offset: int,
+    stride: int,
+) -> Stats:
+    """Run ``step(i, examples left)`` for ``i = offset, offset + stride, ...`` until the
+    examples or the time budget are spent, or (with ``stop_on_finding``) a step finds one."""
+    start = time.monotonic()
+    i = offset
+    while (examples is None or stats.examples < examples) and (
+        time_budget is None or time.monotonic() - start < time_budget
+    ):
+        finding = step(i, None if examples is None else examples - stats.examples)
+        i += stride
         if finding is not None:
             stats.findings.append(finding)
             stats.unshrunk = None
@@ -135,12 +151,6 @@ def fuzz_target(
             break
     stats.seconds = time.monotonic() - start
     return stats
-
-
-def bulk_cases(name: str, scale: Scale, seed: int, count: int) -> list[Case]:
-    """``count`` random in-contract cases of target ``name`` drawn with NumPy from ``seed``."""
-    rng = np.random.default_rng(seed)
-    return [TARGETS[name].random_case(rng, scale) for _ in range(count)]
 
 
 def shrink_finding(
@@ -198,27 +208,18 @@ def bulk_fuzz_target(
     """
     target = TARGETS[name]
     stats = stats if stats is not None else Stats()
-    start = time.monotonic()
-    i = chunk_offset
-    while True:
-        if examples is not None and stats.examples >= examples:
-            break
-        if time_budget is not None and time.monotonic() - start >= time_budget:
-            break
+
+    def one(i: int, remaining: int | None) -> Finding | None:
         case = target.random_case(np.random.default_rng(derive_seed(seed, name, "bulk", i)), scale)
-        i += chunk_step
         stats.record(name, case)
         finding = check_case(case, impls, device, journal)
         if finding is not None:
             stats.unshrunk = finding
             if on_progress is not None:
                 on_progress(stats)
-            stats.findings.append(shrink_finding(finding, impls, device, journal=journal) if shrink else finding)
-            stats.unshrunk = None
-        stats.seconds = time.monotonic() - start
+            finding = shrink_finding(finding, impls, device, journal=journal) if shrink else finding
         if on_progress is not None:
             on_progress(stats)
-        if finding is not None and stop_on_finding:
-            break
-    stats.seconds = time.monotonic() - start
-    return stats
+        return finding
+
+    return _loop(stats, one, examples, time_budget, stop_on_finding, chunk_offset, chunk_step)
