@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .check import Finding
+from .check import EXIT_DEVICE_LOST, Finding
 from .fuzz import Stats, bulk_fuzz_target, fuzz_target
 
 EXIT_OK, EXIT_FINDINGS, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_INTERNAL = 3
+"""A bug of eaglefuzz itself (an unexpected exception): the traceback is printed."""
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -227,19 +229,26 @@ def supervise(
         code = proc.wait()
         if code in (EXIT_OK, EXIT_FINDINGS, 2, EXIT_INTERRUPTED):
             return code
-        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        if code == EXIT_DEVICE_LOST:
+            how = "the device became unusable"
+        elif code == EXIT_INTERNAL:
+            how = "eaglefuzz itself failed (traceback above)"
+        else:
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         crashed = orphans(Path(jdir))
     results = []
-    for _, case, why in crashed:
-        if case is None:
-            results.append({"kind": "crash", "file": None, "report": f"the journal could not be read: {why}"})
+    for orphan in crashed:
+        if orphan.case is None:
+            results.append({"kind": "crash", "file": None, "report": f"the journal could not be read: {orphan.error}"})
             continue
-        finding = Finding(case, Outcome(crash=f"the process died ({how}) while running this case"),
-                          kernels_path or "kernels/spec_decode_utils.py")
+        crash = orphan.message or f"the process died ({how}) while running this case"
+        finding = Finding(orphan.case, Outcome(crash=crash), kernels_path or "kernels/spec_decode_utils.py")
         path = save_finding(finding, corpus_dir, kernels_path) if save else None
         results.append({"kind": "crash", "file": str(path) if path else None, "report": finding.report()})
     if not results:
-        results.append({"kind": "crash", "file": None, "report": f"the fuzzing process died ({how}) outside any case"})
+        results.append({"kind": "crash", "file": None, "report": f"the fuzzing process ended ({how}) outside any case"})
+        if code == EXIT_INTERNAL:
+            return EXIT_INTERNAL
     if as_json:
         print(json.dumps({"crashed": how, "findings": results}, indent=2))
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from .case import Case
@@ -10,6 +11,7 @@ from .journal import Journal
 from .targets import TARGETS, ContractViolation, Outcome
 
 MAX_LINES = 12
+EXIT_DEVICE_LOST = 70
 
 
 @dataclass
@@ -80,6 +82,12 @@ def check_case(
     else:
         with journal.running(case):
             outcome = target.check(case, impls[case.kernel], device)
+        if outcome.fatal:
+            # A sticky CUDA error: every later launch in this process would fail too, and
+            # shrinking here would blame innocent cases. Leave the case in the journal and exit;
+            # the supervisor (CLI) or the xdist controller reports it.
+            journal.abandon(case, f"the device became unusable: {outcome.crash}")
+            os._exit(EXIT_DEVICE_LOST)
     return None if outcome.ok else Finding(case, outcome, impls.origin[case.kernel])
 
 

@@ -1,7 +1,8 @@
 """The ``eaglefuzz`` command line: ``fuzz``, ``replay`` and ``list``.
 
 Exit codes: 0 when no output differs, 1 when one does (a report is printed and the case is
-written to the corpus), 2 on a usage or input error (one line on stderr, no traceback).
+written to the corpus), 2 on a usage or input error (one line on stderr, no traceback), 3 on
+an internal error of eaglefuzz (with its traceback), 130 when interrupted with nothing found.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import click
 
 from .errors import UserError
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_INTERNAL = 0, 1, 2, 130, 3
 WORKER_ENV, JOURNAL_ENV = "EAGLEFUZZ_WORKER", "EAGLEFUZZ_JOURNAL"
 
 
@@ -178,6 +179,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("eaglefuzz: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except Exception:  # a bug of eaglefuzz itself: the traceback is the useful report
+        import traceback
+
+        traceback.print_exc()
+        click.echo("eaglefuzz: internal error (a bug of eaglefuzz, not of the kernel): traceback above", err=True)
+        sys.exit(EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

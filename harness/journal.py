@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from .case import Case
@@ -52,13 +53,37 @@ class Journal:
         finally:
             self.path.unlink(missing_ok=True)
 
+    def abandon(self, case: Case, message: str) -> None:
+        """This process is about to exit on purpose while running ``case``: leave the journal
+        (and why) for whoever reports dead processes' cases."""
+        from .corpus import encode
 
-def orphans(directory: Path) -> list[tuple[Path, Case | None, str]]:
-    """Journal files whose process is gone: ``(file, case or None, why the case is None)``."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(encode(case))
+        self.path.with_suffix(".why").write_text(message)
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """A journal left by a process that is gone: the case it was running (``None`` with
+    ``error`` when the file cannot be read) and, when it exited on purpose, ``message``."""
+
+    file: Path
+    case: Case | None
+    error: str = ""
+    message: str = ""
+
+    def remove(self) -> None:
+        self.file.unlink(missing_ok=True)
+        self.file.with_suffix(".why").unlink(missing_ok=True)
+
+
+def orphans(directory: Path) -> list[Orphan]:
+    """The journals in ``directory`` whose process is gone."""
     from .corpus import decode
     from .errors import UserError
 
-    out: list[tuple[Path, Case | None, str]] = []
+    out: list[Orphan] = []
     d = Path(directory)
     if not d.is_dir():
         return out
@@ -69,8 +94,10 @@ def orphans(directory: Path) -> list[tuple[Path, Case | None, str]]:
             continue
         if _alive(pid) and pid != os.getpid():
             continue
+        why = f.with_suffix(".why")
+        message = why.read_text() if why.is_file() else ""
         try:
-            out.append((f, decode(f.read_text(), str(f), contract=False).case, ""))
+            out.append(Orphan(f, decode(f.read_text(), str(f), contract=False).case, message=message))
         except (OSError, UserError) as exc:
-            out.append((f, None, str(exc)))
+            out.append(Orphan(f, None, error=str(exc), message=message))
     return out

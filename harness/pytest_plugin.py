@@ -198,16 +198,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     lines = []
     dirs = _dead_journal_dirs()
-    for file, case, why in [o for d in dirs for o in orphans(d)]:
-        if case is None:
-            lines.append(f"{file}: a test process died; its journal could not be read: {why}")
+    for orphan in [o for d in dirs for o in orphans(d)]:
+        if orphan.case is None:
+            lines.append(f"{orphan.file}: a test process died; its journal could not be read: {orphan.error}")
         else:
             impls = session.config.stash.get(_IMPLS, None)
-            origin = impls.origin.get(case.kernel, "?") if impls else "?"
-            finding = Finding(case, Outcome(crash="a test process died while running this case"), origin)
+            origin = impls.origin.get(orphan.case.kernel, "?") if impls else "?"
+            crash = orphan.message or "a test process died while running this case"
+            finding = Finding(orphan.case, Outcome(crash=crash), origin)
             path = save_finding(finding, _corpus_dir(session.config), session.config.getoption("kernels"))
             lines.append(f"a test process died while checking a case, saved to {path}:\n{finding.report()}")
-        file.unlink(missing_ok=True)
+        orphan.remove()
     for d in dirs:
         try:
             d.rmdir()

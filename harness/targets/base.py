@@ -42,6 +42,8 @@ class Outcome:
     differences: list[Difference] = field(default_factory=list)
     oracle_disagreements: list[Difference] = field(default_factory=list)
     crash: str | None = None
+    fatal: bool = False
+    """The crash left the device unusable (a CUDA error is sticky): nothing more can run here."""
 
     @property
     def ok(self) -> bool:
@@ -200,19 +202,20 @@ class TritonTarget(Target):
             )
         if not outcome.oracle_disagreements:  # identical: compare the kernel with one of them
             exp = {" = ".join(names): exp[names[0]]}
-        buffers = {
-            n: Guarded(a.dtype, a.shape, device, poison(a.dtype), content=a) for n, a in case.arrays.items()
-        }
-        for n, (dt, shape) in self.output_specs(case).items():
-            buffers[n] = Guarded(dt, shape, device, fills[n])
         try:
+            buffers = {
+                n: Guarded(a.dtype, a.shape, device, poison(a.dtype), content=a) for n, a in case.arrays.items()
+            }
+            for n, (dt, shape) in self.output_specs(case).items():
+                buffers[n] = Guarded(dt, shape, device, fills[n])
             self.launch(impl, {n: b.view for n, b in buffers.items()}, case)
             if device != "cpu":
                 torch.cuda.synchronize()
+            actual = {n: b.read() for n, b in buffers.items()}
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             outcome.crash = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
+            outcome.fatal = device != "cpu" and "CUDA error" in str(exc)
             return outcome
-        actual = {n: b.read() for n, b in buffers.items()}
         guards = {n: b.guard for n, b in buffers.items()}
         for oname, e in exp.items():
             outcome.differences += compare_all(e, actual, locate=locate, versus=f"{oname} oracle", guards=guards)
