@@ -7,7 +7,6 @@ its seed and can stop after a number of examples or a time budget at a chunk bou
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,15 +19,10 @@ from .check import DifferenceFound, Finding, check_case
 from .impls import Implementations
 from .journal import Journal
 from .profiles import PROFILES
-from .strategies import Scale
+from .strategies import Scale, derive_seed
 from .targets import TARGETS
 
 CHUNK = 25
-
-
-def derive_seed(base: int, *key: object) -> int:
-    """A seed for one chunk or test: stable across runs, machines and hash randomisation."""
-    return zlib.crc32(":".join(map(str, (base, *key))).encode())
 
 
 @dataclass

@@ -245,15 +245,8 @@ def impls(pytestconfig: pytest.Config) -> Implementations:
 
 @pytest.fixture(scope="session")
 def fuzz_seed(pytestconfig: pytest.Config) -> int:
-    """Base seed of fuzzing tests; combine it with the test's own key via :func:`derive_seed`."""
+    """Base seed of fuzzing tests; combine it with the test's own key via :func:`.strategies.derive_seed`."""
     return pytestconfig.getoption("eaglefuzz_seed")
-
-
-def derive_seed(base: int, *key: object) -> int:
-    """A seed for one test item: stable across runs, machines and Python hash randomisation."""
-    import zlib
-
-    return zlib.crc32(":".join(map(str, (base, *key))).encode())
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ compiled GPU run (large batches).
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,6 +85,12 @@ def query_lengths(draw: st.DrawFn, num_requests: int, scale: Scale, min_len: int
 def query_start_loc_from(lengths: list[int]) -> np.ndarray:
     """``[0, l0, l0+l1, ...]`` as int32: the cumulative sum that vLLM's metadata holds."""
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+
+
+def derive_seed(base: int, *key: object) -> int:
+    """A seed for one test item, chunk or example: stable across runs, machines and Python's
+    hash randomisation (a CRC of the base seed and the key)."""
+    return zlib.crc32(":".join(map(str, (base, *key))).encode())
 
 
 def next_power_of_2(n: int) -> int:

@@ -35,8 +35,7 @@ from eaglefuzz.harness.corpus import (
     save_case,
 )
 from eaglefuzz.harness.errors import UserError
-from eaglefuzz.harness.pytest_plugin import derive_seed
-from eaglefuzz.harness.strategies import Scale
+from eaglefuzz.harness.strategies import Scale, derive_seed
 from eaglefuzz.harness.targets import TARGETS, ContractViolation, Target
 from eaglefuzz.harness.targets.base import TritonTarget
 

@@ -11,7 +11,7 @@ from hypothesis import given, seed
 
 from eaglefuzz.harness.check import DifferenceFound, check_case
 from eaglefuzz.harness.fuzz import shrink_finding
-from eaglefuzz.harness.pytest_plugin import derive_seed
+from eaglefuzz.harness.strategies import derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
 PARTS = 2

@@ -6,8 +6,7 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import seed as hseed
 
-from eaglefuzz.harness.pytest_plugin import derive_seed
-from eaglefuzz.harness.strategies import INTERPRETER_SCALE
+from eaglefuzz.harness.strategies import INTERPRETER_SCALE, derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
 EXAMPLES = 400

@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import seed as hseed
 
-from eaglefuzz.harness.pytest_plugin import derive_seed
-from eaglefuzz.harness.strategies import INTERPRETER_SCALE, Scale
+from eaglefuzz.harness.strategies import INTERPRETER_SCALE, Scale, derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
 LARGE = Scale(max_requests=4000, request_tail=8000, max_query_len=64, max_programs=1 << 30)

@@ -23,8 +23,7 @@ from hypothesis import given, seed, settings
 from eaglefuzz.harness.case import Case
 from eaglefuzz.harness.check import check_case
 from eaglefuzz.harness.corpus import decode, encode
-from eaglefuzz.harness.pytest_plugin import derive_seed
-from eaglefuzz.harness.strategies import INT32_MAX, Scale
+from eaglefuzz.harness.strategies import INT32_MAX, Scale, derive_seed
 from eaglefuzz.harness.targets import TARGETS, ContractViolation
 from eaglefuzz.harness.targets.draft_config import DraftConfig, build_config
 from eaglefuzz.harness.targets.extend_all_queries import ExtendAllQueries

@@ -15,7 +15,7 @@ import pytest
 from eaglefuzz.harness.case import Case
 from eaglefuzz.harness.fuzz import fuzz_target
 from eaglefuzz.harness.impls import load_implementations
-from eaglefuzz.harness.pytest_plugin import derive_seed
+from eaglefuzz.harness.strategies import derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
 SEEDED = Path(__file__).parent / "seeded_bugs"
