@@ -199,18 +199,79 @@ def save_finding(finding: Finding, corpus_dir: Path | None, kernels_path: str | 
     return save_case(finding.case, root, finding=record)
 
 
-def supervise(
-    argv: list[str], *, kernels_path: str | None, corpus_dir: Path | None, as_json: bool, save: bool = True
-) -> int:
-    """Run ``eaglefuzz`` with ``argv`` in a child process; report the case that killed it, if any.
+def _run_worker(args: list[str], journal_dir: Path, *, quiet: bool = False) -> int:
+    """Run ``eaglefuzz args`` as a worker journaling into ``journal_dir``; its exit code.
 
-    The child journals each case before running it. When it dies of a signal (or exits with an
-    unexpected code), the journal names the case in flight: it is reported as a crash finding
-    and saved to the corpus like any other (unless ``save`` is false: a replayed case is
-    already there).
+    SIGTERM and SIGINT are forwarded as SIGTERM, which the worker treats like Ctrl-C. With
+    ``quiet`` its stderr (a dying process's fault dump) is dropped.
     """
     import os
     import subprocess
+
+    env = {**os.environ, "EAGLEFUZZ_WORKER": "1", "EAGLEFUZZ_JOURNAL": str(journal_dir)}
+    proc = subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.cli", *args], env=env,
+                            stderr=subprocess.DEVNULL if quiet else None)
+
+    def forward(signum: int, frame: Any) -> None:
+        proc.send_signal(signal.SIGTERM)
+
+    old = signal.signal(signal.SIGTERM, forward), signal.signal(signal.SIGINT, forward)
+    try:
+        return proc.wait()
+    finally:
+        signal.signal(signal.SIGTERM, old[0])
+        signal.signal(signal.SIGINT, old[1])
+
+
+def shrink_crash(
+    case: Any, message: str, *, kernels_path: str | None, backend: str, budget_s: float = 120.0, rounds: int = 40
+) -> tuple[Any, str, int]:
+    """Shrink a case that kills the process, one fresh worker per step.
+
+    Each worker tries the case's smaller variants (the target's shrink moves) in turn; the
+    first one that kills it becomes the case. Stops when a worker survives every variant, or
+    after ``rounds`` steps or ``budget_s`` seconds. Returns the case, its crash message and
+    how many steps succeeded.
+    """
+    import tempfile
+
+    from .corpus import encode
+    from .journal import orphans
+
+    deadline = time.monotonic() + budget_s
+    steps = 0
+    while steps < rounds and time.monotonic() < deadline:
+        with tempfile.TemporaryDirectory(prefix="eaglefuzz-shrink-") as d:
+            f = Path(d) / "case.json"
+            f.write_text(encode(case))
+            args = ["_shrink-crash", str(f), "--backend", backend]
+            if kernels_path:
+                args += ["--kernels", kernels_path]
+            code = _run_worker(args, Path(d) / "journal", quiet=True)
+            died = orphans(Path(d) / "journal") if code != EXIT_OK else []
+        if not died or died[0].case is None:
+            break
+        case, message = died[0].case, died[0].message or message
+        steps += 1
+    return case, message, steps
+
+
+def supervise(
+    argv: list[str],
+    *,
+    kernels_path: str | None,
+    corpus_dir: Path | None,
+    as_json: bool,
+    backend: str = "auto",
+    save: bool = True,
+) -> int:
+    """Run ``eaglefuzz`` with ``argv`` in a child process; report the case that killed it, if any.
+
+    The child journals each case before running it. When it dies of a signal (or leaves after
+    a CUDA error), the journal names the case in flight: it is shrunk (one fresh worker per
+    step, see :func:`shrink_crash`), reported as a crash finding and saved to the corpus like
+    any other (unless ``save`` is false: a replayed case is already there, and not shrunk).
+    """
     import tempfile
 
     from .check import Finding
@@ -218,15 +279,7 @@ def supervise(
     from .targets import Outcome
 
     with tempfile.TemporaryDirectory(prefix="eaglefuzz-journal-") as jdir:
-        env = {**os.environ, "EAGLEFUZZ_WORKER": "1", "EAGLEFUZZ_JOURNAL": jdir}
-        proc = subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.cli", *argv], env=env)
-
-        def forward(signum: int, frame: Any) -> None:  # the worker stops, saves and reports
-            proc.send_signal(signal.SIGTERM)
-
-        signal.signal(signal.SIGTERM, forward)
-        signal.signal(signal.SIGINT, forward)
-        code = proc.wait()
+        code = _run_worker(argv, Path(jdir))
         if code in (EXIT_OK, EXIT_FINDINGS, 2, EXIT_INTERRUPTED):
             return code
         if code == EXIT_DEVICE_LOST:
@@ -241,8 +294,12 @@ def supervise(
         if orphan.case is None:
             results.append({"kind": "crash", "file": None, "report": f"the journal could not be read: {orphan.error}"})
             continue
-        crash = orphan.message or f"the process died ({how}) while running this case"
-        finding = Finding(orphan.case, Outcome(crash=crash), kernels_path or "kernels/spec_decode_utils.py")
+        case, crash = orphan.case, orphan.message or f"the process died ({how}) while running this case"
+        if save:
+            print(f"eaglefuzz: a case killed the process ({how}); shrinking it, one process per step",
+                  file=sys.stderr)
+            case, crash, _ = shrink_crash(case, crash, kernels_path=kernels_path, backend=backend)
+        finding = Finding(case, Outcome(crash=crash), kernels_path or "kernels/spec_decode_utils.py")
         path = save_finding(finding, corpus_dir, kernels_path) if save else None
         results.append({"kind": "crash", "file": str(path) if path else None, "report": finding.report()})
     if not results:

@@ -95,7 +95,7 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], kernels_path: str | 
         examples = 100
     if isolate and not os.environ.get(WORKER_ENV):
         sys.exit(supervise(list(ctx.obj["argv"]), kernels_path=kernels_path,
-                           corpus_dir=Path(corpus_dir) if corpus_dir else None, as_json=as_json))
+                           corpus_dir=Path(corpus_dir) if corpus_dir else None, as_json=as_json, backend=backend))
     campaign = Campaign(
         names=names, kernels_path=kernels_path, backend=backend, seed=seed, mode=mode,
         examples=examples, time_budget=time_budget, shard=(shard_k, shard_n),
@@ -131,7 +131,7 @@ def replay(ctx: click.Context, paths: tuple[str, ...], kernels_path: str | None,
         raise UserError(f"--kernels {kernels_path}: no such file")
     if isolate and not os.environ.get(WORKER_ENV):
         sys.exit(supervise(list(ctx.obj["argv"]), kernels_path=kernels_path, corpus_dir=None, as_json=as_json,
-                           save=False))
+                           backend=backend, save=False))
     b = select_backend(backend)
     impls = load_implementations(kernels_path, TARGETS)
     journal = Journal(Path(os.environ[JOURNAL_ENV])) if os.environ.get(JOURNAL_ENV) else None
@@ -149,6 +149,33 @@ def replay(ctx: click.Context, paths: tuple[str, ...], kernels_path: str | None,
     else:
         click.echo(f"{len(cases) - len(failed)} passed, {len(failed)} failed")
     sys.exit(EXIT_FINDINGS if failed else EXIT_OK)
+
+
+@cli.command(name="_shrink-crash", hidden=True)
+@click.argument("case_file", type=click.Path(exists=True, dir_okay=False))
+@_kernels_opt
+@_backend_opt
+def shrink_crash_worker(case_file: str, kernels_path: str | None, backend: str) -> None:
+    """Worker of the crash shrinker: run the case's smaller variants until one kills us."""
+    from .backend import select_backend
+    from .check import check_case
+    from .corpus import load_case
+    from .impls import load_implementations
+    from .journal import Journal
+    from .targets import TARGETS, ContractViolation
+
+    case = load_case(case_file)
+    b = select_backend(backend)
+    impls = load_implementations(kernels_path, TARGETS)
+    journal = Journal(Path(os.environ[JOURNAL_ENV])) if os.environ.get(JOURNAL_ENV) else None
+    target = TARGETS[case.kernel]
+    for candidate in target.shrink_candidates(case):
+        try:
+            target.validate(candidate)
+        except ContractViolation:
+            continue
+        check_case(candidate, impls, b.device, journal)  # a crash ends this process here
+    sys.exit(EXIT_OK)
 
 
 @cli.command(name="list")

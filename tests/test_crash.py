@@ -37,6 +37,7 @@ def test_cli_reports_the_case_that_killed_the_process(tmp_path):
     assert "Traceback" not in finding["report"]
     entry = load_entry(finding["file"])
     assert entry.case.kernel == PI
+    assert entry.case.scalars["num_reqs"] <= 2, "the crashing case was not shrunk"
     cu = entry.case.arrays["cu_num_draft_tokens"].astype(int)
     assert (abs(cu[0]) > 2) or any(b - a > 2 for a, b in zip(cu[:-1], cu[1:], strict=False)), "the case must trigger the bug"
 
