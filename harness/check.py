@@ -6,12 +6,12 @@ import os
 from dataclasses import dataclass
 
 from .case import Case
+from .exitcodes import EXIT_DEVICE_LOST
 from .impls import Implementations
 from .journal import Journal
 from .targets import TARGETS, ContractViolation, Outcome
 
 MAX_LINES = 12
-EXIT_DEVICE_LOST = 70
 
 
 @dataclass

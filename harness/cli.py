@@ -17,8 +17,8 @@ from typing import Any
 import click
 
 from .errors import UserError
+from .exitcodes import EXIT_FINDINGS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_INTERNAL = 0, 1, 2, 130, 3
 WORKER_ENV, JOURNAL_ENV = "EAGLEFUZZ_WORKER", "EAGLEFUZZ_JOURNAL"
 
 
@@ -85,7 +85,8 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], kernels_path: str | 
          time_budget: float | None, seed: int, mode: str, shard: str | None, corpus_dir: str | None,
          keep_going: bool, backend: str, as_json: bool, progress: bool | None, isolate: bool) -> None:
     """Fuzz kernels against the oracles; findings are shrunk, reported and saved to the corpus."""
-    from .campaign import Campaign, supervise
+    from .campaign import Campaign
+    from .supervisor import supervise
 
     shard_k, shard_n = _shard(shard)
     names = _targets(kernel_names)
@@ -118,11 +119,11 @@ def replay(ctx: click.Context, paths: tuple[str, ...], kernels_path: str | None,
            isolate: bool) -> None:
     """Replay corpus files or folders (default: the whole corpus) against the kernels."""
     from .backend import select_backend
-    from .campaign import supervise
     from .check import check_case
     from .corpus import CORPUS_DIR, discover, load_case
     from .impls import load_implementations
     from .journal import Journal
+    from .supervisor import supervise
     from .targets import TARGETS
 
     files = discover([Path(p) for p in paths] or [CORPUS_DIR])

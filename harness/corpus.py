@@ -17,18 +17,23 @@ import hashlib
 import json
 import math
 import os
+import shlex
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .case import Case
 from .errors import UserError
 from .targets import TARGETS, ContractViolation
+
+if TYPE_CHECKING:
+    from .check import Finding
 
 SCHEMA = 1
 _CHECKOUT = Path(__file__).resolve().parent.parent
@@ -404,3 +409,14 @@ def discover(paths: Iterable[Path | str]) -> list[Path]:
                 seen.add(key)
                 out.append(f)
     return out
+
+
+def save_finding(finding: Finding, corpus_dir: Path | None, kernels_path: str | None) -> Path:
+    """Write ``finding``'s case to the corpus with its report and the command that replays it."""
+    root = corpus_dir or CORPUS_DIR
+    replay = "eaglefuzz replay " + shlex.quote(str(case_path(finding.case, root)))
+    if kernels_path:
+        replay += " --kernels " + shlex.quote(kernels_path)
+    found_by = "eaglefuzz " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    record = finding_record(finding, found_by=found_by, replay=replay)
+    return save_case(finding.case, root, finding=record)

@@ -134,7 +134,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """Save every finding of a test to the corpus, with its report and replay command."""
     report = yield
     if call.excinfo is not None and call.when == "call":
-        from .campaign import save_finding
+        from .corpus import save_finding
 
         kernels = item.config.getoption("kernels")
         sink = getattr(item, "funcargs", {}).get("finding_sink")
@@ -164,8 +164,7 @@ class FindingSink:
 
     def keep(self, finding) -> None:  # noqa: ANN001 - a check.Finding
         """Save ``finding`` unless this test already kept one."""
-        from .campaign import save_finding
-        from .corpus import case_path
+        from .corpus import case_path, save_finding
 
         if self.pending:
             return
@@ -192,8 +191,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """On the controller: a journal left by a dead process names the case that killed it."""
     if hasattr(session.config, "workerinput"):
         return
-    from .campaign import save_finding
     from .check import Finding
+    from .corpus import save_finding
     from .targets import Outcome
 
     lines = []
