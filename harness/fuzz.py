@@ -135,7 +135,14 @@ def _loop(
     while (examples is None or stats.examples < examples) and (
         time_budget is None or time.monotonic() - start < time_budget
     ):
-        finding = step(i, None if examples is None else examples - stats.examples)
+        remaining = None if examples is None else examples - stats.examples
+        elapsed = time.monotonic() - start
+        if time_budget is not None and stats.examples and elapsed > 0:
+            # Size the next step to the time left at the rate seen so far, so a budget is
+            # overshot by about one example rather than one whole chunk.
+            fits = max(1, int((time_budget - elapsed) * stats.examples / elapsed))
+            remaining = fits if remaining is None else min(remaining, fits)
+        finding = step(i, remaining)
         i += stride
         if finding is not None:
             stats.findings.append(finding)
