@@ -2,7 +2,7 @@
 
 For each target on the current backend (CUDA when present, else the Triton interpreter):
 examples/s and verified output elements ("tokens")/s of a Hypothesis run and of a bulk run,
-then the time each seeded bug in tests/seeded_bugs/ takes to be detected and shrunk.
+then the time each seeded bug of tests/seeded_bugs/mutants.py takes to be detected and shrunk.
 
     python benchmarks/bench.py [--examples N] [--seed S] [--no-bugs] [--backend B]
 """
@@ -66,10 +66,16 @@ def main() -> int:
         return 0
     print("\n| seeded bug | target | mode | examples to detect | seconds to detect | seconds to shrink | reproducer requests |")
     print("|---|---|---|---:|---:|---:|---:|")
-    for path in sorted((ROOT / "tests" / "seeded_bugs").glob("*.py")):
-        doc = path.read_text().split('"""')[1].strip().splitlines()[0] if '"""' in path.read_text() else ""
-        if doc.startswith("PORT:"):
-            continue
+    import importlib.util
+    import tempfile
+
+    spec = importlib.util.spec_from_file_location("eaglefuzz_seeded_mutants", ROOT / "tests" / "seeded_bugs" / "mutants.py")
+    mutants = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mutants
+    spec.loader.exec_module(mutants)
+    bug_dir = Path(tempfile.mkdtemp(prefix="eaglefuzz-bench-bugs-"))
+    for mutant in mutants.MUTANTS:
+        path = mutants.write(mutant, bug_dir)
         bug_impls = load_implementations(path, TARGETS)
         for name in [n for n, o in bug_impls.origin.items() if o == str(path)]:
             for mode, fn in (("hypothesis", fuzz_target), ("bulk", bulk_fuzz_target)):

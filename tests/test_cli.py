@@ -14,7 +14,7 @@ from eaglefuzz.harness import cli
 from eaglefuzz.harness.corpus import CORPUS_DIR, load_entry
 
 ROOT = Path(__file__).resolve().parent.parent
-BUG = ROOT / "tests" / "seeded_bugs" / "pi_cu_read_as_exclusive.py"
+BUG = "pi_cu_read_as_exclusive"  # a seeded bug (tests/seeded_bugs/mutants.py)
 PI = "eagle_prepare_inputs_padded_kernel"
 
 
@@ -101,18 +101,19 @@ def test_same_seed_same_report(tmp_path):
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("mode", ["hypothesis", "bulk"])
-def test_campaign_finding_lands_in_corpus_and_replays(tmp_path, mode):
-    found = run_cli("fuzz", "--kernels", str(BUG), "--kernel", PI, "--examples", "200", "--mode", mode,
+def test_campaign_finding_lands_in_corpus_and_replays(tmp_path, mode, seeded_bugs_dir):
+    bug = seeded_bugs_dir / f"{BUG}.py"
+    found = run_cli("fuzz", "--kernels", str(bug), "--kernel", PI, "--examples", "200", "--mode", mode,
                     "--corpus", str(tmp_path), "--json")
     assert found.returncode == 1, found.stdout + found.stderr
     report = json.loads(found.stdout)
     (finding,) = report["targets"][PI]["findings"]
     entry = load_entry(finding["file"])
     assert entry.case.kernel == PI and entry.case.scalars["num_reqs"] <= 3, "the saved case is not small"
-    assert entry.finding and "replay" in entry.finding and str(BUG) in entry.finding["replay"]
+    assert entry.finding and "replay" in entry.finding and str(bug) in entry.finding["replay"]
     assert "cu_num_draft_tokens" in entry.finding["report"] or "token_indices_to_sample" in entry.finding["report"]
     # The replay fails while the bug is there and passes against the production kernel.
-    assert run_cli("replay", str(tmp_path), "--kernels", str(BUG)).returncode == 1
+    assert run_cli("replay", str(tmp_path), "--kernels", str(bug)).returncode == 1
     fixed = run_cli("replay", str(tmp_path))
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
 
@@ -138,12 +139,12 @@ def test_shards_split_the_bulk_examples(monkeypatch):
 
 
 @pytest.mark.kernel
-def test_interrupted_campaign_keeps_its_finding(tmp_path):
+def test_interrupted_campaign_keeps_its_finding(tmp_path, seeded_bugs_dir):
     """SIGTERM (a timeout) while a finding is being shrunk: the finding is kept, exit 1."""
     import signal
     import time
 
-    bug = ROOT / "tests" / "seeded_bugs" / "ce_rejected_positions_not_zeroed.py"
+    bug = seeded_bugs_dir / "ce_rejected_positions_not_zeroed.py"
     proc = subprocess.Popen(
         [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--kernels", str(bug), "--kernel",
          "copy_and_expand_eagle_inputs_kernel", "--examples", "500", "--corpus", str(tmp_path), "--json"],

@@ -1,8 +1,8 @@
-"""The harness catches bugs: every seeded bug in ``tests/seeded_bugs/`` must be found.
+"""The harness catches bugs: every seeded bug of ``tests/seeded_bugs/mutants.py`` must be found.
 
-Each file there is an altered copy of one production kernel with one realistic bug (its
-docstring's first line says which), or a port (docstring starting with ``PORT:``) that is
-correct and must pass. Each file is one test item, loaded as a ``--kernels`` file would be.
+Each mutant is written as an altered copy of one production function with one realistic bug
+and loaded as a ``--kernels`` file would be; each is one test item. The port
+(``tests/seeded_bugs/port_prepare_inputs_numpy.py``) is correct and must pass.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from eaglefuzz.harness.impls import load_implementations
 from eaglefuzz.harness.strategies import derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
-SEEDED = Path(__file__).parent / "seeded_bugs"
-FILES = sorted(SEEDED.glob("*.py"))
+PORT = Path(__file__).parent / "seeded_bugs" / "port_prepare_inputs_numpy.py"
 BUG_EXAMPLES = 200
 PORT_EXAMPLES = 40
 
@@ -35,10 +34,6 @@ def first_doc_line(path: Path) -> str:
     return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
-def is_port(path: Path) -> bool:
-    return first_doc_line(path).startswith("PORT:")
-
-
 def overridden(path: Path):
     """The implementations with ``path`` loaded, and the target names that ``path`` defines."""
     impls = load_implementations(path, TARGETS)
@@ -47,46 +42,48 @@ def overridden(path: Path):
     return impls, names
 
 
-def test_seeded_bugs_present():
-    bugs = [p for p in FILES if not is_port(p)]
-    per_kernel = {n: 0 for n in TARGETS}
-    for p in bugs:
-        for n in overridden(p)[1]:
-            per_kernel[n] += 1
-    assert len(bugs) >= 13
-    assert per_kernel["copy_and_expand_eagle_inputs_kernel"] >= 6
-    assert per_kernel["eagle_prepare_inputs_padded_kernel"] >= 3
-    assert per_kernel["eagle_prepare_next_token_padded_kernel"] >= 4
-    assert all(first_doc_line(p) for p in FILES), "every seeded file states its bug or port"
+def test_seeded_bugs_present(mutants):
+    per_target = {n: 0 for n in TARGETS}
+    for m in mutants.MUTANTS:
+        per_target[m.target] += 1
+        assert m.bug and m.edits, m.name
+    assert len(mutants.MUTANTS) >= 13
+    assert per_target["copy_and_expand_eagle_inputs_kernel"] >= 6
+    assert per_target["eagle_prepare_inputs_padded_kernel"] >= 3
+    assert per_target["eagle_prepare_next_token_padded_kernel"] >= 4
+    assert per_target["extend_all_queries_by_N"] >= 3
+    assert per_target["create_vllm_config_for_draft_model"] >= 3
 
 
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_seeded_file(path, backend, scale, fuzz_seed, warm_oracles):
+def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles):
+    path = seeded_bugs_dir / f"{mutant}.py"
     impls, names = overridden(path)
-    line = first_doc_line(path)
-    if is_port(path):
-        for name in names:
-            stats = fuzz_target(
-                name, impls, backend.device, scale,
-                seed=derive_seed(fuzz_seed, path.stem), examples=PORT_EXAMPLES, shrink=False,
-            )
-            if stats.findings:
-                pytest.fail(f"the port {path.name} fails:\n{stats.findings[0].report()}")
-            assert stats.examples >= PORT_EXAMPLES
-        return
-    assert len(names) == 1, f"a seeded bug alters one kernel; {path.name} defines {names}"
+    assert names == [mutants.BY_NAME[mutant].target]
     stats = fuzz_target(
         names[0], impls, backend.device, scale,
-        seed=derive_seed(fuzz_seed, path.stem), examples=BUG_EXAMPLES, shrink=False,
+        seed=derive_seed(fuzz_seed, mutant), examples=BUG_EXAMPLES, shrink=False,
     )
     if not stats.findings:
         pytest.fail(
-            f"seeded bug not found in {stats.examples} examples: {line} ({path.name}); "
+            f"seeded bug not found in {stats.examples} examples: {first_doc_line(path)} ({mutant}); "
             f"features seen: {', '.join(sorted(stats.features))}"
         )
     finding = stats.findings[0]
     assert finding.kind in ("difference", "crash"), finding.report()
     assert finding.origin == str(path)
+
+
+def test_port_passes(backend, scale, fuzz_seed, warm_oracles):
+    assert first_doc_line(PORT).startswith("PORT:")
+    impls, names = overridden(PORT)
+    for name in names:
+        stats = fuzz_target(
+            name, impls, backend.device, scale,
+            seed=derive_seed(fuzz_seed, PORT.stem), examples=PORT_EXAMPLES, shrink=False,
+        )
+        if stats.findings:
+            pytest.fail(f"the port {PORT.name} fails:\n{stats.findings[0].report()}")
+        assert stats.examples >= PORT_EXAMPLES
 
 
 def requests_of(case: Case) -> int:
@@ -103,8 +100,8 @@ SHRUNK = [
 
 
 @pytest.mark.parametrize(("stem", "region"), SHRUNK, ids=[s for s, _ in SHRUNK])
-def test_shrunk_reproducer_is_small(stem, region, backend, scale, fuzz_seed, warm_oracles):
-    path = SEEDED / f"{stem}.py"
+def test_shrunk_reproducer_is_small(stem, region, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles):
+    path = seeded_bugs_dir / f"{stem}.py"
     impls, (name,) = overridden(path)
     stats = fuzz_target(
         name, impls, backend.device, scale,
@@ -122,3 +119,10 @@ def test_shrunk_reproducer_is_small(stem, region, backend, scale, fuzz_seed, war
     assert first.array in report
     assert region in report
     assert "assert_case(Case(" in report
+
+
+def test_a_stale_mutant_fails_loudly(mutants):
+    """A mutant whose text no longer occurs in the production code is an error, not a no-op."""
+    stale = mutants.Mutant("stale", "eagle_prepare_inputs_padded_kernel", "gone", (("no such line\n", "x\n"),))
+    with pytest.raises(ValueError, match="occurs 0 times"):
+        mutants.mutate(stale)

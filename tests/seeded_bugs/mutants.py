@@ -1,0 +1,601 @@
+"""The seeded bugs: each a one-edit mutant of a production function of kernels/spec_decode_utils.py.
+
+A mutant names its target, states its bug, and lists its edits as ``(old, new)`` text
+replacements; each ``old`` occurs exactly once in the target's current source. :func:`write`
+applies them to the function as ``kernels/spec_decode_utils.py`` holds it today and writes an
+altered copy that ``--kernels`` loads, so the bugs follow the production code as it changes
+(a mutant whose ``old`` text is gone fails loudly instead of testing stale code).
+
+    python tests/seeded_bugs/mutants.py OUTDIR    # write every mutant as OUTDIR/<name>.py
+    eaglefuzz fuzz --kernels OUTDIR/ce_positions_shifted.py
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+PRODUCTION = Path(__file__).resolve().parents[2] / "kernels" / "spec_decode_utils.py"
+
+HEADER = '''"""{bug}
+
+Seeded bug {name}: ``{target}`` from kernels/spec_decode_utils.py with one change,
+written by tests/seeded_bugs/mutants.py. tests/test_seeded_bugs.py checks the fuzzer finds it.
+"""
+
+from dataclasses import replace
+
+import torch
+import triton
+import triton.language as tl
+
+from eaglefuzz.kernels.vllm_types import CommonAttentionMetadata, VllmConfig
+
+
+'''
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One seeded bug: ``edits`` turn ``target``'s production source into the buggy one."""
+
+    name: str
+    target: str
+    bug: str
+    edits: tuple[tuple[str, str], ...]
+
+
+def production_source(target: str) -> str:
+    """The source of ``target`` (decorators included) as kernels/spec_decode_utils.py has it."""
+    text = PRODUCTION.read_text()
+    lines = text.splitlines(keepends=True)
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and node.name == target:
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            return "".join(lines[start : node.end_lineno])
+    raise LookupError(f"{target} is not in {PRODUCTION}")
+
+
+def mutate(m: Mutant) -> str:
+    """The buggy source of ``m.target``."""
+    src = production_source(m.target)
+    for old, new in m.edits:
+        if src.count(old) != 1:
+            raise ValueError(f"mutant {m.name}: the text to replace occurs {src.count(old)} times in {m.target}:\n{old}")
+        src = src.replace(old, new, 1)
+    return src
+
+
+def write(m: Mutant, directory: Path) -> Path:
+    """Write ``m`` as ``directory/<name>.py``, loadable with ``--kernels``; its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{m.name}.py"
+    path.write_text(HEADER.format(bug=m.bug, name=m.name, target=m.target) + mutate(m))
+    return path
+
+
+def _edit(old: str, new: str) -> tuple[str, str]:
+    return old, new
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        'ce_hidden_map_valid_only',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: the hidden-state mapping covers only the valid tokens, not every input token',
+        (
+            _edit(
+                """\
+        is_input_region = j < num_input_tokens_this_request
+""",
+                """\
+        is_input_region = j < num_valid_tokens
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'ce_hidden_map_without_shift',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: the hidden-state mapping is written in non-shift mode too',
+        (
+            _edit(
+                """\
+    if shift_input_ids:
+        num_input_tokens_this_request = next_query_start_loc - query_start_loc
+        is_input_region = j < num_input_tokens_this_request
+        src_idx = query_start_loc + j
+        tl.store(out_hidden_state_mapping_ptr + src_idx, out_idx, mask=is_input_region)
+""",
+                """\
+    num_input_tokens_this_request = next_query_start_loc - query_start_loc
+    is_input_region = j < num_input_tokens_this_request
+    src_idx = query_start_loc + j
+    tl.store(out_hidden_state_mapping_ptr + src_idx, out_idx, mask=is_input_region)
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'ce_ids_not_shifted',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: input_offset is 0 in shift mode too (valid slots copy qs + j instead of qs + 1 + j)',
+        (
+            _edit(
+                """\
+        input_offset = 1
+""",
+                """\
+        input_offset = 0
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'ce_in_bounds_off_by_one',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: in_bounds uses <= total_output_tokens, so each request writes one slot too many',
+        (
+            _edit(
+                """\
+    in_bounds = j < total_output_tokens
+""",
+                """\
+    in_bounds = j <= total_output_tokens
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'ce_masked_includes_bonus',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: the masked (parallel) mask is also set on the bonus slot',
+        (
+            _edit(
+                """\
+    is_masked_out = is_parallel_draft_region & in_bounds
+""",
+                """\
+    is_masked_out = (j >= num_valid_tokens) & (
+        j < num_valid_tokens + num_padding_slots_per_request
+    ) & in_bounds
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'ce_new_token_index_local',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: new-token indices store the local slot j instead of the absolute output slot',
+        (
+            _edit(
+                """\
+        out_idx,
+""",
+                """\
+        j,
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'ce_new_token_index_one_too_many',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: the new-token region ends at nv + P inclusive, storing one index too many per request',
+        (
+            _edit(
+                """\
+    is_new_token_region = (j >= num_valid_tokens) & (
+        j < num_valid_tokens + num_padding_slots_per_request
+""",
+                """\
+    is_new_token_region = (j >= num_valid_tokens) & (
+        j <= num_valid_tokens + num_padding_slots_per_request
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'ce_output_start_shift_uses_p',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: output_start ignores the shift (uses P instead of P - 1)',
+        (
+            _edit(
+                """\
+        output_start = query_start_loc + request_idx * (
+            num_padding_slots_per_request - 1
+        )
+""",
+                """\
+        output_start = query_start_loc + request_idx * num_padding_slots_per_request
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'ce_parallel_uses_padding_id',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: parallel-drafting slots get padding_token_id instead of parallel_drafting_token_id',
+        (
+            _edit(
+                """\
+        is_parallel_draft_region, parallel_drafting_token_id, token_ids
+""",
+                """\
+        is_parallel_draft_region, padding_token_id, token_ids
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'ce_positions_shifted',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: the start position is read at qs + input_offset (positions shifted like the ids)',
+        (
+            _edit(
+                """\
+    start_pos = tl.load(target_positions_ptr + query_start_loc)
+""",
+                """\
+    start_pos = tl.load(target_positions_ptr + query_start_loc + input_offset)
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'ce_rejected_positions_not_zeroed',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: rejected slots keep p0 + j as position instead of 0',
+        (
+            _edit(
+                """\
+    # Rejected positions are don't-care, set to 0
+    positions = tl.where(is_rejected_region, 0, positions)
+""",
+                """\
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'draft_config_keeps_quant_config',
+        'create_vllm_config_for_draft_model',
+        "create_vllm_config_for_draft_model: the target's quant_config is kept",
+        (
+            _edit(
+                """\
+        quant_config=None,
+""",
+                """\
+        # BUG: quant_config not reset
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'draft_config_mutates_target',
+        'create_vllm_config_for_draft_model',
+        "create_vllm_config_for_draft_model: the rank is written into the target's draft parallel config in place",
+        (
+            _edit(
+                """\
+    new_parallel_config = replace(
+        old_spec_config.draft_parallel_config, rank=old.parallel_config.rank
+    )
+""",
+                """\
+    new_parallel_config = old_spec_config.draft_parallel_config
+    new_parallel_config.rank = old.parallel_config.rank  # BUG: mutates the target's config
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'draft_config_no_assert',
+        'create_vllm_config_for_draft_model',
+        'create_vllm_config_for_draft_model: the assertion is gone: a missing speculative_config raises AttributeError',
+        (
+            _edit(
+                """\
+    assert old.speculative_config is not None, "speculative_config is not set"
+""",
+                """\
+    # BUG: no assertion
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'draft_config_parallel_from_target',
+        'create_vllm_config_for_draft_model',
+        "create_vllm_config_for_draft_model: the target's parallel config is kept, only the tensor-parallel size comes from the drafter",
+        (
+            _edit(
+                """\
+    new_parallel_config = replace(
+        old_spec_config.draft_parallel_config, rank=old.parallel_config.rank
+""",
+                """\
+    new_parallel_config = replace(  # BUG: starts from the target's parallel config
+        old.parallel_config,
+        tensor_parallel_size=old_spec_config.draft_parallel_config.tensor_parallel_size,
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'draft_config_rank_not_replaced',
+        'create_vllm_config_for_draft_model',
+        'create_vllm_config_for_draft_model: the draft parallel config keeps its own rank',
+        (
+            _edit(
+                """\
+    new_parallel_config = replace(
+        old_spec_config.draft_parallel_config, rank=old.parallel_config.rank
+    )
+""",
+                """\
+    new_parallel_config = old_spec_config.draft_parallel_config  # BUG: rank not replaced
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'extend_batch_size_from_query_start_loc',
+        'extend_all_queries_by_N',
+        'extend_all_queries_by_N: the batch size is taken as len(query_start_loc), one too many',
+        (
+            _edit(
+                """\
+        # each request is extended by N tokens -> batch_size * N tokens are added
+        num_actual_tokens=cad.num_actual_tokens + cad.batch_size() * N,
+        # All query lens increase by N, so max query len increases by N
+""",
+                """\
+        # BUG: the batch size is len(seq_lens), not len(query_start_loc)
+        num_actual_tokens=cad.num_actual_tokens + len(cad.query_start_loc) * N,
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'extend_cpu_arange_int64',
+        'extend_all_queries_by_N',
+        'extend_all_queries_by_N: the CPU offsets come from an int64 arange, so query_start_loc_cpu turns int64',
+        (
+            _edit(
+                """\
+        len(cad.query_start_loc_cpu), dtype=torch.int32
+""",
+                """\
+        len(cad.query_start_loc_cpu)  # BUG: no dtype, so int64
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'extend_cpu_copy_not_extended',
+        'extend_all_queries_by_N',
+        'extend_all_queries_by_N: the CPU copy of query_start_loc is left as it was',
+        (
+            _edit(
+                """\
+    new_query_start_loc_cpu = cad.query_start_loc_cpu + N * torch.arange(
+        len(cad.query_start_loc_cpu), dtype=torch.int32
+    )
+""",
+                """\
+    # BUG: query_start_loc_cpu is not extended
+""",
+            ),
+            _edit(
+                """\
+        query_start_loc_cpu=new_query_start_loc_cpu,
+""",
+                """\
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'extend_max_seq_len_kept',
+        'extend_all_queries_by_N',
+        'extend_all_queries_by_N: max_seq_len is not increased by N',
+        (
+            _edit(
+                """\
+        max_seq_len=cad.max_seq_len + N,
+""",
+                """\
+        # BUG: max_seq_len is not extended
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'extend_mutates_input',
+        'extend_all_queries_by_N',
+        'extend_all_queries_by_N: seq_lens is extended in place, mutating the input metadata',
+        (
+            _edit(
+                """\
+        seq_lens=cad.seq_lens + N,
+        # each request is extended by N tokens -> batch_size * N tokens are added
+""",
+                """\
+        seq_lens=cad.seq_lens.add_(N),  # BUG: in place
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'extend_num_reqs_as_batch_size',
+        'extend_all_queries_by_N',
+        'extend_all_queries_by_N: num_reqs is used as the batch size (wrong on padded batches)',
+        (
+            _edit(
+                """\
+        # each request is extended by N tokens -> batch_size * N tokens are added
+        num_actual_tokens=cad.num_actual_tokens + cad.batch_size() * N,
+        # All query lens increase by N, so max query len increases by N
+""",
+                """\
+        # BUG: num_reqs is not the batch size on padded batches
+        num_actual_tokens=cad.num_actual_tokens + cad.num_reqs * N,
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'nt_discarded_counts_one',
+        'eagle_prepare_next_token_padded_kernel',
+        'prepare_next_token_padded: a discarded request reports count 1 (the backup token) instead of 0',
+        (
+            _edit(
+                """\
+        valid_count = tl.full((), 0, dtype=tl.uint32)
+""",
+                """\
+        valid_count = tl.full((), 1, dtype=tl.uint32)
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'nt_first_valid_column',
+        'eagle_prepare_next_token_padded_kernel',
+        'prepare_next_token_padded: the next token is taken from the first valid column instead of the last',
+        (
+            _edit(
+                """\
+            last_valid_index = tl.max(tl.where(is_valid_mask, token_offs, -1))
+""",
+                """\
+            last_valid_index = tl.min(
+                tl.where(is_valid_mask, token_offs, BLOCK_SIZE_TOKENS)
+            )
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'nt_minus_one_check_dropped',
+        'eagle_prepare_next_token_padded_kernel',
+        'prepare_next_token_padded: the != -1 test is dropped, so -1 padding counts as a valid id',
+        (
+            _edit(
+                """\
+        is_valid_mask = (token_ids != -1) & (token_ids < vocab_size) & token_mask
+""",
+                """\
+        is_valid_mask = (token_ids < vocab_size) & token_mask
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'nt_token_mask_uses_stride',
+        'eagle_prepare_next_token_padded_kernel',
+        'prepare_next_token_padded: token_mask compares with the row stride instead of S (junk columns past S are read)',
+        (
+            _edit(
+                """\
+        token_mask = token_offs < num_sampled_tokens_per_req
+""",
+                """\
+        token_mask = token_offs < stride_sampled_token_ids
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'nt_vocab_size_inclusive',
+        'eagle_prepare_next_token_padded_kernel',
+        'prepare_next_token_padded: an id equal to vocab_size counts as valid (<= vocab_size)',
+        (
+            _edit(
+                """\
+        is_valid_mask = (token_ids != -1) & (token_ids < vocab_size) & token_mask
+""",
+                """\
+        is_valid_mask = (token_ids != -1) & (token_ids <= vocab_size) & token_mask
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'pi_cu_read_as_exclusive',
+        'eagle_prepare_inputs_padded_kernel',
+        'prepare_inputs_padded: cu_num_draft_tokens read as exclusive (d = cu[r+1] - cu[r])',
+        (
+            _edit(
+                """\
+    num_draft_tokens = 0
+    if req_idx == 0:
+        num_draft_tokens = cu_draft_curr
+    else:
+        cu_draft_prev = tl.load(cu_num_draft_tokens_ptr + req_idx - 1)
+        num_draft_tokens = cu_draft_curr - cu_draft_prev
+""",
+                """\
+    cu_draft_next = tl.load(cu_num_draft_tokens_ptr + req_idx + 1)
+    num_draft_tokens = cu_draft_next - cu_draft_curr
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'pi_missing_num_reqs_guard',
+        'eagle_prepare_inputs_padded_kernel',
+        'prepare_inputs_padded: no req_idx >= num_reqs guard, so a padded launch writes past the outputs',
+        (
+            _edit(
+                """\
+    if req_idx >= num_reqs:
+        return
+""",
+                """\
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'pi_no_draft_where_dropped',
+        'eagle_prepare_inputs_padded_kernel',
+        'prepare_inputs_padded: the num_draft_tokens > 0 where is dropped (a discarded prefill gets rejected = 1)',
+        (
+            _edit(
+                """\
+    num_rejected_tokens = tl.where(num_draft_tokens > 0, num_rejected_tokens, 0)
+""",
+                """\
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'pi_rejected_missing_plus_one',
+        'eagle_prepare_inputs_padded_kernel',
+        'prepare_inputs_padded: rejected = d - valid (the + 1 for the bonus token is missing)',
+        (
+            _edit(
+                """\
+    num_rejected_tokens = num_draft_tokens + 1 - valid_count
+""",
+                """\
+    num_rejected_tokens = num_draft_tokens - valid_count
+""",
+            ),
+        ),
+    ),
+)
+
+BY_NAME = {m.name: m for m in MUTANTS}
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "seeded_bugs_out")
+    for m in MUTANTS:
+        print(write(m, out))
