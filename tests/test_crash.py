@@ -13,7 +13,7 @@ import pytest
 from eaglefuzz.harness.corpus import load_entry
 
 ROOT = Path(__file__).resolve().parent.parent
-CRASH = ROOT / "tests" / "crash_bugs" / "wild_write_prepare_inputs.py"
+CRASH = "crash_wild_write_prepare_inputs"  # tests/seeded_bugs/mutants.py, CRASH_MUTANTS
 PI = "eagle_prepare_inputs_padded_kernel"
 
 
@@ -21,11 +21,16 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "EAGLEFUZZ_CACHE": str(tmp_path / "cache")}
 
 
+@pytest.fixture
+def crash_bug(mutants, tmp_path) -> Path:
+    return mutants.write(mutants.BY_NAME[CRASH], tmp_path / "bugs")
+
+
 @pytest.mark.kernel
-def test_cli_reports_the_case_that_killed_the_process(tmp_path):
+def test_cli_reports_the_case_that_killed_the_process(tmp_path, crash_bug):
     corpus = tmp_path / "corpus"
     proc = subprocess.run(
-        [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--kernels", str(CRASH), "--kernel", PI,
+        [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--kernels", str(crash_bug), "--kernel", PI,
          "--examples", "100", "--corpus", str(corpus), "--json"],
         capture_output=True, text=True, env=_env(tmp_path), timeout=600, check=False,
     )
@@ -43,11 +48,11 @@ def test_cli_reports_the_case_that_killed_the_process(tmp_path):
 
 
 @pytest.mark.kernel
-def test_pytest_reports_the_case_that_killed_a_worker(tmp_path):
+def test_pytest_reports_the_case_that_killed_a_worker(tmp_path, crash_bug):
     corpus = tmp_path / "corpus"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_differential.py"),
-         "-k", PI, "--kernels", str(CRASH), "--eaglefuzz-corpus", str(corpus)],
+         "-k", PI, "--kernels", str(crash_bug), "--eaglefuzz-corpus", str(corpus)],
         capture_output=True, text=True, env=_env(tmp_path), cwd=ROOT, timeout=600, check=False,
     )
     assert proc.returncode == 1, proc.stdout[-3000:]

@@ -592,10 +592,33 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
 )
 
-BY_NAME = {m.name: m for m in MUTANTS}
+CRASH_MUTANTS: tuple[Mutant, ...] = (
+    # Kills the process (a store in unmapped memory under the interpreter; an illegal address,
+    # a sticky CUDA error, compiled), so it cannot run inside the test process:
+    # tests/test_crash.py runs it through the CLI's supervisor and through pytest-xdist.
+    Mutant(
+        "crash_wild_write_prepare_inputs",
+        "eagle_prepare_inputs_padded_kernel",
+        "prepare_inputs_padded: a wild store 2**40 elements past the buffer when a request has more than two drafts",
+        (
+            _edit(
+                """\
+    tl.store(num_rejected_tokens_gpu_ptr + req_idx, num_rejected_tokens)
+""",
+                """\
+    tl.store(num_rejected_tokens_gpu_ptr + req_idx, num_rejected_tokens)
+    if num_draft_tokens > 2:
+        tl.store(num_rejected_tokens_gpu_ptr + req_idx + (1 << 40), num_rejected_tokens)
+""",
+            ),
+        ),
+    ),
+)
+
+BY_NAME = {m.name: m for m in MUTANTS + CRASH_MUTANTS}
 
 
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "seeded_bugs_out")
-    for m in MUTANTS:
+    for m in MUTANTS + CRASH_MUTANTS:
         print(write(m, out))
