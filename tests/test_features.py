@@ -31,15 +31,15 @@ def test_default_strategy_reaches_every_feature(name, fuzz_seed):
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
-def test_bulk_generator_is_in_contract_and_varied(name):
+def test_bulk_generator_reaches_every_feature(name):
     import numpy as np
 
     target = TARGETS[name]
     rng = np.random.default_rng(derive_seed(0, "bulk-features", name))
     reached: set[str] = set()
-    for _ in range(200):
+    for _ in range(400):
         case = target.random_case(rng, INTERPRETER_SCALE)
         target.validate(case)
         reached |= target.features_of(case)
-    # The bulk generator favours throughput over corner cases, but must not be one-note.
-    assert len(reached) >= len(target.features) // 2, f"bulk cases of {name} reach only {sorted(reached)}"
+    missed = sorted(set(target.features) - reached)
+    assert not missed, f"400 bulk cases of {name} never reach {missed}"

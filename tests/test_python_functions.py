@@ -137,18 +137,15 @@ def test_draft_oracle_example():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_bulk_cases_pass_and_reach_every_feature(name, impls, backend, scale):
+def test_bulk_cases_pass(name, impls, backend, scale):
     target = TARGETS[name]
     rng = np.random.default_rng(derive_seed(0, "bulk", name))
-    seen: set[str] = set()
     for _ in range(400):
         case = target.random_case(rng, scale)
         target.validate(case)
         assert target.oracle_check(case) == []
         finding = check_case(case, impls, backend.device)
         assert finding is None, finding.report()
-        seen |= target.features_of(case)
-    assert seen == set(target.features)
 
 
 @pytest.mark.parametrize("name", NAMES)
