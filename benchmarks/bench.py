@@ -34,12 +34,14 @@ def main() -> int:
     import triton
 
     from eaglefuzz.harness.fuzz import bulk_fuzz_target, fuzz_target
-    from eaglefuzz.harness.impls import load_implementations
+    from eaglefuzz.harness.sources import implementations_for
+    from eaglefuzz.harness.sources.bundled import BundledSource
+    from eaglefuzz.harness.sources.file import FileSource
     from eaglefuzz.harness.strategies import CUDA_SCALE, INTERPRETER_SCALE
     from eaglefuzz.harness.targets import TARGETS
 
     scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE
-    impls = load_implementations(None, TARGETS)
+    impls = implementations_for(BundledSource())
     device_name = torch.cuda.get_device_name() if backend.compiled else platform.processor() or platform.machine()
     print(f"backend: {backend.name} ({device_name}); torch {torch.__version__}, triton {triton.__version__}; "
           f"{args.examples} examples per target and mode, seed {args.seed}\n")
@@ -76,8 +78,8 @@ def main() -> int:
     bug_dir = Path(tempfile.mkdtemp(prefix="eaglefuzz-bench-bugs-"))
     for mutant in mutants.MUTANTS:
         path = mutants.write(mutant, bug_dir)
-        bug_impls = load_implementations(path, TARGETS)
-        for name in [n for n, o in bug_impls.origin.items() if o == str(path)]:
+        bug_impls = implementations_for(FileSource(path))
+        for name in bug_impls:
             for mode, fn in (("hypothesis", fuzz_target), ("bulk", bulk_fuzz_target)):
                 t0 = time.perf_counter()
                 s = fn(name, bug_impls, backend.device, scale, seed=args.seed, examples=args.bug_examples, shrink=False)

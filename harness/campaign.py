@@ -18,6 +18,9 @@ from .check import Finding
 from .exitcodes import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
 from .fuzz import Stats, bulk_fuzz_target, fuzz_target
 
+PROGRESS_EVERY = 10.0
+"""Seconds between progress lines when no progress bar is shown (no terminal)."""
+
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
@@ -27,15 +30,17 @@ def _interrupt(signum: int, frame: Any) -> None:
 class Campaign:
     """Options of one ``eaglefuzz fuzz`` run (see the CLI for their meaning)."""
 
-    names: list[str]
-    kernels_path: str | None
+    names: list[str] | None
+    """Explicitly named targets; ``None``: every target the source defines."""
+    source: Any
+    """The :class:`~.sources.Source` of the code under test."""
     backend: str
     seed: int
     mode: str
     examples: int | None
     time_budget: float | None
     shard: tuple[int, int]
-    corpus_dir: Path | None
+    corpus_dir: Path
     keep_going: bool
     progress: bool
     as_json: bool
@@ -44,30 +49,33 @@ class Campaign:
     def _save(self, finding: Finding) -> Path:
         from .corpus import save_finding
 
-        return save_finding(finding, self.corpus_dir, self.kernels_path)
+        return save_finding(finding, self.corpus_dir)
 
     def _path(self, finding: Finding) -> Path:
-        from .corpus import CORPUS_DIR, case_path
+        from .corpus import case_path
 
-        return case_path(finding.case, self.corpus_dir or CORPUS_DIR)
+        return case_path(finding.case, self.corpus_dir)
 
     def run(self) -> int:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         from .backend import select_backend
-        from .impls import load_implementations
         from .journal import Journal
+        from .sources import implementations_for
         from .strategies import CUDA_SCALE, INTERPRETER_SCALE
-        from .targets import TARGETS
 
         signal.signal(signal.SIGTERM, _interrupt)  # a timeout stops the run like Ctrl-C: findings kept
         backend = select_backend(self.backend)
-        impls = load_implementations(self.kernels_path, TARGETS)
+        impls = implementations_for(self.source, self.names)
+        self.impls = impls
+        names = list(impls.funcs)
+        for note in impls.notes:
+            print(f"eaglefuzz: {note}", file=sys.stderr)
         journal = Journal(self.journal_dir) if self.journal_dir else None
         scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE
         console = Console(stderr=True)
-        per_budget = None if self.time_budget is None else self.time_budget / len(self.names)
+        per_budget = None if self.time_budget is None else self.time_budget / len(names)
         results: dict[str, Stats] = {}
         saved: dict[int, Path] = {}
         interrupted = False
@@ -81,7 +89,7 @@ class Campaign:
             disable=not self.progress,
             transient=False,
         ) as bar:
-            for name in self.names:
+            for name in names:
                 total = self.examples if self.examples is not None else per_budget
                 task = bar.add_task(name, total=total, examples=0, rate=0.0, findings=0)
                 start = time.monotonic()
@@ -89,8 +97,17 @@ class Campaign:
                 stats = Stats()
                 pending: list[Path] = []  # unshrunk findings saved by this run, replaced once shrunk
 
-                def on_progress(stats: Stats, task: Any = task, start: float = start, pending: list[Path] = pending) -> None:
-                    elapsed = max(time.monotonic() - start, 1e-9)
+                last_line = [start]
+
+                def on_progress(stats: Stats, task: Any = task, start: float = start, pending: list[Path] = pending,
+                                name: str = name, last_line: list[float] = last_line) -> None:
+                    now = time.monotonic()
+                    elapsed = max(now - start, 1e-9)
+                    if not self.progress and now - last_line[0] >= PROGRESS_EVERY:
+                        last_line[0] = now
+                        print(f"eaglefuzz: {name}: {stats.examples} examples, {stats.examples / elapsed:.1f} ex/s, "
+                              f"{len(stats.findings) + (stats.unshrunk is not None)} finding(s), {elapsed:.0f} s",
+                              file=sys.stderr, flush=True)
                     done = stats.examples if self.examples is not None else min(elapsed, per_budget or 0)
                     bar.update(task, completed=done, examples=stats.examples, rate=stats.examples / elapsed, findings=len(stats.findings))
                     u = stats.unshrunk
@@ -141,17 +158,21 @@ class Campaign:
             "seed": self.seed,
             "mode": self.mode,
             "backend": backend,
+            "source": self.source.describe(),
+            "notes": list(self.impls.notes),
             "shard": f"{self.shard[0] + 1}/{self.shard[1]}",
             "interrupted": interrupted,
             "targets": {
                 n: {
+                    "implementation": self.impls.origin[n].describe(),
                     "examples": s.examples,
                     "tokens_verified": s.tokens,
                     "seconds": round(s.seconds, 3),
                     "features_reached": sorted(s.features),
                     "features_missed": sorted(set(TARGETS[n].features) - s.features),
                     "findings": [
-                        {"kind": f.kind, "file": str(saved.get(id(f), "")), "report": f.report()} for f in s.findings
+                        {"kind": f.kind, "file": str(saved.get(id(f), "")),
+                         "report": f.report(saved=saved.get(id(f)))} for f in s.findings
                     ],
                 }
                 for n, s in results.items()
@@ -167,7 +188,7 @@ class Campaign:
         for n, s in results.items():
             for f in s.findings:
                 print(f"\n=== finding: {n} ({f.kind}) saved to {saved.get(id(f))}", file=out)
-                print(f.report(), file=out)
+                print(f.report(saved=saved.get(id(f))), file=out)
         table = Table(title=f"eaglefuzz fuzz: seed {self.seed}, mode {self.mode}, shard {self.shard[0] + 1}/{self.shard[1]}")
         for col in ("target", "examples", "tokens verified", "ex/s", "features", "findings"):
             table.add_column(col, justify="left" if col == "target" else "right")
@@ -176,9 +197,15 @@ class Campaign:
             table.add_row(n, str(s.examples), str(s.tokens), f"{rate:.1f}", f"{len(s.features)}/{len(TARGETS[n].features)}", str(len(s.findings)))
         Console_ = type(console)
         Console_(file=out, width=max(console.width, 110)).print(table)
+        print(f"source: {self.source.describe()}", file=out)
+        for n in results:
+            print(f"  {n}: {self.impls.origin[n].describe()}", file=out)
+        for note in self.impls.notes:
+            print(f"note: {note}", file=out)
         missed = {n: sorted(set(TARGETS[n].features) - s.features) for n, s in results.items()}
         for n, m in missed.items():
             if m:
-                print(f"{n}: features not reached: {', '.join(m)}", file=out)
+                print(f"coverage note: {n} did not reach {', '.join(m)} in this run "
+                      "(not an error; more examples or --mode bulk reach them)", file=out)
         if interrupted:
             print("interrupted: findings so far are saved", file=out)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 from .case import Case
 from .exitcodes import EXIT_DEVICE_LOST
-from .impls import Implementations
 from .journal import Journal
+from .sources import Implementations, Origin
 from .targets import TARGETS, ContractViolation, Outcome
 
 MAX_LINES = 12
@@ -20,7 +22,8 @@ class Finding:
 
     case: Case
     outcome: Outcome
-    origin: str
+    origin: Origin
+    """Where the implementation that ran came from (file, function, source)."""
 
     @property
     def kind(self) -> str:
@@ -28,13 +31,37 @@ class Finding:
             return "oracle disagreement"
         return "crash" if self.outcome.crash else "difference"
 
-    def report(self, max_lines: int = MAX_LINES) -> str:
-        """A readable report: what differs where, the case's features, and a pasteable reproducer."""
+    def reproducer(self) -> str:
+        """Python source that fails while the finding stands: run it with ``python``."""
+        spec = self.origin.spec
+        arg = "" if spec == "bundled" else f", source={spec!r}"
+        lines = [
+            "import numpy as np",
+            "from eaglefuzz.harness.case import Case",
+            "from eaglefuzz.harness.check import assert_case",
+            "",
+        ]
+        body = ("assert_case(" + self.case.to_python() + arg + ")").splitlines()
+        return "\n".join(lines + body)
+
+    def replay_commands(self, saved: Path) -> list[str]:
+        """The command lines that replay the case saved at ``saved`` against the same code."""
+        opts = "".join(" " + shlex.quote(a) for a in self.origin.cli_args())
+        f = shlex.quote(str(Path(saved).resolve()))
+        return [
+            f"eaglefuzz replay {f}{opts}",
+            f"python -m pytest -p eaglefuzz.harness.pytest_plugin {f}{opts}",
+        ]
+
+    def report(self, max_lines: int = MAX_LINES, saved: Path | None = None) -> str:
+        """A readable report: what differs where, what ran, the case's features, and a
+        reproducer to paste into a file; with ``saved``, the commands that replay it."""
         target = TARGETS[self.case.kernel]
         o = self.outcome
+        name = self.case.kernel
         lines = []
         if o.crash:
-            lines.append(f"{self.case.kernel} from {self.origin} failed to run: {o.crash}")
+            lines.append(f"{name} failed to run: {o.crash}")
         if o.oracle_disagreements:
             lines.append(
                 f"the oracles disagree with each other in {len(o.oracle_disagreements)} element(s): "
@@ -42,20 +69,17 @@ class Finding:
             )
             lines += ["  " + d.describe() for d in o.oracle_disagreements[:max_lines]]
         if o.differences:
-            lines.append(
-                f"{self.case.kernel} from {self.origin} differs from the contract in "
-                f"{len(o.differences)} element(s):"
-            )
+            lines.append(f"{name} differs from the contract in {len(o.differences)} element(s):")
             lines += ["  " + d.describe() for d in o.differences[:max_lines]]
             if len(o.differences) > max_lines:
                 lines.append(f"  ... and {len(o.differences) - max_lines} more")
+        lines.insert(0, f"tested: {self.origin.describe()}")
         lines.append("features: " + ", ".join(sorted(target.features_of(self.case))))
-        lines.append("reproduce (paste into a test):")
-        lines.append("    import numpy as np")
-        lines.append("    from eaglefuzz.harness.case import Case")
-        lines.append("    from eaglefuzz.harness.check import assert_case")
-        lines.append("")
-        lines += ["    " + ln for ln in ("assert_case(" + self.case.to_python() + ")").splitlines()]
+        if saved is not None:
+            lines.append("replay it:")
+            lines += ["    " + c for c in self.replay_commands(saved)]
+        lines.append("reproduce (paste into a file and run it with python; it fails while this stands):")
+        lines += ["    " + ln if ln else "" for ln in self.reproducer().splitlines()]
         return "\n".join(lines)
 
 
@@ -91,16 +115,19 @@ def check_case(
     return None if outcome.ok else Finding(case, outcome, impls.origin[case.kernel])
 
 
-def assert_case(case: Case, kernels: str | None = None, backend: str = "auto") -> None:
+def assert_case(case: Case, source: str | None = None, backend: str = "auto", *, kernels: str | None = None) -> None:
     """Assert that ``case`` passes; the entry point of pasted reproducers.
 
-    ``kernels`` is an optional ``--kernels`` file; ``backend`` as for :func:`select_backend`.
+    ``source`` is a source spec (``file:PATH``, ``vllm-release:0.33.0``, ...; the bundled
+    production copy by default); ``kernels`` a ``--kernels`` file (the same as
+    ``source="file:PATH"``); ``backend`` as for :func:`select_backend`.
     """
     from .backend import select_backend
-    from .impls import load_implementations
+    from .sources import implementations_for, parse_source
 
     b = select_backend(backend)
-    impls = load_implementations(kernels, TARGETS)
+    src = parse_source(f"file:{kernels}" if kernels else source or "bundled")
+    impls = implementations_for(src, [case.kernel])
     try:
         finding = check_case(case, impls, b.device)
     except ContractViolation as exc:

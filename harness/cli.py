@@ -7,7 +7,6 @@ an internal error of eaglefuzz (with its traceback), 130 when interrupted with n
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from typing import Any
 import click
 
 from .errors import UserError
-from .exitcodes import EXIT_FINDINGS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from .exitcodes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 WORKER_ENV, JOURNAL_ENV = "EAGLEFUZZ_WORKER", "EAGLEFUZZ_JOURNAL"
 
@@ -34,13 +33,34 @@ def _shard(value: str | None) -> tuple[int, int]:
     return k - 1, n
 
 
-def _targets(names: Sequence[str]) -> list[str]:
+def _targets(names: Sequence[str]) -> list[str] | None:
+    """The explicitly named targets (``None``: every target the source defines)."""
+    from .sources import did_you_mean
     from .targets import TARGETS
 
     for n in names:
         if n not in TARGETS:
-            raise UserError(f"--kernel {n}: unknown; choose from {', '.join(TARGETS)}")
-    return list(dict.fromkeys(names)) or list(TARGETS)
+            raise UserError(f"--kernel {n}: unknown target{did_you_mean(n, list(TARGETS))}; "
+                            "`eaglefuzz list` names them")
+    return list(dict.fromkeys(names)) or None
+
+
+def source_options(f: Any) -> Any:
+    """The options that choose where the code under test comes from (see :mod:`.sources`)."""
+    from .sources import OPTIONS
+
+    for o in reversed(OPTIONS):
+        if o.metavar is None:
+            f = click.option(o.flag, o.dest, is_flag=True, default=False, help=o.help)(f)
+        else:
+            f = click.option(o.flag, o.dest, metavar=o.metavar, default=None, help=o.help)(f)
+    return click.option("--source", "source", default=None, hidden=True)(f)
+
+
+def _source(values: dict[str, Any]) -> Any:
+    from .sources import source_from_options
+
+    return source_from_options(values)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -49,12 +69,6 @@ def cli() -> None:
     """Differential fuzzing of vLLM's EAGLE speculative-decoding helper kernels."""
 
 
-_kernels_opt = click.option(
-    "--kernels",
-    "kernels_path",
-    metavar="PATH",
-    help="Python file defining implementations under their vLLM names; the rest come from kernels/.",
-)
 _backend_opt = click.option(
     "--backend",
     type=click.Choice(["auto", "cuda", "interpreter"]),
@@ -66,41 +80,42 @@ _json_opt = click.option("--json", "as_json", is_flag=True, help="print one JSON
 
 
 @cli.command()
-@click.option("--kernel", "kernel_names", multiple=True, metavar="NAME", help="target to fuzz (repeatable; default: all)")
-@_kernels_opt
+@click.option("--kernel", "kernel_names", multiple=True, metavar="NAME", help="target to fuzz (repeatable; default: every target the source defines)")
+@source_options
 @click.option("--examples", type=click.IntRange(min=1), default=None, help="examples per target [default: 100 without --time-budget]")
 @click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="stop after this many seconds in all (shared evenly by targets)")
 @click.option("--seed", type=int, default=0, show_default=True, help="the same seed and options draw the same cases")
 @click.option("--mode", type=click.Choice(["hypothesis", "bulk"]), default="hypothesis", show_default=True, help="hypothesis: shrinking strategies; bulk: large NumPy-drawn batches, shrunk on a finding")
 @click.option("--shard", metavar="K/N", default=None, help="run share K of N disjoint campaigns (same seed on every machine)")
-@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False), default=None, help="where findings are written [default: the checkout's corpus/]")
+@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False), default=None, help="where findings are written [default: corpus/ for production code, ./eaglefuzz-findings otherwise]")
 @click.option("--keep-going", is_flag=True, help="continue after a finding (default: stop that target at its first finding)")
 @_backend_opt
 @_json_opt
-@click.option("--progress/--no-progress", default=None, help="progress bar [default: on a terminal]")
+@click.option("--progress/--no-progress", default=None, help="progress bar [default: on a terminal; without one, a line every 10 s]")
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help="run in a child process, so a kernel that kills the process is still reported with its case")
 @click.pass_context
-def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], kernels_path: str | None, examples: int | None,
+def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None,
          time_budget: float | None, seed: int, mode: str, shard: str | None, corpus_dir: str | None,
-         keep_going: bool, backend: str, as_json: bool, progress: bool | None, isolate: bool) -> None:
-    """Fuzz kernels against the oracles; findings are shrunk, reported and saved to the corpus."""
+         keep_going: bool, backend: str, as_json: bool, progress: bool | None, isolate: bool,
+         **source_values: Any) -> None:
+    """Fuzz implementations against the oracles; findings are shrunk, reported and saved."""
     from .campaign import Campaign
+    from .sources import findings_dir
     from .supervisor import supervise
 
     shard_k, shard_n = _shard(shard)
     names = _targets(kernel_names)
-    if kernels_path is not None and not Path(kernels_path).is_file():
-        raise UserError(f"--kernels {kernels_path}: no such file")
+    source = _source(source_values)
     if examples is None and time_budget is None:
         examples = 100
+    corpus = findings_dir(source, corpus_dir)
     if isolate and not os.environ.get(WORKER_ENV):
-        sys.exit(supervise(list(ctx.obj["argv"]), kernels_path=kernels_path,
-                           corpus_dir=Path(corpus_dir) if corpus_dir else None, as_json=as_json, backend=backend))
+        sys.exit(supervise(list(ctx.obj["argv"]), source=source, corpus_dir=corpus, as_json=as_json, backend=backend))
     campaign = Campaign(
-        names=names, kernels_path=kernels_path, backend=backend, seed=seed, mode=mode,
+        names=names, source=source, backend=backend, seed=seed, mode=mode,
         examples=examples, time_budget=time_budget, shard=(shard_k, shard_n),
-        corpus_dir=Path(corpus_dir) if corpus_dir else None, keep_going=keep_going,
+        corpus_dir=corpus, keep_going=keep_going,
         progress=sys.stderr.isatty() if progress is None else progress, as_json=as_json,
         journal_dir=Path(os.environ[JOURNAL_ENV]) if os.environ.get(JOURNAL_ENV) else None,
     )
@@ -109,65 +124,46 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], kernels_path: str | 
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@_kernels_opt
+@source_options
 @_backend_opt
 @_json_opt
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help="run in a child process, so a case that kills the process is still reported")
 @click.pass_context
-def replay(ctx: click.Context, paths: tuple[str, ...], kernels_path: str | None, backend: str, as_json: bool,
-           isolate: bool) -> None:
-    """Replay corpus files or folders (default: the whole corpus) against the kernels."""
-    from .backend import select_backend
-    from .check import check_case
+def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bool, isolate: bool,
+           **source_values: Any) -> None:
+    """Replay corpus files or folders (default: the whole corpus) against the implementations."""
     from .corpus import CORPUS_DIR, discover, load_case
-    from .impls import load_implementations
-    from .journal import Journal
+    from .replay import replay_cases
+    from .sources import findings_dir
     from .supervisor import supervise
-    from .targets import TARGETS
 
     files = discover([Path(p) for p in paths] or [CORPUS_DIR])
     cases = [(f, load_case(f)) for f in files]  # validate every file before running any
-    if kernels_path is not None and not Path(kernels_path).is_file():
-        raise UserError(f"--kernels {kernels_path}: no such file")
+    source = _source(source_values)
     if isolate and not os.environ.get(WORKER_ENV):
-        sys.exit(supervise(list(ctx.obj["argv"]), kernels_path=kernels_path, corpus_dir=None, as_json=as_json,
-                           backend=backend, save=False))
-    b = select_backend(backend)
-    impls = load_implementations(kernels_path, TARGETS)
-    journal = Journal(Path(os.environ[JOURNAL_ENV])) if os.environ.get(JOURNAL_ENV) else None
-    failed: list[dict[str, Any]] = []
-    for f, case in cases:
-        finding = check_case(case, impls, b.device, journal)
-        if finding is not None:
-            failed.append({"file": str(f), "kernel": case.kernel, "kind": finding.kind, "report": finding.report()})
-            if not as_json:
-                click.echo(f"FAIL {f}\n{finding.report()}\n")
-        elif not as_json:
-            click.echo(f"ok   {f}")
-    if as_json:
-        click.echo(json.dumps({"backend": b.name, "replayed": len(cases), "failed": failed}, indent=2))
-    else:
-        click.echo(f"{len(cases) - len(failed)} passed, {len(failed)} failed")
-    sys.exit(EXIT_FINDINGS if failed else EXIT_OK)
+        sys.exit(supervise(list(ctx.obj["argv"]), source=source, corpus_dir=findings_dir(source),
+                           as_json=as_json, backend=backend, save=False))
+    journal_dir = Path(os.environ[JOURNAL_ENV]) if os.environ.get(JOURNAL_ENV) else None
+    sys.exit(replay_cases(cases, source, backend=backend, as_json=as_json, journal_dir=journal_dir))
 
 
 @cli.command(name="_shrink-crash", hidden=True)
 @click.argument("case_file", type=click.Path(exists=True, dir_okay=False))
-@_kernels_opt
+@source_options
 @_backend_opt
-def shrink_crash_worker(case_file: str, kernels_path: str | None, backend: str) -> None:
+def shrink_crash_worker(case_file: str, backend: str, **source_values: Any) -> None:
     """Worker of the crash shrinker: run the case's smaller variants until one kills us."""
     from .backend import select_backend
     from .check import check_case
     from .corpus import load_case
-    from .impls import load_implementations
     from .journal import Journal
+    from .sources import implementations_for
     from .targets import TARGETS, ContractViolation
 
     case = load_case(case_file)
     b = select_backend(backend)
-    impls = load_implementations(kernels_path, TARGETS)
+    impls = implementations_for(_source(source_values), [case.kernel])
     journal = Journal(Path(os.environ[JOURNAL_ENV])) if os.environ.get(JOURNAL_ENV) else None
     target = TARGETS[case.kernel]
     for candidate in target.shrink_candidates(case):
@@ -180,12 +176,18 @@ def shrink_crash_worker(case_file: str, kernels_path: str | None, backend: str) 
 
 
 @cli.command(name="list")
-def list_targets() -> None:
-    """List the targets and the semantic features each one tracks."""
+@source_options
+def list_targets(**source_values: Any) -> None:
+    """List the targets, the features each one tracks, and what the source defines."""
+    from .sources import implementations_for
     from .targets import TARGETS
 
+    source = _source(source_values)
+    impls = implementations_for(source)
+    click.echo(f"source: {source.describe()}")
     for name, t in TARGETS.items():
-        click.echo(f"{name} ({t.kind})")
+        where = impls.origin[name].describe() if name in impls else f"not defined by {source.describe()}"
+        click.echo(f"{name} ({t.kind}): {where}")
         for f, doc in t.features.items():
             click.echo(f"    {f:24s} {doc}")
 

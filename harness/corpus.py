@@ -411,12 +411,15 @@ def discover(paths: Iterable[Path | str]) -> list[Path]:
     return out
 
 
-def save_finding(finding: Finding, corpus_dir: Path | None, kernels_path: str | None) -> Path:
-    """Write ``finding``'s case to the corpus with its report and the command that replays it."""
-    root = corpus_dir or CORPUS_DIR
-    replay = "eaglefuzz replay " + shlex.quote(str(case_path(finding.case, root)))
-    if kernels_path:
-        replay += " --kernels " + shlex.quote(kernels_path)
+def save_finding(finding: Finding, root: Path | str) -> Path:
+    """Write ``finding``'s case under ``root`` with its report and the commands that replay it.
+
+    ``root`` is the regression corpus for production code, a findings folder otherwise (see
+    :func:`~.sources.findings_dir`).
+    """
+    path = case_path(finding.case, root)
+    commands = finding.replay_commands(path)
     found_by = "eaglefuzz " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    record = finding_record(finding, found_by=found_by, replay=replay)
+    record = finding_record(finding, found_by=found_by, replay=commands[0])
+    record["report"] = finding.report(saved=path)
     return save_case(finding.case, root, finding=record)

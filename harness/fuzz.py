@@ -16,9 +16,9 @@ from hypothesis import seed as hseed
 
 from .case import Case
 from .check import DifferenceFound, Finding, check_case
-from .impls import Implementations
 from .journal import Journal
 from .profiles import PROFILES
+from .sources import Implementations
 from .strategies import Scale, derive_seed
 from .targets import TARGETS
 

@@ -1,8 +1,14 @@
-"""pytest plugin of eaglefuzz: options, session fixtures, Hypothesis profiles, Numba caches.
+"""pytest plugin of eaglefuzz: options, session fixtures, corpus files as tests, a ready suite.
 
-Options: ``--kernels PATH`` (implementations to test, see :mod:`.impls`) and ``--backend``
-(``auto``, ``cuda``, ``interpreter``). The backend is chosen in ``pytest_configure``, before
-any kernel module is imported, because Triton reads ``TRITON_INTERPRET`` at import.
+Registered through the ``pytest11`` entry point, so its options work wherever pytest runs:
+the source options (``--kernels PATH`` and the others of :mod:`.sources`), ``--backend``
+(``auto``, ``cuda``, ``interpreter``), ``--eaglefuzz-seed``, ``--eaglefuzz-corpus``. The plugin
+stays inert in a session that is not eaglefuzz's: it becomes active when one of its options is
+given, when a corpus file is named, or when the ini option ``eaglefuzz = true`` says the test
+suite is eaglefuzz's own. Given no test path outside such a suite, it runs its own
+(:mod:`.suite`: every target fuzzed, the corpus replayed). The backend is chosen in
+``pytest_configure``, before any kernel module is imported (Triton reads ``TRITON_INTERPRET``
+at import).
 """
 
 from __future__ import annotations
@@ -10,33 +16,40 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import settings
 
 from .backend import BACKENDS, Backend, select_backend
 from .errors import UserError
-from .impls import Implementations, load_implementations
 from .journal import Journal, orphans
-from .profiles import DEFAULT_PROFILE, register_profiles
+from .sources import (
+    OPTIONS,
+    Implementations,
+    Source,
+    findings_dir,
+    implementations_for,
+    source_from_options,
+)
 from .strategies import CUDA_SCALE, INTERPRETER_SCALE, Scale
 
 _BACKEND = pytest.StashKey[Backend]()
 _IMPLS = pytest.StashKey[Implementations]()
+_SOURCE = pytest.StashKey[Source]()
+_ACTIVE = pytest.StashKey[bool]()
 _CRASHES = pytest.StashKey[list[str]]()
-
-register_profiles()
-settings.load_profile(os.environ.get("EAGLEFUZZ_PROFILE", DEFAULT_PROFILE))
+SUITE = Path(__file__).with_name("suite.py")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("eaglefuzz")
-    group.addoption(
-        "--kernels",
-        metavar="PATH",
-        default=None,
-        help="Python file defining kernels under their vLLM names; the rest come from kernels/",
-    )
+    for o in OPTIONS:
+        if o.metavar is None:
+            group.addoption(o.flag, dest=o.dest, action="store_true", default=False, help=o.help)
+        else:
+            group.addoption(o.flag, dest=o.dest, metavar=o.metavar, default=None, help=o.help)
+    group.addoption("--eaglefuzz-source", dest="source", metavar="SPEC", default=None,
+                    help="the source of the code under test as a spec (file:PATH, bundled, ...)")
     group.addoption(
         "--eaglefuzz-seed",
         type=int,
@@ -47,7 +60,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--eaglefuzz-corpus",
         metavar="DIR",
         default=None,
-        help="where findings of the property tests are saved [default: the checkout's corpus/]",
+        help="where findings are saved [default: corpus/ for production code, ./eaglefuzz-findings otherwise]",
     )
     group.addoption(
         "--backend",
@@ -55,6 +68,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="auto",
         help="where kernels run: compiled on CUDA, or the Triton interpreter (auto: CUDA if present)",
     )
+    parser.addini("eaglefuzz", type="bool", default=False,
+                  help="this test suite is eaglefuzz's own: set up the eaglefuzz plugin for it")
+
+
+def _source_values(config: pytest.Config) -> dict[str, Any]:
+    values = {o.dest: config.getoption(o.dest) for o in OPTIONS}
+    values["source"] = config.getoption("source")
+    return values
+
+
+def _active(config: pytest.Config) -> bool:
+    if config.getini("eaglefuzz"):
+        return True
+    if any(v not in (None, False) for v in _source_values(config).values()):
+        return True
+    if config.getoption("backend") != "auto" or config.getoption("eaglefuzz_corpus"):
+        return True
+    return any(str(a).split("::")[0].endswith(".json") for a in config.args)
 
 
 def _cache_root() -> Path:
@@ -62,6 +93,16 @@ def _cache_root() -> Path:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_ACTIVE] = active = _active(config)
+    if not active:
+        return
+    from hypothesis import settings
+
+    from .profiles import DEFAULT_PROFILE, register_profiles
+
+    register_profiles()
+    if not config.getoption("hypothesis_profile", None):  # pytest's --hypothesis-profile wins
+        settings.load_profile(os.environ.get("EAGLEFUZZ_PROFILE", DEFAULT_PROFILE))
     # One Numba cache per xdist worker: concurrent writers have corrupted shared caches.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     base = os.environ.get("EAGLEFUZZ_NUMBA_CACHE_BASE") or os.environ.get("NUMBA_CACHE_DIR") or str(_cache_root() / "numba")
@@ -71,22 +112,79 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[_JOURNAL_ENV] = str(_cache_root() / "journal" / str(os.getpid()))
     try:
         config.stash[_BACKEND] = select_backend(config.getoption("backend"))
-        from .targets import TARGETS
-
-        config.stash[_IMPLS] = load_implementations(config.getoption("kernels"), TARGETS)
+        source = source_from_options(_source_values(config))
+        config.stash[_SOURCE] = source
+        config.stash[_IMPLS] = implementations_for(source)
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if not config.getini("eaglefuzz") and config.args_source == pytest.Config.ArgsSource.INVOCATION_DIR:
+        config.args[:] = [str(SUITE)]  # no test path given: run eaglefuzz's own suite
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A corpus file (``*.json`` with a schema and a kernel) is a test: its case replayed."""
+    if file_path.suffix != ".json" or not parent.config.stash.get(_ACTIVE, False):
+        return None
+    try:
+        with open(file_path, encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    if '"schema"' not in head or '"kernel"' not in head:
+        return None
+    return CorpusFile.from_parent(parent, path=file_path)
+
+
+class CorpusFile(pytest.File):
+    """One corpus file: one item that replays its case."""
+
+    def collect(self):  # noqa: ANN201 - pytest's own signature
+        yield CorpusCase.from_parent(self, name=self.path.stem)
+
+
+class CorpusCase(pytest.Item):
+    """The case of one corpus file, checked against the implementations under test."""
+
+    def runtest(self) -> None:
+        from .check import DifferenceFound, check_case
+        from .corpus import load_case
+
+        try:
+            case = load_case(self.path)
+        except UserError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        impls = self.config.stash[_IMPLS]
+        if case.kernel not in impls:
+            pytest.skip(f"{self.config.stash[_SOURCE].describe()} does not define {case.kernel}")
+        finding = check_case(case, impls, self.config.stash[_BACKEND].device, _journal())
+        if finding is not None:
+            raise DifferenceFound(finding)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        from .check import DifferenceFound
+
+        if isinstance(excinfo.value, DifferenceFound):
+            return excinfo.value.finding.report(saved=self.path)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"corpus case {self.path}"
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    if not config.stash.get(_ACTIVE, False):
+        return []
     b = config.stash.get(_BACKEND, None)
     impls = config.stash.get(_IMPLS, None)
+    source = config.stash.get(_SOURCE, None)
     lines = []
     if b is not None:
+        from hypothesis import settings
+
         lines.append(f"eaglefuzz: backend {b.name} ({b.device}), hypothesis profile {settings.get_current_profile_name()}")
-    if impls is not None and config.getoption("kernels"):
-        lines.append(f"eaglefuzz: kernels from {config.getoption('kernels')}: "
-                     + ", ".join(n for n, o in impls.origin.items() if o != "kernels/spec_decode_utils.py"))
+    if impls is not None and source is not None:
+        lines.append(f"eaglefuzz: source {source.describe()}: {', '.join(impls.funcs) or 'no target'}")
+        lines += [f"eaglefuzz: {n}" for n in impls.notes]
     return lines
 
 
@@ -113,10 +211,7 @@ def _dead_journal_dirs() -> list[Path]:
 
 
 def _corpus_dir(config: pytest.Config) -> Path:
-    from .corpus import CORPUS_DIR
-
-    given = config.getoption("eaglefuzz_corpus")
-    return Path(given) if given else CORPUS_DIR
+    return findings_dir(config.stash.get(_SOURCE, None), config.getoption("eaglefuzz_corpus"))
 
 
 def _findings(exc: BaseException | None) -> list:
@@ -131,23 +226,22 @@ def _findings(exc: BaseException | None) -> list:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
-    """Save every finding of a test to the corpus, with its report and replay command."""
+    """Save every finding of a test (a corpus file's item aside) with its replay commands."""
     report = yield
-    if call.excinfo is not None and call.when == "call":
+    if call.excinfo is not None and call.when == "call" and not isinstance(item, CorpusCase):
         from .corpus import save_finding
 
-        kernels = item.config.getoption("kernels")
         sink = getattr(item, "funcargs", {}).get("finding_sink")
         for finding in _findings(call.excinfo.value):
             try:
-                path = save_finding(finding, _corpus_dir(item.config), kernels)
+                path = save_finding(finding, _corpus_dir(item.config))
             except Exception as exc:  # noqa: BLE001 - never lose the test's own failure
                 report.sections.append(("eaglefuzz", f"could not save the finding: {exc}"))
                 continue
             if sink is not None:
                 sink.settle(path)
-            replay = f"eaglefuzz replay {path}" + (f" --kernels {kernels}" if kernels else "")
-            report.sections.append(("eaglefuzz", f"finding saved to {path}\nreplay: {replay}"))
+            lines = [f"finding saved to {path}", "replay it:"] + ["    " + c for c in finding.replay_commands(path)]
+            report.sections.append(("eaglefuzz", "\n".join(lines)))
     return report
 
 
@@ -158,8 +252,8 @@ class FindingSink:
     removed; when the run is interrupted first, they stay in the corpus.
     """
 
-    def __init__(self, corpus_dir: Path, kernels: str | None) -> None:
-        self.corpus_dir, self.kernels = corpus_dir, kernels
+    def __init__(self, corpus_dir: Path) -> None:
+        self.corpus_dir = corpus_dir
         self.pending: list[Path] = []
 
     def keep(self, finding) -> None:  # noqa: ANN001 - a check.Finding
@@ -169,7 +263,7 @@ class FindingSink:
         if self.pending:
             return
         existed = case_path(finding.case, self.corpus_dir).exists()
-        path = save_finding(finding, self.corpus_dir, self.kernels)
+        path = save_finding(finding, self.corpus_dir)
         if not existed:
             self.pending.append(path)
 
@@ -184,12 +278,12 @@ class FindingSink:
 @pytest.fixture
 def finding_sink(pytestconfig: pytest.Config) -> FindingSink:
     """Keeps a property test's first (unshrunk) finding in the corpus until the shrunk one lands."""
-    return FindingSink(_corpus_dir(pytestconfig), pytestconfig.getoption("kernels"))
+    return FindingSink(_corpus_dir(pytestconfig))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """On the controller: a journal left by a dead process names the case that killed it."""
-    if hasattr(session.config, "workerinput"):
+    if hasattr(session.config, "workerinput") or not session.config.stash.get(_ACTIVE, False):
         return
     from .check import Finding
     from .corpus import save_finding
@@ -197,16 +291,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     lines = []
     dirs = _dead_journal_dirs()
+    source = session.config.stash.get(_SOURCE, None)
     for orphan in [o for d in dirs for o in orphans(d)]:
-        if orphan.case is None:
+        if orphan.case is None or source is None:
             lines.append(f"{orphan.file}: a test process died; its journal could not be read: {orphan.error}")
         else:
-            impls = session.config.stash.get(_IMPLS, None)
-            origin = impls.origin.get(orphan.case.kernel, "?") if impls else "?"
             crash = orphan.message or "a test process died while running this case"
-            finding = Finding(orphan.case, Outcome(crash=crash), origin)
-            path = save_finding(finding, _corpus_dir(session.config), session.config.getoption("kernels"))
-            lines.append(f"a test process died while checking a case, saved to {path}:\n{finding.report()}")
+            finding = Finding(orphan.case, Outcome(crash=crash), source.origin(orphan.case.kernel))
+            path = save_finding(finding, _corpus_dir(session.config))
+            lines.append(f"a test process died while checking a case, saved to {path}:\n{finding.report(saved=path)}")
         orphan.remove()
     for d in dirs:
         try:
@@ -224,10 +317,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_line(line)
 
 
+def _journal() -> Journal:
+    return Journal(_journal_dir(), owner=os.environ.get("PYTEST_XDIST_WORKER", "main"))
+
+
 @pytest.fixture(scope="session")
 def journal() -> Journal:
     """This process's crash journal (one file per xdist worker and process)."""
-    return Journal(_journal_dir(), owner=os.environ.get("PYTEST_XDIST_WORKER", "main"))
+    return _journal()
 
 
 @pytest.fixture(scope="session")
@@ -238,8 +335,20 @@ def backend(pytestconfig: pytest.Config) -> Backend:
 
 @pytest.fixture(scope="session")
 def impls(pytestconfig: pytest.Config) -> Implementations:
-    """The implementations under test (``--kernels`` overrides, the rest from ``kernels/``)."""
+    """The implementations under test: every target the chosen source defines."""
     return pytestconfig.stash[_IMPLS]
+
+
+@pytest.fixture
+def impl_of(impls: Implementations):  # noqa: ANN201
+    """``impl_of(name)``: skip the test, saying why, when the source does not define ``name``."""
+
+    def require(name: str) -> Any:
+        if name not in impls:
+            pytest.skip(f"{impls.source.describe() if impls.source else 'the source'} does not define {name}")
+        return impls[name]
+
+    return require
 
 
 @pytest.fixture(scope="session")

@@ -50,7 +50,7 @@ def _run_worker(args: list[str], journal_dir: Path, *, quiet: bool = False) -> i
 
 
 def shrink_crash(
-    case: Any, message: str, *, kernels_path: str | None, backend: str, budget_s: float = 120.0, rounds: int = 40
+    case: Any, message: str, *, source: Any, backend: str, budget_s: float = 120.0, rounds: int = 40
 ) -> tuple[Any, str, int]:
     """Shrink a case that kills the process, one fresh worker per step.
 
@@ -70,9 +70,7 @@ def shrink_crash(
         with tempfile.TemporaryDirectory(prefix="eaglefuzz-shrink-") as d:
             f = Path(d) / "case.json"
             f.write_text(encode(case))
-            args = ["_shrink-crash", str(f), "--backend", backend]
-            if kernels_path:
-                args += ["--kernels", kernels_path]
+            args = ["_shrink-crash", str(f), "--backend", backend, "--source", source.spec]
             code = _run_worker(args, Path(d) / "journal", quiet=True)
             died = orphans(Path(d) / "journal") if code != EXIT_OK else []
         if not died or died[0].case is None:
@@ -85,8 +83,8 @@ def shrink_crash(
 def supervise(
     argv: list[str],
     *,
-    kernels_path: str | None,
-    corpus_dir: Path | None,
+    source: Any,
+    corpus_dir: Path,
     as_json: bool,
     backend: str = "auto",
     save: bool = True,
@@ -96,7 +94,7 @@ def supervise(
     The child journals each case before running it. When it dies of a signal (or leaves after
     a CUDA error), the journal names the case in flight: it is shrunk (one fresh worker per
     step, see :func:`shrink_crash`), reported as a crash finding and saved to the corpus like
-    any other (unless ``save`` is false: a replayed case is already there, and not shrunk).
+    any other (into ``corpus_dir``; unless ``save`` is false: a replayed case is already there, and not shrunk).
     """
     import tempfile
 
@@ -125,10 +123,10 @@ def supervise(
         if save:
             print(f"eaglefuzz: a case killed the process ({how}); shrinking it, one process per step",
                   file=sys.stderr)
-            case, crash, _ = shrink_crash(case, crash, kernels_path=kernels_path, backend=backend)
-        finding = Finding(case, Outcome(crash=crash), kernels_path or "kernels/spec_decode_utils.py")
-        path = save_finding(finding, corpus_dir, kernels_path) if save else None
-        results.append({"kind": "crash", "file": str(path) if path else None, "report": finding.report()})
+            case, crash, _ = shrink_crash(case, crash, source=source, backend=backend)
+        finding = Finding(case, Outcome(crash=crash), source.origin(case.kernel))
+        path = save_finding(finding, corpus_dir) if save else None
+        results.append({"kind": "crash", "file": str(path) if path else None, "report": finding.report(saved=path)})
     if not results:
         results.append({"kind": "crash", "file": None, "report": f"the fuzzing process ended ({how}) outside any case"})
         if code == EXIT_INTERNAL:

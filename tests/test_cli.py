@@ -121,7 +121,7 @@ def test_campaign_finding_lands_in_corpus_and_replays(tmp_path, mode, seeded_bug
 def test_shards_split_the_bulk_examples(monkeypatch):
     from eaglefuzz.harness import fuzz
     from eaglefuzz.harness.corpus import case_hash
-    from eaglefuzz.harness.impls import Implementations
+    from eaglefuzz.harness.sources import Implementations
     from eaglefuzz.harness.strategies import INTERPRETER_SCALE
 
     seen: list[str] = []

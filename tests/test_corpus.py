@@ -58,11 +58,12 @@ def _required(name: str) -> bool:
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("path", FILES, ids=[_id(p) for p in FILES])
-def test_replay(path, impls, backend, journal):
+def test_replay(path, impls, impl_of, backend, journal):
     try:
         case = load_case(path)
     except UserError as exc:
         pytest.fail(str(exc), pytrace=False)
+    impl_of(case.kernel)
     finding = check_case(case, impls, backend.device, journal)  # a process death names the case
     if finding is not None:
         pytest.fail(f"{path}: {case.note}\n{finding.report()}", pytrace=False)

@@ -20,7 +20,8 @@ PARTS = 2
 @pytest.mark.kernel
 @pytest.mark.parametrize("part", range(PARTS))
 @pytest.mark.parametrize("name", sorted(TARGETS))
-def test_matches_oracles(name, part, impls, backend, scale, warm_oracles, fuzz_seed, journal, finding_sink):
+def test_matches_oracles(name, part, impls, impl_of, backend, scale, warm_oracles, fuzz_seed, journal, finding_sink):
+    impl_of(name)
     target = TARGETS[name]
 
     @seed(derive_seed(fuzz_seed, name, part))

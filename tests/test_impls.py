@@ -10,7 +10,8 @@ import pytest
 
 from eaglefuzz.harness.check import check_case
 from eaglefuzz.harness.errors import UserError
-from eaglefuzz.harness.impls import load_implementations
+from eaglefuzz.harness.sources import implementations_for
+from eaglefuzz.harness.sources.file import FileSource
 from eaglefuzz.harness.strategies import Scale
 from eaglefuzz.harness.targets import TARGETS
 from eaglefuzz.harness.targets.base import TritonTarget
@@ -61,7 +62,7 @@ def one_line_error(path: Path, text: str | None) -> str:
     if text is not None:
         path.write_text(text)
     with pytest.raises(UserError) as info:
-        load_implementations(path, TARGETS)
+        implementations_for(FileSource(path))
     message = str(info.value)
     assert "\n" not in message
     assert str(path) in message
@@ -71,7 +72,7 @@ def one_line_error(path: Path, text: str | None) -> str:
 @pytest.mark.kernel
 def test_vllm_checkout_file_loads_as_is(tmp_path, backend, warm_oracles):
     path = vllm_checkout_file(tmp_path)
-    impls = load_implementations(path, TARGETS)
+    impls = implementations_for(FileSource(path))
     kernels = [n for n, t in TARGETS.items() if isinstance(t, TritonTarget)]
     assert sorted(kernels) == sorted(
         [
@@ -81,7 +82,7 @@ def test_vllm_checkout_file_loads_as_is(tmp_path, backend, warm_oracles):
         ]
     )
     # the file defines every target under its vLLM name, so every one comes from it
-    assert {n: impls.origin[n] for n in TARGETS} == dict.fromkeys(TARGETS, str(path))
+    assert {n: impls.origin[n].file for n in impls} == dict.fromkeys(TARGETS, str(path.resolve()))
     for name in TARGETS:  # the kernels, and the two Python functions the file defines too
         case = TARGETS[name].random_case(np.random.default_rng(0), SMALL)
         finding = check_case(case, impls, backend.device)

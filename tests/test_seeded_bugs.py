@@ -14,7 +14,8 @@ import pytest
 
 from eaglefuzz.harness.case import Case
 from eaglefuzz.harness.fuzz import fuzz_target
-from eaglefuzz.harness.impls import load_implementations
+from eaglefuzz.harness.sources import implementations_for
+from eaglefuzz.harness.sources.file import FileSource
 from eaglefuzz.harness.strategies import derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
@@ -36,8 +37,8 @@ def first_doc_line(path: Path) -> str:
 
 def overridden(path: Path):
     """The implementations with ``path`` loaded, and the target names that ``path`` defines."""
-    impls = load_implementations(path, TARGETS)
-    names = [n for n in sorted(TARGETS) if impls.origin[n] == str(path)]
+    impls = implementations_for(FileSource(path))
+    names = sorted(impls)
     assert names, f"{path.name} defines none of the targets"
     return impls, names
 
@@ -70,7 +71,7 @@ def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, f
         )
     finding = stats.findings[0]
     assert finding.kind in ("difference", "crash"), finding.report()
-    assert finding.origin == str(path)
+    assert finding.origin.file == str(path.resolve())
 
 
 def test_port_passes(backend, scale, fuzz_seed, warm_oracles):

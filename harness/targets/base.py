@@ -57,6 +57,9 @@ class Target(ABC):
     kind: str
     features: Mapping[str, str]
     """Semantic feature name -> one-line description; :meth:`features_of` returns a subset."""
+    parameters: tuple[str, ...] | None = None
+    """The implementation's parameter names as the contract gives them (``None``: unchecked);
+    an implementation with others gets an interface verdict, not a bug finding."""
 
     @abstractmethod
     def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:

@@ -65,6 +65,25 @@ class _Layout:
 
 class CopyAndExpand(TritonTarget):
     name = "copy_and_expand_eagle_inputs_kernel"
+    parameters = (
+        "target_token_ids_ptr",
+        "target_positions_ptr",
+        "next_token_ids_ptr",
+        "out_input_ids_ptr",
+        "out_positions_ptr",
+        "out_is_rejected_token_mask_ptr",
+        "out_is_masked_token_mask_ptr",
+        "out_new_token_indices_ptr",
+        "out_hidden_state_mapping_ptr",
+        "query_start_loc_ptr",
+        "query_end_loc_ptr",
+        "padding_token_id",
+        "parallel_drafting_token_id",
+        "total_input_tokens",
+        "num_padding_slots_per_request",
+        "shift_input_ids",
+        "BLOCK_SIZE_TOKENS",
+    )
     inputs = {
         "target_token_ids": I32,
         "target_positions": I64,

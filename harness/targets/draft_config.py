@@ -226,6 +226,7 @@ def diff_data(
 
 class DraftConfig(PythonFunctionTarget):
     name = "create_vllm_config_for_draft_model"
+    parameters = ("target_model_vllm_config",)
     features = {
         "no_speculative_config": "speculative_config is None: the function must assert",
         "quantized_target": "the target has a quant_config (the drafter's must be None)",

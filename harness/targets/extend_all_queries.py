@@ -109,6 +109,12 @@ def build_metadata(case: Case, device: str, cls: type) -> Any:
 
 class ExtendAllQueries(PythonFunctionTarget):
     name = "extend_all_queries_by_N"
+    parameters = (
+        "common_attn_metadata",
+        "N",
+        "arange",
+        "new_slot_mapping",
+    )
     features = {
         "empty_batch": "no request at all (query_start_loc = [0])",
         "one_request": "a single request",

@@ -17,6 +17,14 @@ I32 = np.dtype(np.int32)
 
 class PrepareInputsPadded(TritonTarget):
     name = "eagle_prepare_inputs_padded_kernel"
+    parameters = (
+        "cu_num_draft_tokens_ptr",
+        "valid_sampled_tokens_count_ptr",
+        "query_start_loc_gpu_ptr",
+        "token_indices_to_sample_ptr",
+        "num_rejected_tokens_gpu_ptr",
+        "num_reqs",
+    )
     inputs = {"cu_num_draft_tokens": I32, "valid_sampled_tokens_count": I32, "query_start_loc": I32}
     scalar_names = ("num_reqs",)
     launch_names = ("grid_size",)

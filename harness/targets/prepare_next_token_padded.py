@@ -26,6 +26,18 @@ MAX_SAMPLED = 33
 
 class PrepareNextTokenPadded(TritonTarget):
     name = "eagle_prepare_next_token_padded_kernel"
+    parameters = (
+        "sampled_token_ids_ptr",
+        "discard_request_mask_ptr",
+        "backup_next_token_ids_ptr",
+        "next_token_ids_ptr",
+        "valid_sampled_tokens_count_ptr",
+        "vocab_size",
+        "num_sampled_tokens_per_req",
+        "num_reqs",
+        "stride_sampled_token_ids",
+        "BLOCK_SIZE_TOKENS",
+    )
     inputs = {"sampled_token_ids": I32, "discard_request_mask": BOOL, "backup_next_token_ids": I32}
     scalar_names = ("vocab_size", "num_sampled_tokens_per_req", "num_reqs")
     launch_names = ("block_size_tokens", "grid_size")

@@ -1,0 +1,114 @@
+"""What a *source* is: where the code under test comes from, named in every report.
+
+A source yields :class:`Implementations`: the targets it defines, each with an
+:class:`Origin` (the file and function it was taken from). Sources are the bundled production
+copy (``kernels/``), a user's file (``--kernels``), the installed vLLM, a vLLM release wheel,
+vLLM's CPU C++ port, or an adapter; each kind lives in one module of this package and
+registers itself in :data:`~eaglefuzz.harness.sources.KINDS`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where one target's implementation came from: ``source`` describes the source (e.g.
+    "bundled production copy"), ``file`` the file read, ``function`` the name in it."""
+
+    source: str
+    file: str
+    function: str
+    spec: str = "bundled"
+    """The spec of the source it came from (for reproducers and replay commands)."""
+
+    def describe(self) -> str:
+        """One phrase for reports: ``file::function (source)``."""
+        return f"{self.file}::{self.function} ({self.source})"
+
+    def cli_args(self) -> list[str]:
+        """The options that select this implementation's source again."""
+        from . import parse_source
+
+        return parse_source(self.spec).cli_args()
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+@dataclass(frozen=True)
+class Implementations:
+    """Target name -> implementation, each with its :class:`Origin`, from one ``source``.
+
+    ``funcs`` holds only what was loaded; a target absent from it is not tested.
+    """
+
+    funcs: Mapping[str, Any]
+    origin: Mapping[str, Origin]
+    source: Source | None = None
+    notes: tuple[str, ...] = field(default=())
+    """Lines the run prints before anything runs (e.g. targets a file does not define)."""
+
+    def __getitem__(self, name: str) -> Any:
+        return self.funcs[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.funcs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.funcs)
+
+    def describe(self, name: str) -> str:
+        return f"{name}: {self.origin[name].describe()}"
+
+
+class Source(ABC):
+    """One place the code under test comes from.
+
+    ``spec`` is a canonical one-line text that :func:`~eaglefuzz.harness.sources.parse_source`
+    turns back into an equal source (it travels to worker processes and into reproducers).
+    ``production`` says whether findings about it belong in the regression corpus
+    (``corpus/``) or in a findings folder outside the checkout.
+    """
+
+    kind: str
+    production: bool = False
+
+    @property
+    @abstractmethod
+    def spec(self) -> str:
+        """``kind`` or ``kind:argument``, e.g. ``bundled``, ``file:/abs/utils.py``."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """One line naming the source (and its version) for reports."""
+
+    @abstractmethod
+    def load(self, names: list[str] | None = None) -> Implementations:
+        """The implementations this source defines (``names``: only those, when given).
+
+        Raises :class:`~eaglefuzz.harness.errors.UserError` (one line) when the source cannot
+        be loaded, and :class:`InterfaceMismatch` when a function's parameters are not the
+        contract's.
+        """
+
+    def origin(self, name: str) -> Origin:
+        """Where target ``name`` comes from in this source (without running anything)."""
+        return self.load([name]).origin[name]
+
+    @abstractmethod
+    def cli_args(self) -> list[str]:
+        """The command-line options that select this source again (empty for the default)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Source) and other.spec == self.spec
+
+    def __hash__(self) -> int:
+        return hash(self.spec)
+
+    def __repr__(self) -> str:
+        return f"<source {self.spec}>"

@@ -1,0 +1,41 @@
+"""The bundled production copy: ``kernels/spec_decode_utils.py`` (the offline default)."""
+
+from __future__ import annotations
+
+from .base import Implementations, Origin, Source
+
+FILE = "kernels/spec_decode_utils.py"
+DESCRIPTION = "bundled production copy"
+
+
+class BundledSource(Source):
+    """vLLM's module as the project started from it (the five original targets)."""
+
+    kind = "bundled"
+    production = True
+
+    @property
+    def spec(self) -> str:
+        return "bundled"
+
+    def describe(self) -> str:
+        return f"{DESCRIPTION} ({FILE})"
+
+    def cli_args(self) -> list[str]:
+        return []
+
+    def origin(self, name: str) -> Origin:
+        return Origin(DESCRIPTION, FILE, name, self.spec)
+
+    def load(self, names: list[str] | None = None) -> Implementations:
+        from ...kernels import spec_decode_utils
+        from ..targets import TARGETS
+
+        wanted = list(TARGETS) if names is None else names
+        funcs = {n: getattr(spec_decode_utils, n) for n in wanted if hasattr(spec_decode_utils, n)}
+        origin = {n: self.origin(n) for n in funcs}
+        return Implementations(funcs, origin, self)
+
+
+def from_spec(argument: str | None) -> BundledSource:
+    return BundledSource()
