@@ -7,6 +7,7 @@ order, chunk seeds derive from the base seed, and findings are listed in the ord
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -18,7 +19,7 @@ from .check import Finding
 from .exitcodes import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
 from .fuzz import Stats, bulk_fuzz_target, fuzz_target
 
-PROGRESS_EVERY = 10.0
+PROGRESS_EVERY = float(os.environ.get("EAGLEFUZZ_PROGRESS_EVERY", "10"))
 """Seconds between progress lines when no progress bar is shown (no terminal)."""
 
 
