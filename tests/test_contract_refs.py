@@ -21,6 +21,7 @@ This file itself is not scanned: it has to spell out the forms it forbids.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -65,15 +66,18 @@ def page_outline(text: str) -> tuple[list[int], set[str], set[str]]:
 
 
 def repository_files(root: Path) -> list[Path]:
-    """Every ``.py`` and ``.md`` file under ``root``, build/tool folders and this file excluded."""
+    """Every ``.py`` and ``.md`` file under ``root``, build/tool folders and this file excluded.
+
+    Skipped folders are pruned, not filtered: a checkout's ``.tox`` holds whole environments.
+    """
     me = Path(__file__).resolve()
     out = []
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if any(p in SKIP_DIRS or p.endswith(".egg-info") for p in rel.parts[:-1]):
-            continue
-        if path.suffix in SUFFIXES and path.is_file() and path.resolve() != me:
-            out.append(path)
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
+        for name in sorted(files):
+            path = Path(folder) / name
+            if path.suffix in SUFFIXES and path.resolve() != me:
+                out.append(path)
     return out
 
 
