@@ -1,4 +1,4 @@
-"""``create_vllm_config_for_draft_model``: CONTRACT.md section 5.
+"""``create_vllm_config_for_draft_model``: docs/CONTRACT.md §5.
 
 A case describes a target ``VllmConfig`` with scalars only: every field of the target's and the
 drafter's model and parallel configs (``target_model.*``, ``draft_model.*``,

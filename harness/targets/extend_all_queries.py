@@ -1,4 +1,4 @@
-"""``extend_all_queries_by_N``: CONTRACT.md section 4.
+"""``extend_all_queries_by_N``: docs/CONTRACT.md §4.
 
 A case holds the metadata's arrays (``query_start_loc`` gives both copies, device and CPU),
 the function's other arguments (``arange``, ``new_slot_mapping``, ``N``) and the metadata's

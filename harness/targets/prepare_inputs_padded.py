@@ -1,4 +1,4 @@
-"""``eagle_prepare_inputs_padded_kernel``: CONTRACT.md section 2."""
+"""``eagle_prepare_inputs_padded_kernel``: docs/CONTRACT.md §2."""
 
 from __future__ import annotations
 
