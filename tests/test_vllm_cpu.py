@@ -184,3 +184,23 @@ def test_fetch_failure_is_one_line(tmp_path, monkeypatch):
 )
 def test_torch_pin(pinned, running, fits):
     assert (L.torch_mismatch(pinned, running) is None) == fits
+
+
+def _dlopen_error(reason: str) -> OSError:
+    """What torch.ops.load_library raises: its own line, the dlopen reason as the cause."""
+    try:
+        try:
+            raise OSError(reason)
+        except OSError as cause:
+            raise OSError("Could not load this library: /x/_C_AVX2.abi3.so") from cause
+    except OSError as exc:
+        return exc
+
+
+def test_load_failures_become_one_line():
+    # As torch 2.11 answers the 0.32.0 build (built against torch 2.13):
+    sym = "_ZNR5torch7Library4_defEON3c1014FunctionSchemaEPNS1_12OperatorNameERKSt6vectorINS_10headeronly3TagESaIS8_EENS_17_RegisterOrVerifyE"
+    why = L._why_not_loaded(_dlopen_error(f"/x/_C_AVX2.abi3.so: undefined symbol: {sym}"))
+    assert why.startswith("undefined symbol _ZNR5torch7Library4_def") and "another torch" in why
+    why = L._why_not_loaded(_dlopen_error("libnuma.so.1: cannot open shared object file: No such file or directory"))
+    assert "apt-get install libnuma1" in why

@@ -237,13 +237,13 @@ def load_extension(version: str, isa: str | None = None, cache: Path | None = No
 
 
 def _why_not_loaded(exc: OSError) -> str:
-    msg = " ".join(str(exc).split())
+    # torch.ops.load_library raises "Could not load this library: PATH" from the dlopen error.
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
+    msg = " ".join(str(cause).split())
     if "undefined symbol" in msg:
         sym = msg.rsplit("undefined symbol:", 1)[1].strip()
-        return (
-            f"undefined symbol {sym} (it was built against another torch; this one is "
-            f"{_torch_version()})"
-        )
+        sym = sym if len(sym) <= 80 else sym[:77] + "..."
+        return f"undefined symbol {sym}: it was built against another torch than {_torch_version()}"
     if "libnuma" in msg:
         return "the system lacks libnuma.so.1 (Debian/Ubuntu: apt-get install libnuma1)"
     return msg[:300]
