@@ -29,7 +29,7 @@ PORTED = [
     "eagle_prepare_inputs_padded_kernel",
     "eagle_prepare_next_token_padded_kernel",
 ]
-EXAMPLES = 30
+EXAMPLES = 25
 MUTANT_EXAMPLES = 60
 
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
