@@ -78,6 +78,53 @@ def test_port_agrees_with_contract(port, name, fuzz_seed, warm_oracles):
         assert stats.examples >= EXAMPLES
 
 
+def i32(*v: int) -> torch.Tensor:
+    return torch.tensor(v, dtype=torch.int32)
+
+
+def i64(*v: int) -> torch.Tensor:
+    return torch.tensor(v, dtype=torch.int64)
+
+
+def test_keyword_launch_equals_positional(port):
+    """vLLM's warm-up dispatcher launches by keyword, call sites positionally: same result."""
+    def launch(by_keyword: bool) -> tuple[list[int], list[int]]:
+        idx, rej = i32(-9, -9), i32(-9, -9)
+        args = dict(
+            cu_num_draft_tokens_ptr=i32(2, 2), valid_sampled_tokens_count_ptr=i32(1, 0),
+            query_start_loc_gpu_ptr=i32(0, 3, 4), token_indices_to_sample_ptr=idx,
+            num_rejected_tokens_gpu_ptr=rej, num_reqs=2,
+        )
+        kernel = A.ADAPTERS["eagle_prepare_inputs_padded_kernel"][(2,)]
+        kernel(**args) if by_keyword else kernel(*args.values())
+        return idx.tolist(), rej.tolist()
+
+    assert launch(True) == launch(False) == ([0, 3], [2, 0])
+
+
+def test_step_and_dflash_adapters_run(port):
+    """The two adapters whose targets live elsewhere take the Triton kernels' arguments."""
+    seq_lens, clamped, slots = i32(7), i64(-9), i64(-9, -9)
+    block_table = i32(3, 4).view(1, 2)
+    A.ADAPTERS["eagle_step_slot_mapping_metadata_kernel"][(2,)](
+        i64(5), block_table, 2, seq_lens, clamped, slots,
+        block_size=4, max_model_len=100, n_blocks_per_req=2, PAD_ID=-1, batch_size=1,
+    )
+    # position 5 -> 6: block 6 // 4 = 1 (id 4), slot 4 * 4 + 6 % 4; the padded slot gets PAD_ID
+    assert (clamped.tolist(), slots.tolist(), seq_lens.tolist()) == ([6], [18, -1], [8])
+
+    ids, ctx_pos, q_pos = i32(-9, -9), i64(-9, -9), i64(-9, -9)
+    ctx_slot, q_slot, sample = i64(-9, -9), i64(-9, -9), i32(-9)
+    A.ADAPTERS["copy_and_expand_dflash_inputs_kernel"][(1, 1)](
+        i32(42), i64(10, 11), ids, ctx_pos, q_pos, ctx_slot, q_slot, sample,
+        i32(7).view(1, 1), 1, i32(0, 2), 0, 77, 16, 2, 1, 2, BLOCK_SIZE=4, HAS_NUM_REJECTED=False,
+    )
+    # context positions copied; queries continue at 12, 13; every slot in block 7 of 16
+    assert ids.tolist() == [42, 77] and sample.tolist() == [1]
+    assert (ctx_pos.tolist(), q_pos.tolist()) == ([10, 11], [12, 13])
+    assert (ctx_slot.tolist(), q_slot.tolist()) == ([122, 123], [124, 125])
+
+
 # -- wrong adapters must be caught --------------------------------------------------------
 
 
