@@ -128,8 +128,14 @@ def extract_extension(wheel: Path, isa: str) -> Path:
 
 
 def torch_requirement(wheel: Path) -> str | None:
-    """The torch version the wheel's metadata pins for this machine (``2.13.0+cpu``), if any."""
-    from packaging.requirements import InvalidRequirement, Requirement
+    """The torch version the wheel's metadata pins for this machine (``2.13.0+cpu``), if any.
+
+    ``None`` also where ``packaging`` is missing: loading then still fails in one line.
+    """
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:
+        return None
 
     with zipfile.ZipFile(wheel) as z:
         meta = next((n for n in z.namelist() if n.endswith(".dist-info/METADATA")), None)
