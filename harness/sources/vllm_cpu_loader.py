@@ -228,18 +228,33 @@ def load_extension(version: str, isa: str | None = None, cache: Path | None = No
         other, (v, i) = next(iter(_loaded.items()))
         raise UserError(
             f"{DIST}=={version} ({chosen}): this process already holds {DIST}=={v} ({i}) from "
-            f"{other}; one process holds one build of torch.ops._C: use a new process"
+            f"{other}; a second build of torch.ops._C aborts the process: use a new process"
+        )
+    if key in torch.ops.loaded_libraries:  # loaded by hand: dlopen would hand it back as is
+        _loaded[key] = (version, chosen)
+        return chosen
+    if _c_namespace_taken():
+        raise UserError(
+            f"{DIST}=={version}: torch.ops._C is already defined in this process (vLLM itself "
+            "imported?); a second _C library aborts the process: use a new process"
         )
     try:
         torch.ops.load_library(key)
     except OSError as exc:
         raise UserError(f"{DIST}=={version}: {path.name} does not load: {_why_not_loaded(exc)}") from None
-    except RuntimeError as exc:  # another library already defined the _C namespace
+    except RuntimeError as exc:  # a registration error the library reports instead of aborting
         raise UserError(
             f"{DIST}=={version}: {path.name} does not load: {' '.join(str(exc).split())[:300]}"
         ) from None
     _loaded[key] = (version, chosen)
     return chosen
+
+
+def _c_namespace_taken() -> bool:
+    """Whether some library already defined the ``_C`` op namespace in this process."""
+    import torch
+
+    return any(str(s.name).startswith("_C::") for s in torch._C._jit_get_all_schemas())
 
 
 def _why_not_loaded(exc: OSError) -> str:
