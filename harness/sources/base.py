@@ -77,6 +77,8 @@ class Source(ABC):
 
     kind: str
     production: bool = False
+    device: str | None = None
+    """The device the implementations need whatever the backend (a CPU port: ``cpu``)."""
 
     @property
     @abstractmethod

