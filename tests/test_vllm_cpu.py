@@ -18,7 +18,7 @@ import torch
 
 from eaglefuzz.harness.errors import UserError
 from eaglefuzz.harness.fuzz import bulk_fuzz_target, fuzz_target
-from eaglefuzz.harness.impls import Implementations
+from eaglefuzz.harness.sources import Implementations, Origin
 from eaglefuzz.harness.sources import vllm_cpu_adapters as A
 from eaglefuzz.harness.sources import vllm_cpu_loader as L
 from eaglefuzz.harness.strategies import INTERPRETER_SCALE
@@ -51,7 +51,7 @@ def port() -> str:
 
 
 def impls_of(name: str, kernel: object) -> Implementations:
-    return Implementations({name: kernel}, {name: f"vllm-cpu {VERSION}"})
+    return Implementations({name: kernel}, {name: Origin(f"vllm-cpu {VERSION}", "test adapter", name)})
 
 
 # -- the port as vLLM runs it ------------------------------------------------------------
@@ -261,3 +261,26 @@ def test_load_failures_become_one_line():
     assert why.startswith("undefined symbol _ZNR5torch7Library4_def") and "another torch" in why
     why = L._why_not_loaded(_dlopen_error("libnuma.so.1: cannot open shared object file: No such file or directory"))
     assert "apt-get install libnuma1" in why
+
+
+def test_cli_fuzzes_the_port_and_names_it(port, tmp_path):
+    """``eaglefuzz fuzz --vllm-cpu VERSION``: the ported targets, the port named per target."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--vllm-cpu", VERSION, "--examples", "8",
+         "--json", "--mode", "bulk"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["source"].startswith(f"vLLM's CPU C++ port, vllm-cpu {VERSION} (")
+    assert set(PORTED) <= set(doc["targets"]) <= set(A.ADAPTERS)
+    for name, t in doc["targets"].items():
+        assert f"torch.ops._C.{A.OPS[name]}" in t["implementation"] and port.upper() in t["implementation"].upper()
+        assert t["examples"] == 8 and not t["findings"]
