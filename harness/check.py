@@ -82,7 +82,11 @@ class Finding:
         if saved is not None:
             lines.append("replay it:")
             lines += ["    " + c for c in self.replay_commands(saved)]
-        lines.append("reproduce (paste into a file and run it with python; it fails while this stands):")
+        if o.hang:
+            lines.append("reproduce (paste into a file and run it with python; while this stands it does not "
+                         "return: stop it with Ctrl-C):")
+        else:
+            lines.append("reproduce (paste into a file and run it with python; it fails while this stands):")
         lines += ["    " + ln if ln else "" for ln in self.reproducer().splitlines()]
         return "\n".join(lines)
 

@@ -76,11 +76,13 @@ def parse(spec: str, base: Limits = DEFAULTS, *, where: str = ENV) -> Limits:
         name = name.strip().replace("-", "_")
         if not eq or name not in kinds:
             raise UserError(f"{where}: {item!r}: expected NAME=VALUE with NAME one of {', '.join(kinds)}")
+        integer = kinds[name] in (int, "int")
         try:
-            number: float = int(value) if kinds[name] in (int, "int") else float(value)
+            number: float = int(value) if integer else float(value)
         except ValueError:
-            raise UserError(f"{where}: {name}: {value.strip()!r} is not a number") from None
-        if number < 0 or (number == 0 and name not in ("case_timeout",)):
+            what = "an integer" if integer else "a number"
+            raise UserError(f"{where}: {name}: {value.strip()!r} is not {what}") from None
+        if number < 0 or (number == 0 and name != "case_timeout"):
             raise UserError(f"{where}: {name}: must be positive, not {value.strip()}")
         out = replace(out, **{name: number})
     return out

@@ -301,6 +301,7 @@ class _Supervision:
         from .journal import orphans
 
         faults = 0
+        left = self.log.remaining()
         while True:
             ended = run_worker(self.argv, self.jdir, self.signals, env={REPORT_ENV: "0"} if faults else None)
             if self.signals.received:
@@ -322,9 +323,9 @@ class _Supervision:
                 for o in crashed:
                     o.remove()
             faults += 1
-            left = self.log.remaining()
-            if not left or self.signals.received:
-                return self._report()
+            before, left = left, self.log.remaining()
+            if not left or self.signals.received or (faults > 1 and len(left) >= len(before)):
+                return self._report()  # done; interrupted; or (never seen) a fault outside any unit
             print(f"eaglefuzz: going on with {left[0]}" + (f" and {len(left) - 1} more" if len(left) > 1 else ""),
                   file=sys.stderr, flush=True)
 
