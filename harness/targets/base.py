@@ -36,7 +36,8 @@ class Outcome:
     """What checking one case found.
 
     ``differences``: implementation vs oracles (the findings); ``oracle_disagreements``: the
-    two oracles against each other (a harness bug); ``crash``: the run raised or died.
+    two oracles against each other (a harness bug); ``crash``: the run raised or died;
+    ``hang``: the run did not finish within its time limit (the supervisor killed it).
     """
 
     differences: list[Difference] = field(default_factory=list)
@@ -44,10 +45,11 @@ class Outcome:
     crash: str | None = None
     fatal: bool = False
     """The crash left the device unusable (a CUDA error is sticky): nothing more can run here."""
+    hang: str | None = None
 
     @property
     def ok(self) -> bool:
-        return not (self.differences or self.oracle_disagreements or self.crash)
+        return not (self.differences or self.oracle_disagreements or self.crash or self.hang)
 
 
 class Target(ABC):
@@ -93,6 +95,18 @@ class Target(ABC):
         """Smaller variants of ``case`` (drop requests, shorten, simplify), simplest first."""
         return iter(())
 
+    grid_field: str = "launch"
+    """The case field that sets the launch's grid (named when a grid exceeds the limits)."""
+
+    def programs(self, case: Case) -> int:
+        """Program instances of the launch that checking ``case`` makes (0: no kernel launch);
+        what a case costs under the Triton interpreter (see :mod:`..limits`)."""
+        return 0
+
+    def output_bytes(self, case: Case) -> int:
+        """Bytes of the output buffers checking ``case`` allocates (see :mod:`..limits`)."""
+        return 0
+
 
 OracleFn = Callable[..., None]
 
@@ -128,6 +142,9 @@ class TritonTarget(Target):
 
     def output_tokens(self, case: Case) -> int:
         return sum(int(np.prod(shape)) for _, shape in self.output_specs(case).values())
+
+    def output_bytes(self, case: Case) -> int:
+        return sum(int(np.prod(shape)) * np.dtype(dt).itemsize for dt, shape in self.output_specs(case).values())
 
     def _run_oracle(self, oracle: OracleFn, case: Case, fills: Mapping[str, int]) -> dict[str, np.ndarray]:
         specs = self.output_specs(case)

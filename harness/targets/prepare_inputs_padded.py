@@ -109,6 +109,11 @@ class PrepareInputsPadded(TritonTarget):
         }
         return frozenset(k for k, v in checks.items() if v)
 
+    grid_field = "launch.grid_size"
+
+    def programs(self, case: Case) -> int:
+        return case.launch.get("grid_size") or case.scalars["num_reqs"]
+
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         R = case.scalars["num_reqs"]
         return {"token_indices_to_sample": (I32, (R,)), "num_rejected_tokens": (I32, (R,))}
