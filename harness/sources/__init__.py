@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from . import bundled, file
+from . import bundled, file, vllm
 from .base import Implementations, Origin, Source
 from .interface import InterfaceMismatch, interface_problem
 
@@ -39,6 +39,8 @@ __all__ = [
 KINDS: dict[str, Callable[[str | None], Source]] = {
     "bundled": bundled.from_spec,
     "file": file.from_spec,
+    "vllm-release": vllm.release_from_spec,
+    "vllm": vllm.installed_from_spec,
 }
 """Source kind -> a function building the source from the argument of its spec."""
 
@@ -65,6 +67,18 @@ OPTIONS: list[SourceOption] = [
         "a Python file defining implementations under their vLLM names (a vLLM checkout's "
         "vllm/v1/spec_decode/utils.py works as it is); only the targets it defines are tested",
         lambda v, _: f"file:{v}",
+    ),
+    SourceOption(
+        "--vllm-version", "vllm_version", "X.Y.Z",
+        "a vLLM release: its vllm/v1/spec_decode/utils.py from the release wheel (fetched once "
+        "with pip, then offline); every target it defines is tested",
+        lambda v, _: f"vllm-release:{v}",
+    ),
+    SourceOption(
+        "--vllm", "vllm", None,
+        "the installed vLLM's vllm/v1/spec_decode/utils.py (read from its file: vLLM is not "
+        "imported, so its dependencies and a GPU are not needed)",
+        lambda v, _: "vllm",
     ),
 ]
 
