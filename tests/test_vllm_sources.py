@@ -288,3 +288,41 @@ def test_interface_mismatch_of_an_older_release_is_one_line(tmp_path, monkeypatc
     with pytest.raises(InterfaceMismatch) as exc:
         implementations_for(parse_source("vllm-release:9.8.2"))
     assert "missing num_rejected_tokens_gpu_ptr" in str(exc.value) and "extra extra_flag" in str(exc.value)
+
+
+# -- older interfaces as variants ----------------------------------------------------------------
+
+REJECTED_PARAM = "    num_rejected_tokens_gpu_ptr,  # [num_reqs] (output)\n"
+REJECTED_STORE = "    tl.store(num_rejected_tokens_gpu_ptr + req_idx, num_rejected_tokens)\n"
+
+
+def without_rejected_output(text: str) -> str:
+    """The module with vLLM 0.12/0.13's ``eagle_prepare_inputs_padded_kernel`` (no
+    rejected-count output)."""
+    assert text.count(REJECTED_PARAM) == 1 and text.count(REJECTED_STORE) == 1
+    return text.replace(REJECTED_PARAM, "").replace(REJECTED_STORE, "")
+
+
+def test_older_interface_is_tested_as_a_variant(tmp_path, monkeypatch, backend):
+    monkeypatch.setenv("EAGLEFUZZ_WHEELS", str(tmp_path))
+    fake_wheel(tmp_path, "9.8.1", without_rejected_output(fake_module_text()))
+    impls = implementations_for(parse_source("vllm-release:9.8.1"))
+    assert TARGETS[PI].variant_of(impls[PI]) == "without num_rejected_tokens"
+    assert impls.origin[PI].variant == "without num_rejected_tokens"
+    assert impls.origin[PI].describe().endswith("[variant: without num_rejected_tokens]")
+    assert any("tested as variant 'without num_rejected_tokens'" in n and "no num_rejected_tokens output" in n
+               for n in impls.notes)
+    fuzz_clean(impls, [PI], backend.device, examples=4)
+
+
+def test_a_bug_in_a_variant_is_found(tmp_path, monkeypatch, backend):
+    text = without_rejected_output(fake_module_text())
+    good = "    index_to_sample = q_last_tok_idx - num_rejected_tokens\n"
+    assert text.count(good) == 1
+    text = text.replace(good, "    index_to_sample = q_last_tok_idx - num_rejected_tokens + (req_idx == 1)\n")
+    monkeypatch.setenv("EAGLEFUZZ_WHEELS", str(tmp_path))
+    fake_wheel(tmp_path, "9.8.0", text)
+    impls = implementations_for(parse_source("vllm-release:9.8.0"))
+    stats = fuzz_target(PI, impls, backend.device, SMALL, seed=1, examples=40, shrink=False)
+    assert stats.findings, "an off-by-one in request 1 of the variant went unnoticed"
+    assert {d.array for d in stats.findings[0].outcome.differences} == {"token_indices_to_sample"}
