@@ -8,6 +8,7 @@ back; the tests marked ``network`` fetch the pinned release once (cached in
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -237,12 +238,12 @@ def test_pinned_release_passes_a_short_fuzz(pinned_files, backend):
     fuzz_clean(impls, RELEASE_TARGETS, backend.device, examples=6)
 
 
-def test_pinned_release_runs_through_vllms_own_dispatcher(pinned_files):
+def test_pinned_release_runs_through_vllms_own_dispatcher(pinned_files, backend):
     import torch
 
     implementations_for(parse_source(f"vllm-release:{vsrc.PINNED_RELEASE}"))
     module = sys.modules[f"_eaglefuzz_vllm_r{vsrc.PINNED_RELEASE.replace('.', '_')}.v1.spec_decode.utils"]
-    i32 = dict(dtype=torch.int32)
+    i32 = dict(dtype=torch.int32, device=backend.device)
     out, rejected = torch.full((3,), -7, **i32), torch.full((3,), -7, **i32)
     module._eagle_prepare_inputs_padded(torch.tensor([1, 3, 3], **i32), torch.tensor([2, 1, 1], **i32),
                                         torch.tensor([0, 2, 6, 7], **i32), out, rejected, 3)
@@ -326,3 +327,19 @@ def test_a_bug_in_a_variant_is_found(tmp_path, monkeypatch, backend):
     stats = fuzz_target(PI, impls, backend.device, SMALL, seed=1, examples=40, shrink=False)
     assert stats.findings, "an off-by-one in request 1 of the variant went unnoticed"
     assert {d.array for d in stats.findings[0].outcome.differences} == {"token_indices_to_sample"}
+
+
+# -- a real installed vLLM (tox -e vllm) ---------------------------------------------------------
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                    reason="vLLM is not installed here (not a dependency of eaglefuzz; tox -e vllm installs it)")
+def test_the_installed_vllm_is_found_and_loaded_without_importing_it():
+    import importlib.metadata
+
+    if any(m == "vllm" or m.startswith("vllm.") for m in sys.modules):
+        pytest.skip("vLLM was imported by an earlier test of this session")
+    source = parse_source("vllm")
+    impls = implementations_for(source)
+    assert impls.funcs and source.describe().startswith(f"installed vLLM {importlib.metadata.version('vllm')} (")
+    assert_vllm_not_imported()
