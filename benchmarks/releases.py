@@ -124,8 +124,13 @@ def main() -> int:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="eaglefuzz-releases-") as tmp:
         findings = Path(os.environ.get("EAGLEFUZZ_RELEASES_FINDINGS", tmp))
+        def one(version: str) -> Row:
+            row = run_release(version, args.examples, args.backend, findings)
+            print(f"releases: {version}: {row.verdict} ({row.fetch_s + row.fuzz_s:.0f} s)", file=sys.stderr, flush=True)
+            return row
+
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            rows = list(pool.map(lambda v: run_release(v, args.examples, args.backend, findings), versions))
+            rows = list(pool.map(one, versions))
         if any(r.finding for r in rows) and "EAGLEFUZZ_RELEASES_FINDINGS" not in os.environ:
             print("(findings were saved in a temporary folder; set EAGLEFUZZ_RELEASES_FINDINGS to keep them)",
                   file=sys.stderr)
