@@ -120,8 +120,8 @@ class CopyAndExpandDflash(TritonTarget):
     )
     launch_names = ("triton_block_size", "max_tokens_per_req", "buffer_spare")
     features = {
-        "rejected_off": "has_num_rejected off: num_rejected_tokens_ptr is the null 0 (no drafts verified this step)",
-        "rejected_on": "has_num_rejected on: a rejected count per request (the padded drafter batch)",
+        "has_num_rejected_off": "variant off: num_rejected_tokens_ptr is the null 0 (no drafts verified this step)",
+        "has_num_rejected_on": "variant on: a rejected count per request (the padded drafter batch)",
         "some_rejected": "variant on, some request has rejected tokens: its query continues before its context ends",
         "all_but_one_rejected": "variant on, a request of several tokens rejects all but its first",
         "last_request_rejected": "variant on, the last request has rejected tokens",
@@ -248,8 +248,8 @@ class CopyAndExpandDflash(TritonTarget):
         first_query_block = lay.qlen // lay.block
         last_query_block = (lay.qlen + lay.Q - 1) // lay.block
         checks = {
-            "rejected_off": not has,
-            "rejected_on": has,
+            "has_num_rejected_off": not has,
+            "has_num_rejected_on": has,
             "some_rejected": has and bool(np.any(rej > 0)),
             "all_but_one_rejected": has and bool(np.any((lay.qlen > 1) & (rej == lay.qlen - 1))),
             "last_request_rejected": has and rej[-1] > 0,
