@@ -205,11 +205,12 @@ def test_sigterm_during_replay_is_an_interruption_not_a_finding(tmp_path):
     finally:
         proc.kill()
         _end(pids)
-    assert proc.returncode == 143, out[-2000:] + err[-2000:]
-    assert "interrupted" in err and "interrupted: 1 file(s) not replayed" in out
-    assert "FAIL" not in out and "failed to run" not in out and "finding" not in out + err
-    assert "0 passed, 0 failed" in out
-    assert _gone(pids[1])
+    said = f"stdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}"
+    assert proc.returncode == 143, said
+    assert "interrupted" in err and "interrupted: 1 file(s) not replayed" in out, said
+    assert "FAIL" not in out and "failed to run" not in out and "finding" not in out + err, said
+    assert "0 passed, 0 failed" in out, said
+    assert _gone(pids[1]), said
 
 
 @pytest.mark.kernel
