@@ -7,6 +7,7 @@ order, chunk seeds derive from the base seed, and findings are listed in the ord
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from .check import Finding
 from .exitcodes import EXIT_FINDINGS, EXIT_OK, interrupted
 from .fuzz import Stats, bulk_fuzz_target, fuzz_target
 
-PROGRESS_EVERY = 10.0
+PROGRESS_EVERY = float(os.environ.get("EAGLEFUZZ_PROGRESS_EVERY", "10"))
 """Seconds between progress lines when no progress bar is shown (no terminal)."""
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from .case import Case
 from .exitcodes import EXIT_DEVICE_LOST
 from .journal import Journal
-from .sources import Implementations, Origin
+from .sources import Implementations, Origin, device_for
 from .targets import TARGETS, ContractViolation, Outcome
 
 MAX_LINES = 12
@@ -113,6 +113,7 @@ def check_case(
 
     target = TARGETS[case.kernel]
     target.validate(case)
+    device = device_for(impls.source, device)
     if journal is None:
         outcome = target.check(case, impls[case.kernel], device)
     else:

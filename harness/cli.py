@@ -214,8 +214,47 @@ def list_targets(**source_values: Any) -> None:
     for name, t in TARGETS.items():
         where = impls.origin[name].describe() if name in impls else f"not defined by {source.describe()}"
         click.echo(f"{name} ({t.kind}): {where}")
+        line = _stand_ins_line(name, impls.funcs.get(name))
+        if line and t.kind == "python function":
+            click.echo(f"    {line}")
         for f, doc in t.features.items():
             click.echo(f"    {f:24s} {doc}")
+    module_file = getattr(source, "module_file", None)
+    if module_file is not None:
+        from .sources.vllm import module_definitions
+
+        path = module_file()
+        click.echo(f"\nwhat {path} defines (every top-level function):")
+        for d in module_definitions(path):
+            mark = "target" if d.name in TARGETS else "private helper" if d.private else "NO TARGET"
+            click.echo(f"  {d.name:48s} {d.kind:18s} line {d.line:<5d} {mark}")
+
+
+def _stand_ins_line(name: str, impl: Any) -> str | None:
+    """``stand-ins model: <Class> fields ...`` for the vLLM classes a Python function takes or
+    returns (from its annotations, else the bundled copy's): what kernels/vllm_types.py models."""
+    import dataclasses
+    import inspect
+
+    from ..kernels import spec_decode_utils, vllm_types
+
+    fn = impl if impl is not None else getattr(spec_decode_utils, name, None)
+    try:
+        notes = inspect.get_annotations(fn) if callable(fn) else {}
+    except (TypeError, ValueError):
+        notes = {}
+    named = {getattr(a, "__name__", str(a)).split(".")[-1].strip("'\"") for a in notes.values()}
+    classes = [getattr(vllm_types, n) for n in vllm_types.__all__ if n in named]
+    if not classes:
+        return None
+    parts = []
+    for cls in classes:
+        fields = [f.name for f in dataclasses.fields(cls)]
+        nested = sorted({n for f in dataclasses.fields(cls) for n in vllm_types.__all__
+                         if n != cls.__name__ and n in str(f.type)})
+        extra = f"; nested stand-ins {', '.join(nested)}" if nested else ""
+        parts.append(f"{cls.__name__} fields {', '.join(fields)}{extra}")
+    return f"stand-ins model (kernels/vllm_types.py): {' | '.join(parts)}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""Numba oracles for the EAGLE helper kernels, written from CONTRACT.md sections 1-3.
+"""Numba oracles for the EAGLE helper kernels, written from docs/CONTRACT.md §1-§3.
 
 Each kernel is a ``@numba.njit(cache=True)`` function written as plain nested loops over
 requests and slots, plus a thin Python wrapper with the same keyword-only signature as the
@@ -180,7 +180,7 @@ def copy_and_expand_eagle_inputs(
     out_new_token_indices,
     out_hidden_state_mapping,
 ) -> None:
-    """CONTRACT.md section 1; same rules as ``vectorized.copy_and_expand_eagle_inputs``."""
+    """docs/CONTRACT.md §1; same rules as ``vectorized.copy_and_expand_eagle_inputs``."""
     for a, name in ((target_positions, "target_positions"), (out_positions, "out_positions")):
         if not np.issubdtype(a.dtype, np.integer):
             raise TypeError(f"{name} must be integer, got {a.dtype}")
@@ -240,7 +240,7 @@ def eagle_prepare_inputs_padded(
     token_indices_to_sample,
     num_rejected_tokens,
 ) -> None:
-    """CONTRACT.md section 2; same rules as ``vectorized.eagle_prepare_inputs_padded``."""
+    """docs/CONTRACT.md §2; same rules as ``vectorized.eagle_prepare_inputs_padded``."""
     args = (
         cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
         np.int64(int(num_reqs)), token_indices_to_sample, num_rejected_tokens,
@@ -297,7 +297,7 @@ def eagle_prepare_next_token_padded(
     next_token_ids,
     valid_sampled_tokens_count,
 ) -> None:
-    """CONTRACT.md section 3; same rules as ``vectorized.eagle_prepare_next_token_padded``."""
+    """docs/CONTRACT.md §3; same rules as ``vectorized.eagle_prepare_next_token_padded``."""
     ncols = max(0, min(int(num_sampled_tokens_per_req), int(block_size_tokens)))
     discard = np.asarray(discard_request_mask)
     if discard.dtype != np.bool_:

@@ -1,4 +1,4 @@
-"""NumPy oracles for the EAGLE helper kernels, written from CONTRACT.md sections 1-3.
+"""NumPy oracles for the EAGLE helper kernels, written from docs/CONTRACT.md §1-§3.
 
 One function per kernel, vectorised over requests and slots (``np.repeat`` / ``cumsum`` /
 fancy indexing; no Python loop over either). Every function writes in place into the output
@@ -124,7 +124,7 @@ def copy_and_expand_eagle_inputs(
     out_new_token_indices,
     out_hidden_state_mapping,
 ) -> None:
-    """CONTRACT.md section 1 (the grid is assumed to cover every slot).
+    """docs/CONTRACT.md §1 (the grid is assumed to cover every slot).
 
     Per request r (``qs, nqs = query_start_loc[r], query_start_loc[r+1]``, ``qe =
     query_end_loc[r]``, ``P`` padding slots, ``s = shift``)::
@@ -236,7 +236,7 @@ def eagle_prepare_inputs_padded(
     token_indices_to_sample,
     num_rejected_tokens,
 ) -> None:
-    """CONTRACT.md section 2.
+    """docs/CONTRACT.md §2.
 
     For ``r < num_reqs`` only (nothing else is written), int32 wrap-around, no clamping::
 
@@ -282,7 +282,7 @@ def eagle_prepare_next_token_padded(
     next_token_ids,
     valid_sampled_tokens_count,
 ) -> None:
-    """CONTRACT.md section 3, for ``r < num_reqs`` only.
+    """docs/CONTRACT.md §3, for ``r < num_reqs`` only.
 
     Row r's columns ``0 .. min(num_sampled_tokens_per_req, block_size_tokens) - 1`` are read.
     Discarded request: ``next = backup[r]``, ``count = 0``. Otherwise a column is valid when

@@ -52,6 +52,19 @@ class Outcome:
         return not (self.differences or self.oracle_disagreements or self.crash or self.hang)
 
 
+@dataclass(frozen=True)
+class Variant:
+    """An older interface of a target that is still tested, instead of getting an interface
+    verdict: an implementation with exactly these ``parameters`` is launched as the variant
+    (the target's ``launch`` sees which outputs it was given) and the reports name it."""
+
+    parameters: tuple[str, ...]
+    lacks: tuple[str, ...] = ()
+    """Outputs (names in ``output_specs``) this interface does not have: not given, not compared."""
+    found_in: str = ""
+    """Where this interface is found (e.g. "vLLM 0.12-0.13"), for notes."""
+
+
 class Target(ABC):
     """One kernel or function under test; subclasses are registered in ``targets``."""
 
@@ -62,6 +75,20 @@ class Target(ABC):
     parameters: tuple[str, ...] | None = None
     """The implementation's parameter names as the contract gives them (``None``: unchecked);
     an implementation with others gets an interface verdict, not a bug finding."""
+    variants: Mapping[str, Variant] = {}
+    """Older interfaces still tested, by name (see :class:`Variant`)."""
+
+    def variant_of(self, impl: Any) -> str | None:
+        """The name of the variant whose parameters ``impl`` has (``None``: the contract's own
+        interface, or one that is no variant)."""
+        if not self.variants:
+            return None
+        from ..sources.interface import parameters_of
+
+        params = parameters_of(impl)
+        if params is None or (self.parameters is not None and list(params) == list(self.parameters)):
+            return None
+        return next((n for n, v in self.variants.items() if list(params) == list(v.parameters)), None)
 
     @abstractmethod
     def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
@@ -222,12 +249,16 @@ class TritonTarget(Target):
             )
         if not outcome.oracle_disagreements:  # identical: compare the kernel with one of them
             exp = {" = ".join(names): exp[names[0]]}
+        variant = self.variants.get(self.variant_of(impl) or "")
+        lacks = set(variant.lacks) if variant else set()
+        exp = {o: {n: a for n, a in e.items() if n not in lacks} for o, e in exp.items()}
         try:
             buffers = {
                 n: Guarded(a.dtype, a.shape, device, poison(a.dtype), content=a) for n, a in case.arrays.items()
             }
             for n, (dt, shape) in self.output_specs(case).items():
-                buffers[n] = Guarded(dt, shape, device, fills[n])
+                if n not in lacks:
+                    buffers[n] = Guarded(dt, shape, device, fills[n])
             self.launch(impl, {n: b.view for n, b in buffers.items()}, case)
             if device != "cpu":
                 torch.cuda.synchronize()

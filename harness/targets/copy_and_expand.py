@@ -1,4 +1,4 @@
-"""``copy_and_expand_eagle_inputs_kernel``: CONTRACT.md section 1."""
+"""``copy_and_expand_eagle_inputs_kernel``: docs/CONTRACT.md §1."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``create_vllm_config_for_draft_model``: CONTRACT.md section 5.
+"""``create_vllm_config_for_draft_model``: docs/CONTRACT.md §5.
 
 A case describes a target ``VllmConfig`` with scalars only: every field of the target's and the
 drafter's model and parallel configs (``target_model.*``, ``draft_model.*``,
@@ -27,7 +27,7 @@ from ..case import Case
 from ..compare import Difference
 from ..strategies import Scale
 from .base import ContractViolation, Outcome
-from .pyfunc import CHANGED, MUTATED, RESULT, UNCHANGED, PythonFunctionTarget
+from .pyfunc import CHANGED, MUTATED, RESULT, UNCHANGED, PythonFunctionTarget, StandInGap
 
 DTYPES = ("auto", "float16", "bfloat16", "float32")
 QUANT_METHODS = ("fp8", "awq", "gptq", "modelopt")
@@ -337,11 +337,13 @@ class DraftConfig(PythonFunctionTarget):
         versus = "plain-data oracle"
         d = outcome.differences
         try:
-            result = impl(cfg)
+            result = self.call(impl, cfg)
         except AssertionError as exc:
             if expected is not None:
                 outcome.crash = f"AssertionError: {' '.join(str(exc).split())[:500]}"
                 return outcome
+        except StandInGap:
+            raise
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             message = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
             if expected is not None:

@@ -1,4 +1,4 @@
-"""``extend_all_queries_by_N``: CONTRACT.md section 4.
+"""``extend_all_queries_by_N``: docs/CONTRACT.md §4.
 
 A case holds the metadata's arrays (``query_start_loc`` gives both copies, device and CPU),
 the function's other arguments (``arange``, ``new_slot_mapping``, ``N``) and the metadata's
@@ -34,6 +34,7 @@ from .pyfunc import (
     RESULT,
     UNCHANGED,
     PythonFunctionTarget,
+    StandInGap,
     TensorValue,
     diff_value,
     field_names,
@@ -298,9 +299,11 @@ class ExtendAllQueries(PythonFunctionTarget):
         before = {n: snapshot(v) for n, v in refs.items()}
         args_before = {"arange": snapshot(arange), "new_slot_mapping": snapshot(new_slot_mapping)}
         try:
-            result = impl(cad, case.scalars["N"], arange, new_slot_mapping)
+            result = self.call(impl, cad, case.scalars["N"], arange, new_slot_mapping)
             if dev != "cpu":
                 torch.cuda.synchronize()
+        except StandInGap:
+            raise
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             outcome.crash = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
             return outcome

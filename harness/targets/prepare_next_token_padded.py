@@ -1,4 +1,4 @@
-"""``eagle_prepare_next_token_padded_kernel``: CONTRACT.md section 3."""
+"""``eagle_prepare_next_token_padded_kernel``: docs/CONTRACT.md §3."""
 
 from __future__ import annotations
 
