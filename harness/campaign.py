@@ -71,6 +71,14 @@ class Campaign:
         }
 
     def run(self) -> int:
+        """Fuzz every target in turn; print the report; the exit code. A signal (Ctrl-C, a
+        timeout) stops it: what was found is kept and reported."""
+        from . import interrupts
+
+        with interrupts.interruptible():
+            return self._run()
+
+    def _run(self) -> int:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -82,7 +90,6 @@ class Campaign:
         from .sources import implementations_for
         from .strategies import CUDA_SCALE, INTERPRETER_SCALE
 
-        interrupts.install()  # a timeout or Ctrl-C stops the run: findings kept and reported
         backend = select_backend(self.backend)
         impls = implementations_for(self.source, self.names)
         self.impls = impls

@@ -108,6 +108,7 @@ def check_case(
     the case is on disk while the implementation runs, so a crash of the process is traceable,
     with its time limit (:func:`~.limits.time_limit`), so a supervisor can stop a hang.
     """
+    from .interrupts import received
     from .limits import time_limit
 
     target = TARGETS[case.kernel]
@@ -118,6 +119,10 @@ def check_case(
     else:
         with journal.running(case, time_limit(case, compiled=device != "cpu")):
             outcome = target.check(case, impls[case.kernel], device)
+    if received() is not None:
+        # A signal came while the case ran, and the code under test swallowed the interrupt
+        # (or turned it into an error): an interruption, never a finding against it.
+        raise KeyboardInterrupt
         if outcome.fatal:
             # A sticky CUDA error: every later launch in this process would fail too, and
             # shrinking here would blame innocent cases. Leave the case in the journal and exit;

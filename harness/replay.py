@@ -50,6 +50,21 @@ def replay_cases(
     replay: what was replayed is reported. With ``journal_dir`` (under a supervisor), files
     already recorded there by an earlier worker are skipped and each file's result is recorded.
     """
+    from . import interrupts
+
+    with interrupts.interruptible():
+        return _replay(cases, source, backend=backend, as_json=as_json, journal_dir=journal_dir, report=report)
+
+
+def _replay(
+    cases: Sequence[tuple[Path, Case]],
+    source: Any,
+    *,
+    backend: str,
+    as_json: bool,
+    journal_dir: Path | None,
+    report: bool,
+) -> int:
     from dataclasses import asdict
 
     from . import interrupts
@@ -61,7 +76,6 @@ def replay_cases(
     from .runlog import RunLog
     from .sources import implementations_for
 
-    interrupts.install()
     b = select_backend(backend)
     impls = implementations_for(source)
     for f, case in cases:

@@ -205,11 +205,12 @@ def test_sigterm_during_replay_is_an_interruption_not_a_finding(tmp_path):
     finally:
         proc.kill()
         _end(pids)
-    assert proc.returncode == 143, out[-2000:] + err[-2000:]
-    assert "interrupted" in err and "interrupted: 1 file(s) not replayed" in out
-    assert "FAIL" not in out and "failed to run" not in out and "finding" not in out + err
-    assert "0 passed, 0 failed" in out
-    assert _gone(pids[1])
+    said = f"stdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}"
+    assert proc.returncode == 143, said
+    assert "interrupted" in err and "interrupted: 1 file(s) not replayed" in out, said
+    assert "FAIL" not in out and "failed to run" not in out and "finding" not in out + err, said
+    assert "0 passed, 0 failed" in out, said
+    assert _gone(pids[1]), said
 
 
 @pytest.mark.kernel
@@ -260,3 +261,38 @@ def test_a_worker_dies_with_its_parent(tmp_path, mode):
         _wait_for(f"child {child} to end with its parent", lambda: _gone(child), limit_s=10)
     finally:
         _end(pids)
+
+
+class _SwallowsInterrupts:
+    """A kernel that catches the interrupt and raises an error of its own instead."""
+
+    def __getitem__(self, grid):  # noqa: ANN001, ANN204
+        return self._run
+
+    @staticmethod
+    def _run(*args):  # noqa: ANN002, ANN205
+        try:
+            time.sleep(30)
+        except KeyboardInterrupt:
+            raise RuntimeError("the kernel swallowed the interrupt") from None
+
+
+@pytest.mark.kernel
+def test_a_signal_is_never_blamed_on_the_kernel_even_when_it_swallows_it():
+    import threading
+
+    from eaglefuzz.harness import interrupts
+    from eaglefuzz.harness.check import check_case
+    from eaglefuzz.harness.sources import Implementations, Origin
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers run in the main thread only")
+    impls = Implementations({PI: _SwallowsInterrupts()}, {PI: Origin("test", "test", PI)})
+    before = signal.getsignal(signal.SIGTERM)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt), interrupts.interruptible():
+        check_case(load_case(CASE), impls, "cpu")  # without the guard: a crash finding
+    timer.join()
+    assert interrupts.received() == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before  # the handlers are restored
