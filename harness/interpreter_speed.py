@@ -101,7 +101,7 @@ def _memo_np_dtype(original: Any, tl: Any, np: Any) -> Any:
     """``original`` (Triton dtype -> NumPy dtype), memoised on the scalar element type."""
     uint64 = np.dtype(np.uint64)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def scalar(dtype: Any) -> Any:
         return original(dtype)
 

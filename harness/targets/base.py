@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from ..buffers import Guarded, filled, guard_for, pick_sentinel, poison, raw
 from ..case import Case
 from ..compare import Difference, compare_all
-from ..strategies import Scale
+from ..strategies import Scale, Shape
 
 
 class ContractViolation(ValueError):
@@ -60,6 +60,16 @@ class Target(ABC):
     parameters: tuple[str, ...] | None = None
     """The implementation's parameter names as the contract gives them (``None``: unchecked);
     an implementation with others gets an interface verdict, not a bug finding."""
+    extremes: tuple[str, ...] = ()
+    """The features that are production extremes (vLLM's largest batches, offsets, rows, ids,
+    positions): every default run reaches each of them, through :meth:`extreme_cases`."""
+    shapes: tuple[Shape, ...] = ()
+    """Cheap-but-large shapes that reach the extremes, cheapest first."""
+
+    def extreme_cases(self, rng: np.random.Generator, scale: Scale) -> list[Case]:
+        """The tour that opens a default run: one case of each of :attr:`shapes`, cheapest
+        first; together they reach every feature of :attr:`extremes`, whatever ``rng``."""
+        return [shape.build(rng, scale) for shape in self.shapes]
 
     @abstractmethod
     def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
@@ -90,7 +100,31 @@ class Target(ABC):
         """How many output elements one check of ``case`` verifies (for throughput figures)."""
 
     def shrink_candidates(self, case: Case) -> Iterator[Case]:
-        """Smaller variants of ``case`` (drop requests, shorten, simplify), simplest first."""
+        """Smaller variants of ``case`` (drop requests, shorten, simplify), simplest first.
+
+        By default: the request drops of :func:`~..shrinking.keep_lists` (when the target
+        splits its cases into requests), then :meth:`shrink_moves`. The crash shrinker walks
+        this list; :func:`~..fuzz.shrink_finding` uses the split and the moves directly.
+        """
+        from ..shrinking import keep_lists
+
+        pieces = self.split_requests(case)
+        if pieces is not None:
+            for keep in keep_lists(len(pieces)):
+                yield self.join_requests(case, [pieces[i] for i in keep])
+        yield from self.shrink_moves(case)
+
+    def split_requests(self, case: Case) -> list[Any] | None:
+        """``case`` as a list of per-request pieces that :meth:`join_requests` puts back
+        together (any sub-list makes an in-contract case); ``None`` when it has no requests."""
+        return None
+
+    def join_requests(self, case: Case, pieces: list[Any]) -> Case:
+        """``case`` rebuilt from a sub-list of its :meth:`split_requests` pieces."""
+        raise NotImplementedError(f"{self.name} does not split its cases into requests")
+
+    def shrink_moves(self, case: Case) -> Iterator[Case]:
+        """Smaller or simpler variants of ``case`` other than dropping requests."""
         return iter(())
 
 
