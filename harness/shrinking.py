@@ -121,6 +121,8 @@ class Shrinker:
             self.target.validate(candidate)
         except ContractViolation:
             return False
+        if candidate == self.finding.case:  # no progress: never a step
+            return False
         self.checks += 1
         smaller = check_case(candidate, self.impls, self.device, self.journal)
         if smaller is not None and smaller.kind == self.finding.kind:

@@ -546,9 +546,9 @@ def _moves(case: Case) -> Iterator[Case]:
     T = int(case.scalars["total_input_tokens"])
     tokens = np.concatenate([q["tokens"] for q in reqs])
     for plain in (np.zeros(T, np.int32), np.ones(T, np.int32), np.arange(1, T + 1, dtype=np.int32)):
-        if not np.array_equal(tokens, plain):
-            yield _rebuild(case, _with_tokens(reqs, plain, [0 if plain[0] == 0 else 1] * len(reqs)))
-            break
+        if np.array_equal(tokens, plain):
+            break  # as plain as the ones before it allow
+        yield _rebuild(case, _with_tokens(reqs, plain, [0 if plain[0] == 0 else 1] * len(reqs)))
     for starts in (np.zeros(len(reqs), np.int64), np.array([q["positions"][0] for q in reqs], np.int64)):
         consecutive = [{**q, "positions": positions_from_starts(starts[r : r + 1], [len(q["positions"])])}
                        for r, q in enumerate(reqs)]
