@@ -98,15 +98,16 @@ def supervise(
     """
     import tempfile
 
-    from .check import Finding
-    from .corpus import save_finding
-    from .journal import orphans
-    from .targets import Outcome
-
     with tempfile.TemporaryDirectory(prefix="eaglefuzz-journal-") as jdir:
         code = _run_worker(argv, Path(jdir))
         if code in (EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED):
             return code
+        # Imported only now: a supervisor that starts its worker at once saves their import time.
+        from .check import Finding
+        from .corpus import save_finding
+        from .journal import orphans
+        from .targets import Outcome
+
         if code == EXIT_DEVICE_LOST:
             how = "the device became unusable"
         elif code == EXIT_INTERNAL:
