@@ -172,9 +172,8 @@ class PrepareInputsPadded(TritonTarget):
         if sum(1 for r in reqs if r[2]) > 1:
             yield self.join_requests(case, [(d, v, 0) for d, v, _ in reqs])
         for r, (dr, vr, er) in enumerate(reqs):
-            for e in [0, *shorter(er)][: -1 if er > 1 else None]:
-                if e < er:
-                    yield self.join_requests(case, reqs[:r] + [(dr, vr, e)] + reqs[r + 1 :])
+            for e in [0, *shorter(er)] if er else []:
+                yield self.join_requests(case, reqs[:r] + [(dr, vr, e)] + reqs[r + 1 :])
             if dr:
                 half = dr // 2
                 valid = min(vr, half + 1) if half else min(vr, 1)
