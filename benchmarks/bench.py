@@ -120,7 +120,7 @@ def main() -> int:
                 shrunk = fn(name, bug_impls, backend.device, scale, seed=args.seed, examples=args.bug_examples, shrink=True)
                 shrink = time.perf_counter() - t1 - detect
                 case = shrunk.findings[0].case
-                reqs = case.scalars.get("num_reqs", len(case.arrays.get("query_end_loc", [])))
+                reqs = case.scalars.get("num_reqs", len(case.arrays.get("query_start_loc", [0])) - 1)
                 print(f"| {path.stem} | {name} | {mode} | {s.examples} | {detect:.2f} | {max(shrink, 0):.2f} | {reqs} |")
                 sys.stdout.flush()
     return 0

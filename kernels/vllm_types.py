@@ -66,6 +66,11 @@ class CommonAttentionMetadata:
         """The (possibly padded) number of requests: the length of ``seq_lens``."""
         return self.seq_lens.shape[0]
 
+    def naive_query_lens(self) -> Any:
+        """Each request's query length, ``query_start_loc[1:] - query_start_loc[:-1]`` (naive:
+        a query is taken to end where the next one starts)."""
+        return self.query_start_loc[1:] - self.query_start_loc[:-1]
+
     def replace(self, **kwargs: Any) -> CommonAttentionMetadata:
         """A copy with ``kwargs`` fields replaced (``dataclasses.replace``); the rest shared."""
         return _replace(self, **kwargs)

@@ -42,5 +42,8 @@ def seeded_bugs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every seeded bug written as a ``--kernels`` file: ``<dir>/<mutant name>.py``."""
     d = tmp_path_factory.mktemp("seeded_bugs")
     for m in MUTANTS.MUTANTS:
-        MUTANTS.write(m, d)
+        try:
+            MUTANTS.write(m, d)
+        except MUTANTS.ModuleUnavailable:
+            pass  # a release's module not on this machine: its mutants' tests skip, saying why
     return d

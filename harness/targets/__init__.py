@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .base import ContractViolation, Outcome, Target
 from .copy_and_expand import TARGET as _copy_and_expand
+from .copy_and_expand_dflash import TARGET as _copy_and_expand_dflash
 from .draft_config import TARGET as _draft_config
 from .extend_all_queries import TARGET as _extend_all_queries
 from .prepare_inputs_padded import TARGET as _prepare_inputs_padded
@@ -20,6 +21,7 @@ TARGETS: dict[str, Target] = {
         _prepare_next_token_padded,
         _extend_all_queries,
         _draft_config,
+        _copy_and_expand_dflash,
     )
 }
 

@@ -306,6 +306,12 @@ class CopyAndExpand(TritonTarget):
 
     # -- execution --------------------------------------------------------------------
 
+    grid_field = "launch.num_blocks"
+
+    def programs(self, case: Case) -> int:
+        lay = _Layout(case)
+        return lay.R * lay.blocks
+
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         lay = _Layout(case)
         T = len(case.arrays["target_token_ids"])

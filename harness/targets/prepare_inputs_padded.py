@@ -21,7 +21,7 @@ from ..strategies import (
     random_shape,
     request_counts,
 )
-from .base import ContractViolation, TritonTarget
+from .base import ContractViolation, TritonTarget, Variant
 
 I32 = np.dtype(np.int32)
 
@@ -36,6 +36,14 @@ class PrepareInputsPadded(TritonTarget):
         "num_rejected_tokens_gpu_ptr",
         "num_reqs",
     )
+    variants = {
+        "without num_rejected_tokens": Variant(
+            parameters=("cu_num_draft_tokens_ptr", "valid_sampled_tokens_count_ptr",
+                        "query_start_loc_gpu_ptr", "token_indices_to_sample_ptr", "num_reqs"),
+            lacks=("num_rejected_tokens",),
+            found_in="vLLM 0.12-0.13 (the rejected counts came later)",
+        ),
+    }
     inputs = {"cu_num_draft_tokens": I32, "valid_sampled_tokens_count": I32, "query_start_loc": I32}
     scalar_names = ("num_reqs",)
     launch_names = ("grid_size",)
@@ -136,12 +144,25 @@ class PrepareInputsPadded(TritonTarget):
         }
         return frozenset(k for k, v in checks.items() if v)
 
+    grid_field = "launch.grid_size"
+
+    def programs(self, case: Case) -> int:
+        return case.launch.get("grid_size") or case.scalars["num_reqs"]
+
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         R = case.scalars["num_reqs"]
         return {"token_indices_to_sample": (I32, (R,)), "num_rejected_tokens": (I32, (R,))}
 
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
         from ...kernels.launchers import launch_eagle_prepare_inputs_padded
+
+        if "num_rejected_tokens" not in tensors:  # the variant: vLLM 0.12's call site
+            R, grid = case.scalars["num_reqs"], case.launch.get("grid_size")
+            kernel[(R if grid is None else grid,)](
+                tensors["cu_num_draft_tokens"], tensors["valid_sampled_tokens_count"],
+                tensors["query_start_loc"], tensors["token_indices_to_sample"], R,
+            )
+            return
 
         launch_eagle_prepare_inputs_padded(
             kernel, **tensors, num_reqs=case.scalars["num_reqs"], grid_size=case.launch.get("grid_size")

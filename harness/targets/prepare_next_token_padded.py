@@ -187,6 +187,11 @@ class PrepareNextTokenPadded(TritonTarget):
         }
         return frozenset(k for k, v in checks.items() if v)
 
+    grid_field = "launch.grid_size"
+
+    def programs(self, case: Case) -> int:
+        return case.launch.get("grid_size") or case.scalars["num_reqs"]
+
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         R = case.scalars["num_reqs"]
         return {"next_token_ids": (I32, (R,)), "valid_sampled_tokens_count": (I32, (R,))}

@@ -1,10 +1,12 @@
-"""The seeded bugs: each a one-edit mutant of a production function of kernels/spec_decode_utils.py.
+"""The seeded bugs: each a one-edit mutant of a production function of vLLM's spec-decode utils.
 
 A mutant names its target, states its bug, and lists its edits as ``(old, new)`` text
 replacements; each ``old`` occurs exactly once in the target's current source. :func:`write`
-applies them to the function as ``kernels/spec_decode_utils.py`` holds it today and writes an
-altered copy that ``--kernels`` loads, so the bugs follow the production code as it changes
-(a mutant whose ``old`` text is gone fails loudly instead of testing stale code).
+applies them to the function as its module holds it today and writes an altered copy that
+``--kernels`` loads, so the bugs follow the production code as it changes (a mutant whose
+``old`` text is gone fails loudly instead of testing stale code). The module is the bundled
+copy ``kernels/spec_decode_utils.py`` unless the mutant names a vLLM release
+(``module="vllm-release:0.33.0"``), for targets the bundled copy lacks.
 
     python tests/seeded_bugs/mutants.py OUTDIR    # write every mutant as OUTDIR/<name>.py
     eaglefuzz fuzz --kernels OUTDIR/ce_positions_shifted.py
@@ -18,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PRODUCTION = Path(__file__).resolve().parents[2] / "kernels" / "spec_decode_utils.py"
+BUNDLED = "bundled"
 
 HEADER = '''"""{bug}
 
-Seeded bug {name}: ``{target}`` from kernels/spec_decode_utils.py with one change,
+Seeded bug {name}: ``{target}`` from {module} with one change,
 written by tests/seeded_bugs/mutants.py. tests/test_seeded_bugs.py checks the fuzzer finds it.
 """
 
@@ -41,6 +44,8 @@ from eaglefuzz.kernels.vllm_types import CommonAttentionMetadata, VllmConfig
 class Mutant:
     """One seeded bug: ``edits`` turn ``target``'s production source into the buggy one.
 
+    ``module``: where that source is, ``"bundled"`` (kernels/spec_decode_utils.py) or
+    ``"vllm-release:X.Y.Z"`` (that release's vllm/v1/spec_decode/utils.py).
     ``extreme``: for a bug that only production-sized inputs expose, the feature of the
     target's ``extremes`` a case needs for it to show (empty for the others).
     """
@@ -49,23 +54,65 @@ class Mutant:
     target: str
     bug: str
     edits: tuple[tuple[str, str], ...]
+    module: str = BUNDLED
     extreme: str = ""
 
 
-def production_source(target: str) -> str:
-    """The source of ``target`` (decorators included) as kernels/spec_decode_utils.py has it."""
-    text = PRODUCTION.read_text()
+class ModuleUnavailable(LookupError):
+    """The module a mutant edits cannot be had here (a release's file not fetched, no network)."""
+
+
+# Release modules already on this machine (read, never copied into the repository).
+LOCAL_RELEASE_FILES = {"0.33.0": Path("/tmp/wheels/v033/vllm/v1/spec_decode/utils.py")}
+
+
+def release_module_file(version: str) -> Path:
+    """vLLM ``version``'s vllm/v1/spec_decode/utils.py: through the vLLM release source when
+    eaglefuzz has it (``harness.sources.vllm.release_module_file``), else a local copy."""
+    try:
+        from eaglefuzz.harness.sources.vllm import release_module_file as from_source
+    except ImportError:
+        from_source = None
+    if from_source is not None:
+        try:
+            return Path(from_source(version))
+        except Exception as exc:  # noqa: BLE001 - no wheel and no network: say why, skip
+            raise ModuleUnavailable(f"vLLM {version}'s module: {exc}") from None
+    path = LOCAL_RELEASE_FILES.get(version)
+    if path is None or not path.is_file():
+        raise ModuleUnavailable(f"vLLM {version}'s vllm/v1/spec_decode/utils.py is not on this machine")
+    return path
+
+
+def module_file(module: str) -> Path:
+    """The file a mutant's ``module`` names."""
+    if module == BUNDLED:
+        return PRODUCTION
+    kind, _, version = module.partition(":")
+    if kind != "vllm-release" or not version:
+        raise ValueError(f"unknown mutant module {module!r} (bundled or vllm-release:X.Y.Z)")
+    return release_module_file(version)
+
+
+def module_description(module: str) -> str:
+    return "kernels/spec_decode_utils.py" if module == BUNDLED else f"vLLM {module.partition(':')[2]}'s vllm/v1/spec_decode/utils.py"
+
+
+def production_source(target: str, module: str = BUNDLED) -> str:
+    """The source of ``target`` (decorators included) as ``module``'s file has it."""
+    path = module_file(module)
+    text = path.read_text()
     lines = text.splitlines(keepends=True)
     for node in ast.parse(text).body:
         if isinstance(node, ast.FunctionDef) and node.name == target:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
             return "".join(lines[start : node.end_lineno])
-    raise LookupError(f"{target} is not in {PRODUCTION}")
+    raise LookupError(f"{target} is not in {path}")
 
 
 def mutate(m: Mutant) -> str:
     """The buggy source of ``m.target``."""
-    src = production_source(m.target)
+    src = production_source(m.target, m.module)
     for old, new in m.edits:
         if src.count(old) != 1:
             raise ValueError(f"mutant {m.name}: the text to replace occurs {src.count(old)} times in {m.target}:\n{old}")
@@ -77,7 +124,8 @@ def write(m: Mutant, directory: Path) -> Path:
     """Write ``m`` as ``directory/<name>.py``, loadable with ``--kernels``; its path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{m.name}.py"
-    path.write_text(HEADER.format(bug=m.bug, name=m.name, target=m.target) + mutate(m))
+    header = HEADER.format(bug=m.bug, name=m.name, target=m.target, module=module_description(m.module))
+    path.write_text(header + mutate(m))
     return path
 
 
@@ -797,6 +845,91 @@ EXTREME_MUTANTS: tuple[Mutant, ...] = (
 )
 MUTANTS = MUTANTS + EXTREME_MUTANTS
 
+# copy_and_expand_dflash_inputs_kernel (docs/CONTRACT.md §9): mutants of vLLM 0.33's module,
+# since the bundled copy predates the kernel. "(variant on)" marks bugs only the
+# has_num_rejected variant can show; the others show in both.
+V033 = "vllm-release:0.33.0"
+MUTANTS += (
+    Mutant(
+        "dfl_block_clamp_off_by_one",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: the block number is clamped to block_table_stride instead of stride - 1 "
+        "(positions past the row read the next row's first entry)",
+        (_edit("block_num = tl.minimum(block_num, block_table_stride - 1)",
+               "block_num = tl.minimum(block_num, block_table_stride)"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_block_table_row_0",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: the block-table lookup forgets the request's row (every request reads row 0)",
+        (_edit("block_table_ptr + req_idx * block_table_stride + block_num,",
+               "block_table_ptr + block_num,"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_last_pos_ignores_rejected",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash (variant on): the query continues after the last context token, rejected ones "
+        "included (valid_ctx_end = ctx_end)",
+        (_edit("valid_ctx_end = ctx_end - num_rejected", "valid_ctx_end = ctx_end"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_last_pos_off_by_one",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: the last accepted position is read at valid_ctx_end instead of valid_ctx_end - 1",
+        (_edit("last_pos = tl.load(target_positions_ptr + valid_ctx_end - 1)",
+               "last_pos = tl.load(target_positions_ptr + valid_ctx_end)"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_offset_as_mask",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: the in-block offset is positions & (block_size - 1), right for power-of-two "
+        "block sizes only",
+        (_edit("slot = block_id * block_size + (positions % block_size)",
+               "slot = block_id * block_size + (positions & (block_size - 1))"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_query_out_uses_k",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: query slots are laid out with a stride of num_speculative_tokens instead of "
+        "num_query_per_req",
+        (_edit("query_out = req_idx * num_query_per_req + query_off",
+               "query_out = req_idx * num_speculative_tokens + query_off"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_sample_includes_bonus",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: token indices are also stored for the bonus slot (query_off >= 0)",
+        (_edit("is_sample = is_query & (query_off > 0)", "is_sample = is_query & (query_off >= 0)"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_sample_index_stride_q",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: token indices are laid out with a stride of num_query_per_req instead of "
+        "num_speculative_tokens",
+        (_edit("sample_out_idx = req_idx * num_speculative_tokens + (query_off - 1)",
+               "sample_out_idx = req_idx * num_query_per_req + (query_off - 1)"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_slot_int32",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: the block id is not widened to int64, so block_id * block_size wraps in int32",
+        (_edit("""\
+    ).to(tl.int64)
+    slot = block_id""", """\
+    )
+    slot = block_id"""),),
+        V033,
+    ),
+)
+
 CRASH_MUTANTS: tuple[Mutant, ...] = (
     # Kills the process (a store in unmapped memory under the interpreter; an illegal address,
     # a sticky CUDA error, compiled), so it cannot run inside the test process:
@@ -826,4 +959,7 @@ BY_NAME = {m.name: m for m in MUTANTS + CRASH_MUTANTS}
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "seeded_bugs_out")
     for m in MUTANTS + CRASH_MUTANTS:
-        print(write(m, out))
+        try:
+            print(write(m, out))
+        except ModuleUnavailable as exc:
+            print(f"{m.name}: skipped ({exc})")
