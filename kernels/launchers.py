@@ -234,3 +234,50 @@ def launch_copy_and_expand_dflash_inputs(
 
 
 LAUNCHERS["copy_and_expand_dflash_inputs_kernel"] = launch_copy_and_expand_dflash_inputs
+
+
+PADDING_SLOT_ID = -1
+"""vLLM's ``PADDING_SLOT_ID``: the slot id of a token that must not write the KV cache."""
+
+
+def launch_eagle_step_slot_mapping_metadata(
+    kernel: Kernel,
+    *,
+    positions: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    out_clamped_positions: torch.Tensor,
+    out_slot_mapping: torch.Tensor,
+    block_size: int,
+    max_model_len: int,
+    input_batch_size: int | None = None,
+) -> None:
+    """Mirror of ``eagle_step_update_slot_mapping_and_metadata`` (vLLM 0.33) and its dispatcher
+    ``_eagle_step_slot_mapping_metadata``: grid ``(input_batch_size,)``.
+
+    ``batch_size = positions.shape[0]``; ``input_batch_size`` defaults to it (no cudagraph
+    padding); ``block_table_stride = block_table.stride(0)`` and ``n_blocks_per_req =
+    block_table.shape[1]`` (a column slice of a wider table keeps the wider stride);
+    ``PAD_ID = PADDING_SLOT_ID``. ``seq_lens`` is updated in place; ``out_clamped_positions``
+    may be ``positions`` itself, as in vLLM's draft steps after the first. There is no bundled
+    kernel of this name (it is newer than the bundled copy): ``kernel`` is required.
+    """
+    batch_size = positions.shape[0]
+    if input_batch_size is None:
+        input_batch_size = batch_size
+    kernel[(input_batch_size,)](
+        positions,
+        block_table,
+        block_table.stride(0),
+        seq_lens,
+        out_clamped_positions,
+        out_slot_mapping,
+        block_size=block_size,
+        max_model_len=max_model_len,
+        n_blocks_per_req=block_table.shape[1],
+        PAD_ID=PADDING_SLOT_ID,
+        batch_size=batch_size,
+    )
+
+
+LAUNCHERS["eagle_step_slot_mapping_metadata_kernel"] = launch_eagle_step_slot_mapping_metadata

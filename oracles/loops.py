@@ -468,3 +468,159 @@ def copy_and_expand_dflash_inputs(
             f"(request {r}, index {idx})"
         )
     _dflash_loops(*args, True)
+
+
+# --------------------------------------------------------------------------------------------
+# 6. eagle_step_slot_mapping_metadata_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["eagle_step_slot_mapping_metadata"]
+_ERRORS.update({
+    601: "positions read",
+    602: "seq_lens read",
+    603: "out_clamped_positions write",
+    604: "out_slot_mapping write",
+    605: "block_table read",
+})  # fmt: skip
+
+
+@numba.njit(cache=True)
+def _eagle_step_loops(
+    pos, table, nb, seq, bs, M, pad_id, batch, grid, out_pos, out_slot, do_write
+):  # fmt: skip
+    width = np.int64(table.shape[1])
+    flat = table.reshape(-1)
+    for r in range(grid):
+        if r >= out_slot.shape[0]:
+            return np.int64(604), np.int64(r), np.int64(r)
+        if r >= batch:  # a cudagraph padding program
+            if do_write:
+                out_slot[r] = pad_id
+            continue
+        if r >= pos.shape[0]:
+            return np.int64(601), np.int64(r), np.int64(r)
+        if r >= seq.shape[0]:
+            return np.int64(602), np.int64(r), np.int64(r)
+        if r >= out_pos.shape[0]:
+            return np.int64(603), np.int64(r), np.int64(r)
+        p = np.int64(pos[r]) + 1
+        exceeds = p >= M
+        clamped = np.int64(0) if exceeds else p
+        c = clamped // bs
+        if c > nb - 1:
+            c = nb - 1
+        i = np.int64(r) * width + c
+        if i < 0 or i >= flat.shape[0]:
+            return np.int64(605), np.int64(r), i
+        block = np.int64(flat[i])
+        if exceeds:
+            slot = pad_id
+            new_seq = np.int64(1)
+        else:
+            slot = np.int64(np.int32(block * bs)) + clamped % bs
+            new_seq = np.int64(np.int32(np.int64(seq[r]) + 1))
+            if new_seq > M:
+                new_seq = M
+        if do_write:
+            out_pos[r] = clamped
+            out_slot[r] = slot
+            seq[r] = np.int32(new_seq)
+    return np.int64(0), np.int64(0), np.int64(0)
+
+
+def eagle_step_slot_mapping_metadata(
+    *,
+    positions,
+    block_table,
+    n_blocks_per_req,
+    seq_lens,
+    block_size,
+    max_model_len,
+    pad_id,
+    batch_size,
+    input_batch_size,
+    out_clamped_positions,
+    out_slot_mapping,
+) -> None:
+    """docs/CONTRACT.md §6; same rules as ``vectorized.eagle_step_slot_mapping_metadata``.
+
+    One program after another, each reading its request's inputs before writing its outputs,
+    as the kernel does (so ``out_clamped_positions`` may be ``positions`` itself).
+    """
+    if int(block_size) < 1:
+        raise ValueError(f"block_size={int(block_size)} must be >= 1")
+    table = np.ascontiguousarray(block_table)
+    if table.ndim != 2:
+        raise ValueError("block_table must be 2-D")
+    args = (
+        positions, table, np.int64(int(n_blocks_per_req)), seq_lens,
+        np.int64(int(block_size)), np.int64(int(max_model_len)), np.int64(int(pad_id)),
+        np.int64(int(batch_size)), np.int64(max(0, int(input_batch_size))),
+        out_clamped_positions, out_slot_mapping,
+    )  # fmt: skip
+    _raise_if_error(_eagle_step_loops(*args, False), "eagle_step_slot_mapping_metadata")
+    _eagle_step_loops(*args, True)
+
+
+# --------------------------------------------------------------------------------------------
+# 7. compute_new_slot_mapping
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["compute_new_slot_mapping"]
+_ERRORS.update({701: "block_table read"})
+
+
+@numba.njit(cache=True)
+def _new_slot_mapping_loops(qsl, table, pos, rejected, bs, N, M, out):
+    R = table.shape[0]
+    nb = np.int64(table.shape[1])
+    flat = table.reshape(-1)
+    t = 0
+    for r in range(R):
+        count = np.int64(qsl[r + 1]) - np.int64(qsl[r]) + N
+        for _ in range(count):
+            p = np.int64(pos[t])
+            q = p if p < M - 1 else M - 1
+            i = np.int64(r) * nb + q // bs
+            if i < 0 or i >= flat.shape[0]:
+                return np.int64(701), np.int64(r), i
+            if rejected[t] or p >= M:
+                out[t] = -1
+            else:
+                out[t] = np.int64(np.int32(np.int64(flat[i]) * bs)) + q % bs
+            t += 1
+    return np.int64(0), np.int64(0), np.int64(0)
+
+
+def compute_new_slot_mapping(
+    *,
+    query_start_loc,
+    block_table,
+    new_positions,
+    is_rejected_token_mask,
+    block_size,
+    num_new_tokens,
+    max_model_len,
+) -> np.ndarray:
+    """docs/CONTRACT.md §7; same rules as ``vectorized.compute_new_slot_mapping``: one
+    request after another, one token after another."""
+    table = np.ascontiguousarray(block_table)
+    if table.ndim != 2:
+        raise ValueError("block_table must be 2-D")
+    if int(block_size) < 1:
+        raise ValueError(f"block_size={int(block_size)} must be >= 1")
+    qsl = np.asarray(query_start_loc, dtype=np.int64)
+    if len(qsl) != table.shape[0] + 1:
+        raise ValueError(f"query_start_loc has {len(qsl)} entries for {table.shape[0]} block-table rows")
+    pos = np.asarray(new_positions, dtype=np.int64)
+    rejected = np.asarray(is_rejected_token_mask).astype(np.bool_)
+    N = int(num_new_tokens)
+    total = sum(int(qsl[r + 1] - qsl[r]) + N for r in range(table.shape[0]))
+    if any(int(qsl[r + 1] - qsl[r]) + N < 0 for r in range(table.shape[0])) or total != len(pos) or len(rejected) != len(pos):
+        raise ValueError("new_positions and the mask need sum(qlen + num_new_tokens) entries")
+    out = np.zeros(len(pos), dtype=np.int64)
+    err = _new_slot_mapping_loops(
+        qsl, table, pos, rejected, np.int64(int(block_size)), np.int64(N), np.int64(int(max_model_len)), out
+    )
+    _raise_if_error(err, "compute_new_slot_mapping")
+    return out

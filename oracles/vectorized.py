@@ -460,3 +460,126 @@ def copy_and_expand_dflash_inputs(
     _scatter(out_query_slot_mapping, q_out, q_slot)
     _scatter(out_input_ids, q_out, ids)
     _scatter(out_token_indices, t_idx, q_out[mask])
+
+
+# --------------------------------------------------------------------------------------------
+# 6. eagle_step_slot_mapping_metadata_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["eagle_step_slot_mapping_metadata"]
+
+
+def eagle_step_slot_mapping_metadata(
+    *,
+    positions,
+    block_table,
+    n_blocks_per_req,
+    seq_lens,
+    block_size,
+    max_model_len,
+    pad_id,
+    batch_size,
+    input_batch_size,
+    out_clamped_positions,
+    out_slot_mapping,
+) -> None:
+    """docs/CONTRACT.md §6: one EAGLE draft step. ``seq_lens`` is updated in place.
+
+    ``block_table`` is 2-D; its width is the row stride and only columns ``< n_blocks_per_req``
+    are meant to be read (element ``r*width + c`` of the flat table, exactly as the kernel
+    addresses it). Programs ``0 .. input_batch_size - 1``; program ``r < batch_size`` is
+    request ``r``::
+
+        p        = positions[r] + 1;  exceeds = p >= M
+        clamped  = 0 if exceeds else p                          -> out_clamped_positions[r]
+        c        = min(clamped // bs, n_blocks_per_req - 1)
+        slot     = pad_id if exceeds else int32(table[r, c] * bs) + clamped % bs
+                                                                -> out_slot_mapping[r]
+        seq_lens[r] = 1 if exceeds else min(int32(seq_lens[r] + 1), M)
+
+    and every other program ``r`` writes ``out_slot_mapping[r] = pad_id``. Everything is
+    computed from the inputs as given before anything is written, so ``out_clamped_positions``
+    may be ``positions`` itself.
+    """
+    bs = int(block_size)
+    M = int(max_model_len)
+    nb = int(n_blocks_per_req)
+    if bs < 1:
+        raise ValueError(f"block_size={bs} must be >= 1")
+    n = max(0, min(int(batch_size), int(input_batch_size)))
+    pads = np.arange(n, max(n, int(input_batch_size)), dtype=np.int64)
+    table = np.asarray(block_table)
+    if table.ndim != 2:
+        raise ValueError("block_table must be 2-D")
+    _check_len(positions, n, "positions read")
+    _check_len(seq_lens, n, "seq_lens read")
+    _check_len(out_clamped_positions, n, "out_clamped_positions write")
+    _check_len(out_slot_mapping, n + pads.size, "out_slot_mapping write")
+
+    r = np.arange(n, dtype=np.int64)
+    p = positions[:n].astype(np.int64) + 1
+    exceeds = p >= M
+    clamped = np.where(exceeds, 0, p)
+    col = np.minimum(clamped // bs, nb - 1)
+    flat = r * table.shape[1] + col
+    _check_index(flat, table.size, "block_table read")
+    block = table.reshape(-1)[flat].astype(np.int64)
+    slot = np.where(exceeds, int(pad_id), _wrap32(block * bs) + clamped % bs)
+    seq = np.where(exceeds, 1, np.minimum(_wrap32(seq_lens[:n].astype(np.int64) + 1), M))
+
+    out_clamped_positions[:n] = clamped.astype(out_clamped_positions.dtype)
+    out_slot_mapping[:n] = slot.astype(out_slot_mapping.dtype)
+    out_slot_mapping[pads] = int(pad_id)
+    seq_lens[:n] = _wrap32(seq).astype(seq_lens.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# 7. compute_new_slot_mapping
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["compute_new_slot_mapping"]
+
+
+def compute_new_slot_mapping(
+    *,
+    query_start_loc,
+    block_table,
+    new_positions,
+    is_rejected_token_mask,
+    block_size,
+    num_new_tokens,
+    max_model_len,
+) -> np.ndarray:
+    """docs/CONTRACT.md §7: the new slot mapping, returned as a fresh int64 array.
+
+    Requests own consecutive runs of ``qlen_r + N`` tokens from token 0 (``qlen`` from
+    ``query_start_loc``); token ``t`` of request ``r`` with position ``p``, ``q = min(p, M-1)``::
+
+        -1                                      if is_rejected_token_mask[t] or p >= M
+        int32(table[r, q // bs] * bs) + q % bs  otherwise
+
+    Every token's lookup (``r*nb + q // bs`` in the flat table) must lie inside the table.
+    """
+    table = np.asarray(block_table)
+    if table.ndim != 2:
+        raise ValueError("block_table must be 2-D")
+    R, nb = table.shape
+    bs, N, M = int(block_size), int(num_new_tokens), int(max_model_len)
+    if bs < 1:
+        raise ValueError(f"block_size={bs} must be >= 1")
+    qsl = np.asarray(query_start_loc).astype(np.int64)
+    if len(qsl) != R + 1:
+        raise ValueError(f"query_start_loc has {len(qsl)} entries for {R} block-table rows")
+    counts = np.diff(qsl) + N
+    pos = np.asarray(new_positions).astype(np.int64)
+    rejected = np.asarray(is_rejected_token_mask).astype(np.bool_)
+    if np.any(counts < 0) or int(counts.sum()) != len(pos) or len(rejected) != len(pos):
+        raise ValueError("new_positions and the mask need sum(qlen + num_new_tokens) entries")
+    owner = np.repeat(np.arange(R, dtype=np.int64), counts)
+    q = np.minimum(pos, M - 1)
+    flat = owner * nb + q // bs
+    _check_index(flat, table.size, "block_table read")
+    block = table.reshape(-1)[flat].astype(np.int64)
+    slot = _wrap32(block * bs) + q % bs
+    slot[rejected | (pos >= M)] = -1
+    return slot.astype(np.int64)

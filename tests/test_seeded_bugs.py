@@ -57,6 +57,8 @@ def test_seeded_bugs_present(mutants):
     assert per_target["extend_all_queries_by_N"] >= 3
     assert per_target["create_vllm_config_for_draft_model"] >= 3
     assert per_target["copy_and_expand_dflash_inputs_kernel"] >= 5
+    assert per_target["eagle_step_slot_mapping_metadata_kernel"] >= 5
+    assert per_target["compute_new_slot_mapping"] >= 5
 
 
 def test_extreme_bugs_present(mutants):

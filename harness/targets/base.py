@@ -183,6 +183,22 @@ class TritonTarget(Target):
     kind = "triton kernel"
     inputs: Mapping[str, np.dtype]
     oracles: Mapping[str, OracleFn]
+    inout: frozenset[str] = frozenset()
+    """Inputs the kernel updates in place (vLLM's ``seq_lens``): the oracles update their copy,
+    and the buffer must end up as they left it instead of unchanged."""
+
+    def aliases(self, case: Case) -> Mapping[str, str]:
+        """Output -> the input whose buffer the launch passes for it (vLLM passes ``positions``
+        as ``out_clamped_positions``); none by default.
+
+        The oracles still write the output into a buffer of its own; the input's buffer must
+        end up holding the input with every element the oracles wrote replaced (the kernel
+        reads each element before it overwrites it, as the contract must say).
+        """
+        return {}
+
+    def _changed_inputs(self, case: Case) -> set[str]:
+        return set(self.inout) | set(self.aliases(case).values())
 
     @abstractmethod
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
@@ -203,7 +219,8 @@ class TritonTarget(Target):
     # -- shared machinery -------------------------------------------------------------
 
     def output_tokens(self, case: Case) -> int:
-        return sum(int(np.prod(shape)) for _, shape in self.output_specs(case).values())
+        outs = sum(int(np.prod(shape)) for _, shape in self.output_specs(case).values())
+        return outs + sum(case.arrays[n].size for n in self.inout)
 
     def output_bytes(self, case: Case) -> int:
         return sum(int(np.prod(shape)) * np.dtype(dt).itemsize for dt, shape in self.output_specs(case).values())
@@ -213,7 +230,7 @@ class TritonTarget(Target):
         outs = {n: filled(dt, shape, fills[n]) for n, (dt, shape) in specs.items()}
         inputs = {n: a.copy() for n, a in case.arrays.items()}
         self.call_oracle(oracle, case.replace(arrays=inputs), outs)
-        return outs
+        return outs | {n: inputs[n] for n in self.inout}
 
     def expected(self, case: Case) -> tuple[dict[str, int], dict[str, dict[str, np.ndarray]]]:
         """Per output, a sentinel fill that no written element equals; and, per oracle, the
@@ -233,26 +250,38 @@ class TritonTarget(Target):
             fills[n] = pick_sentinel(dt, raw(a[n])[written])
             outs[n] = a[n].copy()
             raw(outs[n])[~written] = fills[n]
+        outs |= {n: a[n] for n in self.inout}
         results = {first[0]: outs}
         for oname, oracle in others:
             results[oname] = self._run_oracle(oracle, case, fills)
+        alias = self.aliases(case)
+        for res in results.values():
+            for out, inp in alias.items():  # the output lands in the input's buffer
+                o = res.pop(out)
+                merged = res.get(inp, case.arrays[inp]).copy()
+                written = raw(o) != fills[out]
+                raw(merged)[written] = raw(o)[written]
+                res[inp] = merged
+        guard_fill = {n: poison(case.arrays[n].dtype) for n in self._changed_inputs(case)} | fills
         return fills, {
-            oname: {n: _with_guards(o, fills[n]) for n, o in res.items()} for oname, res in results.items()
+            oname: {n: _with_guards(o, guard_fill[n]) for n, o in res.items()} for oname, res in results.items()
         }
 
     def _guards(self, case: Case) -> dict[str, int]:
-        return {n: guard_for(int(np.prod(shape))) for n, (_, shape) in self.output_specs(case).items()}
+        guards = {n: guard_for(int(np.prod(shape))) for n, (_, shape) in self.output_specs(case).items()}
+        return guards | {n: guard_for(case.arrays[n].size) for n in self._changed_inputs(case)}
 
     def _locator(self, case: Case) -> Callable[[str, int], tuple[int | None, str]]:
         sizes = {n: int(np.prod(s)) for n, (_, s) in self.output_specs(case).items()}
         sizes.update({n: a.size for n, a in case.arrays.items()})
+        changed = self._changed_inputs(case)
 
         def locate(array: str, index: int) -> tuple[int | None, str]:
             if index < 0:
                 return None, "guard band before the buffer"
             if index >= sizes[array]:
                 return None, "guard band past the buffer"
-            if array in case.arrays:
+            if array in case.arrays and array not in changed:
                 return None, "input (must not be written)"
             return self.locate(case, array, index)
 
@@ -291,10 +320,13 @@ class TritonTarget(Target):
             buffers = {
                 n: Guarded(a.dtype, a.shape, device, poison(a.dtype), content=a) for n, a in case.arrays.items()
             }
+            alias = self.aliases(case)
             for n, (dt, shape) in self.output_specs(case).items():
-                if n not in lacks:
+                if n not in lacks and n not in alias:
                     buffers[n] = Guarded(dt, shape, device, fills[n])
-            self.launch(impl, {n: b.view for n, b in buffers.items()}, case)
+            views = {n: b.view for n, b in buffers.items()}
+            views |= {out: buffers[inp].view for out, inp in alias.items()}
+            self.launch(impl, views, case)
             if device != "cpu":
                 torch.cuda.synchronize()
             actual = {n: b.read() for n, b in buffers.items()}
@@ -305,7 +337,8 @@ class TritonTarget(Target):
         guards = {n: b.guard for n, b in buffers.items()}
         for oname, e in exp.items():
             outcome.differences += compare_all(e, actual, locate=locate, versus=f"{oname} oracle", guards=guards)
-        inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays}
+        changed = self._changed_inputs(case)
+        inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays and n not in changed}
         outcome.differences += compare_all(inputs_expected, actual, locate=locate, versus="input as given", guards=guards)
         return outcome
 

@@ -15,6 +15,7 @@ copy ``kernels/spec_decode_utils.py`` unless the mutant names a vLLM release
 from __future__ import annotations
 
 import ast
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,9 @@ import torch
 import triton
 import triton.language as tl
 
-from eaglefuzz.kernels.vllm_types import CommonAttentionMetadata, VllmConfig
+from eaglefuzz.kernels.vllm_types import CommonAttentionMetadata, VllmConfig, current_platform
+
+PADDING_SLOT_ID = -1
 
 
 '''
@@ -926,6 +929,206 @@ MUTANTS += (
     slot = block_id""", """\
     )
     slot = block_id"""),),
+        V033,
+    ),
+)
+
+
+# -- vLLM 0.33 targets, newer than the bundled copy: mutants of the release's own module ------
+
+V033 = "vllm-release:0.33.0"
+
+MUTANTS += (
+    Mutant(
+        "es_exceeds_strict",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: exceeds uses > max_model_len, so a step onto position max_model_len gets a real slot",
+        (_edit("    exceeds_max = new_position >= max_model_len\n", "    exceeds_max = new_position > max_model_len\n"),),
+        V033,
+    ),
+    Mutant(
+        "es_slot_of_current_position",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: the block lookup uses the current position, not the new one (the slot lags a token)",
+        (
+            _edit(
+                "    block_number = clamped_position // block_size\n",
+                "    block_number = position // block_size\n",
+            ),
+            _edit(
+                "    slot_id = block_id * block_size + (clamped_position % block_size)\n",
+                "    slot_id = block_id * block_size + (position % block_size)\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "es_parked_at_last_position",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: a request past max_model_len is parked at max_model_len - 1 instead of 0",
+        (
+            _edit(
+                "    clamped_position = tl.where(exceeds_max, 0, new_position)\n",
+                "    clamped_position = tl.where(exceeds_max, max_model_len - 1, new_position)\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "es_padding_unwritten",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: cudagraph padding programs return without writing PADDING_SLOT_ID",
+        (
+            _edit(
+                "        tl.store(out_slot_mapping_ptr + req_idx, PAD_ID)\n        return\n",
+                "        return\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "es_padding_off_by_one",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: the padding test is req_idx > batch_size, so program batch_size runs as a request",
+        (_edit("    if req_idx >= batch_size:\n", "    if req_idx > batch_size:\n"),),
+        V033,
+    ),
+    Mutant(
+        "es_row_stride_is_width",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: rows are addressed n_blocks_per_req apart instead of block_table_stride",
+        (
+            _edit(
+                "    block_id = tl.load(block_table_ptr + req_idx * block_table_stride + block_number)\n",
+                "    block_id = tl.load(block_table_ptr + req_idx * n_blocks_per_req + block_number)\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "es_no_column_clamp",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: the block column is not clamped to n_blocks_per_req - 1",
+        (_edit("    block_number = tl.minimum(block_number, n_blocks_per_req - 1)\n", ""),),
+        V033,
+    ),
+    Mutant(
+        "es_seq_len_not_reset",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: seq_lens grows by one even for a request parked past max_model_len (not reset to 1)",
+        (
+            _edit(
+                "    new_seq_len = tl.where(exceeds_max, 1, seq_len + 1)\n",
+                "    new_seq_len = seq_len + 1\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "es_seq_len_uncapped",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: seq_lens + 1 is not capped at max_model_len",
+        (_edit("    new_seq_len = tl.minimum(new_seq_len, max_model_len)\n", ""),),
+        V033,
+    ),
+    Mutant(
+        "es_alias_reload",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: the clamped position is stored early and the padding test re-reads the position "
+        "from memory, which out_clamped_positions has already overwritten when it is positions itself",
+        (
+            _edit(
+                "    clamped_position = tl.where(exceeds_max, 0, new_position)\n",
+                "    clamped_position = tl.where(exceeds_max, 0, new_position)\n"
+                "    tl.store(out_clamped_positions_ptr + req_idx, clamped_position)\n",
+            ),
+            _edit(
+                "    slot_id = tl.where(exceeds_max, PAD_ID, slot_id)\n",
+                "    slot_id = tl.where(tl.load(positions_ptr + req_idx) + 1 >= max_model_len, PAD_ID, slot_id)\n",
+            ),
+        ),
+        V033,
+    ),
+)
+MUTANTS += (
+    Mutant(
+        "ns_no_position_clamp",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: positions are not clamped to max_model_len - 1 before the lookup",
+        (
+            _edit(
+                "    clamped_positions = torch.clamp(new_positions, max=max_model_len - 1)\n",
+                "    clamped_positions = new_positions\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "ns_rejected_not_masked",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: rejected tokens keep their slot (no PADDING_SLOT_ID)",
+        (_edit("    new_slot_mapping.masked_fill_(is_rejected_token_mask, PADDING_SLOT_ID)\n", ""),),
+        V033,
+    ),
+    Mutant(
+        "ns_exceeds_strict",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: positions are masked only past max_model_len (>), so position M gets a slot",
+        (
+            _edit(
+                "    exceeds_max_model_len = new_positions >= max_model_len\n",
+                "    exceeds_max_model_len = new_positions > max_model_len\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "ns_new_tokens_forgotten",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: requests own qlen tokens, not qlen + num_new_tokens",
+        (
+            _edit(
+                "        cad.naive_query_lens() + num_new_tokens,\n",
+                "        cad.naive_query_lens(),\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "ns_row_stride_is_block_size",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: rows of the flat table are taken block_size apart instead of n_blocks_per_req",
+        (
+            _edit(
+                "        req_indices * n_blocks_per_req + clamped_positions // block_size\n",
+                "        req_indices * block_size + clamped_positions // block_size\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "ns_slots_int32",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: the slot mapping comes back as int32 (the block table's dtype), not int64",
+        (
+            _edit(
+                "    new_slot_mapping = block_nums * block_size + block_offsets\n",
+                "    new_slot_mapping = (block_nums * block_size + block_offsets).int()\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "ns_clamp_in_place",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: clamp_ instead of clamp: the caller's positions are clamped in place "
+        "(and positions past max_model_len then look in range)",
+        (
+            _edit(
+                "    clamped_positions = torch.clamp(new_positions, max=max_model_len - 1)\n",
+                "    clamped_positions = new_positions.clamp_(max=max_model_len - 1)\n",
+            ),
+        ),
         V033,
     ),
 )
