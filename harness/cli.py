@@ -132,7 +132,10 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
     corpus = findings_dir(source, corpus_dir)
     if isolate and not os.environ.get(WORKER_ENV):
         # Start-up cost: the supervising process imports neither torch nor the targets; the
-        # worker checks the target names (one line, exit 2) and does everything else.
+        # worker checks the target names (one line, exit 2) and does everything else. Where the
+        # registry is loaded already (eaglefuzz called in-process), the names are checked here.
+        if "eaglefuzz.harness.targets" in sys.modules:
+            _targets(kernel_names)
         from .supervisor import supervise
 
         sys.exit(supervise(list(ctx.obj["argv"]), source=source, corpus_dir=corpus, as_json=as_json, backend=backend))
