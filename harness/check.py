@@ -24,6 +24,8 @@ class Finding:
     outcome: Outcome
     origin: Origin
     """Where the implementation that ran came from (file, function, source)."""
+    shrink: str = ""
+    """Set when shrinking stopped early (time budget): the case is the smallest found so far."""
 
     @property
     def kind(self) -> str:
@@ -78,6 +80,8 @@ class Finding:
             if len(o.differences) > max_lines:
                 lines.append(f"  ... and {len(o.differences) - max_lines} more")
         lines.insert(0, f"tested: {self.origin.describe()}")
+        if self.shrink:
+            lines.insert(1, self.shrink)
         lines.append("features: " + ", ".join(sorted(target.features_of(self.case))))
         if saved is not None:
             lines.append("replay it:")

@@ -122,19 +122,26 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
          keep_going: bool, backend: str, as_json: bool, progress: bool | None, isolate: bool,
          case_timeout: float | None, limits_spec: str | None, **source_values: Any) -> None:
     """Fuzz implementations against the oracles; findings are shrunk, reported and saved."""
-    from .campaign import Campaign
     from .sources import findings_dir
-    from .supervisor import supervise
 
     _apply_limits(limits_spec, case_timeout)
     shard_k, shard_n = _shard(shard)
-    names = _targets(kernel_names)
     source = _source(source_values)
     if examples is None and time_budget is None:
         examples = 100
     corpus = findings_dir(source, corpus_dir)
     if isolate and not os.environ.get(WORKER_ENV):
+        # Start-up cost: the supervising process imports neither torch nor the targets; the
+        # worker checks the target names (one line, exit 2) and does everything else. Where the
+        # registry is loaded already (eaglefuzz called in-process), the names are checked here.
+        if "eaglefuzz.harness.targets" in sys.modules:
+            _targets(kernel_names)
+        from .supervisor import supervise
+
         sys.exit(supervise(list(ctx.obj["argv"]), source=source, corpus_dir=corpus, as_json=as_json, backend=backend))
+    from .campaign import Campaign
+
+    names = _targets(kernel_names)
     campaign = Campaign(
         names=names, source=source, backend=backend, seed=seed, mode=mode,
         examples=examples, time_budget=time_budget, shard=(shard_k, shard_n),
@@ -258,12 +265,68 @@ def _stand_ins_line(name: str, impl: Any) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point: user mistakes become one line on stderr and exit code 2."""
+    """Entry point: user mistakes become one line on stderr and exit code 2.
+
+    Run as the process's entry point (no ``argv``: the ``eaglefuzz`` script, ``python -m``),
+    it leaves without the interpreter's teardown (see :func:`fast_exit`).
+    """
+    if argv is None:
+        use_numba_cache()
+        try:
+            _main(sys.argv[1:])
+        except SystemExit as exc:
+            fast_exit(exc.code)
+    _main(list(argv) if argv is not None else sys.argv[1:])
+
+
+def use_numba_cache() -> None:
+    """Keep the Numba oracles compiled across runs in ``~/.cache/eaglefuzz/numba`` (unless
+    ``NUMBA_CACHE_DIR`` says otherwise): a run then loads them instead of compiling them,
+    also where the installed package's own folder is read-only."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    from .paths import user_cache
+
+    path = user_cache() / "numba"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
+    if os.access(path, os.W_OK):
+        os.environ["NUMBA_CACHE_DIR"] = str(path)
+
+
+def fast_exit(code: object) -> None:
+    """Leave the process with ``code`` (as ``sys.exit`` takes it) without the interpreter's
+    teardown: exit handlers run and output is flushed, but the seconds that finalizing torch,
+    Triton and Numba's objects take are skipped (``$EAGLEFUZZ_SLOW_EXIT`` keeps them)."""
+    if os.environ.get("EAGLEFUZZ_SLOW_EXIT"):
+        sys.exit(code)
+    import atexit
+
+    if code is None:
+        status = EXIT_OK
+    elif isinstance(code, int):
+        status = code
+    else:
+        print(code, file=sys.stderr)
+        status = 1
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)
+
+
+def _main(args: list[str]) -> None:
     if os.environ.get(WORKER_ENV):
         from .lifeline import arm
 
         arm()  # a worker dies with its parent: no orphan after kill -9 of eaglefuzz
-    args = list(argv) if argv is not None else sys.argv[1:]
     try:
         cli.main(args=args, prog_name="eaglefuzz", standalone_mode=False, obj={"argv": args})
         sys.exit(EXIT_OK)

@@ -33,16 +33,12 @@ import numpy as np
 from .case import Case
 from .errors import UserError
 from .limits import LimitExceeded, check_cost, check_file_size, check_shape
-from .targets import TARGETS, ContractViolation
+from .paths import CORPUS_DIR
 
 if TYPE_CHECKING:
     from .check import Finding
 
 SCHEMA = 1
-_CHECKOUT = Path(__file__).resolve().parent.parent
-CORPUS_DIR = _CHECKOUT / "corpus" if (_CHECKOUT / "pyproject.toml").is_file() else Path.cwd() / "corpus"
-"""The default corpus: the checkout's ``corpus/`` folder (``harness/`` sits next to it); for an
-installed (non-editable) eaglefuzz, ``corpus/`` in the working directory."""
 
 DTYPES: dict[str, np.dtype] = {
     "bool": np.dtype(np.bool_),
@@ -309,6 +305,9 @@ def decode(text: str, source: str, *, contract: bool = True) -> Entry:
 
     ``contract=False`` skips the target's ``validate`` (format checks only).
     """
+    # Imported here: the command line's supervising process imports this module, not torch.
+    from .targets import TARGETS, ContractViolation
+
     src = source
     try:
         doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)

@@ -189,7 +189,7 @@ def findings_dir(source: Source | None, given: str | Path | None = None) -> Path
     """Where findings about ``source`` are saved: ``given``, else the regression corpus
     (``corpus/``) for production code, else ``./eaglefuzz-findings`` (a user's own file must
     not pollute the regression corpus)."""
-    from ..corpus import CORPUS_DIR
+    from ..paths import CORPUS_DIR
 
     if given is not None:
         return Path(given)

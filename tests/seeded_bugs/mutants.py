@@ -49,6 +49,8 @@ class Mutant:
 
     ``module``: where that source is, ``"bundled"`` (kernels/spec_decode_utils.py) or
     ``"vllm-release:X.Y.Z"`` (that release's vllm/v1/spec_decode/utils.py).
+    ``extreme``: for a bug that only production-sized inputs expose, the feature of the
+    target's ``extremes`` a case needs for it to show (empty for the others).
     """
 
     name: str
@@ -56,6 +58,7 @@ class Mutant:
     bug: str
     edits: tuple[tuple[str, str], ...]
     module: str = BUNDLED
+    extreme: str = ""
 
 
 class ModuleUnavailable(LookupError):
@@ -644,6 +647,206 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
 )
+
+# -- bugs that need production-sized inputs (issue 9): each names the extreme it needs --------
+
+EXTREME_MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        'pi_grid_capped_at_1024',
+        'eagle_prepare_inputs_padded_kernel',
+        'prepare_inputs_padded: programs past request 1023 return at once (a max_num_seqs = 1024 assumption)',
+        (
+            _edit(
+                """\
+    if req_idx >= num_reqs:
+""",
+                """\
+    if req_idx >= tl.minimum(num_reqs, 1024):
+""",
+            ),
+        ),
+        extreme='beyond_1024_requests',
+    ),
+    Mutant(
+        'extend_arange_capped_at_1025',
+        'extend_all_queries_by_N',
+        'extend_all_queries_by_N: the arange slice is capped at max_num_seqs + 1 = 1025 entries',
+        (
+            _edit(
+                """\
+    new_query_start_loc = cad.query_start_loc + N * arange[: len(cad.query_start_loc)]
+""",
+                """\
+    new_query_start_loc = cad.query_start_loc + N * arange[: min(len(cad.query_start_loc), 1025)]
+""",
+            ),
+        ),
+        extreme='beyond_1024_requests',
+    ),
+    Mutant(
+        'pi_query_start_loc_int16',
+        'eagle_prepare_inputs_padded_kernel',
+        'prepare_inputs_padded: query_start_loc[r + 1] is read as int16 (offsets past 32767 wrap)',
+        (
+            _edit(
+                """\
+    q_last_tok_idx = tl.load(query_start_loc_gpu_ptr + req_idx + 1) - 1
+""",
+                """\
+    q_last_tok_idx = tl.load(query_start_loc_gpu_ptr + req_idx + 1).to(tl.int16) - 1
+""",
+            ),
+        ),
+        extreme='offsets_past_32767',
+    ),
+    Mutant(
+        'ce_query_start_loc_int16',
+        'copy_and_expand_eagle_inputs_kernel',
+        "copy_and_expand: a request's query_start_loc is read as int16 (requests starting past 32767 wrap)",
+        (
+            _edit(
+                """\
+    query_start_loc = tl.load(query_start_loc_ptr + request_idx)
+""",
+                """\
+    query_start_loc = tl.load(query_start_loc_ptr + request_idx).to(tl.int16)
+""",
+            ),
+        ),
+        extreme='starts_past_32767',
+    ),
+    Mutant(
+        'ce_valid_region_capped_at_2048',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: valid slots past 2048 are not copied (a port that caps prefill chunks at 2048 tokens)',
+        (
+            _edit(
+                """\
+    is_valid_region = j < num_valid_tokens
+""",
+                """\
+    is_valid_region = j < tl.minimum(num_valid_tokens, 2048)
+""",
+            ),
+        ),
+        extreme='prefill_thousands',
+    ),
+    Mutant(
+        'ce_rejected_tail_capped_at_15',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: only the first 15 rejected slots are marked rejected (num_speculative_tokens <= 15 assumed)',
+        (
+            _edit(
+                """\
+    is_rejected_region = j >= num_valid_tokens + num_padding_slots_per_request
+""",
+                """\
+    is_rejected_region = (j >= num_valid_tokens + num_padding_slots_per_request) & (
+        j < num_valid_tokens + num_padding_slots_per_request + 15
+    )
+""",
+            ),
+        ),
+        extreme='many_rejected',
+    ),
+    Mutant(
+        'ce_new_token_index_int16',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: the new-token index r * P is computed in int16 (overflows once r * P passes 32767)',
+        (
+            _edit(
+                """\
+        request_idx * num_padding_slots_per_request + new_token_local_idx
+""",
+                """\
+        (request_idx * num_padding_slots_per_request).to(tl.int16) + new_token_local_idx
+""",
+            ),
+        ),
+        extreme='rp_past_32767',
+    ),
+    Mutant(
+        'ce_positions_via_float32',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: positions go through float32 (a port computing RoPE positions in fp32: inexact past 2**24)',
+        (
+            _edit(
+                """\
+    positions = start_pos + j
+""",
+                """\
+    positions = (start_pos + j).to(tl.float32).to(tl.int64)
+""",
+            ),
+        ),
+        extreme='positions_past_2_24',
+    ),
+    Mutant(
+        'nt_block_limited_to_16_columns',
+        'eagle_prepare_next_token_padded_kernel',
+        'prepare_next_token_padded: only the first 16 columns are read (num_speculative_tokens <= 15 assumed)',
+        (
+            _edit(
+                """\
+        token_mask = token_offs < num_sampled_tokens_per_req
+""",
+                """\
+        token_mask = token_offs < tl.minimum(num_sampled_tokens_per_req, 16)
+""",
+            ),
+        ),
+        extreme='valid_past_column_16',
+    ),
+    Mutant(
+        'nt_next_token_low_16_bits',
+        'eagle_prepare_next_token_padded_kernel',
+        'prepare_next_token_padded: the next token keeps only its low 16 bits (a 64k vocabulary assumed)',
+        (
+            _edit(
+                """\
+                tl.where(token_offs == last_valid_index, token_ids, 0)
+""",
+                """\
+                tl.where(token_offs == last_valid_index, token_ids & 0xFFFF, 0)
+""",
+            ),
+        ),
+        extreme='ids_past_65535',
+    ),
+    Mutant(
+        'nt_vocab_check_overflows',
+        'eagle_prepare_next_token_padded_kernel',
+        'prepare_next_token_padded: the vocabulary check is id + 1 <= vocab_size (wraps for id 2**31-1, which then counts as valid)',
+        (
+            _edit(
+                """\
+        is_valid_mask = (token_ids != -1) & (token_ids < vocab_size) & token_mask
+""",
+                """\
+        is_valid_mask = (token_ids != -1) & (token_ids + 1 <= vocab_size) & token_mask
+""",
+            ),
+        ),
+        extreme='id_at_int32_max',
+    ),
+    Mutant(
+        'extend_seq_lens_via_float32',
+        'extend_all_queries_by_N',
+        'extend_all_queries_by_N: seq_lens + N is computed in float32 (inexact past 2**24 tokens)',
+        (
+            _edit(
+                """\
+        seq_lens=cad.seq_lens + N,
+""",
+                """\
+        seq_lens=(cad.seq_lens.float() + N).to(cad.seq_lens.dtype),
+""",
+            ),
+        ),
+        extreme='seq_lens_past_2_24',
+    ),
+)
+MUTANTS = MUTANTS + EXTREME_MUTANTS
 
 # copy_and_expand_dflash_inputs_kernel (docs/CONTRACT.md §9): mutants of vLLM 0.33's module,
 # since the bundled copy predates the kernel. "(variant on)" marks bugs only the
