@@ -28,6 +28,8 @@ PORTED = [
     "copy_and_expand_eagle_inputs_kernel",
     "eagle_prepare_inputs_padded_kernel",
     "eagle_prepare_next_token_padded_kernel",
+    "eagle_step_slot_mapping_metadata_kernel",
+    "copy_and_expand_dflash_inputs_kernel",
 ]
 EXAMPLES = 25
 MUTANT_EXAMPLES = 60
