@@ -56,6 +56,7 @@ def test_seeded_bugs_present(mutants):
     assert per_target["create_vllm_config_for_draft_model"] >= 3
     assert per_target["eagle_step_slot_mapping_metadata_kernel"] >= 5
     assert per_target["compute_new_slot_mapping"] >= 5
+    assert per_target["update_num_computed_tokens_for_batch_change"] >= 5
 
 
 def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles):
