@@ -7,7 +7,7 @@ order, chunk seeds derive from the base seed, and findings are listed in the ord
 from __future__ import annotations
 
 import json
-import signal
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -15,15 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from .check import Finding
-from .exitcodes import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
+from .exitcodes import EXIT_FINDINGS, EXIT_OK, interrupted
 from .fuzz import Stats, bulk_fuzz_target, fuzz_target
 
-PROGRESS_EVERY = 10.0
+PROGRESS_EVERY = float(os.environ.get("EAGLEFUZZ_PROGRESS_EVERY", "10"))
 """Seconds between progress lines when no progress bar is shown (no terminal)."""
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 @dataclass
@@ -45,6 +41,9 @@ class Campaign:
     progress: bool
     as_json: bool
     journal_dir: Path | None = None
+    """Under a supervisor: the journal of the case in flight, and the run's record (``run/``)."""
+    report: bool = True
+    """Print the report at the end (a supervisor that merges several workers' runs prints it)."""
 
     def _save(self, finding: Finding) -> Path:
         from .corpus import save_finding
@@ -56,27 +55,58 @@ class Campaign:
 
         return case_path(finding.case, self.corpus_dir)
 
+    def meta(self, backend: str, impls: Any) -> dict[str, Any]:
+        """What this run is, for its report (and for a supervisor reporting a fault of it)."""
+        from dataclasses import asdict
+
+        return {
+            "command": "fuzz",
+            "seed": self.seed,
+            "mode": self.mode,
+            "backend": backend,
+            "source": self.source.describe(),
+            "notes": list(impls.notes),
+            "shard": f"{self.shard[0] + 1}/{self.shard[1]}",
+            "origins": {n: asdict(impls.origin[n]) for n in impls},
+        }
+
     def run(self) -> int:
+        """Fuzz every target in turn; print the report; the exit code. A signal (Ctrl-C, a
+        timeout) stops it: what was found is kept and reported."""
+        from . import interrupts
+
+        with interrupts.interruptible():
+            return self._run()
+
+    def _run(self) -> int:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+        from . import interrupts
         from .backend import select_backend
+        from .check import warm_oracles
         from .journal import Journal
+        from .runlog import RunLog
         from .sources import implementations_for
         from .strategies import CUDA_SCALE, INTERPRETER_SCALE
 
-        signal.signal(signal.SIGTERM, _interrupt)  # a timeout stops the run like Ctrl-C: findings kept
         backend = select_backend(self.backend)
         impls = implementations_for(self.source, self.names)
         self.impls = impls
         names = list(impls.funcs)
-        for note in impls.notes:
-            print(f"eaglefuzz: {note}", file=sys.stderr)
+        log = RunLog(self.journal_dir / "run" if self.journal_dir else None)
+        meta = self.meta(backend.name, impls)
+        log.set_meta(meta)
+        log.set_plan(names)
+        finished = log.records()  # units finished by an earlier worker of this run (see .supervisor)
+        if not finished:
+            for note in impls.notes:
+                print(f"eaglefuzz: {note}", file=sys.stderr)
         journal = Journal(self.journal_dir) if self.journal_dir else None
+        warm_oracles([n for n in names if n not in finished])  # compiled before any case's clock runs
         scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE
         console = Console(stderr=True)
         per_budget = None if self.time_budget is None else self.time_budget / len(names)
-        results: dict[str, Stats] = {}
         saved: dict[int, Path] = {}
         interrupted = False
         run_fn = bulk_fuzz_target if self.mode == "bulk" else fuzz_target
@@ -90,6 +120,9 @@ class Campaign:
             transient=False,
         ) as bar:
             for name in names:
+                if name in finished:
+                    continue
+                log.begin(name)
                 total = self.examples if self.examples is not None else per_budget
                 task = bar.add_task(name, total=total, examples=0, rate=0.0, findings=0)
                 start = time.monotonic()
@@ -132,80 +165,92 @@ class Campaign:
                     )
                 except KeyboardInterrupt:
                     interrupted = True
+                    interrupts.hold()  # a second signal must not cut the report short
                     if stats.unshrunk is not None:  # kept as found: the interrupt cut its shrinking short
                         stats.findings.append(stats.unshrunk)
                         saved.setdefault(id(stats.unshrunk), self._path(stats.unshrunk))
-                    results[name] = stats
+                    log.add(name, self._entry(name, stats, saved))
                     break
                 on_progress(stats)
-                results[name] = stats
-        if interrupted:  # a second signal must not cut the report short
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        findings = [(n, f) for n, s in results.items() for f in s.findings]
-        if self.as_json:
-            print(json.dumps(self._json(backend.name, results, saved, interrupted), indent=2))
-        else:
-            self._print(console, results, saved, interrupted)
-        if findings:
-            return EXIT_FINDINGS
-        return EXIT_INTERRUPTED if interrupted else EXIT_OK
+                log.add(name, self._entry(name, stats, saved))
+        doc = fuzz_doc(meta, log.ordered(), interrupted)
+        if self.report:
+            if self.as_json:
+                print(json.dumps(doc, indent=2))
+            else:
+                print_fuzz(doc, width=console.width)
+            sys.stdout.flush()
+            log.mark_reported()
+        return fuzz_exit_code(doc, interrupts.received())
 
-    def _json(self, backend: str, results: dict[str, Stats], saved: dict[int, Path], interrupted: bool) -> dict[str, Any]:
+    def _entry(self, name: str, s: Stats, saved: dict[int, Path]) -> dict[str, Any]:
+        """The report of target ``name`` (JSON-ready; the same in the JSON document)."""
         from .targets import TARGETS
 
         return {
-            "seed": self.seed,
-            "mode": self.mode,
-            "backend": backend,
-            "source": self.source.describe(),
-            "notes": list(self.impls.notes),
-            "shard": f"{self.shard[0] + 1}/{self.shard[1]}",
-            "interrupted": interrupted,
-            "targets": {
-                n: {
-                    "implementation": self.impls.origin[n].describe(),
-                    "examples": s.examples,
-                    "tokens_verified": s.tokens,
-                    "seconds": round(s.seconds, 3),
-                    "features_reached": sorted(s.features),
-                    "features_missed": sorted(set(TARGETS[n].features) - s.features),
-                    "findings": [
-                        {"kind": f.kind, "file": str(saved.get(id(f), "")),
-                         "report": f.report(saved=saved.get(id(f)))} for f in s.findings
-                    ],
-                }
-                for n, s in results.items()
-            },
+            "implementation": self.impls.origin[name].describe(),
+            "examples": s.examples,
+            "tokens_verified": s.tokens,
+            "seconds": round(s.seconds, 3),
+            "features_reached": sorted(s.features),
+            "features_missed": sorted(set(TARGETS[name].features) - s.features),
+            "findings": [
+                {"kind": f.kind, "file": str(saved.get(id(f), "")), "report": f.report(saved=saved.get(id(f)))}
+                for f in s.findings
+            ],
         }
 
-    def _print(self, console: Any, results: dict[str, Stats], saved: dict[int, Path], interrupted: bool) -> None:
-        from rich.table import Table
 
-        from .targets import TARGETS
+def fuzz_doc(meta: dict[str, Any], entries: list[tuple[str, dict[str, Any]]], interrupted: bool) -> dict[str, Any]:
+    """The JSON document of a fuzzing run: ``meta`` and each target's entry, in order."""
+    keys = ("seed", "mode", "backend", "source", "notes", "shard")
+    doc: dict[str, Any] = {k: meta[k] for k in keys}
+    doc["interrupted"] = interrupted
+    doc["targets"] = dict(entries)
+    return doc
 
-        out = sys.stdout
-        for n, s in results.items():
-            for f in s.findings:
-                print(f"\n=== finding: {n} ({f.kind}) saved to {saved.get(id(f))}", file=out)
-                print(f.report(saved=saved.get(id(f))), file=out)
-        table = Table(title=f"eaglefuzz fuzz: seed {self.seed}, mode {self.mode}, shard {self.shard[0] + 1}/{self.shard[1]}")
-        for col in ("target", "examples", "tokens verified", "ex/s", "features", "findings"):
-            table.add_column(col, justify="left" if col == "target" else "right")
-        for n, s in results.items():
-            rate = s.examples / s.seconds if s.seconds else 0.0
-            table.add_row(n, str(s.examples), str(s.tokens), f"{rate:.1f}", f"{len(s.features)}/{len(TARGETS[n].features)}", str(len(s.findings)))
-        Console_ = type(console)
-        Console_(file=out, width=max(console.width, 110)).print(table)
-        print(f"source: {self.source.describe()}", file=out)
-        for n in results:
-            print(f"  {n}: {self.impls.origin[n].describe()}", file=out)
-        for note in self.impls.notes:
-            print(f"note: {note}", file=out)
-        missed = {n: sorted(set(TARGETS[n].features) - s.features) for n, s in results.items()}
-        for n, m in missed.items():
-            if m:
-                print(f"coverage note: {n} did not reach {', '.join(m)} in this run "
-                      "(not an error; more examples or --mode bulk reach them)", file=out)
-        if interrupted:
-            print("interrupted: findings so far are saved", file=out)
+
+def fuzz_exit_code(doc: dict[str, Any], signum: int | None) -> int:
+    """1 when any target has a finding; else 128 + signal when interrupted; else 0."""
+    if any(t["findings"] for t in doc["targets"].values()):
+        return EXIT_FINDINGS
+    return interrupted(signum) if doc["interrupted"] else EXIT_OK
+
+
+def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> None:
+    """The text report of a fuzzing run's JSON document: findings, a table, the source, notes."""
+    from rich.console import Console
+    from rich.table import Table
+
+    out = out or sys.stdout
+    targets = doc["targets"]
+    for n, t in targets.items():
+        for f in t["findings"]:
+            print(f"\n=== finding: {n} ({f['kind']}) saved to {f['file'] or None}", file=out)
+            print(f["report"], file=out)
+    table = Table(title=f"eaglefuzz fuzz: seed {doc['seed']}, mode {doc['mode']}, shard {doc['shard']}")
+    for col in ("target", "examples", "tokens verified", "ex/s", "features", "findings"):
+        table.add_column(col, justify="left" if col == "target" else "right")
+    for n, t in targets.items():
+        if t.get("fault"):
+            table.add_row(n, "-", "-", "-", "-", str(len(t["findings"])))
+            continue
+        rate = t["examples"] / t["seconds"] if t["seconds"] else 0.0
+        reached, missed = t["features_reached"], t["features_missed"]
+        table.add_row(n, str(t["examples"]), str(t["tokens_verified"]), f"{rate:.1f}",
+                      f"{len(reached)}/{len(reached) + len(missed)}", str(len(t["findings"])))
+    Console(file=out, width=max(width, 110)).print(table)
+    print(f"source: {doc['source']}", file=out)
+    for n, t in targets.items():
+        print(f"  {n}: {t['implementation']}", file=out)
+    for note in doc["notes"]:
+        print(f"note: {note}", file=out)
+    for n, t in targets.items():
+        if t.get("fault"):
+            print(f"{n}: a case {'hung' if t['fault'] == 'hang' else 'killed the worker'}; its counts are "
+                  "lost, the run went on with the next target", file=out)
+        elif t["features_missed"]:
+            print(f"coverage note: {n} did not reach {', '.join(t['features_missed'])} in this run "
+                  "(not an error; more examples or --mode bulk reach them)", file=out)
+    if doc["interrupted"]:
+        print("interrupted: findings so far are saved", file=out)

@@ -10,7 +10,7 @@ from pathlib import Path
 from .case import Case
 from .exitcodes import EXIT_DEVICE_LOST
 from .journal import Journal
-from .sources import Implementations, Origin
+from .sources import Implementations, Origin, device_for
 from .targets import TARGETS, ContractViolation, Outcome
 
 MAX_LINES = 12
@@ -24,11 +24,15 @@ class Finding:
     outcome: Outcome
     origin: Origin
     """Where the implementation that ran came from (file, function, source)."""
+    shrink: str = ""
+    """Set when shrinking stopped early (time budget): the case is the smallest found so far."""
 
     @property
     def kind(self) -> str:
         if self.outcome.oracle_disagreements:
             return "oracle disagreement"
+        if self.outcome.hang:
+            return "hang"
         return "crash" if self.outcome.crash else "difference"
 
     def reproducer(self) -> str:
@@ -60,6 +64,8 @@ class Finding:
         o = self.outcome
         name = self.case.kernel
         lines = []
+        if o.hang:
+            lines.append(f"{name} did not finish: {o.hang}")
         if o.crash:
             lines.append(f"{name} failed to run: {o.crash}")
         if o.oracle_disagreements:
@@ -74,11 +80,17 @@ class Finding:
             if len(o.differences) > max_lines:
                 lines.append(f"  ... and {len(o.differences) - max_lines} more")
         lines.insert(0, f"tested: {self.origin.describe()}")
+        if self.shrink:
+            lines.insert(1, self.shrink)
         lines.append("features: " + ", ".join(sorted(target.features_of(self.case))))
         if saved is not None:
             lines.append("replay it:")
             lines += ["    " + c for c in self.replay_commands(saved)]
-        lines.append("reproduce (paste into a file and run it with python; it fails while this stands):")
+        if o.hang:
+            lines.append("reproduce (paste into a file and run it with python; while this stands it does not "
+                         "return: stop it with Ctrl-C):")
+        else:
+            lines.append("reproduce (paste into a file and run it with python; it fails while this stands):")
         lines += ["    " + ln if ln else "" for ln in self.reproducer().splitlines()]
         return "\n".join(lines)
 
@@ -97,15 +109,24 @@ def check_case(
     """Check ``case`` against the contract; ``None`` when the implementation is right.
 
     The case must be in-contract (:class:`ContractViolation` otherwise). With a ``journal``,
-    the case is on disk while the implementation runs, so a crash of the process is traceable.
+    the case is on disk while the implementation runs, so a crash of the process is traceable,
+    with its time limit (:func:`~.limits.time_limit`), so a supervisor can stop a hang.
     """
+    from .interrupts import received
+    from .limits import time_limit
+
     target = TARGETS[case.kernel]
     target.validate(case)
+    device = device_for(impls.source, device)
     if journal is None:
         outcome = target.check(case, impls[case.kernel], device)
     else:
-        with journal.running(case):
+        with journal.running(case, time_limit(case, compiled=device != "cpu")):
             outcome = target.check(case, impls[case.kernel], device)
+    if received() is not None:
+        # A signal came while the case ran, and the code under test swallowed the interrupt
+        # (or turned it into an error): an interruption, never a finding against it.
+        raise KeyboardInterrupt
         if outcome.fatal:
             # A sticky CUDA error: every later launch in this process would fail too, and
             # shrinking here would blame innocent cases. Leave the case in the journal and exit;
@@ -113,6 +134,19 @@ def check_case(
             journal.abandon(case, f"the device became unusable: {outcome.crash}")
             os._exit(EXIT_DEVICE_LOST)
     return None if outcome.ok else Finding(case, outcome, impls.origin[case.kernel])
+
+
+def warm_oracles(names: list[str]) -> None:
+    """Compile the oracles of targets ``names`` (Numba) on a tiny case, so that compiling
+    never counts against a case's time limit."""
+    import numpy as np
+
+    from .strategies import Scale
+
+    rng = np.random.default_rng(0)
+    tiny = Scale(max_requests=2, request_tail=2, max_query_len=4)
+    for name in names:
+        TARGETS[name].oracle_check(TARGETS[name].random_case(rng, tiny))
 
 
 def assert_case(case: Case, source: str | None = None, backend: str = "auto", *, kernels: str | None = None) -> None:

@@ -1,14 +1,28 @@
 """Exit codes of the ``eaglefuzz`` command (and of its worker processes)."""
 
+import signal
+
 EXIT_OK = 0
 """No output differs."""
 EXIT_FINDINGS = 1
-"""An output differs (or a case crashed): reported and saved to the corpus."""
+"""A finding: an output differs, a case crashed, or a case hung (ran past its time limit).
+Each is reported and saved (a replayed case is already in the corpus)."""
 EXIT_USAGE = 2
-"""A usage or input error: one line on stderr, no traceback."""
+"""A usage or input error: one line on stderr, no traceback (a corpus case over the cost
+limits too: the line names the file, the field and the limit)."""
 EXIT_INTERNAL = 3
 """A bug of eaglefuzz itself (an unexpected exception): its traceback is printed."""
 EXIT_DEVICE_LOST = 70
 """A worker left on purpose: a CUDA error made the device unusable (its case is journaled)."""
-EXIT_INTERRUPTED = 130
-"""Interrupted (Ctrl-C, SIGTERM) with nothing found; what was found is saved."""
+EXIT_SIGHUP = 128 + 1
+"""Interrupted by SIGHUP with nothing found; what was found is saved."""
+EXIT_INTERRUPTED = EXIT_SIGINT = 128 + 2
+"""Interrupted by Ctrl-C (SIGINT) with nothing found; what was found is saved."""
+EXIT_SIGTERM = 128 + 15
+"""Interrupted by SIGTERM (``timeout``, a CI runner) with nothing found; what was found is saved."""
+
+
+def interrupted(signum: int | None) -> int:
+    """The exit code of a run interrupted by signal ``signum`` with nothing found (128 + its
+    number; SIGINT's when unknown). An interrupted run that found something exits 1."""
+    return 128 + int(signum or signal.SIGINT)

@@ -148,6 +148,7 @@ class CorpusCase(pytest.Item):
     def runtest(self) -> None:
         from .check import DifferenceFound, check_case
         from .corpus import load_case
+        from .limits import LimitExceeded, check_cost
 
         try:
             case = load_case(self.path)
@@ -156,7 +157,12 @@ class CorpusCase(pytest.Item):
         impls = self.config.stash[_IMPLS]
         if case.kernel not in impls:
             pytest.skip(f"{self.config.stash[_SOURCE].describe()} does not define {case.kernel}")
-        finding = check_case(case, impls, self.config.stash[_BACKEND].device, _journal())
+        device = self.config.stash[_BACKEND].device
+        try:
+            check_cost(case, interpreter=device == "cpu")  # too big to run on this backend
+        except LimitExceeded as exc:
+            pytest.fail(f"{self.path}: {exc.field}: {exc.rule}", pytrace=False)
+        finding = check_case(case, impls, device, _journal())
         if finding is not None:
             raise DifferenceFound(finding)
 

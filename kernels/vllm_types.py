@@ -69,8 +69,8 @@ class CommonAttentionMetadata:
         return self.seq_lens.shape[0]
 
     def naive_query_lens(self) -> Any:
-        """Each request's query length from the device copy of ``query_start_loc`` ("naive":
-        it assumes a query ends where the next one starts), as vLLM defines it."""
+        """Each request's query length, ``query_start_loc[1:] - query_start_loc[:-1]`` (naive:
+        a query is taken to end where the next one starts)."""
         return self.query_start_loc[1:] - self.query_start_loc[:-1]
 
     def replace(self, **kwargs: Any) -> CommonAttentionMetadata:

@@ -1,10 +1,10 @@
 """Independent reference implementations (oracles) of vLLM's EAGLE helper kernels.
 
-They are written from ``CONTRACT.md`` (sections 1-5) alone, not from the code under test:
+They are written from ``docs/CONTRACT.md`` (§1-§5) alone, not from the code under test:
 
 * ``vectorized`` -- plain NumPy, vectorised (no Python loop over requests or tokens);
 * ``loops`` -- Numba, plain nested loops over requests and slots;
-* ``python_functions`` -- the two Python functions (sections 4 and 5) on plain data: a NumPy
+* ``python_functions`` -- the two Python functions (§4 and §5) on plain data: a NumPy
   and a plain-Python oracle of ``extend_all_queries_by_N``, and the draft config as nested dicts.
 
 The oracles of one function are independent of each other and must agree on every input.

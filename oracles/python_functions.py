@@ -1,15 +1,15 @@
-"""Oracles for the two Python functions of the module, written from CONTRACT.md sections 4-5.
+"""Oracles for the two Python functions of the module, written from docs/CONTRACT.md §4-§5.
 
 Both work on plain data (NumPy arrays, Python ints, nested dicts), never on the metadata or
 config objects themselves: the harness turns the case into plain data, and the function's
 result back into plain data, and compares.
 
 ``extend_all_queries_by_n`` (NumPy, vectorised) and ``extend_all_queries_by_n_loops`` (plain
-Python ints, one element at a time) are independent computations of section 4 and must agree.
+Python ints, one element at a time) are independent computations of §4 and must agree.
 int32 results follow torch: exact arithmetic, then a two's-complement wrap to int32 (in-contract
 cases never wrap; the wrap only fixes what an out-of-contract case is compared against).
 
-``draft_vllm_config`` computes section 5 on a nested-dict description of a ``VllmConfig``.
+``draft_vllm_config`` computes §5 on a nested-dict description of a ``VllmConfig``.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ CHANGED_METADATA_FIELDS = (
     "max_seq_len",
     "slot_mapping",
 )
-"""The metadata fields section 4 changes; every other field keeps its value."""
+"""The metadata fields §4 changes; every other field keeps its value."""
 
 CHANGED_CONFIG_FIELDS = ("quant_config", "model_config", "parallel_config")
-"""The config fields section 5 changes; every other field keeps its value."""
+"""The config fields §5 changes; every other field keeps its value."""
 
 
 def _wrap32(values: np.ndarray) -> np.ndarray:
@@ -56,7 +56,7 @@ def extend_all_queries_by_n(
     n: int,
     new_slot_mapping: np.ndarray,
 ) -> dict[str, Any]:
-    """The changed fields of the extended metadata, by field name (section 4).
+    """The changed fields of the extended metadata, by field name (§4).
 
     ``query_start_loc`` is both copies' value (they hold the same numbers); the result gives
     each copy its own array. The batch size is ``len(seq_lens)``, not ``num_reqs`` and not
@@ -109,7 +109,7 @@ def extend_all_queries_by_n_loops(
 
 
 def draft_vllm_config(target: Mapping[str, Any]) -> dict[str, Any]:
-    """The drafter's config for the target config ``target`` (section 5), as a nested dict.
+    """The drafter's config for the target config ``target`` (§5), as a nested dict.
 
     ``target`` maps each ``VllmConfig`` field to plain data (sub-configs as dicts, absent ones
     as ``None``); ``speculative_config`` holds ``draft_model_config`` and

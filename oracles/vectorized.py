@@ -1,4 +1,4 @@
-"""NumPy oracles for the EAGLE helper kernels, written from CONTRACT.md sections 1-3.
+"""NumPy oracles for the EAGLE helper kernels, written from docs/CONTRACT.md §1-§3.
 
 One function per kernel, vectorised over requests and slots (``np.repeat`` / ``cumsum`` /
 fancy indexing; no Python loop over either). Every function writes in place into the output
@@ -124,7 +124,7 @@ def copy_and_expand_eagle_inputs(
     out_new_token_indices,
     out_hidden_state_mapping,
 ) -> None:
-    """CONTRACT.md section 1 (the grid is assumed to cover every slot).
+    """docs/CONTRACT.md §1 (the grid is assumed to cover every slot).
 
     Per request r (``qs, nqs = query_start_loc[r], query_start_loc[r+1]``, ``qe =
     query_end_loc[r]``, ``P`` padding slots, ``s = shift``)::
@@ -236,7 +236,7 @@ def eagle_prepare_inputs_padded(
     token_indices_to_sample,
     num_rejected_tokens,
 ) -> None:
-    """CONTRACT.md section 2.
+    """docs/CONTRACT.md §2.
 
     For ``r < num_reqs`` only (nothing else is written), int32 wrap-around, no clamping::
 
@@ -282,7 +282,7 @@ def eagle_prepare_next_token_padded(
     next_token_ids,
     valid_sampled_tokens_count,
 ) -> None:
-    """CONTRACT.md section 3, for ``r < num_reqs`` only.
+    """docs/CONTRACT.md §3, for ``r < num_reqs`` only.
 
     Row r's columns ``0 .. min(num_sampled_tokens_per_req, block_size_tokens) - 1`` are read.
     Discarded request: ``next = backup[r]``, ``count = 0``. Otherwise a column is valid when
@@ -332,6 +332,137 @@ def eagle_prepare_next_token_padded(
 
 
 # --------------------------------------------------------------------------------------------
+# 9. copy_and_expand_dflash_inputs_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["copy_and_expand_dflash_inputs"]
+
+
+def _trunc_divmod64(p, d: int):
+    """``p // d`` and ``p % d`` with C (truncating) semantics, for int64 ``p`` and ``d > 0``."""
+    p = np.asarray(p, dtype=np.int64)
+    quot = np.abs(p) // d  # exact for |p| < 2**63
+    quot = np.where(p < 0, -quot, quot).astype(np.int64)
+    with np.errstate(over="ignore"):
+        rem = (p - quot * d).astype(np.int64)
+    return quot, rem
+
+
+def copy_and_expand_dflash_inputs(
+    *,
+    next_token_ids,
+    target_positions,
+    block_table,
+    block_table_stride,
+    query_start_loc,
+    num_rejected_tokens=None,
+    parallel_drafting_token_id,
+    block_size,
+    num_query_per_req,
+    num_speculative_tokens,
+    total_input_tokens,
+    out_input_ids,
+    out_context_positions,
+    out_query_positions,
+    out_context_slot_mapping,
+    out_query_slot_mapping,
+    out_token_indices,
+) -> None:
+    """docs/CONTRACT.md §9 (the grid is assumed to cover every slot).
+
+    ``num_rejected_tokens=None`` is the variant without rejected tokens (``HAS_NUM_REJECTED``
+    off). ``block_table`` is read flat: row ``r`` starts at ``r * block_table_stride``. Per
+    request r (``qs, nqs = query_start_loc[r], query_start_loc[r+1]``, ``rej`` rejected,
+    ``Q = num_query_per_req``, ``K = num_speculative_tokens``)::
+
+        slot(r, p) = block_table[r*W + min(p // bs, W - 1)] * bs + p % bs      (int64)
+        context j < nqs - qs:  p = target_positions[min(qs + j, T - 1)]
+                               out_context_positions[qs + j] = p, slot -> out_context_slot_mapping
+        query q < Q:           p = target_positions[nqs - rej - 1] + 1 + q
+                               out_query_positions[r*Q + q] = p, slot -> out_query_slot_mapping
+                               out_input_ids[r*Q + q] = next_token_ids[r] if q == 0 else mask id
+                               out_token_indices[r*K + q - 1] = r*Q + q     (q >= 1)
+    """
+    Q = _scalar_int32(num_query_per_req, "num_query_per_req")
+    K = _scalar_int32(num_speculative_tokens, "num_speculative_tokens")
+    W = _scalar_int32(block_table_stride, "block_table_stride")
+    bs = _scalar_int32(block_size, "block_size")
+    T = _scalar_int32(total_input_tokens, "total_input_tokens")
+    mask_id = _scalar_wrap32(parallel_drafting_token_id)
+    if bs <= 0:
+        raise ZeroDivisionError(f"block_size={bs}: positions are divided by it")
+    R = len(query_start_loc) - 1
+    if R <= 0:
+        return  # empty grid: nothing is read or written
+    table = np.asarray(block_table).reshape(-1)
+    r = np.arange(R, dtype=np.int64)
+    qs = query_start_loc[:R].astype(np.int64)
+    nqs = query_start_loc[1 : R + 1].astype(np.int64)
+    qlen = _wrap32(nqs - qs)
+
+    # Per-request reads every program makes: the rejected count, the last accepted position,
+    # the bonus token.
+    if num_rejected_tokens is not None:
+        _check_len(num_rejected_tokens, R, "num_rejected_tokens read")
+        rej = num_rejected_tokens[:R].astype(np.int64)
+    else:
+        rej = np.zeros(R, dtype=np.int64)
+    last_idx = _wrap32(nqs - rej - 1)
+    _check_index(last_idx, len(target_positions), "target_positions read (last accepted)")
+    _check_len(next_token_ids, R, "next_token_ids read")
+    last_pos = target_positions[last_idx].astype(np.int64)
+
+    # Output ranges, bounded before any per-slot array is built.
+    n_ctx = np.maximum(qlen, 0)
+    for buf, name in ((out_context_positions, "out_context_positions"),
+                      (out_context_slot_mapping, "out_context_slot_mapping")):  # fmt: skip
+        _check_ranges(qs, n_ctx, len(buf), f"{name} write")
+    n_query = max(Q, 0)
+    q_start = _wrap32(r * Q)
+    for buf, name in ((out_query_positions, "out_query_positions"),
+                      (out_query_slot_mapping, "out_query_slot_mapping"),
+                      (out_input_ids, "out_input_ids")):  # fmt: skip
+        _check_ranges(q_start, np.full(R, n_query, dtype=np.int64), len(buf), f"{name} write")
+
+    # Context slots.
+    creq, j = _segments(n_ctx)
+    c_out = _wrap32(qs[creq] + j)
+    c_in = np.minimum(c_out, T - 1)
+    _check_index(c_in, len(target_positions), "target_positions read (context)")
+    c_pos = target_positions[c_in].astype(np.int64)
+
+    # Query slots.
+    qreq, q = _segments(np.full(R, n_query, dtype=np.int64))
+    q_out = _wrap32(qreq * Q + q)
+    with np.errstate(over="ignore"):
+        q_pos = (last_pos[qreq] + (1 + q)).astype(np.int64)  # int64 wrap-around
+
+    # Slot mapping of every position (context then query), through the clamped block number.
+    def slots(req, pos):
+        block, offset = _trunc_divmod64(pos, bs)
+        idx = _wrap32(req * W) + np.minimum(block, W - 1)
+        _check_index(idx, table.size, "block_table read")
+        return table[idx].astype(np.int64) * bs + offset
+
+    c_slot = slots(creq, c_pos)
+    q_slot = slots(qreq, q_pos)
+
+    # Token indices of the mask tokens (q >= 1).
+    mask = q >= 1
+    t_idx = _wrap32(qreq[mask] * K + q[mask] - 1)
+    _check_index(t_idx, len(out_token_indices), "out_token_indices write")
+
+    ids = np.where(q == 0, next_token_ids[qreq].astype(np.int64), mask_id)
+
+    _scatter(out_context_positions, c_out, c_pos)
+    _scatter(out_context_slot_mapping, c_out, c_slot)
+    _scatter(out_query_positions, q_out, q_pos)
+    _scatter(out_query_slot_mapping, q_out, q_slot)
+    _scatter(out_input_ids, q_out, ids)
+    _scatter(out_token_indices, t_idx, q_out[mask])
+
+
+# --------------------------------------------------------------------------------------------
 # 6. eagle_step_slot_mapping_metadata_kernel
 # --------------------------------------------------------------------------------------------
 
@@ -352,7 +483,7 @@ def eagle_step_slot_mapping_metadata(
     out_clamped_positions,
     out_slot_mapping,
 ) -> None:
-    """CONTRACT.md section 6: one EAGLE draft step. ``seq_lens`` is updated in place.
+    """docs/CONTRACT.md §6: one EAGLE draft step. ``seq_lens`` is updated in place.
 
     ``block_table`` is 2-D; its width is the row stride and only columns ``< n_blocks_per_req``
     are meant to be read (element ``r*width + c`` of the flat table, exactly as the kernel
@@ -419,7 +550,7 @@ def compute_new_slot_mapping(
     num_new_tokens,
     max_model_len,
 ) -> np.ndarray:
-    """CONTRACT.md section 7: the new slot mapping, returned as a fresh int64 array.
+    """docs/CONTRACT.md §7: the new slot mapping, returned as a fresh int64 array.
 
     Requests own consecutive runs of ``qlen_r + N`` tokens from token 0 (``qlen`` from
     ``query_start_loc``); token ``t`` of request ``r`` with position ``p``, ``q = min(p, M-1)``::

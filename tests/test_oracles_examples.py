@@ -1,4 +1,4 @@
-"""Small examples worked out by hand from CONTRACT.md, each checked against BOTH oracles.
+"""Small examples worked out by hand from docs/CONTRACT.md, each checked against BOTH oracles.
 
 Every output buffer starts filled with a sentinel (masks: the byte 0x5A, neither True nor
 False), so an element the contract does not write must still hold its sentinel afterwards.

@@ -1,4 +1,4 @@
-"""Small examples worked out by hand from CONTRACT.md sections 6-8, checked against BOTH oracles.
+"""Small examples worked out by hand from docs/CONTRACT.md §6 to §8, checked against BOTH oracles.
 
 Output buffers start filled with a sentinel, so an element the contract does not write must
 still hold it afterwards; in-place inputs are checked as the contract leaves them.

@@ -1,5 +1,5 @@
 """The two Python functions of the module: ``extend_all_queries_by_N`` and
-``create_vllm_config_for_draft_model`` (CONTRACT.md sections 4 and 5).
+``create_vllm_config_for_draft_model`` (docs/CONTRACT.md §4 and §5).
 
 Both targets are also fuzzed by tests/test_differential.py and their seeded bugs are run by
 tests/test_seeded_bugs.py; here: their oracles on hand-worked examples, fuzzing with more

@@ -1,4 +1,4 @@
-"""The vLLM 0.33 step targets (CONTRACT.md sections 6-8) without vLLM: small ports written from
+"""The vLLM 0.33 step targets (docs/CONTRACT.md §6 to §8) without vLLM: small ports written from
 the contract, correct and broken, show what the checks see (in-place ``seq_lens``, the aliased
 ``positions`` buffer, input mutation, dtypes) and that ``validate`` names the rule broken.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from .base import ContractViolation, Outcome, Target
 from .batch_change import TARGET as _batch_change
 from .copy_and_expand import TARGET as _copy_and_expand
+from .copy_and_expand_dflash import TARGET as _copy_and_expand_dflash
 from .draft_config import TARGET as _draft_config
 from .eagle_step import TARGET as _eagle_step
 from .extend_all_queries import TARGET as _extend_all_queries
@@ -23,6 +24,7 @@ TARGETS: dict[str, Target] = {
         _prepare_next_token_padded,
         _extend_all_queries,
         _draft_config,
+        _copy_and_expand_dflash,
         _eagle_step,
         _new_slot_mapping,
         _batch_change,

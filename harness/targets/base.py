@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from ..buffers import Guarded, filled, guard_for, pick_sentinel, poison, raw
 from ..case import Case
 from ..compare import Difference, compare_all
-from ..strategies import Scale
+from ..strategies import Scale, Shape
 
 
 class ContractViolation(ValueError):
@@ -36,7 +36,8 @@ class Outcome:
     """What checking one case found.
 
     ``differences``: implementation vs oracles (the findings); ``oracle_disagreements``: the
-    two oracles against each other (a harness bug); ``crash``: the run raised or died.
+    two oracles against each other (a harness bug); ``crash``: the run raised or died;
+    ``hang``: the run did not finish within its time limit (the supervisor killed it).
     """
 
     differences: list[Difference] = field(default_factory=list)
@@ -44,10 +45,24 @@ class Outcome:
     crash: str | None = None
     fatal: bool = False
     """The crash left the device unusable (a CUDA error is sticky): nothing more can run here."""
+    hang: str | None = None
 
     @property
     def ok(self) -> bool:
-        return not (self.differences or self.oracle_disagreements or self.crash)
+        return not (self.differences or self.oracle_disagreements or self.crash or self.hang)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """An older interface of a target that is still tested, instead of getting an interface
+    verdict: an implementation with exactly these ``parameters`` is launched as the variant
+    (the target's ``launch`` sees which outputs it was given) and the reports name it."""
+
+    parameters: tuple[str, ...]
+    lacks: tuple[str, ...] = ()
+    """Outputs (names in ``output_specs``) this interface does not have: not given, not compared."""
+    found_in: str = ""
+    """Where this interface is found (e.g. "vLLM 0.12-0.13"), for notes."""
 
 
 class Target(ABC):
@@ -60,6 +75,31 @@ class Target(ABC):
     parameters: tuple[str, ...] | None = None
     """The implementation's parameter names as the contract gives them (``None``: unchecked);
     an implementation with others gets an interface verdict, not a bug finding."""
+    variants: Mapping[str, Variant] = {}
+    """Older interfaces still tested, by name (see :class:`Variant`)."""
+
+    def variant_of(self, impl: Any) -> str | None:
+        """The name of the variant whose parameters ``impl`` has (``None``: the contract's own
+        interface, or one that is no variant)."""
+        if not self.variants:
+            return None
+        from ..sources.interface import parameters_of
+
+        params = parameters_of(impl)
+        if params is None or (self.parameters is not None and list(params) == list(self.parameters)):
+            return None
+        return next((n for n, v in self.variants.items() if list(params) == list(v.parameters)), None)
+
+    extremes: tuple[str, ...] = ()
+    """The features that are production extremes (vLLM's largest batches, offsets, rows, ids,
+    positions): every default run reaches each of them, through :meth:`extreme_cases`."""
+    shapes: tuple[Shape, ...] = ()
+    """Cheap-but-large shapes that reach the extremes, cheapest first."""
+
+    def extreme_cases(self, rng: np.random.Generator, scale: Scale) -> list[Case]:
+        """The tour that opens a default run: one case of each of :attr:`shapes`, cheapest
+        first; together they reach every feature of :attr:`extremes`, whatever ``rng``."""
+        return [shape.build(rng, scale) for shape in self.shapes]
 
     @abstractmethod
     def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
@@ -90,8 +130,44 @@ class Target(ABC):
         """How many output elements one check of ``case`` verifies (for throughput figures)."""
 
     def shrink_candidates(self, case: Case) -> Iterator[Case]:
-        """Smaller variants of ``case`` (drop requests, shorten, simplify), simplest first."""
+        """Smaller variants of ``case`` (drop requests, shorten, simplify), simplest first.
+
+        By default: the request drops of :func:`~..shrinking.keep_lists` (when the target
+        splits its cases into requests), then :meth:`shrink_moves`. The crash shrinker walks
+        this list; :func:`~..fuzz.shrink_finding` uses the split and the moves directly.
+        """
+        from ..shrinking import keep_lists
+
+        pieces = self.split_requests(case)
+        if pieces is not None:
+            for keep in keep_lists(len(pieces)):
+                yield self.join_requests(case, [pieces[i] for i in keep])
+        yield from self.shrink_moves(case)
+
+    def split_requests(self, case: Case) -> list[Any] | None:
+        """``case`` as a list of per-request pieces that :meth:`join_requests` puts back
+        together (any sub-list makes an in-contract case); ``None`` when it has no requests."""
+        return None
+
+    def join_requests(self, case: Case, pieces: list[Any]) -> Case:
+        """``case`` rebuilt from a sub-list of its :meth:`split_requests` pieces."""
+        raise NotImplementedError(f"{self.name} does not split its cases into requests")
+
+    def shrink_moves(self, case: Case) -> Iterator[Case]:
+        """Smaller or simpler variants of ``case`` other than dropping requests."""
         return iter(())
+
+    grid_field: str = "launch"
+    """The case field that sets the launch's grid (named when a grid exceeds the limits)."""
+
+    def programs(self, case: Case) -> int:
+        """Program instances of the launch that checking ``case`` makes (0: no kernel launch);
+        what a case costs under the Triton interpreter (see :mod:`..limits`)."""
+        return 0
+
+    def output_bytes(self, case: Case) -> int:
+        """Bytes of the output buffers checking ``case`` allocates (see :mod:`..limits`)."""
+        return 0
 
 
 OracleFn = Callable[..., None]
@@ -145,6 +221,9 @@ class TritonTarget(Target):
     def output_tokens(self, case: Case) -> int:
         outs = sum(int(np.prod(shape)) for _, shape in self.output_specs(case).values())
         return outs + sum(case.arrays[n].size for n in self.inout)
+
+    def output_bytes(self, case: Case) -> int:
+        return sum(int(np.prod(shape)) * np.dtype(dt).itemsize for dt, shape in self.output_specs(case).values())
 
     def _run_oracle(self, oracle: OracleFn, case: Case, fills: Mapping[str, int]) -> dict[str, np.ndarray]:
         specs = self.output_specs(case)
@@ -234,13 +313,16 @@ class TritonTarget(Target):
             )
         if not outcome.oracle_disagreements:  # identical: compare the kernel with one of them
             exp = {" = ".join(names): exp[names[0]]}
+        variant = self.variants.get(self.variant_of(impl) or "")
+        lacks = set(variant.lacks) if variant else set()
+        exp = {o: {n: a for n, a in e.items() if n not in lacks} for o, e in exp.items()}
         try:
             buffers = {
                 n: Guarded(a.dtype, a.shape, device, poison(a.dtype), content=a) for n, a in case.arrays.items()
             }
             alias = self.aliases(case)
             for n, (dt, shape) in self.output_specs(case).items():
-                if n not in alias:
+                if n not in lacks and n not in alias:
                     buffers[n] = Guarded(dt, shape, device, fills[n])
             views = {n: b.view for n, b in buffers.items()}
             views |= {out: buffers[inp].view for out, inp in alias.items()}

@@ -1,4 +1,4 @@
-"""``eagle_step_slot_mapping_metadata_kernel``: CONTRACT.md section 6.
+"""``eagle_step_slot_mapping_metadata_kernel``: docs/CONTRACT.md §6.
 
 One EAGLE draft step: positions move on by one (parked at 0 past ``max_model_len``), slots are
 looked up in the block table, ``seq_lens`` grows by one in place, and the cudagraph padding

@@ -1,4 +1,4 @@
-"""``compute_new_slot_mapping``: CONTRACT.md section 7.
+"""``compute_new_slot_mapping``: docs/CONTRACT.md §7.
 
 A case holds the metadata's arrays (``query_start_loc``, ``block_table``, ``seq_lens``, the old
 ``slot_mapping``), the function's tensors (``new_positions``, ``is_rejected_token_mask``) and

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..compare import Difference
+from ..errors import UserError
 from .base import Target
 
 CHANGED = "changed field"
@@ -56,6 +57,35 @@ class PythonFunctionTarget(Target):
         from ...kernels import vllm_types
 
         return vllm_types
+
+    def call(self, impl: Any, *args: Any) -> Any:
+        """``impl(*args)``; a function that needs what the stand-in types lack is told apart
+        from a bug: :class:`StandInGap` (a one-line usage verdict, exit 2), not a crash finding."""
+        try:
+            return impl(*args)
+        except AttributeError as exc:
+            gap = stand_in_gap(exc)
+            if gap is not None:
+                raise StandInGap(f"{self.name} {gap}") from None
+            raise
+
+
+class StandInGap(UserError):
+    """The function under test uses an attribute the stand-in vLLM types do not model."""
+
+
+def stand_in_gap(exc: AttributeError) -> str | None:
+    """``needs X.y, which the stand-in lacks; ...`` when ``exc`` is about a stand-in object."""
+    from ...kernels import vllm_types
+
+    obj = getattr(exc, "obj", None)
+    name = getattr(exc, "name", None)
+    if obj is None or name is None or type(obj).__module__ != vllm_types.__name__:
+        return None
+    cls = type(obj).__name__
+    modelled = ", ".join(field_names(obj)) if dataclasses.is_dataclass(obj) else "-"
+    return (f"needs {cls}.{name}, which the stand-in lacks (it models {modelled}); "
+            "install vLLM to use its classes")
 
 
 def snapshot(value: Any) -> Any:

@@ -1,0 +1,211 @@
+"""Every citation of the contract resolves: ``docs/CONTRACT.md`` exists and has what is cited.
+
+The page's sections are its headings ``## N. title``, its sub-sections ``### N.M title``. A
+citation is ``§N`` or ``§N.M`` anywhere in a ``.py`` or ``.md`` file of the repository (the sign
+means nothing else here), written ``docs/CONTRACT.md §N`` where the page is not obvious; a
+range names both ends, each with its own sign (``§N-§M``). Checked, as plain text (no project
+import, so it runs in milliseconds):
+
+* every section or sub-section cited is a heading of the page;
+* every path ending in the page's file name names the page (from the repository root or from
+  the citing file's folder), and every link anchor into it (``...md#anchor``) is the
+  GitHub anchor of one of its headings;
+* the old forms are gone: "section N" / "sections N-M" after the page's name, and ranges whose
+  second end lacks its sign;
+* the page's sections are numbered 1, 2, 3, ... in order, and each target module of
+  ``harness/targets/`` cites, in its docstring, the section whose heading names its target.
+
+This file itself is not scanned: it has to spell out the forms it forbids.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = Path("docs") / "CONTRACT.md"
+SKIP_DIRS = frozenset(
+    {".git", ".tox", ".venv", "venv", "build", "dist", "__pycache__", ".hypothesis",
+     ".pytest_cache", ".ruff_cache", "node_modules", "eaglefuzz-findings"}
+)  # fmt: skip
+SUFFIXES = (".py", ".md")
+
+SECTION = re.compile(r"^## (\d+)\. \S", re.M)
+SUBSECTION = re.compile(r"^### (\d+)\.(\d+) \S", re.M)
+HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+CITE = re.compile(r"§\s*(\d+(?:\.\d+)?)")
+OPEN_RANGE = re.compile(r"§\s*\d+(?:\.\d+)?\s*[-–]\s*\d")
+OLD_FORM = re.compile(r"CONTRACT\.md`*\)?,?\s+\(?sections?\s+\d", re.I)
+PATH = re.compile(r"[\w./-]*CONTRACT\.md(?:#([\w-]*))?")
+TARGET_NAME = re.compile(r"^    name = \"(\w+)\"", re.M)
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def page_outline(text: str) -> tuple[list[int], set[str], set[str]]:
+    """Section numbers in order, citable numbers (``"1"``, ``"1.2"``), anchors of ``text``."""
+    body = FENCE.sub("", text)
+    sections = [int(n) for n in SECTION.findall(body)]
+    citable = {str(n) for n in sections} | {f"{a}.{b}" for a, b in SUBSECTION.findall(body)}
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    for heading in HEADING.findall(body):
+        base = github_anchor(heading)
+        k = seen.get(base, 0)
+        seen[base] = k + 1
+        anchors.add(base if k == 0 else f"{base}-{k}")
+    return sections, citable, anchors
+
+
+def repository_files(root: Path) -> list[Path]:
+    """Every ``.py`` and ``.md`` file under ``root``, build/tool folders and this file excluded.
+
+    Skipped folders are pruned, not filtered: a checkout's ``.tox`` holds whole environments.
+    """
+    me = Path(__file__).resolve()
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
+        for name in sorted(files):
+            path = Path(folder) / name
+            if path.suffix in SUFFIXES and path.resolve() != me:
+                out.append(path)
+    return out
+
+
+def _line(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def problems(root: Path) -> list[str]:
+    """Every citation of the contract under ``root`` that does not resolve, one line each."""
+    page = root / PAGE
+    if not page.is_file():
+        return [f"{PAGE} is missing"]
+    sections, citable, anchors = page_outline(page.read_text(encoding="utf-8"))
+    found = []
+    if sections != list(range(1, len(sections) + 1)):
+        found.append(f"{PAGE}: sections numbered {sections}, expected 1, 2, 3, ... in order")
+    for path in repository_files(root):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        rel = path.relative_to(root)
+        for m in CITE.finditer(text):
+            if m.group(1) not in citable:
+                found.append(
+                    f"{rel}:{_line(text, m.start())}: §{m.group(1)} is not a heading of {PAGE}"
+                )
+        for m in OPEN_RANGE.finditer(text):
+            found.append(f"{rel}:{_line(text, m.start())}: write a range as §N-§M ({m.group(0)!r})")
+        for m in OLD_FORM.finditer(text):
+            found.append(f"{rel}:{_line(text, m.start())}: cite as '{PAGE} §N' ({m.group(0)!r})")
+        for m in PATH.finditer(text):
+            name = m.group(0).split("#", 1)[0]
+            where = [(root / name), (path.parent / name)]
+            if not any(w.is_file() and w.resolve() == page.resolve() for w in where):
+                found.append(f"{rel}:{_line(text, m.start())}: {name!r} is not {PAGE}")
+            elif m.group(1) is not None and m.group(1) not in anchors:
+                found.append(
+                    f"{rel}:{_line(text, m.start())}: no heading of {PAGE} has anchor #{m.group(1)}"
+                )
+    found += _target_citations(root, page)
+    return found
+
+
+def _target_citations(root: Path, page: Path) -> list[str]:
+    """Each target module's docstring cites the section whose heading names its target."""
+    titles = dict(
+        re.findall(r"^## (\d+)\. (.+)$", FENCE.sub("", page.read_text(encoding="utf-8")), re.M)
+    )
+    found = []
+    for path in sorted((root / "harness" / "targets").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        names = TARGET_NAME.findall(text)
+        if not names:
+            continue
+        try:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+        except SyntaxError as exc:
+            found.append(f"{path.relative_to(root)}: cannot be parsed ({exc.msg})")
+            continue
+        cited = re.findall(r"docs/CONTRACT\.md §(\d+)\b", doc)
+        rel = path.relative_to(root)
+        for name in names:
+            if not any(f"`{name}`" in titles.get(n, "") for n in cited):
+                found.append(f"{rel}: its docstring must cite the {PAGE} section titled `{name}`")
+    return found
+
+
+def test_every_contract_citation_resolves():
+    assert problems(ROOT) == []
+
+
+def test_the_page_has_a_section_per_target():
+    sections, citable, _ = page_outline((ROOT / PAGE).read_text(encoding="utf-8"))
+    assert sections[:5] == [1, 2, 3, 4, 5]
+    for n in range(1, 6):
+        assert {f"{n}.{k}" for k in range(1, 5)} <= citable  # semantics ... outside the domain
+
+
+def _mini_repo(root: Path, citing: str) -> None:
+    (root / "docs").mkdir()
+    (root / PAGE).write_text("# C\n\n## 1. `f`\n\n### 1.1 Semantics\n\n## 2. `g`\n")
+    (root / "harness" / "targets").mkdir(parents=True)
+    (root / "harness" / "targets" / "f.py").write_text(
+        '"""``f``: docs/CONTRACT.md §1."""\n\n\nclass F:\n    name = "f"\n'
+    )
+    (root / "README.md").write_text(citing)
+
+
+def test_a_well_cited_mini_repo_passes(tmp_path):
+    _mini_repo(tmp_path, "See docs/CONTRACT.md §1, §1.1 and §1-§2, [here](docs/CONTRACT.md#1-f).\n")
+    assert problems(tmp_path) == []
+
+
+def test_each_kind_of_broken_citation_is_seen(tmp_path):
+    _mini_repo(
+        tmp_path,
+        "docs/CONTRACT.md §99\n"
+        "§1.7\n"
+        "CONTRACT.md §1\n"
+        "../shared/CONTRACT.md\n"
+        "[x](docs/CONTRACT.md#nowhere)\n"
+        "docs/CONTRACT.md section 1\n"
+        "§1-2\n",
+    )
+    (tmp_path / "harness" / "targets" / "g.py").write_text(
+        '"""``g``: docs/CONTRACT.md §1."""\n\n\nclass G:\n    name = "g"\n'
+    )
+    found = "\n".join(problems(tmp_path))
+    assert "README.md:1: §99 is not a heading" in found
+    assert "README.md:2: §1.7 is not a heading" in found
+    assert "README.md:3: 'CONTRACT.md' is not docs/CONTRACT.md" in found
+    assert "README.md:4: '../shared/CONTRACT.md' is not" in found
+    assert "README.md:5: no heading of docs/CONTRACT.md has anchor #nowhere" in found
+    assert "README.md:6: cite as" in found
+    assert "README.md:7: write a range as" in found
+    assert "g.py: its docstring must cite the docs/CONTRACT.md section titled `g`" in found
+    assert "f.py" not in found
+
+
+def test_a_missing_page_or_a_gap_in_the_numbering_is_seen(tmp_path):
+    assert problems(tmp_path) == [f"{PAGE} is missing"]
+    _mini_repo(tmp_path, "")
+    (tmp_path / PAGE).write_text("## 1. `f`\n\n## 3. `h`\n")
+    assert any("sections numbered [1, 3]" in p for p in problems(tmp_path))
+
+
+def test_github_anchors():
+    assert (
+        github_anchor("1. `copy_and_expand_eagle_inputs_kernel`")
+        == "1-copy_and_expand_eagle_inputs_kernel"
+    )
+    assert github_anchor("4.2 Production preconditions") == "42-production-preconditions"
+    assert github_anchor("4. `extend_all_queries_by_N`") == "4-extend_all_queries_by_n"

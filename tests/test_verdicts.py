@@ -1,0 +1,259 @@
+"""Trustworthy verdicts on a user's own file: what ran is named, reproducers reproduce,
+interface mismatches are verdicts (not findings), private findings stay out of ``corpus/``."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eaglefuzz.harness import cli
+from eaglefuzz.harness.corpus import CORPUS_DIR
+from eaglefuzz.harness.sources import findings_dir
+from eaglefuzz.harness.sources.bundled import BundledSource
+from eaglefuzz.harness.sources.file import FileSource
+
+ROOT = Path(__file__).resolve().parent.parent
+CE = "copy_and_expand_eagle_inputs_kernel"
+PI = "eagle_prepare_inputs_padded_kernel"
+EXTEND = "extend_all_queries_by_N"
+BUG = "ce_positions_shifted"  # tests/seeded_bugs/mutants.py: found in a few examples
+
+
+def env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "EAGLEFUZZ_CACHE": str(tmp_path / "cache"), **extra}
+
+
+def run(args: list[str], tmp_path: Path, cwd: Path | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, env=env(tmp_path, **extra), cwd=cwd or tmp_path,
+                          timeout=600, check=False)
+
+
+def eaglefuzz(*args: str, tmp_path: Path, cwd: Path | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
+    return run([sys.executable, "-m", "eaglefuzz.harness.cli", *args], tmp_path, cwd, **extra)
+
+
+def kernel_file(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / f"{name}.py"
+    p.write_text("import triton\nimport triton.language as tl\nimport torch\n\n" + text)
+    return p
+
+
+def reproducer_of(report: str) -> str:
+    lines = report.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("reproduce (paste into a file"))
+    return "\n".join(ln[4:] for ln in lines[start + 1 :])
+
+
+@pytest.fixture(scope="module")
+def found(tmp_path_factory, mutants):
+    """One campaign against a buggy copy of copy_and_expand, run from an empty folder."""
+    tmp = tmp_path_factory.mktemp("found")
+    bug = mutants.write(mutants.BY_NAME[BUG], tmp / "bugs")
+    proc = eaglefuzz("fuzz", "--kernels", str(bug), "--examples", "60", "--json", "--no-progress",
+                     tmp_path=tmp, EAGLEFUZZ_PROGRESS_EVERY="0.5")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    return tmp, bug, proc, json.loads(proc.stdout)
+
+
+@pytest.mark.kernel
+def test_says_what_was_tested(found):
+    tmp, bug, proc, doc = found
+    # Only the target the file defines is fuzzed; one line names the ones it does not define.
+    assert list(doc["targets"]) == [CE]
+    assert doc["source"] == f"file {bug}"
+    assert doc["targets"][CE]["implementation"] == f"{bug}::{CE} (your file)"
+    (note,) = [ln for ln in proc.stderr.splitlines() if "does not define" in ln]
+    for other in ("eagle_prepare_inputs_padded_kernel", "extend_all_queries_by_N", "create_vllm_config_for_draft_model"):
+        assert other in note
+    (finding,) = doc["targets"][CE]["findings"]
+    assert f"tested: {bug}::{CE} (your file)" in finding["report"]
+    # Without a terminal: a progress line now and then.
+    assert re.search(rf"eaglefuzz: {CE}: \d+ examples", proc.stderr), proc.stderr
+
+
+@pytest.mark.kernel
+def test_private_findings_stay_out_of_the_corpus(found):
+    tmp, bug, proc, doc = found
+    (finding,) = doc["targets"][CE]["findings"]
+    saved = Path(finding["file"])
+    assert saved.is_relative_to(tmp / "eaglefuzz-findings"), saved
+    assert not saved.is_relative_to(CORPUS_DIR)
+    assert findings_dir(BundledSource()) == CORPUS_DIR
+    assert findings_dir(FileSource(bug)) == Path.cwd() / "eaglefuzz-findings"
+
+
+@pytest.mark.kernel
+def test_pasted_reproducer_fails_on_the_users_file(found, tmp_path):
+    _, bug, _, doc = found
+    report = doc["targets"][CE]["findings"][0]["report"]
+    script = tmp_path / "repro.py"
+    script.write_text(reproducer_of(report) + "\n")
+    assert f"source='file:{bug}'" in script.read_text()
+    failing = run([sys.executable, str(script)], tmp_path)
+    assert failing.returncode != 0, failing.stdout + failing.stderr
+    assert "DifferenceFound" in failing.stderr and "out_positions" in failing.stderr
+    # The same case against the production copy passes: the reproducer is about the user's file.
+    script.write_text(reproducer_of(report).replace(f", source='file:{bug}'", "") + "\n")
+    passing = run([sys.executable, str(script)], tmp_path)
+    assert passing.returncode == 0, passing.stderr[-2000:]
+
+
+@pytest.mark.kernel
+def test_printed_replay_commands_fail_from_anywhere(found, tmp_path):
+    _, bug, _, doc = found
+    report = doc["targets"][CE]["findings"][0]["report"]
+    commands = [ln.strip() for ln in report.splitlines() if ln.strip().startswith(("eaglefuzz replay", "python -m pytest"))]
+    assert len(commands) == 2, report
+    replay, pytest_cmd = commands
+    r = eaglefuzz(*replay.split()[1:], tmp_path=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 failed" in r.stdout
+    p = run([sys.executable, *pytest_cmd.split()[1:], "-q"], tmp_path)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-2000:]
+    assert "1 failed" in p.stdout and f"{bug}::{CE}" in p.stdout
+
+
+def _plugin_installed() -> bool:
+    eps = importlib.metadata.entry_points(group="pytest11")
+    return any(ep.value == "eaglefuzz.harness.pytest_plugin" for ep in eps)
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(not _plugin_installed(), reason="eaglefuzz is not installed (its pytest11 entry point is absent)")
+@pytest.mark.parametrize("with_path", [False, True], ids=["no-test-path", "test-path"])
+def test_pytest_kernels_option_from_another_directory(with_path, tmp_path, mutants):
+    bug = mutants.write(mutants.BY_NAME["pi_cu_read_as_exclusive"], tmp_path / "bugs")
+    args = [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "--kernels", str(bug)]
+    if with_path:
+        args += [str(ROOT / "tests" / "test_differential.py"), "-k", PI]
+    proc = run(args, tmp_path, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert "unrecognized arguments" not in out
+    assert proc.returncode == 1, out[-3000:]
+    assert PI in out and "differs from the contract" in out
+    if not with_path:  # the plugin's own suite ran: the file's one target, not the others
+        assert "test_fuzz" in out and "extend_all_queries_by_N" not in proc.stdout.split("short test summary")[-1]
+
+
+PI_SIGNATURE = "    num_rejected_tokens_gpu_ptr,  # [num_reqs] (output)\n"
+PI_STORE = "    tl.store(num_rejected_tokens_gpu_ptr + req_idx, num_rejected_tokens)\n"
+
+
+def _pi_source(mutants) -> str:
+    src = mutants.production_source(PI)
+    assert src.count(PI_SIGNATURE) == 1 and src.count(PI_STORE) == 1, "the production kernel changed"
+    return src
+
+
+@pytest.mark.parametrize(
+    ("variant", "words"),
+    [
+        ("old", ["missing num_rejected_tokens_gpu_ptr"]),
+        ("fork", ["extra use_index_clamp"]),
+    ],
+)
+def test_interface_mismatch_is_a_one_line_verdict(variant, words, tmp_path, mutants):
+    src = _pi_source(mutants)
+    if variant == "old":  # vLLM 0.12/0.13: no rejected-count output
+        src = src.replace(PI_SIGNATURE, "").replace(PI_STORE, "")
+    else:  # a fork with a flag of its own
+        src = src.replace("    num_reqs,  # tl.int32\n", "    num_reqs,  # tl.int32\n    use_index_clamp,\n")
+    path = kernel_file(tmp_path, variant, src)
+    proc = eaglefuzz("fuzz", "--kernels", str(path), "--examples", "5", tmp_path=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("eaglefuzz: error: ")
+    assert "Traceback" not in proc.stderr and "finding" not in proc.stdout
+    for w in words:
+        assert w in proc.stderr
+    assert str(path) in proc.stderr and "not a bug finding" in proc.stderr
+    assert not (tmp_path / "eaglefuzz-findings").exists()
+
+
+def test_stand_in_gap_is_a_verdict_not_a_crash(tmp_path, mutants):
+    src = mutants.production_source(EXTEND)
+    body = "    cad = common_attn_metadata\n"
+    assert src.count(body) == 1
+    src = src.replace(body, body + "    _ = cad.num_speculative_blocks\n")
+    path = tmp_path / "newer.py"
+    path.write_text("import torch\n\nfrom eaglefuzz.kernels.vllm_types import CommonAttentionMetadata\n\n\n" + src)
+    proc = eaglefuzz("fuzz", "--kernels", str(path), "--examples", "5", tmp_path=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if not ln.startswith("eaglefuzz: ") or "error" in ln]
+    assert len(errors) == 1 and errors[0].startswith("eaglefuzz: error: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "needs CommonAttentionMetadata.num_speculative_blocks, which the stand-in lacks" in proc.stderr
+    assert "install vLLM" in proc.stderr
+    assert not (tmp_path / "eaglefuzz-findings").exists()
+
+
+@pytest.mark.kernel
+def test_a_target_named_explicitly_comes_from_the_bundled_copy_and_says_so(tmp_path, mutants):
+    bug = mutants.write(mutants.BY_NAME[BUG], tmp_path / "bugs")
+    proc = eaglefuzz("fuzz", "--kernels", str(bug), "--kernel", PI, "--examples", "3", "--json",
+                     tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert list(doc["targets"]) == [PI]
+    assert doc["targets"][PI]["implementation"] == f"kernels/spec_decode_utils.py::{PI} (bundled production copy)"
+    assert any("testing the bundled production copy" in n for n in doc["notes"])
+
+
+@pytest.mark.kernel
+def test_replay_groups_identical_findings(tmp_path, mutants):
+    from eaglefuzz.harness.case import Case
+    from eaglefuzz.harness.corpus import save_case
+    from eaglefuzz.harness.targets import TARGETS
+
+    bug = mutants.write(mutants.BY_NAME["pi_rejected_missing_plus_one"], tmp_path / "bugs")
+    import numpy as np
+
+    target = TARGETS[PI]
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        case: Case = target.random_case(rng, __import__("eaglefuzz.harness.strategies", fromlist=["x"]).Scale(
+            max_requests=4, request_tail=4, max_query_len=8))
+        save_case(case, tmp_path / "cases")
+    proc = eaglefuzz("replay", str(tmp_path / "cases"), "--kernels", str(bug), tmp_path=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.count("=== ") == 1, proc.stdout
+    assert "3 case(s) fail the same way" in proc.stdout
+    assert proc.stdout.rstrip().splitlines()[-1].startswith("0 passed, 3 failed (1 distinct)")
+
+
+def test_did_you_mean(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["fuzz", "--kernel", "copy_and_expnd", "--no-isolate"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert f"did you mean {CE}?" in err
+
+
+def _help_options(command: str) -> set[str]:
+    cmd = cli.cli.commands[command]
+    return {o for p in cmd.params if not getattr(p, "hidden", False) for o in p.opts if o.startswith("--")} - {"--help"}
+
+
+def test_readme_synopsis_matches_help():
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Command line", 1)[1].split("\n\n", 2)[1]
+    for command in ("fuzz", "replay", "list"):
+        lines = block.split(f"eaglefuzz {command}", 1)[1].split("eaglefuzz ", 1)[0]
+        named = set(re.findall(r"--[a-z][a-z0-9-]*", lines))
+        helped = _help_options(command)
+        # --progress/--no-progress and --isolate/--no-isolate are pairs: one name in the synopsis suffices
+        helped = {o for o in helped if not o.startswith("--no-")}
+        named = {o for o in named if not o.startswith("--no-")}
+        assert named == helped, f"eaglefuzz {command}: README {sorted(named ^ helped)} differ from --help"
+
+
+def test_gitignore_covers_what_tox_leaves():
+    patterns = (ROOT / ".gitignore").read_text().split()
+    assert ".venv" in patterns  # a file or a folder (tox leaves either)
+    assert ".tox/" in patterns and "eaglefuzz-findings/" in patterns
