@@ -679,7 +679,7 @@ def update_num_computed_tokens_for_batch_change(
     prev_num_draft_tokens,
     cpu_num_computed_tokens,
 ) -> None:
-    """CONTRACT.md section 8; same rules as the vectorised oracle: one request after another
+    """docs/CONTRACT.md §8; same rules as the vectorised oracle: one request after another
     computes its new values from the buffers as they were, then every row is written."""
     prev = np.asarray(prev_positions, dtype=np.int64)
     n = len(prev)

@@ -601,7 +601,7 @@ def update_num_computed_tokens_for_batch_change(
     prev_num_draft_tokens,
     cpu_num_computed_tokens,
 ) -> None:
-    """CONTRACT.md section 8, in place on ``num_computed_tokens`` and ``num_accepted_tokens``.
+    """docs/CONTRACT.md §8, in place on ``num_computed_tokens`` and ``num_accepted_tokens``.
 
     For ``i < n = len(prev_positions)``, ``g = max(prev_positions[i], 0)``, every value read
     before anything is written::

@@ -1,4 +1,4 @@
-"""``update_num_computed_tokens_for_batch_change``: CONTRACT.md section 8.
+"""``update_num_computed_tokens_for_batch_change``: docs/CONTRACT.md §8.
 
 vLLM defines it under ``@torch.compile(dynamic=True, backend="inductor")``; a case says how it
 runs (``launch.mode``): ``eager`` calls the undecorated function (``_torchdynamo_orig_callable``,

@@ -934,9 +934,8 @@ MUTANTS += (
 )
 
 
-# -- vLLM 0.33 targets, newer than the bundled copy: mutants of the release's own module ------
-
-V033 = "vllm-release:0.33.0"
+# -- eagle_step, compute_new_slot_mapping, update_num_computed_tokens_for_batch_change
+# (docs/CONTRACT.md §6-§8): mutants of vLLM 0.33's module (V033 above), newer than the bundled copy.
 
 MUTANTS += (
     Mutant(
