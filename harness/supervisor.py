@@ -240,9 +240,21 @@ def _how(code: int) -> str:
     return f"exit code {code}"
 
 
+FAULT_SHRINK_BUDGET_ENV = "EAGLEFUZZ_FAULT_SHRINK_BUDGET"
+
+
+def fault_shrink_budget() -> float:
+    """Seconds a crash or hang may take to shrink (``$EAGLEFUZZ_FAULT_SHRINK_BUDGET``, 120 by
+    default): each step starts a fresh worker, and a hang's step waits out its time limit."""
+    try:
+        return max(0.0, float(os.environ.get(FAULT_SHRINK_BUDGET_ENV, "120")))
+    except ValueError:
+        return 120.0
+
+
 def shrink_fault(
     case: Any, kind: str, message: str, *, spec: str, backend: str, signals: Signals,
-    budget_s: float = 120.0, rounds: int = 40,
+    budget_s: float | None = None, rounds: int = 40,
 ) -> tuple[Any, str, int]:
     """Shrink a case that crashes (``kind`` "crash") or hangs ("hang") the process, one fresh
     worker per step.
@@ -256,7 +268,7 @@ def shrink_fault(
     from .corpus import encode
     from .journal import orphans
 
-    deadline = time.monotonic() + budget_s
+    deadline = time.monotonic() + (fault_shrink_budget() if budget_s is None else budget_s)
     steps, skip = 0, 0
     while steps < rounds and time.monotonic() < deadline and not signals.received:
         if skip >= len(fault_candidates(case)):

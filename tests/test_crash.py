@@ -51,8 +51,8 @@ def test_cli_reports_the_case_that_killed_the_process(tmp_path, crash_bug):
 def test_pytest_reports_the_case_that_killed_a_worker(tmp_path, crash_bug):
     corpus = tmp_path / "corpus"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_differential.py"),
-         "-k", PI, "--kernels", str(crash_bug), "--eaglefuzz-corpus", str(corpus)],
+        [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider",
+         f"{ROOT / 'tests' / 'test_differential.py'}::test_matches_oracles[{PI}-0]", "--kernels", str(crash_bug), "--eaglefuzz-corpus", str(corpus)],
         capture_output=True, text=True, env=_env(tmp_path), cwd=ROOT, timeout=600, check=False,
     )
     assert proc.returncode == 1, proc.stdout[-3000:]
