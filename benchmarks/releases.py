@@ -8,7 +8,9 @@ release: the targets the module defines, the verdict (clean / finding / interfac
 cannot load, with the reason) and the times. Findings go to a temporary folder, not ``corpus/``.
 
     python benchmarks/releases.py [--examples N] [--since X.Y.Z] [--versions X.Y.Z ...]
-                                  [--jobs J] [--backend B] [--output FILE]
+                                  [--kernel NAME ...] [--jobs J] [--backend B] [--output FILE]
+
+With ``--kernel``, only those targets are fuzzed (a release that defines none of them says so).
 
 Exit status: 0 when no release has a finding, 1 when one has (a table is printed either way).
 """
@@ -58,7 +60,7 @@ class Row:
     finding: bool = False
 
 
-def run_release(version: str, examples: int, backend: str, findings: Path) -> Row:
+def run_release(version: str, examples: int, backend: str, findings: Path, kernels: list[str] | None = None) -> Row:
     """Fetch (timed alone), then fuzz one release in a child process and classify the result."""
     from eaglefuzz.harness.errors import UserError
     from eaglefuzz.harness.sources.vllm import release_files
@@ -74,7 +76,7 @@ def run_release(version: str, examples: int, backend: str, findings: Path) -> Ro
     proc = subprocess.run(
         [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--vllm-version", version,
          "--examples", str(examples), "--backend", backend, "--json", "--no-progress",
-         "--corpus", str(findings / version)],
+         "--corpus", str(findings / version), *(a for k in kernels or () for a in ("--kernel", k))],
         capture_output=True, text=True, env=env, cwd=ROOT, check=False,
     )
     fuzz_s = time.monotonic() - start
@@ -115,6 +117,7 @@ def main() -> int:
     p.add_argument("--examples", type=int, default=20, help="examples per target (default 20)")
     p.add_argument("--since", default="0.12.0", help="the oldest release (default 0.12.0)")
     p.add_argument("--versions", nargs="+", metavar="X.Y.Z", help="these releases instead of the index's")
+    p.add_argument("--kernel", nargs="+", metavar="NAME", help="only these targets (default: every target)")
     p.add_argument("--jobs", type=int, default=1, help="releases fuzzed at once (default 1)")
     p.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpreter"])
     p.add_argument("--output", type=Path, help="also write the table to this file")
@@ -125,7 +128,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="eaglefuzz-releases-") as tmp:
         findings = Path(os.environ.get("EAGLEFUZZ_RELEASES_FINDINGS", tmp))
         def one(version: str) -> Row:
-            row = run_release(version, args.examples, args.backend, findings)
+            row = run_release(version, args.examples, args.backend, findings, args.kernel)
             print(f"releases: {version}: {row.verdict} ({row.fetch_s + row.fuzz_s:.0f} s)", file=sys.stderr, flush=True)
             return row
 
