@@ -17,6 +17,10 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from .determinism import pin_generation
+
+pin_generation()  # every draw of eaglefuzz goes through this module's strategies
+
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 POWERS_OF_TWO = tuple(2**k for k in range(9))  # 1 .. 256
