@@ -336,11 +336,12 @@ def _huge_offsets(rng: np.random.Generator, scale: Scale) -> Case:
     """max_num_batched_tokens of 32k and more: a prefill of 32768-33280 tokens and a short
     request (2 x 131 programs at most)."""
     M = int(rng.integers(1 << 16, 1 << 17))
-    W = cdiv(M, 16)
+    bs = int(rng.choice([64, 128, 256]))
+    W = cdiv(M, bs)
     lengths = [int(rng.integers(INT16_MAX + 1, INT16_MAX + 514)), int(rng.integers(1, 17))]
     reqs = [{"positions": int(rng.integers(0, M - n + 1)) + np.arange(n, dtype=np.int64),
              "row": block_row(int(rng.integers(0, 1 << 16)), 1, W)} for n in rng.permutation(lengths)]  # fmt: skip
-    return _shape_case(rng, reqs, int(rng.integers(1, 16)), 16)
+    return _shape_case(rng, reqs, int(rng.integers(1, 16)), bs)
 
 
 def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:

@@ -44,11 +44,13 @@ def _huge_offsets(rng: np.random.Generator, scale: Scale) -> Case:
     lengths[int(rng.integers(0, R))] = int(rng.integers(INT16_MAX + 1, INT16_MAX + 4097))
     bs = int(rng.choice([64, 128, 256]))
     nb = table_width(int(rng.integers(1 << 16, 1 << 18)), bs)
-    return _build(
+    case = _build(
         lengths, int(rng.integers(1, 5)), bs, nb=nb, fit="exact", layout="vllm",
         ids=str(rng.choice(["small", "any"])), seed=int(rng.integers(0, 1 << 32)),
         views=bool(rng.random() < 0.5), p0_near_end=False, max_tokens=1 << 17, max_table=R * nb,
     )  # fmt: skip
+    old = case.arrays["slot_mapping"]  # the metadata's own slots (never read): plain ones
+    return case.replace(arrays={"slot_mapping": np.arange(len(old), dtype=np.int64)})
 
 
 def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
