@@ -26,8 +26,18 @@ from hypothesis import strategies as st
 from ..buffers import GUARD, filled, guard_for, poison, raw
 from ..case import Case
 from ..compare import Difference
-from ..strategies import INT32_MAX, INT32_MIN, Scale
+from ..strategies import (
+    FLOAT32_EXACT,
+    INT32_MAX,
+    INT32_MIN,
+    MAX_NUM_SEQS,
+    SPEC_TOKENS,
+    Scale,
+    draw_shape,
+    random_shape,
+)
 from .base import ContractViolation, Outcome
+from .batch_change_tour import SHAPES
 from .pyfunc import PythonFunctionTarget
 
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
@@ -101,7 +111,13 @@ class BatchChange(PythonFunctionTarget):
         "near_int32_limit": "a corrected count within 2**16 of the int32 limit",
         "other_negative_prev": "a new request marked by a negative prev_position other than -1",
         "shared_previous_row": "two requests with the same previous row",
+        # production extremes (reached by every default run: see ``shapes``)
+        "beyond_1024_requests": "more than 1024 requests (max_num_seqs of 1024 and more)",
+        "counts_past_2_24": "a corrected count past 2**24 (max_model_len in the millions)",
+        "spec_tokens_15_plus": "a request with 15 or more drafts (num_speculative_tokens >= 15)",
     }
+    extremes = ("beyond_1024_requests", "counts_past_2_24", "spec_tokens_15_plus", "near_int32_limit")
+    shapes = SHAPES
 
     @property
     def oracles(self) -> Mapping[str, Any]:
@@ -118,6 +134,9 @@ class BatchChange(PythonFunctionTarget):
         return _cases(scale)
 
     def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        extreme = random_shape(rng, self.shapes, scale)
+        if extreme is not None:
+            return extreme
         mode = str(rng.choice(MODES))
         low = 2 if mode == "compiled" else 1
         top = int(rng.choice([8, scale.max_requests, scale.request_tail], p=[0.6, 0.3, 0.1]))
@@ -188,6 +207,9 @@ class BatchChange(PythonFunctionTarget):
             "near_int32_limit": np.any(part & (t.corrected > INT32_MAX - NEAR_LIMIT)),
             "other_negative_prev": np.any(t.prev < -1),
             "shared_previous_row": len(np.unique(nonneg)) < len(nonneg),
+            "beyond_1024_requests": t.n > MAX_NUM_SEQS,
+            "counts_past_2_24": np.any(part & (t.corrected > FLOAT32_EXACT)),
+            "spec_tokens_15_plus": np.any(part & (t.drafts >= SPEC_TOKENS)),
         }
         return frozenset(k for k, v in checks.items() if v)
 
@@ -333,6 +355,7 @@ def _build(
     new_share: float,
     values: str,
     seed: int,
+    K: int | None = None,
 ) -> Case:
     """A case: ``n`` requests, a previous batch of ``P``, buffers ``max(n, P) + extra`` long;
     ``order`` maps requests to previous rows (``identity``, ``shuffled``, ``shared``: some share
@@ -348,7 +371,7 @@ def _build(
     prev[new] = -1
     if order == "shared" and new.any():
         prev[np.flatnonzero(new)[0]] = -int(rng.integers(2, 1 << 20))
-    K = int(rng.integers(1, 8))
+    K = int(rng.integers(1, 8)) if K is None else K
     drafts = rng.integers(0, K + 1, size=Mx)
     drafts[rng.random(Mx) < 0.2] = 0
     valid = np.where(drafts[:P] > 0, rng.integers(1, K + 2, size=P), rng.integers(0, 2, size=P))
@@ -379,6 +402,9 @@ def _build(
 
 @st.composite
 def _cases(draw: st.DrawFn, scale: Scale) -> Case:
+    extreme = draw(draw_shape(SHAPES, scale))
+    if extreme is not None:
+        return extreme
     mode = draw(st.sampled_from(MODES))
     low = 2 if mode == "compiled" else 1
     regime = draw(st.sampled_from(["small"] * 6 + ["medium"] * 3 + ["tail"]))

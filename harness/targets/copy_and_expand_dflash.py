@@ -15,7 +15,19 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..case import Case
-from ..strategies import INT32_MAX, INT32_MIN, POWERS_OF_TWO, Scale, cdiv, next_power_of_2
+from ..strategies import (
+    FLOAT32_EXACT,
+    ID16_MAX,
+    INT16_MAX,
+    INT32_MAX,
+    INT32_MIN,
+    MAX_NUM_SEQS,
+    POWERS_OF_TWO,
+    SPEC_TOKENS,
+    Scale,
+    cdiv,
+    next_power_of_2,
+)
 from . import dflash_cases
 from .base import ContractViolation, TritonTarget
 
@@ -153,7 +165,21 @@ class CopyAndExpandDflash(TritonTarget):
         "large_positions": "positions of 2**31 and beyond",
         "int32_extreme_ids": "a next-token or mask id at the int32 limits",
         "spare_buffers": "the persistent output buffers are longer than what is written",
+        # production extremes (reached by every default run: see ``shapes``)
+        "beyond_1024_requests": "more than 1024 requests (max_num_seqs of 1024 and more)",
+        "offsets_past_32767": "query_start_loc past 32767 (max_num_batched_tokens of 32k and more)",
+        "query_slots_past_32767": "R * Q past 32767 (query-buffer indices r*Q + q beyond int16)",
+        "prefill_thousands": "a request of 2048 tokens or more (a long prefill)",
+        "spec_tokens_15_plus": "K >= 15 (num_speculative_tokens of 15 and more)",
+        "ids_past_65535": "a next-token or mask id from 65536 to 2**18 (vocabularies of 256k ids)",
+        "positions_past_2_24": "a context position past 2**24 that the block table reaches unclamped (max_model_len in the millions)",
+        "block_id_past_int16": "a non-negative block id read past 32767 (KV caches of more than 32k blocks)",
+        "slot_near_int32_limit": "a slot within 2**16 below 2**31 (the largest KV caches)",
     }
+    extremes = ("beyond_1024_requests", "offsets_past_32767", "query_slots_past_32767", "prefill_thousands",
+                "spec_tokens_15_plus", "ids_past_65535", "positions_past_2_24", "block_id_past_int16",
+                "slot_near_int32_limit")
+    shapes = dflash_cases.SHAPES
 
     @property
     def oracles(self) -> Mapping[str, Any]:
@@ -281,10 +307,25 @@ class CopyAndExpandDflash(TritonTarget):
             "large_positions": bool(np.any(lay.positions > INT32_MAX)),
             "int32_extreme_ids": bool(np.any((ids == INT32_MIN) | (ids == INT32_MAX))),
             "spare_buffers": lay.spare > 0,
+            "beyond_1024_requests": lay.R > MAX_NUM_SEQS,
+            "offsets_past_32767": lay.T > INT16_MAX,
+            "query_slots_past_32767": lay.R * lay.Q > INT16_MAX,
+            "prefill_thousands": lay.max_query_len >= 2048,
+            "spec_tokens_15_plus": lay.K >= SPEC_TOKENS,
+            "ids_past_65535": bool(np.any((ids > ID16_MAX) & (ids <= 1 << 18))),
+            "positions_past_2_24": bool(np.any((lay.positions > FLOAT32_EXACT) & (ctx_blocks <= lay.W - 1))),
+            "block_id_past_int16": bool(np.any(lay.read_block_ids > INT16_MAX)),
+            "slot_near_int32_limit": bool(np.any((lay.slots > INT32_MAX - (1 << 16)) & (lay.slots <= INT32_MAX))),
         }
         return frozenset(k for k, v in checks.items() if v)
 
     # -- execution --------------------------------------------------------------------
+
+    grid_field = "launch.max_tokens_per_req"
+
+    def programs(self, case: Case) -> int:
+        lay = _Layout(case)
+        return lay.R * lay.blocks
 
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         lay = _Layout(case)

@@ -21,8 +21,18 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..case import Case
-from ..strategies import INT32_MAX, Scale, cdiv
+from ..strategies import (
+    FLOAT32_EXACT,
+    INT16_MAX,
+    INT32_MAX,
+    MAX_NUM_SEQS,
+    Scale,
+    cdiv,
+    draw_shape,
+    random_shape,
+)
 from .base import ContractViolation, TritonTarget
+from .eagle_step_tour import SHAPES
 
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
 PAD_ID = -1
@@ -105,7 +115,13 @@ class EagleStep(TritonTarget):
         "odd_block_size": "a block size that is not a power of two (hybrid models: 528)",
         "partial_last_block": "max_model_len is not a multiple of block_size",
         "slot_near_int32_limit": "a slot id within 2**16 of the int32 limit",
+        # production extremes (reached by every default run: see ``shapes``)
+        "beyond_1024_requests": "more than 1024 requests (max_num_seqs of 1024 and more)",
+        "positions_past_2_24": "an in-range position past 2**24 (max_model_len in the millions: float32 no longer exact)",
+        "block_id_past_int16": "a block id read past 32767 (KV caches of more than 32k blocks)",
     }
+    extremes = ("beyond_1024_requests", "positions_past_2_24", "block_id_past_int16", "slot_near_int32_limit")
+    shapes = SHAPES
 
     @property
     def oracles(self) -> Mapping[str, Any]:
@@ -122,6 +138,9 @@ class EagleStep(TritonTarget):
         return _cases(scale)
 
     def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        extreme = random_shape(rng, self.shapes, scale)
+        if extreme is not None:
+            return extreme
         regime = rng.choice(["small", "medium", "tail"], p=[0.6, 0.3, 0.1])
         B = int(rng.integers(1, {"small": 9, "medium": scale.max_requests + 1, "tail": scale.request_tail + 1}[regime]))
         bs = int(rng.choice(BLOCK_SIZES))
@@ -210,10 +229,18 @@ class EagleStep(TritonTarget):
             "odd_block_size": t.bs & (t.bs - 1) != 0,
             "partial_last_block": t.M % t.bs != 0,
             "slot_near_int32_limit": np.any(inside & (t.slot > INT32_MAX - (1 << 16))),
+            "beyond_1024_requests": t.B > MAX_NUM_SEQS,
+            "positions_past_2_24": np.any(inside & (t.clamped > FLOAT32_EXACT)),
+            "block_id_past_int16": np.any(t.block > INT16_MAX),
         }
         return frozenset(k for k, v in checks.items() if v)
 
     # -- running ----------------------------------------------------------------------
+
+    grid_field = "launch.input_batch_size"
+
+    def programs(self, case: Case) -> int:
+        return case.launch.get("input_batch_size") or len(case.arrays["positions"])
 
     def aliases(self, case: Case) -> Mapping[str, str]:
         return {"out_clamped_positions": "positions"} if case.launch.get("aliased_positions") else {}
@@ -379,6 +406,9 @@ def _build(
 
 @st.composite
 def _cases(draw: st.DrawFn, scale: Scale) -> Case:
+    extreme = draw(draw_shape(SHAPES, scale))
+    if extreme is not None:
+        return extreme
     regime = draw(st.sampled_from(["small"] * 6 + ["medium"] * 3 + ["tail"]))
     top = {"small": 8, "medium": scale.max_requests, "tail": scale.request_tail}[regime]
     B = draw(st.integers(1, max(1, top)))

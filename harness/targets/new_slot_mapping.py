@@ -23,9 +23,20 @@ from hypothesis import strategies as st
 from ..buffers import Guarded, poison, raw
 from ..case import Case
 from ..compare import Difference
-from ..strategies import INT32_MAX, Scale, query_start_loc_from
+from ..strategies import (
+    FLOAT32_EXACT,
+    INT16_MAX,
+    INT32_MAX,
+    MAX_NUM_SEQS,
+    SPEC_TOKENS,
+    Scale,
+    draw_shape,
+    query_start_loc_from,
+    random_shape,
+)
 from .base import ContractViolation, Outcome
 from .eagle_step import BLOCK_SIZES, MAX_BLOCK_SIZE, MAX_POSITION, MAX_TABLE, max_block_id
+from .new_slot_mapping_tour import SHAPES
 from .pyfunc import (
     MUTATED,
     RESULT,
@@ -104,7 +115,17 @@ class NewSlotMapping(PythonFunctionTarget):
         "slot_near_int32_limit": "a slot id within 2**16 of the int32 limit",
         "views": "the tensors are views into longer buffers (as vLLM passes them)",
         "own_tensors": "the tensors are tensors of their own",
+        # production extremes (reached by every default run: see ``shapes``)
+        "beyond_1024_requests": "more than 1024 requests (max_num_seqs of 1024 and more)",
+        "offsets_past_32767": "query_start_loc past 32767 (max_num_batched_tokens of 32k and more)",
+        "prefill_thousands": "a request of 2048 tokens or more (a long prefill)",
+        "spec_tokens_15_plus": "num_new_tokens >= 15 (parallel drafting with num_speculative_tokens >= 15)",
+        "positions_past_2_24": "an unrejected token in range past 2**24 (max_model_len in the millions)",
+        "block_id_past_int16": "a block id looked up past 32767 (KV caches of more than 32k blocks)",
     }
+    extremes = ("beyond_1024_requests", "offsets_past_32767", "prefill_thousands", "spec_tokens_15_plus",
+                "positions_past_2_24", "block_id_past_int16", "slot_near_int32_limit")
+    shapes = SHAPES
 
     @property
     def oracles(self) -> Mapping[str, Any]:
@@ -118,6 +139,9 @@ class NewSlotMapping(PythonFunctionTarget):
         return _cases(scale)
 
     def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        extreme = random_shape(rng, self.shapes, scale)
+        if extreme is not None:
+            return extreme
         pick = rng.random(8)
         if pick[0] < 0.03:
             R = 0
@@ -180,6 +204,7 @@ class NewSlotMapping(PythonFunctionTarget):
         t = _Tokens(case)
         lens = np.diff(case.arrays["query_start_loc"].astype(np.int64))
         vllm = _is_vllm_layout(t)
+        slots = _slots(case, t)
         spans = False
         if t.live.any():
             lo = np.full(t.R, np.iinfo(np.int64).max)
@@ -208,7 +233,13 @@ class NewSlotMapping(PythonFunctionTarget):
             "wide_table": t.nb * t.bs - t.M >= t.bs,
             "block_size_one": t.bs == 1,
             "odd_block_size": t.bs & (t.bs - 1) != 0,
-            "slot_near_int32_limit": np.any(t.live & (_slots(case, t) > INT32_MAX - (1 << 16))),
+            "slot_near_int32_limit": np.any(t.live & (slots > INT32_MAX - (1 << 16))),
+            "beyond_1024_requests": t.R > MAX_NUM_SEQS,
+            "offsets_past_32767": int(case.arrays["query_start_loc"][-1]) > INT16_MAX,
+            "prefill_thousands": int(lens.max(initial=0)) >= 2048,
+            "spec_tokens_15_plus": t.N >= SPEC_TOKENS,
+            "positions_past_2_24": np.any(t.live & (t.pos > FLOAT32_EXACT)),
+            "block_id_past_int16": np.any(t.live & (slots // t.bs > INT16_MAX)),
             "views": bool(case.launch["views"]),
             "own_tensors": not case.launch["views"],
         }
@@ -410,16 +441,18 @@ def _build(
     seed: int,
     views: bool,
     p0_near_end: bool | None = None,
+    max_tokens: int = MAX_TOKENS,
+    max_table: int = MAX_TABLE,
 ) -> Case:
     """A case: ``lengths`` (qlen per request), ``N`` new tokens each, a table of ``nb`` columns
     (cut to fit MAX_TABLE) and max_model_len filling it (``exact``) or not (``fits``, narrower
     than the table: a wide table); values from ``seed``."""
     rng = np.random.default_rng(seed)
     R = len(lengths)
-    while sum(lengths) + R * N > MAX_TOKENS:  # shorten the requests, then drop some
+    while sum(lengths) + R * N > max_tokens:  # shorten the requests, then drop some
         lengths = [x // 2 for x in lengths] if sum(lengths) else lengths[: len(lengths) // 2]
         R = len(lengths)
-    nb = max(1, min(nb, MAX_TABLE // max(R, 1)))
+    nb = max(1, min(nb, max_table // max(R, 1)))
     full = nb * bs
     M = full if fit == "exact" else int(rng.integers(1, full + 1))
     counts = [q + N for q in lengths]
@@ -465,6 +498,9 @@ def _build(
 
 @st.composite
 def _cases(draw: st.DrawFn, scale: Scale) -> Case:
+    extreme = draw(draw_shape(SHAPES, scale))
+    if extreme is not None:
+        return extreme
     regime = draw(st.sampled_from(["small"] * 6 + ["medium"] * 3 + ["tail", "empty"]))
     if regime == "empty":
         R = 0
