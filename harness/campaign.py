@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .check import Finding
-from .exitcodes import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
+from .exitcodes import findings_exit
 from .fuzz import Stats, bulk_fuzz_target, fuzz_target
 
 PROGRESS_EVERY = float(os.environ.get("EAGLEFUZZ_PROGRESS_EVERY", "10"))
@@ -46,6 +46,8 @@ class Campaign:
     progress: bool
     as_json: bool
     journal_dir: Path | None = None
+    domain: str = "production"
+    """``production`` or ``extended`` (:mod:`.domains`)."""
 
     def _save(self, finding: Finding) -> Path:
         from .corpus import save_finding
@@ -130,6 +132,7 @@ class Campaign:
                         name, impls, backend.device, scale, seed=self.seed, examples=self.examples,
                         time_budget=per_budget, stop_on_finding=not self.keep_going, on_progress=on_progress,
                         chunk_offset=self.shard[0], chunk_step=self.shard[1], journal=journal, stats=stats,
+                        domain=self.domain,
                     )
                 except KeyboardInterrupt:
                     interrupted = True
@@ -143,14 +146,12 @@ class Campaign:
         if interrupted:  # a second signal must not cut the report short
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        findings = [(n, f) for n, s in results.items() for f in s.findings]
+        findings = [f for s in results.values() for f in s.findings]
         if self.as_json:
             print(json.dumps(self._json(backend.name, results, saved, interrupted), indent=2))
         else:
             self._print(console, results, saved, interrupted)
-        if findings:
-            return EXIT_FINDINGS
-        return EXIT_INTERRUPTED if interrupted else EXIT_OK
+        return findings_exit(findings, interrupted)
 
     def _json(self, backend: str, results: dict[str, Stats], saved: dict[int, Path], interrupted: bool) -> dict[str, Any]:
         from .targets import TARGETS
@@ -158,6 +159,7 @@ class Campaign:
         return {
             "seed": self.seed,
             "mode": self.mode,
+            "domain": self.domain,
             "backend": backend,
             "source": self.source.describe(),
             "notes": list(self.impls.notes),
@@ -171,9 +173,17 @@ class Campaign:
                     "seconds": round(s.seconds, 3),
                     "features_reached": sorted(s.features),
                     "features_missed": sorted(set(TARGETS[n].features) - s.features),
+                    **({"examples_per_tier": dict(sorted(s.tiers.items())),
+                        "edges_reached": sorted(s.edges),
+                        "edges_missed": sorted(set(TARGETS[n].extended_features) - s.edges)}
+                       if self.domain == "extended" else {}),
                     "findings": [
-                        {"kind": f.kind, "file": str(saved.get(id(f), "")),
-                         "report": f.report(saved=saved.get(id(f)))} for f in s.findings
+                        {"kind": f.kind, "tier": f.tier, "file": str(saved.get(id(f), "")),
+                         "report": f.report(saved=saved.get(id(f)))} for f in s.contract_findings
+                    ],
+                    "edge_divergences": [
+                        {"kind": f.kind, "tier": f.tier, "file": str(saved.get(id(f), "")),
+                         "report": f.report(saved=saved.get(id(f)))} for f in s.findings if f.is_edge
                     ],
                 }
                 for n, s in results.items()
@@ -187,15 +197,34 @@ class Campaign:
 
         out = sys.stdout
         for n, s in results.items():
-            for f in s.findings:
+            for f in s.contract_findings:
                 print(f"\n=== finding: {n} ({f.kind}) saved to {saved.get(id(f))}", file=out)
                 print(f.report(saved=saved.get(id(f))), file=out)
-        table = Table(title=f"eaglefuzz fuzz: seed {self.seed}, mode {self.mode}, shard {self.shard[0] + 1}/{self.shard[1]}")
-        for col in ("target", "examples", "tokens verified", "ex/s", "features", "findings"):
+        for n, s in results.items():  # apart from contract violations, after them
+            for f in s.findings:
+                if f.is_edge:
+                    print(f"\n=== edge divergence (extended tier, not a contract violation): {n} "
+                          f"saved to {saved.get(id(f))}", file=out)
+                    print(f.report(saved=saved.get(id(f))), file=out)
+        extended = self.domain == "extended"
+        domain = f", domain {self.domain}" if extended else ""
+        table = Table(title=f"eaglefuzz fuzz: seed {self.seed}, mode {self.mode}{domain}, shard {self.shard[0] + 1}/{self.shard[1]}")
+        cols = ["target", "examples", "tokens verified", "ex/s", "features", "findings"]
+        if extended:
+            cols[2:2] = ["extended-tier examples"]
+            cols[-1:-1] = ["edges"]
+            cols.append("edge divergences")
+        for col in cols:
             table.add_column(col, justify="left" if col == "target" else "right")
         for n, s in results.items():
             rate = s.examples / s.seconds if s.seconds else 0.0
-            table.add_row(n, str(s.examples), str(s.tokens), f"{rate:.1f}", f"{len(s.features)}/{len(TARGETS[n].features)}", str(len(s.findings)))
+            row = [n, str(s.examples), str(s.tokens), f"{rate:.1f}", f"{len(s.features)}/{len(TARGETS[n].features)}",
+                   str(len(s.contract_findings))]
+            if extended:
+                row[2:2] = [str(s.tiers.get("extended", 0))]
+                row[-1:-1] = [f"{len(s.edges)}/{len(TARGETS[n].extended_features)}"]
+                row.append(str(len(s.findings) - len(s.contract_findings)))
+            table.add_row(*row)
         Console_ = type(console)
         Console_(file=out, width=max(console.width, 110)).print(table)
         print(f"source: {self.source.describe()}", file=out)
@@ -208,5 +237,14 @@ class Campaign:
             if m:
                 print(f"coverage note: {n} did not reach {', '.join(m)} in this run "
                       "(not an error; more examples or --mode bulk reach them)", file=out)
+        if extended:
+            for n, s in results.items():
+                m = sorted(set(TARGETS[n].extended_features) - s.edges)
+                if m:
+                    print(f"coverage note: {n} did not reach the edges {', '.join(m)} in this run", file=out)
+                if any(f.is_edge for f in s.findings) and not s.contract_findings:
+                    print(f"{n}: edge divergences only: the production tier was searched on "
+                          f"({s.tiers.get('production', 0)} production-tier examples) without a contract violation",
+                          file=out)
         if interrupted:
             print("interrupted: findings so far are saved", file=out)

@@ -1,8 +1,10 @@
-"""The ``eaglefuzz`` command line: ``fuzz``, ``replay`` and ``list``.
+"""The ``eaglefuzz`` command line: ``fuzz``, ``replay``, ``audit`` and ``list``.
 
 Exit codes: 0 when no output differs, 1 when one does (a report is printed and the case is
 written to the corpus), 2 on a usage or input error (one line on stderr, no traceback), 3 on
-an internal error of eaglefuzz (with its traceback), 130 when interrupted with nothing found.
+an internal error of eaglefuzz (with its traceback), 4 when the only findings are edge
+divergences (``--domain extended``) or, for ``audit``, hazards, 130 when interrupted with
+nothing found.
 """
 
 from __future__ import annotations
@@ -77,6 +79,15 @@ _backend_opt = click.option(
     help="compiled on CUDA, or the Triton interpreter on the CPU (auto: CUDA when present)",
 )
 _json_opt = click.option("--json", "as_json", is_flag=True, help="print one JSON document instead of text")
+_domain_opt = click.option(
+    "--domain",
+    type=click.Choice(["production", "extended"]),
+    default="production",
+    show_default=True,
+    help="production: the inputs vLLM's call sites produce (and the harness's generated extensions); "
+    "extended: also the edges outside it where the reference is defined (differences there are "
+    "edge divergences, exit code 4)",
+)
 
 
 @cli.command()
@@ -87,6 +98,7 @@ _json_opt = click.option("--json", "as_json", is_flag=True, help="print one JSON
 @click.option("--seed", type=int, default=0, show_default=True, help="the same seed and options draw the same cases")
 @click.option("--mode", type=click.Choice(["hypothesis", "bulk"]), default="hypothesis", show_default=True, help="hypothesis: shrinking strategies; bulk: large NumPy-drawn batches, shrunk on a finding")
 @click.option("--shard", metavar="K/N", default=None, help="run share K of N disjoint campaigns (same seed on every machine)")
+@_domain_opt
 @click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False), default=None, help="where findings are written [default: corpus/ for production code, ./eaglefuzz-findings otherwise]")
 @click.option("--keep-going", is_flag=True, help="continue after a finding (default: stop that target at its first finding)")
 @_backend_opt
@@ -96,9 +108,9 @@ _json_opt = click.option("--json", "as_json", is_flag=True, help="print one JSON
               help="run in a child process, so a kernel that kills the process is still reported with its case")
 @click.pass_context
 def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None,
-         time_budget: float | None, seed: int, mode: str, shard: str | None, corpus_dir: str | None,
-         keep_going: bool, backend: str, as_json: bool, progress: bool | None, isolate: bool,
-         **source_values: Any) -> None:
+         time_budget: float | None, seed: int, mode: str, shard: str | None, domain: str,
+         corpus_dir: str | None, keep_going: bool, backend: str, as_json: bool,
+         progress: bool | None, isolate: bool, **source_values: Any) -> None:
     """Fuzz implementations against the oracles; findings are shrunk, reported and saved."""
     from .campaign import Campaign
     from .sources import findings_dir
@@ -118,6 +130,7 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
         corpus_dir=corpus, keep_going=keep_going,
         progress=sys.stderr.isatty() if progress is None else progress, as_json=as_json,
         journal_dir=Path(os.environ[JOURNAL_ENV]) if os.environ.get(JOURNAL_ENV) else None,
+        domain=domain,
     )
     sys.exit(campaign.run())
 
@@ -133,13 +146,14 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
 def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bool, isolate: bool,
            **source_values: Any) -> None:
     """Replay corpus files or folders (default: the whole corpus) against the implementations."""
-    from .corpus import CORPUS_DIR, discover, load_case
+    from .corpus import CORPUS_DIR, discover, load_entry
     from .replay import replay_cases
     from .sources import findings_dir
     from .supervisor import supervise
 
     files = discover([Path(p) for p in paths] or [CORPUS_DIR])
-    cases = [(f, load_case(f)) for f in files]  # validate every file before running any
+    cases = [(f, load_entry(f)) for f in files]  # validate every file before running any
+    cases = [(f, e.case, e.tier) for f, e in cases]
     source = _source(source_values)
     if isolate and not os.environ.get(WORKER_ENV):
         sys.exit(supervise(list(ctx.obj["argv"]), source=source, corpus_dir=findings_dir(source),
@@ -156,22 +170,24 @@ def shrink_crash_worker(case_file: str, backend: str, **source_values: Any) -> N
     """Worker of the crash shrinker: run the case's smaller variants until one kills us."""
     from .backend import select_backend
     from .check import check_case
-    from .corpus import load_case
+    from .corpus import load_entry
+    from .domains import shrink_moves
     from .journal import Journal
     from .sources import implementations_for
     from .targets import TARGETS, ContractViolation
 
-    case = load_case(case_file)
+    entry = load_entry(case_file)
+    case, tier = entry.case, entry.tier  # an edge case shrinks within the extended tier
     b = select_backend(backend)
     impls = implementations_for(_source(source_values), [case.kernel])
     journal = Journal(Path(os.environ[JOURNAL_ENV])) if os.environ.get(JOURNAL_ENV) else None
     target = TARGETS[case.kernel]
-    for candidate in target.shrink_candidates(case):
+    for candidate in shrink_moves(target, case, tier):
         try:
-            target.validate(candidate)
+            target.tier_of(candidate, tier)
         except ContractViolation:
             continue
-        check_case(candidate, impls, b.device, journal)  # a crash ends this process here
+        check_case(candidate, impls, b.device, journal, domain=tier)  # a crash ends this process here
     sys.exit(EXIT_OK)
 
 

@@ -16,6 +16,7 @@ from hypothesis import seed as hseed
 
 from .case import Case
 from .check import DifferenceFound, Finding, check_case
+from .domains import EXTENDED, PRODUCTION, case_for, shrink_moves, strategy_for, tier_for_step
 from .journal import Journal
 from .profiles import PROFILES
 from .sources import Implementations
@@ -36,12 +37,26 @@ class Stats:
     seconds: float = 0.0
     unshrunk: Finding | None = None
     """A finding not yet shrunk (shrinking in progress): kept so an interrupt cannot lose it."""
+    edges: set[str] = field(default_factory=set)
+    """Edges of the extended tier reached (:attr:`~.targets.base.Target.extended_features`)."""
+    tiers: dict[str, int] = field(default_factory=dict)
+    """Examples checked per tier (the case's own tier, not the generator's)."""
 
-    def record(self, target_name: str, case: Case) -> None:
+    def record(self, target_name: str, case: Case, domain: str = PRODUCTION) -> None:
         target = TARGETS[target_name]
         self.examples += 1
         self.tokens += target.output_tokens(case)
-        self.features |= target.features_of(case)
+        tier = target.tier_of(case, domain) if domain == EXTENDED else PRODUCTION
+        self.tiers[tier] = self.tiers.get(tier, 0) + 1
+        if tier == PRODUCTION:
+            self.features |= target.features_of(case)
+        else:
+            self.edges |= target.extended_features_of(case)
+
+    @property
+    def contract_findings(self) -> list[Finding]:
+        """The findings that are not edge divergences."""
+        return [f for f in self.findings if not f.is_edge]
 
 
 def hypothesis_chunk(
@@ -56,18 +71,20 @@ def hypothesis_chunk(
     stats: Stats | None = None,
     on_progress: Callable[[Stats], None] | None = None,
     journal: Journal | None = None,
+    tier: str = PRODUCTION,
 ) -> Finding | None:
-    """Run ``max_examples`` Hypothesis examples of target ``name``; the shrunk finding, if any."""
+    """Run ``max_examples`` Hypothesis examples of target ``name`` drawn from ``tier``'s
+    strategy; the shrunk finding, if any."""
     target = TARGETS[name]
     stats = stats if stats is not None else Stats()
     phases = (Phase.generate, Phase.shrink) if shrink else (Phase.generate,)
 
     @settings(PROFILES["ci"], max_examples=max_examples, database=None, phases=phases)
     @hseed(seed)
-    @given(target.strategy(scale))
+    @given(strategy_for(target, tier, scale))
     def run(case: Case) -> None:
-        stats.record(name, case)
-        finding = check_case(case, impls, device, journal)
+        stats.record(name, case, tier)
+        finding = check_case(case, impls, device, journal, domain=tier)
         if finding is not None and stats.unshrunk is None:
             stats.unshrunk = finding
         if on_progress is not None:
@@ -100,20 +117,25 @@ def fuzz_target(
     chunk_step: int = 1,
     journal: Journal | None = None,
     stats: Stats | None = None,
+    domain: str = PRODUCTION,
 ) -> Stats:
     """Fuzz target ``name`` until ``examples`` are checked or ``time_budget`` seconds pass.
 
-    Chunk ``i`` runs with seed ``derive_seed(seed, name, i)``; ``chunk_offset``/``chunk_step``
+    Chunk ``i`` runs with seed ``derive_seed(seed, name, i)`` (in the production domain; the
+    extended domain adds the tier to the key) and draws from the tier
+    :func:`~.domains.tier_for_step` gives; ``chunk_offset``/``chunk_step``
     select a disjoint share of the chunks (sharding across machines). ``stats`` (filled in
     place) lets a caller see what was found when an interrupt cuts the run short.
     """
     stats = stats if stats is not None else Stats()
 
     def chunk(i: int, remaining: int | None) -> Finding | None:
+        tier = tier_for_step(domain, i, any(f.is_edge for f in stats.findings))
+        key = (name, i) if domain == PRODUCTION else (name, tier, i)
         return hypothesis_chunk(
-            name, impls, device, scale, seed=derive_seed(seed, name, i),
+            name, impls, device, scale, seed=derive_seed(seed, *key),
             max_examples=CHUNK if remaining is None else min(CHUNK, remaining), shrink=shrink,
-            stats=stats, on_progress=on_progress, journal=journal,
+            stats=stats, on_progress=on_progress, journal=journal, tier=tier,
         )
 
     return _loop(stats, chunk, examples, time_budget, stop_on_finding, chunk_offset, chunk_step)
@@ -129,7 +151,9 @@ def _loop(
     stride: int,
 ) -> Stats:
     """Run ``step(i, examples left)`` for ``i = offset, offset + stride, ...`` until the
-    examples or the time budget are spent, or (with ``stop_on_finding``) a step finds one."""
+    examples or the time budget are spent, or (with ``stop_on_finding``) a step finds a
+    contract violation. An edge divergence does not stop the run: the steps after it draw
+    production cases only (:func:`~.domains.tier_for_step`)."""
     start = time.monotonic()
     i = offset
     while (examples is None or stats.examples < examples) and (
@@ -148,7 +172,7 @@ def _loop(
             stats.findings.append(finding)
             stats.unshrunk = None
         stats.seconds = time.monotonic() - start
-        if finding is not None and stop_on_finding:
+        if finding is not None and stop_on_finding and not finding.is_edge:
             break
     stats.seconds = time.monotonic() - start
     return stats
@@ -160,25 +184,33 @@ def shrink_finding(
     """Greedily shrink a finding: take the first smaller variant that still fails, repeat.
 
     Variants come from the target's ``shrink_candidates`` (drop requests, shorten them,
-    simplify values and launch parameters); a variant outside the contract is passed over.
+    simplify values and launch parameters), and for an edge divergence its
+    ``extended_shrink_candidates`` too; a variant outside the finding's tier is passed over.
+    A contract violation stays in the production tier; an edge divergence may shrink into a
+    production case that still fails the same way, which makes it a contract violation.
     """
     from .targets import ContractViolation
 
     target = TARGETS[finding.case.kernel]
     checks = 0
     improved = True
+
+    def failure(f: Finding) -> str:
+        o = f.outcome
+        return "oracle disagreement" if o.oracle_disagreements else "crash" if o.crash else "difference"
+
     while improved and checks < max_checks:
         improved = False
-        for candidate in target.shrink_candidates(finding.case):
+        for candidate in shrink_moves(target, finding.case, finding.tier):
             if checks >= max_checks:
                 break
             try:
-                target.validate(candidate)
+                target.tier_of(candidate, finding.tier)
             except ContractViolation:
                 continue
             checks += 1
-            smaller = check_case(candidate, impls, device, journal)
-            if smaller is not None and smaller.kind == finding.kind:
+            smaller = check_case(candidate, impls, device, journal, domain=finding.tier)
+            if smaller is not None and failure(smaller) == failure(finding):
                 finding = smaller
                 improved = True
                 break
@@ -201,19 +233,23 @@ def bulk_fuzz_target(
     chunk_step: int = 1,
     journal: Journal | None = None,
     stats: Stats | None = None,
+    domain: str = PRODUCTION,
 ) -> Stats:
     """Like :func:`fuzz_target`, with cases drawn by the target's NumPy generator.
 
-    Example ``i`` is drawn from ``derive_seed(seed, name, "bulk", i)``; shards take every
-    ``chunk_step``-th example from ``chunk_offset``. Findings are shrunk by :func:`shrink_finding`.
+    Example ``i`` is drawn from ``derive_seed(seed, name, "bulk", i)`` (the extended domain
+    adds the tier to the key); shards take every ``chunk_step``-th example from
+    ``chunk_offset``. Findings are shrunk by :func:`shrink_finding`.
     """
     target = TARGETS[name]
     stats = stats if stats is not None else Stats()
 
     def one(i: int, remaining: int | None) -> Finding | None:
-        case = target.random_case(np.random.default_rng(derive_seed(seed, name, "bulk", i)), scale)
-        stats.record(name, case)
-        finding = check_case(case, impls, device, journal)
+        tier = tier_for_step(domain, i, any(f.is_edge for f in stats.findings))
+        key = (name, "bulk", i) if domain == PRODUCTION else (name, "bulk", tier, i)
+        case = case_for(target, tier, np.random.default_rng(derive_seed(seed, *key)), scale)
+        stats.record(name, case, tier)
+        finding = check_case(case, impls, device, journal, domain=tier)
         if finding is not None:
             stats.unshrunk = finding
             if on_progress is not None:

@@ -147,16 +147,17 @@ class CorpusCase(pytest.Item):
 
     def runtest(self) -> None:
         from .check import DifferenceFound, check_case
-        from .corpus import load_case
+        from .corpus import load_entry
 
         try:
-            case = load_case(self.path)
+            entry = load_entry(self.path)
         except UserError as exc:
             pytest.fail(str(exc), pytrace=False)
+        case = entry.case
         impls = self.config.stash[_IMPLS]
         if case.kernel not in impls:
             pytest.skip(f"{self.config.stash[_SOURCE].describe()} does not define {case.kernel}")
-        finding = check_case(case, impls, self.config.stash[_BACKEND].device, _journal())
+        finding = check_case(case, impls, self.config.stash[_BACKEND].device, _journal(), domain=entry.tier)
         if finding is not None:
             raise DifferenceFound(finding)
 

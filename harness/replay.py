@@ -11,7 +11,6 @@ import click
 
 from .case import Case
 from .check import Finding
-from .exitcodes import EXIT_FINDINGS, EXIT_OK
 
 
 def signature(finding: Finding) -> tuple[Any, ...]:
@@ -24,7 +23,7 @@ def signature(finding: Finding) -> tuple[Any, ...]:
 
 
 def replay_cases(
-    cases: Sequence[tuple[Path, Case]],
+    cases: Sequence[tuple[Path, Case] | tuple[Path, Case, str]],
     source: Any,
     *,
     backend: str,
@@ -32,9 +31,14 @@ def replay_cases(
     journal_dir: Path | None = None,
 ) -> int:
     """Check every case against ``source``; print ``ok``/``FAIL`` per file (text) and one
-    report per group of identical findings; the exit code."""
+    report per group of identical findings; the exit code (:func:`~.exitcodes.findings_exit`).
+
+    A case may come with its corpus tier (``(path, case, tier)``): an extended-tier case is
+    checked in the extended domain, and a failure there is an edge divergence.
+    """
     from .backend import select_backend
     from .check import check_case
+    from .exitcodes import findings_exit
     from .journal import Journal
     from .sources import implementations_for
 
@@ -44,12 +48,12 @@ def replay_cases(
     skipped: dict[str, int] = {}
     groups: dict[tuple[Any, ...], list[tuple[Path, Finding]]] = {}
     replayed = 0
-    for f, case in cases:
+    for f, case, *tier in cases:
         if case.kernel not in impls:
             skipped[case.kernel] = skipped.get(case.kernel, 0) + 1
             continue
         replayed += 1
-        finding = check_case(case, impls, b.device, journal)
+        finding = check_case(case, impls, b.device, journal, domain=tier[0] if tier else "production")
         if finding is None:
             if not as_json:
                 click.echo(f"ok   {f}")
@@ -85,4 +89,4 @@ def replay_cases(
         for n in notes:
             click.echo(n)
         click.echo(f"{replayed - failed} passed, {failed} failed ({len(groups)} distinct) against {source.describe()}")
-    return EXIT_FINDINGS if groups else EXIT_OK
+    return findings_exit([g[0][1] for g in groups.values()])

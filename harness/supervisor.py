@@ -17,6 +17,7 @@ from typing import Any
 
 from .exitcodes import (
     EXIT_DEVICE_LOST,
+    EXIT_EDGE,
     EXIT_FINDINGS,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -105,7 +106,7 @@ def supervise(
 
     with tempfile.TemporaryDirectory(prefix="eaglefuzz-journal-") as jdir:
         code = _run_worker(argv, Path(jdir))
-        if code in (EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED):
+        if code in (EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_EDGE):
             return code
         if code == EXIT_DEVICE_LOST:
             how = "the device became unusable"
@@ -115,8 +116,10 @@ def supervise(
             how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         crashed = orphans(Path(jdir))
     results = []
+    edges_only = True
     for orphan in crashed:
         if orphan.case is None:
+            edges_only = False
             results.append({"kind": "crash", "file": None, "report": f"the journal could not be read: {orphan.error}"})
             continue
         case, crash = orphan.case, orphan.message or f"the process died ({how}) while running this case"
@@ -124,10 +127,13 @@ def supervise(
             print(f"eaglefuzz: a case killed the process ({how}); shrinking it, one process per step",
                   file=sys.stderr)
             case, crash, _ = shrink_crash(case, crash, source=source, backend=backend)
-        finding = Finding(case, Outcome(crash=crash), source.origin(case.kernel))
+        finding = Finding(case, Outcome(crash=crash), source.origin(case.kernel), _tier(case))
+        edges_only &= finding.is_edge
         path = save_finding(finding, corpus_dir) if save else None
-        results.append({"kind": "crash", "file": str(path) if path else None, "report": finding.report(saved=path)})
+        results.append({"kind": finding.kind, "tier": finding.tier, "file": str(path) if path else None,
+                        "report": finding.report(saved=path)})
     if not results:
+        edges_only = False
         results.append({"kind": "crash", "file": None, "report": f"the fuzzing process ended ({how}) outside any case"})
         if code == EXIT_INTERNAL:
             return EXIT_INTERNAL
@@ -135,5 +141,15 @@ def supervise(
         print(json.dumps({"crashed": how, "findings": results}, indent=2))
     else:
         for r in results:
-            print(f"\n=== finding: crash, saved to {r['file']}\n{r['report']}")
-    return EXIT_FINDINGS
+            print(f"\n=== finding: {r['kind']}, saved to {r['file']}\n{r['report']}")
+    return EXIT_EDGE if edges_only else EXIT_FINDINGS
+
+
+def _tier(case: Any) -> str:
+    """The domain tier of a journaled case (production when it cannot be told)."""
+    from .targets import TARGETS, ContractViolation
+
+    try:
+        return TARGETS[case.kernel].tier_of(case, "extended")
+    except (ContractViolation, KeyError):
+        return "production"

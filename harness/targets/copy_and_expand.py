@@ -24,6 +24,7 @@ from ..strategies import (
     query_start_loc_from,
     request_counts,
 )
+from . import copy_and_expand_edges as edges
 from .base import ContractViolation, TritonTarget
 
 I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)
@@ -169,7 +170,9 @@ class CopyAndExpand(TritonTarget):
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
+    def validate(self, case: Case, tier: str = "production") -> None:
+        if tier == "extended":
+            return self.validate_extended(case)
         a, s = case.arrays, case.scalars
         for name, dtype in self.inputs.items():
             if name not in a:
@@ -267,7 +270,7 @@ class CopyAndExpand(TritonTarget):
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         lay = _Layout(case)
         T = len(case.arrays["target_token_ids"])
-        n_out = max(int(lay.out_start[-1] + lay.total[-1]), 0)
+        n_out = max(int(lay.out_start[-1] + lay.total[-1]), int((lay.out_start + np.maximum(lay.total, 0)).max()), 0)
         pos_dtype = case.arrays["target_positions"].dtype
         return {
             "out_input_ids": (I32, (n_out,)),
@@ -297,7 +300,8 @@ class CopyAndExpand(TritonTarget):
         )
 
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
-        oracle(**case.arrays, **case.scalars, **outputs)
+        lay = _Layout(case)
+        oracle(**case.arrays, **case.scalars, **outputs, slots_per_request=lay.blocks * lay.block)
 
     def shrink_candidates(self, case: Case) -> Iterator[Case]:
         return _shrink(case)
@@ -329,6 +333,28 @@ class CopyAndExpand(TritonTarget):
                 return r, f"hidden-state map j={j} (must stay untouched without shift)"
             return r, f"hidden-state map j={j}"
         return None, array
+
+    # -- extended tier (docs/CONTRACT.md §1.4): copy_and_expand_edges.py -------------
+
+    extended_features = edges.FEATURES
+
+    def validate_extended(self, case: Case) -> None:
+        try:
+            self.validate(case)
+        except ContractViolation:
+            edges.validate(case, dict(self.inputs))
+
+    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        return edges.strategy(scale)
+
+    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        return edges.random_case(rng, scale)
+
+    def extended_features_of(self, case: Case) -> frozenset[str]:
+        return edges.features_of(case)
+
+    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
+        return edges.shrink_candidates(case)
 
 
 def _build(
