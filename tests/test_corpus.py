@@ -193,7 +193,9 @@ def test_format_round_trip_any_arrays(arrays, scalars, launch, note):
     back = decode(text, "mem.json", contract=False).case
     assert back == case and back.note == note
     assert all(back.arrays[n].shape == a.shape for n, a in arrays.items())
-    assert json.loads(text)["schema"] == 1
+    assert json.loads(text)["schema"] == 2 and json.loads(text)["tier"] == "production"
+    old = encode(case, schema=1)  # a schema-1 file of the same case loads alike
+    assert "tier" not in json.loads(old) and decode(old, "old.json", contract=False).case == case
 
 
 def test_int64_limits_are_stored_exactly():
