@@ -162,6 +162,52 @@ def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bo
     sys.exit(replay_cases(cases, source, backend=backend, as_json=as_json, journal_dir=journal_dir))
 
 
+@cli.command()
+@click.option("--kernel", "kernel_names", multiple=True, metavar="NAME", help="target to audit (repeatable; default: every target the source defines)")
+@source_options
+@click.option("--examples", type=click.IntRange(min=1), default=60, show_default=True, help="examples drawn per target and tier")
+@click.option("--seed", type=int, default=0, show_default=True, help="the same seed and options draw the same cases")
+@click.option("--strict", is_flag=True, help="exit 1 when a hazard is reachable in the production tier, 4 when hazards lie in the extended tier only")
+@_backend_opt
+@_json_opt
+def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool, backend: str, as_json: bool,
+          **source_values: Any) -> None:
+    """Search both domain tiers for inputs that break what a caller relies on; report each hazard."""
+    from .audit import audit as run_audit
+    from .backend import select_backend
+    from .exitcodes import EXIT_EDGE, EXIT_FINDINGS
+    from .sources import implementations_for
+
+    names = _targets(kernel_names)
+    source = _source(source_values)
+    b = select_backend(backend)
+    impls = implementations_for(source, names)
+    results = run_audit(list(impls.funcs), impls, b.device, examples=examples, seed=seed)
+    hazards = [h for r in results for h in r.hazards]
+    if as_json:
+        import json
+
+        click.echo(json.dumps({
+            "source": source.describe(), "backend": b.name, "seed": seed, "examples": examples,
+            "targets": {r.target: {"searched": r.searched, "errors": r.errors, "holds": r.holds,
+                                   "hazards": [h.to_json() for h in r.hazards]} for r in results},
+        }, indent=2))
+    else:
+        click.echo(f"eaglefuzz audit of {source.describe()} ({b.name}), seed {seed}, {examples} examples per tier")
+        for r in results:
+            tiers = ", ".join(f"{n} {t}" for t, n in sorted(r.searched.items()))
+            click.echo(f"\n## {r.target}: {tiers} examples" + (f", {r.errors} raised" if r.errors else ""))
+            for h in r.hazards:
+                click.echo(h.report())
+            if r.holds:
+                click.echo(f"holds on every example: {', '.join(r.holds)}")
+        reach = sum(h.reachable_in_production for h in hazards)
+        click.echo(f"\n{len(hazards)} hazard(s), {reach} reachable in the production tier")
+    if strict and hazards:
+        sys.exit(EXIT_FINDINGS if any(h.reachable_in_production for h in hazards) else EXIT_EDGE)
+    sys.exit(EXIT_OK)
+
+
 @cli.command(name="_shrink-crash", hidden=True)
 @click.argument("case_file", type=click.Path(exists=True, dir_okay=False))
 @source_options

@@ -46,8 +46,10 @@ def tier_for_step(domain: str, step: int, extended_done: bool) -> str:
 
     In the extended domain, odd steps draw edges and even steps production cases, so half of
     the run checks the production tier however many edges diverge; after an edge divergence
-    (``extended_done``) every step draws production cases, so a run that reports only edge
-    divergences has spent its budget looking for contract violations too.
+    (``extended_done``: a run that stops at its first finding) every step draws production
+    cases, so a run that reports only edge divergences has spent its budget looking for
+    contract violations too. With ``--keep-going`` the edges keep being drawn, and each
+    distinct way of diverging is reported once.
     """
     if domain != EXTENDED or extended_done:
         return PRODUCTION

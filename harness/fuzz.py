@@ -41,6 +41,9 @@ class Stats:
     """Edges of the extended tier reached (:attr:`~.targets.base.Target.extended_features`)."""
     tiers: dict[str, int] = field(default_factory=dict)
     """Examples checked per tier (the case's own tier, not the generator's)."""
+    edge_keys: set[tuple] = field(default_factory=set)
+    """Signatures (:func:`~.replay.signature`) of the edge divergences found: with
+    ``--keep-going`` a case that diverges the same way again is passed over, not re-reported."""
 
     def record(self, target_name: str, case: Case, domain: str = PRODUCTION) -> None:
         target = TARGETS[target_name]
@@ -85,6 +88,8 @@ def hypothesis_chunk(
     def run(case: Case) -> None:
         stats.record(name, case, tier)
         finding = check_case(case, impls, device, journal, domain=tier)
+        if finding is not None and finding.is_edge and _seen(stats, finding):
+            finding = None
         if finding is not None and stats.unshrunk is None:
             stats.unshrunk = finding
         if on_progress is not None:
@@ -130,7 +135,7 @@ def fuzz_target(
     stats = stats if stats is not None else Stats()
 
     def chunk(i: int, remaining: int | None) -> Finding | None:
-        tier = tier_for_step(domain, i, any(f.is_edge for f in stats.findings))
+        tier = tier_for_step(domain, i, stop_on_finding and any(f.is_edge for f in stats.findings))
         key = (name, i) if domain == PRODUCTION else (name, tier, i)
         return hypothesis_chunk(
             name, impls, device, scale, seed=derive_seed(seed, *key),
@@ -170,6 +175,10 @@ def _loop(
         i += stride
         if finding is not None:
             stats.findings.append(finding)
+            if finding.is_edge:
+                from .replay import signature
+
+                stats.edge_keys |= {signature(f) for f in (finding, stats.unshrunk) if f is not None}
             stats.unshrunk = None
         stats.seconds = time.monotonic() - start
         if finding is not None and stop_on_finding and not finding.is_edge:
@@ -245,11 +254,13 @@ def bulk_fuzz_target(
     stats = stats if stats is not None else Stats()
 
     def one(i: int, remaining: int | None) -> Finding | None:
-        tier = tier_for_step(domain, i, any(f.is_edge for f in stats.findings))
+        tier = tier_for_step(domain, i, stop_on_finding and any(f.is_edge for f in stats.findings))
         key = (name, "bulk", i) if domain == PRODUCTION else (name, "bulk", tier, i)
         case = case_for(target, tier, np.random.default_rng(derive_seed(seed, *key)), scale)
         stats.record(name, case, tier)
         finding = check_case(case, impls, device, journal, domain=tier)
+        if finding is not None and finding.is_edge and _seen(stats, finding):
+            finding = None
         if finding is not None:
             stats.unshrunk = finding
             if on_progress is not None:
@@ -260,3 +271,10 @@ def bulk_fuzz_target(
         return finding
 
     return _loop(stats, one, examples, time_budget, stop_on_finding, chunk_offset, chunk_step)
+
+
+def _seen(stats: Stats, finding: Finding) -> bool:
+    """Whether an edge divergence like ``finding`` was already reported in this run."""
+    from .replay import signature
+
+    return signature(finding) in stats.edge_keys

@@ -212,12 +212,26 @@ def shrink_candidates(case: Case) -> Iterator[Case]:
         yield case.replace(scalars={"total_input_tokens": T})
     if case.launch.get("num_blocks") is not None or case.launch.get("block_size_tokens") is not None:
         yield case.replace(launch={"block_size_tokens": None, "num_blocks": None})
+    block, blocks = case.launch.get("block_size_tokens"), case.launch.get("num_blocks")
+    if block is not None and blocks is not None and block > 1:  # a smaller partial grid
+        yield case.replace(launch={"block_size_tokens": block // 2})
+    for name in ("parallel_drafting_token_id", "padding_token_id"):
+        if case.scalars[name] != 0:
+            yield case.replace(scalars={name: 0})
     reqs = _requests(case)
     for r, q in enumerate(reqs):
         if len(q["tokens"]) == 0 and len(reqs) > 1:
             yield _rebuild_raw(case, reqs[:r] + reqs[r + 1 :])
+        n = len(q["tokens"])
+        for m in sorted({1, n // 2, n - 1} - {0, n}):  # shorter, qe - qs kept (the edge with it)
+            short = {**q, "tokens": q["tokens"][:m], "positions": q["positions"][:m], "rejected": q["rejected"] - (n - m)}
+            yield _rebuild_raw(case, reqs[:r] + [short] + reqs[r + 1 :])
         if q["rejected"] != 0:
             yield _rebuild_raw(case, reqs[:r] + [{**q, "rejected": 0}] + reqs[r + 1 :])
+    plain = [{**q, "tokens": np.zeros_like(q["tokens"]), "next": 0,
+              "positions": np.arange(len(q["positions"]), dtype=np.int64)} for q in reqs]
+    if any(np.any(q["tokens"]) or q["next"] or np.any(q["positions"] != p["positions"]) for q, p in zip(reqs, plain, strict=True)):
+        yield _rebuild_raw(case, plain)
 
 
 def _rebuild_raw(case: Case, reqs: list[dict[str, Any]]) -> Case:
@@ -238,6 +252,9 @@ def _rebuild_raw(case: Case, reqs: list[dict[str, Any]]) -> Case:
         parallel_id=s["parallel_drafting_token_id"],
         launch=dict(case.launch),
     )
+    blocks = new.launch.get("num_blocks")
+    if blocks is not None and blocks >= _Layout(new).base.min_blocks:
+        new = new.replace(launch={"num_blocks": None})  # the grid covers every slot now: vLLM's count
     T = len(case.arrays["target_token_ids"])
     if s["total_input_tokens"] != T:
         new = new.replace(scalars={"total_input_tokens": min(s["total_input_tokens"], max(len(new.arrays["target_token_ids"]), 1))})

@@ -130,6 +130,12 @@ def shrink_candidates(case: Case) -> Iterator[Case]:
     if S >= 1 and block is not None and block < S:
         yield case.replace(launch={"block_size_tokens": next_power_of_2(S)})
     rows = case.arrays["sampled_token_ids"]
+    if S > 1:  # drop one column (of every row): S - 1 columns
+        for col in range(S):
+            keep = [k for k in range(rows.shape[1]) if k != col]
+            yield case.replace(arrays={"sampled_token_ids": rows[:, keep]},
+                               scalars={"num_sampled_tokens_per_req": S - 1},
+                               launch={"block_size_tokens": None if block is None else min(block, max(next_power_of_2(S - 1), 1))})
     for r in range(rows.shape[0]):
         if np.any(rows[r, :S] < -1):
             fixed = rows.copy()
