@@ -114,7 +114,7 @@ def grid_kernel(
     from .targets import TARGETS
 
     target = name or fn.__name__
-    if target not in TARGETS or TARGETS[target].parameters is None:
+    if target not in TARGETS or TARGETS[target].kind != "triton kernel" or TARGETS[target].parameters is None:
         kernels = [n for n, t in TARGETS.items() if t.kind == "triton kernel"]
         raise TypeError(f"grid_kernel({fn.__name__}): {target!r} is not a kernel target (name= one of {', '.join(kernels)})")
     params = tuple(TARGETS[target].parameters or ())
