@@ -252,6 +252,10 @@ def list_targets(**source_values: Any) -> None:
         click.echo(f"{name} ({t.kind}): {where}")
         for f, doc in t.features.items():
             click.echo(f"    {f:24s} {doc}")
+        if t.extended_features:
+            click.echo("  edges of the extended tier (--domain extended):")
+            for f, doc in t.extended_features.items():
+                click.echo(f"    {f:24s} {doc}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -70,7 +70,7 @@ def test_observe_tells_written_from_untouched(ref, backend):
 
 
 def test_audit_of_prepare_inputs_padded(ref, backend):
-    result = audit_target(PI, ref[PI], backend.device, examples=15)
+    result = audit_target(PI, ref[PI], backend.device, examples=10)
     assert result.errors == 0 and set(result.searched) == {"production", "extended"}
     found = {h.prop.name: h for h in result.hazards}
     assert {"index_to_sample_in_request", "rejected_within_drafts"} <= set(found)
@@ -84,7 +84,7 @@ def test_audit_of_prepare_inputs_padded(ref, backend):
 def test_a_hazard_reachable_in_production(ref, backend):
     """A kept request can get valid_sampled_tokens_count = 0 in the production tier (no id
     below vocab_size): prepare_inputs_padded's contract assumes >= 1 for a request with drafts."""
-    result = audit_target(NT, ref[NT], backend.device, examples=15)
+    result = audit_target(NT, ref[NT], backend.device, examples=10)
     found = {h.prop.name: h for h in result.hazards}
     h = found["kept_request_has_valid_token"]
     assert h.reachable_in_production and h.tier == "production"
@@ -94,7 +94,7 @@ def test_a_hazard_reachable_in_production(ref, backend):
 
 def test_audit_command(capsys, backend):
     be = "cuda" if backend.compiled else "interpreter"
-    args = ["audit", "--kernel", PI, "--examples", "8", "--backend", be]
+    args = ["audit", "--kernel", PI, "--examples", "5", "--backend", be]
     with pytest.raises(SystemExit) as exc:
         cli.main([*args, "--json"])
     doc = json.loads(capsys.readouterr().out)

@@ -21,7 +21,13 @@ from eaglefuzz.harness.check import check_case
 from eaglefuzz.harness.corpus import CORPUS_DIR, encode, load_entry, save_case
 from eaglefuzz.harness.domains import shrink_moves
 from eaglefuzz.harness.errors import UserError
-from eaglefuzz.harness.exitcodes import EXIT_EDGE, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, findings_exit
+from eaglefuzz.harness.exitcodes import (
+    EXIT_EDGE,
+    EXIT_FINDINGS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    findings_exit,
+)
 from eaglefuzz.harness.fuzz import bulk_fuzz_target
 from eaglefuzz.harness.sources import implementations_for
 from eaglefuzz.harness.sources.bundled import BundledSource
