@@ -5,6 +5,16 @@ examples/s and verified output elements ("tokens")/s of a Hypothesis run and of 
 then the time each seeded bug of tests/seeded_bugs/mutants.py takes to be detected and shrunk.
 
     python benchmarks/bench.py [--examples N] [--seed S] [--no-bugs] [--backend B]
+
+Time to verdict (what a user waits for): the whole command ``eaglefuzz fuzz --kernels BUG
+--kernel K`` per seeded bug, wall clock from start to exit (start-up, detection, shrinking,
+report), with the median and maximum for the bugs that need a production extreme and for the
+others; the first-example latency of ``eaglefuzz fuzz --kernel K`` per target; the time to
+shrink findings on 150-request batches:
+
+    python benchmarks/bench.py --verdict [--only NAME ...] [--repeat N] [--out FILE]
+    python benchmarks/bench.py --latency [--repeat N]
+    python benchmarks/bench.py --shrink150
 """
 
 from __future__ import annotations
@@ -25,7 +35,26 @@ def main() -> int:
     p.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpreter"])
     p.add_argument("--no-bugs", action="store_true", help="skip the seeded-bug detection timings")
     p.add_argument("--bug-examples", type=int, default=300, help="example limit per seeded bug")
+    p.add_argument("--verdict", action="store_true", help="time to verdict of each seeded bug (whole CLI command)")
+    p.add_argument("--latency", action="store_true", help="first-example latency of `eaglefuzz fuzz --kernel K`")
+    p.add_argument("--shrink150", action="store_true", help="seconds to shrink findings on 150-request batches")
+    p.add_argument("--only", nargs="*", default=None, metavar="NAME", help="--verdict: these seeded bugs only")
+    p.add_argument("--repeat", type=int, default=1, help="--verdict/--latency: runs per item (the median is kept)")
+    p.add_argument("--out", default=None, help="--verdict/--latency: also write the Markdown here")
     args = p.parse_args()
+    if args.verdict or args.latency or args.shrink150:
+        from verdict import latency_table, shrink150_table, verdict_table  # benchmarks/verdict.py
+
+        text = ""
+        if args.latency:
+            text += latency_table(args.repeat) + "\n"
+        if args.verdict:
+            text += verdict_table(args.only, args.repeat) + "\n"
+        if args.shrink150:
+            text += shrink150_table() + "\n"
+        if args.out:
+            Path(args.out).write_text(text)
+        return 0
 
     from eaglefuzz.harness.backend import select_backend
 
@@ -91,7 +120,7 @@ def main() -> int:
                 shrunk = fn(name, bug_impls, backend.device, scale, seed=args.seed, examples=args.bug_examples, shrink=True)
                 shrink = time.perf_counter() - t1 - detect
                 case = shrunk.findings[0].case
-                reqs = case.scalars.get("num_reqs", len(case.arrays.get("query_end_loc", [])))
+                reqs = case.scalars.get("num_reqs", len(case.arrays.get("query_start_loc", [0])) - 1)
                 print(f"| {path.stem} | {name} | {mode} | {s.examples} | {detect:.2f} | {max(shrink, 0):.2f} | {reqs} |")
                 sys.stdout.flush()
     return 0

@@ -24,7 +24,7 @@ from hypothesis import seed as hseed
 from .audit_properties import PROPERTIES, Observation, Property
 from .buffers import Guarded, poison, raw
 from .case import Case
-from .domains import EXTENDED, PRODUCTION, shrink_moves, strategy_for
+from .domains import EXTENDED, PRODUCTION, shrink_candidates_for, strategy_for
 from .strategies import Scale, derive_seed
 from .targets import TARGETS, ContractViolation
 from .targets.base import TritonTarget
@@ -177,7 +177,7 @@ def shrink_hazard(target_name: str, prop: Property, case: Case, tier: str, impl:
     checks, improved = 0, True
     while improved and checks < max_checks:
         improved = False
-        for candidate in shrink_moves(target, case, tier):
+        for candidate in shrink_candidates_for(target, case, tier):
             if checks >= max_checks:
                 break
             if size_key(candidate) >= size_key(case):

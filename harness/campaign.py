@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -21,10 +20,6 @@ from .fuzz import Stats, bulk_fuzz_target, fuzz_target
 
 PROGRESS_EVERY = float(os.environ.get("EAGLEFUZZ_PROGRESS_EVERY", "10"))
 """Seconds between progress lines when no progress bar is shown (no terminal)."""
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 @dataclass
@@ -46,6 +41,9 @@ class Campaign:
     progress: bool
     as_json: bool
     journal_dir: Path | None = None
+    """Under a supervisor: the journal of the case in flight, and the run's record (``run/``)."""
+    report: bool = True
+    """Print the report at the end (a supervisor that merges several workers' runs prints it)."""
     domain: str = "production"
     """``production`` or ``extended`` (:mod:`.domains`)."""
 
@@ -59,27 +57,59 @@ class Campaign:
 
         return case_path(finding.case, self.corpus_dir)
 
+    def meta(self, backend: str, impls: Any) -> dict[str, Any]:
+        """What this run is, for its report (and for a supervisor reporting a fault of it)."""
+        from dataclasses import asdict
+
+        return {
+            "command": "fuzz",
+            "seed": self.seed,
+            "mode": self.mode,
+            "backend": backend,
+            "source": self.source.describe(),
+            "notes": list(impls.notes),
+            "shard": f"{self.shard[0] + 1}/{self.shard[1]}",
+            "domain": self.domain,
+            "origins": {n: asdict(impls.origin[n]) for n in impls},
+        }
+
     def run(self) -> int:
+        """Fuzz every target in turn; print the report; the exit code. A signal (Ctrl-C, a
+        timeout) stops it: what was found is kept and reported."""
+        from . import interrupts
+
+        with interrupts.interruptible():
+            return self._run()
+
+    def _run(self) -> int:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+        from . import interrupts
         from .backend import select_backend
+        from .check import warm_oracles
         from .journal import Journal
+        from .runlog import RunLog
         from .sources import implementations_for
         from .strategies import CUDA_SCALE, INTERPRETER_SCALE
 
-        signal.signal(signal.SIGTERM, _interrupt)  # a timeout stops the run like Ctrl-C: findings kept
         backend = select_backend(self.backend)
         impls = implementations_for(self.source, self.names)
         self.impls = impls
         names = list(impls.funcs)
-        for note in impls.notes:
-            print(f"eaglefuzz: {note}", file=sys.stderr)
+        log = RunLog(self.journal_dir / "run" if self.journal_dir else None)
+        meta = self.meta(backend.name, impls)
+        log.set_meta(meta)
+        log.set_plan(names)
+        finished = log.records()  # units finished by an earlier worker of this run (see .supervisor)
+        if not finished:
+            for note in impls.notes:
+                print(f"eaglefuzz: {note}", file=sys.stderr)
         journal = Journal(self.journal_dir) if self.journal_dir else None
+        warm_oracles([n for n in names if n not in finished])  # compiled before any case's clock runs
         scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE
         console = Console(stderr=True)
         per_budget = None if self.time_budget is None else self.time_budget / len(names)
-        results: dict[str, Stats] = {}
         saved: dict[int, Path] = {}
         interrupted = False
         run_fn = bulk_fuzz_target if self.mode == "bulk" else fuzz_target
@@ -93,6 +123,9 @@ class Campaign:
             transient=False,
         ) as bar:
             for name in names:
+                if name in finished:
+                    continue
+                log.begin(name)
                 total = self.examples if self.examples is not None else per_budget
                 task = bar.add_task(name, total=total, examples=0, rate=0.0, findings=0)
                 start = time.monotonic()
@@ -136,115 +169,131 @@ class Campaign:
                     )
                 except KeyboardInterrupt:
                     interrupted = True
+                    interrupts.hold()  # a second signal must not cut the report short
                     if stats.unshrunk is not None:  # kept as found: the interrupt cut its shrinking short
                         stats.findings.append(stats.unshrunk)
                         saved.setdefault(id(stats.unshrunk), self._path(stats.unshrunk))
-                    results[name] = stats
+                    log.add(name, self._entry(name, stats, saved))
                     break
                 on_progress(stats)
-                results[name] = stats
-        if interrupted:  # a second signal must not cut the report short
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        findings = [f for s in results.values() for f in s.findings]
-        if self.as_json:
-            print(json.dumps(self._json(backend.name, results, saved, interrupted), indent=2))
-        else:
-            self._print(console, results, saved, interrupted)
-        return findings_exit(findings, interrupted)
+                log.add(name, self._entry(name, stats, saved))
+        doc = fuzz_doc(meta, log.ordered(), interrupted)
+        if self.report:
+            if self.as_json:
+                print(json.dumps(doc, indent=2))
+            else:
+                print_fuzz(doc, width=console.width)
+            sys.stdout.flush()
+            log.mark_reported()
+        return fuzz_exit_code(doc, interrupts.received())
 
-    def _json(self, backend: str, results: dict[str, Stats], saved: dict[int, Path], interrupted: bool) -> dict[str, Any]:
+    def _entry(self, name: str, s: Stats, saved: dict[int, Path]) -> dict[str, Any]:
+        """The report of target ``name`` (JSON-ready; the same in the JSON document)."""
         from .targets import TARGETS
 
         return {
-            "seed": self.seed,
-            "mode": self.mode,
-            "domain": self.domain,
-            "backend": backend,
-            "source": self.source.describe(),
-            "notes": list(self.impls.notes),
-            "shard": f"{self.shard[0] + 1}/{self.shard[1]}",
-            "interrupted": interrupted,
-            "targets": {
-                n: {
-                    "implementation": self.impls.origin[n].describe(),
-                    "examples": s.examples,
-                    "tokens_verified": s.tokens,
-                    "seconds": round(s.seconds, 3),
-                    "features_reached": sorted(s.features),
-                    "features_missed": sorted(set(TARGETS[n].features) - s.features),
-                    **({"examples_per_tier": dict(sorted(s.tiers.items())),
-                        "edges_reached": sorted(s.edges),
-                        "edges_missed": sorted(set(TARGETS[n].extended_features) - s.edges)}
-                       if self.domain == "extended" else {}),
-                    "findings": [
-                        {"kind": f.kind, "tier": f.tier, "file": str(saved.get(id(f), "")),
-                         "report": f.report(saved=saved.get(id(f)))} for f in s.contract_findings
-                    ],
-                    "edge_divergences": [
-                        {"kind": f.kind, "tier": f.tier, "file": str(saved.get(id(f), "")),
-                         "report": f.report(saved=saved.get(id(f)))} for f in s.findings if f.is_edge
-                    ],
-                }
-                for n, s in results.items()
-            },
+            "implementation": self.impls.origin[name].describe(),
+            "examples": s.examples,
+            "tokens_verified": s.tokens,
+            "seconds": round(s.seconds, 3),
+            "features_reached": sorted(s.features),
+            "features_missed": sorted(set(TARGETS[name].features) - s.features),
+            **({"examples_per_tier": dict(sorted(s.tiers.items())),
+                "edges_reached": sorted(s.edges),
+                "edges_missed": sorted(set(TARGETS[name].extended_features) - s.edges)}
+               if self.domain == "extended" else {}),
+            "findings": [finding_record(f, saved.get(id(f))) for f in s.contract_findings],
+            "edge_divergences": [finding_record(f, saved.get(id(f))) for f in s.findings if f.is_edge],
         }
 
-    def _print(self, console: Any, results: dict[str, Stats], saved: dict[int, Path], interrupted: bool) -> None:
-        from rich.table import Table
 
-        from .targets import TARGETS
+def finding_record(f: Finding, saved: Path | None) -> dict[str, Any]:
+    """One finding in a run's document: its kind, tier, file and report."""
+    return {"kind": f.kind, "tier": f.tier, "file": str(saved or ""), "report": f.report(saved=saved)}
 
-        out = sys.stdout
-        for n, s in results.items():
-            for f in s.contract_findings:
-                print(f"\n=== finding: {n} ({f.kind}) saved to {saved.get(id(f))}", file=out)
-                print(f.report(saved=saved.get(id(f))), file=out)
-        for n, s in results.items():  # apart from contract violations, after them
-            for f in s.findings:
-                if f.is_edge:
-                    print(f"\n=== edge divergence (extended tier, not a contract violation): {n} "
-                          f"saved to {saved.get(id(f))}", file=out)
-                    print(f.report(saved=saved.get(id(f))), file=out)
-        extended = self.domain == "extended"
-        domain = f", domain {self.domain}" if extended else ""
-        table = Table(title=f"eaglefuzz fuzz: seed {self.seed}, mode {self.mode}{domain}, shard {self.shard[0] + 1}/{self.shard[1]}")
-        cols = ["target", "examples", "tokens verified", "ex/s", "features", "findings"]
-        if extended:
-            cols[2:2] = ["extended-tier examples"]
-            cols[-1:-1] = ["edges"]
-            cols.append("edge divergences")
-        for col in cols:
-            table.add_column(col, justify="left" if col == "target" else "right")
-        for n, s in results.items():
-            rate = s.examples / s.seconds if s.seconds else 0.0
-            row = [n, str(s.examples), str(s.tokens), f"{rate:.1f}", f"{len(s.features)}/{len(TARGETS[n].features)}",
-                   str(len(s.contract_findings))]
+
+def fuzz_doc(meta: dict[str, Any], entries: list[tuple[str, dict[str, Any]]], interrupted: bool) -> dict[str, Any]:
+    """The JSON document of a fuzzing run: ``meta`` and each target's entry, in order."""
+    keys = ("seed", "mode", "backend", "source", "notes", "shard")
+    doc: dict[str, Any] = {k: meta[k] for k in keys}
+    doc["domain"] = meta.get("domain", "production")
+    doc["interrupted"] = interrupted
+    doc["targets"] = dict(entries)
+    return doc
+
+
+def fuzz_exit_code(doc: dict[str, Any], signum: int | None) -> int:
+    """1 when any target has a finding in the production tier (or the oracles disagree); 4 when
+    every finding is an edge divergence; else 128 + signal when interrupted; else 0."""
+    kinds = [f["kind"] for t in doc["targets"].values() for f in (*t["findings"], *t.get("edge_divergences", ()))]
+    return findings_exit(kinds, signum, doc["interrupted"])
+
+
+def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> None:
+    """The text report of a fuzzing run's JSON document: findings (contract violations, then
+    edge divergences), a table, the source, notes."""
+    from rich.console import Console
+    from rich.table import Table
+
+    out = out or sys.stdout
+    targets = doc["targets"]
+    extended = doc.get("domain") == "extended"
+    for n, t in targets.items():
+        for f in t["findings"]:
+            print(f"\n=== finding: {n} ({f['kind']}) saved to {f['file'] or None}", file=out)
+            print(f["report"], file=out)
+    for n, t in targets.items():  # apart from contract violations, after them
+        for f in t.get("edge_divergences", ()):
+            print(f"\n=== edge divergence (extended tier, not a contract violation): {n} "
+                  f"saved to {f['file'] or None}", file=out)
+            print(f["report"], file=out)
+    domain = ", domain extended" if extended else ""
+    table = Table(title=f"eaglefuzz fuzz: seed {doc['seed']}, mode {doc['mode']}{domain}, shard {doc['shard']}")
+    cols = ["target", "examples", "tokens verified", "ex/s", "features", "findings"]
+    if extended:
+        cols[2:2] = ["extended-tier examples"]
+        cols[-1:-1] = ["edges"]
+        cols.append("edge divergences")
+    for col in cols:
+        table.add_column(col, justify="left" if col == "target" else "right")
+    for n, t in targets.items():
+        edges = len(t.get("edge_divergences", ()))
+        if t.get("fault"):
+            row = [n, "-", "-", "-", "-", str(len(t["findings"]))]
             if extended:
-                row[2:2] = [str(s.tiers.get("extended", 0))]
-                row[-1:-1] = [f"{len(s.edges)}/{len(TARGETS[n].extended_features)}"]
-                row.append(str(len(s.findings) - len(s.contract_findings)))
+                row[2:2] = ["-"]
+                row[-1:-1] = ["-"]
+                row.append(str(edges))
             table.add_row(*row)
-        Console_ = type(console)
-        Console_(file=out, width=max(console.width, 110)).print(table)
-        print(f"source: {self.source.describe()}", file=out)
-        for n in results:
-            print(f"  {n}: {self.impls.origin[n].describe()}", file=out)
-        for note in self.impls.notes:
-            print(f"note: {note}", file=out)
-        missed = {n: sorted(set(TARGETS[n].features) - s.features) for n, s in results.items()}
-        for n, m in missed.items():
-            if m:
-                print(f"coverage note: {n} did not reach {', '.join(m)} in this run "
-                      "(not an error; more examples or --mode bulk reach them)", file=out)
+            continue
+        rate = t["examples"] / t["seconds"] if t["seconds"] else 0.0
+        reached, missed = t["features_reached"], t["features_missed"]
+        row = [n, str(t["examples"]), str(t["tokens_verified"]), f"{rate:.1f}",
+               f"{len(reached)}/{len(reached) + len(missed)}", str(len(t["findings"]))]
         if extended:
-            for n, s in results.items():
-                m = sorted(set(TARGETS[n].extended_features) - s.edges)
-                if m:
-                    print(f"coverage note: {n} did not reach the edges {', '.join(m)} in this run", file=out)
-                if any(f.is_edge for f in s.findings) and not s.contract_findings:
-                    print(f"{n}: edge divergences only: the production tier was searched on "
-                          f"({s.tiers.get('production', 0)} production-tier examples) without a contract violation",
-                          file=out)
-        if interrupted:
-            print("interrupted: findings so far are saved", file=out)
+            got, lack = t.get("edges_reached", []), t.get("edges_missed", [])
+            row[2:2] = [str(t.get("examples_per_tier", {}).get("extended", 0))]
+            row[-1:-1] = [f"{len(got)}/{len(got) + len(lack)}"]
+            row.append(str(edges))
+        table.add_row(*row)
+    Console(file=out, width=max(width, 110)).print(table)
+    print(f"source: {doc['source']}", file=out)
+    for n, t in targets.items():
+        print(f"  {n}: {t['implementation']}", file=out)
+    for note in doc["notes"]:
+        print(f"note: {note}", file=out)
+    for n, t in targets.items():
+        if t.get("fault"):
+            print(f"{n}: a case {'hung' if t['fault'] == 'hang' else 'killed the worker'}; its counts are "
+                  "lost, the run went on with the next target", file=out)
+            continue
+        if t["features_missed"]:
+            print(f"coverage note: {n} did not reach {', '.join(t['features_missed'])} in this run "
+                  "(not an error; more examples or --mode bulk reach them)", file=out)
+        if extended and t.get("edges_missed"):
+            print(f"coverage note: {n} did not reach the edges {', '.join(t['edges_missed'])} in this run", file=out)
+        if t.get("edge_divergences") and not t["findings"]:
+            print(f"{n}: edge divergences only: {t.get('examples_per_tier', {}).get('production', 0)} "
+                  "production-tier examples kept the contract", file=out)
+    if doc["interrupted"]:
+        print("interrupted: findings so far are saved", file=out)

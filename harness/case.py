@@ -75,9 +75,49 @@ class Case:
 
 
 def _array_source(arr: np.ndarray) -> str:
+    """Source text that rebuilds ``arr`` exactly (dtype and shape); a long array that is
+    constant, a range, or a few runs or ranges is written as such (reproducers of large
+    findings stay readable)."""
+    dt = f"np.{arr.dtype.name}"
     if arr.size == 0:
-        return f"np.zeros({arr.shape!r}, dtype=np.{arr.dtype.name})"
-    return f"np.array({arr.tolist()!r}, dtype=np.{arr.dtype.name})"
+        return f"np.zeros({arr.shape!r}, dtype={dt})"
+    if arr.size >= COMPACT_FROM:
+        flat = arr.reshape(-1)
+        body = _compact_1d(flat, dt)
+        if body is not None:
+            return body if arr.ndim == 1 else f"{body}.reshape({arr.shape!r})"
+    return f"np.array({arr.tolist()!r}, dtype={dt})"
+
+
+COMPACT_FROM = 16
+"""Arrays of at least this many elements are written compactly when they can be."""
+
+
+def _compact_1d(a: np.ndarray, dt: str) -> str | None:
+    """``a`` as ``np.full``, ``np.arange``, ``np.repeat`` of runs or a concatenation of ranges,
+    when that is much shorter than the list of its values; else ``None``."""
+    n = len(a)
+    if a.dtype == np.bool_ or a.dtype.kind not in "iu":
+        values = a.tolist()
+        if all(v == values[0] for v in values):
+            return f"np.full({n}, {values[0]!r}, dtype={dt})"
+        return None
+    w = a.astype(object)  # exact Python ints: no wrap-around while comparing
+    if all(v == w[0] for v in w):
+        return f"np.full({n}, {int(w[0])}, dtype={dt})"
+    starts = [0] + [i for i in range(1, n) if w[i] != w[i - 1] + 1]
+    if len(starts) == 1:
+        return f"np.arange({int(w[0])}, {int(w[0]) + n}, dtype={dt})"
+    runs = [0] + [i for i in range(1, n) if w[i] != w[i - 1]]
+    if len(runs) * 4 <= n and len(runs) <= len(starts):
+        vals = [int(w[i]) for i in runs]
+        counts = [b - a_ for a_, b in zip(runs, runs[1:] + [n], strict=True)]
+        return f"np.repeat(np.array({vals!r}, dtype={dt}), {counts!r})"
+    if len(starts) * 4 <= n:
+        pieces = [f"np.arange({int(w[i])}, {int(w[i]) + (j - i)}, dtype={dt})"
+                  for i, j in zip(starts, starts[1:] + [n], strict=True)]
+        return f"np.concatenate([{', '.join(pieces)}])"
+    return None
 
 
 def _dict_source(d: Mapping[str, Scalar]) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 from .case import Case
 from .exitcodes import EXIT_DEVICE_LOST
 from .journal import Journal
-from .sources import Implementations, Origin
+from .sources import Implementations, Origin, device_for
 from .targets import TARGETS, ContractViolation, Outcome
 
 MAX_LINES = 12
@@ -24,6 +24,8 @@ class Finding:
     outcome: Outcome
     origin: Origin
     """Where the implementation that ran came from (file, function, source)."""
+    shrink: str = ""
+    """Set when shrinking stopped early (time budget): the case is the smallest found so far."""
     tier: str = "production"
     """The case's domain tier (:mod:`.domains`): ``production`` (a contract violation) or
     ``extended`` (an edge divergence: the implementation parts from the reference outside the
@@ -37,6 +39,8 @@ class Finding:
             return "oracle disagreement"
         if self.tier == "extended":
             return "edge divergence"
+        if self.outcome.hang:
+            return "hang"
         return "crash" if self.outcome.crash else "difference"
 
     @property
@@ -73,6 +77,8 @@ class Finding:
         o = self.outcome
         name = self.case.kernel
         lines = []
+        if o.hang:
+            lines.append(f"{name} did not finish: {o.hang}")
         if o.crash:
             lines.append(f"{name} failed to run: {o.crash}")
         if o.oracle_disagreements:
@@ -87,6 +93,8 @@ class Finding:
             if len(o.differences) > max_lines:
                 lines.append(f"  ... and {len(o.differences) - max_lines} more")
         lines.insert(0, f"tested: {self.origin.describe()}")
+        if self.shrink:
+            lines.insert(1, self.shrink)
         if self.tier == "extended":
             lines.insert(1, "tier: extended (an edge divergence: outside the production domain, where the "
                          "reference is still defined; not a contract violation)")
@@ -98,7 +106,11 @@ class Finding:
         if saved is not None:
             lines.append("replay it:")
             lines += ["    " + c for c in self.replay_commands(saved)]
-        lines.append("reproduce (paste into a file and run it with python; it fails while this stands):")
+        if o.hang:
+            lines.append("reproduce (paste into a file and run it with python; while this stands it does not "
+                         "return: stop it with Ctrl-C):")
+        else:
+            lines.append("reproduce (paste into a file and run it with python; it fails while this stands):")
         lines += ["    " + ln if ln else "" for ln in self.reproducer().splitlines()]
         return "\n".join(lines)
 
@@ -123,22 +135,44 @@ def check_case(
 
     The case must lie in ``domain`` (:mod:`.domains`; :class:`ContractViolation` otherwise);
     the finding's tier is the case's. With a ``journal``, the case is on disk while the
-    implementation runs, so a crash of the process is traceable.
+    implementation runs, so a crash of the process is traceable, with its time limit
+    (:func:`~.limits.time_limit`), so a supervisor can stop a hang.
     """
+    from .interrupts import received
+    from .limits import time_limit
+
     target = TARGETS[case.kernel]
     tier = target.tier_of(case, domain)
+    device = device_for(impls.source, device)
     if journal is None:
         outcome = target.check(case, impls[case.kernel], device)
     else:
-        with journal.running(case):
+        with journal.running(case, time_limit(case, compiled=device != "cpu")):
             outcome = target.check(case, impls[case.kernel], device)
+    if received() is not None:
+        # A signal came while the case ran, and the code under test swallowed the interrupt
+        # (or turned it into an error): an interruption, never a finding against it.
+        raise KeyboardInterrupt
         if outcome.fatal:
             # A sticky CUDA error: every later launch in this process would fail too, and
             # shrinking here would blame innocent cases. Leave the case in the journal and exit;
             # the supervisor (CLI) or the xdist controller reports it.
             journal.abandon(case, f"the device became unusable: {outcome.crash}")
             os._exit(EXIT_DEVICE_LOST)
-    return None if outcome.ok else Finding(case, outcome, impls.origin[case.kernel], tier)
+    return None if outcome.ok else Finding(case, outcome, impls.origin[case.kernel], tier=tier)
+
+
+def warm_oracles(names: list[str]) -> None:
+    """Compile the oracles of targets ``names`` (Numba) on a tiny case, so that compiling
+    never counts against a case's time limit."""
+    import numpy as np
+
+    from .strategies import Scale
+
+    rng = np.random.default_rng(0)
+    tiny = Scale(max_requests=2, request_tail=2, max_query_len=4)
+    for name in names:
+        TARGETS[name].oracle_check(TARGETS[name].random_case(rng, tiny))
 
 
 def assert_case(

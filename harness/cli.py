@@ -1,10 +1,13 @@
 """The ``eaglefuzz`` command line: ``fuzz``, ``replay``, ``audit`` and ``list``.
 
-Exit codes: 0 when no output differs, 1 when one does (a report is printed and the case is
-written to the corpus), 2 on a usage or input error (one line on stderr, no traceback), 3 on
-an internal error of eaglefuzz (with its traceback), 4 when the only findings are edge
-divergences (``--domain extended``) or, for ``audit``, hazards, 130 when interrupted with
-nothing found.
+Exit codes (:mod:`.exitcodes`): 0 when no output differs; 1 on a finding in the production
+tier (an output differs, a case crashed, or a case hung past its time limit: a report is
+printed and the case is written to the corpus); 2 on a usage or input error, a corpus case over
+the cost limits included (one line on stderr, no traceback); 3 on an internal error of
+eaglefuzz (with its traceback); 4 when the only findings are edge divergences (``--domain
+extended``, or replayed extended-tier cases; ``audit --strict``: hazards in the extended tier
+only); 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP) when interrupted with nothing found (what
+was found is kept; an interruption is never a finding).
 """
 
 from __future__ import annotations
@@ -18,9 +21,8 @@ from typing import Any
 import click
 
 from .errors import UserError
-from .exitcodes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-
-WORKER_ENV, JOURNAL_ENV = "EAGLEFUZZ_WORKER", "EAGLEFUZZ_JOURNAL"
+from .exitcodes import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, interrupted
+from .supervisor import JOURNAL_ENV, REPORT_ENV, WORKER_ENV
 
 
 def _shard(value: str | None) -> tuple[int, int]:
@@ -90,6 +92,24 @@ _domain_opt = click.option(
 )
 
 
+def _limit_options(f: Any) -> Any:
+    """``--case-timeout`` and ``--limits``: how long a case may run, and what it may cost."""
+    f = click.option("--limits", "limits_spec", metavar="NAME=N,...", default=None,
+                     help="raise (or lower) the cost limits of a case: grid, interpreter_programs, "
+                          "array_elements, case_bytes, file_bytes, case_timeout, timeout_scale "
+                          "[env EAGLEFUZZ_LIMITS]")(f)
+    return click.option("--case-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+                        metavar="SECONDS",
+                        help="time limit of every case (default: computed from its size and the "
+                             "backend, 30 s and up); a case past it is a hang finding")(f)
+
+
+def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
+    from .limits import configure
+
+    configure(limits_spec, case_timeout=case_timeout)
+
+
 @cli.command()
 @click.option("--kernel", "kernel_names", multiple=True, metavar="NAME", help="target to fuzz (repeatable; default: every target the source defines)")
 @source_options
@@ -104,26 +124,37 @@ _domain_opt = click.option(
 @_backend_opt
 @_json_opt
 @click.option("--progress/--no-progress", default=None, help="progress bar [default: on a terminal; without one, a line every 10 s]")
+@_limit_options
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
-              help="run in a child process, so a kernel that kills the process is still reported with its case")
+              help="run in a child process, so a kernel that kills the process or hangs is still "
+                   "reported with its case (in-process: no time limit)")
 @click.pass_context
 def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None,
          time_budget: float | None, seed: int, mode: str, shard: str | None, domain: str,
          corpus_dir: str | None, keep_going: bool, backend: str, as_json: bool,
-         progress: bool | None, isolate: bool, **source_values: Any) -> None:
+         progress: bool | None, isolate: bool, case_timeout: float | None, limits_spec: str | None,
+         **source_values: Any) -> None:
     """Fuzz implementations against the oracles; findings are shrunk, reported and saved."""
-    from .campaign import Campaign
     from .sources import findings_dir
-    from .supervisor import supervise
 
+    _apply_limits(limits_spec, case_timeout)
     shard_k, shard_n = _shard(shard)
-    names = _targets(kernel_names)
     source = _source(source_values)
     if examples is None and time_budget is None:
         examples = 100
     corpus = findings_dir(source, corpus_dir)
     if isolate and not os.environ.get(WORKER_ENV):
+        # Start-up cost: the supervising process imports neither torch nor the targets; the
+        # worker checks the target names (one line, exit 2) and does everything else. Where the
+        # registry is loaded already (eaglefuzz called in-process), the names are checked here.
+        if "eaglefuzz.harness.targets" in sys.modules:
+            _targets(kernel_names)
+        from .supervisor import supervise
+
         sys.exit(supervise(list(ctx.obj["argv"]), source=source, corpus_dir=corpus, as_json=as_json, backend=backend))
+    from .campaign import Campaign
+
+    names = _targets(kernel_names)
     campaign = Campaign(
         names=names, source=source, backend=backend, seed=seed, mode=mode,
         examples=examples, time_budget=time_budget, shard=(shard_k, shard_n),
@@ -131,6 +162,7 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
         progress=sys.stderr.isatty() if progress is None else progress, as_json=as_json,
         journal_dir=Path(os.environ[JOURNAL_ENV]) if os.environ.get(JOURNAL_ENV) else None,
         domain=domain,
+        report=os.environ.get(REPORT_ENV) != "0",
     )
     sys.exit(campaign.run())
 
@@ -140,17 +172,20 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
 @source_options
 @_backend_opt
 @_json_opt
+@_limit_options
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
-              help="run in a child process, so a case that kills the process is still reported")
+              help="run in a child process, so a case that kills the process or hangs is still "
+                   "reported (in-process: no time limit)")
 @click.pass_context
 def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bool, isolate: bool,
-           **source_values: Any) -> None:
+           case_timeout: float | None, limits_spec: str | None, **source_values: Any) -> None:
     """Replay corpus files or folders (default: the whole corpus) against the implementations."""
     from .corpus import CORPUS_DIR, discover, load_entry
     from .replay import replay_cases
     from .sources import findings_dir
     from .supervisor import supervise
 
+    _apply_limits(limits_spec, case_timeout)
     files = discover([Path(p) for p in paths] or [CORPUS_DIR])
     cases = [(f, load_entry(f)) for f in files]  # validate every file before running any
     cases = [(f, e.case, e.tier) for f, e in cases]
@@ -159,7 +194,8 @@ def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bo
         sys.exit(supervise(list(ctx.obj["argv"]), source=source, corpus_dir=findings_dir(source),
                            as_json=as_json, backend=backend, save=False))
     journal_dir = Path(os.environ[JOURNAL_ENV]) if os.environ.get(JOURNAL_ENV) else None
-    sys.exit(replay_cases(cases, source, backend=backend, as_json=as_json, journal_dir=journal_dir))
+    sys.exit(replay_cases(cases, source, backend=backend, as_json=as_json, journal_dir=journal_dir,
+                          report=os.environ.get(REPORT_ENV) != "0"))
 
 
 @cli.command()
@@ -208,31 +244,28 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
     sys.exit(EXIT_OK)
 
 
-@cli.command(name="_shrink-crash", hidden=True)
+@cli.command(name="_shrink-fault", hidden=True)
 @click.argument("case_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--skip", type=click.IntRange(min=0), default=0)
 @source_options
 @_backend_opt
-def shrink_crash_worker(case_file: str, backend: str, **source_values: Any) -> None:
-    """Worker of the crash shrinker: run the case's smaller variants until one kills us."""
+def shrink_fault_worker(case_file: str, skip: int, backend: str, **source_values: Any) -> None:
+    """Worker of the fault shrinker: run the case's smaller variants (from the ``skip``-th)
+    until one kills us or runs past its time limit (the supervisor watches the journal)."""
     from .backend import select_backend
-    from .check import check_case
-    from .corpus import load_entry
-    from .domains import shrink_moves
+    from .check import check_case, warm_oracles
+    from .corpus import decode
     from .journal import Journal
     from .sources import implementations_for
-    from .targets import TARGETS, ContractViolation
+    from .supervisor import case_tier, fault_candidates
 
-    entry = load_entry(case_file)
-    case, tier = entry.case, entry.tier  # an edge case shrinks within the extended tier
+    case = decode(Path(case_file).read_text(), case_file, contract=False).case
     b = select_backend(backend)
     impls = implementations_for(_source(source_values), [case.kernel])
     journal = Journal(Path(os.environ[JOURNAL_ENV])) if os.environ.get(JOURNAL_ENV) else None
-    target = TARGETS[case.kernel]
-    for candidate in shrink_moves(target, case, tier):
-        try:
-            target.tier_of(candidate, tier)
-        except ContractViolation:
-            continue
+    warm_oracles([case.kernel])
+    tier = case_tier(case)  # an extended-tier case shrinks within the extended tier
+    for candidate in fault_candidates(case)[skip:]:
         check_case(candidate, impls, b.device, journal, domain=tier)  # a crash ends this process here
     sys.exit(EXIT_OK)
 
@@ -250,17 +283,116 @@ def list_targets(**source_values: Any) -> None:
     for name, t in TARGETS.items():
         where = impls.origin[name].describe() if name in impls else f"not defined by {source.describe()}"
         click.echo(f"{name} ({t.kind}): {where}")
+        line = _stand_ins_line(name, impls.funcs.get(name))
+        if line and t.kind == "python function":
+            click.echo(f"    {line}")
         for f, doc in t.features.items():
             click.echo(f"    {f:24s} {doc}")
         if t.extended_features:
             click.echo("  edges of the extended tier (--domain extended):")
             for f, doc in t.extended_features.items():
                 click.echo(f"    {f:24s} {doc}")
+    module_file = getattr(source, "module_file", None)
+    if module_file is not None:
+        from .sources.vllm import module_definitions
+
+        path = module_file()
+        click.echo(f"\nwhat {path} defines (every top-level function):")
+        for d in module_definitions(path):
+            mark = "target" if d.name in TARGETS else "private helper" if d.private else "NO TARGET"
+            click.echo(f"  {d.name:48s} {d.kind:18s} line {d.line:<5d} {mark}")
+
+
+def _stand_ins_line(name: str, impl: Any) -> str | None:
+    """``stand-ins model: <Class> fields ...`` for the vLLM classes a Python function takes or
+    returns (from its annotations, else the bundled copy's): what kernels/vllm_types.py models."""
+    import dataclasses
+    import inspect
+
+    from ..kernels import spec_decode_utils, vllm_types
+
+    fn = impl if impl is not None else getattr(spec_decode_utils, name, None)
+    try:
+        notes = inspect.get_annotations(fn) if callable(fn) else {}
+    except (TypeError, ValueError):
+        notes = {}
+    named = {getattr(a, "__name__", str(a)).split(".")[-1].strip("'\"") for a in notes.values()}
+    classes = [getattr(vllm_types, n) for n in vllm_types.__all__ if n in named]
+    if not classes:
+        return None
+    parts = []
+    for cls in classes:
+        fields = [f.name for f in dataclasses.fields(cls)]
+        nested = sorted({n for f in dataclasses.fields(cls) for n in vllm_types.__all__
+                         if n != cls.__name__ and n in str(f.type)})
+        extra = f"; nested stand-ins {', '.join(nested)}" if nested else ""
+        parts.append(f"{cls.__name__} fields {', '.join(fields)}{extra}")
+    return f"stand-ins model (kernels/vllm_types.py): {' | '.join(parts)}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point: user mistakes become one line on stderr and exit code 2."""
-    args = list(argv) if argv is not None else sys.argv[1:]
+    """Entry point: user mistakes become one line on stderr and exit code 2.
+
+    Run as the process's entry point (no ``argv``: the ``eaglefuzz`` script, ``python -m``),
+    it leaves without the interpreter's teardown (see :func:`fast_exit`).
+    """
+    if argv is None:
+        use_numba_cache()
+        try:
+            _main(sys.argv[1:])
+        except SystemExit as exc:
+            fast_exit(exc.code)
+    _main(list(argv) if argv is not None else sys.argv[1:])
+
+
+def use_numba_cache() -> None:
+    """Keep the Numba oracles compiled across runs in ``~/.cache/eaglefuzz/numba`` (unless
+    ``NUMBA_CACHE_DIR`` says otherwise): a run then loads them instead of compiling them,
+    also where the installed package's own folder is read-only."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    from .paths import user_cache
+
+    path = user_cache() / "numba"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
+    if os.access(path, os.W_OK):
+        os.environ["NUMBA_CACHE_DIR"] = str(path)
+
+
+def fast_exit(code: object) -> None:
+    """Leave the process with ``code`` (as ``sys.exit`` takes it) without the interpreter's
+    teardown: exit handlers run and output is flushed, but the seconds that finalizing torch,
+    Triton and Numba's objects take are skipped (``$EAGLEFUZZ_SLOW_EXIT`` keeps them)."""
+    if os.environ.get("EAGLEFUZZ_SLOW_EXIT"):
+        sys.exit(code)
+    import atexit
+
+    if code is None:
+        status = EXIT_OK
+    elif isinstance(code, int):
+        status = code
+    else:
+        print(code, file=sys.stderr)
+        status = 1
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)
+
+
+def _main(args: list[str]) -> None:
+    if os.environ.get(WORKER_ENV):
+        from .lifeline import arm
+
+        arm()  # a worker dies with its parent: no orphan after kill -9 of eaglefuzz
     try:
         cli.main(args=args, prog_name="eaglefuzz", standalone_mode=False, obj={"argv": args})
         sys.exit(EXIT_OK)
@@ -272,9 +404,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.ClickException as exc:
         click.echo(f"eaglefuzz: error: {' '.join(exc.format_message().split())}", err=True)
         sys.exit(EXIT_USAGE)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        from .interrupts import received
+
         click.echo("eaglefuzz: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(interrupted(received()))
     except Exception:  # a bug of eaglefuzz itself: the traceback is the useful report
         import traceback
 

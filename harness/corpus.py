@@ -12,7 +12,9 @@ schema-1 files stay valid.
 Loading parses JSON and nothing else (no eval, no pickle) and checks every field; any
 problem is a :class:`~.errors.UserError` whose one line names the file, the field and the
 rule broken. A loaded case lies in its tier: its target's ``validate`` (production) or
-``validate_extended`` (extended) has accepted it.
+``validate_extended`` (extended) has accepted it; and it is within the cost limits of
+:mod:`.limits` (file size, array lengths, grid, bytes), so loading a file can never make a
+run hang or exhaust memory.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ import numpy as np
 
 from .case import Case
 from .errors import UserError
-from .targets import TARGETS, ContractViolation
+from .limits import LimitExceeded, check_cost, check_file_size, check_shape
+from .paths import CORPUS_DIR
 
 if TYPE_CHECKING:
     from .check import Finding
@@ -45,10 +48,6 @@ SCHEMAS = (1, 2)
 NAME_SCHEMA = 1
 """The schema version in the canonical JSON that names a file (fixed, so names never change)."""
 TIERS = ("production", "extended")
-_CHECKOUT = Path(__file__).resolve().parent.parent
-CORPUS_DIR = _CHECKOUT / "corpus" if (_CHECKOUT / "pyproject.toml").is_file() else Path.cwd() / "corpus"
-"""The default corpus: the checkout's ``corpus/`` folder (``harness/`` sits next to it); for an
-installed (non-editable) eaglefuzz, ``corpus/`` in the working directory."""
 
 DTYPES: dict[str, np.dtype] = {
     "bool": np.dtype(np.bool_),
@@ -137,6 +136,8 @@ def _object(d: Mapping[str, Any], indent: str) -> str:
 
 def tier_of(case: Case) -> str:
     """The domain tier of ``case`` (``production`` when it lies in neither: loading says why)."""
+    from .targets import TARGETS
+
     try:
         return TARGETS[case.kernel].tier_of(case, "extended")
     except Exception:  # noqa: BLE001 - outside every tier: decode() reports the rule broken
@@ -316,6 +317,10 @@ def _decode_array(src: str, name: str, spec: Any) -> np.ndarray:
         raise UserError(f"{src}: {where}.dtype: {_line(dtype)} is not an allowed dtype ({', '.join(DTYPES)})")
     if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
         raise UserError(f"{src}: {where}.shape: must be a list of non-negative integers, not {_line(shape)}")
+    try:
+        check_shape(name, shape)  # before reading the data: a huge shape is refused cheaply
+    except LimitExceeded as exc:
+        raise UserError(f"{src}: {exc.field}: {exc.rule}") from None
     _check_data(src, where, dtype, data, shape)
     return np.array(data, dtype=DTYPES[dtype]).reshape(shape)
 
@@ -333,6 +338,9 @@ def decode(text: str, source: str, *, contract: bool = True) -> Entry:
 
     ``contract=False`` skips the target's ``validate`` (format checks only).
     """
+    # Imported here: the command line's supervising process imports this module, not torch.
+    from .targets import TARGETS, ContractViolation
+
     src = source
     try:
         doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
@@ -393,6 +401,7 @@ def decode(text: str, source: str, *, contract: bool = True) -> Entry:
                 target.validate_extended(case)
             else:
                 target.validate(case)
+            check_cost(case)  # what running it would cost, before anything runs
         except ContractViolation as exc:
             where = " (extended tier)" if tier == "extended" else ""
             raise UserError(f"{src}: {exc.field}: {exc.rule}{where}") from None
@@ -408,9 +417,12 @@ def load_entry(path: Path | str) -> Entry:
     """Load one corpus file: its case (checked against the format and the contract) and finding."""
     p = Path(path)
     try:
+        check_file_size(p.stat().st_size)
         raw = p.read_bytes()
     except OSError as exc:
         raise UserError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    except LimitExceeded as exc:
+        raise UserError(f"{p}: {exc.field}: {exc.rule}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -56,19 +56,22 @@ def tier_for_step(domain: str, step: int, extended_done: bool) -> str:
     return EXTENDED if step % 2 else PRODUCTION
 
 
-def shrink_moves(target: Target, case: Case, tier: str) -> Iterator[Case]:
-    """Smaller variants of ``case`` for a finding of ``tier``: the target's moves, and in the
-    extended tier its edge moves too. A generator that fails on an unusual case ends early."""
-    sources = [target.shrink_candidates]
+def guarded(moves: Iterator[Case]) -> Iterator[Case]:
+    """``moves`` until one of them fails to apply: a production move written for production
+    cases may not fit an edge case (an empty request, a negative count); it ends early then."""
+    while True:
+        try:
+            candidate = next(moves)
+        except StopIteration:
+            return
+        except (ValueError, IndexError, KeyError, TypeError, OverflowError, ZeroDivisionError):
+            return
+        yield candidate
+
+
+def shrink_candidates_for(target: Target, case: Case, tier: str) -> Iterator[Case]:
+    """Smaller variants of ``case`` for a finding of ``tier``: the target's
+    ``shrink_candidates``, and in the extended tier its edge moves too."""
+    yield from guarded(target.shrink_candidates(case))
     if tier == EXTENDED:
-        sources.append(target.extended_shrink_candidates)
-    for make in sources:
-        it = make(case)
-        while True:
-            try:
-                candidate = next(it)
-            except StopIteration:
-                break
-            except (ValueError, IndexError, KeyError, TypeError, OverflowError):
-                break  # a production move that does not apply to this edge case
-            yield candidate
+        yield from guarded(target.extended_shrink_candidates(case))

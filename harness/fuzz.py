@@ -2,10 +2,27 @@
 
 Both run in chunks with seeds derived from one base seed, so that a run is reproducible from
 its seed and can stop after a number of examples or a time budget at a chunk boundary.
+
+Both open with the target's tour of production extremes (:meth:`Target.extreme_cases`, one
+cheap-but-large case per shape, cheapest first): in Hypothesis mode as the first examples of
+chunk 0, in bulk mode as examples ``0 .. len(shapes) - 1``; a shard runs them when it owns
+those chunks or examples.
+
+Findings are shrunk within a time budget (:data:`SHRINK_BUDGET`, ``$EAGLEFUZZ_SHRINK_BUDGET``
+seconds): Hypothesis's own shrinker first (up to half of it, for cases it drew), then delta
+debugging over the requests (drop halves, then quarters, ... before single requests), then the
+target's other moves (shorten requests by halving, simplify values and launch parameters).
+When the budget runs out, the smallest failing case found so far is reported, and says so.
+
+In the extended domain (:mod:`.domains`) every other chunk (or bulk example) draws from the
+target's extended tier; a finding's tier is its case's. An edge divergence does not stop a
+target's run: after it the run draws production cases only (or, with ``--keep-going``, goes on
+drawing edges and reports each distinct way of diverging once).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +33,8 @@ from hypothesis import seed as hseed
 
 from .case import Case
 from .check import DifferenceFound, Finding, check_case
-from .domains import EXTENDED, PRODUCTION, case_for, shrink_moves, strategy_for, tier_for_step
+from .corpus import case_hash
+from .domains import EXTENDED, PRODUCTION, case_for, strategy_for, tier_for_step
 from .journal import Journal
 from .profiles import PROFILES
 from .sources import Implementations
@@ -24,6 +42,8 @@ from .strategies import Scale, derive_seed
 from .targets import TARGETS
 
 CHUNK = 25
+SHRINK_BUDGET = float(os.environ.get("EAGLEFUZZ_SHRINK_BUDGET", "20"))
+"""Seconds a finding may spend being shrunk (Hypothesis's shrinker and ours together)."""
 
 
 @dataclass
@@ -61,6 +81,12 @@ class Stats:
         """The findings that are not edge divergences."""
         return [f for f in self.findings if not f.is_edge]
 
+    def seen(self, finding: Finding) -> bool:
+        """Whether an edge divergence like ``finding`` was already reported in this run."""
+        from .replay import signature
+
+        return finding.is_edge and signature(finding) in self.edge_keys
+
 
 def hypothesis_chunk(
     name: str,
@@ -74,6 +100,7 @@ def hypothesis_chunk(
     stats: Stats | None = None,
     on_progress: Callable[[Stats], None] | None = None,
     journal: Journal | None = None,
+    shrink_budget: float | None = None,
     tier: str = PRODUCTION,
 ) -> Finding | None:
     """Run ``max_examples`` Hypothesis examples of target ``name`` drawn from ``tier``'s
@@ -81,20 +108,33 @@ def hypothesis_chunk(
     target = TARGETS[name]
     stats = stats if stats is not None else Stats()
     phases = (Phase.generate, Phase.shrink) if shrink else (Phase.generate,)
+    budget = SHRINK_BUDGET if shrink_budget is None else shrink_budget
+    failing: dict[str, Finding] = {}  # every failing case seen, by content
+    first_failure: list[float] = []
 
     @settings(PROFILES["ci"], max_examples=max_examples, database=None, phases=phases)
     @hseed(seed)
     @given(strategy_for(target, tier, scale))
     def run(case: Case) -> None:
+        if first_failure and time.monotonic() - first_failure[0] > budget / 2:
+            # Hypothesis's share of the shrink budget is spent: its remaining candidates count
+            # as passing without running, and its final replay gets the stored finding.
+            known = failing.get(case_hash(case))
+            if known is not None:
+                raise DifferenceFound(known)
+            return
         stats.record(name, case, tier)
         finding = check_case(case, impls, device, journal, domain=tier)
-        if finding is not None and finding.is_edge and _seen(stats, finding):
+        if finding is not None and stats.seen(finding):
             finding = None
         if finding is not None and stats.unshrunk is None:
             stats.unshrunk = finding
         if on_progress is not None:
             on_progress(stats)
         if finding is not None:
+            if not first_failure:
+                first_failure.append(time.monotonic())
+            failing[case_hash(case)] = finding
             raise DifferenceFound(finding)
 
     try:
@@ -102,8 +142,45 @@ def hypothesis_chunk(
     except DifferenceFound as exc:
         # Hypothesis shrinks the draws; the target's own moves (drop any request, shorten one)
         # then reach what fixed-size draws cannot.
-        return shrink_finding(exc.finding, impls, device, journal=journal) if shrink else exc.finding
+        if not shrink:
+            return exc.finding
+        left = budget - (time.monotonic() - first_failure[0]) if first_failure else budget
+        return shrink_finding(exc.finding, impls, device, journal=journal, budget_s=max(left, budget / 4))
     return None
+
+
+def tour_step(
+    name: str,
+    impls: Implementations,
+    device: str,
+    case: Case,
+    *,
+    stats: Stats,
+    shrink: bool,
+    on_progress: Callable[[Stats], None] | None,
+    journal: Journal | None,
+    tier: str = PRODUCTION,
+) -> Finding | None:
+    """Check one case outside Hypothesis (a tour case or a bulk example, drawn for ``tier``);
+    shrink a finding."""
+    stats.record(name, case, tier)
+    finding = check_case(case, impls, device, journal, domain=tier)
+    if finding is not None and stats.seen(finding):
+        finding = None
+    if finding is not None:
+        stats.unshrunk = finding
+        if on_progress is not None:
+            on_progress(stats)
+        finding = shrink_finding(finding, impls, device, journal=journal) if shrink else finding
+    if on_progress is not None:
+        on_progress(stats)
+    return finding
+
+
+def tour(name: str, scale: Scale, seed: int) -> list[Case]:
+    """The tour of production extremes that opens a run of ``name`` with base seed ``seed``."""
+    target = TARGETS[name]
+    return target.extreme_cases(np.random.default_rng(derive_seed(seed, name, "tour")), scale)
 
 
 def fuzz_target(
@@ -126,20 +203,30 @@ def fuzz_target(
 ) -> Stats:
     """Fuzz target ``name`` until ``examples`` are checked or ``time_budget`` seconds pass.
 
-    Chunk ``i`` runs with seed ``derive_seed(seed, name, i)`` (in the production domain; the
-    extended domain adds the tier to the key) and draws from the tier
-    :func:`~.domains.tier_for_step` gives; ``chunk_offset``/``chunk_step``
-    select a disjoint share of the chunks (sharding across machines). ``stats`` (filled in
-    place) lets a caller see what was found when an interrupt cuts the run short.
+    Chunk ``i`` runs with seed ``derive_seed(seed, name, i)`` (the extended domain adds the
+    chunk's tier to the key, :func:`~.domains.tier_for_step`); chunk 0 opens with the tour of
+    production extremes (:func:`tour`). ``chunk_offset``/``chunk_step`` select a disjoint share
+    of the chunks (sharding across machines). ``stats`` (filled in place) lets a caller see
+    what was found when an interrupt cuts the run short.
     """
     stats = stats if stats is not None else Stats()
 
     def chunk(i: int, remaining: int | None) -> Finding | None:
+        size = CHUNK if remaining is None else min(CHUNK, remaining)
         tier = tier_for_step(domain, i, stop_on_finding and any(f.is_edge for f in stats.findings))
         key = (name, i) if domain == PRODUCTION else (name, tier, i)
+        if i == 0:
+            for case in tour(name, scale, seed)[:size]:
+                finding = tour_step(name, impls, device, case, stats=stats, shrink=shrink,
+                                    on_progress=on_progress, journal=journal)
+                size -= 1
+                if finding is not None:
+                    return finding
+            if size <= 0:
+                return None
         return hypothesis_chunk(
             name, impls, device, scale, seed=derive_seed(seed, *key),
-            max_examples=CHUNK if remaining is None else min(CHUNK, remaining), shrink=shrink,
+            max_examples=size, shrink=shrink,
             stats=stats, on_progress=on_progress, journal=journal, tier=tier,
         )
 
@@ -188,42 +275,32 @@ def _loop(
 
 
 def shrink_finding(
-    finding: Finding, impls: Implementations, device: str, *, max_checks: int = 400, journal: Journal | None = None
+    finding: Finding,
+    impls: Implementations,
+    device: str,
+    *,
+    max_checks: int = 2000,
+    journal: Journal | None = None,
+    budget_s: float | None = None,
 ) -> Finding:
-    """Greedily shrink a finding: take the first smaller variant that still fails, repeat.
+    """Shrink a finding to a small case that still fails the same way, within ``budget_s``.
 
-    Variants come from the target's ``shrink_candidates`` (drop requests, shorten them,
-    simplify values and launch parameters), and for an edge divergence its
-    ``extended_shrink_candidates`` too; a variant outside the finding's tier is passed over.
-    A contract violation stays in the production tier; an edge divergence may shrink into a
-    production case that still fails the same way, which makes it a contract violation.
+    For a target that splits its cases into requests (:meth:`Target.split_requests`), delta
+    debugging over the requests first (:func:`.shrinking.ddmin`), then greedily the target's
+    other moves (:meth:`Target.shrink_moves`: shorten requests, simplify values and launch
+    parameters), repeated while either makes progress. Other targets: greedily their
+    ``shrink_candidates``; for an edge divergence the target's ``extended_shrink_candidates``
+    too. A variant outside the finding's tier is passed over (an edge divergence may shrink
+    into a production case that still fails the same way: a contract violation). Everything runs in
+    this process (compiled kernels and oracles are reused). When the budget (default
+    :data:`SHRINK_BUDGET`) or ``max_checks`` runs out, the smallest failing case so far is
+    returned, with :attr:`Finding.shrink` saying so.
     """
-    from .targets import ContractViolation
+    from .shrinking import Shrinker
 
-    target = TARGETS[finding.case.kernel]
-    checks = 0
-    improved = True
-
-    def failure(f: Finding) -> str:
-        o = f.outcome
-        return "oracle disagreement" if o.oracle_disagreements else "crash" if o.crash else "difference"
-
-    while improved and checks < max_checks:
-        improved = False
-        for candidate in shrink_moves(target, finding.case, finding.tier):
-            if checks >= max_checks:
-                break
-            try:
-                target.tier_of(candidate, finding.tier)
-            except ContractViolation:
-                continue
-            checks += 1
-            smaller = check_case(candidate, impls, device, journal, domain=finding.tier)
-            if smaller is not None and failure(smaller) == failure(finding):
-                finding = smaller
-                improved = True
-                break
-    return finding
+    shrinker = Shrinker(finding, impls, device, journal=journal, max_checks=max_checks,
+                        budget_s=SHRINK_BUDGET if budget_s is None else budget_s)
+    return shrinker.run()
 
 
 def bulk_fuzz_target(
@@ -247,34 +324,24 @@ def bulk_fuzz_target(
     """Like :func:`fuzz_target`, with cases drawn by the target's NumPy generator.
 
     Example ``i`` is drawn from ``derive_seed(seed, name, "bulk", i)`` (the extended domain
-    adds the tier to the key); shards take every ``chunk_step``-th example from
-    ``chunk_offset``. Findings are shrunk by :func:`shrink_finding`.
+    adds its tier to the key): the first ones are the tour of production extremes (one case of
+    each of the target's shapes), the others come from the target's ``random_case`` (or, for
+    the extended tier's examples, its ``extended_case``). Shards take every
+    ``chunk_step``-th example from ``chunk_offset``. Findings are shrunk by :func:`shrink_finding`.
     """
     target = TARGETS[name]
     stats = stats if stats is not None else Stats()
+    shapes = target.shapes
 
     def one(i: int, remaining: int | None) -> Finding | None:
         tier = tier_for_step(domain, i, stop_on_finding and any(f.is_edge for f in stats.findings))
         key = (name, "bulk", i) if domain == PRODUCTION else (name, "bulk", tier, i)
-        case = case_for(target, tier, np.random.default_rng(derive_seed(seed, *key)), scale)
-        stats.record(name, case, tier)
-        finding = check_case(case, impls, device, journal, domain=tier)
-        if finding is not None and finding.is_edge and _seen(stats, finding):
-            finding = None
-        if finding is not None:
-            stats.unshrunk = finding
-            if on_progress is not None:
-                on_progress(stats)
-            finding = shrink_finding(finding, impls, device, journal=journal) if shrink else finding
-        if on_progress is not None:
-            on_progress(stats)
-        return finding
+        rng = np.random.default_rng(derive_seed(seed, *key))
+        if tier == PRODUCTION:
+            case = shapes[i].build(rng, scale) if i < len(shapes) else target.random_case(rng, scale)
+        else:
+            case = case_for(target, tier, rng, scale)
+        return tour_step(name, impls, device, case, stats=stats, shrink=shrink,
+                         on_progress=on_progress, journal=journal, tier=tier)
 
     return _loop(stats, one, examples, time_budget, stop_on_finding, chunk_offset, chunk_step)
-
-
-def _seen(stats: Stats, finding: Finding) -> bool:
-    """Whether an edge divergence like ``finding`` was already reported in this run."""
-    from .replay import signature
-
-    return signature(finding) in stats.edge_keys

@@ -4,10 +4,15 @@ Under the Triton interpreter a wild store lands in the Python process's own heap
 it ("free(): invalid pointer"); compiled, an illegal address poisons the CUDA context. Before
 each check the case is written to ``<dir>/<owner>-<pid>.json`` and removed after it. A file
 left behind by a process that is gone names the case that killed it.
+
+With a time limit, ``<owner>-<pid>.clock`` holds ``{"seq": n, "limit": seconds}`` while the
+case runs (written after the case, removed before it): a supervisor that sees the same
+``seq`` for longer than ``limit`` seconds kills the process and reports a hang.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,19 +43,28 @@ class Journal:
     def __init__(self, directory: Path, owner: str = "main") -> None:
         self.directory = Path(directory)
         self.path = self.directory / f"{owner}-{os.getpid()}.json"
+        self.clock = self.path.with_suffix(".clock")
+        self.seq = 0
+        """How many cases ran with a time limit (the ``seq`` of the last one)."""
 
     @contextmanager
-    def running(self, case: Case) -> Iterator[None]:
-        """Record ``case`` as in flight while the body runs."""
+    def running(self, case: Case, limit: float | None = None) -> Iterator[None]:
+        """Record ``case`` as in flight while the body runs; with ``limit``, its time limit
+        in seconds (enforced by whoever watches the journal)."""
         from .corpus import encode
 
         self.directory.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(encode(case))
         os.replace(tmp, self.path)
+        if limit is not None:
+            self.seq += 1
+            tmp.write_text(json.dumps({"seq": self.seq, "limit": limit}))
+            os.replace(tmp, self.clock)
         try:
             yield
         finally:
+            self.clock.unlink(missing_ok=True)
             self.path.unlink(missing_ok=True)
 
     def abandon(self, case: Case, message: str) -> None:
@@ -73,9 +87,26 @@ class Orphan:
     error: str = ""
     message: str = ""
 
+    @property
+    def seq(self) -> int | None:
+        """The ``seq`` of its clock (which timed case of the process it was), if any."""
+        clock = read_clock(self.file.with_suffix(".clock"))
+        return None if clock is None else clock[0]
+
     def remove(self) -> None:
         self.file.unlink(missing_ok=True)
         self.file.with_suffix(".why").unlink(missing_ok=True)
+        self.file.with_suffix(".clock").unlink(missing_ok=True)
+
+
+def read_clock(path: Path) -> tuple[int, float] | None:
+    """``(seq, limit)`` of a journal's clock file; ``None`` when there is none (or it is being
+    replaced)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+        return int(doc["seq"]), float(doc["limit"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def orphans(directory: Path) -> list[Orphan]:

@@ -148,6 +148,7 @@ class CorpusCase(pytest.Item):
     def runtest(self) -> None:
         from .check import DifferenceFound, check_case
         from .corpus import load_entry
+        from .limits import LimitExceeded, check_cost
 
         try:
             entry = load_entry(self.path)
@@ -157,7 +158,12 @@ class CorpusCase(pytest.Item):
         impls = self.config.stash[_IMPLS]
         if case.kernel not in impls:
             pytest.skip(f"{self.config.stash[_SOURCE].describe()} does not define {case.kernel}")
-        finding = check_case(case, impls, self.config.stash[_BACKEND].device, _journal(), domain=entry.tier)
+        device = self.config.stash[_BACKEND].device
+        try:
+            check_cost(case, interpreter=device == "cpu")  # too big to run on this backend
+        except LimitExceeded as exc:
+            pytest.fail(f"{self.path}: {exc.field}: {exc.rule}", pytrace=False)
+        finding = check_case(case, impls, device, _journal(), domain=entry.tier)
         if finding is not None:
             raise DifferenceFound(finding)
 

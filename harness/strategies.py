@@ -9,7 +9,9 @@ compiled GPU run (large batches).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
@@ -18,6 +20,18 @@ from hypothesis.extra import numpy as hnp
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 POWERS_OF_TWO = tuple(2**k for k in range(9))  # 1 .. 256
+
+# Production extremes (vLLM's ranges): what a default run must reach on every target.
+MAX_NUM_SEQS = 1024
+"""``max_num_seqs`` of a large deployment: batches of more requests are drawn (1025 and up)."""
+INT16_MAX = 2**15 - 1
+"""Token offsets past it come with ``max_num_batched_tokens`` of 32k and more."""
+SPEC_TOKENS = 15
+"""``num_speculative_tokens`` of 15 and more: rows of 16+ columns, 16+ rejected slots."""
+ID16_MAX = 2**16 - 1
+"""Token ids past it come with vocabularies of 256k ids (Gemma, Llama 4, ...)."""
+FLOAT32_EXACT = 2**24
+"""Positions and lengths past it (long-context ``max_model_len``) are not exact in float32."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,59 @@ def query_lengths(draw: st.DrawFn, num_requests: int, scale: Scale, min_len: int
 def query_start_loc_from(lengths: list[int]) -> np.ndarray:
     """``[0, l0, l0+l1, ...]`` as int32: the cumulative sum that vLLM's metadata holds."""
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A cheap-but-large batch shape that reaches production extremes.
+
+    Under the interpreter a case costs its program instances, not its values: ``programs`` is
+    about how many one case of this shape launches (for a Python function, 1), ``build(rng,
+    scale)`` draws an in-contract case of the shape with NumPy. A target's shapes, cheapest
+    first, make the tour that opens every default run (:meth:`~.targets.base.Target.extreme_cases`);
+    its bulk generator and strategy draw them now and then too (:func:`draw_shape`).
+    """
+
+    name: str
+    programs: int
+    build: Callable[[np.random.Generator, Scale], Any]
+
+
+def affordable(shapes: Sequence[Shape], scale: Scale) -> list[Shape]:
+    """The shapes whose launches fit ``scale.max_programs`` (all of them on a GPU)."""
+    return [s for s in shapes if s.programs <= scale.max_programs]
+
+
+SHAPE_ODDS = 32
+"""A Hypothesis example is an extreme shape with odds ``len(shapes) : SHAPE_ODDS``."""
+
+
+@st.composite
+def draw_shape(draw: st.DrawFn, shapes: Sequence[Shape], scale: Scale) -> Any:
+    """``None`` most of the time (draw an ordinary case); now and then a case of one of the
+    affordable ``shapes``, built from a drawn seed. Shrinks toward ``None``: the target's own
+    shrink moves, not Hypothesis, make an extreme case small."""
+    fit = affordable(shapes, scale)
+    k = draw(st.integers(0, SHAPE_ODDS - 1))
+    if k < SHAPE_ODDS - len(fit):
+        return None
+    shape = fit[SHAPE_ODDS - 1 - k]
+    return shape.build(np.random.default_rng(draw(st.integers(0, 2**32 - 1))), scale)
+
+
+def random_shape(rng: np.random.Generator, shapes: Sequence[Shape], scale: Scale, p: float = 0.1) -> Any:
+    """For bulk generators: with probability ``p`` a case of one of ``shapes`` (any cost), else ``None``."""
+    if not shapes or rng.random() >= p:
+        return None
+    return shapes[int(rng.integers(0, len(shapes)))].build(rng, scale)
+
+
+def split_total(rng: np.random.Generator, total: int, parts: int, low: int = 1) -> list[int]:
+    """``parts`` random lengths, each at least ``low``, that add up to ``total``."""
+    if parts * low > total:
+        raise ValueError(f"cannot split {total} into {parts} parts of at least {low}")
+    cuts = np.sort(rng.integers(0, total - parts * low + 1, size=parts - 1))
+    return (np.diff(np.concatenate([[0], cuts, [total - parts * low]])) + low).astype(int).tolist()
 
 
 def derive_seed(base: int, *key: object) -> int:

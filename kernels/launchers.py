@@ -152,3 +152,132 @@ LAUNCHERS: dict[str, Callable[..., None]] = {
     "eagle_prepare_inputs_padded_kernel": launch_eagle_prepare_inputs_padded,
     "eagle_prepare_next_token_padded_kernel": launch_eagle_prepare_next_token_padded,
 }
+
+
+# --------------------------------------------------------------------------------------------
+# copy_and_expand_dflash_inputs_kernel (vLLM 0.33; not in the bundled copy)
+# --------------------------------------------------------------------------------------------
+
+
+def dflash_launch_params(max_query_len: int, num_query_per_req: int) -> tuple[int, int]:
+    """vLLM's ``(max_tokens_per_req, triton_block_size)`` for the DFlash kernel
+    (``DFlashProposer.set_inputs_first_pass``): ``cad.max_query_len + num_query_per_req`` and
+    ``min(256, next_power_of_2(max_tokens_per_req))``."""
+    max_tokens_per_req = max_query_len + num_query_per_req
+    return max_tokens_per_req, min(256, triton.next_power_of_2(max_tokens_per_req))
+
+
+def launch_copy_and_expand_dflash_inputs(
+    kernel: Kernel,
+    *,
+    next_token_ids: torch.Tensor,
+    target_positions: torch.Tensor,
+    out_input_ids: torch.Tensor,
+    out_context_positions: torch.Tensor,
+    out_query_positions: torch.Tensor,
+    out_context_slot_mapping: torch.Tensor,
+    out_query_slot_mapping: torch.Tensor,
+    out_token_indices: torch.Tensor,
+    block_table: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    num_rejected_tokens: torch.Tensor | None,
+    parallel_drafting_token_id: int,
+    block_size: int,
+    num_speculative_tokens: int,
+    max_query_len: int,
+    total_input_tokens: int | None = None,
+    max_tokens_per_req: int | None = None,
+    triton_block_size: int | None = None,
+) -> None:
+    """Mirror of ``DFlashProposer.set_inputs_first_pass`` and its dispatcher
+    ``_copy_and_expand_dflash_inputs``: grid ``(len(query_start_loc) - 1,
+    cdiv(max_tokens_per_req, triton_block_size))``, ``BLOCK_SIZE = triton_block_size``,
+    ``HAS_NUM_REJECTED = num_rejected_tokens is not None``; every argument by the kernel's
+    parameter name, as the dispatcher binds them.
+
+    ``num_rejected_tokens=None`` passes the null pointer ``0`` (vLLM's call without rejected
+    tokens). ``total_input_tokens`` defaults to ``len(target_positions)``;
+    ``max_tokens_per_req`` and ``triton_block_size`` to :func:`dflash_launch_params` (a given
+    ``max_tokens_per_req`` alone picks its block as vLLM would).
+    """
+    num_query_per_req = 1 + num_speculative_tokens
+    vllm_max_tokens, _ = dflash_launch_params(max_query_len, num_query_per_req)
+    if max_tokens_per_req is None:
+        max_tokens_per_req = vllm_max_tokens
+    if triton_block_size is None:
+        triton_block_size = min(256, triton.next_power_of_2(max_tokens_per_req))
+    if total_input_tokens is None:
+        total_input_tokens = target_positions.shape[0]
+    has_num_rejected = num_rejected_tokens is not None
+    grid = (query_start_loc.shape[0] - 1, triton.cdiv(max_tokens_per_req, triton_block_size))
+    kernel[grid](
+        next_token_ids_ptr=next_token_ids,
+        target_positions_ptr=target_positions,
+        out_input_ids_ptr=out_input_ids,
+        out_context_positions_ptr=out_context_positions,
+        out_query_positions_ptr=out_query_positions,
+        out_context_slot_mapping_ptr=out_context_slot_mapping,
+        out_query_slot_mapping_ptr=out_query_slot_mapping,
+        out_token_indices_ptr=out_token_indices,
+        block_table_ptr=block_table,
+        block_table_stride=block_table.stride(0),
+        query_start_loc_ptr=query_start_loc,
+        num_rejected_tokens_ptr=num_rejected_tokens if has_num_rejected else 0,
+        parallel_drafting_token_id=parallel_drafting_token_id,
+        block_size=block_size,
+        num_query_per_req=num_query_per_req,
+        num_speculative_tokens=num_speculative_tokens,
+        total_input_tokens=total_input_tokens,
+        BLOCK_SIZE=triton_block_size,
+        HAS_NUM_REJECTED=has_num_rejected,
+    )
+
+
+LAUNCHERS["copy_and_expand_dflash_inputs_kernel"] = launch_copy_and_expand_dflash_inputs
+
+
+PADDING_SLOT_ID = -1
+"""vLLM's ``PADDING_SLOT_ID``: the slot id of a token that must not write the KV cache."""
+
+
+def launch_eagle_step_slot_mapping_metadata(
+    kernel: Kernel,
+    *,
+    positions: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    out_clamped_positions: torch.Tensor,
+    out_slot_mapping: torch.Tensor,
+    block_size: int,
+    max_model_len: int,
+    input_batch_size: int | None = None,
+) -> None:
+    """Mirror of ``eagle_step_update_slot_mapping_and_metadata`` (vLLM 0.33) and its dispatcher
+    ``_eagle_step_slot_mapping_metadata``: grid ``(input_batch_size,)``.
+
+    ``batch_size = positions.shape[0]``; ``input_batch_size`` defaults to it (no cudagraph
+    padding); ``block_table_stride = block_table.stride(0)`` and ``n_blocks_per_req =
+    block_table.shape[1]`` (a column slice of a wider table keeps the wider stride);
+    ``PAD_ID = PADDING_SLOT_ID``. ``seq_lens`` is updated in place; ``out_clamped_positions``
+    may be ``positions`` itself, as in vLLM's draft steps after the first. There is no bundled
+    kernel of this name (it is newer than the bundled copy): ``kernel`` is required.
+    """
+    batch_size = positions.shape[0]
+    if input_batch_size is None:
+        input_batch_size = batch_size
+    kernel[(input_batch_size,)](
+        positions,
+        block_table,
+        block_table.stride(0),
+        seq_lens,
+        out_clamped_positions,
+        out_slot_mapping,
+        block_size=block_size,
+        max_model_len=max_model_len,
+        n_blocks_per_req=block_table.shape[1],
+        PAD_ID=PADDING_SLOT_ID,
+        batch_size=batch_size,
+    )
+
+
+LAUNCHERS["eagle_step_slot_mapping_metadata_kernel"] = launch_eagle_step_slot_mapping_metadata

@@ -1,8 +1,9 @@
 """Minimal stand-ins for the vLLM types that ``spec_decode_utils`` names.
 
-vLLM itself is not a dependency: the two Python functions under test only read fields, call
-``CommonAttentionMetadata.replace`` / ``batch_size`` and ``dataclasses.replace``, so plain
-dataclasses with vLLM's field names are enough to run them. The field names and defaults
+vLLM itself is not a dependency: the Python functions under test only read fields, call
+``CommonAttentionMetadata.replace`` / ``batch_size`` / ``naive_query_lens`` and
+``dataclasses.replace``, and the module's decorators read ``current_platform``, so plain
+dataclasses with vLLM's field names (and a platform stand-in) are enough to run them. The field names and defaults
 follow vLLM's own classes (``vllm/v1/attention/backend.py``, ``vllm/config/*.py``); only the
 fields a spec-decode helper could touch are kept, plus a few others so that "every other field
 is unchanged" has something to check. Nothing here validates or derives values (vLLM's
@@ -29,6 +30,7 @@ __all__ = [
     "SchedulerConfig",
     "SpeculativeConfig",
     "VllmConfig",
+    "current_platform",
 ]
 
 
@@ -65,6 +67,11 @@ class CommonAttentionMetadata:
     def batch_size(self) -> int:
         """The (possibly padded) number of requests: the length of ``seq_lens``."""
         return self.seq_lens.shape[0]
+
+    def naive_query_lens(self) -> Any:
+        """Each request's query length, ``query_start_loc[1:] - query_start_loc[:-1]`` (naive:
+        a query is taken to end where the next one starts)."""
+        return self.query_start_loc[1:] - self.query_start_loc[:-1]
 
     def replace(self, **kwargs: Any) -> CommonAttentionMetadata:
         """A copy with ``kwargs`` fields replaced (``dataclasses.replace``); the rest shared."""
@@ -184,3 +191,18 @@ class VllmConfig:
     kv_transfer_config: Any = None
     additional_config: dict[str, Any] = field(default_factory=dict)
     instance_id: str = ""
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Stand-in for ``vllm.platforms.current_platform``: what the module's decorators read.
+
+    ``simple_compile_backend`` is the ``torch.compile`` backend vLLM's simple compiled helpers
+    use (``update_num_computed_tokens_for_batch_change``): ``"inductor"`` on every platform
+    vLLM 0.33 ships (its ``Platform`` default; neither CUDA nor CPU overrides it).
+    """
+
+    simple_compile_backend: str = "inductor"
+
+
+current_platform = Platform()

@@ -311,3 +311,319 @@ def eagle_prepare_next_token_padded(
     )  # fmt: skip
     _raise_if_error(_prepare_next_token_loops(*args, False), "eagle_prepare_next_token_padded")
     _prepare_next_token_loops(*args, True)
+
+
+# --------------------------------------------------------------------------------------------
+# 9. copy_and_expand_dflash_inputs_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["copy_and_expand_dflash_inputs"]
+
+# Error codes of _dflash_loops (its own table, so other sections' codes never collide).
+_DFLASH_ERRORS = {
+    1: "num_rejected_tokens read",
+    2: "target_positions read (last accepted)",
+    3: "next_token_ids read",
+    4: "target_positions read (context)",
+    5: "block_table read",
+    6: "out_context_positions write",
+    7: "out_context_slot_mapping write",
+    8: "out_query_positions write",
+    9: "out_query_slot_mapping write",
+    10: "out_input_ids write",
+    11: "out_token_indices write",
+}
+
+
+@numba.njit(cache=True)
+def _trunc_div(p, d):
+    """C (truncating) integer division of int64 ``p`` by ``d > 0``."""
+    quot = (-p) // d if p < 0 else p // d
+    return -quot if p < 0 else quot
+
+
+@numba.njit(cache=True)
+def _dflash_slot(table, r, W, bs, p):
+    """(ok, slot) of position ``p`` in request ``r``: the clamped block number's entry."""
+    block = _trunc_div(p, bs)
+    if block > W - 1:
+        block = W - 1
+    i = np.int64(np.int32(r * W)) + block
+    if i < 0 or i >= table.shape[0]:
+        return False, i
+    offset = p - _trunc_div(p, bs) * bs
+    return True, np.int64(table[i]) * bs + offset
+
+
+@numba.njit(cache=True)
+def _dflash_loops(
+    next_tok, pos, table, qsl, rej_arr, has_rej, mask_id, bs, Q, K, W, T,
+    out_ids, out_cpos, out_qpos, out_cslot, out_qslot, out_tidx, do_write,
+):  # fmt: skip
+    R = qsl.shape[0] - 1
+    for r in range(R):
+        qs = np.int64(qsl[r])
+        nqs = np.int64(qsl[r + 1])
+        rej = np.int64(0)
+        if has_rej:
+            if r >= rej_arr.shape[0]:
+                return np.int64(1), np.int64(r), np.int64(r)
+            rej = np.int64(rej_arr[r])
+        last = np.int64(np.int32(nqs - rej - 1))
+        if last < 0 or last >= pos.shape[0]:
+            return np.int64(2), np.int64(r), last
+        if r >= next_tok.shape[0]:
+            return np.int64(3), np.int64(r), np.int64(r)
+        last_pos = np.int64(pos[last])
+
+        # The context: positions copied (index clamped to T - 1), each with its slot.
+        qlen = np.int64(np.int32(nqs - qs))
+        for j in range(qlen):
+            o = np.int64(np.int32(qs + j))
+            i = o
+            if i > T - 1:
+                i = T - 1
+            if i < 0 or i >= pos.shape[0]:
+                return np.int64(4), np.int64(r), i
+            p = np.int64(pos[i])
+            ok, slot = _dflash_slot(table, np.int64(r), W, bs, p)
+            if not ok:
+                return np.int64(5), np.int64(r), slot
+            if o < 0 or o >= out_cpos.shape[0]:
+                return np.int64(6), np.int64(r), o
+            if o >= out_cslot.shape[0]:
+                return np.int64(7), np.int64(r), o
+            if do_write:
+                out_cpos[o] = p
+                out_cslot[o] = slot
+
+        # The query: Q slots after the last accepted position; bonus first, then mask tokens.
+        for q in range(Q):
+            o = np.int64(np.int32(np.int64(r) * Q + q))
+            p = last_pos + np.int64(1 + q)  # int64, wraps at the limit
+            ok, slot = _dflash_slot(table, np.int64(r), W, bs, p)
+            if not ok:
+                return np.int64(5), np.int64(r), slot
+            if o < 0 or o >= out_qpos.shape[0]:
+                return np.int64(8), np.int64(r), o
+            if o >= out_qslot.shape[0]:
+                return np.int64(9), np.int64(r), o
+            if o >= out_ids.shape[0]:
+                return np.int64(10), np.int64(r), o
+            token = mask_id
+            if q == 0:
+                token = np.int32(next_tok[r])
+            else:
+                t = np.int64(np.int32(np.int64(r) * K + q - 1))
+                if t < 0 or t >= out_tidx.shape[0]:
+                    return np.int64(11), np.int64(r), t
+                if do_write:
+                    out_tidx[t] = np.int32(o)
+            if do_write:
+                out_qpos[o] = p
+                out_qslot[o] = slot
+                out_ids[o] = token
+    return np.int64(0), np.int64(0), np.int64(0)
+
+
+def copy_and_expand_dflash_inputs(
+    *,
+    next_token_ids,
+    target_positions,
+    block_table,
+    block_table_stride,
+    query_start_loc,
+    num_rejected_tokens=None,
+    parallel_drafting_token_id,
+    block_size,
+    num_query_per_req,
+    num_speculative_tokens,
+    total_input_tokens,
+    out_input_ids,
+    out_context_positions,
+    out_query_positions,
+    out_context_slot_mapping,
+    out_query_slot_mapping,
+    out_token_indices,
+) -> None:
+    """docs/CONTRACT.md §9; same rules as ``vectorized.copy_and_expand_dflash_inputs``."""
+    bs = _i32_exact(block_size, "block_size")
+    if bs <= 0:
+        raise ZeroDivisionError(f"block_size={bs}: positions are divided by it")
+    has_rej = num_rejected_tokens is not None
+    rej = num_rejected_tokens if has_rej else np.zeros(0, dtype=np.int32)
+    args = (
+        next_token_ids, target_positions.astype(np.int64, copy=False),
+        np.ascontiguousarray(block_table).reshape(-1), query_start_loc, rej, has_rej,
+        _i32_wrap(parallel_drafting_token_id), np.int64(bs),
+        np.int64(_i32_exact(num_query_per_req, "num_query_per_req")),
+        np.int64(_i32_exact(num_speculative_tokens, "num_speculative_tokens")),
+        np.int64(_i32_exact(block_table_stride, "block_table_stride")),
+        np.int64(_i32_exact(total_input_tokens, "total_input_tokens")),
+        out_input_ids, out_context_positions, out_query_positions,
+        out_context_slot_mapping, out_query_slot_mapping, out_token_indices,
+    )  # fmt: skip
+    err = _dflash_loops(*args, False)
+    code, r, idx = (int(v) for v in err)
+    if code:
+        raise IndexError(
+            f"copy_and_expand_dflash_inputs: {_DFLASH_ERRORS[code]} out of bounds "
+            f"(request {r}, index {idx})"
+        )
+    _dflash_loops(*args, True)
+
+
+# --------------------------------------------------------------------------------------------
+# 6. eagle_step_slot_mapping_metadata_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["eagle_step_slot_mapping_metadata"]
+_ERRORS.update({
+    601: "positions read",
+    602: "seq_lens read",
+    603: "out_clamped_positions write",
+    604: "out_slot_mapping write",
+    605: "block_table read",
+})  # fmt: skip
+
+
+@numba.njit(cache=True)
+def _eagle_step_loops(
+    pos, table, nb, seq, bs, M, pad_id, batch, grid, out_pos, out_slot, do_write
+):  # fmt: skip
+    width = np.int64(table.shape[1])
+    flat = table.reshape(-1)
+    for r in range(grid):
+        if r >= out_slot.shape[0]:
+            return np.int64(604), np.int64(r), np.int64(r)
+        if r >= batch:  # a cudagraph padding program
+            if do_write:
+                out_slot[r] = pad_id
+            continue
+        if r >= pos.shape[0]:
+            return np.int64(601), np.int64(r), np.int64(r)
+        if r >= seq.shape[0]:
+            return np.int64(602), np.int64(r), np.int64(r)
+        if r >= out_pos.shape[0]:
+            return np.int64(603), np.int64(r), np.int64(r)
+        p = np.int64(pos[r]) + 1
+        exceeds = p >= M
+        clamped = np.int64(0) if exceeds else p
+        c = clamped // bs
+        if c > nb - 1:
+            c = nb - 1
+        i = np.int64(r) * width + c
+        if i < 0 or i >= flat.shape[0]:
+            return np.int64(605), np.int64(r), i
+        block = np.int64(flat[i])
+        if exceeds:
+            slot = pad_id
+            new_seq = np.int64(1)
+        else:
+            slot = np.int64(np.int32(block * bs)) + clamped % bs
+            new_seq = np.int64(np.int32(np.int64(seq[r]) + 1))
+            if new_seq > M:
+                new_seq = M
+        if do_write:
+            out_pos[r] = clamped
+            out_slot[r] = slot
+            seq[r] = np.int32(new_seq)
+    return np.int64(0), np.int64(0), np.int64(0)
+
+
+def eagle_step_slot_mapping_metadata(
+    *,
+    positions,
+    block_table,
+    n_blocks_per_req,
+    seq_lens,
+    block_size,
+    max_model_len,
+    pad_id,
+    batch_size,
+    input_batch_size,
+    out_clamped_positions,
+    out_slot_mapping,
+) -> None:
+    """docs/CONTRACT.md §6; same rules as ``vectorized.eagle_step_slot_mapping_metadata``.
+
+    One program after another, each reading its request's inputs before writing its outputs,
+    as the kernel does (so ``out_clamped_positions`` may be ``positions`` itself).
+    """
+    if int(block_size) < 1:
+        raise ValueError(f"block_size={int(block_size)} must be >= 1")
+    table = np.ascontiguousarray(block_table)
+    if table.ndim != 2:
+        raise ValueError("block_table must be 2-D")
+    args = (
+        positions, table, np.int64(int(n_blocks_per_req)), seq_lens,
+        np.int64(int(block_size)), np.int64(int(max_model_len)), np.int64(int(pad_id)),
+        np.int64(int(batch_size)), np.int64(max(0, int(input_batch_size))),
+        out_clamped_positions, out_slot_mapping,
+    )  # fmt: skip
+    _raise_if_error(_eagle_step_loops(*args, False), "eagle_step_slot_mapping_metadata")
+    _eagle_step_loops(*args, True)
+
+
+# --------------------------------------------------------------------------------------------
+# 7. compute_new_slot_mapping
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["compute_new_slot_mapping"]
+_ERRORS.update({701: "block_table read"})
+
+
+@numba.njit(cache=True)
+def _new_slot_mapping_loops(qsl, table, pos, rejected, bs, N, M, out):
+    R = table.shape[0]
+    nb = np.int64(table.shape[1])
+    flat = table.reshape(-1)
+    t = 0
+    for r in range(R):
+        count = np.int64(qsl[r + 1]) - np.int64(qsl[r]) + N
+        for _ in range(count):
+            p = np.int64(pos[t])
+            q = p if p < M - 1 else M - 1
+            i = np.int64(r) * nb + q // bs
+            if i < 0 or i >= flat.shape[0]:
+                return np.int64(701), np.int64(r), i
+            if rejected[t] or p >= M:
+                out[t] = -1
+            else:
+                out[t] = np.int64(np.int32(np.int64(flat[i]) * bs)) + q % bs
+            t += 1
+    return np.int64(0), np.int64(0), np.int64(0)
+
+
+def compute_new_slot_mapping(
+    *,
+    query_start_loc,
+    block_table,
+    new_positions,
+    is_rejected_token_mask,
+    block_size,
+    num_new_tokens,
+    max_model_len,
+) -> np.ndarray:
+    """docs/CONTRACT.md §7; same rules as ``vectorized.compute_new_slot_mapping``: one
+    request after another, one token after another."""
+    table = np.ascontiguousarray(block_table)
+    if table.ndim != 2:
+        raise ValueError("block_table must be 2-D")
+    if int(block_size) < 1:
+        raise ValueError(f"block_size={int(block_size)} must be >= 1")
+    qsl = np.asarray(query_start_loc, dtype=np.int64)
+    if len(qsl) != table.shape[0] + 1:
+        raise ValueError(f"query_start_loc has {len(qsl)} entries for {table.shape[0]} block-table rows")
+    pos = np.asarray(new_positions, dtype=np.int64)
+    rejected = np.asarray(is_rejected_token_mask).astype(np.bool_)
+    N = int(num_new_tokens)
+    total = sum(int(qsl[r + 1] - qsl[r]) + N for r in range(table.shape[0]))
+    if any(int(qsl[r + 1] - qsl[r]) + N < 0 for r in range(table.shape[0])) or total != len(pos) or len(rejected) != len(pos):
+        raise ValueError("new_positions and the mask need sum(qlen + num_new_tokens) entries")
+    out = np.zeros(len(pos), dtype=np.int64)
+    err = _new_slot_mapping_loops(
+        qsl, table, pos, rejected, np.int64(int(block_size)), np.int64(N), np.int64(int(max_model_len)), out
+    )
+    _raise_if_error(err, "compute_new_slot_mapping")
+    return out

@@ -338,3 +338,257 @@ def eagle_prepare_next_token_padded(
 
     next_token_ids[:n] = nxt.astype(next_token_ids.dtype)
     valid_sampled_tokens_count[:n] = count.astype(valid_sampled_tokens_count.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# 9. copy_and_expand_dflash_inputs_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["copy_and_expand_dflash_inputs"]
+
+
+def _trunc_divmod64(p, d: int):
+    """``p // d`` and ``p % d`` with C (truncating) semantics, for int64 ``p`` and ``d > 0``."""
+    p = np.asarray(p, dtype=np.int64)
+    quot = np.abs(p) // d  # exact for |p| < 2**63
+    quot = np.where(p < 0, -quot, quot).astype(np.int64)
+    with np.errstate(over="ignore"):
+        rem = (p - quot * d).astype(np.int64)
+    return quot, rem
+
+
+def copy_and_expand_dflash_inputs(
+    *,
+    next_token_ids,
+    target_positions,
+    block_table,
+    block_table_stride,
+    query_start_loc,
+    num_rejected_tokens=None,
+    parallel_drafting_token_id,
+    block_size,
+    num_query_per_req,
+    num_speculative_tokens,
+    total_input_tokens,
+    out_input_ids,
+    out_context_positions,
+    out_query_positions,
+    out_context_slot_mapping,
+    out_query_slot_mapping,
+    out_token_indices,
+) -> None:
+    """docs/CONTRACT.md §9 (the grid is assumed to cover every slot).
+
+    ``num_rejected_tokens=None`` is the variant without rejected tokens (``HAS_NUM_REJECTED``
+    off). ``block_table`` is read flat: row ``r`` starts at ``r * block_table_stride``. Per
+    request r (``qs, nqs = query_start_loc[r], query_start_loc[r+1]``, ``rej`` rejected,
+    ``Q = num_query_per_req``, ``K = num_speculative_tokens``)::
+
+        slot(r, p) = block_table[r*W + min(p // bs, W - 1)] * bs + p % bs      (int64)
+        context j < nqs - qs:  p = target_positions[min(qs + j, T - 1)]
+                               out_context_positions[qs + j] = p, slot -> out_context_slot_mapping
+        query q < Q:           p = target_positions[nqs - rej - 1] + 1 + q
+                               out_query_positions[r*Q + q] = p, slot -> out_query_slot_mapping
+                               out_input_ids[r*Q + q] = next_token_ids[r] if q == 0 else mask id
+                               out_token_indices[r*K + q - 1] = r*Q + q     (q >= 1)
+    """
+    Q = _scalar_int32(num_query_per_req, "num_query_per_req")
+    K = _scalar_int32(num_speculative_tokens, "num_speculative_tokens")
+    W = _scalar_int32(block_table_stride, "block_table_stride")
+    bs = _scalar_int32(block_size, "block_size")
+    T = _scalar_int32(total_input_tokens, "total_input_tokens")
+    mask_id = _scalar_wrap32(parallel_drafting_token_id)
+    if bs <= 0:
+        raise ZeroDivisionError(f"block_size={bs}: positions are divided by it")
+    R = len(query_start_loc) - 1
+    if R <= 0:
+        return  # empty grid: nothing is read or written
+    table = np.asarray(block_table).reshape(-1)
+    r = np.arange(R, dtype=np.int64)
+    qs = query_start_loc[:R].astype(np.int64)
+    nqs = query_start_loc[1 : R + 1].astype(np.int64)
+    qlen = _wrap32(nqs - qs)
+
+    # Per-request reads every program makes: the rejected count, the last accepted position,
+    # the bonus token.
+    if num_rejected_tokens is not None:
+        _check_len(num_rejected_tokens, R, "num_rejected_tokens read")
+        rej = num_rejected_tokens[:R].astype(np.int64)
+    else:
+        rej = np.zeros(R, dtype=np.int64)
+    last_idx = _wrap32(nqs - rej - 1)
+    _check_index(last_idx, len(target_positions), "target_positions read (last accepted)")
+    _check_len(next_token_ids, R, "next_token_ids read")
+    last_pos = target_positions[last_idx].astype(np.int64)
+
+    # Output ranges, bounded before any per-slot array is built.
+    n_ctx = np.maximum(qlen, 0)
+    for buf, name in ((out_context_positions, "out_context_positions"),
+                      (out_context_slot_mapping, "out_context_slot_mapping")):  # fmt: skip
+        _check_ranges(qs, n_ctx, len(buf), f"{name} write")
+    n_query = max(Q, 0)
+    q_start = _wrap32(r * Q)
+    for buf, name in ((out_query_positions, "out_query_positions"),
+                      (out_query_slot_mapping, "out_query_slot_mapping"),
+                      (out_input_ids, "out_input_ids")):  # fmt: skip
+        _check_ranges(q_start, np.full(R, n_query, dtype=np.int64), len(buf), f"{name} write")
+
+    # Context slots.
+    creq, j = _segments(n_ctx)
+    c_out = _wrap32(qs[creq] + j)
+    c_in = np.minimum(c_out, T - 1)
+    _check_index(c_in, len(target_positions), "target_positions read (context)")
+    c_pos = target_positions[c_in].astype(np.int64)
+
+    # Query slots.
+    qreq, q = _segments(np.full(R, n_query, dtype=np.int64))
+    q_out = _wrap32(qreq * Q + q)
+    with np.errstate(over="ignore"):
+        q_pos = (last_pos[qreq] + (1 + q)).astype(np.int64)  # int64 wrap-around
+
+    # Slot mapping of every position (context then query), through the clamped block number.
+    def slots(req, pos):
+        block, offset = _trunc_divmod64(pos, bs)
+        idx = _wrap32(req * W) + np.minimum(block, W - 1)
+        _check_index(idx, table.size, "block_table read")
+        return table[idx].astype(np.int64) * bs + offset
+
+    c_slot = slots(creq, c_pos)
+    q_slot = slots(qreq, q_pos)
+
+    # Token indices of the mask tokens (q >= 1).
+    mask = q >= 1
+    t_idx = _wrap32(qreq[mask] * K + q[mask] - 1)
+    _check_index(t_idx, len(out_token_indices), "out_token_indices write")
+
+    ids = np.where(q == 0, next_token_ids[qreq].astype(np.int64), mask_id)
+
+    _scatter(out_context_positions, c_out, c_pos)
+    _scatter(out_context_slot_mapping, c_out, c_slot)
+    _scatter(out_query_positions, q_out, q_pos)
+    _scatter(out_query_slot_mapping, q_out, q_slot)
+    _scatter(out_input_ids, q_out, ids)
+    _scatter(out_token_indices, t_idx, q_out[mask])
+
+
+# --------------------------------------------------------------------------------------------
+# 6. eagle_step_slot_mapping_metadata_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["eagle_step_slot_mapping_metadata"]
+
+
+def eagle_step_slot_mapping_metadata(
+    *,
+    positions,
+    block_table,
+    n_blocks_per_req,
+    seq_lens,
+    block_size,
+    max_model_len,
+    pad_id,
+    batch_size,
+    input_batch_size,
+    out_clamped_positions,
+    out_slot_mapping,
+) -> None:
+    """docs/CONTRACT.md §6: one EAGLE draft step. ``seq_lens`` is updated in place.
+
+    ``block_table`` is 2-D; its width is the row stride and only columns ``< n_blocks_per_req``
+    are meant to be read (element ``r*width + c`` of the flat table, exactly as the kernel
+    addresses it). Programs ``0 .. input_batch_size - 1``; program ``r < batch_size`` is
+    request ``r``::
+
+        p        = positions[r] + 1;  exceeds = p >= M
+        clamped  = 0 if exceeds else p                          -> out_clamped_positions[r]
+        c        = min(clamped // bs, n_blocks_per_req - 1)
+        slot     = pad_id if exceeds else int32(table[r, c] * bs) + clamped % bs
+                                                                -> out_slot_mapping[r]
+        seq_lens[r] = 1 if exceeds else min(int32(seq_lens[r] + 1), M)
+
+    and every other program ``r`` writes ``out_slot_mapping[r] = pad_id``. Everything is
+    computed from the inputs as given before anything is written, so ``out_clamped_positions``
+    may be ``positions`` itself.
+    """
+    bs = int(block_size)
+    M = int(max_model_len)
+    nb = int(n_blocks_per_req)
+    if bs < 1:
+        raise ValueError(f"block_size={bs} must be >= 1")
+    n = max(0, min(int(batch_size), int(input_batch_size)))
+    pads = np.arange(n, max(n, int(input_batch_size)), dtype=np.int64)
+    table = np.asarray(block_table)
+    if table.ndim != 2:
+        raise ValueError("block_table must be 2-D")
+    _check_len(positions, n, "positions read")
+    _check_len(seq_lens, n, "seq_lens read")
+    _check_len(out_clamped_positions, n, "out_clamped_positions write")
+    _check_len(out_slot_mapping, n + pads.size, "out_slot_mapping write")
+
+    r = np.arange(n, dtype=np.int64)
+    p = positions[:n].astype(np.int64) + 1
+    exceeds = p >= M
+    clamped = np.where(exceeds, 0, p)
+    col = np.minimum(clamped // bs, nb - 1)
+    flat = r * table.shape[1] + col
+    _check_index(flat, table.size, "block_table read")
+    block = table.reshape(-1)[flat].astype(np.int64)
+    slot = np.where(exceeds, int(pad_id), _wrap32(block * bs) + clamped % bs)
+    seq = np.where(exceeds, 1, np.minimum(_wrap32(seq_lens[:n].astype(np.int64) + 1), M))
+
+    out_clamped_positions[:n] = clamped.astype(out_clamped_positions.dtype)
+    out_slot_mapping[:n] = slot.astype(out_slot_mapping.dtype)
+    out_slot_mapping[pads] = int(pad_id)
+    seq_lens[:n] = _wrap32(seq).astype(seq_lens.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# 7. compute_new_slot_mapping
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["compute_new_slot_mapping"]
+
+
+def compute_new_slot_mapping(
+    *,
+    query_start_loc,
+    block_table,
+    new_positions,
+    is_rejected_token_mask,
+    block_size,
+    num_new_tokens,
+    max_model_len,
+) -> np.ndarray:
+    """docs/CONTRACT.md §7: the new slot mapping, returned as a fresh int64 array.
+
+    Requests own consecutive runs of ``qlen_r + N`` tokens from token 0 (``qlen`` from
+    ``query_start_loc``); token ``t`` of request ``r`` with position ``p``, ``q = min(p, M-1)``::
+
+        -1                                      if is_rejected_token_mask[t] or p >= M
+        int32(table[r, q // bs] * bs) + q % bs  otherwise
+
+    Every token's lookup (``r*nb + q // bs`` in the flat table) must lie inside the table.
+    """
+    table = np.asarray(block_table)
+    if table.ndim != 2:
+        raise ValueError("block_table must be 2-D")
+    R, nb = table.shape
+    bs, N, M = int(block_size), int(num_new_tokens), int(max_model_len)
+    if bs < 1:
+        raise ValueError(f"block_size={bs} must be >= 1")
+    qsl = np.asarray(query_start_loc).astype(np.int64)
+    if len(qsl) != R + 1:
+        raise ValueError(f"query_start_loc has {len(qsl)} entries for {R} block-table rows")
+    counts = np.diff(qsl) + N
+    pos = np.asarray(new_positions).astype(np.int64)
+    rejected = np.asarray(is_rejected_token_mask).astype(np.bool_)
+    if np.any(counts < 0) or int(counts.sum()) != len(pos) or len(rejected) != len(pos):
+        raise ValueError("new_positions and the mask need sum(qlen + num_new_tokens) entries")
+    owner = np.repeat(np.arange(R, dtype=np.int64), counts)
+    q = np.minimum(pos, M - 1)
+    flat = owner * nb + q // bs
+    _check_index(flat, table.size, "block_table read")
+    block = table.reshape(-1)[flat].astype(np.int64)
+    slot = _wrap32(block * bs) + q % bs
+    slot[rejected | (pos >= M)] = -1
+    return slot.astype(np.int64)

@@ -39,8 +39,12 @@ def mutants() -> ModuleType:
 
 @pytest.fixture(scope="session")
 def seeded_bugs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every seeded bug written as a ``--kernels`` file: ``<dir>/<mutant name>.py``."""
+    """Every seeded bug written as a ``--kernels`` file: ``<dir>/<mutant name>.py`` (a mutant
+    of a vLLM release module that is not on this machine is left out)."""
     d = tmp_path_factory.mktemp("seeded_bugs")
     for m in MUTANTS.MUTANTS:
-        MUTANTS.write(m, d)
+        try:
+            MUTANTS.write(m, d)
+        except MUTANTS.ModuleUnavailable:
+            pass  # a release's module not on this machine: its mutants' tests skip, saying why
     return d

@@ -44,8 +44,9 @@ def test_what_the_extended_tier_says_about_the_torch_port(backend, warm_oracles)
     stats = bulk_fuzz_target(NT, impls, backend.device, SMALL, seed=3, examples=60, domain="extended",
                              stop_on_finding=False)
     assert stats.findings and not stats.contract_findings
-    edges = {e for f in stats.findings for e in impls_edges(f)}
-    assert edges == {"block_below_s", "no_column"}, [f.report() for f in stats.findings]
+    causes = {"block_below_s", "no_column"}
+    assert all(impls_edges(f) & causes for f in stats.findings), [f.report() for f in stats.findings]
+    assert causes <= {e for f in stats.findings for e in impls_edges(f)}, [f.report() for f in stats.findings]
     crash = [f for f in stats.findings if f.outcome.crash]
     assert len(crash) == 1 and "argmax" in crash[0].outcome.crash
 

@@ -19,7 +19,7 @@ from eaglefuzz.harness import cli
 from eaglefuzz.harness.case import Case
 from eaglefuzz.harness.check import check_case
 from eaglefuzz.harness.corpus import CORPUS_DIR, encode, load_entry, save_case
-from eaglefuzz.harness.domains import shrink_moves
+from eaglefuzz.harness.domains import shrink_candidates_for
 from eaglefuzz.harness.errors import UserError
 from eaglefuzz.harness.exitcodes import (
     EXIT_EDGE,
@@ -134,16 +134,14 @@ def test_exit_codes_and_the_corpus_file_of_an_edge_divergence(fork, backend, tmp
 
 
 def test_findings_exit():
-    class F:
-        def __init__(self, edge: bool) -> None:
-            self.is_edge = edge
-
+    edge = "edge divergence"
     assert EXIT_EDGE == 4
     assert findings_exit([]) == EXIT_OK
-    assert findings_exit([], interrupted=True) == EXIT_INTERRUPTED
-    assert findings_exit([F(True)]) == EXIT_EDGE
-    assert findings_exit([F(True), F(False)]) == EXIT_FINDINGS
-    assert findings_exit([F(False)], interrupted=True) == EXIT_FINDINGS
+    assert findings_exit([], None, True) == EXIT_INTERRUPTED
+    assert findings_exit([edge]) == EXIT_EDGE
+    assert findings_exit([edge, "difference"]) == EXIT_FINDINGS
+    assert findings_exit(["crash"], None, True) == EXIT_FINDINGS
+    assert findings_exit(["oracle disagreement"]) == EXIT_FINDINGS
 
 
 # -- tiers and the corpus ---------------------------------------------------------------
@@ -244,7 +242,7 @@ def test_shrink_moves_apply_to_edge_cases(name):
         if target.tier_of(case, "extended") != "extended":
             continue
         moves = list(target.shrink_candidates(case)) + list(target.extended_shrink_candidates(case))
-        assert len(list(shrink_moves(target, case, "extended"))) == len(moves)
+        assert len(list(shrink_candidates_for(target, case, "extended"))) == len(moves)
 
 
 @pytest.mark.kernel

@@ -1,21 +1,36 @@
-"""The default strategies reach every semantic feature of every target (no kernel runs here)."""
+"""The default runs reach every semantic feature of every target (no kernel runs here).
+
+Production extremes (a target's ``extremes``: more than 1024 requests, offsets past 32767,
+prefills of thousands of tokens, 16+ columns or rejected slots, ids past 65535, positions past
+2**24, r * P past 32767, the int32 limits) are reached by the tour that opens every default run,
+whatever the seed; the strategies and bulk generators reach every feature, the tour's too.
+"""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import seed as hseed
 
-from eaglefuzz.harness.strategies import INTERPRETER_SCALE, derive_seed
+from eaglefuzz.harness import fuzz
+from eaglefuzz.harness.sources import Implementations
+from eaglefuzz.harness.strategies import CUDA_SCALE, INTERPRETER_SCALE, affordable, derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
 EXAMPLES = 400
+TOURED = sorted(n for n, t in TARGETS.items() if t.shapes)
+"""Targets with a tour of production extremes (``shapes``)."""
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_default_strategy_reaches_every_feature(name, fuzz_seed):
+    """Hypothesis examples plus the tour that opens the run reach every feature."""
     target = TARGETS[name]
     reached: set[str] = set()
+    for case in fuzz.tour(name, INTERPRETER_SCALE, fuzz_seed):
+        target.validate(case)
+        reached |= target.features_of(case)
 
     @settings(max_examples=EXAMPLES, phases=[Phase.generate], database=None)
     @hseed(derive_seed(fuzz_seed, "features", name))
@@ -26,14 +41,12 @@ def test_default_strategy_reaches_every_feature(name, fuzz_seed):
 
     collect()
     missed = sorted(set(target.features) - reached)
-    assert not missed, f"{name}: {EXAMPLES} default examples never reach {missed}"
+    assert not missed, f"{name}: the tour and {EXAMPLES} default examples never reach {missed}"
     assert reached <= set(target.features), f"features_of returns undeclared names: {sorted(reached - set(target.features))}"
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_bulk_generator_reaches_every_feature(name):
-    import numpy as np
-
     target = TARGETS[name]
     rng = np.random.default_rng(derive_seed(0, "bulk-features", name))
     reached: set[str] = set()
@@ -43,3 +56,49 @@ def test_bulk_generator_reaches_every_feature(name):
         reached |= target.features_of(case)
     missed = sorted(set(target.features) - reached)
     assert not missed, f"400 bulk cases of {name} never reach {missed}"
+
+
+@pytest.mark.parametrize("name", TOURED)
+def test_tour_reaches_every_extreme(name):
+    """Every seed's tour reaches each production extreme, cheapest shape first."""
+    target = TARGETS[name]
+    assert target.extremes, f"{name} has a tour but declares no production extremes"
+    assert set(target.extremes) <= set(target.features)
+    costs = [s.programs for s in target.shapes]
+    assert costs == sorted(costs), f"{name}: shapes must come cheapest first"
+    for seed in range(8):
+        reached: set[str] = set()
+        for case in fuzz.tour(name, INTERPRETER_SCALE, seed):
+            target.validate(case)
+            reached |= target.features_of(case)
+        missed = sorted(set(target.extremes) - reached)
+        assert not missed, f"{name}: the tour of seed {seed} misses {missed}"
+
+
+def test_the_five_original_targets_have_a_tour():
+    assert {"copy_and_expand_eagle_inputs_kernel", "eagle_prepare_inputs_padded_kernel",
+            "eagle_prepare_next_token_padded_kernel", "extend_all_queries_by_N",
+            "create_vllm_config_for_draft_model"} <= set(TOURED)
+
+
+@pytest.mark.parametrize("mode", ["hypothesis", "bulk"])
+@pytest.mark.parametrize("name", TOURED)
+def test_default_run_opens_with_the_tour(name, mode, monkeypatch):
+    """A default run (either mode) checks the tour's cases first, so 100 examples reach every extreme."""
+    target = TARGETS[name]
+    seen: list = []
+    monkeypatch.setattr(fuzz, "check_case", lambda case, *a, **k: seen.append(case))
+    run = fuzz.fuzz_target if mode == "hypothesis" else fuzz.bulk_fuzz_target
+    n = len(target.shapes)
+    run(name, Implementations({}, {}), "cpu", INTERPRETER_SCALE, seed=3, examples=n)
+    reached = set().union(*(target.features_of(c) for c in seen))
+    assert len(seen) == n and set(target.extremes) <= reached, sorted(set(target.extremes) - reached)
+
+
+@pytest.mark.parametrize("name", TOURED)
+def test_strategies_draw_extreme_shapes_that_fit_the_scale(name):
+    """The interpreter's strategy leaves out shapes of more programs than the scale allows;
+    a GPU's draws them all."""
+    shapes = TARGETS[name].shapes
+    assert all(s.programs <= INTERPRETER_SCALE.max_programs for s in affordable(shapes, INTERPRETER_SCALE))
+    assert affordable(shapes, CUDA_SCALE) == list(shapes)

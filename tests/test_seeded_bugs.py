@@ -22,6 +22,8 @@ from eaglefuzz.harness.targets import TARGETS
 PORT = Path(__file__).parent / "seeded_bugs" / "port_prepare_inputs_numpy.py"
 BUG_EXAMPLES = 200
 PORT_EXAMPLES = 40
+DEFAULT_EXAMPLES = 100
+"""What ``eaglefuzz fuzz`` runs by default: a bug that needs a production extreme must fall within it."""
 
 pytestmark = [
     pytest.mark.kernel,
@@ -54,10 +56,29 @@ def test_seeded_bugs_present(mutants):
     assert per_target["eagle_prepare_next_token_padded_kernel"] >= 4
     assert per_target["extend_all_queries_by_N"] >= 3
     assert per_target["create_vllm_config_for_draft_model"] >= 3
+    assert per_target["copy_and_expand_dflash_inputs_kernel"] >= 5
+    assert per_target["eagle_step_slot_mapping_metadata_kernel"] >= 5
+    assert per_target["compute_new_slot_mapping"] >= 5
+
+
+def test_extreme_bugs_present(mutants):
+    """At least ten seeded bugs need a production extreme, ten different ones, each a declared
+    extreme of its target."""
+    extreme = [m for m in mutants.MUTANTS if m.extreme]
+    assert len(extreme) >= 10
+    assert len({(m.target, m.extreme) for m in extreme}) >= 10
+    for m in extreme:
+        assert m.extreme in TARGETS[m.target].extremes, (m.name, m.extreme)
 
 
 def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles):
     path = seeded_bugs_dir / f"{mutant}.py"
+    if not path.exists():
+        m = mutants.BY_NAME[mutant]
+        try:
+            mutants.module_file(m.module)
+        except mutants.ModuleUnavailable as exc:
+            pytest.skip(f"{mutant}: {exc}")
     impls, names = overridden(path)
     assert names == [mutants.BY_NAME[mutant].target]
     stats = fuzz_target(
@@ -72,6 +93,10 @@ def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, f
     finding = stats.findings[0]
     assert finding.kind in ("difference", "crash"), finding.report()
     assert finding.origin.file == str(path.resolve())
+    extreme = mutants.BY_NAME[mutant].extreme
+    if extreme:  # caught by a default run, on a case at that extreme
+        assert stats.examples <= DEFAULT_EXAMPLES, f"{mutant} found only after {stats.examples} examples"
+        assert extreme in TARGETS[names[0]].features_of(finding.case), finding.report()
 
 
 def test_port_passes(backend, scale, fuzz_seed, warm_oracles):
@@ -90,7 +115,7 @@ def test_port_passes(backend, scale, fuzz_seed, warm_oracles):
 def requests_of(case: Case) -> int:
     if "num_reqs" in case.scalars:
         return int(case.scalars["num_reqs"])
-    return len(case.arrays["query_end_loc"])
+    return len(case.arrays["query_start_loc"]) - 1
 
 
 # (bug file stem, a word of the region the shrunk report must name)

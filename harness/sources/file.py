@@ -2,8 +2,8 @@
 
 The file is imported as it is when it can be. A file whose imports do not resolve here (a vLLM
 checkout's ``vllm/v1/spec_decode/utils.py`` imports ``vllm.*``) is parsed instead: its
-``@triton.jit`` functions and the functions named like targets are written, under our own
-imports, to a real module file (compiled Triton refuses functions made by ``exec``) and
+``@triton.jit`` functions, the functions named like targets and its ``UPPER_CASE = literal``
+constants are written, under our own imports, to a real module file (compiled Triton refuses functions made by ``exec``) and
 imported from there. Anything indexable as ``kernel[grid](...)`` counts as a kernel, so a
 port behind such a wrapper is tested alike.
 """
@@ -136,10 +136,26 @@ def _is_jit(node: ast.FunctionDef) -> bool:
     return any("jit" in ast.unparse(d) for d in node.decorator_list)
 
 
+def _is_constant(node: ast.stmt) -> bool:
+    """A module-level ``UPPER_CASE = <literal>`` assignment."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+        return False
+    target = node.targets[0]
+    if not (isinstance(target, ast.Name) and target.id.isupper()):
+        return False
+    try:
+        ast.literal_eval(node.value)
+    except ValueError:
+        return False
+    return True
+
+
 def _extract(p: Path, text: str, tree: ast.Module, names: list[str]) -> Path:
     lines = text.splitlines(keepends=True)
     chunks = []
     for node in tree.body:
+        if _is_constant(node):  # e.g. PADDING_SLOT_ID = -1, which the functions read
+            chunks.append("".join(lines[node.lineno - 1 : node.end_lineno]))
         if isinstance(node, ast.FunctionDef) and (_is_jit(node) or node.name in names):
             start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
             chunks.append("".join(lines[start : node.end_lineno]))

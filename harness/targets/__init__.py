@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from .base import ContractViolation, Outcome, Target
 from .copy_and_expand import TARGET as _copy_and_expand
+from .copy_and_expand_dflash import TARGET as _copy_and_expand_dflash
 from .draft_config import TARGET as _draft_config
+from .eagle_step import TARGET as _eagle_step
 from .extend_all_queries import TARGET as _extend_all_queries
+from .new_slot_mapping import TARGET as _new_slot_mapping
 from .prepare_inputs_padded import TARGET as _prepare_inputs_padded
 from .prepare_next_token_padded import TARGET as _prepare_next_token_padded
 
@@ -20,6 +23,9 @@ TARGETS: dict[str, Target] = {
         _prepare_next_token_padded,
         _extend_all_queries,
         _draft_config,
+        _copy_and_expand_dflash,
+        _eagle_step,
+        _new_slot_mapping,
     )
 }
 

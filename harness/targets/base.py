@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from ..buffers import Guarded, filled, guard_for, pick_sentinel, poison, raw
 from ..case import Case
 from ..compare import Difference, compare_all
-from ..strategies import Scale
+from ..strategies import Scale, Shape
 
 
 class ContractViolation(ValueError):
@@ -36,7 +36,8 @@ class Outcome:
     """What checking one case found.
 
     ``differences``: implementation vs oracles (the findings); ``oracle_disagreements``: the
-    two oracles against each other (a harness bug); ``crash``: the run raised or died.
+    two oracles against each other (a harness bug); ``crash``: the run raised or died;
+    ``hang``: the run did not finish within its time limit (the supervisor killed it).
     """
 
     differences: list[Difference] = field(default_factory=list)
@@ -44,10 +45,24 @@ class Outcome:
     crash: str | None = None
     fatal: bool = False
     """The crash left the device unusable (a CUDA error is sticky): nothing more can run here."""
+    hang: str | None = None
 
     @property
     def ok(self) -> bool:
-        return not (self.differences or self.oracle_disagreements or self.crash)
+        return not (self.differences or self.oracle_disagreements or self.crash or self.hang)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """An older interface of a target that is still tested, instead of getting an interface
+    verdict: an implementation with exactly these ``parameters`` is launched as the variant
+    (the target's ``launch`` sees which outputs it was given) and the reports name it."""
+
+    parameters: tuple[str, ...]
+    lacks: tuple[str, ...] = ()
+    """Outputs (names in ``output_specs``) this interface does not have: not given, not compared."""
+    found_in: str = ""
+    """Where this interface is found (e.g. "vLLM 0.12-0.13"), for notes."""
 
 
 class Target(ABC):
@@ -60,6 +75,31 @@ class Target(ABC):
     parameters: tuple[str, ...] | None = None
     """The implementation's parameter names as the contract gives them (``None``: unchecked);
     an implementation with others gets an interface verdict, not a bug finding."""
+    variants: Mapping[str, Variant] = {}
+    """Older interfaces still tested, by name (see :class:`Variant`)."""
+
+    def variant_of(self, impl: Any) -> str | None:
+        """The name of the variant whose parameters ``impl`` has (``None``: the contract's own
+        interface, or one that is no variant)."""
+        if not self.variants:
+            return None
+        from ..sources.interface import parameters_of
+
+        params = parameters_of(impl)
+        if params is None or (self.parameters is not None and list(params) == list(self.parameters)):
+            return None
+        return next((n for n, v in self.variants.items() if list(params) == list(v.parameters)), None)
+
+    extremes: tuple[str, ...] = ()
+    """The features that are production extremes (vLLM's largest batches, offsets, rows, ids,
+    positions): every default run reaches each of them, through :meth:`extreme_cases`."""
+    shapes: tuple[Shape, ...] = ()
+    """Cheap-but-large shapes that reach the extremes, cheapest first."""
+
+    def extreme_cases(self, rng: np.random.Generator, scale: Scale) -> list[Case]:
+        """The tour that opens a default run: one case of each of :attr:`shapes`, cheapest
+        first; together they reach every feature of :attr:`extremes`, whatever ``rng``."""
+        return [shape.build(rng, scale) for shape in self.shapes]
 
     @abstractmethod
     def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
@@ -90,9 +130,44 @@ class Target(ABC):
         """How many output elements one check of ``case`` verifies (for throughput figures)."""
 
     def shrink_candidates(self, case: Case) -> Iterator[Case]:
-        """Smaller variants of ``case`` (drop requests, shorten, simplify), simplest first."""
+        """Smaller variants of ``case`` (drop requests, shorten, simplify), simplest first.
+
+        By default: the request drops of :func:`~..shrinking.keep_lists` (when the target
+        splits its cases into requests), then :meth:`shrink_moves`. The crash shrinker walks
+        this list; :func:`~..fuzz.shrink_finding` uses the split and the moves directly.
+        """
+        from ..shrinking import keep_lists
+
+        pieces = self.split_requests(case)
+        if pieces is not None:
+            for keep in keep_lists(len(pieces)):
+                yield self.join_requests(case, [pieces[i] for i in keep])
+        yield from self.shrink_moves(case)
+
+    def split_requests(self, case: Case) -> list[Any] | None:
+        """``case`` as a list of per-request pieces that :meth:`join_requests` puts back
+        together (any sub-list makes an in-contract case); ``None`` when it has no requests."""
+        return None
+
+    def join_requests(self, case: Case, pieces: list[Any]) -> Case:
+        """``case`` rebuilt from a sub-list of its :meth:`split_requests` pieces."""
+        raise NotImplementedError(f"{self.name} does not split its cases into requests")
+
+    def shrink_moves(self, case: Case) -> Iterator[Case]:
+        """Smaller or simpler variants of ``case`` other than dropping requests."""
         return iter(())
 
+    grid_field: str = "launch"
+    """The case field that sets the launch's grid (named when a grid exceeds the limits)."""
+
+    def programs(self, case: Case) -> int:
+        """Program instances of the launch that checking ``case`` makes (0: no kernel launch);
+        what a case costs under the Triton interpreter (see :mod:`..limits`)."""
+        return 0
+
+    def output_bytes(self, case: Case) -> int:
+        """Bytes of the output buffers checking ``case`` allocates (see :mod:`..limits`)."""
+        return 0
     # -- domain tiers (docs/CONTRACT.md, "Three domains"; harness/domains.py) -------------
     #
     # The production tier is what ``validate(case)`` accepts. The extended tier adds the
@@ -152,6 +227,22 @@ class TritonTarget(Target):
     kind = "triton kernel"
     inputs: Mapping[str, np.dtype]
     oracles: Mapping[str, OracleFn]
+    inout: frozenset[str] = frozenset()
+    """Inputs the kernel updates in place (vLLM's ``seq_lens``): the oracles update their copy,
+    and the buffer must end up as they left it instead of unchanged."""
+
+    def aliases(self, case: Case) -> Mapping[str, str]:
+        """Output -> the input whose buffer the launch passes for it (vLLM passes ``positions``
+        as ``out_clamped_positions``); none by default.
+
+        The oracles still write the output into a buffer of its own; the input's buffer must
+        end up holding the input with every element the oracles wrote replaced (the kernel
+        reads each element before it overwrites it, as the contract must say).
+        """
+        return {}
+
+    def _changed_inputs(self, case: Case) -> set[str]:
+        return set(self.inout) | set(self.aliases(case).values())
 
     @abstractmethod
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
@@ -172,14 +263,18 @@ class TritonTarget(Target):
     # -- shared machinery -------------------------------------------------------------
 
     def output_tokens(self, case: Case) -> int:
-        return sum(int(np.prod(shape)) for _, shape in self.output_specs(case).values())
+        outs = sum(int(np.prod(shape)) for _, shape in self.output_specs(case).values())
+        return outs + sum(case.arrays[n].size for n in self.inout)
+
+    def output_bytes(self, case: Case) -> int:
+        return sum(int(np.prod(shape)) * np.dtype(dt).itemsize for dt, shape in self.output_specs(case).values())
 
     def _run_oracle(self, oracle: OracleFn, case: Case, fills: Mapping[str, int]) -> dict[str, np.ndarray]:
         specs = self.output_specs(case)
         outs = {n: filled(dt, shape, fills[n]) for n, (dt, shape) in specs.items()}
         inputs = {n: a.copy() for n, a in case.arrays.items()}
         self.call_oracle(oracle, case.replace(arrays=inputs), outs)
-        return outs
+        return outs | {n: inputs[n] for n in self.inout}
 
     def expected(self, case: Case) -> tuple[dict[str, int], dict[str, dict[str, np.ndarray]]]:
         """Per output, a sentinel fill that no written element equals; and, per oracle, the
@@ -199,26 +294,38 @@ class TritonTarget(Target):
             fills[n] = pick_sentinel(dt, raw(a[n])[written])
             outs[n] = a[n].copy()
             raw(outs[n])[~written] = fills[n]
+        outs |= {n: a[n] for n in self.inout}
         results = {first[0]: outs}
         for oname, oracle in others:
             results[oname] = self._run_oracle(oracle, case, fills)
+        alias = self.aliases(case)
+        for res in results.values():
+            for out, inp in alias.items():  # the output lands in the input's buffer
+                o = res.pop(out)
+                merged = res.get(inp, case.arrays[inp]).copy()
+                written = raw(o) != fills[out]
+                raw(merged)[written] = raw(o)[written]
+                res[inp] = merged
+        guard_fill = {n: poison(case.arrays[n].dtype) for n in self._changed_inputs(case)} | fills
         return fills, {
-            oname: {n: _with_guards(o, fills[n]) for n, o in res.items()} for oname, res in results.items()
+            oname: {n: _with_guards(o, guard_fill[n]) for n, o in res.items()} for oname, res in results.items()
         }
 
     def _guards(self, case: Case) -> dict[str, int]:
-        return {n: guard_for(int(np.prod(shape))) for n, (_, shape) in self.output_specs(case).items()}
+        guards = {n: guard_for(int(np.prod(shape))) for n, (_, shape) in self.output_specs(case).items()}
+        return guards | {n: guard_for(case.arrays[n].size) for n in self._changed_inputs(case)}
 
     def _locator(self, case: Case) -> Callable[[str, int], tuple[int | None, str]]:
         sizes = {n: int(np.prod(s)) for n, (_, s) in self.output_specs(case).items()}
         sizes.update({n: a.size for n, a in case.arrays.items()})
+        changed = self._changed_inputs(case)
 
         def locate(array: str, index: int) -> tuple[int | None, str]:
             if index < 0:
                 return None, "guard band before the buffer"
             if index >= sizes[array]:
                 return None, "guard band past the buffer"
-            if array in case.arrays:
+            if array in case.arrays and array not in changed:
                 return None, "input (must not be written)"
             return self.locate(case, array, index)
 
@@ -250,13 +357,20 @@ class TritonTarget(Target):
             )
         if not outcome.oracle_disagreements:  # identical: compare the kernel with one of them
             exp = {" = ".join(names): exp[names[0]]}
+        variant = self.variants.get(self.variant_of(impl) or "")
+        lacks = set(variant.lacks) if variant else set()
+        exp = {o: {n: a for n, a in e.items() if n not in lacks} for o, e in exp.items()}
         try:
             buffers = {
                 n: Guarded(a.dtype, a.shape, device, poison(a.dtype), content=a) for n, a in case.arrays.items()
             }
+            alias = self.aliases(case)
             for n, (dt, shape) in self.output_specs(case).items():
-                buffers[n] = Guarded(dt, shape, device, fills[n])
-            self.launch(impl, {n: b.view for n, b in buffers.items()}, case)
+                if n not in lacks and n not in alias:
+                    buffers[n] = Guarded(dt, shape, device, fills[n])
+            views = {n: b.view for n, b in buffers.items()}
+            views |= {out: buffers[inp].view for out, inp in alias.items()}
+            self.launch(impl, views, case)
             if device != "cpu":
                 torch.cuda.synchronize()
             actual = {n: b.read() for n, b in buffers.items()}
@@ -267,7 +381,8 @@ class TritonTarget(Target):
         guards = {n: b.guard for n, b in buffers.items()}
         for oname, e in exp.items():
             outcome.differences += compare_all(e, actual, locate=locate, versus=f"{oname} oracle", guards=guards)
-        inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays}
+        changed = self._changed_inputs(case)
+        inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays and n not in changed}
         outcome.differences += compare_all(inputs_expected, actual, locate=locate, versus="input as given", guards=guards)
         return outcome
 

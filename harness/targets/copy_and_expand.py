@@ -9,19 +9,28 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..case import Case
+from ..shrinking import shorter
 from ..strategies import (
+    FLOAT32_EXACT,
+    ID16_MAX,
+    INT16_MAX,
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
     INT64_MIN,
+    MAX_NUM_SEQS,
     POWERS_OF_TWO,
+    SPEC_TOKENS,
     Scale,
+    Shape,
     cdiv,
+    draw_shape,
     int32s,
     int64s_near_limits,
     int_arrays,
     next_power_of_2,
     query_start_loc_from,
+    random_shape,
     request_counts,
 )
 from . import copy_and_expand_edges as edges
@@ -123,7 +132,18 @@ class CopyAndExpand(TritonTarget):
         "scrambled_positions": "positions are not consecutive within a request (only p0 is read)",
         "int32_extreme_ids": "token ids at the int32 limits",
         "nonzero_padding_id": "padding_token_id != 0",
+        # production extremes (reached by every default run: see ``shapes``)
+        "beyond_1024_requests": "more than 1024 requests (max_num_seqs of 1024 and more)",
+        "starts_past_32767": "a request starting past token 32767 (max_num_batched_tokens of 32k and more)",
+        "prefill_thousands": "a request of 2048 tokens or more (a long prefill)",
+        "spec_tokens_15_plus": "P >= 15 (parallel drafting with num_speculative_tokens >= 15)",
+        "many_rejected": "a request with 16 or more rejected tokens",
+        "rp_past_32767": "r * P past 32767 for some request (R * P in the tens of thousands)",
+        "ids_past_65535": "a copied token id above 65535 (vocabularies of 256k ids)",
+        "positions_past_2_24": "a first position of 2**24 or more (long-context max_model_len)",
     }
+    extremes = ("beyond_1024_requests", "starts_past_32767", "prefill_thousands", "spec_tokens_15_plus",
+                "many_rejected", "rp_past_32767", "ids_past_65535", "positions_past_2_24")
 
     @property
     def oracles(self) -> Mapping[str, Any]:
@@ -137,6 +157,9 @@ class CopyAndExpand(TritonTarget):
         return _cases(scale)
 
     def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        extreme = random_shape(rng, self.shapes, scale)
+        if extreme is not None:
+            return extreme
         R = int(rng.integers(1, scale.max_requests + 1)) if rng.random() < 0.9 else int(rng.integers(1, scale.request_tail + 1))
         cap = int(rng.choice([4, 16, 64, scale.max_query_len]))
         lengths = rng.integers(1, cap + 1, size=R).tolist()
@@ -263,9 +286,34 @@ class CopyAndExpand(TritonTarget):
             f.add("int32_extreme_ids")
         if case.scalars["padding_token_id"] != 0:
             f.add("nonzero_padding_id")
+        if lay.R > MAX_NUM_SEQS:
+            f.add("beyond_1024_requests")
+        if np.any(lay.qs > INT16_MAX):
+            f.add("starts_past_32767")
+        if lay.max_query_len >= 2048:
+            f.add("prefill_thousands")
+        if lay.P >= SPEC_TOKENS:
+            f.add("spec_tokens_15_plus")
+        if np.any(lay.rejected >= 16):
+            f.add("many_rejected")
+        if (lay.R - 1) * lay.P > INT16_MAX:
+            f.add("rp_past_32767")
+        valid = np.repeat(np.arange(lay.R), lay.qlen)  # request of each input token
+        local = np.arange(len(valid)) - lay.qs[valid]
+        read = (local >= int(lay.shift)) & (local < lay.nv[valid] + int(lay.shift))
+        if np.any(case.arrays["target_token_ids"][read] > ID16_MAX) or np.any(case.arrays["next_token_ids"] > ID16_MAX):
+            f.add("ids_past_65535")
+        if np.any(pos[lay.qs] >= FLOAT32_EXACT):
+            f.add("positions_past_2_24")
         return frozenset(f)
 
     # -- execution --------------------------------------------------------------------
+
+    grid_field = "launch.num_blocks"
+
+    def programs(self, case: Case) -> int:
+        lay = _Layout(case)
+        return lay.R * lay.blocks
 
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         lay = _Layout(case)
@@ -303,8 +351,14 @@ class CopyAndExpand(TritonTarget):
         lay = _Layout(case)
         oracle(**case.arrays, **case.scalars, **outputs, slots_per_request=lay.blocks * lay.block)
 
-    def shrink_candidates(self, case: Case) -> Iterator[Case]:
-        return _shrink(case)
+    def split_requests(self, case: Case) -> list[dict[str, Any]]:
+        return _requests(case)
+
+    def join_requests(self, case: Case, pieces: list[dict[str, Any]]) -> Case:
+        return _rebuild(case, pieces)
+
+    def shrink_moves(self, case: Case) -> Iterator[Case]:
+        return _moves(case)
 
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
         lay = _Layout(case)
@@ -443,6 +497,9 @@ def _request(draw: st.DrawFn, cap: int, consecutive: bool) -> dict[str, Any]:
 
 @st.composite
 def _cases(draw: st.DrawFn, scale: Scale) -> Case:
+    extreme = draw(draw_shape(SHAPES, scale))
+    if extreme is not None:
+        return extreme
     shift = draw(st.booleans())
     P = draw(padding_slots(shift))
     R = draw(request_counts(scale))
@@ -507,34 +564,132 @@ def _rebuild(case: Case, reqs: list[dict[str, Any]], **overrides: Any) -> Case:
     return new
 
 
-def _shrink(case: Case) -> Iterator[Case]:
+def _moves(case: Case) -> Iterator[Case]:
+    """Shrink moves other than dropping requests: whole-case simplifications first (each one
+    check, and what makes a large reproducer readable), then per-request shortening."""
     reqs = _requests(case)
-    R = len(reqs)
-    if R > 1:
-        yield _rebuild(case, reqs[: R // 2])
-        yield _rebuild(case, reqs[R // 2 :])
-        for r in range(R):
-            yield _rebuild(case, reqs[:r] + reqs[r + 1 :])
-    for r, q in enumerate(reqs):
-        n = len(q["tokens"])
-        for new_n in sorted({1, n // 2, n - 1} - {0, n}):
-            short = {**q, "tokens": q["tokens"][:new_n], "positions": q["positions"][:new_n]}
-            yield _rebuild(case, reqs[:r] + [short] + reqs[r + 1 :])
-        if q["rejected"]:
-            yield _rebuild(case, reqs[:r] + [{**q, "rejected": 0}] + reqs[r + 1 :])
+    s = case.scalars
     if case.launch.get("block_size_tokens") is not None or case.launch.get("num_blocks") is not None:
         yield _rebuild(case, reqs, launch={"block_size_tokens": None, "num_blocks": None})
     if case.launch.get("num_blocks") is not None:
         yield case.replace(launch={"num_blocks": None})
-    simple_p = 2 if case.scalars["shift_input_ids"] else 1
-    for name, simple in (("shift_input_ids", False), ("num_padding_slots_per_request", simple_p),
-                         ("padding_token_id", 0), ("parallel_drafting_token_id", 0)):
-        if case.scalars[name] != simple:
+    if sum(1 for q in reqs if q["rejected"]) > 1:
+        yield _rebuild(case, [{**q, "rejected": 0} for q in reqs])
+    tokens = np.concatenate([q["tokens"] for q in reqs])
+    T = len(tokens)  # = total_input_tokens in the production tier
+    for plain in (np.zeros(T, np.int32), np.ones(T, np.int32), np.arange(1, T + 1, dtype=np.int32)):
+        if np.array_equal(tokens, plain):
+            break  # as plain as the ones before it allow
+        yield _rebuild(case, _with_tokens(reqs, plain, [0 if plain[0] == 0 else 1] * len(reqs)))
+    for starts in (np.zeros(len(reqs), np.int64), np.array([q["positions"][0] if len(q["positions"]) else 0 for q in reqs], np.int64)):
+        consecutive = [{**q, "positions": positions_from_starts(starts[r : r + 1], [len(q["positions"])])}
+                       for r, q in enumerate(reqs)]
+        if any(not np.array_equal(q["positions"], c["positions"]) for q, c in zip(reqs, consecutive, strict=True)):
+            yield _rebuild(case, consecutive)
+    simple_p = 2 if s["shift_input_ids"] else 1
+    for name, simple in (("shift_input_ids", False), ("padding_token_id", 0), ("parallel_drafting_token_id", 0)):
+        if s[name] != simple:
             yield _rebuild(case, reqs, scalars={name: simple})
-    zeroed = [{**q, "tokens": np.zeros_like(q["tokens"]), "next": 0} for q in reqs]
-    if any(np.any(q["tokens"]) or q["next"] for q in reqs):
-        yield _rebuild(case, zeroed)
-    consecutive = [{**q, "positions": np.arange(len(q["positions"]), dtype=np.int64)} for q in reqs]
-    if any(not np.array_equal(q["positions"], c["positions"]) for q, c in zip(reqs, consecutive, strict=True)):
-        yield _rebuild(case, consecutive)
+    for p in shorter(s["num_padding_slots_per_request"]):
+        if p >= simple_p:
+            yield _rebuild(case, reqs, scalars={"num_padding_slots_per_request": p})
+    for r, q in enumerate(reqs):
+        n = len(q["tokens"])
+        for new_n in shorter(n):
+            short = {**q, "tokens": q["tokens"][:new_n], "positions": q["positions"][:new_n]}
+            yield _rebuild(case, reqs[:r] + [short] + reqs[r + 1 :])
+        if q["rejected"]:
+            yield _rebuild(case, reqs[:r] + [{**q, "rejected": 0}] + reqs[r + 1 :])
 
+
+def _with_tokens(reqs: list[dict[str, Any]], tokens: np.ndarray, nexts: list[int]) -> list[dict[str, Any]]:
+    out, lo = [], 0
+    for q, nxt in zip(reqs, nexts, strict=True):
+        n = len(q["tokens"])
+        out.append({**q, "tokens": tokens[lo : lo + n], "next": nxt})
+        lo += n
+    return out
+
+
+# -- production extremes: cheap-but-large shapes ---------------------------------------------
+
+
+def _shape_case(
+    rng: np.random.Generator,
+    lengths: list[int],
+    rejected: list[int],
+    *,
+    shift: bool,
+    P: int,
+    p0: np.ndarray,
+) -> Case:
+    """A case of the given request layout with random ids (half of them past 65535) and
+    consecutive positions from ``p0``, launched as vLLM launches it."""
+    T, R = int(sum(lengths)), len(lengths)
+    return _build(
+        lengths,
+        rejected,
+        shift=shift,
+        P=P,
+        token_ids=rng.integers(INT32_MIN, INT32_MAX, size=T, endpoint=True, dtype=np.int32),
+        positions=positions_from_starts(p0.astype(np.int64), lengths),
+        next_ids=rng.integers(0, INT32_MAX, size=R, endpoint=True, dtype=np.int32),
+        padding_id=0,
+        parallel_id=int(rng.integers(0, 1 << 18)),
+        launch={"block_size_tokens": None, "num_blocks": None},
+    )
+
+
+def _wide(rng: np.random.Generator, scale: Scale) -> Case:
+    """num_speculative_tokens of 15-32 with parallel drafting (P = K): a few requests of 17-48
+    tokens, one with 16+ rejected tokens, positions in the tens of millions."""
+    R = int(rng.integers(2, 7))
+    lengths = rng.integers(17, 49, size=R).tolist()
+    rejected = [int(rng.integers(0, n)) for n in lengths]
+    many = int(rng.integers(0, R))
+    rejected[many] = int(rng.integers(16, lengths[many]))
+    p0 = rng.integers(FLOAT32_EXACT, INT32_MAX, size=R)
+    return _shape_case(rng, lengths, rejected, shift=bool(rng.integers(0, 2)), P=int(rng.integers(SPEC_TOKENS, 33)), p0=p0)
+
+
+def _long_prefill(rng: np.random.Generator, scale: Scale) -> Case:
+    """A prefill of 2050-6000 tokens beside a few short requests, positions near the int64 limit."""
+    R = int(rng.integers(1, 4))
+    lengths = rng.integers(1, 64, size=R).tolist()
+    lengths[int(rng.integers(0, R))] = int(rng.integers(2050, 6001))
+    rejected = [int(rng.integers(0, min(n, 8))) for n in lengths]
+    shift = bool(rng.integers(0, 2))
+    p0 = INT64_MAX - rng.integers(0, 8192, size=R)
+    return _shape_case(rng, lengths, rejected, shift=shift, P=int(rng.integers(2 if shift else 1, 5)), p0=p0)
+
+
+def _huge_offsets(rng: np.random.Generator, scale: Scale) -> Case:
+    """32k+ tokens in one block per request: 130-180 requests of up to 256 slots, the last
+    ones starting past token 32767."""
+    shift = bool(rng.integers(0, 2))
+    P = int(rng.integers(2 if shift else 1, 5))
+    top = 256 - P + int(shift)
+    lengths: list[int] = []
+    while sum(lengths) <= INT16_MAX + 2 * top:
+        lengths.append(int(rng.integers(top // 2, top + 1)))
+    rejected = [int(rng.integers(0, min(n, 16))) for n in lengths]
+    return _shape_case(rng, lengths, rejected, shift=shift, P=P, p0=rng.integers(0, 1 << 20, size=len(lengths)))
+
+
+def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
+    """max_num_seqs and more: 1025-1100 requests of 1-2 tokens with P = 32-40 (r * P past 32767)."""
+    R = int(rng.integers(MAX_NUM_SEQS + 1, MAX_NUM_SEQS + 77))
+    lengths = rng.integers(1, 3, size=R).tolist()
+    rejected = [int(rng.integers(0, n)) for n in lengths]
+    P = int(rng.integers(32, 41))
+    p0 = rng.integers(0, 1 << 24, size=R)
+    return _shape_case(rng, lengths, rejected, shift=bool(rng.integers(0, 2)), P=P, p0=p0)
+
+
+SHAPES = (
+    Shape("wide", 8, _wide),
+    Shape("long_prefill", 72, _long_prefill),
+    Shape("huge_offsets", 180, _huge_offsets),
+    Shape("many_requests", MAX_NUM_SEQS + 76, _many_requests),
+)
+CopyAndExpand.shapes = SHAPES

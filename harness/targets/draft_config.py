@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from ..case import Case
 from ..compare import Difference
-from ..strategies import Scale
+from ..strategies import MAX_NUM_SEQS, SPEC_TOKENS, Scale, Shape, draw_shape, random_shape
 from . import draft_config_edges as edges
 from .base import ContractViolation, Outcome
 from .pyfunc import CHANGED, MUTATED, RESULT, UNCHANGED, PythonFunctionTarget, StandInGap
@@ -239,7 +239,13 @@ class DraftConfig(PythonFunctionTarget):
         "quantized_draft_model": "the draft model config names a quantization method",
         "additional_config_set": "additional_config is not empty",
         "parallel_drafting": "spec.parallel_drafting is set",
+        # production extremes (reached by every default run: see ``shapes``)
+        "max_num_seqs_1024_plus": "scheduler.max_num_seqs of 1024 or more",
+        "batched_tokens_64k_plus": "scheduler.max_num_batched_tokens of 65536 or more",
+        "spec_tokens_15_plus": "spec.num_speculative_tokens of 15 or more",
+        "max_model_len_millions": "a max_model_len of a million tokens or more",
     }
+    extremes = ("max_num_seqs_1024_plus", "batched_tokens_64k_plus", "spec_tokens_15_plus", "max_model_len_millions")
 
     @property
     def oracles(self) -> Mapping[str, Any]:
@@ -250,24 +256,11 @@ class DraftConfig(PythonFunctionTarget):
     # -- generation -------------------------------------------------------------------
 
     def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return _cases()
+        return _extreme_or(scale)
 
     def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        differ = bool(rng.random() < 0.7)
-        scalars: dict[str, Any] = {}
-        for side, fields in SIDES.items():
-            twin = "target" + side[5:] if side.startswith("draft") else None
-            for f, enc in fields.items():
-                key = f"{side}.{f}"
-                v = _random_value(rng, enc)
-                if twin is not None and differ:
-                    while v == scalars[f"{twin}.{f}"]:
-                        v = _random_value(rng, enc)
-                scalars[key] = v
-        for key, enc in OTHER_SCALARS.items():
-            scalars[key] = _random_value(rng, enc)
-        scalars["speculative_config_present"] = bool(rng.random() < 0.85)
-        return Case(self.name, {}, scalars)
+        extreme = random_shape(rng, self.shapes, scale)
+        return extreme if extreme is not None else _random_plain(rng)
 
     # -- contract ---------------------------------------------------------------------
 
@@ -304,6 +297,14 @@ class DraftConfig(PythonFunctionTarget):
             f.add("additional_config_set")
         if s["spec.parallel_drafting"]:
             f.add("parallel_drafting")
+        if s["scheduler.max_num_seqs"] >= MAX_NUM_SEQS:
+            f.add("max_num_seqs_1024_plus")
+        if s["scheduler.max_num_batched_tokens"] >= 1 << 16:
+            f.add("batched_tokens_64k_plus")
+        if s["spec.num_speculative_tokens"] >= SPEC_TOKENS:
+            f.add("spec_tokens_15_plus")
+        if max(s["target_model.max_model_len"], s["draft_model.max_model_len"]) >= 1 << 20:
+            f.add("max_model_len_millions")
         return frozenset(f)
 
     # -- execution --------------------------------------------------------------------
@@ -463,6 +464,40 @@ def _differing(enc: Any, other: Any) -> st.SearchStrategy[Any]:
     return _values(enc).filter(lambda v: v != other)
 
 
+def _random_plain(rng: np.random.Generator) -> Case:
+    """A random case (bulk mode), draft fields differing from the target's 7 times in 10."""
+    differ = bool(rng.random() < 0.7)
+    scalars: dict[str, Any] = {}
+    for side, fields in SIDES.items():
+        twin = "target" + side[5:] if side.startswith("draft") else None
+        for f, enc in fields.items():
+            key = f"{side}.{f}"
+            v = _random_value(rng, enc)
+            if twin is not None and differ:
+                while v == scalars[f"{twin}.{f}"]:
+                    v = _random_value(rng, enc)
+            scalars[key] = v
+    for key, enc in OTHER_SCALARS.items():
+        scalars[key] = _random_value(rng, enc)
+    scalars["speculative_config_present"] = bool(rng.random() < 0.85)
+    return Case(DraftConfig.name, {}, scalars)
+
+
+def _production_extremes(rng: np.random.Generator, scale: Scale) -> Case:
+    """A large deployment: max_num_seqs 1024+, 64k+ batched tokens, 15+ speculative tokens,
+    max_model_len in the millions."""
+    case = _random_plain(rng)
+    length = int(rng.integers(1 << 20, 10_000_001))
+    return case.replace(scalars={
+        "speculative_config_present": True,
+        "scheduler.max_num_seqs": int(rng.choice([1024, 2048, 4096])) + int(rng.integers(0, 2)),
+        "scheduler.max_num_batched_tokens": int(rng.choice([1 << 16, 1 << 17, 1 << 18])),
+        "spec.num_speculative_tokens": int(rng.integers(SPEC_TOKENS, 33)),
+        "target_model.max_model_len": length,
+        "draft_model.max_model_len": length if rng.random() < 0.5 else int(rng.integers(1 << 20, 10_000_001)),
+    })
+
+
 @st.composite
 def _cases(draw: st.DrawFn) -> Case:
     # sampled_from shrinks toward its first entry: toward a present speculative config and
@@ -482,6 +517,16 @@ def _cases(draw: st.DrawFn) -> Case:
     scalars["speculative_config_present"] = present
     scalars["quant_config_present"] = draw(st.sampled_from([True, False]))
     return Case(DraftConfig.name, {}, scalars)
+
+
+SHAPES = (Shape("production_extremes", 1, _production_extremes),)
+DraftConfig.shapes = SHAPES
+
+
+@st.composite
+def _extreme_or(draw: st.DrawFn, scale: Scale) -> Case:
+    extreme = draw(draw_shape(SHAPES, scale))
+    return extreme if extreme is not None else draw(_cases())
 
 
 TARGET = DraftConfig()

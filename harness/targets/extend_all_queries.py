@@ -26,7 +26,21 @@ from hypothesis import strategies as st
 
 from ..case import Case
 from ..compare import Difference
-from ..strategies import INT32_MAX, INT32_MIN, Scale, query_lengths, query_start_loc_from
+from ..shrinking import shorter
+from ..strategies import (
+    FLOAT32_EXACT,
+    INT16_MAX,
+    INT32_MAX,
+    INT32_MIN,
+    MAX_NUM_SEQS,
+    SPEC_TOKENS,
+    Scale,
+    Shape,
+    draw_shape,
+    query_lengths,
+    query_start_loc_from,
+    random_shape,
+)
 from . import extend_all_queries_edges as edges
 from .base import ContractViolation, Outcome
 from .pyfunc import (
@@ -140,7 +154,14 @@ class ExtendAllQueries(PythonFunctionTarget):
         "device_copies_on_cpu": "the 'device' copies live on the CPU",
         "slot_mapping_resized": "new_slot_mapping is not as long as the old slot mapping",
         "padding_slots": "new_slot_mapping holds padding slots (-1)",
+        # production extremes (reached by every default run: see ``shapes``)
+        "beyond_1024_requests": "more than 1024 requests (max_num_seqs of 1024 and more)",
+        "offsets_past_32767": "query_start_loc past 32767 (max_num_batched_tokens of 32k and more)",
+        "seq_lens_past_2_24": "an extended seq_len past 2**24 (long-context max_model_len)",
+        "spec_tokens_15_plus": "N >= 15 (num_speculative_tokens >= 15)",
     }
+    extremes = ("beyond_1024_requests", "offsets_past_32767", "seq_lens_past_2_24", "spec_tokens_15_plus",
+                "at_int32_limit")
 
     @property
     def oracles(self) -> Mapping[str, Any]:
@@ -154,6 +175,9 @@ class ExtendAllQueries(PythonFunctionTarget):
         return _cases(scale)
 
     def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        extreme = random_shape(rng, self.shapes, scale)
+        if extreme is not None:
+            return extreme
         R = int(rng.choice([rng.integers(0, 9), rng.integers(0, scale.max_requests + 1), rng.integers(0, MAX_BATCH + 1)]))
         regime = str(rng.choice(["small", "large", "near_limit"], p=[0.6, 0.2, 0.2]))
         if regime == "large":
@@ -267,6 +291,14 @@ class ExtendAllQueries(PythonFunctionTarget):
             f.add("slot_mapping_resized")
         if np.any(a["new_slot_mapping"] == -1):
             f.add("padding_slots")
+        if B > MAX_NUM_SEQS:
+            f.add("beyond_1024_requests")
+        if int(qsl[-1]) + B * N > INT16_MAX:
+            f.add("offsets_past_32767")
+        if B and int(seq.max()) + N > FLOAT32_EXACT:
+            f.add("seq_lens_past_2_24")
+        if N >= SPEC_TOKENS:
+            f.add("spec_tokens_15_plus")
         return frozenset(f)
 
     # -- execution --------------------------------------------------------------------
@@ -364,7 +396,7 @@ class ExtendAllQueries(PythonFunctionTarget):
         a, s = case.arrays, case.scalars
         B = len(a["seq_lens"])
         if B:
-            for keep in sorted({0, B // 2, B - 1}):
+            for keep in [0, *shorter(B)]:
                 qsl = a["query_start_loc"][: keep + 1]
                 yield case.replace(
                     arrays={
@@ -482,6 +514,9 @@ def _batch_sizes(scale: Scale) -> st.SearchStrategy[int]:
 
 @st.composite
 def _cases(draw: st.DrawFn, scale: Scale) -> Case:
+    extreme = draw(draw_shape(SHAPES, scale))
+    if extreme is not None:
+        return extreme
     R = draw(_batch_sizes(scale))
     regime = draw(st.sampled_from(["small", "large", "near_limit"]))
     if regime == "large":
@@ -516,5 +551,49 @@ def _cases(draw: st.DrawFn, scale: Scale) -> Case:
         on_device=draw(st.sampled_from([True, False])),
     )
 
+
+def _shape(rng: np.random.Generator, lengths: list[int], seq: list[int], N: int) -> Case:
+    R = len(lengths)
+    return _build(
+        lengths, seq, N=N, num_reqs=R, token_pad=0, query_len_pad=0, seq_len_pad=0,
+        arange_extra=int(rng.integers(0, 65)), width=int(rng.integers(1, 9)), seed=int(rng.integers(0, 1 << 32)),
+        causal=True, optional_fields=bool(rng.random() < 0.5), on_device=True,
+    )
+
+
+def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
+    """max_num_seqs and more: 1025-1300 decode-sized requests, N = 15-32."""
+    R = int(rng.integers(MAX_NUM_SEQS + 1, MAX_NUM_SEQS + 277))
+    lengths = rng.integers(1, 17, size=R).tolist()
+    seq = [q + int(c) for q, c in zip(lengths, rng.integers(0, 1 << 16, size=R), strict=True)]
+    return _shape(rng, lengths, seq, int(rng.integers(SPEC_TOKENS, 33)))
+
+
+def _huge_offsets(rng: np.random.Generator, scale: Scale) -> Case:
+    """A few long prefills (offsets past 32767) with contexts past 2**24, N = 15-64."""
+    R = int(rng.integers(2, 9))
+    lengths = rng.integers(INT16_MAX // 2, 1 << 16, size=R).tolist()
+    seq = [q + int(c) for q, c in zip(lengths, rng.integers(FLOAT32_EXACT, 1 << 26, size=R), strict=True)]
+    return _shape(rng, lengths, seq, int(rng.integers(SPEC_TOKENS, 65)))
+
+
+def _int32_limits(rng: np.random.Generator, scale: Scale) -> Case:
+    """Extended values exactly at INT32_MAX: the last start and one seq_len."""
+    R = int(rng.integers(1, 9))
+    N = int(rng.integers(SPEC_TOKENS, 65))
+    lengths = rng.integers(0, 64, size=R).tolist()
+    lengths[int(rng.integers(0, R))] += INT32_MAX - R * N - sum(lengths)
+    seq = [q + int(c) for q, c in zip(lengths, rng.integers(0, 4096, size=R), strict=True)]
+    seq = [min(x, INT32_MAX - N) for x in seq]
+    seq[int(rng.integers(0, R))] = INT32_MAX - N
+    return _shape(rng, lengths, seq, N)
+
+
+SHAPES = (
+    Shape("int32_limits", 1, _int32_limits),
+    Shape("huge_offsets", 1, _huge_offsets),
+    Shape("many_requests", 1, _many_requests),
+)
+ExtendAllQueries.shapes = SHAPES
 
 TARGET = ExtendAllQueries()

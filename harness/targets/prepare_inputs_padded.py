@@ -9,9 +9,20 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..case import Case
-from ..strategies import Scale, query_start_loc_from, request_counts
+from ..shrinking import shorter
+from ..strategies import (
+    INT16_MAX,
+    MAX_NUM_SEQS,
+    SPEC_TOKENS,
+    Scale,
+    Shape,
+    draw_shape,
+    query_start_loc_from,
+    random_shape,
+    request_counts,
+)
 from . import prepare_inputs_padded_edges as edges
-from .base import ContractViolation, TritonTarget
+from .base import ContractViolation, TritonTarget, Variant
 
 I32 = np.dtype(np.int32)
 
@@ -26,6 +37,14 @@ class PrepareInputsPadded(TritonTarget):
         "num_rejected_tokens_gpu_ptr",
         "num_reqs",
     )
+    variants = {
+        "without num_rejected_tokens": Variant(
+            parameters=("cu_num_draft_tokens_ptr", "valid_sampled_tokens_count_ptr",
+                        "query_start_loc_gpu_ptr", "token_indices_to_sample_ptr", "num_reqs"),
+            lacks=("num_rejected_tokens",),
+            found_in="vLLM 0.12-0.13 (the rejected counts came later)",
+        ),
+    }
     inputs = {"cu_num_draft_tokens": I32, "valid_sampled_tokens_count": I32, "query_start_loc": I32}
     scalar_names = ("num_reqs",)
     launch_names = ("grid_size",)
@@ -40,7 +59,15 @@ class PrepareInputsPadded(TritonTarget):
         "several_requests": "more than one request",
         "many_requests": "more than 64 requests",
         "padded_launch": "a grid larger than num_reqs (extra programs write nothing)",
+        # production extremes (reached by every default run: see ``shapes``)
+        "beyond_1024_requests": "more than 1024 requests (max_num_seqs of 1024 and more)",
+        "offsets_past_32767": "query_start_loc past 32767 (max_num_batched_tokens of 32k and more)",
+        "prefill_thousands": "a request of 2048 tokens or more (a long prefill)",
+        "spec_tokens_15_plus": "a request with 15 or more drafts (num_speculative_tokens >= 15)",
+        "many_rejected": "a request with 16 or more rejected drafts",
     }
+    extremes = ("beyond_1024_requests", "offsets_past_32767", "prefill_thousands", "spec_tokens_15_plus",
+                "many_rejected")
 
     @property
     def oracles(self) -> Mapping[str, Any]:
@@ -52,6 +79,9 @@ class PrepareInputsPadded(TritonTarget):
         return _cases(scale)
 
     def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        extreme = random_shape(rng, self.shapes, scale)
+        if extreme is not None:
+            return extreme
         R = int(rng.integers(1, scale.max_requests + 1)) if rng.random() < 0.9 else int(rng.integers(1, scale.request_tail + 1))
         drafts, valid, extra = [], [], []
         max_d = int(rng.integers(0, 9))
@@ -109,8 +139,18 @@ class PrepareInputsPadded(TritonTarget):
             "several_requests": R > 1,
             "many_requests": R > 64,
             "padded_launch": (case.launch.get("grid_size") or R) > R,
+            "beyond_1024_requests": R > MAX_NUM_SEQS,
+            "offsets_past_32767": int(case.arrays["query_start_loc"].max()) > INT16_MAX,
+            "prefill_thousands": int(qlen.max()) >= 2048,
+            "spec_tokens_15_plus": int(d.max()) >= SPEC_TOKENS,
+            "many_rejected": np.any((d > 0) & (d + 1 - valid >= 16)),
         }
         return frozenset(k for k, v in checks.items() if v)
+
+    grid_field = "launch.grid_size"
+
+    def programs(self, case: Case) -> int:
+        return case.launch.get("grid_size") or case.scalars["num_reqs"]
 
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         R = case.scalars["num_reqs"]
@@ -118,6 +158,14 @@ class PrepareInputsPadded(TritonTarget):
 
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
         from ...kernels.launchers import launch_eagle_prepare_inputs_padded
+
+        if "num_rejected_tokens" not in tensors:  # the variant: vLLM 0.12's call site
+            R, grid = case.scalars["num_reqs"], case.launch.get("grid_size")
+            kernel[(R if grid is None else grid,)](
+                tensors["cu_num_draft_tokens"], tensors["valid_sampled_tokens_count"],
+                tensors["query_start_loc"], tensors["token_indices_to_sample"], R,
+            )
+            return
 
         launch_eagle_prepare_inputs_padded(
             kernel, **tensors, num_reqs=case.scalars["num_reqs"], grid_size=case.launch.get("grid_size")
@@ -129,29 +177,31 @@ class PrepareInputsPadded(TritonTarget):
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
         return index, "per-request output"
 
-    def shrink_candidates(self, case: Case) -> Iterator[Case]:
+    def split_requests(self, case: Case) -> list[tuple[int, int, int]]:
         cu = case.arrays["cu_num_draft_tokens"].astype(np.int64)
         d = np.diff(np.concatenate([[0], cu])).tolist()
         v = case.arrays["valid_sampled_tokens_count"].tolist()
         e = (np.diff(case.arrays["query_start_loc"].astype(np.int64)) - np.asarray(d) - 1).tolist()
-        reqs = list(zip(d, v, e, strict=True))
-        grid = case.launch.get("grid_size")
+        return list(zip(d, v, e, strict=True))
 
-        def build(rs: list[tuple[int, int, int]], g: int | None = grid) -> Case:
-            g = None if g is None else len(rs) + (g - len(reqs))
-            return _build([r[0] for r in rs], [r[1] for r in rs], [r[2] for r in rs], g)
+    def join_requests(self, case: Case, pieces: list[tuple[int, int, int]]) -> Case:
+        grid = case.launch.get("grid_size")  # a padded grid keeps its padding
+        g = None if grid is None else len(pieces) + (grid - case.scalars["num_reqs"])
+        return _build([r[0] for r in pieces], [r[1] for r in pieces], [r[2] for r in pieces], g)
 
-        R = len(reqs)
-        if R > 1:
-            yield build(reqs[: R // 2])
-            yield build(reqs[R // 2 :])
-            for r in range(R):
-                yield build(reqs[:r] + reqs[r + 1 :])
-        if grid is not None:
-            yield build(reqs, None)
+    def shrink_moves(self, case: Case) -> Iterator[Case]:
+        reqs = self.split_requests(case)
+        if case.launch.get("grid_size") is not None:
+            yield _build(*(list(x) for x in zip(*reqs, strict=True)), None)
+        if sum(1 for r in reqs if r[2]) > 1:
+            yield self.join_requests(case, [(d, v, 0) for d, v, _ in reqs])
         for r, (dr, vr, er) in enumerate(reqs):
-            if er:
-                yield build(reqs[:r] + [(dr, vr, 0)] + reqs[r + 1 :])
+            for e in [0, *shorter(er)] if er else []:
+                yield self.join_requests(case, reqs[:r] + [(dr, vr, e)] + reqs[r + 1 :])
+            if dr:
+                half = dr // 2
+                valid = min(vr, half + 1) if half else min(vr, 1)
+                yield self.join_requests(case, reqs[:r] + [(half, valid, er)] + reqs[r + 1 :])
 
     # -- extended tier (docs/CONTRACT.md §2.4): prepare_inputs_padded_edges.py --------
 
@@ -200,6 +250,9 @@ def _request(draw: st.DrawFn, max_d: int) -> tuple[int, int, int]:
 
 @st.composite
 def _cases(draw: st.DrawFn, scale: Scale) -> Case:
+    extreme = draw(draw_shape(SHAPES, scale))
+    if extreme is not None:
+        return extreme
     R = draw(request_counts(scale))
     max_d = draw(st.integers(0, 16))
     reqs = draw(st.lists(_request(max_d), min_size=R, max_size=R))
@@ -207,5 +260,36 @@ def _cases(draw: st.DrawFn, scale: Scale) -> Case:
     drafts, valid, extra = (list(x) for x in zip(*reqs, strict=True))
     return _build(drafts, valid, extra, grid)
 
+
+def _extreme_request(rng: np.random.Generator, d: int) -> tuple[int, int, int]:
+    valid = int(rng.integers(0, 2)) if d == 0 else int(rng.integers(1, d + 2))
+    return d, valid, 0 if rng.random() < 0.7 else int(rng.integers(0, 64))
+
+
+def _huge_offsets(rng: np.random.Generator, scale: Scale) -> Case:
+    """A few programs, tens of thousands of tokens: one prefill of 32k-64k tokens (its end,
+    and every later start, past 32767), then requests with 15-31 drafts, one of them with all
+    of its 16+ drafts rejected."""
+    prefill = (0, int(rng.integers(0, 2)), int(rng.integers(INT16_MAX + 1, 2 * INT16_MAX)))
+    all_rejected = (int(rng.integers(16, 32)), 1, int(rng.integers(0, 8)))
+    others = [_extreme_request(rng, int(rng.integers(SPEC_TOKENS, 32))) for _ in range(int(rng.integers(1, 4)))]
+    rest = [all_rejected, *others]
+    reqs = [prefill] + [rest[i] for i in rng.permutation(len(rest))]
+    grid = None if rng.random() < 0.7 else len(reqs) + int(rng.integers(1, 5))
+    return _build(*(list(x) for x in zip(*reqs, strict=True)), grid)
+
+
+def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
+    """max_num_seqs and more: 1025-1152 small requests, up to 15 drafts each."""
+    R = int(rng.integers(MAX_NUM_SEQS + 1, MAX_NUM_SEQS + 129))
+    reqs = [_extreme_request(rng, int(rng.integers(0, SPEC_TOKENS + 1))) for _ in range(R)]
+    return _build(*(list(x) for x in zip(*reqs, strict=True)), None)
+
+
+SHAPES = (
+    Shape("huge_offsets", 8, _huge_offsets),
+    Shape("many_requests", MAX_NUM_SEQS + 128, _many_requests),
+)
+PrepareInputsPadded.shapes = SHAPES
 
 TARGET = PrepareInputsPadded()

@@ -9,13 +9,20 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..case import Case
+from ..shrinking import shorter
 from ..strategies import (
+    ID16_MAX,
     INT32_MAX,
     INT32_MIN,
+    MAX_NUM_SEQS,
     POWERS_OF_TWO,
+    SPEC_TOKENS,
     Scale,
+    Shape,
+    draw_shape,
     int32s,
     next_power_of_2,
+    random_shape,
     request_counts,
 )
 from . import prepare_next_token_padded_edges as edges
@@ -60,7 +67,17 @@ class PrepareNextTokenPadded(TritonTarget):
         "padded_launch": "a grid larger than num_reqs (extra programs write nothing)",
         "several_requests": "more than one request",
         "many_requests": "more than 64 requests",
+        # production extremes (reached by every default run: see ``shapes``)
+        "beyond_1024_requests": "more than 1024 requests (max_num_seqs of 1024 and more)",
+        "spec_tokens_15_plus": "S >= 16 columns (num_speculative_tokens >= 15)",
+        "valid_past_column_16": "a kept request with a valid id in column 16 or later",
+        "many_rejected": "a kept request with 16 or more rejected (-1) columns",
+        "vocab_256k": "vocab_size of 256000 or more",
+        "ids_past_65535": "a kept request whose next token (its last valid id) is above 65535",
+        "id_at_int32_max": "an id of 2**31-1 in a kept request (the int32 limit)",
     }
+    extremes = ("beyond_1024_requests", "spec_tokens_15_plus", "valid_past_column_16", "many_rejected",
+                "vocab_256k", "ids_past_65535", "id_at_int32_max")
 
     @property
     def oracles(self) -> Mapping[str, Any]:
@@ -72,6 +89,9 @@ class PrepareNextTokenPadded(TritonTarget):
         return _cases(scale)
 
     def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        extreme = random_shape(rng, self.shapes, scale)
+        if extreme is not None:
+            return extreme
         R = int(rng.integers(1, scale.max_requests + 1)) if rng.random() < 0.9 else int(rng.integers(1, scale.request_tail + 1))
         S = int(rng.integers(1, 9)) if rng.random() < 0.8 else int(rng.integers(1, MAX_SAMPLED + 1))
         stride = S + (0 if rng.random() < 0.6 else int(rng.integers(1, 5)))
@@ -139,6 +159,9 @@ class PrepareNextTokenPadded(TritonTarget):
         kept = ~disc
         count = valid.sum(axis=1)
         nonneg = ids != -1
+        cols = np.arange(S)
+        last_col = np.where(valid, cols, -1).max(axis=1) if S else np.full(R, -1)
+        last_id = ids[np.arange(R), np.maximum(last_col, 0)] if S else np.zeros(R, dtype=np.int64)
         checks = {
             "discard_none": not disc.any(),
             "discard_all": bool(disc.all()),
@@ -157,8 +180,20 @@ class PrepareNextTokenPadded(TritonTarget):
             "padded_launch": (case.launch.get("grid_size") or R) > R,
             "several_requests": R > 1,
             "many_requests": R > 64,
+            "beyond_1024_requests": R > MAX_NUM_SEQS,
+            "spec_tokens_15_plus": S >= SPEC_TOKENS + 1,
+            "valid_past_column_16": np.any(kept & (last_col >= 16)),
+            "many_rejected": np.any(kept & ((~nonneg).sum(axis=1) >= 16)),
+            "vocab_256k": vocab >= 256000,
+            "ids_past_65535": np.any(kept & (last_col >= 0) & (last_id > ID16_MAX)),
+            "id_at_int32_max": np.any(kept[:, None] & (ids == INT32_MAX)),
         }
         return frozenset(k for k, v in checks.items() if v)
+
+    grid_field = "launch.grid_size"
+
+    def programs(self, case: Case) -> int:
+        return case.launch.get("grid_size") or case.scalars["num_reqs"]
 
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         R = case.scalars["num_reqs"]
@@ -184,37 +219,32 @@ class PrepareNextTokenPadded(TritonTarget):
         block = case.launch.get("block_size_tokens") or next_power_of_2(S)
         oracle(**case.arrays, **case.scalars, block_size_tokens=block, **outputs)
 
-    def shrink_candidates(self, case: Case) -> Iterator[Case]:
+    def split_requests(self, case: Case) -> list[int]:
+        return list(range(case.scalars["num_reqs"]))
+
+    def join_requests(self, case: Case, pieces: list[int]) -> Case:
+        return _subset(case, pieces)
+
+    def shrink_moves(self, case: Case) -> Iterator[Case]:
         a, s = case.arrays, case.scalars
         R, S = s["num_reqs"], s["num_sampled_tokens_per_req"]
-        rows, disc, backup = a["sampled_token_ids"], a["discard_request_mask"], a["backup_next_token_ids"]
-        extra_disc, extra_backup = disc[R:], backup[R:]
-        block, grid = case.launch.get("block_size_tokens"), case.launch.get("grid_size")
-
-        def build(keep: list[int], *, rows_: np.ndarray = rows, tail: bool = True, block_: int | None = block,
-                  grid_: int | None = grid) -> Case:
-            g = None if grid_ is None else len(keep) + (grid_ - R)
-            return _build(
-                rows_[keep],
-                np.concatenate([disc[keep], extra_disc if tail else extra_disc[:0]]),
-                np.concatenate([backup[keep], extra_backup if tail else extra_backup[:0]]),
-                s["vocab_size"], S, block_, g,
-            )
-
+        rows = a["sampled_token_ids"]
         every = list(range(R))
-        if R > 1:
-            yield build(every[: R // 2])
-            yield build(every[R // 2 :])
-            for r in every:
-                yield build(every[:r] + every[r + 1 :])
         if rows.shape[1] > S:
-            yield build(every, rows_=rows[:, :S])
-        if len(extra_disc):
-            yield build(every, tail=False)
-        if block is not None:
-            yield build(every, block_=None)
-        if grid is not None:
-            yield build(every, grid_=None)
+            yield _subset(case, every, rows=rows[:, :S])
+        if len(a["discard_request_mask"]) > R:
+            yield _subset(case, every, tail=False)
+        if case.launch.get("block_size_tokens") is not None:
+            yield _subset(case, every, block=None)
+        if case.launch.get("grid_size") is not None:
+            yield _subset(case, every, grid=None)
+        for fewer in shorter(S):  # a row's first columns keep -1 a suffix
+            block = case.launch.get("block_size_tokens")
+            yield _subset(case, every, rows=rows[:, :fewer], S=fewer,
+                          block=None if block is None or block < fewer else block)
+        if np.any(a["backup_next_token_ids"]):
+            yield case.replace(arrays={"backup_next_token_ids": np.zeros_like(a["backup_next_token_ids"])})
+
 
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
         disc = bool(case.arrays["discard_request_mask"][index])
@@ -241,6 +271,34 @@ class PrepareNextTokenPadded(TritonTarget):
 
     def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
         return edges.shrink_candidates(case)
+
+
+def _subset(
+    case: Case,
+    keep: list[int],
+    *,
+    rows: np.ndarray | None = None,
+    S: int | None = None,
+    tail: bool = True,
+    block: int | None | str = "same",
+    grid: int | None | str = "same",
+) -> Case:
+    """``case`` with only the requests ``keep`` (a padded grid and over-allocated buffers keep
+    their padding), optionally other rows, S, block or grid."""
+    a, s = case.arrays, case.scalars
+    R = s["num_reqs"]
+    rows = a["sampled_token_ids"] if rows is None else rows
+    disc, backup = a["discard_request_mask"], a["backup_next_token_ids"]
+    extra_disc, extra_backup = (disc[R:], backup[R:]) if tail else (disc[:0], backup[:0])
+    block = case.launch.get("block_size_tokens") if block == "same" else block
+    grid = case.launch.get("grid_size") if grid == "same" else grid
+    return _build(
+        rows[keep],
+        np.concatenate([disc[keep], extra_disc]),
+        np.concatenate([backup[keep], extra_backup]),
+        s["vocab_size"], s["num_sampled_tokens_per_req"] if S is None else S, block,
+        None if grid is None else len(keep) + (grid - R),
+    )
 
 
 def _build(
@@ -275,6 +333,9 @@ def _row(draw: st.DrawFn, S: int, stride: int, vocab: int) -> list[int]:
 
 @st.composite
 def _cases(draw: st.DrawFn, scale: Scale) -> Case:
+    extreme = draw(draw_shape(SHAPES, scale))
+    if extreme is not None:
+        return extreme
     R = draw(request_counts(scale))
     S = draw(st.integers(1, 8) | st.integers(1, MAX_SAMPLED))
     stride = S + draw(st.just(0) | st.integers(1, 4))
@@ -291,5 +352,72 @@ def _cases(draw: st.DrawFn, scale: Scale) -> Case:
     grid = draw(st.none() | st.integers(R + 1, R + 8))
     return _build(rows, discard, backup, vocab, S, block, grid)
 
+
+def _rows(rng: np.random.Generator, R: int, S: int, stride: int, vocab: int, low: int = 0) -> np.ndarray:
+    """``R`` rows: ``k`` ids from ``[low, vocab)`` (some equal to or above ``vocab``), then -1."""
+    rows = rng.integers(0, vocab, size=(R, stride), dtype=np.int64)
+    for r in range(R):
+        k = int(rng.integers(0, S + 1))
+        ids = rng.integers(low, vocab, size=k)
+        bad = rng.random(k) < 0.1
+        ids[bad] = rng.integers(vocab, INT32_MAX, size=int(bad.sum()), endpoint=True)
+        rows[r, :k] = ids
+        rows[r, k:S] = -1
+    return rows
+
+
+def _kept_inputs(rng: np.random.Generator, R: int, kept: int) -> tuple[np.ndarray, np.ndarray]:
+    """discard mask (the first ``kept`` requests kept, the others now and then discarded, the
+    buffer sometimes longer than R) and random int32 backup ids."""
+    n = R + (0 if rng.random() < 0.5 else int(rng.integers(1, 9)))
+    discard = rng.random(n) < 0.3
+    discard[:kept] = False
+    backup = rng.integers(INT32_MIN, INT32_MAX, size=n, endpoint=True, dtype=np.int32)
+    return discard, backup
+
+
+def _wide_rows(rng: np.random.Generator, scale: Scale) -> Case:
+    """num_speculative_tokens of 16-32 on a 256k vocabulary: rows of 17-33 columns, one full
+    row whose next token (past 65535) sits in column 16 or later, one with 16+ rejected columns."""
+    R, S = int(rng.integers(3, 9)), int(rng.integers(SPEC_TOKENS + 2, 34))
+    stride = S + (0 if rng.random() < 0.6 else int(rng.integers(1, 5)))
+    vocab = int(rng.choice([256000, 262144, 256008, 1 << 20]))
+    rows = _rows(rng, R, S, stride, vocab)
+    rows[0, :S] = rng.integers(ID16_MAX + 1, vocab, size=S)
+    rows[1, :S] = -1
+    rows[1, : int(rng.integers(1, S - 15))] = rng.integers(0, vocab)
+    order = rng.permutation(R)
+    discard, backup = _kept_inputs(rng, R, 0)
+    discard[[int(np.flatnonzero(order == 0)[0]), int(np.flatnonzero(order == 1)[0])]] = False
+    grid = None if rng.random() < 0.7 else R + int(rng.integers(1, 5))
+    return _build(rows[order].astype(np.int32), discard, backup, vocab, S, None, grid)
+
+
+def _int32_limits(rng: np.random.Generator, scale: Scale) -> Case:
+    """The int32 limits: ids of 2**31-1 and 2**31-2 with vocab_size 2**31-1 or just below."""
+    R, S = int(rng.integers(2, 6)), int(rng.integers(2, 9))
+    vocab = int(rng.choice([INT32_MAX, INT32_MAX - 1]))
+    rows = _rows(rng, R, S, S, vocab, low=INT32_MAX - 64)
+    rows[0, :S] = rng.choice([INT32_MAX, INT32_MAX - 1, INT32_MAX - 2, 0], size=S)
+    rows[0, int(rng.integers(0, S))] = INT32_MAX
+    discard, backup = _kept_inputs(rng, R, 1)
+    backup[: min(2, len(backup))] = [INT32_MIN, INT32_MAX][: min(2, len(backup))]
+    return _build(rows.astype(np.int32), discard, backup, vocab, S, None, None)
+
+
+def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
+    """max_num_seqs and more: 1025-1152 requests of 1-4 columns."""
+    R, S = int(rng.integers(MAX_NUM_SEQS + 1, MAX_NUM_SEQS + 129)), int(rng.integers(1, 5))
+    vocab = int(rng.choice([32000, 128256, 151936]))
+    discard, backup = _kept_inputs(rng, R, 0)
+    return _build(_rows(rng, R, S, S, vocab).astype(np.int32), discard, backup, vocab, S, None, None)
+
+
+SHAPES = (
+    Shape("int32_limits", 5, _int32_limits),
+    Shape("wide_rows", 12, _wide_rows),
+    Shape("many_requests", MAX_NUM_SEQS + 128, _many_requests),
+)
+PrepareNextTokenPadded.shapes = SHAPES
 
 TARGET = PrepareNextTokenPadded()

@@ -1,10 +1,12 @@
-"""The seeded bugs: each a one-edit mutant of a production function of kernels/spec_decode_utils.py.
+"""The seeded bugs: each a one-edit mutant of a production function of vLLM's spec-decode utils.
 
 A mutant names its target, states its bug, and lists its edits as ``(old, new)`` text
 replacements; each ``old`` occurs exactly once in the target's current source. :func:`write`
-applies them to the function as ``kernels/spec_decode_utils.py`` holds it today and writes an
-altered copy that ``--kernels`` loads, so the bugs follow the production code as it changes
-(a mutant whose ``old`` text is gone fails loudly instead of testing stale code).
+applies them to the function as its module holds it today and writes an altered copy that
+``--kernels`` loads, so the bugs follow the production code as it changes (a mutant whose
+``old`` text is gone fails loudly instead of testing stale code). The module is the bundled
+copy ``kernels/spec_decode_utils.py`` unless the mutant names a vLLM release
+(``module="vllm-release:0.33.0"``), for targets the bundled copy lacks.
 
     python tests/seeded_bugs/mutants.py OUTDIR    # write every mutant as OUTDIR/<name>.py
     eaglefuzz fuzz --kernels OUTDIR/ce_positions_shifted.py
@@ -13,15 +15,17 @@ altered copy that ``--kernels`` loads, so the bugs follow the production code as
 from __future__ import annotations
 
 import ast
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 PRODUCTION = Path(__file__).resolve().parents[2] / "kernels" / "spec_decode_utils.py"
+BUNDLED = "bundled"
 
 HEADER = '''"""{bug}
 
-Seeded bug {name}: ``{target}`` from kernels/spec_decode_utils.py with one change,
+Seeded bug {name}: ``{target}`` from {module} with one change,
 written by tests/seeded_bugs/mutants.py. tests/test_seeded_bugs.py checks the fuzzer finds it.
 """
 
@@ -31,7 +35,9 @@ import torch
 import triton
 import triton.language as tl
 
-from eaglefuzz.kernels.vllm_types import CommonAttentionMetadata, VllmConfig
+from eaglefuzz.kernels.vllm_types import CommonAttentionMetadata, VllmConfig, current_platform
+
+PADDING_SLOT_ID = -1
 
 
 '''
@@ -39,28 +45,77 @@ from eaglefuzz.kernels.vllm_types import CommonAttentionMetadata, VllmConfig
 
 @dataclass(frozen=True)
 class Mutant:
-    """One seeded bug: ``edits`` turn ``target``'s production source into the buggy one."""
+    """One seeded bug: ``edits`` turn ``target``'s production source into the buggy one.
+
+    ``module``: where that source is, ``"bundled"`` (kernels/spec_decode_utils.py) or
+    ``"vllm-release:X.Y.Z"`` (that release's vllm/v1/spec_decode/utils.py).
+    ``extreme``: for a bug that only production-sized inputs expose, the feature of the
+    target's ``extremes`` a case needs for it to show (empty for the others).
+    """
 
     name: str
     target: str
     bug: str
     edits: tuple[tuple[str, str], ...]
+    module: str = BUNDLED
+    extreme: str = ""
 
 
-def production_source(target: str) -> str:
-    """The source of ``target`` (decorators included) as kernels/spec_decode_utils.py has it."""
-    text = PRODUCTION.read_text()
+class ModuleUnavailable(LookupError):
+    """The module a mutant edits cannot be had here (a release's file not fetched, no network)."""
+
+
+# Release modules already on this machine (read, never copied into the repository).
+LOCAL_RELEASE_FILES = {"0.33.0": Path("/tmp/wheels/v033/vllm/v1/spec_decode/utils.py")}
+
+
+def release_module_file(version: str) -> Path:
+    """vLLM ``version``'s vllm/v1/spec_decode/utils.py: through the vLLM release source when
+    eaglefuzz has it (``harness.sources.vllm.release_module_file``), else a local copy."""
+    try:
+        from eaglefuzz.harness.sources.vllm import release_module_file as from_source
+    except ImportError:
+        from_source = None
+    if from_source is not None:
+        try:
+            return Path(from_source(version))
+        except Exception as exc:  # noqa: BLE001 - no wheel and no network: say why, skip
+            raise ModuleUnavailable(f"vLLM {version}'s module: {exc}") from None
+    path = LOCAL_RELEASE_FILES.get(version)
+    if path is None or not path.is_file():
+        raise ModuleUnavailable(f"vLLM {version}'s vllm/v1/spec_decode/utils.py is not on this machine")
+    return path
+
+
+def module_file(module: str) -> Path:
+    """The file a mutant's ``module`` names."""
+    if module == BUNDLED:
+        return PRODUCTION
+    kind, _, version = module.partition(":")
+    if kind != "vllm-release" or not version:
+        raise ValueError(f"unknown mutant module {module!r} (bundled or vllm-release:X.Y.Z)")
+    return release_module_file(version)
+
+
+def module_description(module: str) -> str:
+    return "kernels/spec_decode_utils.py" if module == BUNDLED else f"vLLM {module.partition(':')[2]}'s vllm/v1/spec_decode/utils.py"
+
+
+def production_source(target: str, module: str = BUNDLED) -> str:
+    """The source of ``target`` (decorators included) as ``module``'s file has it."""
+    path = module_file(module)
+    text = path.read_text()
     lines = text.splitlines(keepends=True)
     for node in ast.parse(text).body:
         if isinstance(node, ast.FunctionDef) and node.name == target:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
             return "".join(lines[start : node.end_lineno])
-    raise LookupError(f"{target} is not in {PRODUCTION}")
+    raise LookupError(f"{target} is not in {path}")
 
 
 def mutate(m: Mutant) -> str:
     """The buggy source of ``m.target``."""
-    src = production_source(m.target)
+    src = production_source(m.target, m.module)
     for old, new in m.edits:
         if src.count(old) != 1:
             raise ValueError(f"mutant {m.name}: the text to replace occurs {src.count(old)} times in {m.target}:\n{old}")
@@ -72,7 +127,8 @@ def write(m: Mutant, directory: Path) -> Path:
     """Write ``m`` as ``directory/<name>.py``, loadable with ``--kernels``; its path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{m.name}.py"
-    path.write_text(HEADER.format(bug=m.bug, name=m.name, target=m.target) + mutate(m))
+    header = HEADER.format(bug=m.bug, name=m.name, target=m.target, module=module_description(m.module))
+    path.write_text(header + mutate(m))
     return path
 
 
@@ -592,6 +648,491 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
 )
 
+# -- bugs that need production-sized inputs (issue 9): each names the extreme it needs --------
+
+EXTREME_MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        'pi_grid_capped_at_1024',
+        'eagle_prepare_inputs_padded_kernel',
+        'prepare_inputs_padded: programs past request 1023 return at once (a max_num_seqs = 1024 assumption)',
+        (
+            _edit(
+                """\
+    if req_idx >= num_reqs:
+""",
+                """\
+    if req_idx >= tl.minimum(num_reqs, 1024):
+""",
+            ),
+        ),
+        extreme='beyond_1024_requests',
+    ),
+    Mutant(
+        'extend_arange_capped_at_1025',
+        'extend_all_queries_by_N',
+        'extend_all_queries_by_N: the arange slice is capped at max_num_seqs + 1 = 1025 entries',
+        (
+            _edit(
+                """\
+    new_query_start_loc = cad.query_start_loc + N * arange[: len(cad.query_start_loc)]
+""",
+                """\
+    new_query_start_loc = cad.query_start_loc + N * arange[: min(len(cad.query_start_loc), 1025)]
+""",
+            ),
+        ),
+        extreme='beyond_1024_requests',
+    ),
+    Mutant(
+        'pi_query_start_loc_int16',
+        'eagle_prepare_inputs_padded_kernel',
+        'prepare_inputs_padded: query_start_loc[r + 1] is read as int16 (offsets past 32767 wrap)',
+        (
+            _edit(
+                """\
+    q_last_tok_idx = tl.load(query_start_loc_gpu_ptr + req_idx + 1) - 1
+""",
+                """\
+    q_last_tok_idx = tl.load(query_start_loc_gpu_ptr + req_idx + 1).to(tl.int16) - 1
+""",
+            ),
+        ),
+        extreme='offsets_past_32767',
+    ),
+    Mutant(
+        'ce_query_start_loc_int16',
+        'copy_and_expand_eagle_inputs_kernel',
+        "copy_and_expand: a request's query_start_loc is read as int16 (requests starting past 32767 wrap)",
+        (
+            _edit(
+                """\
+    query_start_loc = tl.load(query_start_loc_ptr + request_idx)
+""",
+                """\
+    query_start_loc = tl.load(query_start_loc_ptr + request_idx).to(tl.int16)
+""",
+            ),
+        ),
+        extreme='starts_past_32767',
+    ),
+    Mutant(
+        'ce_valid_region_capped_at_2048',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: valid slots past 2048 are not copied (a port that caps prefill chunks at 2048 tokens)',
+        (
+            _edit(
+                """\
+    is_valid_region = j < num_valid_tokens
+""",
+                """\
+    is_valid_region = j < tl.minimum(num_valid_tokens, 2048)
+""",
+            ),
+        ),
+        extreme='prefill_thousands',
+    ),
+    Mutant(
+        'ce_rejected_tail_capped_at_15',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: only the first 15 rejected slots are marked rejected (num_speculative_tokens <= 15 assumed)',
+        (
+            _edit(
+                """\
+    is_rejected_region = j >= num_valid_tokens + num_padding_slots_per_request
+""",
+                """\
+    is_rejected_region = (j >= num_valid_tokens + num_padding_slots_per_request) & (
+        j < num_valid_tokens + num_padding_slots_per_request + 15
+    )
+""",
+            ),
+        ),
+        extreme='many_rejected',
+    ),
+    Mutant(
+        'ce_new_token_index_int16',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: the new-token index r * P is computed in int16 (overflows once r * P passes 32767)',
+        (
+            _edit(
+                """\
+        request_idx * num_padding_slots_per_request + new_token_local_idx
+""",
+                """\
+        (request_idx * num_padding_slots_per_request).to(tl.int16) + new_token_local_idx
+""",
+            ),
+        ),
+        extreme='rp_past_32767',
+    ),
+    Mutant(
+        'ce_positions_via_float32',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: positions go through float32 (a port computing RoPE positions in fp32: inexact past 2**24)',
+        (
+            _edit(
+                """\
+    positions = start_pos + j
+""",
+                """\
+    positions = (start_pos + j).to(tl.float32).to(tl.int64)
+""",
+            ),
+        ),
+        extreme='positions_past_2_24',
+    ),
+    Mutant(
+        'nt_block_limited_to_16_columns',
+        'eagle_prepare_next_token_padded_kernel',
+        'prepare_next_token_padded: only the first 16 columns are read (num_speculative_tokens <= 15 assumed)',
+        (
+            _edit(
+                """\
+        token_mask = token_offs < num_sampled_tokens_per_req
+""",
+                """\
+        token_mask = token_offs < tl.minimum(num_sampled_tokens_per_req, 16)
+""",
+            ),
+        ),
+        extreme='valid_past_column_16',
+    ),
+    Mutant(
+        'nt_next_token_low_16_bits',
+        'eagle_prepare_next_token_padded_kernel',
+        'prepare_next_token_padded: the next token keeps only its low 16 bits (a 64k vocabulary assumed)',
+        (
+            _edit(
+                """\
+                tl.where(token_offs == last_valid_index, token_ids, 0)
+""",
+                """\
+                tl.where(token_offs == last_valid_index, token_ids & 0xFFFF, 0)
+""",
+            ),
+        ),
+        extreme='ids_past_65535',
+    ),
+    Mutant(
+        'nt_vocab_check_overflows',
+        'eagle_prepare_next_token_padded_kernel',
+        'prepare_next_token_padded: the vocabulary check is id + 1 <= vocab_size (wraps for id 2**31-1, which then counts as valid)',
+        (
+            _edit(
+                """\
+        is_valid_mask = (token_ids != -1) & (token_ids < vocab_size) & token_mask
+""",
+                """\
+        is_valid_mask = (token_ids != -1) & (token_ids + 1 <= vocab_size) & token_mask
+""",
+            ),
+        ),
+        extreme='id_at_int32_max',
+    ),
+    Mutant(
+        'extend_seq_lens_via_float32',
+        'extend_all_queries_by_N',
+        'extend_all_queries_by_N: seq_lens + N is computed in float32 (inexact past 2**24 tokens)',
+        (
+            _edit(
+                """\
+        seq_lens=cad.seq_lens + N,
+""",
+                """\
+        seq_lens=(cad.seq_lens.float() + N).to(cad.seq_lens.dtype),
+""",
+            ),
+        ),
+        extreme='seq_lens_past_2_24',
+    ),
+)
+MUTANTS = MUTANTS + EXTREME_MUTANTS
+
+# copy_and_expand_dflash_inputs_kernel (docs/CONTRACT.md §9): mutants of vLLM 0.33's module,
+# since the bundled copy predates the kernel. "(variant on)" marks bugs only the
+# has_num_rejected variant can show; the others show in both.
+V033 = "vllm-release:0.33.0"
+MUTANTS += (
+    Mutant(
+        "dfl_block_clamp_off_by_one",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: the block number is clamped to block_table_stride instead of stride - 1 "
+        "(positions past the row read the next row's first entry)",
+        (_edit("block_num = tl.minimum(block_num, block_table_stride - 1)",
+               "block_num = tl.minimum(block_num, block_table_stride)"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_block_table_row_0",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: the block-table lookup forgets the request's row (every request reads row 0)",
+        (_edit("block_table_ptr + req_idx * block_table_stride + block_num,",
+               "block_table_ptr + block_num,"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_last_pos_ignores_rejected",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash (variant on): the query continues after the last context token, rejected ones "
+        "included (valid_ctx_end = ctx_end)",
+        (_edit("valid_ctx_end = ctx_end - num_rejected", "valid_ctx_end = ctx_end"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_last_pos_off_by_one",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: the last accepted position is read at valid_ctx_end instead of valid_ctx_end - 1",
+        (_edit("last_pos = tl.load(target_positions_ptr + valid_ctx_end - 1)",
+               "last_pos = tl.load(target_positions_ptr + valid_ctx_end)"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_offset_as_mask",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: the in-block offset is positions & (block_size - 1), right for power-of-two "
+        "block sizes only",
+        (_edit("slot = block_id * block_size + (positions % block_size)",
+               "slot = block_id * block_size + (positions & (block_size - 1))"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_query_out_uses_k",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: query slots are laid out with a stride of num_speculative_tokens instead of "
+        "num_query_per_req",
+        (_edit("query_out = req_idx * num_query_per_req + query_off",
+               "query_out = req_idx * num_speculative_tokens + query_off"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_sample_includes_bonus",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: token indices are also stored for the bonus slot (query_off >= 0)",
+        (_edit("is_sample = is_query & (query_off > 0)", "is_sample = is_query & (query_off >= 0)"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_sample_index_stride_q",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: token indices are laid out with a stride of num_query_per_req instead of "
+        "num_speculative_tokens",
+        (_edit("sample_out_idx = req_idx * num_speculative_tokens + (query_off - 1)",
+               "sample_out_idx = req_idx * num_query_per_req + (query_off - 1)"),),
+        V033,
+    ),
+    Mutant(
+        "dfl_slot_int32",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: the block id is not widened to int64, so block_id * block_size wraps in int32",
+        (_edit("""\
+    ).to(tl.int64)
+    slot = block_id""", """\
+    )
+    slot = block_id"""),),
+        V033,
+    ),
+)
+
+
+# -- vLLM 0.33 targets, newer than the bundled copy: mutants of the release's own module ------
+
+V033 = "vllm-release:0.33.0"
+
+MUTANTS += (
+    Mutant(
+        "es_exceeds_strict",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: exceeds uses > max_model_len, so a step onto position max_model_len gets a real slot",
+        (_edit("    exceeds_max = new_position >= max_model_len\n", "    exceeds_max = new_position > max_model_len\n"),),
+        V033,
+    ),
+    Mutant(
+        "es_slot_of_current_position",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: the block lookup uses the current position, not the new one (the slot lags a token)",
+        (
+            _edit(
+                "    block_number = clamped_position // block_size\n",
+                "    block_number = position // block_size\n",
+            ),
+            _edit(
+                "    slot_id = block_id * block_size + (clamped_position % block_size)\n",
+                "    slot_id = block_id * block_size + (position % block_size)\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "es_parked_at_last_position",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: a request past max_model_len is parked at max_model_len - 1 instead of 0",
+        (
+            _edit(
+                "    clamped_position = tl.where(exceeds_max, 0, new_position)\n",
+                "    clamped_position = tl.where(exceeds_max, max_model_len - 1, new_position)\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "es_padding_unwritten",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: cudagraph padding programs return without writing PADDING_SLOT_ID",
+        (
+            _edit(
+                "        tl.store(out_slot_mapping_ptr + req_idx, PAD_ID)\n        return\n",
+                "        return\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "es_padding_off_by_one",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: the padding test is req_idx > batch_size, so program batch_size runs as a request",
+        (_edit("    if req_idx >= batch_size:\n", "    if req_idx > batch_size:\n"),),
+        V033,
+    ),
+    Mutant(
+        "es_row_stride_is_width",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: rows are addressed n_blocks_per_req apart instead of block_table_stride",
+        (
+            _edit(
+                "    block_id = tl.load(block_table_ptr + req_idx * block_table_stride + block_number)\n",
+                "    block_id = tl.load(block_table_ptr + req_idx * n_blocks_per_req + block_number)\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "es_no_column_clamp",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: the block column is not clamped to n_blocks_per_req - 1",
+        (_edit("    block_number = tl.minimum(block_number, n_blocks_per_req - 1)\n", ""),),
+        V033,
+    ),
+    Mutant(
+        "es_seq_len_not_reset",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: seq_lens grows by one even for a request parked past max_model_len (not reset to 1)",
+        (
+            _edit(
+                "    new_seq_len = tl.where(exceeds_max, 1, seq_len + 1)\n",
+                "    new_seq_len = seq_len + 1\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "es_seq_len_uncapped",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: seq_lens + 1 is not capped at max_model_len",
+        (_edit("    new_seq_len = tl.minimum(new_seq_len, max_model_len)\n", ""),),
+        V033,
+    ),
+    Mutant(
+        "es_alias_reload",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: the clamped position is stored early and the padding test re-reads the position "
+        "from memory, which out_clamped_positions has already overwritten when it is positions itself",
+        (
+            _edit(
+                "    clamped_position = tl.where(exceeds_max, 0, new_position)\n",
+                "    clamped_position = tl.where(exceeds_max, 0, new_position)\n"
+                "    tl.store(out_clamped_positions_ptr + req_idx, clamped_position)\n",
+            ),
+            _edit(
+                "    slot_id = tl.where(exceeds_max, PAD_ID, slot_id)\n",
+                "    slot_id = tl.where(tl.load(positions_ptr + req_idx) + 1 >= max_model_len, PAD_ID, slot_id)\n",
+            ),
+        ),
+        V033,
+    ),
+)
+MUTANTS += (
+    Mutant(
+        "ns_no_position_clamp",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: positions are not clamped to max_model_len - 1 before the lookup",
+        (
+            _edit(
+                "    clamped_positions = torch.clamp(new_positions, max=max_model_len - 1)\n",
+                "    clamped_positions = new_positions\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "ns_rejected_not_masked",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: rejected tokens keep their slot (no PADDING_SLOT_ID)",
+        (_edit("    new_slot_mapping.masked_fill_(is_rejected_token_mask, PADDING_SLOT_ID)\n", ""),),
+        V033,
+    ),
+    Mutant(
+        "ns_exceeds_strict",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: positions are masked only past max_model_len (>), so position M gets a slot",
+        (
+            _edit(
+                "    exceeds_max_model_len = new_positions >= max_model_len\n",
+                "    exceeds_max_model_len = new_positions > max_model_len\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "ns_new_tokens_forgotten",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: requests own qlen tokens, not qlen + num_new_tokens",
+        (
+            _edit(
+                "        cad.naive_query_lens() + num_new_tokens,\n",
+                "        cad.naive_query_lens(),\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "ns_row_stride_is_block_size",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: rows of the flat table are taken block_size apart instead of n_blocks_per_req",
+        (
+            _edit(
+                "        req_indices * n_blocks_per_req + clamped_positions // block_size\n",
+                "        req_indices * block_size + clamped_positions // block_size\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "ns_slots_int32",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: the slot mapping comes back as int32 (the block table's dtype), not int64",
+        (
+            _edit(
+                "    new_slot_mapping = block_nums * block_size + block_offsets\n",
+                "    new_slot_mapping = (block_nums * block_size + block_offsets).int()\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "ns_clamp_in_place",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: clamp_ instead of clamp: the caller's positions are clamped in place "
+        "(and positions past max_model_len then look in range)",
+        (
+            _edit(
+                "    clamped_positions = torch.clamp(new_positions, max=max_model_len - 1)\n",
+                "    clamped_positions = new_positions.clamp_(max=max_model_len - 1)\n",
+            ),
+        ),
+        V033,
+    ),
+)
+
 CRASH_MUTANTS: tuple[Mutant, ...] = (
     # Kills the process (a store in unmapped memory under the interpreter; an illegal address,
     # a sticky CUDA error, compiled), so it cannot run inside the test process:
@@ -621,4 +1162,7 @@ BY_NAME = {m.name: m for m in MUTANTS + CRASH_MUTANTS}
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "seeded_bugs_out")
     for m in MUTANTS + CRASH_MUTANTS:
-        print(write(m, out))
+        try:
+            print(write(m, out))
+        except ModuleUnavailable as exc:
+            print(f"{m.name}: skipped ({exc})")

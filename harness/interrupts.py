@@ -1,0 +1,55 @@
+"""Signals from outside interrupt a run; they are never a finding against the code under test.
+
+Ctrl-C (SIGINT), SIGTERM (``timeout``, a CI runner's cancel) and SIGHUP (a closed terminal)
+raise :class:`KeyboardInterrupt` in the main thread inside :func:`interruptible`: the run stops,
+keeps and reports what it found, and exits with ``128 + signal`` (1 when it found something).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+SIGNALS: tuple[int, ...] = tuple(
+    int(s) for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None
+)
+_received: list[int] = []
+
+
+def _raise(signum: int, frame: Any) -> None:
+    _received.append(signum)
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """While the body runs, each of :data:`SIGNALS` raises :class:`KeyboardInterrupt` (in the
+    main thread; elsewhere nothing changes); the previous handlers come back afterwards."""
+    _received.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.getsignal(s) for s in SIGNALS}
+    for s in SIGNALS:
+        signal.signal(s, _raise)
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def hold() -> None:
+    """Ignore further signals (until :func:`interruptible` ends): the report of an interrupted
+    run must not be cut short."""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+
+
+def received() -> int | None:
+    """The first signal that interrupted the last :func:`interruptible` run (``None``: none,
+    or Ctrl-C outside it)."""
+    return _received[0] if _received else None

@@ -1,0 +1,227 @@
+"""vLLM itself as the code under test: a release wheel (``--vllm-version X.Y.Z``, spec
+``vllm-release:X.Y.Z``) or the installed package (``--vllm``, spec ``vllm``).
+
+Either way the real ``vllm/v1/spec_decode/utils.py`` is loaded from its file, without importing
+vLLM (see :mod:`.vllm_shims`), and every target of the registry whose name the module defines
+is tested; the others are not (a note says which). A release's files are fetched once with pip
+(:func:`.wheels.fetch_members`) and then used offline; nothing of vLLM's enters the repository.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.metadata
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from ..errors import UserError
+from . import wheels
+from .base import Implementations, Origin, Source
+from .vllm_shims import MODULE, PLATFORM_FILES, REAL_FILES, LoadFailed, load_module
+
+PINNED_RELEASE = "0.33.0"
+"""The release the test suite checks (``tox -e vllm`` installs it)."""
+
+MEMBERS = (MODULE, *REAL_FILES, *PLATFORM_FILES)
+"""What is taken out of a release wheel (a few hundred kB); the wheel itself is not kept."""
+
+_VERSION = re.compile(r"^\d+(\.\d+)*([.+-]?[A-Za-z0-9]+)*$")
+_LOADED: dict[tuple[str, str], tuple[ModuleType, tuple[str, ...]]] = {}
+
+
+def _check_version(version: str) -> str:
+    if not _VERSION.match(version):
+        raise UserError(f"--vllm-version {version}: not a release version (e.g. {PINNED_RELEASE})")
+    return version
+
+
+def release_files(version: str) -> Path:
+    """The folder holding :data:`MEMBERS` of vLLM ``version``'s wheel (fetched on first use)."""
+    return wheels.fetch_members("vllm", _check_version(version), MEMBERS)
+
+
+def release_module_file(version: str) -> Path:
+    """vLLM ``version``'s ``vllm/v1/spec_decode/utils.py`` (fetched on first use)."""
+    path = release_files(version) / MODULE
+    if not path.is_file():
+        raise UserError(f"vLLM {version}: its wheel has no {MODULE}")
+    return path
+
+
+def _load(root: Path, tag: str, what: str) -> tuple[ModuleType, tuple[str, ...]]:
+    key = (str(root), tag)
+    if key not in _LOADED:
+        try:
+            module, notes = load_module(root, tag)
+        except LoadFailed as exc:
+            raise UserError(f"{what}: cannot load {MODULE}: {exc}") from None
+        _LOADED[key] = (module, tuple(notes))
+    return _LOADED[key]
+
+
+def _implementations(source: Source, module: ModuleType, notes: tuple[str, ...],
+                     names: list[str] | None) -> Implementations:
+    from ..targets import TARGETS
+
+    wanted = list(TARGETS) if names is None else names
+    funcs = {n: getattr(module, n) for n in wanted if n in vars(module)}
+    origin = {n: source.origin(n) for n in funcs}
+    notes = list(notes)
+    if names is None:
+        absent = [n for n in TARGETS if n not in funcs]
+        if absent:
+            notes.append(f"{source.describe()} does not define {', '.join(absent)}: not tested")
+    return Implementations(funcs, origin, source, tuple(notes))
+
+
+class VllmReleaseSource(Source):
+    """A vLLM release's module, from its wheel on the package index; production code."""
+
+    kind = "vllm-release"
+    production = True
+
+    def __init__(self, version: str) -> None:
+        self.version = _check_version(version)
+
+    @property
+    def spec(self) -> str:
+        return f"vllm-release:{self.version}"
+
+    def describe(self) -> str:
+        return f"vLLM {self.version} release wheel ({MODULE})"
+
+    def cli_args(self) -> list[str]:
+        return ["--vllm-version", self.version]
+
+    def origin(self, name: str) -> Origin:
+        return Origin(f"vLLM {self.version} release wheel", MODULE, name, self.spec)
+
+    def module_file(self) -> Path:
+        return release_module_file(self.version)
+
+    def load(self, names: list[str] | None = None) -> Implementations:
+        path = self.module_file()
+        module, notes = _load(path.parents[3], "r" + re.sub(r"\W", "_", self.version), f"vLLM {self.version}")
+        return _implementations(self, module, notes, names)
+
+
+@dataclass(frozen=True)
+class Installed:
+    """Where the installed vLLM's module is, and its version."""
+
+    version: str
+    module_file: Path
+
+
+def find_installed() -> Installed:
+    """The installed ``vllm`` distribution's module file, found without importing vLLM.
+
+    Raises :class:`UserError` (one line) when vLLM is not installed or lacks the module.
+    """
+    try:
+        dist = importlib.metadata.distribution("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        raise UserError("--vllm: vLLM is not installed in this Python (pip install vllm, or "
+                        f"test a release wheel with --vllm-version {PINNED_RELEASE})") from None
+    version = dist.version
+    path = Path(str(dist.locate_file(MODULE)))
+    if not path.is_file():
+        spec = importlib.util.find_spec("vllm")  # the top-level package: vLLM is not imported
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            candidate = Path(folder) / MODULE.removeprefix("vllm/")
+            if candidate.is_file():
+                path = candidate
+                break
+    if not path.is_file():
+        raise UserError(f"--vllm: the installed vLLM {version} has no {MODULE}")
+    return Installed(version, path.resolve())
+
+
+class InstalledVllmSource(Source):
+    """The module of the vLLM installed in this Python (a release, or a user's own build:
+    findings go to a findings folder, not ``corpus/``)."""
+
+    kind = "vllm"
+    production = False
+
+    def __init__(self) -> None:
+        self._found: Installed | None = None
+
+    @property
+    def found(self) -> Installed:
+        if self._found is None:
+            self._found = find_installed()
+        return self._found
+
+    @property
+    def spec(self) -> str:
+        return "vllm"
+
+    def describe(self) -> str:
+        return f"installed vLLM {self.found.version} ({self.found.module_file})"
+
+    def cli_args(self) -> list[str]:
+        return ["--vllm"]
+
+    def origin(self, name: str) -> Origin:
+        return Origin(f"installed vLLM {self.found.version}", str(self.found.module_file), name, self.spec)
+
+    def module_file(self) -> Path:
+        return self.found.module_file
+
+    def load(self, names: list[str] | None = None) -> Implementations:
+        path = self.found.module_file
+        tag = "i" + hashlib.sha256(f"{path}:{self.found.version}".encode()).hexdigest()[:10]
+        module, notes = _load(path.parents[3], tag, f"installed vLLM {self.found.version}")
+        return _implementations(self, module, notes, names)
+
+
+def release_from_spec(argument: str | None) -> VllmReleaseSource:
+    if not argument:
+        raise UserError(f"source vllm-release: needs a version (vllm-release:{PINNED_RELEASE})")
+    return VllmReleaseSource(argument)
+
+
+def installed_from_spec(argument: str | None) -> InstalledVllmSource:
+    if argument:
+        raise UserError(f"source vllm takes no argument (got {argument!r}); for a release use "
+                        f"vllm-release:{argument}")
+    return InstalledVllmSource()
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A function the module defines at top level."""
+
+    name: str
+    kind: str
+    """``triton kernel``, ``kernel dispatcher`` (vLLM's ``triton_kernel_dispatcher_with_warmup``),
+    ``compiled function`` (``torch.compile``) or ``python function``."""
+    line: int
+
+    @property
+    def private(self) -> bool:
+        return self.name.startswith("_")
+
+
+def _kind(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    names = [ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list]
+    if any(n.endswith("jit") for n in names):
+        return "triton kernel"
+    if any("dispatcher" in n for n in names):
+        return "kernel dispatcher"
+    if any(n.endswith("compile") for n in names):
+        return "compiled function"
+    return "python function"
+
+
+def module_definitions(path: Path) -> list[Definition]:
+    """Every top-level function of the module file ``path`` (Triton kernels included), in file
+    order; parsed, not run."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [Definition(n.name, _kind(n), n.lineno) for n in tree.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]

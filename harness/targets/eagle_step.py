@@ -1,0 +1,402 @@
+"""``eagle_step_slot_mapping_metadata_kernel``: docs/CONTRACT.md §6.
+
+One EAGLE draft step: positions move on by one (parked at 0 past ``max_model_len``), slots are
+looked up in the block table, ``seq_lens`` grows by one in place, and the cudagraph padding
+programs write ``PADDING_SLOT_ID``.
+
+A case holds ``positions`` (int64 ``[B]``), ``block_table`` (int32 ``[B, W]``: the kernel
+sees its first ``n_blocks_per_req`` columns, rows ``W`` apart, as a column slice of a wider
+table) and ``seq_lens`` (int32 ``[B]``, updated in place: the buffer must end up as the
+oracles leave it). Launch: ``input_batch_size`` (``null``: ``B``, no padding) and
+``aliased_positions`` (``true``: ``out_clamped_positions`` is the ``positions`` buffer itself,
+as in vLLM's draft steps after the first; ``false``: a buffer of its own, as in the first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ..case import Case
+from ..strategies import INT32_MAX, Scale, cdiv
+from .base import ContractViolation, TritonTarget
+
+I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
+PAD_ID = -1
+"""vLLM's ``PADDING_SLOT_ID``, the ``PAD_ID`` its wrapper passes."""
+MAX_POSITION = 1 << 40
+MAX_BLOCK_SIZE = 1024
+MAX_TABLE = 1 << 15
+"""Most block-table elements a generated case holds (rows x width)."""
+BLOCK_SIZES = (16, 1, 2, 4, 8, 32, 64, 128, 256, 3, 48, 528, 1024)
+"""vLLM's powers of two (its warm-up covers 1 .. 256), a hybrid model's multiple of 16 (528),
+and others the contract defines just as well."""
+CAPTURE_SIZES = (1, 2, 4, 8, *range(16, 513, 8))
+"""vLLM's default cudagraph capture sizes: a padded batch is the next one up."""
+
+
+def max_block_id(block_size: int) -> int:
+    """Largest block id whose slots all fit in int32 (``id * bs + bs - 1 <= 2**31 - 1``)."""
+    return (INT32_MAX - block_size + 1) // block_size
+
+
+class _Step:
+    """Per-request quantities of the contract's table (int64 arrays), for features and reports."""
+
+    def __init__(self, case: Case) -> None:
+        s = case.scalars
+        self.B = len(case.arrays["positions"])
+        self.bs, self.M, self.nb = int(s["block_size"]), int(s["max_model_len"]), int(s["n_blocks_per_req"])
+        ib = case.launch.get("input_batch_size")
+        self.IB = self.B if ib is None else int(ib)
+        self.pos = case.arrays["positions"].astype(np.int64)
+        self.seq = case.arrays["seq_lens"].astype(np.int64)
+        self.p = self.pos + 1
+        self.exceeds = self.p >= self.M
+        self.clamped = np.where(self.exceeds, 0, self.p)
+        self.raw_col = self.clamped // self.bs
+        self.col = np.minimum(self.raw_col, self.nb - 1)
+        table = case.arrays["block_table"].astype(np.int64)
+        self.block = table[np.arange(self.B), self.col] if self.B else np.zeros(0, np.int64)
+        self.slot = np.where(self.exceeds, PAD_ID, self.block * self.bs + self.clamped % self.bs)
+
+
+class EagleStep(TritonTarget):
+    name = "eagle_step_slot_mapping_metadata_kernel"
+    parameters = (
+        "positions_ptr",
+        "block_table_ptr",
+        "block_table_stride",
+        "seq_lens_ptr",
+        "out_clamped_positions_ptr",
+        "out_slot_mapping_ptr",
+        "block_size",
+        "max_model_len",
+        "n_blocks_per_req",
+        "PAD_ID",
+        "batch_size",
+    )
+    inputs = {"positions": I64, "block_table": I32, "seq_lens": I32}
+    inout = frozenset({"seq_lens"})
+    scalar_names = ("block_size", "max_model_len", "n_blocks_per_req")
+    launch_names = ("input_batch_size", "aliased_positions")
+    features = {
+        "separate_positions": "out_clamped_positions is a buffer of its own (vLLM's first draft step)",
+        "aliased_positions": "out_clamped_positions is the positions buffer (vLLM's later draft steps)",
+        "exact_launch": "input_batch_size = batch_size (no cudagraph padding)",
+        "padded_launch": "input_batch_size > batch_size: padding programs write PADDING_SLOT_ID",
+        "single_request": "one request",
+        "several_requests": "more than one request",
+        "many_requests": "more than 64 requests",
+        "reaches_max": "a request at position M - 1: the step reaches max_model_len and is parked",
+        "past_max": "a request already at or past max_model_len (exceeds: parked at 0)",
+        "last_position": "a request stepping onto position M - 1, the last one in range",
+        "block_start": "a request stepping onto the first slot of a block (p % bs == 0, p > 0)",
+        "later_block": "a request whose slot is in block column >= 1",
+        "last_column": "a request whose slot is in the table's last column (nb - 1), unclamped",
+        "column_clamped": "a table narrower than max_model_len needs: the column clamp nb - 1 engages",
+        "strided_table": "block_table_stride > n_blocks_per_req (a column slice of a wider table)",
+        "seq_follows_position": "every seq_lens[r] = positions[r] + 1, as vLLM keeps them",
+        "seq_len_capped": "an in-range request with seq_lens + 1 > max_model_len (the cap engages)",
+        "block_size_one": "block_size = 1",
+        "odd_block_size": "a block size that is not a power of two (hybrid models: 528)",
+        "partial_last_block": "max_model_len is not a multiple of block_size",
+        "slot_near_int32_limit": "a slot id within 2**16 of the int32 limit",
+    }
+
+    @property
+    def oracles(self) -> Mapping[str, Any]:
+        from ...oracles import loops, vectorized
+
+        return {
+            "numpy": vectorized.eagle_step_slot_mapping_metadata,
+            "numba": loops.eagle_step_slot_mapping_metadata,
+        }
+
+    # -- generation -------------------------------------------------------------------
+
+    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        return _cases(scale)
+
+    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        regime = rng.choice(["small", "medium", "tail"], p=[0.6, 0.3, 0.1])
+        B = int(rng.integers(1, {"small": 9, "medium": scale.max_requests + 1, "tail": scale.request_tail + 1}[regime]))
+        bs = int(rng.choice(BLOCK_SIZES))
+        nb, extra = _table_shape(B, int(rng.integers(1, 17)) if rng.random() < 0.7 else int(rng.integers(1, 513)),
+                                 0 if rng.random() < 0.6 else int(rng.integers(1, 9)))
+        M = _max_model_len(nb, bs, str(rng.choice(["exact", "fits", "narrow"], p=[0.4, 0.4, 0.2])),
+                           int(rng.integers(0, 1 << 30)))
+        kinds = rng.choice(["end", "past", "any", "block"], size=B, p=[0.3, 0.1, 0.4, 0.2])
+        offs = rng.integers(0, 1 << 20, size=B)
+        positions = [_position(str(k), M, bs, int(o)) for k, o in zip(kinds, offs, strict=True)]
+        seq_mode = str(rng.choice(["follow", "any", "near_max"], p=[0.6, 0.2, 0.2]))
+        seqs = [_seq_len(seq_mode, p, M, int(o)) for p, o in zip(positions, rng.integers(0, INT32_MAX, size=B), strict=True)]
+        ib = None if rng.random() < 0.5 else _padded(B, str(rng.choice(["plus", "capture"])), int(rng.integers(1, 17)))
+        return _build(
+            positions, seqs, bs, M, nb, extra,
+            ids=str(rng.choice(["small", "any", "near_limit"], p=[0.5, 0.3, 0.2])),
+            seed=int(rng.integers(0, 1 << 32)), input_batch_size=ib, aliased=bool(rng.random() < 0.5),
+        )  # fmt: skip
+
+    # -- contract ---------------------------------------------------------------------
+
+    def validate(self, case: Case) -> None:
+        a, s = case.arrays, case.scalars
+        for name, dtype in self.inputs.items():
+            if name not in a:
+                raise ContractViolation(f"arrays.{name}", "is required")
+            ndim = 2 if name == "block_table" else 1
+            if a[name].dtype != dtype or a[name].ndim != ndim:
+                raise ContractViolation(f"arrays.{name}", f"must be a {ndim}-D {dtype} array")
+        for name in self.scalar_names:
+            v = s.get(name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ContractViolation(f"scalars.{name}", "must be an int")
+        B = len(a["positions"])
+        if B < 1:
+            raise ContractViolation("arrays.positions", "needs at least one request")
+        if len(a["seq_lens"]) != B:
+            raise ContractViolation("arrays.seq_lens", "needs one entry per request (len(positions))")
+        if a["block_table"].shape[0] != B:
+            raise ContractViolation("arrays.block_table", "needs one row per request (len(positions))")
+        bs, M, nb = s["block_size"], s["max_model_len"], s["n_blocks_per_req"]
+        if not 1 <= bs <= MAX_BLOCK_SIZE:
+            raise ContractViolation("scalars.block_size", f"must be from 1 to {MAX_BLOCK_SIZE}")
+        if not 1 <= M <= INT32_MAX:
+            raise ContractViolation("scalars.max_model_len", "must be from 1 to 2**31 - 1")
+        if not 1 <= nb <= a["block_table"].shape[1]:
+            raise ContractViolation("scalars.n_blocks_per_req", "must be from 1 to the width of block_table (its row stride)")
+        pos, seq = a["positions"], a["seq_lens"].astype(np.int64)
+        if np.any(pos < 0) or np.any(pos > MAX_POSITION):
+            raise ContractViolation("arrays.positions", "must be from 0 to 2**40")
+        if np.any(seq < 0) or np.any(seq > INT32_MAX - 1):
+            raise ContractViolation("arrays.seq_lens", "must be from 0 to 2**31 - 2")
+        ids = a["block_table"][:, :nb].astype(np.int64)
+        if np.any(ids < 0) or np.any(ids > max_block_id(bs)):
+            raise ContractViolation(
+                "arrays.block_table", "block ids (the first n_blocks_per_req columns) must be >= 0 with slots within int32"
+            )
+        ib = case.launch.get("input_batch_size")
+        if ib is not None and (not isinstance(ib, int) or isinstance(ib, bool) or not B <= ib <= B + 4096):
+            raise ContractViolation("launch.input_batch_size", "must be null or an int from batch_size to batch_size + 4096")
+        if not isinstance(case.launch.get("aliased_positions"), bool):
+            raise ContractViolation("launch.aliased_positions", "must be true or false")
+
+    def features_of(self, case: Case) -> frozenset[str]:
+        t = _Step(case)
+        inside = ~t.exceeds
+        checks = {
+            "separate_positions": not case.launch["aliased_positions"],
+            "aliased_positions": bool(case.launch["aliased_positions"]),
+            "exact_launch": t.IB == t.B,
+            "padded_launch": t.IB > t.B,
+            "single_request": t.B == 1,
+            "several_requests": t.B > 1,
+            "many_requests": t.B > 64,
+            "reaches_max": np.any(t.p == t.M),
+            "past_max": np.any(t.p > t.M),
+            "last_position": np.any(t.p == t.M - 1),
+            "block_start": np.any(inside & (t.p > 0) & (t.p % t.bs == 0)),
+            "later_block": np.any(inside & (t.col >= 1)),
+            "last_column": np.any(inside & (t.raw_col == t.nb - 1)),
+            "column_clamped": np.any(inside & (t.raw_col > t.nb - 1)),
+            "strided_table": case.arrays["block_table"].shape[1] > t.nb,
+            "seq_follows_position": bool(np.all(t.seq == t.pos + 1)),
+            "seq_len_capped": np.any(inside & (t.seq + 1 > t.M)),
+            "block_size_one": t.bs == 1,
+            "odd_block_size": t.bs & (t.bs - 1) != 0,
+            "partial_last_block": t.M % t.bs != 0,
+            "slot_near_int32_limit": np.any(inside & (t.slot > INT32_MAX - (1 << 16))),
+        }
+        return frozenset(k for k, v in checks.items() if v)
+
+    # -- running ----------------------------------------------------------------------
+
+    def aliases(self, case: Case) -> Mapping[str, str]:
+        return {"out_clamped_positions": "positions"} if case.launch.get("aliased_positions") else {}
+
+    def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        t = _Step(case)
+        return {"out_clamped_positions": (I64, (t.B,)), "out_slot_mapping": (I64, (t.IB,))}
+
+    def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
+        from ...kernels.launchers import launch_eagle_step_slot_mapping_metadata
+
+        nb = case.scalars["n_blocks_per_req"]
+        launch_eagle_step_slot_mapping_metadata(
+            kernel,
+            positions=tensors["positions"],
+            block_table=tensors["block_table"][:, :nb],
+            seq_lens=tensors["seq_lens"],
+            out_clamped_positions=tensors["out_clamped_positions"],
+            out_slot_mapping=tensors["out_slot_mapping"],
+            block_size=case.scalars["block_size"],
+            max_model_len=case.scalars["max_model_len"],
+            input_batch_size=case.launch.get("input_batch_size"),
+        )
+
+    def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
+        a, s = case.arrays, case.scalars
+        B = len(a["positions"])
+        ib = case.launch.get("input_batch_size")
+        oracle(
+            positions=a["positions"],
+            block_table=a["block_table"],
+            n_blocks_per_req=s["n_blocks_per_req"],
+            seq_lens=a["seq_lens"],
+            block_size=s["block_size"],
+            max_model_len=s["max_model_len"],
+            pad_id=PAD_ID,
+            batch_size=B,
+            input_batch_size=B if ib is None else ib,
+            **outputs,
+        )
+
+    def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
+        t = _Step(case)
+        if index >= t.B:
+            return None, "cudagraph padding slot"
+        if t.exceeds[index]:
+            return index, "request past max_model_len (parked)"
+        return index, f"request, block column {int(t.col[index])}"
+
+    def shrink_candidates(self, case: Case) -> Iterator[Case]:
+        a, s = case.arrays, case.scalars
+        B = len(a["positions"])
+        ib = case.launch.get("input_batch_size")
+
+        def keep(rows: list[int]) -> Case:
+            new_ib = None if ib is None else len(rows) + (ib - B)
+            return case.replace(
+                arrays={n: a[n][rows] for n in self.inputs}, launch={"input_batch_size": new_ib}
+            )
+
+        every = list(range(B))
+        if B > 1:
+            yield keep(every[: B // 2])
+            yield keep(every[B // 2 :])
+            for r in every:
+                yield keep(every[:r] + every[r + 1 :])
+        if ib is not None:
+            yield case.replace(launch={"input_batch_size": None})
+            if ib > B + 1:
+                yield case.replace(launch={"input_batch_size": B + 1})
+        if case.launch.get("aliased_positions"):
+            yield case.replace(launch={"aliased_positions": False})
+        if a["block_table"].shape[1] > s["n_blocks_per_req"]:
+            yield case.replace(arrays={"block_table": a["block_table"][:, : s["n_blocks_per_req"]]})
+        small = a["block_table"] % 1000
+        if not np.array_equal(small, a["block_table"]):
+            yield case.replace(arrays={"block_table": small.astype(np.int32)})
+
+
+# -- building cases ---------------------------------------------------------------------
+
+
+def _table_shape(B: int, nb: int, extra: int) -> tuple[int, int]:
+    """``(n_blocks_per_req, extra columns)`` cut so that the table stays within MAX_TABLE."""
+    width = max(1, MAX_TABLE // B)
+    nb = max(1, min(nb, width))
+    return nb, max(0, min(extra, width - nb))
+
+
+def _max_model_len(nb: int, bs: int, regime: str, k: int) -> int:
+    """A max_model_len for a table of ``nb`` columns: ``exact`` fills it (``nb * bs``), ``fits``
+    is anything vLLM could pair with it (``<= nb * bs``), ``narrow`` needs more columns."""
+    full = nb * bs
+    if regime == "exact":
+        return full
+    if regime == "fits":
+        return 1 + k % full
+    return full + 1 + k % (3 * full)
+
+
+def _position(kind: str, M: int, bs: int, k: int) -> int:
+    """A position: ``end`` near max_model_len, ``past`` beyond it, ``block`` one short of a
+    block start, ``any`` anywhere below max_model_len."""
+    if kind == "end":
+        return max(0, M - 1 - k % 4)
+    if kind == "past":
+        return M + (k % 3 if k % 2 else k % (MAX_POSITION - M + 1))
+    if kind == "block":
+        blocks = cdiv(M, bs)
+        return max(0, min(M - 1, (k % blocks) * bs - 1))
+    return k % M
+
+
+def _seq_len(mode: str, position: int, M: int, k: int) -> int:
+    """``follow``: position + 1 (vLLM's invariant); ``near_max``: around max_model_len; ``any``."""
+    if mode == "follow":
+        return min(position + 1, INT32_MAX - 1)
+    if mode == "near_max":
+        return max(0, min(INT32_MAX - 1, M - 2 + k % 4))
+    return k % INT32_MAX
+
+
+def _padded(B: int, how: str, k: int) -> int:
+    if how == "capture":
+        return next((c for c in CAPTURE_SIZES if c >= B), B + k)
+    return B + k
+
+
+def _build(
+    positions: list[int],
+    seqs: list[int],
+    bs: int,
+    M: int,
+    nb: int,
+    extra: int,
+    *,
+    ids: str,
+    seed: int,
+    input_batch_size: int | None,
+    aliased: bool,
+) -> Case:
+    B = len(positions)
+    rng = np.random.default_rng(seed)
+    top = max_block_id(bs)
+    if ids == "small":
+        table = rng.integers(0, min(top, 4096), size=(B, nb + extra), endpoint=True)
+    elif ids == "near_limit":  # slots within 2**16 of the int32 limit
+        table = rng.integers(max(0, top - (1 << 16) // bs), top, size=(B, nb + extra), endpoint=True)
+    else:
+        table = rng.integers(0, top, size=(B, nb + extra), endpoint=True)
+    table[:, nb:] = rng.integers(-(2**31), INT32_MAX, size=(B, extra), endpoint=True)  # never read
+    return Case(
+        kernel=EagleStep.name,
+        arrays={
+            "positions": np.asarray(positions, dtype=np.int64),
+            "block_table": table.astype(np.int32),
+            "seq_lens": np.asarray(seqs, dtype=np.int64).astype(np.int32),
+        },
+        scalars={"block_size": int(bs), "max_model_len": int(M), "n_blocks_per_req": int(nb)},
+        launch={"input_batch_size": input_batch_size, "aliased_positions": bool(aliased)},
+    )
+
+
+@st.composite
+def _cases(draw: st.DrawFn, scale: Scale) -> Case:
+    regime = draw(st.sampled_from(["small"] * 6 + ["medium"] * 3 + ["tail"]))
+    top = {"small": 8, "medium": scale.max_requests, "tail": scale.request_tail}[regime]
+    B = draw(st.integers(1, max(1, top)))
+    bs = draw(st.sampled_from(BLOCK_SIZES))
+    nb, extra = _table_shape(B, draw(st.integers(1, 16) | st.integers(1, 512)), draw(st.just(0) | st.integers(1, 8)))
+    M = _max_model_len(nb, bs, draw(st.sampled_from(["exact", "fits", "narrow"])), draw(st.integers(0, 1 << 30)))
+    kinds = draw(st.lists(st.sampled_from(["any", "end", "block", "past"]), min_size=B, max_size=B))
+    offs = draw(st.lists(st.integers(0, 1 << 20) | st.integers(0, MAX_POSITION), min_size=B, max_size=B))
+    positions = [_position(k, M, bs, o) for k, o in zip(kinds, offs, strict=True)]
+    seq_mode = draw(st.sampled_from(["follow", "any", "near_max"]))
+    seq_k = draw(st.lists(st.integers(0, INT32_MAX), min_size=B, max_size=B))
+    seqs = [_seq_len(seq_mode, p, M, k) for p, k in zip(positions, seq_k, strict=True)]
+    ib = draw(st.none() | st.builds(_padded, st.just(B), st.sampled_from(["plus", "capture"]), st.integers(1, 16)))
+    return _build(
+        positions, seqs, bs, M, nb, extra,
+        ids=draw(st.sampled_from(["small", "any", "near_limit"])),
+        seed=draw(st.integers(0, (1 << 32) - 1)), input_batch_size=ib, aliased=draw(st.booleans()),
+    )  # fmt: skip
+
+
+TARGET = EagleStep()

@@ -1,0 +1,298 @@
+"""Faults never give a wrong verdict nor leave an orphan: hangs, cost bombs, signals, kill -9.
+
+- A kernel that never returns is a *hang* finding (saved with its case), and the campaign goes
+  on with the next target.
+- A corpus case that would cost too much (``"grid_size": 1000000000``) is refused when it is
+  loaded: one line, exit code 2, nothing runs.
+- SIGTERM to the process group (``timeout``, a CI runner) interrupts a replay: "interrupted",
+  exit code 143, no finding against the code under test.
+- ``kill -9`` of ``eaglefuzz fuzz`` takes its worker with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from eaglefuzz.harness.corpus import load_case, load_entry
+from eaglefuzz.harness.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+PI = "eagle_prepare_inputs_padded_kernel"
+EXT = "extend_all_queries_by_N"  # a fast target, taken from the bundled copy
+CASE = ROOT / "corpus" / PI / "1d457694a3c0.json"
+PROC = Path("/proc/self/task").is_dir()
+
+# A port-style kernel (anything indexable as kernel[grid](...) is a kernel) that never returns.
+HANGING_KERNEL = '''
+import time
+
+
+class _Hang:
+    __name__ = "eagle_prepare_inputs_padded_kernel"
+
+    def __getitem__(self, grid):
+        return self._run
+
+    @staticmethod
+    def _run(cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
+             token_indices_to_sample, num_rejected_tokens, num_reqs):
+        while True:
+            time.sleep(0.05)
+
+
+eagle_prepare_inputs_padded_kernel = _Hang()
+'''
+
+
+def _cli(*args: object) -> list[str]:
+    return [sys.executable, "-m", "eaglefuzz.harness.cli", *(str(a) for a in args)]
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    tmp = tmp_path / "tmp"  # the supervisor's journal folder lands here (tempfile honours TMPDIR)
+    tmp.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "EAGLEFUZZ_CACHE": str(tmp_path / "cache"), "TMPDIR": str(tmp)}
+    env.pop("EAGLEFUZZ_LIMITS", None)
+    return {**env, **extra}
+
+
+def _run(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``args`` in a process group of its own; on a timeout, kill the whole group (a worker
+    left behind must not outlive the test)."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (a zombie not yet reaped by its new parent counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def _wait_for(what: str, probe, limit_s: float = 240.0):  # noqa: ANN001, ANN202 - a local helper
+    """Poll ``probe()`` until it returns something truthy (a generous bound: CI machines are slow)."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        got = probe()
+        if got:
+            return got
+        time.sleep(0.1)
+    pytest.fail(f"gave up waiting for {what}")
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _end(pids: list[int]) -> None:
+    """Clean-up after a failure: end the processes this test started that are still running."""
+    for pid in pids:
+        if not _gone(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.kernel
+def test_a_hanging_kernel_is_a_hang_finding_and_the_campaign_goes_on(tmp_path):
+    kernels = tmp_path / "hang.py"
+    kernels.write_text(HANGING_KERNEL)
+    corpus = tmp_path / "findings"
+    proc = _run(_cli("fuzz", "--kernels", kernels, "--kernel", PI, "--kernel", EXT, "--examples", 3,
+                     "--case-timeout", 2, "--corpus", corpus, "--json"), _env(tmp_path), timeout=300)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    (hang,) = doc["targets"][PI]["findings"]
+    assert hang["kind"] == "hang"
+    assert f"{PI} did not finish: it ran past its time limit of 2 s" in hang["report"]
+    assert "failed to run" not in hang["report"]
+    entry = load_entry(hang["file"])  # saved with its case, and the report
+    assert entry.case.kernel == PI and Path(hang["file"]).is_relative_to(corpus)
+    assert "did not finish" in entry.finding["report"]
+    # ... and the campaign went on with the next target, in a new worker.
+    assert doc["targets"][EXT]["examples"] == 3
+    assert doc["targets"][EXT]["findings"] == []
+    assert "Traceback" not in proc.stderr
+
+
+def _grid_bomb(tmp_path: Path) -> Path:
+    doc = json.loads(CASE.read_text())
+    doc["launch"]["grid_size"] = 1_000_000_000
+    bomb = tmp_path / "bomb.json"
+    bomb.write_text(json.dumps(doc))
+    return bomb
+
+
+@pytest.mark.kernel
+def test_a_grid_bomb_is_refused_before_anything_runs(tmp_path):
+    bomb = _grid_bomb(tmp_path)
+    proc = _run(_cli("replay", bomb), _env(tmp_path), timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"eaglefuzz: error: {bomb}: launch.grid_size: a launch of 1000000000 programs")
+    assert "exceeds the limit of 16777216" in line and "--limits grid=N" in line
+    assert proc.stdout == ""
+
+
+def test_cost_limits_are_checked_on_load_and_can_be_raised(tmp_path, monkeypatch):
+    from eaglefuzz.harness.limits import LimitExceeded, check_cost
+
+    monkeypatch.delenv("EAGLEFUZZ_LIMITS", raising=False)
+    bomb = _grid_bomb(tmp_path)
+    with pytest.raises(UserError, match=r"launch\.grid_size: .* exceeds the limit of 16777216 \(grid;"):
+        load_case(bomb)
+    monkeypatch.setenv("EAGLEFUZZ_LIMITS", "grid=2000000000")
+    case = load_case(bomb)  # raised: it loads
+    with pytest.raises(LimitExceeded, match="interpreter_programs"):  # still too big for the interpreter
+        check_cost(case, interpreter=True)
+    monkeypatch.setenv("EAGLEFUZZ_LIMITS", "array_elements=4")
+    with pytest.raises(UserError, match=r"arrays\.\w+\.shape: an array of [56] elements exceeds the limit of 4"):
+        load_case(CASE)
+    monkeypatch.setenv("EAGLEFUZZ_LIMITS", "file_bytes=10")
+    with pytest.raises(UserError, match=r"\(file\): a file of \d+ bytes exceeds the limit of 10 \(file_bytes;"):
+        load_case(CASE)
+    monkeypatch.setenv("EAGLEFUZZ_LIMITS", "grid=lots")
+    with pytest.raises(UserError, match="EAGLEFUZZ_LIMITS: grid: 'lots' is not an integer"):
+        load_case(CASE)
+
+
+def test_the_time_limit_grows_with_the_case_and_the_option_sets_it(monkeypatch):
+    from eaglefuzz.harness.limits import time_limit
+
+    monkeypatch.delenv("EAGLEFUZZ_LIMITS", raising=False)
+    case = load_case(CASE)
+    big = case.replace(launch={"grid_size": 4096})
+    assert time_limit(big, compiled=False) > time_limit(case, compiled=False) >= 30
+    assert time_limit(big, compiled=True) < time_limit(big, compiled=False)
+    monkeypatch.setenv("EAGLEFUZZ_LIMITS", "case_timeout=2")
+    assert time_limit(big, compiled=False) == 2
+
+
+@pytest.mark.kernel
+def test_sigterm_during_replay_is_an_interruption_not_a_finding(tmp_path):
+    kernels = tmp_path / "hang.py"
+    kernels.write_text(HANGING_KERNEL)  # the case runs until the signal comes (its limit: 30 s and more)
+    proc = subprocess.Popen(_cli("replay", CASE, "--kernels", kernels), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env(tmp_path), start_new_session=True)
+    pids = [proc.pid]
+    try:
+        journal = _wait_for("the case in flight", lambda: sorted((tmp_path / "tmp").glob("eaglefuzz-journal-*/main-*.json")))
+        pids.append(int(journal[0].stem.rsplit("-", 1)[1]))  # the worker's
+        os.killpg(proc.pid, signal.SIGTERM)  # as `timeout` and CI runners do: the whole process group
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        _end(pids)
+    said = f"stdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}"
+    assert proc.returncode == 143, said
+    assert "interrupted" in err and "interrupted: 1 file(s) not replayed" in out, said
+    assert "FAIL" not in out and "failed to run" not in out and "finding" not in out + err, said
+    assert "0 passed, 0 failed" in out, said
+    assert _gone(pids[1]), said
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(not PROC, reason="finds the worker through /proc")
+def test_kill_9_of_the_parent_takes_its_worker_with_it(tmp_path):
+    proc = subprocess.Popen(
+        _cli("fuzz", "--kernel", EXT, "--examples", 1_000_000, "--corpus", tmp_path / "findings"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(tmp_path),
+    )
+    pids = [proc.pid]
+    try:
+        (worker,) = _wait_for("the worker", lambda: _children(proc.pid))
+        pids.append(worker)
+        _wait_for("the worker at work", lambda: list((tmp_path / "tmp").glob("eaglefuzz-journal-*/*")))
+        proc.kill()
+        proc.wait()
+        _wait_for(f"worker {worker} to end with its parent", lambda: _gone(worker), limit_s=10)
+    finally:
+        _end(pids)
+
+
+_PARENT = """
+import subprocess, sys, time
+from eaglefuzz.harness.lifeline import lifeline
+
+line = lifeline()
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], env={**__import__("os").environ, **line.env},
+                         pass_fds=line.pass_fds)
+line.spawned()
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+_CHILD = "from eaglefuzz.harness.lifeline import arm; arm(); import time; print('armed', flush=True); time.sleep(600)"
+
+
+@pytest.mark.skipif(not PROC, reason="watches the child through /proc")
+@pytest.mark.parametrize("mode", ["", "pipe"], ids=["prctl-and-pipe", "pipe-alone (macOS)"])
+def test_a_worker_dies_with_its_parent(tmp_path, mode):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "EAGLEFUZZ_LIFELINE": mode}
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, _CHILD], stdout=subprocess.PIPE, text=True, env=env)
+    pids = [parent.pid]
+    try:
+        child = int(parent.stdout.readline())
+        pids.append(child)
+        assert parent.stdout.readline().strip() == "armed"
+        parent.kill()
+        parent.wait()
+        _wait_for(f"child {child} to end with its parent", lambda: _gone(child), limit_s=10)
+    finally:
+        _end(pids)
+
+
+class _SwallowsInterrupts:
+    """A kernel that catches the interrupt and raises an error of its own instead."""
+
+    def __getitem__(self, grid):  # noqa: ANN001, ANN204
+        return self._run
+
+    @staticmethod
+    def _run(*args):  # noqa: ANN002, ANN205
+        try:
+            time.sleep(30)
+        except KeyboardInterrupt:
+            raise RuntimeError("the kernel swallowed the interrupt") from None
+
+
+@pytest.mark.kernel
+def test_a_signal_is_never_blamed_on_the_kernel_even_when_it_swallows_it():
+    import threading
+
+    from eaglefuzz.harness import interrupts
+    from eaglefuzz.harness.check import check_case
+    from eaglefuzz.harness.sources import Implementations, Origin
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers run in the main thread only")
+    impls = Implementations({PI: _SwallowsInterrupts()}, {PI: Origin("test", "test", PI)})
+    before = signal.getsignal(signal.SIGTERM)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt), interrupts.interruptible():
+        check_case(load_case(CASE), impls, "cpu")  # without the guard: a crash finding
+    timer.join()
+    assert interrupts.received() == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before  # the handlers are restored

@@ -1,0 +1,66 @@
+"""The targets newer than the bundled copy, run against vLLM's own code in default CI.
+
+The bundled copy predates ``eagle_step_slot_mapping_metadata_kernel``, ``compute_new_slot_mapping``
+and ``copy_and_expand_dflash_inputs_kernel``: their code under test is the pinned vLLM release's
+module (``harness/sources/vllm.py: PINNED_RELEASE``), fetched once by the tests themselves and
+cached. Each is fuzzed briefly and its regression corpus replayed against that release.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from eaglefuzz.harness.check import check_case
+from eaglefuzz.harness.corpus import CORPUS_DIR, load_case
+from eaglefuzz.harness.fuzz import fuzz_target
+from eaglefuzz.harness.sources import implementations_for, parse_source, wheels
+from eaglefuzz.harness.sources import vllm as vsrc
+from eaglefuzz.harness.sources.bundled import BundledSource
+from eaglefuzz.harness.strategies import derive_seed
+from eaglefuzz.harness.targets import TARGETS
+
+EXAMPLES = 15
+
+
+@pytest.fixture(scope="module")
+def release_impls():
+    """The pinned release's implementations; a skip, saying why, only when pip cannot reach the index."""
+    try:
+        vsrc.release_files(vsrc.PINNED_RELEASE)
+    except wheels.FetchFailed as exc:
+        if exc.offline:
+            pytest.skip(f"no network to the package index, and vLLM {vsrc.PINNED_RELEASE} is not cached: {exc}")
+        raise
+    return implementations_for(parse_source(f"vllm-release:{vsrc.PINNED_RELEASE}"))
+
+
+NEWER = sorted(set(TARGETS) - set(BundledSource().load().funcs))
+
+
+def test_newer_targets_exist():
+    assert {"eagle_step_slot_mapping_metadata_kernel", "compute_new_slot_mapping",
+            "copy_and_expand_dflash_inputs_kernel"} <= set(NEWER)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("name", NEWER)
+def test_newer_target_fuzzed_against_the_pinned_release(name, release_impls, backend, scale, fuzz_seed, warm_oracles):
+    if name not in release_impls:
+        pytest.skip(f"vLLM {vsrc.PINNED_RELEASE} does not define {name}")
+    assert release_impls.origin[name].source == f"vLLM {vsrc.PINNED_RELEASE} release wheel"
+    stats = fuzz_target(name, release_impls, backend.device, scale, seed=derive_seed(fuzz_seed, name, "release"),
+                        examples=EXAMPLES)
+    assert not stats.findings, stats.findings[0].report()
+    assert stats.examples == EXAMPLES
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("name", NEWER)
+def test_newer_target_corpus_replays_against_the_pinned_release(name, release_impls, backend):
+    if name not in release_impls:
+        pytest.skip(f"vLLM {vsrc.PINNED_RELEASE} does not define {name}")
+    files = sorted((CORPUS_DIR / name).glob("*.json"))
+    assert files, f"{name} has no corpus under {CORPUS_DIR / name}"
+    for f in files:
+        finding = check_case(load_case(f), release_impls, backend.device)
+        assert finding is None, f"{f}\n{finding.report(saved=f)}"

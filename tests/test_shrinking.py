@@ -1,0 +1,121 @@
+"""Shrinking large findings fast: delta debugging over requests, a time budget, compact reproducers.
+
+No kernel runs here: the check is replaced by a rule on the case, so the tests measure how many
+checks the shrinker spends, not how long a kernel takes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eaglefuzz.harness import check
+from eaglefuzz.harness.case import Case
+from eaglefuzz.harness.fuzz import shrink_finding
+from eaglefuzz.harness.shrinking import keep_lists, shorter
+from eaglefuzz.harness.sources import Implementations
+from eaglefuzz.harness.sources.base import Origin
+from eaglefuzz.harness.targets import TARGETS, Outcome
+from eaglefuzz.harness.targets import prepare_inputs_padded as pi
+
+PI = "eagle_prepare_inputs_padded_kernel"
+
+
+def test_keep_lists_drop_halves_first_then_finer_chunks():
+    lists = list(keep_lists(10))
+    assert lists[:2] == [list(range(5, 10)), list(range(0, 5))]  # drop a half
+    assert all(0 < len(k) < 10 for k in lists)
+    assert len({tuple(k) for k in lists}) == len(lists)
+    singles = {tuple(i for i in range(10) if i != j) for j in range(10)}
+    assert singles <= {tuple(k) for k in lists}  # single requests last
+    assert lists.index(list(range(1, 10))) > lists.index(list(range(5, 10)))
+    assert list(keep_lists(1)) == []
+
+
+def test_shorter_cuts_the_most_first_and_converges_fast():
+    assert shorter(1) == []
+    assert shorter(2) == [1]
+    cuts = shorter(40000)
+    assert cuts[:2] == [1, 20000] and cuts[-1] == 39999 and cuts == sorted(cuts)
+    assert len(cuts) < 20
+    # a length that must stay above 32767 is reached in a few dozen steps, not thousands
+    n, steps = 40000, 0
+    while True:
+        nxt = next((m for m in shorter(n) if m > 32767), None)
+        if nxt is None:
+            break
+        n, steps = nxt, steps + 1
+    assert n == 32768 and steps < 40
+
+
+def _finding(case: Case) -> check.Finding:
+    return check.Finding(case, Outcome(crash="boom"), Origin("test", "-", "-"))
+
+
+def _big_case(R: int = 150) -> Case:
+    rng = np.random.default_rng(9)
+    d = rng.integers(0, 9, size=R).tolist()
+    valid = [0 if x == 0 else 1 for x in d]
+    extra = rng.integers(0, 40, size=R).tolist()
+    d[77], valid[77], extra[77] = 7, 3, 33  # the culprit
+    return pi._build(d, valid, extra, None)
+
+
+def _rule(case: Case) -> bool:
+    """The 'bug': a request with 7 drafts, 3 of them valid, and at least 20 extra tokens."""
+    pieces = TARGETS[PI].split_requests(case)
+    return any(p[0] == 7 and p[1] == 3 and p[2] >= 20 for p in pieces)
+
+
+@pytest.fixture
+def fake_check(monkeypatch):
+    calls = {"n": 0}
+
+    def fake(case, impls, device, journal=None):  # noqa: ANN001
+        calls["n"] += 1
+        return _finding(case) if _rule(case) else None
+
+    monkeypatch.setattr(check, "check_case", fake)
+    return calls
+
+
+def test_a_150_request_finding_shrinks_to_its_culprit_in_few_checks(fake_check):
+    case = _big_case()
+    shrunk = shrink_finding(_finding(case), Implementations({}, {}), "cpu", budget_s=60)
+    assert TARGETS[PI].split_requests(shrunk.case) == [(7, 3, 20)]  # one request, shortest extra
+    assert not shrunk.shrink
+    assert fake_check["n"] < 60, fake_check["n"]
+
+
+def test_shrinking_stops_at_its_budget_with_the_best_case_so_far(fake_check):
+    case = _big_case()
+    shrunk = shrink_finding(_finding(case), Implementations({}, {}), "cpu", budget_s=0)
+    assert shrunk.case == case
+    assert "shrinking stopped at its time budget" in shrunk.shrink
+    assert shrunk.shrink in shrunk.report()
+
+
+def test_large_reproducers_are_compact_and_exact():
+    arrays = {
+        "zeros": np.zeros(40000, np.int32),
+        "range": np.arange(2**63 - 100, 2**63 - 1, dtype=np.int64),
+        "ranges": np.concatenate([np.arange(5, 300), np.arange(0, 400)]).astype(np.int64),
+        "runs": np.repeat(np.array([7, -1], np.int32), [30, 300]),
+        "rows": np.full((1100, 3), -1, np.int32),
+        "mask": np.zeros(64, np.bool_),
+        "plain": np.array([3, 1, 4, 1, 5], np.int32),
+    }
+    case = Case(PI, arrays, {"num_reqs": 1}, {})
+    src = case.to_python()
+    assert len(src) < 2000, src
+    assert eval(src, {"np": np, "Case": Case}) == case
+
+
+def test_the_interpreter_is_sped_up(backend):
+    if backend.compiled:
+        pytest.skip("compiled: the interpreter is not used")
+    from triton.runtime import interpreter
+
+    assert interpreter.interpreter_builder.options.sanitize_overflow is False
+    assert getattr(interpreter._get_np_dtype, "_eaglefuzz_memo", False)
+    assert getattr(interpreter._patch_lang, "_eaglefuzz_memo", False)
