@@ -233,5 +233,12 @@ def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUD
 
 def audit(names: Sequence[str], impls: Any, device: str, *, scale: Scale = AUDIT_SCALE, examples: int = 60,
           seed: int = 0) -> list[TargetAudit]:
-    """:func:`audit_target` for each of ``names`` with its implementation in ``impls``."""
+    """:func:`audit_target` for each of ``names`` that has properties (:data:`PROPERTIES`), with
+    its implementation in ``impls``, on the device its source runs on."""
+    from .check import warm_oracles
+    from .sources import device_for
+
+    device = device_for(getattr(impls, "source", None), device)
+    names = [n for n in names if n in PROPERTIES]
+    warm_oracles(names)
     return [audit_target(n, impls[n], device, scale=scale, examples=examples, seed=seed) for n in names]

@@ -220,6 +220,7 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
     impls = implementations_for(source, names)
     results = run_audit(list(impls.funcs), impls, b.device, examples=examples, seed=seed)
     hazards = [h for r in results for h in r.hazards]
+    unaudited = [n for n in impls.funcs if n not in {r.target for r in results}]
     if as_json:
         import json
 
@@ -227,6 +228,7 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
             "source": source.describe(), "backend": b.name, "seed": seed, "examples": examples,
             "targets": {r.target: {"searched": r.searched, "errors": r.errors, "holds": r.holds,
                                    "hazards": [h.to_json() for h in r.hazards]} for r in results},
+            "no_properties": unaudited,
         }, indent=2))
     else:
         click.echo(f"eaglefuzz audit of {source.describe()} ({b.name}), seed {seed}, {examples} examples per tier")
@@ -237,6 +239,8 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
                 click.echo(h.report())
             if r.holds:
                 click.echo(f"holds on every example: {', '.join(r.holds)}")
+        if unaudited:
+            click.echo(f"\nnot audited (no properties yet): {', '.join(unaudited)}")
         reach = sum(h.reachable_in_production for h in hazards)
         click.echo(f"\n{len(hazards)} hazard(s), {reach} reachable in the production tier")
     if strict and hazards:
