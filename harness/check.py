@@ -138,18 +138,19 @@ def check_case(
     implementation runs, so a crash of the process is traceable, with its time limit
     (:func:`~.limits.time_limit`), so a supervisor can stop a hang.
     """
-    from .interrupts import received
+    from .interrupts import count, received_since
     from .limits import time_limit
 
     target = TARGETS[case.kernel]
     tier = target.tier_of(case, domain)
     device = device_for(impls.source, device)
+    signals_before = count()
     if journal is None:
         outcome = target.check(case, impls[case.kernel], device)
     else:
         with journal.running(case, time_limit(case, compiled=device != "cpu")):
             outcome = target.check(case, impls[case.kernel], device)
-    if received() is not None:
+    if received_since(signals_before) is not None:
         # A signal came while the case ran, and the code under test swallowed the interrupt
         # (or turned it into an error): an interruption, never a finding against it.
         raise KeyboardInterrupt

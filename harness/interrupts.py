@@ -49,6 +49,17 @@ def hold() -> None:
         signal.signal(s, signal.SIG_IGN)
 
 
+def count() -> int:
+    """How many signals have interrupted the current (or last) :func:`interruptible` run: a mark
+    to pass to :func:`received_since`."""
+    return len(_received)
+
+
+def received_since(mark: int) -> int | None:
+    """The first signal that came after :func:`count` returned ``mark`` (``None``: none)."""
+    return _received[mark] if len(_received) > mark else None
+
+
 def received() -> int | None:
     """The first signal that interrupted the last :func:`interruptible` run (``None``: none,
     or Ctrl-C outside it)."""

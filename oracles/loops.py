@@ -627,3 +627,69 @@ def compute_new_slot_mapping(
     )
     _raise_if_error(err, "compute_new_slot_mapping")
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# 8. update_num_computed_tokens_for_batch_change
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["update_num_computed_tokens_for_batch_change"]
+_ERRORS.update({
+    801: "valid_sampled_token_count read",
+    802: "num_computed_tokens read",
+    803: "prev_num_draft_tokens read",
+    804: "cpu_num_computed_tokens read",
+    805: "num_computed_tokens write",
+    806: "num_accepted_tokens read/write",
+})  # fmt: skip
+
+
+@numba.njit(cache=True)
+def _batch_change_loops(computed, accepted, prev, valid, drafts, cpu, new_computed, new_accepted):
+    n = prev.shape[0]
+    for i in range(n):  # pass 1: every read, from the values before the call
+        g = prev[i] if prev[i] > 0 else np.int64(0)
+        if g >= valid.shape[0]:
+            return np.int64(801), np.int64(i), g
+        if g >= computed.shape[0]:
+            return np.int64(802), np.int64(i), g
+        if g >= drafts.shape[0]:
+            return np.int64(803), np.int64(i), g
+        if i >= cpu.shape[0]:
+            return np.int64(804), np.int64(i), np.int64(i)
+        if i >= computed.shape[0]:
+            return np.int64(805), np.int64(i), np.int64(i)
+        if i >= accepted.shape[0]:
+            return np.int64(806), np.int64(i), np.int64(i)
+        if prev[i] >= 0 and drafts[g] > 0:
+            new_computed[i] = np.int32(np.int64(computed[g]) + np.int64(valid[g]))
+            new_accepted[i] = np.int32(valid[g])
+        else:
+            new_computed[i] = np.int32(cpu[i])
+            new_accepted[i] = np.int32(accepted[i])
+    for i in range(n):  # pass 2: the writes
+        computed[i] = new_computed[i]
+        accepted[i] = new_accepted[i]
+    return np.int64(0), np.int64(0), np.int64(0)
+
+
+def update_num_computed_tokens_for_batch_change(
+    *,
+    num_computed_tokens,
+    num_accepted_tokens,
+    prev_positions,
+    valid_sampled_token_count,
+    prev_num_draft_tokens,
+    cpu_num_computed_tokens,
+) -> None:
+    """docs/CONTRACT.md §8; same rules as the vectorised oracle: one request after another
+    computes its new values from the buffers as they were, then every row is written."""
+    prev = np.asarray(prev_positions, dtype=np.int64)
+    n = len(prev)
+    new_computed = np.zeros(n, dtype=np.int32)
+    new_accepted = np.zeros(n, dtype=np.int32)
+    err = _batch_change_loops(
+        num_computed_tokens, num_accepted_tokens, prev, valid_sampled_token_count,
+        prev_num_draft_tokens, cpu_num_computed_tokens, new_computed, new_accepted,
+    )  # fmt: skip
+    _raise_if_error(err, "update_num_computed_tokens_for_batch_change")

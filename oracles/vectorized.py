@@ -592,3 +592,49 @@ def compute_new_slot_mapping(
     slot = _wrap32(block * bs) + q % bs
     slot[rejected | (pos >= M)] = -1
     return slot.astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# 8. update_num_computed_tokens_for_batch_change
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["update_num_computed_tokens_for_batch_change"]
+
+
+def update_num_computed_tokens_for_batch_change(
+    *,
+    num_computed_tokens,
+    num_accepted_tokens,
+    prev_positions,
+    valid_sampled_token_count,
+    prev_num_draft_tokens,
+    cpu_num_computed_tokens,
+) -> None:
+    """docs/CONTRACT.md §8, in place on ``num_computed_tokens`` and ``num_accepted_tokens``.
+
+    For ``i < n = len(prev_positions)``, ``g = max(prev_positions[i], 0)``, every value read
+    before anything is written::
+
+        participating = prev_positions[i] >= 0 and prev_num_draft_tokens[g] > 0
+        num_computed_tokens[i] = int32(num_computed_tokens[g] + valid[g]) if participating
+                                 else cpu_num_computed_tokens[i]
+        num_accepted_tokens[i] = valid[g] if participating (else unchanged)
+    """
+    prev = np.asarray(prev_positions).astype(np.int64)
+    n = len(prev)
+    if n == 0:
+        return
+    g = np.maximum(prev, 0)
+    _check_index(g, len(valid_sampled_token_count), "valid_sampled_token_count read")
+    _check_index(g, len(num_computed_tokens), "num_computed_tokens read")
+    _check_index(g, len(prev_num_draft_tokens), "prev_num_draft_tokens read")
+    _check_len(cpu_num_computed_tokens, n, "cpu_num_computed_tokens read")
+    _check_len(num_computed_tokens, n, "num_computed_tokens write")
+    _check_len(num_accepted_tokens, n, "num_accepted_tokens read/write")
+    valid = valid_sampled_token_count[g].astype(np.int64)
+    before = num_computed_tokens[g].astype(np.int64)  # a gather: a copy, taken before any write
+    participating = (prev >= 0) & (prev_num_draft_tokens[g].astype(np.int64) > 0)
+    computed = np.where(participating, _wrap32(before + valid), cpu_num_computed_tokens[:n].astype(np.int64))
+    accepted = np.where(participating, valid, num_accepted_tokens[:n].astype(np.int64))
+    num_computed_tokens[:n] = computed.astype(num_computed_tokens.dtype)
+    num_accepted_tokens[:n] = accepted.astype(num_accepted_tokens.dtype)

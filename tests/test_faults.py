@@ -296,3 +296,8 @@ def test_a_signal_is_never_blamed_on_the_kernel_even_when_it_swallows_it():
     timer.join()
     assert interrupts.received() == signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is before  # the handlers are restored
+    # the signal belongs to that run: a later check in this process is not interrupted by it
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+
+    later = check_case(load_case(CASE), implementations_for(parse_source("bundled")), "cpu")
+    assert later is None, later.report()

@@ -59,6 +59,7 @@ def test_seeded_bugs_present(mutants):
     assert per_target["copy_and_expand_dflash_inputs_kernel"] >= 5
     assert per_target["eagle_step_slot_mapping_metadata_kernel"] >= 5
     assert per_target["compute_new_slot_mapping"] >= 5
+    assert per_target["update_num_computed_tokens_for_batch_change"] >= 5
 
 
 def test_extreme_bugs_present(mutants):

@@ -187,3 +187,123 @@ def test_new_slot_mapping_contract_limits(change, field):
     with pytest.raises(ContractViolation) as info:
         TARGETS[NSM].validate(nsm_case(False).replace(**change))
     assert info.value.field == field
+
+
+# -- 8. ports of update_num_computed_tokens_for_batch_change -----------------------------------
+
+BC = "update_num_computed_tokens_for_batch_change"
+
+
+def batch_change_port(bug: str | None = None):
+    def port(num_computed_tokens, num_accepted_tokens, prev_positions, valid_sampled_token_count,
+             prev_num_draft_tokens, cpu_num_computed_tokens):  # fmt: skip
+        n = prev_positions.shape[0]
+        if bug == "in_place_loop":  # reads rows that earlier iterations already wrote
+            for i in range(n):
+                g = max(int(prev_positions[i]), 0)
+                if prev_positions[i] >= 0 and prev_num_draft_tokens[g] > 0:
+                    num_computed_tokens[i] = num_computed_tokens[g] + valid_sampled_token_count[g]
+                    num_accepted_tokens[i] = valid_sampled_token_count[g]
+                else:
+                    num_computed_tokens[i] = cpu_num_computed_tokens[i]
+            return
+        g = prev_positions.clamp(min=0)
+        valid = valid_sampled_token_count[g]
+        part = (prev_positions >= 0) & (prev_num_draft_tokens[g] > 0)
+        new = torch.where(part, num_computed_tokens[g] + valid, cpu_num_computed_tokens)
+        rows = num_computed_tokens if bug == "all_rows" else num_computed_tokens[:n]
+        rows[:n].copy_(new)
+        if bug == "all_rows":
+            rows[n:] = 0
+        num_accepted_tokens.copy_(torch.where(part, valid, num_accepted_tokens))
+
+    return port
+
+
+def bc_case(mode: str = "eager") -> Case:
+    # request 0 was row 2 (drafts: corrected), request 1 is new, request 2 was row 0 (no drafts)
+    return Case(
+        BC,
+        {
+            "num_computed_tokens": np.array([10, 20, 30, 40], dtype=np.int32),
+            "num_accepted_tokens": np.array([1, 1, 5], dtype=np.int32),
+            "prev_positions": np.array([2, -1, 0], dtype=np.int64),
+            "valid_sampled_token_count": np.array([1, 2, 3], dtype=np.int32),
+            "prev_num_draft_tokens": np.array([0, 2, 2, 0], dtype=np.int32),
+            "cpu_num_computed_tokens": np.array([33, 7, 11], dtype=np.int32),
+        },
+        launch={"mode": mode},
+    )
+
+
+def test_batch_change_oracle_example():
+    exp = TARGETS[BC].expected(bc_case())
+    for oracle in exp.values():
+        assert oracle["num_computed_tokens"].tolist() == [33, 7, 11, 40]  # row 2 (30) + 3; CPU; CPU
+        assert oracle["num_accepted_tokens"].tolist() == [3, 1, 5]
+
+
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+def test_batch_change_port_passes(mode):
+    target = TARGETS[BC]
+    assert target.check(bc_case(mode), batch_change_port(), "cpu").ok
+    rng = np.random.default_rng(derive_seed(0, "bc-port"))
+    for _ in range(15):
+        case = target.random_case(rng, SMALL)
+        outcome = target.check(case, batch_change_port(), "cpu")
+        assert outcome.ok, (case, outcome)
+
+
+def test_batch_change_in_place_hazard_is_caught():
+    # request 1 reads row 0, which request 0 writes first in a naive loop: 22 + 1 instead of 10 + 1
+    case = bc_case().replace(arrays={"prev_positions": np.array([1, 0, 2], dtype=np.int64),
+                                     "prev_num_draft_tokens": np.array([2, 2, 0, 0], dtype=np.int32)})  # fmt: skip
+    assert "overwritten_source" in TARGETS[BC].features_of(case)
+    outcome = TARGETS[BC].check(case, batch_change_port("in_place_loop"), "cpu")
+    assert [(d.array, d.index, d.expected, d.actual) for d in outcome.differences] == [("num_computed_tokens", 1, 11, 23)]
+    assert outcome.differences[0].versus.endswith("eager run")
+
+
+def test_batch_change_rows_past_n_must_stay():
+    outcome = TARGETS[BC].check(bc_case(), batch_change_port("all_rows"), "cpu")
+    assert [(d.array, d.index, d.region) for d in outcome.differences] == [("num_computed_tokens", 3, "past num_reqs (untouched)")]
+
+
+def test_batch_change_runs_eager_and_compiled_variants():
+    """``eager`` runs the undecorated function, ``compiled`` the object as given. (A stand-in for
+    torch.compile's wrapper keeps this fast: importing dynamo alone takes seconds; the real
+    compiled path runs against vLLM's function in test_differential and test_seeded_bugs.)"""
+    from eaglefuzz.harness.targets.batch_change import variants
+
+    calls = []
+
+    def plain(*args):
+        calls.append("eager")
+        return batch_change_port()(*args)
+
+    def wrapper(*args):
+        calls.append("compiled")
+        return plain(*args)
+
+    wrapper._torchdynamo_orig_callable = plain  # what torch.compile's wrapper carries
+    assert variants(wrapper) == {"eager": plain, "compiled": wrapper}
+    assert variants(plain) == {"eager": plain, "compiled": plain}
+    assert TARGETS[BC].check(bc_case("eager"), wrapper, "cpu").ok
+    assert calls == ["eager"]
+    assert TARGETS[BC].check(bc_case("compiled"), wrapper, "cpu").ok
+    assert calls == ["eager", "compiled", "eager"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"launch": {"mode": "jit"}}, "launch.mode"),
+        ({"arrays": {"prev_positions": np.array([2, -1, 3], dtype=np.int64)}}, "arrays.prev_positions"),
+        ({"arrays": {"cpu_num_computed_tokens": np.array([1, 2], dtype=np.int32)}}, "arrays.cpu_num_computed_tokens"),
+        ({"arrays": {"num_computed_tokens": np.array([10, 20, 2**31 - 2, 0], dtype=np.int32)}}, "arrays.num_computed_tokens"),
+    ],
+)
+def test_batch_change_contract_limits(change, field):
+    with pytest.raises(ContractViolation) as info:
+        TARGETS[BC].validate(bc_case().replace(**change))
+    assert info.value.field == field

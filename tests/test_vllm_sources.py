@@ -22,9 +22,12 @@ from eaglefuzz.harness.errors import UserError
 from eaglefuzz.harness.fuzz import fuzz_target
 from eaglefuzz.harness.sources import implementations_for, parse_source, source_from_options, wheels
 from eaglefuzz.harness.sources import vllm as vsrc
+from eaglefuzz.harness.sources.bundled import BundledSource
 from eaglefuzz.harness.sources.interface import InterfaceMismatch
 from eaglefuzz.harness.strategies import Scale
 from eaglefuzz.harness.targets import TARGETS
+
+BUNDLED_TARGETS = set(BundledSource().load().funcs)  # what a fake release (the bundled module) defines
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "kernels" / "spec_decode_utils.py"
@@ -86,7 +89,8 @@ def test_fetch_once_then_from_the_extraction(tmp_path, monkeypatch):
     def fake_pip(cmd, **kwargs):  # noqa: ANN001, ANN003, ANN202 - stands for `pip download`
         calls.append(cmd)
         assert cmd[1:4] == ["-m", "pip", "download"] and cmd[-1] == "vllm==9.8.7"
-        fake_wheel(Path(cmd[cmd.index("-d") + 1]), "9.8.7")
+        dest = cmd.index("--dest") if "--dest" in cmd else cmd.index("-d")
+        fake_wheel(Path(cmd[dest + 1]), "9.8.7")
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(wheels.subprocess, "run", fake_pip)
@@ -98,7 +102,7 @@ def test_fetch_once_then_from_the_extraction(tmp_path, monkeypatch):
     monkeypatch.setattr(wheels.subprocess, "run", no_pip)
     assert vsrc.release_module_file("9.8.7") == path
     impls = implementations_for(parse_source("vllm-release:9.8.7"))
-    assert set(impls.funcs) == set(TARGETS) and len(calls) == 1
+    assert set(impls.funcs) == BUNDLED_TARGETS and len(calls) == 1
 
 
 def test_a_wheel_already_in_the_cache_is_used_and_kept(tmp_path, monkeypatch):
@@ -146,14 +150,14 @@ def test_fake_release_loads_and_passes_a_short_fuzz(tmp_path, monkeypatch, backe
     assert source.spec == "vllm-release:9.8.5" and source.production
     assert source.cli_args() == ["--vllm-version", "9.8.5"]
     impls = implementations_for(source)
-    assert set(impls.funcs) == set(TARGETS)
+    assert set(impls.funcs) == BUNDLED_TARGETS
     assert impls.origin[PI].source == "vLLM 9.8.5 release wheel"
     assert impls.origin[PI].file == "vllm/v1/spec_decode/utils.py"
     assert any("vllm.utils.math_utils" in n for n in impls.notes)  # the placeholder is said
     module = sys.modules["_eaglefuzz_vllm_r9_8_5.v1.spec_decode.utils"]
     assert module.BACKEND == "inductor"  # vLLM's CPU and CUDA platforms' default
     assert_vllm_not_imported()
-    fuzz_clean(impls, list(TARGETS), backend.device, examples=3)
+    fuzz_clean(impls, sorted(BUNDLED_TARGETS), backend.device, examples=3)
 
 
 def test_a_module_that_raises_while_loading_is_one_line(tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ Adding a target is one small module here that defines ``TARGET`` and one line be
 from __future__ import annotations
 
 from .base import ContractViolation, Outcome, Target
+from .batch_change import TARGET as _batch_change
 from .copy_and_expand import TARGET as _copy_and_expand
 from .copy_and_expand_dflash import TARGET as _copy_and_expand_dflash
 from .draft_config import TARGET as _draft_config
@@ -26,6 +27,7 @@ TARGETS: dict[str, Target] = {
         _copy_and_expand_dflash,
         _eagle_step,
         _new_slot_mapping,
+        _batch_change,
     )
 }
 

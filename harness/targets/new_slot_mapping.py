@@ -416,8 +416,9 @@ def _build(
     than the table: a wide table); values from ``seed``."""
     rng = np.random.default_rng(seed)
     R = len(lengths)
-    while sum(lengths) + R * N > MAX_TOKENS and lengths:
-        lengths = [max(0, x // 2) for x in lengths]
+    while sum(lengths) + R * N > MAX_TOKENS:  # shorten the requests, then drop some
+        lengths = [x // 2 for x in lengths] if sum(lengths) else lengths[: len(lengths) // 2]
+        R = len(lengths)
     nb = max(1, min(nb, MAX_TABLE // max(R, 1)))
     full = nb * bs
     M = full if fit == "exact" else int(rng.integers(1, full + 1))

@@ -934,9 +934,8 @@ MUTANTS += (
 )
 
 
-# -- vLLM 0.33 targets, newer than the bundled copy: mutants of the release's own module ------
-
-V033 = "vllm-release:0.33.0"
+# -- eagle_step, compute_new_slot_mapping, update_num_computed_tokens_for_batch_change
+# (docs/CONTRACT.md §6-§8): mutants of vLLM 0.33's module (V033 above), newer than the bundled copy.
 
 MUTANTS += (
     Mutant(
@@ -1127,6 +1126,81 @@ MUTANTS += (
             _edit(
                 "    clamped_positions = torch.clamp(new_positions, max=max_model_len - 1)\n",
                 "    clamped_positions = new_positions.clamp_(max=max_model_len - 1)\n",
+            ),
+        ),
+        V033,
+    ),
+)
+MUTANTS += (
+    Mutant(
+        "bc_drafts_ignored",
+        "update_num_computed_tokens_for_batch_change",
+        "batch_change: every request of the previous batch is corrected, also those without drafts",
+        (
+            _edit(
+                "    participating = (prev_positions >= 0) & (prev_drafts > 0)\n",
+                "    participating = prev_positions >= 0\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "bc_new_requests_participate",
+        "update_num_computed_tokens_for_batch_change",
+        "batch_change: a new request (prev_position -1) is corrected from row 0 when row 0 had drafts",
+        (
+            _edit(
+                "    participating = (prev_positions >= 0) & (prev_drafts > 0)\n",
+                "    participating = prev_drafts > 0\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "bc_optimistic_count",
+        "update_num_computed_tokens_for_batch_change",
+        "batch_change: corrected with the drafts (all accepted: the optimistic count) instead of the valid count",
+        (
+            _edit(
+                "    corrected = prev_computed + valid_counts.int()\n",
+                "    corrected = prev_computed + prev_drafts\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "bc_current_rows",
+        "update_num_computed_tokens_for_batch_change",
+        "batch_change: the previous count is read at the request's current row, not its previous row",
+        (
+            _edit(
+                "    prev_computed = num_computed_tokens[gather_indices]\n",
+                "    prev_computed = num_computed_tokens[: prev_positions.shape[0]].clone()\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "bc_accepted_reset",
+        "update_num_computed_tokens_for_batch_change",
+        "batch_change: num_accepted_tokens of requests without drafts is reset to 1 instead of kept",
+        (
+            _edit(
+                "        torch.where(participating, valid_counts, num_accepted_tokens)\n",
+                "        torch.where(participating, valid_counts, 1)\n",
+            ),
+        ),
+        V033,
+    ),
+    Mutant(
+        "bc_compiled_path_differs",
+        "update_num_computed_tokens_for_batch_change",
+        "batch_change: stands for a miscompilation: under torch.compile only, the drafts test is dropped "
+        "(the eager function is right; the harness must run the compiled one to see it)",
+        (
+            _edit(
+                "    participating = (prev_positions >= 0) & (prev_drafts > 0)\n",
+                "    participating = (prev_positions >= 0) & ((prev_drafts > 0) | torch.compiler.is_compiling())\n",
             ),
         ),
         V033,

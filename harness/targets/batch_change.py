@@ -1,0 +1,399 @@
+"""``update_num_computed_tokens_for_batch_change``: docs/CONTRACT.md §8.
+
+vLLM defines it under ``@torch.compile(dynamic=True, backend="inductor")``; a case says how it
+runs (``launch.mode``): ``eager`` calls the undecorated function (``_torchdynamo_orig_callable``,
+else ``__wrapped__``), ``compiled`` the function as the source defines it (for an undecorated
+implementation both are the same call). Every report names the mode, and the case's features
+hold ``eager`` or ``compiled``.
+
+Each tensor is a view into a buffer of poison with 64 elements before it and ``max(64, n)``
+after: the updates must land in ``num_computed_tokens[:n]`` and ``num_accepted_tokens`` and
+nowhere else. The offset before is the same for every tensor and every case, so that dynamo
+does not compile again for a new storage offset; the generators keep compiled cases to one
+graph as well (every size >= 2: a size of 1 is a specialization of its own, left to the eager
+runs), since one inductor compile takes tens of seconds on a CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+
+from ..buffers import GUARD, filled, guard_for, poison, raw
+from ..case import Case
+from ..compare import Difference
+from ..strategies import INT32_MAX, INT32_MIN, Scale
+from .base import ContractViolation, Outcome
+from .pyfunc import PythonFunctionTarget
+
+I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
+ARRAYS = {
+    "num_computed_tokens": I32,
+    "num_accepted_tokens": I32,
+    "prev_positions": I64,
+    "valid_sampled_token_count": I32,
+    "prev_num_draft_tokens": I32,
+    "cpu_num_computed_tokens": I32,
+}
+"""The function's arguments, in its order."""
+INOUT = ("num_computed_tokens", "num_accepted_tokens")
+MODES = ("eager", "compiled")
+NEAR_LIMIT = 1 << 16
+
+
+def variants(impl: Any) -> dict[str, Any]:
+    """The two ways to run ``impl``: undecorated (eager) and as given (compiled)."""
+    orig = getattr(impl, "_torchdynamo_orig_callable", None) or getattr(impl, "__wrapped__", None)
+    return {"eager": orig if callable(orig) else impl, "compiled": impl}
+
+
+class _Rows:
+    """Per-row quantities of the contract's table (int64 arrays), for features and reports."""
+
+    def __init__(self, case: Case) -> None:
+        a = {n: case.arrays[n].astype(np.int64) for n in ARRAYS}
+        self.n = len(a["prev_positions"])
+        self.P = len(a["valid_sampled_token_count"])
+        self.Mx = len(a["num_computed_tokens"])
+        self.prev = a["prev_positions"]
+        self.g = np.maximum(self.prev, 0)
+        ok = self.g < min(self.P, self.Mx, len(a["prev_num_draft_tokens"]))
+        g = np.where(ok, self.g, 0)
+        self.valid = a["valid_sampled_token_count"][g] if self.P else np.zeros(self.n, np.int64)
+        self.drafts = a["prev_num_draft_tokens"][g] if len(a["prev_num_draft_tokens"]) else np.zeros(self.n, np.int64)
+        self.before = a["num_computed_tokens"][g] if self.Mx else np.zeros(self.n, np.int64)
+        self.participating = (self.prev >= 0) & (self.drafts > 0)
+        self.corrected = self.before + self.valid
+
+    def region(self, i: int) -> str:
+        if i >= self.n:
+            return "past num_reqs (untouched)"
+        if self.participating[i]:
+            return f"request with drafts (previous row {int(self.prev[i])})"
+        if self.prev[i] < 0:
+            return "request new to the batch (CPU value)"
+        return f"request without drafts (previous row {int(self.prev[i])}, CPU value)"
+
+
+class BatchChange(PythonFunctionTarget):
+    name = "update_num_computed_tokens_for_batch_change"
+    parameters = tuple(ARRAYS)
+    features = {
+        "eager": "the undecorated function (eager torch)",
+        "compiled": "the function as vLLM defines it, under torch.compile",
+        "single_request": "one request (n = 1: a specialization of its own when compiled)",
+        "several_requests": "more than one request",
+        "many_requests": "more than 64 requests",
+        "new_request": "a request new to the batch (prev_positions = -1): the CPU value",
+        "with_drafts": "a request that had drafts: previous count + valid count",
+        "without_drafts": "a request from the previous batch without drafts: the CPU value",
+        "none_valid": "a request with drafts and valid count 0",
+        "reordered": "a request with drafts whose previous row is another row (the batch moved)",
+        "overwritten_source": "a request with drafts reads a row that the call also writes (in-place hazard)",
+        "smaller_previous_batch": "the previous batch had fewer requests (P < n)",
+        "larger_previous_batch": "the previous batch had more requests (P > n)",
+        "exact_buffers": "num_computed_tokens is exactly n long (max_num_reqs = n)",
+        "longer_buffers": "num_computed_tokens is longer than n (rows past n stay untouched)",
+        "near_int32_limit": "a corrected count within 2**16 of the int32 limit",
+        "other_negative_prev": "a new request marked by a negative prev_position other than -1",
+        "shared_previous_row": "two requests with the same previous row",
+    }
+
+    @property
+    def oracles(self) -> Mapping[str, Any]:
+        from ...oracles import loops, vectorized
+
+        return {
+            "numpy": vectorized.update_num_computed_tokens_for_batch_change,
+            "numba": loops.update_num_computed_tokens_for_batch_change,
+        }
+
+    # -- generation -------------------------------------------------------------------
+
+    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        return _cases(scale)
+
+    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        mode = str(rng.choice(MODES))
+        low = 2 if mode == "compiled" else 1
+        top = int(rng.choice([8, scale.max_requests, scale.request_tail], p=[0.6, 0.3, 0.1]))
+        n = int(rng.integers(low, max(low, top) + 1))
+        how = str(rng.choice(["same", "smaller", "larger"]))
+        P = {"same": n, "smaller": int(rng.integers(low, max(low, n) + 1)), "larger": n + int(rng.integers(1, 9))}[how]
+        return _build(
+            n, P, mode,
+            extra=0 if rng.random() < 0.3 else int(rng.integers(1, 65)),
+            order=str(rng.choice(["identity", "shuffled", "shared"], p=[0.3, 0.6, 0.1])),
+            new_share=float(rng.choice([0.0, 0.2, 0.5, 1.0])),
+            values=str(rng.choice(["small", "large", "near_limit"], p=[0.6, 0.2, 0.2])),
+            seed=int(rng.integers(0, 1 << 32)),
+        )  # fmt: skip
+
+    # -- contract ---------------------------------------------------------------------
+
+    def validate(self, case: Case) -> None:
+        a = case.arrays
+        for name, dtype in ARRAYS.items():
+            if name not in a:
+                raise ContractViolation(f"arrays.{name}", "is required")
+            if a[name].dtype != dtype or a[name].ndim != 1:
+                raise ContractViolation(f"arrays.{name}", f"must be a 1-D {dtype} array")
+        if case.launch.get("mode") not in MODES:
+            raise ContractViolation("launch.mode", "must be eager or compiled")
+        n, P, Mx = len(a["prev_positions"]), len(a["valid_sampled_token_count"]), len(a["num_computed_tokens"])
+        if n < 1 or P < 1:
+            raise ContractViolation("arrays.prev_positions", "needs a request, and a previous batch of at least one")
+        for name in ("num_accepted_tokens", "cpu_num_computed_tokens"):
+            if len(a[name]) != n:
+                raise ContractViolation(f"arrays.{name}", "needs one entry per request (len(prev_positions))")
+        if Mx < max(n, P) or len(a["prev_num_draft_tokens"]) != Mx:
+            raise ContractViolation(
+                "arrays.num_computed_tokens",
+                "num_computed_tokens and prev_num_draft_tokens need the same length, at least max(n, len(valid_sampled_token_count))",
+            )
+        prev = a["prev_positions"]
+        if np.any(prev >= P) or np.any(prev < -(1 << 40)):
+            raise ContractViolation("arrays.prev_positions", "must be below len(valid_sampled_token_count), and above -2**40")
+        if np.any(a["valid_sampled_token_count"] < 0) or np.any(a["num_computed_tokens"] < 0):
+            raise ContractViolation("arrays.valid_sampled_token_count", "counts must be >= 0 (num_computed_tokens too)")
+        t = _Rows(case)
+        if np.any(t.participating & (t.corrected > INT32_MAX)):
+            raise ContractViolation("arrays.num_computed_tokens", "a corrected count num_computed_tokens[g] + valid must stay within int32")
+
+    def features_of(self, case: Case) -> frozenset[str]:
+        t = _Rows(case)
+        part = t.participating
+        idx = np.arange(t.n)
+        nonneg = t.prev[t.prev >= 0]
+        checks = {
+            "eager": case.launch["mode"] == "eager",
+            "compiled": case.launch["mode"] == "compiled",
+            "single_request": t.n == 1,
+            "several_requests": t.n > 1,
+            "many_requests": t.n > 64,
+            "new_request": np.any(t.prev < 0),
+            "with_drafts": part.any(),
+            "without_drafts": np.any((t.prev >= 0) & ~part),
+            "none_valid": np.any(part & (t.valid == 0)),
+            "reordered": np.any(part & (t.prev != idx)),
+            "overwritten_source": np.any(part & (t.prev != idx) & (t.prev < t.n)),
+            "smaller_previous_batch": t.P < t.n,
+            "larger_previous_batch": t.P > t.n,
+            "exact_buffers": t.Mx == t.n,
+            "longer_buffers": t.Mx > t.n,
+            "near_int32_limit": np.any(part & (t.corrected > INT32_MAX - NEAR_LIMIT)),
+            "other_negative_prev": np.any(t.prev < -1),
+            "shared_previous_row": len(np.unique(nonneg)) < len(nonneg),
+        }
+        return frozenset(k for k, v in checks.items() if v)
+
+    # -- running ----------------------------------------------------------------------
+
+    def expected(self, case: Case) -> dict[str, dict[str, np.ndarray]]:
+        """Per oracle, the two updated buffers (from copies of the case's arrays)."""
+        out = {}
+        for name, oracle in self.oracles.items():
+            arrays = {n: case.arrays[n].copy() for n in ARRAYS}
+            oracle(**arrays)
+            out[name] = {n: arrays[n] for n in INOUT}
+        return out
+
+    def oracle_check(self, case: Case) -> list[Difference]:
+        return self._disagreements(case, self.expected(case))
+
+    def _disagreements(self, case: Case, exp: Mapping[str, Mapping[str, np.ndarray]]) -> list[Difference]:
+        names = list(exp)
+        t = _Rows(case)
+        out: list[Difference] = []
+        for other in names[1:]:
+            versus = f"{names[0]} oracle vs {other} oracle"
+            for n in INOUT:
+                out += _diff(n, exp[names[0]][n], exp[other][n], t, versus, region_of=t.region)
+        return out
+
+    def check(self, case: Case, impl: Any, device: str) -> Outcome:
+        exp = self.expected(case)
+        outcome = Outcome(oracle_disagreements=self._disagreements(case, exp))
+        mode = case.launch["mode"]
+        versus = " = ".join(exp) + f" oracle, {mode} run"
+        want = exp[next(iter(exp))]
+        buffers = {n: _Buffer(case.arrays[n], device) for n in ARRAYS}
+        fn = variants(impl)[mode]
+        try:
+            fn(*(buffers[n].view for n in ARRAYS))
+            if device != "cpu":
+                torch.cuda.synchronize()
+            actual = {n: b.read() for n, b in buffers.items()}
+        except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+            outcome.crash = f"{type(exc).__name__} ({mode} run): {' '.join(str(exc).split())[:500]}"
+            outcome.fatal = device != "cpu" and "CUDA error" in str(exc)
+            return outcome
+        t = _Rows(case)
+        for n, b in buffers.items():
+            if n in INOUT:
+                outcome.differences += _diff(n, b.expected(want[n]), actual[n], t, versus, b.before, b.size, t.region)
+            else:
+                outcome.differences += _diff(n, b.initial, actual[n], t, f"input as given, {mode} run", b.before, b.size)
+        return outcome
+
+    def output_tokens(self, case: Case) -> int:
+        return sum(case.arrays[n].size for n in ARRAYS)
+
+    def shrink_candidates(self, case: Case) -> Iterator[Case]:
+        a = case.arrays
+        t = _Rows(case)
+        compiled = case.launch["mode"] == "compiled"
+        if compiled:
+            yield case.replace(launch={"mode": "eager"})
+        low = 2 if compiled else 1
+
+        def keep(rows: list[int]) -> Case:
+            return case.replace(arrays={n: a[n][rows] for n in ("num_accepted_tokens", "prev_positions", "cpu_num_computed_tokens")})
+
+        every = list(range(t.n))
+        if t.n > low:
+            if t.n // 2 >= low:
+                yield keep(every[: t.n // 2])
+                yield keep(every[t.n // 2 :])
+            for r in every:
+                yield keep(every[:r] + every[r + 1 :])
+        if t.Mx > max(t.n, t.P):
+            m = max(t.n, t.P)
+            yield case.replace(arrays={"num_computed_tokens": a["num_computed_tokens"][:m], "prev_num_draft_tokens": a["prev_num_draft_tokens"][:m]})
+
+
+class _Buffer:
+    """A host array as a device view with GUARD elements of poison before it (always the same
+    offset: one compiled graph) and ``guard_for(n)`` after."""
+
+    def __init__(self, content: np.ndarray, device: str) -> None:
+        self.size = n = content.size
+        self.before, self.after = GUARD, guard_for(n)
+        self.fill = poison(content.dtype)
+        host = filled(content.dtype, (self.before + n + self.after,), self.fill)
+        host[self.before : self.before + n] = content
+        self.initial = host
+        self.full = torch.from_numpy(host.copy()).to(device)
+        self.view = self.full[self.before : self.before + n]
+
+    def expected(self, middle: np.ndarray) -> np.ndarray:
+        out = self.initial.copy()
+        out[self.before : self.before + middle.size] = middle
+        return out
+
+    def read(self) -> np.ndarray:
+        return self.full.cpu().numpy()
+
+
+def _diff(
+    name: str,
+    expected: np.ndarray,
+    actual: np.ndarray,
+    t: _Rows,
+    versus: str,
+    before: int = 0,
+    size: int | None = None,
+    region_of: Any = None,
+) -> list[Difference]:
+    """Every element where ``actual`` is not ``expected``: flat buffers holding ``before``
+    guard elements, then the ``size`` elements of the tensor (all of them by default), then
+    guard elements; ``region_of(i)`` names the region of element ``i`` of an updated buffer."""
+    if expected.dtype != actual.dtype or expected.shape != actual.shape:
+        return [Difference(name, None, f"{expected.dtype} {expected.shape}", f"{actual.dtype} {actual.shape}", None, "dtype/shape", versus)]
+    size = len(expected) - before if size is None else size
+    out = []
+    for flat in np.flatnonzero(raw(expected) != raw(actual)).tolist():
+        i = flat - before
+        if i < 0:
+            where, req = "guard band before the buffer", None
+        elif i >= size:
+            where, req = "guard band past the buffer", None
+        elif region_of is None:
+            where, req = "input (must not be written)", None
+        else:
+            where, req = region_of(i), (i if i < t.n else None)
+        out.append(Difference(name, i, expected[flat].item(), actual[flat].item(), req, where, versus))
+    return out
+
+
+# -- building cases ---------------------------------------------------------------------
+
+
+def _build(
+    n: int,
+    P: int,
+    mode: str,
+    *,
+    extra: int,
+    order: str,
+    new_share: float,
+    values: str,
+    seed: int,
+) -> Case:
+    """A case: ``n`` requests, a previous batch of ``P``, buffers ``max(n, P) + extra`` long;
+    ``order`` maps requests to previous rows (``identity``, ``shuffled``, ``shared``: some share
+    one), ``new_share`` of them new; ``values``: ``small`` counts, ``large`` ones, or
+    ``near_limit`` (corrected counts just below 2**31)."""
+    rng = np.random.default_rng(seed)
+    Mx = max(n, P) + extra
+    rows = np.arange(n) if order == "identity" else rng.permutation(max(n, P))[:n]
+    prev = np.where(rows < P, rows, -1).astype(np.int64)
+    if order == "shared" and n > 1:
+        prev[rng.integers(0, n)] = prev[rng.integers(0, n)]
+    new = rng.random(n) < new_share
+    prev[new] = -1
+    if order == "shared" and new.any():
+        prev[np.flatnonzero(new)[0]] = -int(rng.integers(2, 1 << 20))
+    K = int(rng.integers(1, 8))
+    drafts = rng.integers(0, K + 1, size=Mx)
+    drafts[rng.random(Mx) < 0.2] = 0
+    valid = np.where(drafts[:P] > 0, rng.integers(1, K + 2, size=P), rng.integers(0, 2, size=P))
+    valid[rng.random(P) < 0.05] = 0
+    if values == "small":
+        computed = rng.integers(0, 4097, size=Mx)
+        cpu = rng.integers(0, 4097, size=n)
+    elif values == "large":
+        computed = rng.integers(0, INT32_MAX - K - 1, size=Mx, endpoint=True)
+        cpu = rng.integers(INT32_MIN, INT32_MAX, size=n, endpoint=True)
+    else:
+        computed = INT32_MAX - K - 1 - rng.integers(0, NEAR_LIMIT // 2, size=Mx)
+        cpu = INT32_MAX - rng.integers(0, NEAR_LIMIT, size=n)
+    accepted = np.ones(n, dtype=np.int64) if rng.random() < 0.7 else rng.integers(1, K + 2, size=n)
+    return Case(
+        kernel=BatchChange.name,
+        arrays={
+            "num_computed_tokens": computed.astype(np.int32),
+            "num_accepted_tokens": accepted.astype(np.int32),
+            "prev_positions": prev,
+            "valid_sampled_token_count": valid.astype(np.int32),
+            "prev_num_draft_tokens": drafts.astype(np.int32),
+            "cpu_num_computed_tokens": cpu.astype(np.int32),
+        },
+        launch={"mode": mode},
+    )
+
+
+@st.composite
+def _cases(draw: st.DrawFn, scale: Scale) -> Case:
+    mode = draw(st.sampled_from(MODES))
+    low = 2 if mode == "compiled" else 1
+    regime = draw(st.sampled_from(["small"] * 6 + ["medium"] * 3 + ["tail"]))
+    top = max(low, {"small": 8, "medium": scale.max_requests, "tail": scale.request_tail}[regime])
+    n = draw(st.integers(low, top))
+    how = draw(st.sampled_from(["same", "smaller", "larger"]))
+    P = n if how == "same" else draw(st.integers(low, max(low, n))) if how == "smaller" else n + draw(st.integers(1, 8))
+    return _build(
+        n, P, mode,
+        extra=draw(st.just(0) | st.integers(1, 64)),
+        order=draw(st.sampled_from(["identity", "shuffled", "shared"])),
+        new_share=draw(st.sampled_from([0.0, 0.2, 0.5, 1.0])),
+        values=draw(st.sampled_from(["small", "large", "near_limit"])),
+        seed=draw(st.integers(0, (1 << 32) - 1)),
+    )  # fmt: skip
+
+
+TARGET = BatchChange()
