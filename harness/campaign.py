@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .check import Finding
-from .exitcodes import EXIT_FINDINGS, EXIT_OK, interrupted
+from .exitcodes import findings_exit
 from .fuzz import Stats, bulk_fuzz_target, fuzz_target
 
 PROGRESS_EVERY = float(os.environ.get("EAGLEFUZZ_PROGRESS_EVERY", "10"))
@@ -44,6 +44,8 @@ class Campaign:
     """Under a supervisor: the journal of the case in flight, and the run's record (``run/``)."""
     report: bool = True
     """Print the report at the end (a supervisor that merges several workers' runs prints it)."""
+    domain: str = "production"
+    """``production`` or ``extended`` (:mod:`.domains`)."""
 
     def _save(self, finding: Finding) -> Path:
         from .corpus import save_finding
@@ -67,6 +69,7 @@ class Campaign:
             "source": self.source.describe(),
             "notes": list(impls.notes),
             "shard": f"{self.shard[0] + 1}/{self.shard[1]}",
+            "domain": self.domain,
             "origins": {n: asdict(impls.origin[n]) for n in impls},
         }
 
@@ -162,6 +165,7 @@ class Campaign:
                         name, impls, backend.device, scale, seed=self.seed, examples=self.examples,
                         time_budget=per_budget, stop_on_finding=not self.keep_going, on_progress=on_progress,
                         chunk_offset=self.shard[0], chunk_step=self.shard[1], journal=journal, stats=stats,
+                        domain=self.domain,
                     )
                 except KeyboardInterrupt:
                     interrupted = True
@@ -194,51 +198,84 @@ class Campaign:
             "seconds": round(s.seconds, 3),
             "features_reached": sorted(s.features),
             "features_missed": sorted(set(TARGETS[name].features) - s.features),
-            "findings": [
-                {"kind": f.kind, "file": str(saved.get(id(f), "")), "report": f.report(saved=saved.get(id(f)))}
-                for f in s.findings
-            ],
+            **({"examples_per_tier": dict(sorted(s.tiers.items())),
+                "edges_reached": sorted(s.edges),
+                "edges_missed": sorted(set(TARGETS[name].extended_features) - s.edges)}
+               if self.domain == "extended" else {}),
+            "findings": [finding_record(f, saved.get(id(f))) for f in s.contract_findings],
+            "edge_divergences": [finding_record(f, saved.get(id(f))) for f in s.findings if f.is_edge],
         }
+
+
+def finding_record(f: Finding, saved: Path | None) -> dict[str, Any]:
+    """One finding in a run's document: its kind, tier, file and report."""
+    return {"kind": f.kind, "tier": f.tier, "file": str(saved or ""), "report": f.report(saved=saved)}
 
 
 def fuzz_doc(meta: dict[str, Any], entries: list[tuple[str, dict[str, Any]]], interrupted: bool) -> dict[str, Any]:
     """The JSON document of a fuzzing run: ``meta`` and each target's entry, in order."""
     keys = ("seed", "mode", "backend", "source", "notes", "shard")
     doc: dict[str, Any] = {k: meta[k] for k in keys}
+    doc["domain"] = meta.get("domain", "production")
     doc["interrupted"] = interrupted
     doc["targets"] = dict(entries)
     return doc
 
 
 def fuzz_exit_code(doc: dict[str, Any], signum: int | None) -> int:
-    """1 when any target has a finding; else 128 + signal when interrupted; else 0."""
-    if any(t["findings"] for t in doc["targets"].values()):
-        return EXIT_FINDINGS
-    return interrupted(signum) if doc["interrupted"] else EXIT_OK
+    """1 when any target has a finding in the production tier (or the oracles disagree); 4 when
+    every finding is an edge divergence; else 128 + signal when interrupted; else 0."""
+    kinds = [f["kind"] for t in doc["targets"].values() for f in (*t["findings"], *t.get("edge_divergences", ()))]
+    return findings_exit(kinds, signum, doc["interrupted"])
 
 
 def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> None:
-    """The text report of a fuzzing run's JSON document: findings, a table, the source, notes."""
+    """The text report of a fuzzing run's JSON document: findings (contract violations, then
+    edge divergences), a table, the source, notes."""
     from rich.console import Console
     from rich.table import Table
 
     out = out or sys.stdout
     targets = doc["targets"]
+    extended = doc.get("domain") == "extended"
     for n, t in targets.items():
         for f in t["findings"]:
             print(f"\n=== finding: {n} ({f['kind']}) saved to {f['file'] or None}", file=out)
             print(f["report"], file=out)
-    table = Table(title=f"eaglefuzz fuzz: seed {doc['seed']}, mode {doc['mode']}, shard {doc['shard']}")
-    for col in ("target", "examples", "tokens verified", "ex/s", "features", "findings"):
+    for n, t in targets.items():  # apart from contract violations, after them
+        for f in t.get("edge_divergences", ()):
+            print(f"\n=== edge divergence (extended tier, not a contract violation): {n} "
+                  f"saved to {f['file'] or None}", file=out)
+            print(f["report"], file=out)
+    domain = ", domain extended" if extended else ""
+    table = Table(title=f"eaglefuzz fuzz: seed {doc['seed']}, mode {doc['mode']}{domain}, shard {doc['shard']}")
+    cols = ["target", "examples", "tokens verified", "ex/s", "features", "findings"]
+    if extended:
+        cols[2:2] = ["extended-tier examples"]
+        cols[-1:-1] = ["edges"]
+        cols.append("edge divergences")
+    for col in cols:
         table.add_column(col, justify="left" if col == "target" else "right")
     for n, t in targets.items():
+        edges = len(t.get("edge_divergences", ()))
         if t.get("fault"):
-            table.add_row(n, "-", "-", "-", "-", str(len(t["findings"])))
+            row = [n, "-", "-", "-", "-", str(len(t["findings"]))]
+            if extended:
+                row[2:2] = ["-"]
+                row[-1:-1] = ["-"]
+                row.append(str(edges))
+            table.add_row(*row)
             continue
         rate = t["examples"] / t["seconds"] if t["seconds"] else 0.0
         reached, missed = t["features_reached"], t["features_missed"]
-        table.add_row(n, str(t["examples"]), str(t["tokens_verified"]), f"{rate:.1f}",
-                      f"{len(reached)}/{len(reached) + len(missed)}", str(len(t["findings"])))
+        row = [n, str(t["examples"]), str(t["tokens_verified"]), f"{rate:.1f}",
+               f"{len(reached)}/{len(reached) + len(missed)}", str(len(t["findings"]))]
+        if extended:
+            got, lack = t.get("edges_reached", []), t.get("edges_missed", [])
+            row[2:2] = [str(t.get("examples_per_tier", {}).get("extended", 0))]
+            row[-1:-1] = [f"{len(got)}/{len(got) + len(lack)}"]
+            row.append(str(edges))
+        table.add_row(*row)
     Console(file=out, width=max(width, 110)).print(table)
     print(f"source: {doc['source']}", file=out)
     for n, t in targets.items():
@@ -249,8 +286,14 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
         if t.get("fault"):
             print(f"{n}: a case {'hung' if t['fault'] == 'hang' else 'killed the worker'}; its counts are "
                   "lost, the run went on with the next target", file=out)
-        elif t["features_missed"]:
+            continue
+        if t["features_missed"]:
             print(f"coverage note: {n} did not reach {', '.join(t['features_missed'])} in this run "
                   "(not an error; more examples or --mode bulk reach them)", file=out)
+        if extended and t.get("edges_missed"):
+            print(f"coverage note: {n} did not reach the edges {', '.join(t['edges_missed'])} in this run", file=out)
+        if t.get("edge_divergences") and not t["findings"]:
+            print(f"{n}: edge divergences only: {t.get('examples_per_tier', {}).get('production', 0)} "
+                  "production-tier examples kept the contract", file=out)
     if doc["interrupted"]:
         print("interrupted: findings so far are saved", file=out)

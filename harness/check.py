@@ -26,14 +26,27 @@ class Finding:
     """Where the implementation that ran came from (file, function, source)."""
     shrink: str = ""
     """Set when shrinking stopped early (time budget): the case is the smallest found so far."""
+    tier: str = "production"
+    """The case's domain tier (:mod:`.domains`): ``production`` (a contract violation) or
+    ``extended`` (an edge divergence: the implementation parts from the reference outside the
+    production domain)."""
 
     @property
     def kind(self) -> str:
+        """``oracle disagreement``, ``crash``, ``difference`` or, in the extended tier,
+        ``edge divergence`` (a difference or a crash there)."""
         if self.outcome.oracle_disagreements:
             return "oracle disagreement"
+        if self.tier == "extended":
+            return "edge divergence"
         if self.outcome.hang:
             return "hang"
         return "crash" if self.outcome.crash else "difference"
+
+    @property
+    def is_edge(self) -> bool:
+        """An edge divergence: reported apart from contract violations (exit code 4)."""
+        return self.kind == "edge divergence"
 
     def reproducer(self) -> str:
         """Python source that fails while the finding stands: run it with ``python``."""
@@ -82,7 +95,14 @@ class Finding:
         lines.insert(0, f"tested: {self.origin.describe()}")
         if self.shrink:
             lines.insert(1, self.shrink)
-        lines.append("features: " + ", ".join(sorted(target.features_of(self.case))))
+        if self.tier == "extended":
+            lines.insert(1, "tier: extended (an edge divergence: outside the production domain, where the "
+                         "reference is still defined; not a contract violation)")
+            lines.append("edges: " + ", ".join(sorted(target.extended_features_of(self.case))))
+        else:
+            lines.append("tier: production (a contract violation)" if self.kind != "oracle disagreement"
+                         else "tier: production")
+            lines.append("features: " + ", ".join(sorted(target.features_of(self.case))))
         if saved is not None:
             lines.append("replay it:")
             lines += ["    " + c for c in self.replay_commands(saved)]
@@ -104,19 +124,25 @@ class DifferenceFound(AssertionError):
 
 
 def check_case(
-    case: Case, impls: Implementations, device: str, journal: Journal | None = None
+    case: Case,
+    impls: Implementations,
+    device: str,
+    journal: Journal | None = None,
+    *,
+    domain: str = "production",
 ) -> Finding | None:
     """Check ``case`` against the contract; ``None`` when the implementation is right.
 
-    The case must be in-contract (:class:`ContractViolation` otherwise). With a ``journal``,
-    the case is on disk while the implementation runs, so a crash of the process is traceable,
-    with its time limit (:func:`~.limits.time_limit`), so a supervisor can stop a hang.
+    The case must lie in ``domain`` (:mod:`.domains`; :class:`ContractViolation` otherwise);
+    the finding's tier is the case's. With a ``journal``, the case is on disk while the
+    implementation runs, so a crash of the process is traceable, with its time limit
+    (:func:`~.limits.time_limit`), so a supervisor can stop a hang.
     """
     from .interrupts import count, received_since
     from .limits import time_limit
 
     target = TARGETS[case.kernel]
-    target.validate(case)
+    tier = target.tier_of(case, domain)
     device = device_for(impls.source, device)
     signals_before = count()
     if journal is None:
@@ -134,7 +160,7 @@ def check_case(
             # the supervisor (CLI) or the xdist controller reports it.
             journal.abandon(case, f"the device became unusable: {outcome.crash}")
             os._exit(EXIT_DEVICE_LOST)
-    return None if outcome.ok else Finding(case, outcome, impls.origin[case.kernel])
+    return None if outcome.ok else Finding(case, outcome, impls.origin[case.kernel], tier=tier)
 
 
 def warm_oracles(names: list[str]) -> None:
@@ -150,12 +176,20 @@ def warm_oracles(names: list[str]) -> None:
         TARGETS[name].oracle_check(TARGETS[name].random_case(rng, tiny))
 
 
-def assert_case(case: Case, source: str | None = None, backend: str = "auto", *, kernels: str | None = None) -> None:
+def assert_case(
+    case: Case,
+    source: str | None = None,
+    backend: str = "auto",
+    *,
+    kernels: str | None = None,
+    domain: str = "extended",
+) -> None:
     """Assert that ``case`` passes; the entry point of pasted reproducers.
 
     ``source`` is a source spec (``file:PATH``, ``vllm-release:0.33.0``, ...; the bundled
     production copy by default); ``kernels`` a ``--kernels`` file (the same as
-    ``source="file:PATH"``); ``backend`` as for :func:`select_backend`.
+    ``source="file:PATH"``); ``backend`` as for :func:`select_backend`; ``domain`` the widest
+    tier the case may lie in (both by default: a pasted edge divergence runs as it is).
     """
     from .backend import select_backend
     from .sources import implementations_for, parse_source
@@ -164,7 +198,7 @@ def assert_case(case: Case, source: str | None = None, backend: str = "auto", *,
     src = parse_source(f"file:{kernels}" if kernels else source or "bundled")
     impls = implementations_for(src, [case.kernel])
     try:
-        finding = check_case(case, impls, b.device)
+        finding = check_case(case, impls, b.device, domain=domain)
     except ContractViolation as exc:
         raise AssertionError(f"the case is outside the contract: {exc}") from None
     if finding is not None:

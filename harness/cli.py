@@ -1,11 +1,13 @@
-"""The ``eaglefuzz`` command line: ``fuzz``, ``replay`` and ``list``.
+"""The ``eaglefuzz`` command line: ``fuzz``, ``replay``, ``audit`` and ``list``.
 
-Exit codes (:mod:`.exitcodes`): 0 when no output differs; 1 on a finding (an output differs, a
-case crashed, or a case hung past its time limit: a report is printed and the case is written
-to the corpus); 2 on a usage or input error, a corpus case over the cost limits included (one
-line on stderr, no traceback); 3 on an internal error of eaglefuzz (with its traceback);
-130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP) when interrupted with nothing found (what was found
-is kept; an interruption is never a finding).
+Exit codes (:mod:`.exitcodes`): 0 when no output differs; 1 on a finding in the production
+tier (an output differs, a case crashed, or a case hung past its time limit: a report is
+printed and the case is written to the corpus); 2 on a usage or input error, a corpus case over
+the cost limits included (one line on stderr, no traceback); 3 on an internal error of
+eaglefuzz (with its traceback); 4 when the only findings are edge divergences (``--domain
+extended``, or replayed extended-tier cases; ``audit --strict``: hazards in the extended tier
+only); 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP) when interrupted with nothing found (what
+was found is kept; an interruption is never a finding).
 """
 
 from __future__ import annotations
@@ -79,6 +81,15 @@ _backend_opt = click.option(
     help="compiled on CUDA, or the Triton interpreter on the CPU (auto: CUDA when present)",
 )
 _json_opt = click.option("--json", "as_json", is_flag=True, help="print one JSON document instead of text")
+_domain_opt = click.option(
+    "--domain",
+    type=click.Choice(["production", "extended"]),
+    default="production",
+    show_default=True,
+    help="production: the inputs vLLM's call sites produce (and the harness's generated extensions); "
+    "extended: also the edges outside it where the reference is defined (differences there are "
+    "edge divergences, exit code 4)",
+)
 
 
 def _limit_options(f: Any) -> Any:
@@ -107,6 +118,7 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="the same seed and options draw the same cases")
 @click.option("--mode", type=click.Choice(["hypothesis", "bulk"]), default="hypothesis", show_default=True, help="hypothesis: shrinking strategies; bulk: large NumPy-drawn batches, shrunk on a finding")
 @click.option("--shard", metavar="K/N", default=None, help="run share K of N disjoint campaigns (same seed on every machine)")
+@_domain_opt
 @click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False), default=None, help="where findings are written [default: corpus/ for production code, ./eaglefuzz-findings otherwise]")
 @click.option("--keep-going", is_flag=True, help="continue after a finding (default: stop that target at its first finding)")
 @_backend_opt
@@ -118,9 +130,10 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
                    "reported with its case (in-process: no time limit)")
 @click.pass_context
 def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None,
-         time_budget: float | None, seed: int, mode: str, shard: str | None, corpus_dir: str | None,
-         keep_going: bool, backend: str, as_json: bool, progress: bool | None, isolate: bool,
-         case_timeout: float | None, limits_spec: str | None, **source_values: Any) -> None:
+         time_budget: float | None, seed: int, mode: str, shard: str | None, domain: str,
+         corpus_dir: str | None, keep_going: bool, backend: str, as_json: bool,
+         progress: bool | None, isolate: bool, case_timeout: float | None, limits_spec: str | None,
+         **source_values: Any) -> None:
     """Fuzz implementations against the oracles; findings are shrunk, reported and saved."""
     from .sources import findings_dir
 
@@ -148,6 +161,7 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
         corpus_dir=corpus, keep_going=keep_going,
         progress=sys.stderr.isatty() if progress is None else progress, as_json=as_json,
         journal_dir=Path(os.environ[JOURNAL_ENV]) if os.environ.get(JOURNAL_ENV) else None,
+        domain=domain,
         report=os.environ.get(REPORT_ENV) != "0",
     )
     sys.exit(campaign.run())
@@ -166,14 +180,15 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
 def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bool, isolate: bool,
            case_timeout: float | None, limits_spec: str | None, **source_values: Any) -> None:
     """Replay corpus files or folders (default: the whole corpus) against the implementations."""
-    from .corpus import CORPUS_DIR, discover, load_case
+    from .corpus import CORPUS_DIR, discover, load_entry
     from .replay import replay_cases
     from .sources import findings_dir
     from .supervisor import supervise
 
     _apply_limits(limits_spec, case_timeout)
     files = discover([Path(p) for p in paths] or [CORPUS_DIR])
-    cases = [(f, load_case(f)) for f in files]  # validate every file before running any
+    cases = [(f, load_entry(f)) for f in files]  # validate every file before running any
+    cases = [(f, e.case, e.tier) for f, e in cases]
     source = _source(source_values)
     if isolate and not os.environ.get(WORKER_ENV):
         sys.exit(supervise(list(ctx.obj["argv"]), source=source, corpus_dir=findings_dir(source),
@@ -181,6 +196,56 @@ def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bo
     journal_dir = Path(os.environ[JOURNAL_ENV]) if os.environ.get(JOURNAL_ENV) else None
     sys.exit(replay_cases(cases, source, backend=backend, as_json=as_json, journal_dir=journal_dir,
                           report=os.environ.get(REPORT_ENV) != "0"))
+
+
+@cli.command()
+@click.option("--kernel", "kernel_names", multiple=True, metavar="NAME", help="target to audit (repeatable; default: every target the source defines)")
+@source_options
+@click.option("--examples", type=click.IntRange(min=1), default=60, show_default=True, help="examples drawn per target and tier")
+@click.option("--seed", type=int, default=0, show_default=True, help="the same seed and options draw the same cases")
+@click.option("--strict", is_flag=True, help="exit 1 when a hazard is reachable in the production tier, 4 when hazards lie in the extended tier only")
+@_backend_opt
+@_json_opt
+def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool, backend: str, as_json: bool,
+          **source_values: Any) -> None:
+    """Search both domain tiers for inputs that break what a caller relies on; report each hazard."""
+    from .audit import audit as run_audit
+    from .backend import select_backend
+    from .exitcodes import EXIT_EDGE, EXIT_FINDINGS
+    from .sources import implementations_for
+
+    names = _targets(kernel_names)
+    source = _source(source_values)
+    b = select_backend(backend)
+    impls = implementations_for(source, names)
+    results = run_audit(list(impls.funcs), impls, b.device, examples=examples, seed=seed)
+    hazards = [h for r in results for h in r.hazards]
+    unaudited = [n for n in impls.funcs if n not in {r.target for r in results}]
+    if as_json:
+        import json
+
+        click.echo(json.dumps({
+            "source": source.describe(), "backend": b.name, "seed": seed, "examples": examples,
+            "targets": {r.target: {"searched": r.searched, "errors": r.errors, "holds": r.holds,
+                                   "hazards": [h.to_json() for h in r.hazards]} for r in results},
+            "no_properties": unaudited,
+        }, indent=2))
+    else:
+        click.echo(f"eaglefuzz audit of {source.describe()} ({b.name}), seed {seed}, {examples} examples per tier")
+        for r in results:
+            tiers = ", ".join(f"{n} {t}" for t, n in sorted(r.searched.items()))
+            click.echo(f"\n## {r.target}: {tiers} examples" + (f", {r.errors} raised" if r.errors else ""))
+            for h in r.hazards:
+                click.echo(h.report())
+            if r.holds:
+                click.echo(f"holds on every example: {', '.join(r.holds)}")
+        if unaudited:
+            click.echo(f"\nnot audited (no properties yet): {', '.join(unaudited)}")
+        reach = sum(h.reachable_in_production for h in hazards)
+        click.echo(f"\n{len(hazards)} hazard(s), {reach} reachable in the production tier")
+    if strict and hazards:
+        sys.exit(EXIT_FINDINGS if any(h.reachable_in_production for h in hazards) else EXIT_EDGE)
+    sys.exit(EXIT_OK)
 
 
 @cli.command(name="_shrink-fault", hidden=True)
@@ -196,15 +261,16 @@ def shrink_fault_worker(case_file: str, skip: int, backend: str, **source_values
     from .corpus import decode
     from .journal import Journal
     from .sources import implementations_for
-    from .supervisor import fault_candidates
+    from .supervisor import case_tier, fault_candidates
 
     case = decode(Path(case_file).read_text(), case_file, contract=False).case
     b = select_backend(backend)
     impls = implementations_for(_source(source_values), [case.kernel])
     journal = Journal(Path(os.environ[JOURNAL_ENV])) if os.environ.get(JOURNAL_ENV) else None
     warm_oracles([case.kernel])
+    tier = case_tier(case)  # an extended-tier case shrinks within the extended tier
     for candidate in fault_candidates(case)[skip:]:
-        check_case(candidate, impls, b.device, journal)  # a crash ends this process here
+        check_case(candidate, impls, b.device, journal, domain=tier)  # a crash ends this process here
     sys.exit(EXIT_OK)
 
 
@@ -226,6 +292,10 @@ def list_targets(**source_values: Any) -> None:
             click.echo(f"    {line}")
         for f, doc in t.features.items():
             click.echo(f"    {f:24s} {doc}")
+        if t.extended_features:
+            click.echo("  edges of the extended tier (--domain extended):")
+            for f, doc in t.extended_features.items():
+                click.echo(f"    {f:24s} {doc}")
     module_file = getattr(source, "module_file", None)
     if module_file is not None:
         from .sources.vllm import module_definitions

@@ -1,16 +1,20 @@
 """The regression corpus: one case per JSON file under ``corpus/<kernel>/``, named by content.
 
-A file holds one :class:`~.case.Case` (schema 1, see ``corpus/README.md``): plain JSON, a
-stable key order, two-space indent and one array per line, so it reads and diffs well. The
-name is ``<hash12>.json``: the first 12 hex digits of the SHA-256 of the canonical JSON of
-``(schema, kernel, arrays, scalars, launch)``; the note and the finding are not part of it,
-so the same case is stored once whatever was said about it.
+A file holds one :class:`~.case.Case` (schema 2, see ``corpus/README.md``): plain JSON, a
+stable key order, two-space indent and one array per line, so it reads and diffs well. Schema
+2 adds the case's domain tier (``production`` or ``extended``, :mod:`.domains`); a schema-1
+file (no tier) still loads, as a production case. The name is ``<hash12>.json``: the first 12
+hex digits of the SHA-256 of the canonical JSON of ``(schema 1, kernel, arrays, scalars,
+launch)``; the note, the finding and the tier are not part of it (the tier follows from the
+content), so the same case is stored once whatever was said about it, and the names of
+schema-1 files stay valid.
 
 Loading parses JSON and nothing else (no eval, no pickle) and checks every field; any
 problem is a :class:`~.errors.UserError` whose one line names the file, the field and the
-rule broken. A loaded case is in-contract: its target's ``validate`` has accepted it, and
-within the cost limits of :mod:`.limits` (file size, array lengths, grid, bytes), so
-loading a file can never make a run hang or exhaust memory.
+rule broken. A loaded case lies in its tier: its target's ``validate`` (production) or
+``validate_extended`` (extended) has accepted it; and it is within the cost limits of
+:mod:`.limits` (file size, array lengths, grid, bytes), so loading a file can never make a
+run hang or exhaust memory.
 """
 
 from __future__ import annotations
@@ -38,7 +42,12 @@ from .paths import CORPUS_DIR
 if TYPE_CHECKING:
     from .check import Finding
 
-SCHEMA = 1
+SCHEMA = 2
+"""The schema version this eaglefuzz writes; it reads :data:`SCHEMAS`."""
+SCHEMAS = (1, 2)
+NAME_SCHEMA = 1
+"""The schema version in the canonical JSON that names a file (fixed, so names never change)."""
+TIERS = ("production", "extended")
 
 DTYPES: dict[str, np.dtype] = {
     "bool": np.dtype(np.bool_),
@@ -49,8 +58,9 @@ DTYPES: dict[str, np.dtype] = {
 _RANGES = {name: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for name, dt in DTYPES.items() if name != "bool"}
 
 REQUIRED = ("schema", "kernel", "arrays", "scalars", "launch")
+REQUIRED_BY_SCHEMA = {1: REQUIRED, 2: ("schema", "kernel", "tier", "arrays", "scalars", "launch")}
 OPTIONAL = ("note", "finding")
-FIELD_ORDER = ("schema", "kernel", "note", "arrays", "scalars", "launch", "finding")
+FIELD_ORDER = ("schema", "kernel", "tier", "note", "arrays", "scalars", "launch", "finding")
 FINDING_FIELDS = ("report", "replay", "found_by", "found_at")
 ARRAY_FIELDS = ("dtype", "shape", "data")
 
@@ -62,6 +72,10 @@ class Entry:
     case: Case
     finding: Mapping[str, str] = field(default_factory=dict)
     path: Path | None = None
+    tier: str = "production"
+    """The domain tier the file gives (schema 1: ``production``)."""
+    schema: int = SCHEMA
+    """The schema version of the file."""
 
 
 # -- encoding ---------------------------------------------------------------------------
@@ -83,9 +97,9 @@ def _plain(value: Any) -> Any:
 
 
 def _payload(case: Case) -> dict[str, Any]:
-    """The content that names a case: everything but the note and the finding."""
+    """The content that names a case: everything but the note, the finding and the tier."""
     return {
-        "schema": SCHEMA,
+        "schema": NAME_SCHEMA,
         "kernel": case.kernel,
         "arrays": {n: _encode_array(n, case.arrays[n]) for n in sorted(case.arrays)},
         "scalars": {k: _plain(case.scalars[k]) for k in sorted(case.scalars)},
@@ -120,10 +134,29 @@ def _object(d: Mapping[str, Any], indent: str) -> str:
     return "{\n" + ",\n".join(items) + "\n" + indent + "}"
 
 
-def encode(case: Case, finding: Mapping[str, str] | None = None) -> str:
-    """The text of ``case``'s corpus file (schema 1), ending in a newline."""
+def tier_of(case: Case) -> str:
+    """The domain tier of ``case`` (``production`` when it lies in neither: loading says why)."""
+    from .targets import TARGETS
+
+    try:
+        return TARGETS[case.kernel].tier_of(case, "extended")
+    except Exception:  # noqa: BLE001 - outside every tier: decode() reports the rule broken
+        return "production"
+
+
+def encode(
+    case: Case, finding: Mapping[str, str] | None = None, *, tier: str | None = None, schema: int = SCHEMA
+) -> str:
+    """The text of ``case``'s corpus file, ending in a newline.
+
+    Schema 2 (the default) records ``tier`` (by default the case's own, :func:`tier_of`);
+    ``schema=1`` gives the layout of a schema-1 file (no tier).
+    """
     payload = _payload(case)
-    doc: dict[str, Any] = {"schema": payload["schema"], "kernel": payload["kernel"], "note": case.note}
+    doc: dict[str, Any] = {"schema": schema, "kernel": payload["kernel"]}
+    if schema >= 2:
+        doc["tier"] = tier if tier is not None else tier_of(case)
+    doc["note"] = case.note
     doc.update(arrays=payload["arrays"], scalars=payload["scalars"], launch=payload["launch"])
     if finding:
         doc["finding"] = {k: finding[k] for k in FINDING_FIELDS if k in finding}
@@ -319,20 +352,27 @@ def decode(text: str, source: str, *, contract: bool = True) -> Entry:
         raise UserError(f"{src}: (document): malformed JSON: {' '.join(str(exc).split())[:200]}") from None
     if not isinstance(doc, dict):
         raise UserError(f"{src}: (top level): must be a JSON object, not {_kind(doc)}")
+    reads = " and ".join(map(str, SCHEMAS))
     if "schema" not in doc:
-        raise UserError(f"{src}: schema: missing field (this eaglefuzz reads schema {SCHEMA})")
-    if type(doc["schema"]) is not int or doc["schema"] != SCHEMA:
+        raise UserError(f"{src}: schema: missing field (this eaglefuzz reads schemas {reads})")
+    if type(doc["schema"]) is not int or doc["schema"] not in SCHEMAS:
         raise UserError(
-            f"{src}: schema: unknown schema version {_line(doc['schema'])} (this eaglefuzz reads schema {SCHEMA})"
+            f"{src}: schema: unknown schema version {_line(doc['schema'])} (this eaglefuzz reads schemas {reads})"
         )
-    extra = [k for k in doc if k not in REQUIRED + OPTIONAL]
+    schema = doc["schema"]
+    required = REQUIRED_BY_SCHEMA[schema]
+    extra = [k for k in doc if k not in required + OPTIONAL]
     if extra:
         raise UserError(
-            f"{src}: {extra[0]}: unknown top-level field (allowed: {', '.join(REQUIRED + OPTIONAL)})"
+            f"{src}: {extra[0]}: unknown top-level field in schema {schema} "
+            f"(allowed: {', '.join(required + OPTIONAL)})"
         )
-    for key in REQUIRED:
+    for key in required:
         if key not in doc:
-            raise UserError(f"{src}: {key}: missing field (required: {', '.join(REQUIRED)})")
+            raise UserError(f"{src}: {key}: missing field (required in schema {schema}: {', '.join(required)})")
+    tier = doc.get("tier", "production")
+    if tier not in TIERS:
+        raise UserError(f"{src}: tier: {_line(tier)} is not a tier (one of {', '.join(TIERS)})")
     kernel = doc["kernel"]
     if not isinstance(kernel, str) or kernel not in TARGETS:
         raise UserError(f"{src}: kernel: unknown kernel {_line(kernel)} (known: {', '.join(sorted(TARGETS))})")
@@ -355,17 +395,22 @@ def decode(text: str, source: str, *, contract: bool = True) -> Entry:
             raise UserError(f"{src}: finding.{k}: must be a string, not {_kind(v)}")
     case = Case(kernel, arrays, scalars, launch, note)
     if contract:
+        target = TARGETS[kernel]
         try:
-            TARGETS[kernel].validate(case)
+            if tier == "extended":
+                target.validate_extended(case)
+            else:
+                target.validate(case)
             check_cost(case)  # what running it would cost, before anything runs
         except ContractViolation as exc:
-            raise UserError(f"{src}: {exc.field}: {exc.rule}") from None
+            where = " (extended tier)" if tier == "extended" else ""
+            raise UserError(f"{src}: {exc.field}: {exc.rule}{where}") from None
         except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
             raise UserError(
                 f"{src}: (case): outside {kernel}'s contract (its check raised "
                 f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
             ) from None
-    return Entry(case, finding, None)
+    return Entry(case, finding, None, tier, schema)
 
 
 def load_entry(path: Path | str) -> Entry:
@@ -383,7 +428,7 @@ def load_entry(path: Path | str) -> Entry:
     except UnicodeDecodeError as exc:
         raise UserError(f"{p}: byte {exc.start}: malformed JSON: not UTF-8 text") from None
     entry = decode(text, str(p))
-    return Entry(entry.case, entry.finding, p)
+    return Entry(entry.case, entry.finding, p, entry.tier, entry.schema)
 
 
 def load_case(path: Path | str) -> Case:

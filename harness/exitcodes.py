@@ -5,13 +5,18 @@ import signal
 EXIT_OK = 0
 """No output differs."""
 EXIT_FINDINGS = 1
-"""A finding: an output differs, a case crashed, or a case hung (ran past its time limit).
-Each is reported and saved (a replayed case is already in the corpus)."""
+"""A finding in the production tier: an output differs, a case crashed, a case hung (ran past
+its time limit), or the oracles disagree. Each is reported and saved (a replayed case is
+already in the corpus)."""
 EXIT_USAGE = 2
 """A usage or input error: one line on stderr, no traceback (a corpus case over the cost
 limits too: the line names the file, the field and the limit)."""
 EXIT_INTERNAL = 3
 """A bug of eaglefuzz itself (an unexpected exception): its traceback is printed."""
+EXIT_EDGE = 4
+"""Only edge divergences (``--domain extended``): the implementation parts from the reference
+outside the production domain, and no contract violation was found. Reported and saved like
+findings; a contract violation in the same run makes the exit code 1."""
 EXIT_DEVICE_LOST = 70
 """A worker left on purpose: a CUDA error made the device unusable (its case is journaled)."""
 EXIT_SIGHUP = 128 + 1
@@ -24,5 +29,16 @@ EXIT_SIGTERM = 128 + 15
 
 def interrupted(signum: int | None) -> int:
     """The exit code of a run interrupted by signal ``signum`` with nothing found (128 + its
-    number; SIGINT's when unknown). An interrupted run that found something exits 1."""
+    number; SIGINT's when unknown). An interrupted run that found something exits 1 (or 4)."""
     return 128 + int(signum or signal.SIGINT)
+
+
+def findings_exit(kinds: list[str], interrupted_by: int | None = None, was_interrupted: bool = False) -> int:
+    """The exit code of a run whose findings have ``kinds`` (:attr:`~.check.Finding.kind`):
+    1 when any is not an edge divergence, 4 when all are; with none, :func:`interrupted` when
+    the run was interrupted (by signal ``interrupted_by``), else 0."""
+    if any(k != "edge divergence" for k in kinds):
+        return EXIT_FINDINGS
+    if kinds:
+        return EXIT_EDGE
+    return interrupted(interrupted_by) if was_interrupted else EXIT_OK

@@ -13,6 +13,11 @@ seconds): Hypothesis's own shrinker first (up to half of it, for cases it drew),
 debugging over the requests (drop halves, then quarters, ... before single requests), then the
 target's other moves (shorten requests by halving, simplify values and launch parameters).
 When the budget runs out, the smallest failing case found so far is reported, and says so.
+
+In the extended domain (:mod:`.domains`) every other chunk (or bulk example) draws from the
+target's extended tier; a finding's tier is its case's. An edge divergence does not stop a
+target's run: after it the run draws production cases only (or, with ``--keep-going``, goes on
+drawing edges and reports each distinct way of diverging once).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from hypothesis import seed as hseed
 from .case import Case
 from .check import DifferenceFound, Finding, check_case
 from .corpus import case_hash
+from .domains import EXTENDED, PRODUCTION, case_for, strategy_for, tier_for_step
 from .journal import Journal
 from .profiles import PROFILES
 from .sources import Implementations
@@ -51,12 +57,35 @@ class Stats:
     seconds: float = 0.0
     unshrunk: Finding | None = None
     """A finding not yet shrunk (shrinking in progress): kept so an interrupt cannot lose it."""
+    edges: set[str] = field(default_factory=set)
+    """Edges of the extended tier reached (:attr:`~.targets.base.Target.extended_features`)."""
+    tiers: dict[str, int] = field(default_factory=dict)
+    """Examples checked per tier (the case's own tier, not the generator's)."""
+    edge_keys: set[tuple] = field(default_factory=set)
+    """Signatures (:func:`~.replay.signature`) of the edge divergences found: with
+    ``--keep-going`` a case that diverges the same way again is passed over, not re-reported."""
 
-    def record(self, target_name: str, case: Case) -> None:
+    def record(self, target_name: str, case: Case, domain: str = PRODUCTION) -> None:
         target = TARGETS[target_name]
         self.examples += 1
         self.tokens += target.output_tokens(case)
-        self.features |= target.features_of(case)
+        tier = target.tier_of(case, domain) if domain == EXTENDED else PRODUCTION
+        self.tiers[tier] = self.tiers.get(tier, 0) + 1
+        if tier == PRODUCTION:
+            self.features |= target.features_of(case)
+        else:
+            self.edges |= target.extended_features_of(case)
+
+    @property
+    def contract_findings(self) -> list[Finding]:
+        """The findings that are not edge divergences."""
+        return [f for f in self.findings if not f.is_edge]
+
+    def seen(self, finding: Finding) -> bool:
+        """Whether an edge divergence like ``finding`` was already reported in this run."""
+        from .replay import signature
+
+        return finding.is_edge and signature(finding) in self.edge_keys
 
 
 def hypothesis_chunk(
@@ -72,8 +101,10 @@ def hypothesis_chunk(
     on_progress: Callable[[Stats], None] | None = None,
     journal: Journal | None = None,
     shrink_budget: float | None = None,
+    tier: str = PRODUCTION,
 ) -> Finding | None:
-    """Run ``max_examples`` Hypothesis examples of target ``name``; the shrunk finding, if any."""
+    """Run ``max_examples`` Hypothesis examples of target ``name`` drawn from ``tier``'s
+    strategy; the shrunk finding, if any."""
     target = TARGETS[name]
     stats = stats if stats is not None else Stats()
     phases = (Phase.generate, Phase.shrink) if shrink else (Phase.generate,)
@@ -83,7 +114,7 @@ def hypothesis_chunk(
 
     @settings(PROFILES["ci"], max_examples=max_examples, database=None, phases=phases)
     @hseed(seed)
-    @given(target.strategy(scale))
+    @given(strategy_for(target, tier, scale))
     def run(case: Case) -> None:
         if first_failure and time.monotonic() - first_failure[0] > budget / 2:
             # Hypothesis's share of the shrink budget is spent: its remaining candidates count
@@ -92,8 +123,10 @@ def hypothesis_chunk(
             if known is not None:
                 raise DifferenceFound(known)
             return
-        stats.record(name, case)
-        finding = check_case(case, impls, device, journal)
+        stats.record(name, case, tier)
+        finding = check_case(case, impls, device, journal, domain=tier)
+        if finding is not None and stats.seen(finding):
+            finding = None
         if finding is not None and stats.unshrunk is None:
             stats.unshrunk = finding
         if on_progress is not None:
@@ -126,10 +159,14 @@ def tour_step(
     shrink: bool,
     on_progress: Callable[[Stats], None] | None,
     journal: Journal | None,
+    tier: str = PRODUCTION,
 ) -> Finding | None:
-    """Check one case outside Hypothesis (a tour case or a bulk example); shrink a finding."""
-    stats.record(name, case)
-    finding = check_case(case, impls, device, journal)
+    """Check one case outside Hypothesis (a tour case or a bulk example, drawn for ``tier``);
+    shrink a finding."""
+    stats.record(name, case, tier)
+    finding = check_case(case, impls, device, journal, domain=tier)
+    if finding is not None and stats.seen(finding):
+        finding = None
     if finding is not None:
         stats.unshrunk = finding
         if on_progress is not None:
@@ -162,10 +199,12 @@ def fuzz_target(
     chunk_step: int = 1,
     journal: Journal | None = None,
     stats: Stats | None = None,
+    domain: str = PRODUCTION,
 ) -> Stats:
     """Fuzz target ``name`` until ``examples`` are checked or ``time_budget`` seconds pass.
 
-    Chunk ``i`` runs with seed ``derive_seed(seed, name, i)``; chunk 0 opens with the tour of
+    Chunk ``i`` runs with seed ``derive_seed(seed, name, i)`` (the extended domain adds the
+    chunk's tier to the key, :func:`~.domains.tier_for_step`); chunk 0 opens with the tour of
     production extremes (:func:`tour`). ``chunk_offset``/``chunk_step`` select a disjoint share
     of the chunks (sharding across machines). ``stats`` (filled in place) lets a caller see
     what was found when an interrupt cuts the run short.
@@ -174,6 +213,8 @@ def fuzz_target(
 
     def chunk(i: int, remaining: int | None) -> Finding | None:
         size = CHUNK if remaining is None else min(CHUNK, remaining)
+        tier = tier_for_step(domain, i, stop_on_finding and any(f.is_edge for f in stats.findings))
+        key = (name, i) if domain == PRODUCTION else (name, tier, i)
         if i == 0:
             for case in tour(name, scale, seed)[:size]:
                 finding = tour_step(name, impls, device, case, stats=stats, shrink=shrink,
@@ -184,9 +225,9 @@ def fuzz_target(
             if size <= 0:
                 return None
         return hypothesis_chunk(
-            name, impls, device, scale, seed=derive_seed(seed, name, i),
+            name, impls, device, scale, seed=derive_seed(seed, *key),
             max_examples=size, shrink=shrink,
-            stats=stats, on_progress=on_progress, journal=journal,
+            stats=stats, on_progress=on_progress, journal=journal, tier=tier,
         )
 
     return _loop(stats, chunk, examples, time_budget, stop_on_finding, chunk_offset, chunk_step)
@@ -202,7 +243,9 @@ def _loop(
     stride: int,
 ) -> Stats:
     """Run ``step(i, examples left)`` for ``i = offset, offset + stride, ...`` until the
-    examples or the time budget are spent, or (with ``stop_on_finding``) a step finds one."""
+    examples or the time budget are spent, or (with ``stop_on_finding``) a step finds a
+    contract violation. An edge divergence does not stop the run: the steps after it draw
+    production cases only (:func:`~.domains.tier_for_step`)."""
     start = time.monotonic()
     i = offset
     while (examples is None or stats.examples < examples) and (
@@ -219,9 +262,13 @@ def _loop(
         i += stride
         if finding is not None:
             stats.findings.append(finding)
+            if finding.is_edge:
+                from .replay import signature
+
+                stats.edge_keys |= {signature(f) for f in (finding, stats.unshrunk) if f is not None}
             stats.unshrunk = None
         stats.seconds = time.monotonic() - start
-        if finding is not None and stop_on_finding:
+        if finding is not None and stop_on_finding and not finding.is_edge:
             break
     stats.seconds = time.monotonic() - start
     return stats
@@ -242,7 +289,9 @@ def shrink_finding(
     debugging over the requests first (:func:`.shrinking.ddmin`), then greedily the target's
     other moves (:meth:`Target.shrink_moves`: shorten requests, simplify values and launch
     parameters), repeated while either makes progress. Other targets: greedily their
-    ``shrink_candidates``. A variant outside the contract is passed over. Everything runs in
+    ``shrink_candidates``; for an edge divergence the target's ``extended_shrink_candidates``
+    too. A variant outside the finding's tier is passed over (an edge divergence may shrink
+    into a production case that still fails the same way: a contract violation). Everything runs in
     this process (compiled kernels and oracles are reused). When the budget (default
     :data:`SHRINK_BUDGET`) or ``max_checks`` runs out, the smallest failing case so far is
     returned, with :attr:`Finding.shrink` saying so.
@@ -270,22 +319,29 @@ def bulk_fuzz_target(
     chunk_step: int = 1,
     journal: Journal | None = None,
     stats: Stats | None = None,
+    domain: str = PRODUCTION,
 ) -> Stats:
     """Like :func:`fuzz_target`, with cases drawn by the target's NumPy generator.
 
-    Example ``i`` is drawn from ``derive_seed(seed, name, "bulk", i)``: the first ones are the
-    tour of production extremes (one case of each of the target's shapes), the others come from
-    the target's ``random_case``. Shards take every ``chunk_step``-th example from
-    ``chunk_offset``. Findings are shrunk by :func:`shrink_finding`.
+    Example ``i`` is drawn from ``derive_seed(seed, name, "bulk", i)`` (the extended domain
+    adds its tier to the key): the first ones are the tour of production extremes (one case of
+    each of the target's shapes), the others come from the target's ``random_case`` (or, for
+    the extended tier's examples, its ``extended_case``). Shards take every
+    ``chunk_step``-th example from ``chunk_offset``. Findings are shrunk by :func:`shrink_finding`.
     """
     target = TARGETS[name]
     stats = stats if stats is not None else Stats()
     shapes = target.shapes
 
     def one(i: int, remaining: int | None) -> Finding | None:
-        rng = np.random.default_rng(derive_seed(seed, name, "bulk", i))
-        case = shapes[i].build(rng, scale) if i < len(shapes) else target.random_case(rng, scale)
+        tier = tier_for_step(domain, i, stop_on_finding and any(f.is_edge for f in stats.findings))
+        key = (name, "bulk", i) if domain == PRODUCTION else (name, "bulk", tier, i)
+        rng = np.random.default_rng(derive_seed(seed, *key))
+        if tier == PRODUCTION:
+            case = shapes[i].build(rng, scale) if i < len(shapes) else target.random_case(rng, scale)
+        else:
+            case = case_for(target, tier, rng, scale)
         return tour_step(name, impls, device, case, stats=stats, shrink=shrink,
-                         on_progress=on_progress, journal=journal)
+                         on_progress=on_progress, journal=journal, tier=tier)
 
     return _loop(stats, one, examples, time_budget, stop_on_finding, chunk_offset, chunk_step)

@@ -147,13 +147,14 @@ class CorpusCase(pytest.Item):
 
     def runtest(self) -> None:
         from .check import DifferenceFound, check_case
-        from .corpus import load_case
+        from .corpus import load_entry
         from .limits import LimitExceeded, check_cost
 
         try:
-            case = load_case(self.path)
+            entry = load_entry(self.path)
         except UserError as exc:
             pytest.fail(str(exc), pytrace=False)
+        case = entry.case
         impls = self.config.stash[_IMPLS]
         if case.kernel not in impls:
             pytest.skip(f"{self.config.stash[_SOURCE].describe()} does not define {case.kernel}")
@@ -162,7 +163,7 @@ class CorpusCase(pytest.Item):
             check_cost(case, interpreter=device == "cpu")  # too big to run on this backend
         except LimitExceeded as exc:
             pytest.fail(f"{self.path}: {exc.field}: {exc.rule}", pytrace=False)
-        finding = check_case(case, impls, device, _journal())
+        finding = check_case(case, impls, device, _journal(), domain=entry.tier)
         if finding is not None:
             raise DifferenceFound(finding)
 

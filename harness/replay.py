@@ -12,7 +12,7 @@ import click
 
 from .case import Case
 from .check import Finding
-from .exitcodes import EXIT_FINDINGS, EXIT_OK, interrupted
+from .exitcodes import findings_exit
 
 
 def signature(finding: Finding) -> tuple[Any, ...]:
@@ -34,7 +34,7 @@ def failed_record(file: str, finding: Finding) -> dict[str, Any]:
 
 
 def replay_cases(
-    cases: Sequence[tuple[Path, Case]],
+    cases: Sequence[tuple[Path, Case] | tuple[Path, Case, str]],
     source: Any,
     *,
     backend: str,
@@ -44,6 +44,10 @@ def replay_cases(
 ) -> int:
     """Check every case against ``source``; print ``ok``/``FAIL`` per file (text) and one
     report per group of identical findings; the exit code.
+
+    A case may come with its corpus tier (``(path, case, tier)``): an extended-tier case is
+    checked in the extended domain, and a failure there is an edge divergence (exit code 4 when
+    every failure is one).
 
     Every case's cost on the chosen backend is checked before any runs (a
     :class:`~.errors.UserError` naming the file, the field and the limit). A signal stops the
@@ -57,7 +61,7 @@ def replay_cases(
 
 
 def _replay(
-    cases: Sequence[tuple[Path, Case]],
+    cases: Sequence[tuple[Path, Case] | tuple[Path, Case, str]],
     source: Any,
     *,
     backend: str,
@@ -78,6 +82,8 @@ def _replay(
 
     b = select_backend(backend)
     impls = implementations_for(source)
+    tiers = {str(c[0]): (c[2] if len(c) > 2 else "production") for c in cases}
+    cases = [(c[0], c[1]) for c in cases]
     for f, case in cases:
         if case.kernel in impls:
             try:
@@ -105,7 +111,7 @@ def _replay(
             if case.kernel not in impls:
                 log.add(unit, {"file": unit, "kernel": case.kernel, "status": "skipped"})
                 continue
-            finding = check_case(case, impls, b.device, journal)
+            finding = check_case(case, impls, b.device, journal, domain=tiers[unit])
             if finding is None:
                 log.add(unit, {"file": unit, "kernel": case.kernel, "status": "ok"})
             else:
@@ -153,10 +159,9 @@ def replay_doc(meta: dict[str, Any], records: list[dict[str, Any]], stopped: boo
 
 
 def replay_exit_code(doc: dict[str, Any], signum: int | None) -> int:
-    """1 when a file fails; else 128 + signal when interrupted; else 0."""
-    if doc["failed"]:
-        return EXIT_FINDINGS
-    return interrupted(signum) if doc["interrupted"] else EXIT_OK
+    """1 when a file fails in the production tier; 4 when every failure is an edge divergence;
+    else 128 + signal when interrupted; else 0."""
+    return findings_exit([r["kind"] for r in doc["failed"]], signum, doc["interrupted"])
 
 
 def print_replay(doc: dict[str, Any], *, as_json: bool) -> None:

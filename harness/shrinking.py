@@ -95,6 +95,9 @@ class Shrinker:
         self.max_checks = max_checks
         self.budget_s = budget_s
         self.target = TARGETS[finding.case.kernel]
+        self.tier = finding.tier
+        """The finding's domain tier: candidates must lie in it (an edge divergence may shrink
+        into a production case, which then becomes a contract violation)."""
         self.start = time.monotonic()
         self.deadline = self.start + budget_s
         self.checks = 0
@@ -118,14 +121,14 @@ class Shrinker:
         if self._spent(deadline):
             return False
         try:
-            self.target.validate(candidate)
+            self.target.tier_of(candidate, self.tier)
         except ContractViolation:
             return False
         if candidate == self.finding.case:  # no progress: never a step
             return False
         self.checks += 1
-        smaller = check_case(candidate, self.impls, self.device, self.journal)
-        if smaller is not None and smaller.kind == self.finding.kind:
+        smaller = check_case(candidate, self.impls, self.device, self.journal, domain=self.tier)
+        if smaller is not None and failure(smaller) == failure(self.finding):
             self.finding = smaller
             self.steps += 1
             return True
@@ -173,18 +176,30 @@ class Shrinker:
             changed = True
         return changed
 
+    def _moves(self, moves: Callable[[Case], Iterator[Case]]) -> Callable[[Case], Iterator[Case]]:
+        """``moves``, and for an edge divergence the target's extended-tier moves after them."""
+        if self.tier != "extended":
+            return moves
+        from .domains import guarded
+
+        def both(case: Case) -> Iterator[Case]:
+            yield from guarded(moves(case))
+            yield from guarded(self.target.extended_shrink_candidates(case))
+
+        return both
+
     def run(self) -> Finding:
         """Shrink until nothing more goes or the budget is spent; the smallest finding."""
         share = DDMIN_SHARE
         while not self._spent():
             pieces = self.target.split_requests(self.finding.case)
             if pieces is None:
-                self.greedy(self.target.shrink_candidates)
+                self.greedy(self._moves(self.target.shrink_candidates))
                 break
             until = time.monotonic() + share * max(self.deadline - time.monotonic(), 0.0)
             dropped = len(pieces) > 1 and self.ddmin(pieces, until)
             cut = len(pieces) > 1 and time.monotonic() >= until
-            moved = self.greedy(self.target.shrink_moves)
+            moved = self.greedy(self._moves(self.target.shrink_moves))
             if not (dropped or moved or cut):
                 break
             share = 1.0 if cut else DDMIN_SHARE  # a cut-short round goes on with all that is left
@@ -193,3 +208,14 @@ class Shrinker:
         note = (f"shrinking stopped {self.stopped} after {self.steps} step(s): "
                 "this is the smallest failing case found so far")
         return replace(self.finding, shrink=note)
+
+
+def failure(finding: Finding) -> str:
+    """How a finding fails, whatever its tier: ``oracle disagreement``, ``hang``, ``crash`` or
+    ``difference`` (a shrinking step must keep it)."""
+    o = finding.outcome
+    if o.oracle_disagreements:
+        return "oracle disagreement"
+    if getattr(o, "hang", None):
+        return "hang"
+    return "crash" if o.crash else "difference"

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, seed
 
 from eaglefuzz.harness.check import DifferenceFound, check_case
-from eaglefuzz.harness.corpus import CORPUS_DIR, load_case
+from eaglefuzz.harness.corpus import CORPUS_DIR, load_entry
 from eaglefuzz.harness.fuzz import shrink_finding
 from eaglefuzz.harness.strategies import derive_seed
 from eaglefuzz.harness.targets import TARGETS
@@ -57,7 +57,7 @@ def test_fuzz(target_name: str, part: int, impls, backend, scale, warm_oracles, 
 
 def test_replay(corpus_file: Path, impls, backend, journal) -> None:
     """Replay one case of the regression corpus."""
-    case = load_case(corpus_file)
-    finding = check_case(case, impls, backend.device, journal)
+    entry = load_entry(corpus_file)
+    finding = check_case(entry.case, impls, backend.device, journal, domain=entry.tier)
     if finding is not None:
         pytest.fail(finding.report(saved=corpus_file), pytrace=False)

@@ -33,6 +33,7 @@ from typing import Any
 
 from .exitcodes import (
     EXIT_DEVICE_LOST,
+    EXIT_EDGE,
     EXIT_FINDINGS,
     EXIT_INTERNAL,
     EXIT_OK,
@@ -211,20 +212,33 @@ def run_worker(
 
 def fault_candidates(case: Any) -> list[Any]:
     """The smaller variants of ``case`` a fault is shrunk through: the target's shrink moves,
-    in order, those in-contract and within the cost limits."""
+    in order, those in the case's tier and within the cost limits (an extended-tier case takes
+    its target's edge moves too, :func:`~.domains.shrink_candidates_for`)."""
+    from .domains import shrink_candidates_for
     from .limits import check_cost
     from .targets import TARGETS, ContractViolation
 
     target = TARGETS[case.kernel]
+    tier = case_tier(case)
     out = []
-    for c in target.shrink_candidates(case):
+    for c in shrink_candidates_for(target, case, tier):
         try:
-            target.validate(c)
+            target.tier_of(c, tier)
             check_cost(c)
         except ContractViolation:
             continue
         out.append(c)
     return out
+
+
+def case_tier(case: Any) -> str:
+    """The domain tier of a journaled case (``production`` when it lies in neither)."""
+    from .targets import TARGETS, ContractViolation
+
+    try:
+        return TARGETS[case.kernel].tier_of(case, "extended")
+    except (ContractViolation, KeyError):
+        return "production"
 
 
 def _how(code: int) -> str:
@@ -322,7 +336,7 @@ class _Supervision:
                 for o in orphans(self.jdir):  # the killed worker's journal: the hang, not a crash
                     o.remove()
                 self._fault("hang", ended.hang.case, ended.hang.message())
-            elif ended.code in (EXIT_OK, EXIT_FINDINGS, EXIT_USAGE) or ended.code > 128:
+            elif ended.code in (EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_EDGE) or ended.code > 128:
                 if not faults or ended.code == EXIT_USAGE:
                     return ended.code
                 return self._report()
@@ -366,13 +380,16 @@ class _Supervision:
             case, message, _ = shrink_fault(case, kind, message, spec=origin.spec,
                                             backend=meta.get("backend", self.backend), signals=self.signals)
         outcome = Outcome(hang=message) if kind == "hang" else Outcome(crash=message)
-        finding = Finding(case, outcome, origin)
+        finding = Finding(case, outcome, origin, tier=case_tier(case))
         if fuzz:
             path = save_finding(finding, self.corpus_dir) if self.save else None
+            record = {"kind": finding.kind, "tier": finding.tier, "file": str(path or ""),
+                      "report": finding.report(saved=path)}
             self.log.add(unit, {
                 "implementation": origin.describe(), "examples": None, "tokens_verified": None,
                 "seconds": None, "features_reached": [], "features_missed": [],
-                "findings": [{"kind": kind, "file": str(path or ""), "report": finding.report(saved=path)}],
+                "findings": [] if finding.is_edge else [record],
+                "edge_divergences": [record] if finding.is_edge else [],
                 "fault": kind,
             })
             print(f"eaglefuzz: {unit}: {kind} finding saved to {path}", file=sys.stderr, flush=True)

@@ -82,7 +82,7 @@ def _i64_clamped(x) -> np.int64:
 @numba.njit(cache=True)
 def _copy_and_expand_loops(
     tok, pos64, next_tok, qsl, qel, pad_id, par_id, T, P, shift,
-    out_ids, out_pos, out_rej, out_msk, out_nti, out_map, do_write,
+    out_ids, out_pos, out_rej, out_msk, out_nti, out_map, covered, do_write,
 ):  # fmt: skip
     R = qel.shape[0]
     s = np.int64(1) if shift else np.int64(0)
@@ -97,7 +97,7 @@ def _copy_and_expand_loops(
         total = np.int64(np.int32(nv + np.int64(P) + (nqs - qe - 1)))
         nv_plus_p = np.int64(np.int32(nv + np.int64(P)))
 
-        for j in range(total):  # empty when total <= 0
+        for j in range(min(total, covered)):  # empty when total <= 0; the grid's slots only
             o = np.int64(np.int32(out_start + j))
             if o < 0 or o >= out_ids.shape[0]:
                 return np.int64(2), np.int64(r), o
@@ -152,7 +152,7 @@ def _copy_and_expand_loops(
 
         if shift:
             qlen = np.int64(np.int32(nqs - qs))
-            for j in range(qlen):
+            for j in range(min(qlen, covered)):
                 m = np.int64(np.int32(qs + np.int64(j)))
                 if m < 0 or m >= out_map.shape[0]:
                     return np.int64(7), np.int64(r), m
@@ -179,8 +179,10 @@ def copy_and_expand_eagle_inputs(
     out_is_masked_token_mask,
     out_new_token_indices,
     out_hidden_state_mapping,
+    slots_per_request=None,
 ) -> None:
-    """docs/CONTRACT.md §1; same rules as ``vectorized.copy_and_expand_eagle_inputs``."""
+    """docs/CONTRACT.md §1; same rules as ``vectorized.copy_and_expand_eagle_inputs``
+    (``slots_per_request``: the grid covers slots ``j`` below it; ``None``: every slot)."""
     for a, name in ((target_positions, "target_positions"), (out_positions, "out_positions")):
         if not np.issubdtype(a.dtype, np.integer):
             raise TypeError(f"{name} must be integer, got {a.dtype}")
@@ -195,6 +197,7 @@ def copy_and_expand_eagle_inputs(
         np.bool_(bool(shift_input_ids)),
         out_input_ids, out_positions, out_is_rejected_token_mask, out_is_masked_token_mask,
         out_new_token_indices, out_hidden_state_mapping,
+        np.int64(2**62 if slots_per_request is None else max(int(slots_per_request), 0)),
     )  # fmt: skip
     _raise_if_error(_copy_and_expand_loops(*args, False), "copy_and_expand_eagle_inputs")
     _copy_and_expand_loops(*args, True)

@@ -55,20 +55,33 @@ def extend_all_queries_by_n(
     max_seq_len: int,
     n: int,
     new_slot_mapping: np.ndarray,
+    *,
+    arange: np.ndarray | None = None,
+    query_start_loc_cpu: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """The changed fields of the extended metadata, by field name (§4).
+    """The changed fields of the extended metadata, by field name (§4, §4.4).
 
-    ``query_start_loc`` is both copies' value (they hold the same numbers); the result gives
-    each copy its own array. The batch size is ``len(seq_lens)``, not ``num_reqs`` and not
-    ``len(query_start_loc)``.
+    ``query_start_loc`` is the device copy's value and ``query_start_loc_cpu`` the CPU copy's
+    (the same numbers unless given); each copy is extended from its own values. The device
+    copy adds ``n * arange[i]`` (``arange`` 0, 1, 2, ... unless given; a one-element
+    ``arange`` broadcasts), in int32 with an int32 ``arange`` and in int64 with an int64 one
+    (torch's promotion); the CPU copy adds ``i * n`` in int32. The batch size is
+    ``len(seq_lens)``, not ``num_reqs`` and not ``len(query_start_loc)``.
     """
     qsl = np.asarray(query_start_loc).astype(np.int64)
-    steps = np.arange(qsl.shape[0], dtype=np.int64) * int(n)
-    new_qsl = _wrap32(qsl + steps)
+    rows = qsl.shape[0]
+    if arange is None:
+        new_qsl = _wrap32(qsl + np.arange(rows, dtype=np.int64) * int(n))
+    else:
+        step = np.asarray(arange)[:rows].astype(np.int64) * int(n)  # broadcasts when 1 long
+        new_qsl = qsl + step
+        new_qsl = new_qsl if np.asarray(arange).dtype == np.int64 else _wrap32(new_qsl)
+    cpu = qsl if query_start_loc_cpu is None else np.asarray(query_start_loc_cpu).astype(np.int64)
+    new_cpu = _wrap32(cpu + np.arange(cpu.shape[0], dtype=np.int64) * int(n))
     batch = int(np.asarray(seq_lens).shape[0])
     return {
         "query_start_loc": new_qsl,
-        "query_start_loc_cpu": new_qsl.copy(),
+        "query_start_loc_cpu": new_cpu,
         "seq_lens": _wrap32(np.asarray(seq_lens).astype(np.int64) + int(n)),
         "num_actual_tokens": int(num_actual_tokens) + batch * int(n),
         "max_query_len": int(max_query_len) + int(n),
@@ -90,16 +103,29 @@ def extend_all_queries_by_n_loops(
     max_seq_len: int,
     n: int,
     new_slot_mapping: np.ndarray,
+    *,
+    arange: np.ndarray | None = None,
+    query_start_loc_cpu: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The same as :func:`extend_all_queries_by_n`, one Python int at a time."""
-    starts = [_to_int32(int(q) + i * int(n)) for i, q in enumerate(query_start_loc.tolist())]
+    qsl = query_start_loc.tolist()
+    wide = arange is not None and np.asarray(arange).dtype == np.int64
+    if arange is None:
+        steps = list(range(len(qsl)))
+    else:
+        a = np.asarray(arange).tolist()
+        steps = [a[0] if len(a) == 1 else a[i] for i in range(len(qsl))]
+    starts = [int(q) + int(st) * int(n) for q, st in zip(qsl, steps, strict=True)]
+    starts = starts if wide else [_to_int32(x) for x in starts]
+    cpu = qsl if query_start_loc_cpu is None else query_start_loc_cpu.tolist()
+    cpu_starts = [_to_int32(int(q) + i * int(n)) for i, q in enumerate(cpu)]
     lens = [_to_int32(int(s) + int(n)) for s in seq_lens.tolist()]
     tokens = int(num_actual_tokens)
     for _ in lens:
         tokens += int(n)
     return {
-        "query_start_loc": np.array(starts, dtype=np.int32),
-        "query_start_loc_cpu": np.array(starts, dtype=np.int32),
+        "query_start_loc": np.array(starts, dtype=np.int64 if wide else np.int32),
+        "query_start_loc_cpu": np.array(cpu_starts, dtype=np.int32),
         "seq_lens": np.array(lens, dtype=np.int32),
         "num_actual_tokens": tokens,
         "max_query_len": int(max_query_len) + int(n),

@@ -123,8 +123,9 @@ def copy_and_expand_eagle_inputs(
     out_is_masked_token_mask,
     out_new_token_indices,
     out_hidden_state_mapping,
+    slots_per_request=None,
 ) -> None:
-    """docs/CONTRACT.md §1 (the grid is assumed to cover every slot).
+    """docs/CONTRACT.md §1 (and §1.4's extended tier).
 
     Per request r (``qs, nqs = query_start_loc[r], query_start_loc[r+1]``, ``qe =
     query_end_loc[r]``, ``P`` padding slots, ``s = shift``)::
@@ -146,6 +147,9 @@ def copy_and_expand_eagle_inputs(
     write ``out_new_token_indices[r*P + (j - nv)] = out_start + j``. In shift mode only,
     ``out_hidden_state_mapping[qs + j] = out_start + j`` for ``0 <= j < nqs - qs``.
     Nothing else is written.
+
+    ``slots_per_request`` (``num_blocks * BLOCK_SIZE_TOKENS``): the grid covers only slots
+    ``j`` below it, for the slot outputs and the mapping alike; ``None``: every slot.
     """
     if not np.issubdtype(target_positions.dtype, np.integer):
         raise TypeError(f"target_positions must be integer, got {target_positions.dtype}")
@@ -170,6 +174,9 @@ def copy_and_expand_eagle_inputs(
     nv_plus_p = _wrap32(nv + P)
     qlen = _wrap32(nqs - qs)
     n_slots = np.maximum(total, 0)
+    covered = None if slots_per_request is None else max(int(slots_per_request), 0)
+    if covered is not None:
+        n_slots = np.minimum(n_slots, covered)
 
     # Output ranges first (bounded before any per-slot array is allocated).
     for buf, name in (
@@ -180,6 +187,8 @@ def copy_and_expand_eagle_inputs(
     ):
         _check_ranges(out_start, n_slots, len(buf), f"{name} write")
     n_map = np.maximum(qlen, 0) if s else np.zeros(R, dtype=np.int64)
+    if covered is not None:
+        n_map = np.minimum(n_map, covered)
     if s:
         _check_ranges(qs, n_map, len(out_hidden_state_mapping), "out_hidden_state_mapping write")
 

@@ -60,11 +60,12 @@ def _required(name: str) -> bool:
 @pytest.mark.parametrize("path", FILES, ids=[_id(p) for p in FILES])
 def test_replay(path, impls, impl_of, backend, journal):
     try:
-        case = load_case(path)
+        entry = load_entry(path)
     except UserError as exc:
         pytest.fail(str(exc), pytrace=False)
+    case = entry.case
     impl_of(case.kernel)
-    finding = check_case(case, impls, backend.device, journal)  # a process death names the case
+    finding = check_case(case, impls, backend.device, journal, domain=entry.tier)  # a process death names the case
     if finding is not None:
         pytest.fail(f"{path}: {case.note}\n{finding.report()}", pytrace=False)
 
@@ -73,13 +74,14 @@ def test_replay(path, impls, impl_of, backend, journal):
 
 
 def _corpus_cases(name: str) -> list[Case]:
+    """The production-tier cases of ``name``'s corpus (extended-tier ones have edges, not features)."""
     folder = CORPUS_DIR / name
     if not folder.is_dir():
         if _required(name):
             pytest.fail(f"{name} has no corpus: add cases under {folder} (see corpus/README.md)", pytrace=False)
         pytest.skip(f"{name} has no corpus folder yet")
     try:
-        return [load_case(p) for p in discover([folder])]
+        return [e.case for e in map(load_entry, discover([folder])) if e.tier == "production"]
     except UserError as exc:
         pytest.fail(str(exc), pytrace=False)
 
@@ -107,8 +109,11 @@ def test_file_names_derive_from_content():
             pytest.fail(str(exc), pytrace=False)
         assert path.parent.name == entry.case.kernel, f"{path}: filed under the wrong kernel"
         assert path.stem == case_hash(entry.case), f"{path}: its name is not the hash of its content"
-        assert path.read_text(encoding="utf-8") == encode(entry.case, entry.finding or None), (
-            f"{path}: not in the canonical layout (rewrite it with save_case)"
+        assert path.read_text(encoding="utf-8") == encode(
+            entry.case, entry.finding or None, tier=entry.tier, schema=entry.schema
+        ), f"{path}: not in the canonical layout of its schema (rewrite it with save_case)"
+        assert entry.schema == 1 or entry.tier == TARGETS[entry.case.kernel].tier_of(entry.case, "extended"), (
+            f"{path}: tier {entry.tier} is not the case's own"
         )
 
 
@@ -188,7 +193,9 @@ def test_format_round_trip_any_arrays(arrays, scalars, launch, note):
     back = decode(text, "mem.json", contract=False).case
     assert back == case and back.note == note
     assert all(back.arrays[n].shape == a.shape for n, a in arrays.items())
-    assert json.loads(text)["schema"] == 1
+    assert json.loads(text)["schema"] == 2 and json.loads(text)["tier"] == "production"
+    old = encode(case, schema=1)  # a schema-1 file of the same case loads alike
+    assert "tier" not in json.loads(old) and decode(old, "old.json", contract=False).case == case
 
 
 def test_int64_limits_are_stored_exactly():
@@ -310,7 +317,10 @@ _DELETE = object()
 MALFORMED = {
     # kind: (mutation of a good document, field named, rule fragments)
     "schema_missing": (_set("schema", _DELETE), "schema", ["missing field"]),
-    "schema_unknown": (_set("schema", 2), "schema", ["unknown schema version 2"]),
+    "schema_unknown": (_set("schema", 3), "schema", ["unknown schema version 3"]),
+    "tier_unknown": (_set("tier", "beyond"), "tier", ["is not a tier", "production, extended"]),
+    "tier_missing": (_set("tier", _DELETE), "tier", ["missing field", "schema 2"]),
+    "tier_in_schema_1": (_set("schema", 1), "tier", ["unknown top-level field in schema 1"]),
     "schema_not_int": (_set("schema", "1"), "schema", ["unknown schema version"]),
     "kernel_unknown": (_set("kernel", "no_such_kernel"), "kernel", ["unknown kernel", *sorted(TARGETS)]),
     "field_missing": (_set("launch", _DELETE), "launch", ["missing field"]),

@@ -168,6 +168,50 @@ class Target(ABC):
     def output_bytes(self, case: Case) -> int:
         """Bytes of the output buffers checking ``case`` allocates (see :mod:`..limits`)."""
         return 0
+    # -- domain tiers (docs/CONTRACT.md, "Three domains"; harness/domains.py) -------------
+    #
+    # The production tier is what ``validate(case)`` accepts. The extended tier adds the
+    # inputs the contract's N.4 lists as outside, where the reference's behaviour is still
+    # defined; a target without one keeps the defaults below (its extended tier is its
+    # production tier).
+
+    extended_features: Mapping[str, str] = {}
+    """Edge name -> one-line description; :meth:`extended_features_of` returns a subset."""
+
+    def validate_extended(self, case: Case) -> None:
+        """Raise :class:`ContractViolation` when ``case`` is outside the extended tier (which
+        holds the production tier)."""
+        self.validate(case)
+
+    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        """Cases of the extended tier (mostly edges, some production cases)."""
+        return self.strategy(scale)
+
+    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        """One case of the extended tier drawn with NumPy alone (bulk mode)."""
+        return self.random_case(rng, scale)
+
+    def extended_features_of(self, case: Case) -> frozenset[str]:
+        """The edges of the extended tier that ``case`` exercises (empty for production)."""
+        return frozenset()
+
+    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
+        """Smaller variants of an extended-tier case, on top of :meth:`shrink_candidates`."""
+        return iter(())
+
+    def tier_of(self, case: Case, domain: str = "production") -> str:
+        """``"production"`` when :meth:`validate` accepts ``case``; ``"extended"`` when the
+        domain is ``"extended"`` and :meth:`validate_extended` accepts it. Otherwise raise the
+        production tier's :class:`ContractViolation` (or the extended tier's, naming its rule,
+        when the domain is ``"extended"``)."""
+        try:
+            self.validate(case)
+            return "production"
+        except ContractViolation:
+            if domain != "extended":
+                raise
+        self.validate_extended(case)
+        return "extended"
 
 
 OracleFn = Callable[..., None]

@@ -33,6 +33,7 @@ from ..strategies import (
     random_shape,
     request_counts,
 )
+from . import copy_and_expand_edges as edges
 from .base import ContractViolation, TritonTarget
 
 I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)
@@ -192,7 +193,9 @@ class CopyAndExpand(TritonTarget):
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
+    def validate(self, case: Case, tier: str = "production") -> None:
+        if tier == "extended":
+            return self.validate_extended(case)
         a, s = case.arrays, case.scalars
         for name, dtype in self.inputs.items():
             if name not in a:
@@ -315,7 +318,7 @@ class CopyAndExpand(TritonTarget):
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         lay = _Layout(case)
         T = len(case.arrays["target_token_ids"])
-        n_out = max(int(lay.out_start[-1] + lay.total[-1]), 0)
+        n_out = max(int(lay.out_start[-1] + lay.total[-1]), int((lay.out_start + np.maximum(lay.total, 0)).max()), 0)
         pos_dtype = case.arrays["target_positions"].dtype
         return {
             "out_input_ids": (I32, (n_out,)),
@@ -345,7 +348,8 @@ class CopyAndExpand(TritonTarget):
         )
 
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
-        oracle(**case.arrays, **case.scalars, **outputs)
+        lay = _Layout(case)
+        oracle(**case.arrays, **case.scalars, **outputs, slots_per_request=lay.blocks * lay.block)
 
     def split_requests(self, case: Case) -> list[dict[str, Any]]:
         return _requests(case)
@@ -383,6 +387,28 @@ class CopyAndExpand(TritonTarget):
                 return r, f"hidden-state map j={j} (must stay untouched without shift)"
             return r, f"hidden-state map j={j}"
         return None, array
+
+    # -- extended tier (docs/CONTRACT.md §1.4): copy_and_expand_edges.py -------------
+
+    extended_features = edges.FEATURES
+
+    def validate_extended(self, case: Case) -> None:
+        try:
+            self.validate(case)
+        except ContractViolation:
+            edges.validate(case, dict(self.inputs))
+
+    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        return edges.strategy(scale)
+
+    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        return edges.random_case(rng, scale)
+
+    def extended_features_of(self, case: Case) -> frozenset[str]:
+        return edges.features_of(case)
+
+    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
+        return edges.shrink_candidates(case)
 
 
 def _build(
@@ -549,13 +575,13 @@ def _moves(case: Case) -> Iterator[Case]:
         yield case.replace(launch={"num_blocks": None})
     if sum(1 for q in reqs if q["rejected"]) > 1:
         yield _rebuild(case, [{**q, "rejected": 0} for q in reqs])
-    T = int(case.scalars["total_input_tokens"])
     tokens = np.concatenate([q["tokens"] for q in reqs])
+    T = len(tokens)  # = total_input_tokens in the production tier
     for plain in (np.zeros(T, np.int32), np.ones(T, np.int32), np.arange(1, T + 1, dtype=np.int32)):
         if np.array_equal(tokens, plain):
             break  # as plain as the ones before it allow
         yield _rebuild(case, _with_tokens(reqs, plain, [0 if plain[0] == 0 else 1] * len(reqs)))
-    for starts in (np.zeros(len(reqs), np.int64), np.array([q["positions"][0] for q in reqs], np.int64)):
+    for starts in (np.zeros(len(reqs), np.int64), np.array([q["positions"][0] if len(q["positions"]) else 0 for q in reqs], np.int64)):
         consecutive = [{**q, "positions": positions_from_starts(starts[r : r + 1], [len(q["positions"])])}
                        for r, q in enumerate(reqs)]
         if any(not np.array_equal(q["positions"], c["positions"]) for q, c in zip(reqs, consecutive, strict=True)):

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from ..case import Case
 from ..compare import Difference
 from ..strategies import MAX_NUM_SEQS, SPEC_TOKENS, Scale, Shape, draw_shape, random_shape
+from . import draft_config_edges as edges
 from .base import ContractViolation, Outcome
 from .pyfunc import CHANGED, MUTATED, RESULT, UNCHANGED, PythonFunctionTarget, StandInGap
 
@@ -128,7 +129,7 @@ def build_config(case: Case, types: Any) -> Any:
             method=get("spec.method"),
             num_speculative_tokens=get("spec.num_speculative_tokens"),
             model=draft_model.model,
-            draft_model_config=draft_model,
+            draft_model_config=draft_model if s.get(edges.KEY, True) else None,
             draft_parallel_config=draft_parallel,
             draft_tensor_parallel_size=draft_parallel.tensor_parallel_size,
             parallel_drafting=get("spec.parallel_drafting"),
@@ -263,7 +264,9 @@ class DraftConfig(PythonFunctionTarget):
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
+    def validate(self, case: Case, tier: str = "production") -> None:
+        if tier == "extended":
+            return self.validate_extended(case)
         if case.arrays:
             raise ContractViolation(f"arrays.{next(iter(case.arrays))}", "this function takes no arrays")
         for key, enc in SCALARS.items():
@@ -377,6 +380,25 @@ class DraftConfig(PythonFunctionTarget):
             if s[key] != plain:
                 yield case.replace(scalars={key: plain})
 
+    # -- extended tier (docs/CONTRACT.md §5.4): draft_config_edges.py ----------------
+
+    extended_features = edges.FEATURES
+
+    def validate_extended(self, case: Case) -> None:
+        edges.validate(case, self.validate)
+
+    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        return edges.strategy(self.strategy(scale))
+
+    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        return edges.random_case(self.random_case, rng, scale)
+
+    def extended_features_of(self, case: Case) -> frozenset[str]:
+        return edges.features_of(case)
+
+    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
+        return edges.shrink_candidates(case)
+
 
 def _rule(enc: Any) -> str:
     if isinstance(enc, tuple) and enc[0] == "optional":
@@ -396,6 +418,8 @@ def _direct(case: Case) -> dict[str, Any] | None:
     out: dict[str, Any] = {"quant_config": None}
     for f, enc in MODEL_FIELDS.items():
         out[f"model_config.{f}"] = _decode(enc, s[f"draft_model.{f}"])
+    if not s.get(edges.KEY, True):
+        out = {k: v for k, v in out.items() if not k.startswith("model_config.")} | {"model_config": None}
     for f, enc in PARALLEL_FIELDS.items():
         out[f"parallel_config.{f}"] = _decode(enc, s[f"draft_parallel.{f}" if f != "rank" else "target_parallel.rank"])
     out["cache_config.block_size"] = s["cache.block_size"]

@@ -41,6 +41,7 @@ from ..strategies import (
     query_start_loc_from,
     random_shape,
 )
+from . import extend_all_queries_edges as edges
 from .base import ContractViolation, Outcome
 from .pyfunc import (
     CHANGED,
@@ -92,7 +93,7 @@ def build_metadata(case: Case, device: str, cls: type) -> Any:
     qsl, seq = a["query_start_loc"], a["seq_lens"]
     values: dict[str, Any] = {
         "query_start_loc": _tensor(qsl, dev),
-        "query_start_loc_cpu": _tensor(qsl, "cpu"),
+        "query_start_loc_cpu": _tensor(a.get("query_start_loc_cpu", qsl), "cpu"),
         "seq_lens": _tensor(seq, dev),
         "num_reqs": s["num_reqs"],
         "num_actual_tokens": s["num_actual_tokens"],
@@ -213,8 +214,12 @@ class ExtendAllQueries(PythonFunctionTarget):
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
+    def validate(self, case: Case, tier: str = "production") -> None:
+        if tier == "extended":
+            return self.validate_extended(case)
         a, s = case.arrays, case.scalars
+        if set(a) - set(ARRAYS):
+            raise ContractViolation(f"arrays.{sorted(set(a) - set(ARRAYS))[0]}", "is not an input of this target (production tier)")
         for name, (dtype, ndim) in ARRAYS.items():
             if name not in a:
                 raise ContractViolation(f"arrays.{name}", "is required")
@@ -309,6 +314,8 @@ class ExtendAllQueries(PythonFunctionTarget):
             max_seq_len=s["max_seq_len"],
             n=s["N"],
             new_slot_mapping=a["new_slot_mapping"].copy(),
+            arange=a["arange"].copy(),
+            query_start_loc_cpu=a["query_start_loc_cpu"].copy() if "query_start_loc_cpu" in a else None,
         )
         return {name: oracle(**args) for name, oracle in self.oracles.items()}
 
@@ -409,6 +416,28 @@ class ExtendAllQueries(PythonFunctionTarget):
         for name, plain in (("optional_fields", False), ("device_copies_on_device", True), ("causal", True)):
             if s[name] != plain:
                 yield case.replace(scalars={name: plain})
+
+    # -- extended tier (docs/CONTRACT.md §4.4): extend_all_queries_edges.py ----------
+
+    extended_features = edges.FEATURES
+
+    def validate_extended(self, case: Case) -> None:
+        try:
+            self.validate(case)
+        except ContractViolation:
+            edges.validate(case, dict(ARRAYS))
+
+    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        return edges.strategy(scale)
+
+    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        return edges.random_case(rng, scale)
+
+    def extended_features_of(self, case: Case) -> frozenset[str]:
+        return edges.features_of(case)
+
+    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
+        return edges.shrink_candidates(case)
 
 
 _PER_REQUEST = frozenset({"query_start_loc", "query_start_loc_cpu", "seq_lens"})

@@ -21,6 +21,7 @@ from ..strategies import (
     random_shape,
     request_counts,
 )
+from . import prepare_inputs_padded_edges as edges
 from .base import ContractViolation, TritonTarget, Variant
 
 I32 = np.dtype(np.int32)
@@ -92,7 +93,9 @@ class PrepareInputsPadded(TritonTarget):
         grid = None if rng.random() < 0.7 else R + int(rng.integers(1, 5))
         return _build(drafts, valid, extra, grid)
 
-    def validate(self, case: Case) -> None:
+    def validate(self, case: Case, tier: str = "production") -> None:
+        if tier == "extended":
+            return self.validate_extended(case)
         a = case.arrays
         for name, dtype in self.inputs.items():
             if name not in a:
@@ -199,6 +202,28 @@ class PrepareInputsPadded(TritonTarget):
                 half = dr // 2
                 valid = min(vr, half + 1) if half else min(vr, 1)
                 yield self.join_requests(case, reqs[:r] + [(half, valid, er)] + reqs[r + 1 :])
+
+    # -- extended tier (docs/CONTRACT.md §2.4): prepare_inputs_padded_edges.py --------
+
+    extended_features = edges.FEATURES
+
+    def validate_extended(self, case: Case) -> None:
+        try:
+            self.validate(case)
+        except ContractViolation:
+            edges.validate(case, dict(self.inputs))
+
+    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        return edges.strategy(scale)
+
+    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        return edges.random_case(rng, scale)
+
+    def extended_features_of(self, case: Case) -> frozenset[str]:
+        return edges.features_of(case)
+
+    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
+        return edges.shrink_candidates(case)
 
 
 def _build(drafts: list[int], valid: list[int], extra: list[int], grid: int | None) -> Case:

@@ -25,6 +25,7 @@ from ..strategies import (
     random_shape,
     request_counts,
 )
+from . import prepare_next_token_padded_edges as edges
 from .base import ContractViolation, TritonTarget
 
 I32, BOOL = np.dtype(np.int32), np.dtype(np.bool_)
@@ -110,7 +111,9 @@ class PrepareNextTokenPadded(TritonTarget):
         grid = None if rng.random() < 0.7 else R + int(rng.integers(1, 5))
         return _build(rows.astype(np.int32), discard, backup, vocab, S, block, grid)
 
-    def validate(self, case: Case) -> None:
+    def validate(self, case: Case, tier: str = "production") -> None:
+        if tier == "extended":
+            return self.validate_extended(case)
         a, s = case.arrays, case.scalars
         for name, dtype in self.inputs.items():
             if name not in a:
@@ -246,6 +249,28 @@ class PrepareNextTokenPadded(TritonTarget):
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
         disc = bool(case.arrays["discard_request_mask"][index])
         return index, "discarded request" if disc else "kept request"
+
+    # -- extended tier (docs/CONTRACT.md §3.4): prepare_next_token_padded_edges.py ----
+
+    extended_features = edges.FEATURES
+
+    def validate_extended(self, case: Case) -> None:
+        try:
+            self.validate(case)
+        except ContractViolation:
+            edges.validate(case, dict(self.inputs))
+
+    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        return edges.strategy(scale)
+
+    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        return edges.random_case(rng, scale)
+
+    def extended_features_of(self, case: Case) -> frozenset[str]:
+        return edges.features_of(case)
+
+    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
+        return edges.shrink_candidates(case)
 
 
 def _subset(

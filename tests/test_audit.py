@@ -1,0 +1,109 @@
+"""``eaglefuzz audit``: the properties, the search over both tiers, the hazards' reachability."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from eaglefuzz.harness import cli
+from eaglefuzz.harness.audit import audit_target, observe, size_key
+from eaglefuzz.harness.audit_properties import PROPERTIES
+from eaglefuzz.harness.case import Case
+from eaglefuzz.harness.exitcodes import EXIT_EDGE, EXIT_OK
+from eaglefuzz.harness.sources import implementations_for
+from eaglefuzz.harness.sources.bundled import BundledSource
+from eaglefuzz.harness.targets import TARGETS
+
+pytestmark = pytest.mark.kernel
+
+PI, NT, CE = "eagle_prepare_inputs_padded_kernel", "eagle_prepare_next_token_padded_kernel", "copy_and_expand_eagle_inputs_kernel"
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return implementations_for(BundledSource())
+
+
+def _prop(target: str, name: str):
+    return next(p for p in PROPERTIES[target] if p.name == name)
+
+
+def _pi(cu: list[int], valid: list[int], qsl: list[int]) -> Case:
+    return Case(PI, {
+        "cu_num_draft_tokens": np.array(cu, dtype=np.int32),
+        "valid_sampled_tokens_count": np.array(valid, dtype=np.int32),
+        "query_start_loc": np.array(qsl, dtype=np.int32),
+    }, {"num_reqs": len(cu)}, {"grid_size": None})
+
+
+def test_properties_name_targets():
+    assert set(PROPERTIES) <= set(TARGETS)
+    assert {CE, PI, NT, "extend_all_queries_by_N", "create_vllm_config_for_draft_model"} <= set(PROPERTIES)
+
+
+def test_index_to_sample_property(ref, backend):
+    prop = _prop(PI, "index_to_sample_in_request")
+    ok = _pi([3], [2], [0, 4])  # production: 3 drafts, one accepted
+    assert prop.check(ok, observe(PI, ok, ref[PI], backend.device)) is None
+    discarded = _pi([3], [0], [0, 4])  # a discarded request with drafts: rejected = d + 1
+    detail = prop.check(discarded, observe(PI, discarded, ref[PI], backend.device))
+    assert detail == "token_indices_to_sample[0] = -1, outside request 0's tokens [0, 4)"
+
+
+def test_observe_tells_written_from_untouched(ref, backend):
+    """P = 0 with shift: the grid covers max_query_len - 1 slots, so the map's last entry of
+    the longest request stays unwritten (docs/CONTRACT.md §1.4)."""
+    case = Case(CE, {
+        "target_token_ids": np.array([7, 8], dtype=np.int32),
+        "target_positions": np.array([0, 1], dtype=np.int64),
+        "next_token_ids": np.array([9], dtype=np.int32),
+        "query_start_loc": np.array([0, 2], dtype=np.int32),
+        "query_end_loc": np.array([1], dtype=np.int32),
+    }, {"padding_token_id": 0, "parallel_drafting_token_id": 0, "total_input_tokens": 2,
+        "num_padding_slots_per_request": 0, "shift_input_ids": True}, {"block_size_tokens": None, "num_blocks": None})
+    o = observe(CE, case, ref[CE], backend.device)
+    assert o.error is None and o.written["out_hidden_state_mapping"].tolist() == [True, False]
+    assert o.out["out_input_ids"].tolist() == [8] and not any(o.stray.values())
+    assert _prop(CE, "hidden_map_injective_in_request").check(case, o) == \
+        "out_hidden_state_mapping[1] (request 0) is never written"
+
+
+def test_audit_of_prepare_inputs_padded(ref, backend):
+    result = audit_target(PI, ref[PI], backend.device, examples=10)
+    assert result.errors == 0 and set(result.searched) == {"production", "extended"}
+    found = {h.prop.name: h for h in result.hazards}
+    assert {"index_to_sample_in_request", "rejected_within_drafts"} <= set(found)
+    assert "index_matches_rejected" in result.holds
+    h = found["index_to_sample_in_request"]
+    assert not h.reachable_in_production and h.tier == "extended"
+    assert h.case.scalars["num_reqs"] == 1, f"not minimal: {h.case}"
+    assert "production can reach it: no" in h.report()
+
+
+def test_a_hazard_reachable_in_production(ref, backend):
+    """A kept request can get valid_sampled_tokens_count = 0 in the production tier (no id
+    below vocab_size): prepare_inputs_padded's contract assumes >= 1 for a request with drafts."""
+    result = audit_target(NT, ref[NT], backend.device, examples=10)
+    found = {h.prop.name: h for h in result.hazards}
+    h = found["kept_request_has_valid_token"]
+    assert h.reachable_in_production and h.tier == "production"
+    assert size_key(h.case)[0] <= 4, f"not minimal: {h.case}"
+    assert "next_token_in_vocab" not in found or not found["next_token_in_vocab"].reachable_in_production
+
+
+def test_audit_command(capsys, backend):
+    be = "cuda" if backend.compiled else "interpreter"
+    args = ["audit", "--kernel", PI, "--examples", "5", "--backend", be]
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*args, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert exc.value.code == EXIT_OK
+    hazards = doc["targets"][PI]["hazards"]
+    assert hazards and all(not h["reachable_in_production"] for h in hazards)
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*args, "--strict"])
+    out = capsys.readouterr().out
+    assert exc.value.code == EXIT_EDGE, out
+    assert "hazard: eagle_prepare_inputs_padded_kernel: index_to_sample_in_request" in out

@@ -1,0 +1,259 @@
+"""Domain tiers: the extended tier, edge divergences, their exit code and their corpus files.
+
+The headline case: a fork-style kernel that differs from the reference only on empty requests
+(a ``query_start_loc`` that repeats, which vLLM never produces) is clean in the production
+tier and reported as an edge divergence, apart from contract violations, in the extended tier.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import Phase, given, settings
+from hypothesis import seed as hseed
+
+from eaglefuzz.harness import cli
+from eaglefuzz.harness.case import Case
+from eaglefuzz.harness.check import check_case
+from eaglefuzz.harness.corpus import CORPUS_DIR, encode, load_entry, save_case
+from eaglefuzz.harness.domains import shrink_candidates_for
+from eaglefuzz.harness.errors import UserError
+from eaglefuzz.harness.exitcodes import (
+    EXIT_EDGE,
+    EXIT_FINDINGS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    findings_exit,
+)
+from eaglefuzz.harness.fuzz import bulk_fuzz_target
+from eaglefuzz.harness.sources import implementations_for
+from eaglefuzz.harness.sources.bundled import BundledSource
+from eaglefuzz.harness.sources.file import FileSource
+from eaglefuzz.harness.strategies import Scale, derive_seed
+from eaglefuzz.harness.targets import TARGETS, ContractViolation
+from eaglefuzz.harness.targets.base import TritonTarget
+
+PI = "eagle_prepare_inputs_padded_kernel"
+SMALL = Scale(max_requests=6, request_tail=8, max_query_len=16, max_programs=64)
+BULK, DRAWN = 90, 90
+
+FORK_EDIT = (
+    """\
+    index_to_sample = q_last_tok_idx - num_rejected_tokens
+""",
+    """\
+    # fork: an empty request (no token) samples at its own start, not at the previous
+    # request's last token
+    q_first_tok_idx = tl.load(query_start_loc_gpu_ptr + req_idx)
+    q_last_tok_idx = tl.where(q_last_tok_idx < q_first_tok_idx, q_first_tok_idx, q_last_tok_idx)
+    index_to_sample = q_last_tok_idx - num_rejected_tokens
+""",
+)
+
+
+@pytest.fixture(scope="module")
+def fork(mutants, tmp_path_factory) -> Path:
+    """The fork as a ``--kernels`` file: the production kernel with :data:`FORK_EDIT`."""
+    m = mutants.Mutant("fork_empty_request_own_start", PI,
+                       "FORK: an empty request samples at its own start (qs), not at qs - 1", (FORK_EDIT,))
+    return mutants.write(m, tmp_path_factory.mktemp("forks"))
+
+
+def _empty_request_case() -> Case:
+    return Case(PI, {
+        "cu_num_draft_tokens": np.array([0, 0], dtype=np.int32),
+        "valid_sampled_tokens_count": np.array([1, 1], dtype=np.int32),
+        "query_start_loc": np.array([0, 0, 2], dtype=np.int32),
+    }, {"num_reqs": 2}, {"grid_size": None})
+
+
+# -- the fork ---------------------------------------------------------------------------
+
+
+@pytest.mark.kernel
+def test_fork_is_clean_in_production_and_an_edge_divergence_in_extended(fork, backend, warm_oracles):
+    impls = implementations_for(FileSource(fork))
+    # Production: fuzzing and the whole production corpus of the kernel find nothing.
+    stats = bulk_fuzz_target(PI, impls, backend.device, SMALL, seed=derive_seed(0, "fork"), examples=30)
+    assert not stats.findings, stats.findings[0].report()
+    assert stats.tiers == {"production": 30}
+    for f in sorted((CORPUS_DIR / PI).glob("*.json")):
+        entry = load_entry(f)
+        assert check_case(entry.case, impls, backend.device, domain=entry.tier) is None, f
+    # Extended: an edge divergence, shrunk, with its tier; not a contract violation.
+    stats = bulk_fuzz_target(PI, impls, backend.device, SMALL, seed=derive_seed(0, "fork"), examples=40,
+                             domain="extended")
+    assert [f.kind for f in stats.findings] == ["edge divergence"], [f.report() for f in stats.findings]
+    (finding,) = stats.findings
+    assert finding.tier == "extended" and finding.is_edge and not stats.contract_findings
+    assert "empty_request" in TARGETS[PI].extended_features_of(finding.case)
+    assert np.any(np.diff(finding.case.arrays["query_start_loc"]) == 0), "the shrunk case has an empty request"
+    assert finding.case.scalars["num_reqs"] <= 2, f"not shrunk: {finding.case}"
+    assert "tier: extended" in finding.report() and "edges: " in finding.report()
+    assert stats.tiers["production"] > stats.tiers["extended"], "after an edge divergence, production cases only"
+    # The same case is no finding against the reference: the oracles model it there.
+    bundled = implementations_for(BundledSource(), [PI])
+    assert check_case(finding.case, bundled, backend.device, domain="extended") is None
+    # A hand-written empty request: the fork differs exactly there.
+    mine = check_case(_empty_request_case(), impls, backend.device, domain="extended")
+    assert mine is not None and [d.array for d in mine.outcome.differences] == ["token_indices_to_sample"]
+
+
+def _cli(capsys, *args: str) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(list(args))
+    return exc.value.code, capsys.readouterr().out
+
+
+@pytest.mark.kernel
+def test_exit_codes_and_the_corpus_file_of_an_edge_divergence(fork, backend, tmp_path, capsys, warm_oracles):
+    be = "cuda" if backend.compiled else "interpreter"
+    base = ["fuzz", "--kernels", str(fork), "--kernel", PI, "--mode", "bulk", "--examples", "12", "--json",
+            "--no-isolate", "--backend", be, "--corpus", str(tmp_path)]
+    code, out = _cli(capsys, *base)
+    assert code == EXIT_OK, out
+    code, out = _cli(capsys, *base, "--domain", "extended")
+    assert code == EXIT_EDGE, out
+    report = json.loads(out)
+    assert report["domain"] == "extended"
+    t = report["targets"][PI]
+    assert t["findings"] == [] and len(t["edge_divergences"]) == 1
+    (edge,) = t["edge_divergences"]
+    assert edge["kind"] == "edge divergence" and edge["tier"] == "extended"
+    entry = load_entry(edge["file"])
+    assert entry.schema == 2 and entry.tier == "extended"
+    assert json.loads(Path(edge["file"]).read_text())["tier"] == "extended"
+    # Replayed: still an edge divergence against the fork, nothing against the reference.
+    code, out = _cli(capsys, "replay", edge["file"], "--kernels", str(fork), "--no-isolate", "--backend", be)
+    assert code == EXIT_EDGE and "edge divergence" in out, out
+    code, out = _cli(capsys, "replay", edge["file"], "--no-isolate", "--backend", be)
+    assert code == EXIT_OK, out
+
+
+def test_findings_exit():
+    edge = "edge divergence"
+    assert EXIT_EDGE == 4
+    assert findings_exit([]) == EXIT_OK
+    assert findings_exit([], None, True) == EXIT_INTERRUPTED
+    assert findings_exit([edge]) == EXIT_EDGE
+    assert findings_exit([edge, "difference"]) == EXIT_FINDINGS
+    assert findings_exit(["crash"], None, True) == EXIT_FINDINGS
+    assert findings_exit(["oracle disagreement"]) == EXIT_FINDINGS
+
+
+# -- tiers and the corpus ---------------------------------------------------------------
+
+
+def test_tier_of_and_the_domain_of_check_case():
+    target = TARGETS[PI]
+    case = _empty_request_case()
+    assert target.tier_of(case, "extended") == "extended"
+    with pytest.raises(ContractViolation):
+        target.tier_of(case)  # the production domain refuses it
+    with pytest.raises(ContractViolation):
+        target.validate(case)
+    target.validate(case, "extended")
+    plain = case.replace(arrays={"query_start_loc": np.array([0, 1, 2], dtype=np.int32)})
+    assert target.tier_of(plain, "extended") == "production"
+    beyond = case.replace(arrays={"query_start_loc": np.array([0, 2, 1], dtype=np.int32)})
+    with pytest.raises(ContractViolation, match="never decrease"):
+        target.tier_of(beyond, "extended")
+
+
+def test_schema_1_files_load_as_production():
+    old = [p for p in sorted(CORPUS_DIR.rglob("*.json")) if json.loads(p.read_text())["schema"] == 1]
+    assert old, "the seed corpus is schema 1"
+    for p in old[:20]:
+        entry = load_entry(p)
+        assert entry.schema == 1 and entry.tier == "production"
+
+
+def test_the_tier_is_stored_and_checked(tmp_path):
+    case = _empty_request_case()
+    path = save_case(case, tmp_path)
+    doc = json.loads(path.read_text())
+    assert doc["schema"] == 2 and doc["tier"] == "extended"
+    entry = load_entry(path)
+    assert entry.tier == "extended" and entry.case == case
+    # The name does not depend on the tier or the schema.
+    assert path.stem in {p.stem for p in tmp_path.rglob("*.json")}
+    # The same case claimed as production, or written as schema 1: one line naming the rule.
+    for text in (encode(case, tier="production"), encode(case, schema=1)):
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        with pytest.raises(UserError) as info:
+            load_entry(bad)
+        msg = str(info.value)
+        assert "\n" not in msg and "arrays.query_start_loc" in msg and "increase strictly" in msg, msg
+    prod = _empty_request_case().replace(arrays={"query_start_loc": np.array([0, 1, 2], dtype=np.int32)})
+    assert json.loads(save_case(prod, tmp_path).read_text())["tier"] == "production"
+
+
+# -- the extended tier of every target, without kernels ----------------------------------
+
+
+EXTENDED = sorted(n for n, t in TARGETS.items() if t.extended_features)
+"""The targets with an extended tier (a target without one has its production tier only)."""
+
+
+def test_the_original_targets_have_an_extended_tier():
+    assert {"copy_and_expand_eagle_inputs_kernel", PI, "eagle_prepare_next_token_padded_kernel",
+            "extend_all_queries_by_N", "create_vllm_config_for_draft_model"} <= set(EXTENDED)
+
+
+@pytest.mark.parametrize("name", EXTENDED)
+def test_extended_generators_reach_every_edge(name, fuzz_seed, warm_oracles):
+    target = TARGETS[name]
+    reached: set[str] = set()
+    rng = np.random.default_rng(derive_seed(fuzz_seed, "edges-bulk", name))
+    for i in range(BULK):
+        case = target.extended_case(rng, SMALL)
+        if target.tier_of(case, "extended") == "extended":
+            reached |= target.extended_features_of(case)
+            if i < BULK // 3:
+                assert target.oracle_check(case) == [], case
+    missed = sorted(set(target.extended_features) - reached)
+    assert not missed, f"{BULK} bulk extended cases of {name} never reach {missed}"
+
+    drawn: set[str] = set()
+
+    @settings(max_examples=DRAWN, phases=[Phase.generate], database=None, deadline=None)
+    @hseed(derive_seed(fuzz_seed, "edges-strategy", name))
+    @given(target.extended_strategy(SMALL))
+    def collect(case: Case) -> None:
+        if target.tier_of(case, "extended") == "extended":
+            drawn.update(target.extended_features_of(case))
+
+    collect()
+    missed = sorted(set(target.extended_features) - drawn)
+    assert not missed, f"{DRAWN} extended strategy cases of {name} never reach {missed}"
+    assert reached <= set(target.extended_features) and drawn <= set(target.extended_features)
+
+
+@pytest.mark.parametrize("name", EXTENDED)
+def test_shrink_moves_apply_to_edge_cases(name):
+    target = TARGETS[name]
+    rng = np.random.default_rng(derive_seed(0, "edges-shrink", name))
+    for _ in range(20):
+        case = target.extended_case(rng, SMALL)
+        if target.tier_of(case, "extended") != "extended":
+            continue
+        moves = list(target.shrink_candidates(case)) + list(target.extended_shrink_candidates(case))
+        assert len(list(shrink_candidates_for(target, case, "extended"))) == len(moves)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("name", EXTENDED)
+def test_the_reference_agrees_with_the_oracles_in_the_extended_tier(name, backend, warm_oracles):
+    """The bundled production copy is the reference: the oracles model it at the edges too."""
+    target = TARGETS[name]
+    impls = implementations_for(BundledSource(), [name])
+    rng = np.random.default_rng(derive_seed(0, "edges-reference", name))
+    n = 12 if isinstance(target, TritonTarget) else 60
+    for _ in range(n):
+        case = target.extended_case(rng, SMALL)
+        finding = check_case(case, impls, backend.device, domain="extended")
+        assert finding is None, finding.report()
