@@ -71,7 +71,7 @@ def _rule(case: Case) -> bool:
 def fake_check(monkeypatch):
     calls = {"n": 0}
 
-    def fake(case, impls, device, journal=None):  # noqa: ANN001
+    def fake(case, impls, device, journal=None, domain="production"):  # noqa: ANN001
         calls["n"] += 1
         return _finding(case) if _rule(case) else None
 
