@@ -287,7 +287,7 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
             print(f"{n}: a case {'hung' if t['fault'] == 'hang' else 'killed the worker'}; its counts are "
                   "lost, the run went on with the next target", file=out)
             continue
-        if t["features_missed"]:
+        if t["features_missed"] and not t["findings"]:  # a finding stops the target's run early
             print(f"coverage note: {n} did not reach {', '.join(t['features_missed'])} in this run "
                   "(not an error; more examples or --mode bulk reach them)", file=out)
         if extended and t.get("edges_missed"):

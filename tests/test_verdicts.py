@@ -72,9 +72,12 @@ def test_says_what_was_tested(found):
     assert list(doc["targets"]) == [CE]
     assert doc["source"] == f"file {bug}"
     assert doc["targets"][CE]["implementation"] == f"{bug}::{CE} (your file)"
-    (note,) = [ln for ln in proc.stderr.splitlines() if "does not define" in ln]
+    older, newer = [ln for ln in proc.stderr.splitlines() if "does not define" in ln]
     for other in ("eagle_prepare_inputs_padded_kernel", "extend_all_queries_by_N", "create_vllm_config_for_draft_model"):
-        assert other in note
+        assert other in older and "bundled production copy" in older
+    # the targets newer than the bundled copy: no bundled copy to fall back on, vLLM's own then
+    for other in ("eagle_step_slot_mapping_metadata_kernel", "compute_new_slot_mapping"):
+        assert other in newer and "--vllm-version" in newer and other not in older
     (finding,) = doc["targets"][CE]["findings"]
     assert f"tested: {bug}::{CE} (your file)" in finding["report"]
     # Without a terminal: a progress line now and then.

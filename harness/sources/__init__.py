@@ -150,8 +150,16 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
     if names is None:
         absent = [n for n in TARGETS if n not in funcs]
         if absent and isinstance(source, file.FileSource):
-            notes.append(f"{source.path} does not define {', '.join(absent)}: not tested "
-                         f"(name one with --kernel to test the bundled production copy of it)")
+            in_bundled = set(bundled.BundledSource().load(None).funcs)
+            older = [n for n in absent if n in in_bundled]
+            newer = [n for n in absent if n not in in_bundled]
+            if older:
+                notes.append(f"{source.path} does not define {', '.join(older)}: not tested "
+                             f"(name one with --kernel to test the bundled production copy of it)")
+            if newer:
+                notes.append(f"{source.path} does not define {', '.join(newer)}: not tested (newer vLLM "
+                             f"targets, not in the bundled copy either: --vllm-version X.Y.Z or --vllm test "
+                             f"vLLM's own)")
     else:
         missing = [n for n in names if n not in funcs]
         if missing and isinstance(source, file.FileSource):
