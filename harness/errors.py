@@ -1,4 +1,5 @@
-"""The one exception type for user mistakes: it becomes a one-line message and exit code 2."""
+"""The one exception type for user mistakes (a one-line message and exit code 2), and the one for
+a case outside the contract. Both are light: the supervising process imports them without torch."""
 
 
 class UserError(Exception):
@@ -9,3 +10,12 @@ class UserError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(message.split()))
+
+
+class ContractViolation(ValueError):
+    """A case outside the contract: ``field`` names the offending input, ``rule`` the rule."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(f"{field}: {rule}")
+        self.field = field
+        self.rule = rule

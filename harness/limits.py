@@ -18,8 +18,7 @@ import os
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
-from .errors import UserError
-from .targets import ContractViolation
+from .errors import ContractViolation, UserError
 
 if TYPE_CHECKING:
     from .case import Case

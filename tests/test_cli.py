@@ -162,3 +162,21 @@ def test_interrupted_campaign_keeps_its_finding(tmp_path, seeded_bugs_dir):
     kept = [f["file"] for t in report["targets"].values() for f in t["findings"]]
     assert kept and all(Path(k) in files for k in kept)
     assert run_cli("replay", str(tmp_path), "--kernels", str(bug)).returncode == 1
+
+
+def test_the_supervising_process_imports_no_torch(tmp_path):
+    """Only the worker imports torch and the targets: the supervisor that watches it must not pay
+    for them too (they doubled the time to the first example)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPROFILEIMPORTTIME"}
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "eaglefuzz.harness.cli", "fuzz", "--kernel",
+         "extend_all_queries_by_N", "--examples", "1", "--no-progress", "--corpus", str(tmp_path)],
+        capture_output=True, text=True, env={**env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # -X importtime is the supervisor's alone (its worker starts without it)
+    imported = {ln.rsplit("|", 1)[-1].strip() for ln in proc.stderr.splitlines() if ln.startswith("import time:")}
+    assert "eaglefuzz.harness.supervisor" in imported
+    heavy = sorted(m for m in imported if m.split(".")[0] in {"torch", "triton", "numba", "hypothesis"})
+    assert not heavy, heavy[:10]

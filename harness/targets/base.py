@@ -19,16 +19,8 @@ from hypothesis import strategies as st
 from ..buffers import Guarded, filled, guard_for, pick_sentinel, poison, raw
 from ..case import Case
 from ..compare import Difference, compare_all
+from ..errors import ContractViolation
 from ..strategies import Scale, Shape
-
-
-class ContractViolation(ValueError):
-    """A case outside the contract: ``field`` names the offending input, ``rule`` the rule."""
-
-    def __init__(self, field: str, rule: str) -> None:
-        super().__init__(f"{field}: {rule}")
-        self.field = field
-        self.rule = rule
 
 
 @dataclass
