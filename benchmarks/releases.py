@@ -71,6 +71,13 @@ def run_release(version: str, examples: int, backend: str, findings: Path, kerne
     except UserError as exc:
         return Row(version, time.monotonic() - start, "-", f"cannot fetch: {exc}", 0.0)
     fetch_s = time.monotonic() - start
+    if kernels:  # only those the release defines (naming an absent one is a usage error)
+        from eaglefuzz.harness.sources.vllm import release_module_file
+
+        text = release_module_file(version).read_text()
+        kernels = [k for k in kernels if re.search(rf"^def {re.escape(k)}\b", text, re.M)]
+        if not kernels:
+            return Row(version, fetch_s, "-", "defines none of the targets asked for", 0.0)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     start = time.monotonic()
     proc = subprocess.run(

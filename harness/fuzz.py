@@ -33,7 +33,6 @@ from hypothesis import seed as hseed
 
 from .case import Case
 from .check import DifferenceFound, Finding, check_case
-from .corpus import case_hash
 from .domains import EXTENDED, PRODUCTION, case_for, strategy_for, tier_for_step
 from .journal import Journal
 from .profiles import PROFILES
@@ -88,6 +87,11 @@ class Stats:
         return finding.is_edge and signature(finding) in self.edge_keys
 
 
+
+class _HypothesisShareSpent(BaseException):
+    """Raised in a Hypothesis run once its share of the shrink budget is spent: a BaseException,
+    so that Hypothesis does not take it for a failure of its own and stops at once."""
+
 def hypothesis_chunk(
     name: str,
     impls: Implementations,
@@ -109,20 +113,21 @@ def hypothesis_chunk(
     stats = stats if stats is not None else Stats()
     phases = (Phase.generate, Phase.shrink) if shrink else (Phase.generate,)
     budget = SHRINK_BUDGET if shrink_budget is None else shrink_budget
-    failing: dict[str, Finding] = {}  # every failing case seen, by content
+    latest: list[Finding] = []  # the last failing case: the smallest Hypothesis has accepted
     first_failure: list[float] = []
 
-    @settings(PROFILES["ci"], max_examples=max_examples, database=None, phases=phases)
+    # One finding per run: Hypothesis would otherwise group the failures it tells apart by the
+    # line that raised into an ExceptionGroup.
+    @settings(PROFILES["ci"], max_examples=max_examples, database=None, phases=phases,
+              report_multiple_bugs=False)
     @hseed(seed)
     @given(strategy_for(target, tier, scale))
     def run(case: Case) -> None:
         if first_failure and time.monotonic() - first_failure[0] > budget / 2:
-            # Hypothesis's share of the shrink budget is spent: its remaining candidates count
-            # as passing without running, and its final replay gets the stored finding.
-            known = failing.get(case_hash(case))
-            if known is not None:
-                raise DifferenceFound(known)
-            return
+            # Hypothesis's share of the shrink budget is spent. Its shrinker redraws every
+            # candidate from the strategy (tens of ms for a large batch), so candidates that
+            # merely pass unchecked could still take minutes: end it here.
+            raise _HypothesisShareSpent
         stats.record(name, case, tier)
         finding = check_case(case, impls, device, journal, domain=tier)
         if finding is not None and stats.seen(finding):
@@ -134,18 +139,19 @@ def hypothesis_chunk(
         if finding is not None:
             if not first_failure:
                 first_failure.append(time.monotonic())
-            failing[case_hash(case)] = finding
+            latest[:] = [finding]
             raise DifferenceFound(finding)
 
     try:
         run()
-    except DifferenceFound as exc:
+    except (DifferenceFound, _HypothesisShareSpent) as exc:
         # Hypothesis shrinks the draws; the target's own moves (drop any request, shorten one)
         # then reach what fixed-size draws cannot.
+        found = exc.finding if isinstance(exc, DifferenceFound) else latest[0]
         if not shrink:
-            return exc.finding
+            return found
         left = budget - (time.monotonic() - first_failure[0]) if first_failure else budget
-        return shrink_finding(exc.finding, impls, device, journal=journal, budget_s=max(left, budget / 4))
+        return shrink_finding(found, impls, device, journal=journal, budget_s=max(left, budget / 4))
     return None
 
 
