@@ -23,6 +23,42 @@ from ..errors import ContractViolation
 from ..strategies import Scale, Shape
 
 
+class EdgesInModule:
+    """The extended tier of a target kept in a module of its own (``<target>_edges.py``).
+
+    Put before the target's base class. ``edges`` is that module: it defines ``FEATURES``
+    (edge name -> description), ``validate(case, dtypes)`` (raises :class:`ContractViolation`
+    outside the extended tier), ``strategy(scale)``, ``random_case(rng, scale)``,
+    ``features_of(case)`` and ``shrink_candidates(case)``. ``edge_dtypes`` is what ``validate``
+    checks the arrays against (the target's ``inputs`` unless the class sets it).
+    """
+
+    edges: Any
+    edge_dtypes: Mapping[str, Any] | None = None
+
+    @property
+    def extended_features(self) -> Mapping[str, str]:
+        return self.edges.FEATURES
+
+    def validate_extended(self, case: Case) -> None:
+        try:
+            self.validate(case)  # type: ignore[attr-defined]
+        except ContractViolation:
+            dtypes = self.edge_dtypes if self.edge_dtypes is not None else self.inputs  # type: ignore[attr-defined]
+            self.edges.validate(case, dict(dtypes))
+
+    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        return self.edges.strategy(scale)
+
+    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        return self.edges.random_case(rng, scale)
+
+    def extended_features_of(self, case: Case) -> frozenset[str]:
+        return self.edges.features_of(case)
+
+    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
+        return self.edges.shrink_candidates(case)
+
 @dataclass
 class Outcome:
     """What checking one case found.

@@ -34,7 +34,7 @@ from ..strategies import (
     request_counts,
 )
 from . import copy_and_expand_edges as edges
-from .base import ContractViolation, TritonTarget
+from .base import ContractViolation, EdgesInModule, TritonTarget
 
 I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)
 SLOT_OUTPUTS = ("out_input_ids", "out_positions", "out_is_rejected_token_mask", "out_is_masked_token_mask")
@@ -73,7 +73,7 @@ class _Layout:
         self.blocks = self.min_blocks if blocks is None else int(blocks)
 
 
-class CopyAndExpand(TritonTarget):
+class CopyAndExpand(EdgesInModule, TritonTarget):
     name = "copy_and_expand_eagle_inputs_kernel"
     parameters = (
         "target_token_ids_ptr",
@@ -390,25 +390,7 @@ class CopyAndExpand(TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §1.4): copy_and_expand_edges.py -------------
 
-    extended_features = edges.FEATURES
-
-    def validate_extended(self, case: Case) -> None:
-        try:
-            self.validate(case)
-        except ContractViolation:
-            edges.validate(case, dict(self.inputs))
-
-    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return edges.strategy(scale)
-
-    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return edges.random_case(rng, scale)
-
-    def extended_features_of(self, case: Case) -> frozenset[str]:
-        return edges.features_of(case)
-
-    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
-        return edges.shrink_candidates(case)
+    edges = edges
 
 
 def _build(

@@ -42,7 +42,7 @@ from ..strategies import (
     random_shape,
 )
 from . import extend_all_queries_edges as edges
-from .base import ContractViolation, Outcome
+from .base import ContractViolation, EdgesInModule, Outcome
 from .pyfunc import (
     CHANGED,
     MUTATED,
@@ -123,7 +123,7 @@ def build_metadata(case: Case, device: str, cls: type) -> Any:
     return cls(**kwargs)
 
 
-class ExtendAllQueries(PythonFunctionTarget):
+class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
     name = "extend_all_queries_by_N"
     parameters = (
         "common_attn_metadata",
@@ -419,25 +419,8 @@ class ExtendAllQueries(PythonFunctionTarget):
 
     # -- extended tier (docs/CONTRACT.md §4.4): extend_all_queries_edges.py ----------
 
-    extended_features = edges.FEATURES
-
-    def validate_extended(self, case: Case) -> None:
-        try:
-            self.validate(case)
-        except ContractViolation:
-            edges.validate(case, dict(ARRAYS))
-
-    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return edges.strategy(scale)
-
-    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return edges.random_case(rng, scale)
-
-    def extended_features_of(self, case: Case) -> frozenset[str]:
-        return edges.features_of(case)
-
-    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
-        return edges.shrink_candidates(case)
+    edges = edges
+    edge_dtypes = ARRAYS
 
 
 _PER_REQUEST = frozenset({"query_start_loc", "query_start_loc_cpu", "seq_lens"})

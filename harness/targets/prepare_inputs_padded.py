@@ -22,12 +22,12 @@ from ..strategies import (
     request_counts,
 )
 from . import prepare_inputs_padded_edges as edges
-from .base import ContractViolation, TritonTarget, Variant
+from .base import ContractViolation, EdgesInModule, TritonTarget, Variant
 
 I32 = np.dtype(np.int32)
 
 
-class PrepareInputsPadded(TritonTarget):
+class PrepareInputsPadded(EdgesInModule, TritonTarget):
     name = "eagle_prepare_inputs_padded_kernel"
     parameters = (
         "cu_num_draft_tokens_ptr",
@@ -205,25 +205,7 @@ class PrepareInputsPadded(TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §2.4): prepare_inputs_padded_edges.py --------
 
-    extended_features = edges.FEATURES
-
-    def validate_extended(self, case: Case) -> None:
-        try:
-            self.validate(case)
-        except ContractViolation:
-            edges.validate(case, dict(self.inputs))
-
-    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return edges.strategy(scale)
-
-    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return edges.random_case(rng, scale)
-
-    def extended_features_of(self, case: Case) -> frozenset[str]:
-        return edges.features_of(case)
-
-    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
-        return edges.shrink_candidates(case)
+    edges = edges
 
 
 def _build(drafts: list[int], valid: list[int], extra: list[int], grid: int | None) -> Case:

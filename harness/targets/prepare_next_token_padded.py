@@ -26,13 +26,13 @@ from ..strategies import (
     request_counts,
 )
 from . import prepare_next_token_padded_edges as edges
-from .base import ContractViolation, TritonTarget
+from .base import ContractViolation, EdgesInModule, TritonTarget
 
 I32, BOOL = np.dtype(np.int32), np.dtype(np.bool_)
 MAX_SAMPLED = 33
 
 
-class PrepareNextTokenPadded(TritonTarget):
+class PrepareNextTokenPadded(EdgesInModule, TritonTarget):
     name = "eagle_prepare_next_token_padded_kernel"
     parameters = (
         "sampled_token_ids_ptr",
@@ -252,25 +252,7 @@ class PrepareNextTokenPadded(TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §3.4): prepare_next_token_padded_edges.py ----
 
-    extended_features = edges.FEATURES
-
-    def validate_extended(self, case: Case) -> None:
-        try:
-            self.validate(case)
-        except ContractViolation:
-            edges.validate(case, dict(self.inputs))
-
-    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return edges.strategy(scale)
-
-    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return edges.random_case(rng, scale)
-
-    def extended_features_of(self, case: Case) -> frozenset[str]:
-        return edges.features_of(case)
-
-    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
-        return edges.shrink_candidates(case)
+    edges = edges
 
 
 def _subset(
