@@ -149,6 +149,11 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
     funcs, origin, notes = dict(impls.funcs), dict(impls.origin), list(impls.notes)
     if names is None:
         absent = [n for n in TARGETS if n not in funcs]
+        if absent and isinstance(source, bundled.BundledSource):
+            from .vllm import PINNED_RELEASE
+
+            notes.append(f"the bundled copy (the module as of vLLM 0.16-0.18) has no {', '.join(absent)}: "
+                         f"--vllm-version {PINNED_RELEASE} (or --vllm, --kernels FILE) tests vLLM's own")
         if absent and isinstance(source, file.FileSource):
             in_bundled = set(bundled.BundledSource().load(None).funcs)
             older = [n for n in absent if n in in_bundled]
