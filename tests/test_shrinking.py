@@ -119,3 +119,28 @@ def test_the_interpreter_is_sped_up(backend):
     assert interpreter.interpreter_builder.options.sanitize_overflow is False
     assert getattr(interpreter._get_np_dtype, "_eaglefuzz_memo", False)
     assert getattr(interpreter._patch_lang, "_eaglefuzz_memo", False)
+
+
+def test_hypothesis_stops_shrinking_once_its_share_of_the_budget_is_spent(monkeypatch):
+    """Hypothesis's shrinker redraws every candidate from the strategy; past its share of the
+    budget it must stop at once, not go on drawing candidates it no longer checks."""
+    from eaglefuzz.harness import fuzz
+    from eaglefuzz.harness.strategies import INTERPRETER_SCALE
+
+    draws = {"n": 0}
+    real = fuzz.strategy_for
+
+    def counted(target, tier, scale):  # noqa: ANN001, ANN202
+        def count(case):  # noqa: ANN001, ANN202
+            draws["n"] += 1
+            return case
+
+        return real(target, tier, scale).map(count)
+
+    monkeypatch.setattr(fuzz, "strategy_for", counted)
+    monkeypatch.setattr(fuzz, "check_case", lambda case, *a, **k: _finding(case))  # every case fails
+    monkeypatch.setattr(fuzz, "shrink_finding", lambda finding, *a, **k: finding)  # ours: not the point
+    found = fuzz.hypothesis_chunk(PI, Implementations({}, {}), "cpu", INTERPRETER_SCALE, seed=0,
+                                  max_examples=50, shrink_budget=0.0)
+    assert found is not None and found.case.kernel == PI
+    assert draws["n"] <= 3, draws["n"]
