@@ -44,6 +44,12 @@ class Finding:
         return "crash" if self.outcome.crash else "difference"
 
     @property
+    def fatal(self) -> bool:
+        """The implementation left the device unusable (a sticky CUDA error): this process
+        can run no further case, so the finding cannot be shrunk here."""
+        return self.outcome.fatal
+
+    @property
     def is_edge(self) -> bool:
         """An edge divergence: reported apart from contract violations (exit code 4)."""
         return self.kind == "edge divergence"
@@ -154,12 +160,13 @@ def check_case(
         # A signal came while the case ran, and the code under test swallowed the interrupt
         # (or turned it into an error): an interruption, never a finding against it.
         raise KeyboardInterrupt
-        if outcome.fatal:
-            # A sticky CUDA error: every later launch in this process would fail too, and
-            # shrinking here would blame innocent cases. Leave the case in the journal and exit;
-            # the supervisor (CLI) or the xdist controller reports it.
-            journal.abandon(case, f"the device became unusable: {outcome.crash}")
-            os._exit(EXIT_DEVICE_LOST)
+    if outcome.fatal and journal is not None:
+        # A sticky CUDA error: every later launch in this process would fail too, and
+        # shrinking here would blame innocent cases. Leave the case in the journal and exit;
+        # the supervisor (CLI) or the xdist controller reports it. Without a journal the
+        # finding is returned as it is (Finding.fatal): its caller must not run more cases.
+        journal.abandon(case, f"the device became unusable: {outcome.crash}")
+        os._exit(EXIT_DEVICE_LOST)
     return None if outcome.ok else Finding(case, outcome, impls.origin[case.kernel], tier=tier)
 
 

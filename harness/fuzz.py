@@ -140,6 +140,8 @@ def hypothesis_chunk(
             if not first_failure:
                 first_failure.append(time.monotonic())
             latest[:] = [finding]
+            if finding.fatal:  # no case can run after it here, not even Hypothesis's replay
+                raise _HypothesisShareSpent
             raise DifferenceFound(finding)
 
     try:
@@ -148,7 +150,7 @@ def hypothesis_chunk(
         # Hypothesis shrinks the draws; the target's own moves (drop any request, shorten one)
         # then reach what fixed-size draws cannot.
         found = exc.finding if isinstance(exc, DifferenceFound) else latest[0]
-        if not shrink:
+        if not shrink or found.fatal:
             return found
         left = budget - (time.monotonic() - first_failure[0]) if first_failure else budget
         return shrink_finding(found, impls, device, journal=journal, budget_s=max(left, budget / 4))
@@ -177,7 +179,8 @@ def tour_step(
         stats.unshrunk = finding
         if on_progress is not None:
             on_progress(stats)
-        finding = shrink_finding(finding, impls, device, journal=journal) if shrink else finding
+        if shrink and not finding.fatal:
+            finding = shrink_finding(finding, impls, device, journal=journal)
     if on_progress is not None:
         on_progress(stats)
     return finding
@@ -274,7 +277,7 @@ def _loop(
                 stats.edge_keys |= {signature(f) for f in (finding, stats.unshrunk) if f is not None}
             stats.unshrunk = None
         stats.seconds = time.monotonic() - start
-        if finding is not None and stop_on_finding and not finding.is_edge:
+        if finding is not None and (finding.fatal or stop_on_finding and not finding.is_edge):
             break
     stats.seconds = time.monotonic() - start
     return stats
@@ -302,6 +305,11 @@ def shrink_finding(
     :data:`SHRINK_BUDGET`) or ``max_checks`` runs out, the smallest failing case so far is
     returned, with :attr:`Finding.shrink` saying so.
     """
+    if finding.fatal:  # no candidate can run in this process
+        from dataclasses import replace
+
+        return replace(finding, shrink="not shrunk: the device became unusable (a sticky CUDA error); "
+                       "the CLI shrinks such a case in fresh processes")
     from .shrinking import Shrinker
 
     shrinker = Shrinker(finding, impls, device, journal=journal, max_checks=max_checks,

@@ -279,7 +279,7 @@ class _SwallowsInterrupts:
 
 
 @pytest.mark.kernel
-def test_a_signal_is_never_blamed_on_the_kernel_even_when_it_swallows_it():
+def test_a_signal_is_never_blamed_on_the_kernel_even_when_it_swallows_it(backend):
     import threading
 
     from eaglefuzz.harness import interrupts
@@ -300,5 +300,5 @@ def test_a_signal_is_never_blamed_on_the_kernel_even_when_it_swallows_it():
     # the signal belongs to that run: a later check in this process is not interrupted by it
     from eaglefuzz.harness.sources import implementations_for, parse_source
 
-    later = check_case(load_case(CASE), implementations_for(parse_source("bundled")), "cpu")
+    later = check_case(load_case(CASE), implementations_for(parse_source("bundled")), backend.device)
     assert later is None, later.report()

@@ -80,24 +80,48 @@ def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, f
             mutants.module_file(m.module)
         except mutants.ModuleUnavailable as exc:
             pytest.skip(f"{mutant}: {exc}")
-    impls, names = overridden(path)
-    assert names == [mutants.BY_NAME[mutant].target]
-    stats = fuzz_target(
-        names[0], impls, backend.device, scale,
-        seed=derive_seed(fuzz_seed, mutant), examples=BUG_EXAMPLES, shrink=False,
-    )
-    if not stats.findings:
+    seed = derive_seed(fuzz_seed, mutant)
+    if backend.compiled:
+        # A device-side assert leaves the CUDA context unusable for the rest of its process.
+        found = _fuzz_in_child(path, seed)
+    else:
+        impls, names = overridden(path)
+        stats = fuzz_target(names[0], impls, backend.device, scale, seed=seed, examples=BUG_EXAMPLES, shrink=False)
+        f = stats.findings[0] if stats.findings else None
+        found = {
+            "names": names, "examples": stats.examples, "features": sorted(stats.features),
+            "finding": f and {"kind": f.kind, "origin_file": f.origin.file, "report": f.report(),
+                              "features": sorted(TARGETS[names[0]].features_of(f.case))},
+        }
+    assert found["names"] == [mutants.BY_NAME[mutant].target]
+    finding = found["finding"]
+    if finding is None:
         pytest.fail(
-            f"seeded bug not found in {stats.examples} examples: {first_doc_line(path)} ({mutant}); "
-            f"features seen: {', '.join(sorted(stats.features))}"
+            f"seeded bug not found in {found['examples']} examples: {first_doc_line(path)} ({mutant}); "
+            f"features seen: {', '.join(found['features'])}"
         )
-    finding = stats.findings[0]
-    assert finding.kind in ("difference", "crash"), finding.report()
-    assert finding.origin.file == str(path.resolve())
+    assert finding["kind"] in ("difference", "crash"), finding["report"]
+    assert finding["origin_file"] == str(path.resolve())
     extreme = mutants.BY_NAME[mutant].extreme
     if extreme:  # caught by a default run, on a case at that extreme
-        assert stats.examples <= DEFAULT_EXAMPLES, f"{mutant} found only after {stats.examples} examples"
-        assert extreme in TARGETS[names[0]].features_of(finding.case), finding.report()
+        assert found["examples"] <= DEFAULT_EXAMPLES, f"{mutant} found only after {found['examples']} examples"
+        assert extreme in finding["features"], finding["report"]
+
+
+def _fuzz_in_child(path: Path, seed: int) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).parent / "seeded_bugs" / "fuzz_one.py"), str(path), str(seed), str(BUG_EXAMPLES)],
+        capture_output=True, text=True, env=env, timeout=900, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_port_passes(backend, scale, fuzz_seed, warm_oracles):

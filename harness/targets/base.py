@@ -79,6 +79,13 @@ class Outcome:
     def ok(self) -> bool:
         return not (self.differences or self.oracle_disagreements or self.crash or self.hang)
 
+    def crashed(self, exc: BaseException, device: str, context: str = "") -> Outcome:
+        """Record that the run raised ``exc`` (``context`` is added after the exception's
+        name); a CUDA error on a device marks the outcome fatal. Returns ``self``."""
+        self.crash = f"{type(exc).__name__}{context}: {' '.join(str(exc).split())[:500]}"
+        self.fatal = device != "cpu" and "CUDA error" in str(exc)
+        return self
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -403,9 +410,7 @@ class TritonTarget(Target):
                 torch.cuda.synchronize()
             actual = {n: b.read() for n, b in buffers.items()}
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
-            outcome.crash = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
-            outcome.fatal = device != "cpu" and "CUDA error" in str(exc)
-            return outcome
+            return outcome.crashed(exc, device)
         guards = {n: b.guard for n, b in buffers.items()}
         for oname, e in exp.items():
             outcome.differences += compare_all(e, actual, locate=locate, versus=f"{oname} oracle", guards=guards)

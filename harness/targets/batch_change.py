@@ -251,9 +251,7 @@ class BatchChange(PythonFunctionTarget):
                 torch.cuda.synchronize()
             actual = {n: b.read() for n, b in buffers.items()}
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
-            outcome.crash = f"{type(exc).__name__} ({mode} run): {' '.join(str(exc).split())[:500]}"
-            outcome.fatal = device != "cpu" and "CUDA error" in str(exc)
-            return outcome
+            return outcome.crashed(exc, device, f" ({mode} run)")
         t = _Rows(case)
         for n, b in buffers.items():
             if n in INOUT:

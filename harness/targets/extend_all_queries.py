@@ -344,8 +344,7 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
         except StandInGap:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
-            outcome.crash = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
-            return outcome
+            return outcome.crashed(exc, dev)
         outcome.differences += self._compare(cad, result, changed, dev, versus, before)
         for n in names:
             now = getattr(cad, n)

@@ -309,8 +309,7 @@ class NewSlotMapping(PythonFunctionTarget):
             if device != "cpu":
                 torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
-            outcome.crash = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
-            return outcome
+            return outcome.crashed(exc, device)
         if not isinstance(result, torch.Tensor):
             outcome.differences.append(Difference("result", None, "a tensor", describe(result), None, f"{RESULT} (type)", versus))
         elif result.device.type != torch.device(device).type:
