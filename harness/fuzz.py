@@ -150,7 +150,7 @@ def hypothesis_chunk(
         # Hypothesis shrinks the draws; the target's own moves (drop any request, shorten one)
         # then reach what fixed-size draws cannot.
         found = exc.finding if isinstance(exc, DifferenceFound) else latest[0]
-        if not shrink or found.fatal:
+        if not shrink:
             return found
         left = budget - (time.monotonic() - first_failure[0]) if first_failure else budget
         return shrink_finding(found, impls, device, journal=journal, budget_s=max(left, budget / 4))
@@ -179,8 +179,7 @@ def tour_step(
         stats.unshrunk = finding
         if on_progress is not None:
             on_progress(stats)
-        if shrink and not finding.fatal:
-            finding = shrink_finding(finding, impls, device, journal=journal)
+        finding = shrink_finding(finding, impls, device, journal=journal) if shrink else finding
     if on_progress is not None:
         on_progress(stats)
     return finding

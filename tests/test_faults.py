@@ -302,3 +302,48 @@ def test_a_signal_is_never_blamed_on_the_kernel_even_when_it_swallows_it(backend
 
     later = check_case(load_case(CASE), implementations_for(parse_source("bundled")), backend.device)
     assert later is None, later.report()
+
+
+def _lost_device(case, impl, device):  # noqa: ANN001, ANN202 - stands in for Target.check
+    from eaglefuzz.harness.targets.base import Outcome
+
+    return Outcome().crashed(RuntimeError("CUDA error: device-side assert triggered"), "cuda")
+
+
+def _check_with_journal(directory: str) -> None:
+    from eaglefuzz.harness.check import check_case
+    from eaglefuzz.harness.journal import Journal
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+
+    check_case(load_case(CASE), implementations_for(parse_source("bundled"), [PI]), "cpu", Journal(Path(directory)))
+    os._exit(0)  # reached only if the lost device did not end the process
+
+
+@pytest.mark.kernel
+def test_a_lost_device_ends_the_process_with_its_case_journaled(tmp_path, monkeypatch):
+    """A sticky CUDA error (faked here: no GPU needed): with a journal the process exits at once
+    with EXIT_DEVICE_LOST and leaves the case and why; without one the finding comes back
+    unshrunk and the run draws no further case."""
+    import multiprocessing
+
+    from eaglefuzz.harness.exitcodes import EXIT_DEVICE_LOST
+    from eaglefuzz.harness.fuzz import fuzz_target
+    from eaglefuzz.harness.journal import orphans
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+    from eaglefuzz.harness.strategies import INTERPRETER_SCALE
+    from eaglefuzz.harness.targets import TARGETS
+
+    monkeypatch.setattr(TARGETS[PI], "check", _lost_device)
+    proc = multiprocessing.get_context("fork").Process(target=_check_with_journal, args=(str(tmp_path / "j"),))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == EXIT_DEVICE_LOST
+    (orphan,) = orphans(tmp_path / "j")
+    assert orphan.case == load_case(CASE)
+    assert "device became unusable" in orphan.message
+
+    stats = fuzz_target(PI, implementations_for(parse_source("bundled"), [PI]), "cpu", INTERPRETER_SCALE,
+                        examples=50, shrink=True, stop_on_finding=False)
+    (finding,) = stats.findings
+    assert stats.examples == 1 and finding.fatal and finding.kind == "crash"
+    assert finding.shrink.startswith("not shrunk: the device became unusable"), finding.shrink
