@@ -94,6 +94,18 @@ class Campaign:
         from .strategies import CUDA_SCALE, INTERPRETER_SCALE
 
         backend = select_backend(self.backend)
+        device_run = {}
+        if self.mode == "device":
+            from .device import device_targets
+            from .device.engine import device_fuzz_target
+            from .errors import UserError
+
+            if not backend.compiled:
+                raise UserError("--mode device: needs a CUDA device (cases are drawn and checked on the GPU) and "
+                                "this machine has none; use --mode bulk or --mode hypothesis")
+            if self.domain != "production":
+                raise UserError("--mode device: draws production cases only; leave out --domain extended")
+            device_run = dict.fromkeys(device_targets(), device_fuzz_target)
         impls = implementations_for(self.source, self.names)
         self.impls = impls
         names = list(impls.funcs)
@@ -112,7 +124,7 @@ class Campaign:
         per_budget = None if self.time_budget is None else self.time_budget / len(names)
         saved: dict[int, Path] = {}
         interrupted = False
-        run_fn = bulk_fuzz_target if self.mode == "bulk" else fuzz_target
+        run_fn = fuzz_target if self.mode == "hypothesis" else bulk_fuzz_target
         with Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -161,7 +173,7 @@ class Campaign:
                             pending.clear()
 
                 try:
-                    run_fn(
+                    device_run.get(name, run_fn)(
                         name, impls, backend.device, scale, seed=self.seed, examples=self.examples,
                         time_budget=per_budget, stop_on_finding=not self.keep_going, on_progress=on_progress,
                         chunk_offset=self.shard[0], chunk_step=self.shard[1], journal=journal, stats=stats,
@@ -202,6 +214,9 @@ class Campaign:
                 "edges_reached": sorted(s.edges),
                 "edges_missed": sorted(set(TARGETS[name].extended_features) - s.edges)}
                if self.domain == "extended" else {}),
+            **({"device": {"stage_seconds": {k: round(v, 4) for k, v in s.stages.items()},
+                           "cross_checked": s.cross_checked, "warmup_seconds": round(s.warmup, 3)}}
+               if s.stages else {}),
             "findings": [finding_record(f, saved.get(id(f))) for f in s.contract_findings],
             "edge_divergences": [finding_record(f, saved.get(id(f))) for f in s.findings if f.is_edge],
         }
@@ -283,12 +298,22 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
     for note in doc["notes"]:
         print(f"note: {note}", file=out)
     for n, t in targets.items():
+        if t.get("device"):
+            d = t["device"]
+            st = ", ".join(f"{k} {v:.2f}" for k, v in d["stage_seconds"].items())
+            print(f"device: {n}: seconds per stage: {st}; warm-up (JIT) {d['warmup_seconds']:.1f} s; "
+                  f"{d['cross_checked']} case(s) cross-checked against the NumPy and Numba oracles", file=out)
+        elif doc["mode"] == "device":
+            print(f"device: {n} has no device generator (harness/device/): fuzzed in bulk mode", file=out)
+    for n, t in targets.items():
         if t.get("fault"):
             print(f"{n}: a case {'hung' if t['fault'] == 'hang' else 'killed the worker'}; its counts are "
                   "lost, the run went on with the next target", file=out)
             continue
         if t["features_missed"] and not t["findings"]:  # a finding stops the target's run early
-            print(f"coverage note: {n} did not reach {', '.join(t['features_missed'])} in this run "
+            where = (f" (device mode: features are counted on the {t['device']['cross_checked']} cross-checked "
+                     "cases only)") if t.get("device") else ""
+            print(f"coverage note: {n} did not reach {', '.join(t['features_missed'])} in this run{where} "
                   "(not an error; more examples or --mode bulk reach them)", file=out)
         if extended and t.get("edges_missed"):
             print(f"coverage note: {n} did not reach the edges {', '.join(t['edges_missed'])} in this run", file=out)

@@ -116,7 +116,10 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
 @click.option("--examples", type=click.IntRange(min=1), default=None, help="examples per target [default: 100 without --time-budget]")
 @click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="stop after this many seconds in all (shared evenly by targets)")
 @click.option("--seed", type=int, default=0, show_default=True, help="the same seed and options draw the same cases")
-@click.option("--mode", type=click.Choice(["hypothesis", "bulk"]), default="hypothesis", show_default=True, help="hypothesis: shrinking strategies; bulk: large NumPy-drawn batches, shrunk on a finding")
+@click.option("--mode", type=click.Choice(["hypothesis", "bulk", "device"]), default="hypothesis", show_default=True,
+              help="hypothesis: shrinking strategies; bulk: large NumPy-drawn batches, shrunk on a finding; "
+                   "device (CUDA only): production-scale batches drawn, checked and compared on the GPU, "
+                   "findings confirmed by the NumPy/Numba oracles (other targets: bulk)")
 @click.option("--shard", metavar="K/N", default=None, help="run share K of N disjoint campaigns (same seed on every machine)")
 @_domain_opt
 @click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False), default=None, help="where findings are written [default: corpus/ for production code, ./eaglefuzz-findings otherwise]")

@@ -56,6 +56,12 @@ class Stats:
     seconds: float = 0.0
     unshrunk: Finding | None = None
     """A finding not yet shrunk (shrinking in progress): kept so an interrupt cannot lose it."""
+    stages: dict[str, float] = field(default_factory=dict)
+    """Device mode: seconds spent per stage (:data:`~.device.engine.STAGES`)."""
+    cross_checked: int = 0
+    """Device mode: cases also checked against the NumPy and Numba oracles."""
+    warmup: float = 0.0
+    """Device mode: seconds of the first examples, where Triton compiles the kernel."""
     edges: set[str] = field(default_factory=set)
     """Edges of the extended tier reached (:attr:`~.targets.base.Target.extended_features`)."""
     tiers: dict[str, int] = field(default_factory=dict)

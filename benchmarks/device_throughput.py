@@ -1,0 +1,91 @@
+"""Device campaign throughput (not a test): examples/s and output tokens verified/s end to end,
+per stage, against the kernel alone. Needs a CUDA device.
+
+    python benchmarks/device_throughput.py [--seconds S] [--kernel NAME ...] [--output FILE]
+
+Per target: a warm-up run (:data:`~eaglefuzz.harness.device.engine.WARMUP` examples, where
+Triton compiles the kernel: its time is the JIT column), then a steady-state run of ``S``
+seconds with another seed (the figures), then a profiled run (the device is waited for after
+every stage, so the stage shares add up; its own rate is lower), then the kernel alone: the
+launches of 20 drawn cases, repeated, timed with CUDA events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5) -> float:  # noqa: ANN001
+    """Output tokens per second of the implementation's launches alone."""
+    import numpy as np
+    import torch
+
+    from eaglefuzz.harness.device.base import Arenas
+
+    runs = []
+    for k in range(cases):
+        gen = torch.Generator(device=device)
+        gen.manual_seed(10_000 + k)
+        dc = dt.draw(np.random.default_rng(10_000 + k), gen, device)
+        runs.append((dc, Arenas(dc, dt.oracle(dc), device)))
+    for dc, a in runs:
+        dt.launch(impl, a.views, dc)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeat):
+        for dc, a in runs:
+            dt.launch(impl, a.views, dc)
+    end.record()
+    torch.cuda.synchronize()
+    tokens = repeat * sum(dc.tokens for dc, _ in runs)
+    return tokens / (start.elapsed_time(end) / 1000)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=20.0, help="steady-state seconds per target")
+    p.add_argument("--kernel", nargs="+", metavar="NAME", help="these targets only")
+    p.add_argument("--output", type=Path, help="also write the Markdown here")
+    args = p.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from eaglefuzz.harness.backend import select_backend
+
+    backend = select_backend("cuda")
+    from eaglefuzz.harness.device import device_targets
+    from eaglefuzz.harness.device.engine import STAGES, WARMUP, device_fuzz_target
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+
+    names = args.kernel or list(device_targets())
+    impls = implementations_for(parse_source("bundled"), names)
+    rows = ["| target | examples/s | output tokens verified/s | kernel alone, tokens/s | ratio | JIT warm-up s | "
+            "examples | cross-checked | findings |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    stage_rows = ["| target | " + " | ".join(STAGES) + " |", "| --- |" + " ---: |" * len(STAGES)]
+    for name in names:
+        t0 = time.monotonic()
+        device_fuzz_target(name, impls, backend.device, seed=1, examples=WARMUP, shrink=False)
+        jit = time.monotonic() - t0
+        s = device_fuzz_target(name, impls, backend.device, seed=0, examples=None, time_budget=args.seconds, shrink=False)
+        prof = device_fuzz_target(name, impls, backend.device, seed=2, examples=None,
+                                  time_budget=min(args.seconds, 10), shrink=False, profile=True)
+        alone = kernel_alone(device_targets()[name], impls[name], backend.device)
+        rate = s.tokens / s.seconds
+        rows.append(f"| {name} | {s.examples / s.seconds:,.0f} | {rate / 1e6:,.1f} M | {alone / 1e6:,.0f} M | "
+                    f"{rate / alone:.3f} | {jit:.1f} | {s.examples:,} | {s.cross_checked} | {len(s.findings)} |")
+        total = sum(prof.stages.values()) or 1.0
+        stage_rows.append(f"| {name} | " + " | ".join(f"{100 * prof.stages[k] / total:.0f}%" for k in STAGES) + " |")
+        print(rows[-1], file=sys.stderr, flush=True)
+    text = "\n".join(rows) + "\n\nShare of the time per stage (profiled run, the device waited for after every stage):\n\n" + "\n".join(stage_rows)
+    print(text)
+    if args.output:
+        args.output.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""What a target needs to be fuzzed on the GPU end to end, and the buffers it runs in.
+
+A :class:`DeviceTarget` draws a production case directly on the device (:class:`DeviceCase`:
+tensors, with the few sizes the launch needs known on the host), asks the torch oracle
+(:mod:`eaglefuzz.oracles.tensor_ops`) for the elements the contract writes, launches the
+implementation as vLLM does, and turns a case into a plain :class:`~..case.Case` when one must
+be reported, shrunk or cross-checked against the NumPy and Numba oracles.
+
+:class:`Arenas` holds every array of a case, inputs and outputs, in one buffer per storage
+dtype, each array between guard bands. Untouched elements hold a sentinel (bool outputs the
+byte ``0xA5``, neither False nor True); an element the contract writes holds, before the
+launch, its expected value with the lowest bit flipped, so that a missing write always shows,
+without a second oracle run to learn which elements are written. The expected buffers are the
+pre-filled ones with the oracle's values scattered in; one comparison per buffer checks every
+element, guard bands and inputs included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..case import Case
+
+GUARD = 256
+"""Elements of guard band around every array in an arena."""
+
+_SENTINEL = {torch.int32: -0x5A5A5A5B, torch.int64: -0x5A5A5A5A5A5A5A5B, torch.uint8: 0xA5}
+
+
+@dataclass
+class DeviceCase:
+    """One case drawn on the device.
+
+    ``inputs``: input tensors by the contract's names (on the device); ``outputs``: each
+    output's dtype and element count; ``scalars``: the scalar arguments; ``host``: sizes known
+    on the host (for the launch grid: no device-to-host copy).
+    """
+
+    inputs: dict[str, torch.Tensor]
+    outputs: dict[str, tuple[torch.dtype, int]]
+    scalars: dict[str, Any]
+    host: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> int:
+        """Output elements one check verifies (as :meth:`Target.output_tokens` counts them)."""
+        return sum(k for _, k in self.outputs.values())
+
+
+class DeviceTarget:
+    """A target's device pieces; one small module per target (see :mod:`.registry`)."""
+
+    name: str
+    """The target's name (a key of :data:`~..targets.TARGETS`)."""
+
+    def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int) -> DeviceCase:
+        """A production case of at most ``max_requests`` requests: sizes and modes from ``rng``
+        (host), contents from ``gen`` (device). Each module's default ``max_requests`` is the
+        production scale; a CPU run (the tests, the interpreter) passes a small one."""
+        raise NotImplementedError
+
+    def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """The contract's writes, ``{output: (flat index, value)}`` (:mod:`~eaglefuzz.oracles.tensor_ops`)."""
+        raise NotImplementedError
+
+    def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
+        """Launch ``impl`` on ``views`` (every input and output by name) as vLLM does."""
+        raise NotImplementedError
+
+    def to_case(self, dc: DeviceCase) -> Case:
+        """The same case as a plain :class:`~..case.Case` (host arrays; vLLM's own launch)."""
+        raise NotImplementedError
+
+
+def _storage(dtype: torch.dtype) -> torch.dtype:
+    return torch.uint8 if dtype == torch.bool else dtype
+
+
+class Arenas:
+    """Every array of ``dc`` in one guarded buffer per storage dtype, pre-filled for ``writes``."""
+
+    def __init__(self, dc: DeviceCase, writes: dict[str, tuple[torch.Tensor, torch.Tensor]], device: str) -> None:
+        shapes = {n: (t.dtype, t.numel()) for n, t in dc.inputs.items()} | dc.outputs
+        self.offset: dict[str, int] = {}
+        sizes: dict[torch.dtype, int] = {}
+        for n, (dt, k) in shapes.items():
+            s = _storage(dt)
+            self.offset[n] = sizes.get(s, 0) + GUARD
+            sizes[s] = self.offset[n] + k
+        self.full = {s: torch.full((size + GUARD,), _SENTINEL[s], dtype=s, device=device) for s, size in sizes.items()}
+        self.views: dict[str, torch.Tensor] = {}
+        for n, (dt, k) in shapes.items():
+            buf = self.full[_storage(dt)]
+            v = buf[self.offset[n] : self.offset[n] + k]
+            self.views[n] = v.view(torch.bool) if dt == torch.bool else v
+        for n, t in dc.inputs.items():
+            self.views[n].copy_(t.reshape(-1))
+        for n, (index, value) in writes.items():
+            if value.dtype != torch.bool:
+                self.views[n][index] = value ^ 1
+        self.expected = {s: b.clone() for s, b in self.full.items()}
+        for n, (index, value) in writes.items():
+            dt = shapes[n][0]
+            e = self.expected[_storage(dt)][self.offset[n] : self.offset[n] + shapes[n][1]]
+            e[index] = value.to(torch.uint8) if dt == torch.bool else value
+        for n, t in dc.inputs.items():  # inputs keep their shape (a 2-D id matrix, a strided view)
+            if t.dim() > 1:
+                self.views[n] = self.views[n].view(t.shape)
+
+    def mismatch(self) -> torch.Tensor:
+        """A device scalar: the number of elements, over every buffer, that are not as expected."""
+        return sum((self.full[s] != self.expected[s]).sum() for s in self.full)
+
+    def differing(self) -> dict[str, int]:
+        """Per array (and guard band), how many elements differ: for a report."""
+        out: dict[str, int] = {}
+        for s, b in self.full.items():
+            bad = (b != self.expected[s]).nonzero().squeeze(1).cpu().numpy()
+            for i in bad.tolist():
+                owner = next((n for n, o in self.offset.items() if o <= i < o + self.views[n].numel()
+                              and _storage(self.views[n].dtype) == s), "guard band")
+                out[owner] = out.get(owner, 0) + 1
+        return out

@@ -1,0 +1,71 @@
+"""``eagle_prepare_next_token_padded_kernel`` on the device (docs/CONTRACT.md §3): the
+rejection sampler's rows (accepted drafts, one recovered or bonus id, then ``-1``) for up to
+1024 requests, rows of up to 64 columns, row strides past ``S``, ids at and past the vocabulary
+and at the int32 limit, discarded requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...oracles import tensor_ops
+from ..case import Case
+from .base import DeviceCase, DeviceTarget
+
+MAX_REQUESTS = 1024
+VOCABS = (32000, 128256, 151936, 262144)
+
+
+class NextTokenDevice(DeviceTarget):
+    name = "eagle_prepare_next_token_padded_kernel"
+
+    def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
+        R = int(rng.integers(1, max_requests + 1))
+        S = int(rng.integers(1, 17)) if rng.random() < 0.8 else int(rng.integers(17, 65))
+        stride = S + int(rng.choice([0, 0, 1, 7]))
+        extra = int(rng.integers(0, 9))
+        vocab = int(rng.choice(VOCABS))
+        kept = torch.randint(1, S + 1, (R, 1), generator=gen, device=device)
+        ids = torch.randint(0, vocab, (R, stride), generator=gen, device=device, dtype=torch.int32)
+        past = torch.rand((R, stride), generator=gen, device=device) < 0.05
+        ids = torch.where(past, vocab + ids % 4, ids)  # ids at and just past the vocabulary
+        ids = torch.where(past & (ids == vocab + 3), 2**31 - 1, ids)  # and at the int32 limit
+        cols = torch.arange(stride, device=device)
+        ids = torch.where((cols >= kept) & (cols < S), -1, ids)
+        discard = torch.rand((R + extra,), generator=gen, device=device) < float(rng.choice([0.0, 0.1, 1.0]))
+        inputs = {
+            "sampled_token_ids": ids,
+            "discard_request_mask": discard,
+            "backup_next_token_ids": torch.randint(-(2**31), 2**31 - 1, (R + extra,), generator=gen, device=device,
+                                                   dtype=torch.int32),
+        }
+        outputs = {"next_token_ids": (torch.int32, R), "valid_sampled_tokens_count": (torch.int32, R)}
+        return DeviceCase(inputs, outputs, {"vocab_size": vocab, "num_sampled_tokens_per_req": S, "num_reqs": R})
+
+    def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        S = dc.scalars["num_sampled_tokens_per_req"]
+        i = dc.inputs
+        return tensor_ops.eagle_prepare_next_token_padded(
+            sampled_token_ids=i["sampled_token_ids"][:, :S], discard_request_mask=i["discard_request_mask"],
+            backup_next_token_ids=i["backup_next_token_ids"], vocab_size=dc.scalars["vocab_size"],
+            num_reqs=dc.scalars["num_reqs"],
+        )
+
+    def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
+        from ...kernels.launchers import launch_eagle_prepare_next_token_padded
+
+        v = dict(views)
+        v["sampled_token_ids"] = v["sampled_token_ids"][:, : dc.scalars["num_sampled_tokens_per_req"]]
+        launch_eagle_prepare_next_token_padded(impl, **v, vocab_size=dc.scalars["vocab_size"],
+                                               num_reqs=dc.scalars["num_reqs"])
+
+    def to_case(self, dc: DeviceCase) -> Case:
+        return Case(
+            kernel=self.name,
+            arrays={n: t.cpu().numpy() for n, t in dc.inputs.items()},
+            scalars=dict(dc.scalars),
+            launch={"block_size_tokens": None, "grid_size": None},
+            note="drawn on the device (eaglefuzz fuzz --mode device)",
+        )

@@ -1,0 +1,127 @@
+"""Torch oracles for the EAGLE helper kernels, written from docs/CONTRACT.md §1-§3, to run on
+the GPU beside the kernel (the device campaign, :mod:`eaglefuzz.harness.device`).
+
+They compute the same thing as :mod:`.vectorized` and :mod:`.loops`, in *scatter form*: for
+each output, the flat indices the contract writes and the values it writes there
+(``{name: (index, value)}``; ``index`` int64, ``value`` in the output's dtype). Elements not
+listed stay untouched. Knowing the written set directly is what lets the device campaign
+build its expected buffers (and pre-fill the outputs so that a missing write always shows)
+without a second oracle run.
+
+Only the production domain (§N.2) is covered: every request has ``qlen >= 1``, ``P - s >= 1``
+and so on. Cases outside it go through the NumPy and Numba oracles. Index arithmetic is
+int64; values wrap to their output's width as the kernel's stores do.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "copy_and_expand_eagle_inputs",
+    "eagle_prepare_inputs_padded",
+    "eagle_prepare_next_token_padded",
+]
+
+Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
+
+
+def _ragged(lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For rows of ``lengths`` (int64, >= 0): each element's row and its index in the row."""
+    total = int(lengths.sum())
+    row = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device), lengths, output_size=total)
+    starts = torch.cumsum(lengths, 0) - lengths
+    return row, torch.arange(total, device=lengths.device) - starts[row]
+
+
+def copy_and_expand_eagle_inputs(
+    *,
+    target_token_ids: torch.Tensor,
+    target_positions: torch.Tensor,
+    next_token_ids: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    query_end_loc: torch.Tensor,
+    padding_token_id: int,
+    parallel_drafting_token_id: int,
+    total_input_tokens: int,
+    num_padding_slots_per_request: int,
+    shift_input_ids: bool,
+) -> Writes:
+    """§1.1: per request ``r``, ``total = qlen + P - s`` slots from ``out_start = qs + r*(P - s)``:
+    valid slots (``j < nv``), the bonus (``j == nv``), ``P - 1`` parallel-drafting slots, then the
+    rejected tokens as padding; the new-token indices of the bonus and parallel slots; in shift
+    mode the hidden-state mapping of every input token."""
+    P, s, T = num_padding_slots_per_request, int(bool(shift_input_ids)), total_input_tokens
+    qsl = query_start_loc.long()
+    qs, nqs, qe = qsl[:-1], qsl[1:], query_end_loc.long()
+    R = qe.numel()
+    nv = qe - qs + 1 - s
+    out_start = qs + torch.arange(R, device=qs.device) * (P - s)
+    r, j = _ragged(nqs - qs + P - s)
+    nv_r = nv[r]
+    dest = out_start[r] + j
+    valid, bonus = j < nv_r, j == nv_r
+    parallel = (j > nv_r) & (j < nv_r + P)
+    rejected = j >= nv_r + P
+    src = torch.clamp(qs[r] + s + j, max=T - 1)
+    ids = torch.where(valid, target_token_ids[torch.where(valid, src, 0)], next_token_ids[r])
+    ids = torch.where(parallel, torch.full_like(ids, parallel_drafting_token_id), ids)
+    ids = torch.where(rejected, torch.full_like(ids, padding_token_id), ids)
+    p0 = target_positions[qs][r]
+    positions = torch.where(rejected, torch.zeros_like(p0), p0 + j.to(p0.dtype))
+    k_slots = (bonus | parallel).nonzero().squeeze(1)
+    writes: Writes = {
+        "out_input_ids": (dest, ids.to(torch.int32)),
+        "out_positions": (dest, positions),
+        "out_is_rejected_token_mask": (dest, rejected),
+        "out_is_masked_token_mask": (dest, parallel),
+        "out_new_token_indices": (r[k_slots] * P + (j - nv_r)[k_slots], dest[k_slots].to(torch.int32)),
+    }
+    if s:
+        tr, tj = _ragged(nqs - qs)
+        writes["out_hidden_state_mapping"] = (qs[tr] + tj, (out_start[tr] + tj).to(torch.int32))
+    return writes
+
+
+def eagle_prepare_inputs_padded(
+    *,
+    cu_num_draft_tokens: torch.Tensor,
+    valid_sampled_tokens_count: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    num_reqs: int,
+) -> Writes:
+    """§2.1: ``d`` from the inclusive cumulative sum, ``rejected = d + 1 - valid`` for requests
+    with drafts (else 0), the index to sample ``query_start_loc[r+1] - 1 - rejected``."""
+    cu = cu_num_draft_tokens[:num_reqs].int()
+    d = cu - torch.cat([cu.new_zeros(1), cu[:-1]])
+    rejected = torch.where(d > 0, d + 1 - valid_sampled_tokens_count[:num_reqs].int(), torch.zeros_like(d))
+    index = torch.arange(num_reqs, device=cu.device)
+    return {
+        "token_indices_to_sample": (index, (query_start_loc[1 : num_reqs + 1].int() - 1 - rejected).int()),
+        "num_rejected_tokens": (index, rejected.int()),
+    }
+
+
+def eagle_prepare_next_token_padded(
+    *,
+    sampled_token_ids: torch.Tensor,
+    discard_request_mask: torch.Tensor,
+    backup_next_token_ids: torch.Tensor,
+    vocab_size: int,
+    num_reqs: int,
+) -> Writes:
+    """§3.1: a kept row's valid columns are ids ``!= -1`` and ``< vocab_size``; the next token is
+    the last valid column's id (the backup when there is none), the count the number of valid
+    columns; a discarded request takes its backup and a count of 0."""
+    ids = sampled_token_ids[:num_reqs]
+    valid = (ids != -1) & (ids < vocab_size)
+    count = valid.sum(1, dtype=torch.int32)
+    cols = torch.arange(ids.shape[1], device=ids.device)
+    last = torch.where(valid, cols, -1).amax(1) if ids.shape[1] else torch.full((num_reqs,), -1, device=ids.device)
+    picked = ids.gather(1, last.clamp(min=0).unsqueeze(1)).squeeze(1) if ids.shape[1] else ids.new_zeros(num_reqs)
+    backup = backup_next_token_ids[:num_reqs]
+    discard = discard_request_mask[:num_reqs]
+    nxt = torch.where(discard | (count == 0), backup, picked)
+    count = torch.where(discard, torch.zeros_like(count), count)
+    index = torch.arange(num_reqs, device=ids.device)
+    return {"next_token_ids": (index, nxt.int()), "valid_sampled_tokens_count": (index, count)}

@@ -1,0 +1,80 @@
+"""The device campaign (``--mode device``): its torch oracles, its buffers and its verdicts.
+
+On a CPU machine the same engine runs with CPU tensors and the Triton interpreter, on small
+cases: every case is also cross-checked against the NumPy and Numba oracles, so the torch
+oracles (``oracles/tensor_ops.py``) are tested against them here. On a CUDA machine the same
+tests run compiled, at production scale.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eaglefuzz.harness.device import device_targets
+from eaglefuzz.harness.device.engine import device_fuzz_target
+from eaglefuzz.harness.sources import implementations_for, parse_source
+from eaglefuzz.harness.sources.file import FileSource
+
+pytestmark = pytest.mark.kernel
+NAMES = sorted(device_targets())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_device_oracle_agrees_with_the_numpy_and_numba_oracles(name, backend):
+    impls = implementations_for(parse_source("bundled"), [name])
+    stats = device_fuzz_target(name, impls, backend.device, examples=12, seed=3, cross_check_share=1.0)
+    assert not stats.findings, stats.findings[0].report()
+    assert stats.examples == 12
+    assert stats.cross_checked == 12
+    assert stats.tokens > 0 and set(stats.stages) >= {"draw", "oracle", "kernel", "compare"}
+
+
+# (seeded bug of tests/seeded_bugs/mutants.py, one per device target)
+BUGS = ["ce_masked_includes_bonus", "pi_rejected_missing_plus_one", "nt_first_valid_column"]
+
+
+@pytest.mark.parametrize("bug", BUGS)
+def test_device_campaign_catches_a_seeded_bug(bug, seeded_bugs_dir, backend):
+    path = seeded_bugs_dir / f"{bug}.py"
+    impls = implementations_for(FileSource(path))
+    (name,) = impls
+    stats = device_fuzz_target(name, impls, backend.device, examples=30, seed=0, cross_check_share=0.0)
+    (finding,) = stats.findings
+    assert finding.kind == "difference", finding.report()
+    assert finding.origin.file == str(Path(path).resolve())
+
+
+def test_a_wrong_device_oracle_is_an_oracle_disagreement_not_a_finding(monkeypatch, backend):
+    """The confirmation by the NumPy and Numba oracles: a device oracle that expects what the
+    contract does not gives an oracle disagreement (a harness bug), never a kernel finding."""
+    from eaglefuzz.oracles import tensor_ops
+
+    name = "eagle_prepare_inputs_padded_kernel"
+    right = tensor_ops.eagle_prepare_inputs_padded
+
+    def wrong(**kw):  # noqa: ANN003, ANN202
+        w = right(**kw)
+        index, value = w["num_rejected_tokens"]
+        w["num_rejected_tokens"] = (index, value + 1)
+        return w
+
+    monkeypatch.setattr(tensor_ops, "eagle_prepare_inputs_padded", wrong)
+    impls = implementations_for(parse_source("bundled"), [name])
+    stats = device_fuzz_target(name, impls, backend.device, examples=5, seed=0, cross_check_share=0.0)
+    (finding,) = stats.findings
+    assert finding.kind == "oracle disagreement", finding.report()
+    assert "torch oracle" in finding.report()
+
+
+def test_device_mode_without_a_gpu_is_a_one_line_error(backend, tmp_path):
+    from eaglefuzz.harness.campaign import Campaign
+    from eaglefuzz.harness.errors import UserError
+
+    if backend.compiled:
+        pytest.skip("a GPU is present: --mode device is valid here")
+    c = Campaign(names=None, source=parse_source("bundled"), backend="auto", seed=0, mode="device", examples=1,
+                 time_budget=None, shard=(0, 1), corpus_dir=tmp_path, keep_going=False, progress=False, as_json=True)
+    with pytest.raises(UserError, match=r"^--mode device: needs a CUDA device"):
+        c.run()
