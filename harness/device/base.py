@@ -89,7 +89,10 @@ class Arenas:
         sizes: dict[torch.dtype, int] = {}
         for n, (dt, k) in shapes.items():
             s = _storage(dt)
-            self.offset[n] = sizes.get(s, 0) + GUARD
+            # Every array starts 16-byte aligned, as vLLM's fresh allocations do: Triton
+            # specializes a kernel on its pointers' alignment, so ragged offsets would make it
+            # compile a new variant for case after case.
+            self.offset[n] = -(-(sizes.get(s, 0) + GUARD) // 16) * 16
             sizes[s] = self.offset[n] + k
         self.full = {s: torch.full((size + GUARD,), _SENTINEL[s], dtype=s, device=device) for s, size in sizes.items()}
         self.views: dict[str, torch.Tensor] = {}

@@ -24,13 +24,11 @@ class PrepareInputsDevice(DeviceTarget):
         K = int(rng.integers(1, 16))
         prefill = float(rng.choice([0.0, 0.05, 0.5]))
 
-        def u() -> torch.Tensor:
-            return torch.rand((R,), generator=gen, device=device)
-
-        d = (u() * (K + 1)).long()
-        d = torch.where(u() < prefill, 0, d)
-        valid = torch.where(d > 0, 1 + (u() * (d + 1)).long(), (u() < 0.5).long())
-        qlen = d + 1 + torch.where(u() < 0.2, (u() * (4096 if max_requests == MAX_REQUESTS else 16)).long(), 0)
+        u = torch.rand((6, R), generator=gen, device=device)  # one draw: six uniforms per request
+        d = (u[0] * (K + 1)).long()
+        d = torch.where(u[1] < prefill, 0, d)
+        valid = torch.where(d > 0, 1 + (u[2] * (d + 1)).long(), (u[3] < 0.5).long())
+        qlen = d + 1 + torch.where(u[4] < 0.2, (u[5] * (4096 if max_requests == MAX_REQUESTS else 16)).long(), 0)
         qsl = torch.cat([qlen.new_zeros(1), torch.cumsum(qlen, 0)])
         inputs = {
             "cu_num_draft_tokens": torch.cumsum(d, 0).int(),
