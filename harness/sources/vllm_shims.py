@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import dataclasses
+import functools
 import importlib.util
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -337,6 +339,43 @@ def _innermost_line(exc: BaseException, path: Path) -> str:
     return where
 
 
+class LazyCompiled:
+    """``torch.compile(fn, **options)`` compiled on its first call. Loading a vLLM module that
+    decorates a function with ``torch.compile`` then costs nothing (importing TorchDynamo and
+    Inductor takes seconds) unless that function runs. ``_torchdynamo_orig_callable`` is the
+    undecorated function, as on what ``torch.compile`` returns."""
+
+    def __init__(self, fn: Any, options: dict[str, Any]) -> None:
+        functools.update_wrapper(self, fn)
+        self._torchdynamo_orig_callable = fn
+        self._options = options
+        self._compiled: Any = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._compiled is None:
+            import torch
+
+            self._compiled = torch.compile(self._torchdynamo_orig_callable, **self._options)
+        return self._compiled(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _lazy_torch_compile() -> Iterator[None]:
+    """``torch.compile`` returns :class:`LazyCompiled` objects while the body runs."""
+    import torch
+
+    real = torch.compile
+
+    def lazy(model: Any = None, **options: Any) -> Any:
+        return (lambda fn: LazyCompiled(fn, options)) if model is None else LazyCompiled(model, options)
+
+    torch.compile = lazy
+    try:
+        yield
+    finally:
+        torch.compile = real
+
+
 def load_module(root: Path, tag: str) -> tuple[ModuleType, list[str]]:
     """vLLM's ``vllm/v1/spec_decode/utils.py`` under ``root``, loaded as described above; and
     the load's notes. Raises :class:`LoadFailed` (one line) when a file raises."""
@@ -344,6 +383,7 @@ def load_module(root: Path, tag: str) -> tuple[ModuleType, list[str]]:
     name = MODULE[:-3].replace("/", ".")
     parent = name.rpartition(".")[0]
     load.module(parent)
-    module = load.run_file(name, root / MODULE)
+    with _lazy_torch_compile():
+        module = load.run_file(name, root / MODULE)
     setattr(load.modules[parent], name.rpartition(".")[2], module)
     return module, load.notes
