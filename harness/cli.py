@@ -118,6 +118,14 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="the same seed and options draw the same cases")
 @click.option("--mode", type=click.Choice(["hypothesis", "bulk"]), default="hypothesis", show_default=True, help="hypothesis: shrinking strategies; bulk: large NumPy-drawn batches, shrunk on a finding")
 @click.option("--shard", metavar="K/N", default=None, help="run share K of N disjoint campaigns (same seed on every machine)")
+@click.option("--devices", metavar="all|0,1,...", default=None,
+              help="one shard per GPU of this host, at once, into one corpus and one report (with "
+                   "--shard K/N: share K split across the GPUs)")
+@click.option("--ray", "ray_address", metavar="ADDRESS", default=None,
+              help="one Ray task per shard (--shards N): local (a local Ray instance), auto (the "
+                   "running cluster) or a cluster address; needs pip install 'eaglefuzz[ray]'")
+@click.option("--shards", type=click.IntRange(min=1), default=None, metavar="N",
+              help="with --ray: how many shards (tasks)")
 @_domain_opt
 @click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False), default=None, help="where findings are written [default: corpus/ for production code, ./eaglefuzz-findings otherwise]")
 @click.option("--keep-going", is_flag=True, help="continue after a finding (default: stop that target at its first finding)")
@@ -130,7 +138,8 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
                    "reported with its case (in-process: no time limit)")
 @click.pass_context
 def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None,
-         time_budget: float | None, seed: int, mode: str, shard: str | None, domain: str,
+         time_budget: float | None, seed: int, mode: str, shard: str | None, devices: str | None,
+         ray_address: str | None, shards: int | None, domain: str,
          corpus_dir: str | None, keep_going: bool, backend: str, as_json: bool,
          progress: bool | None, isolate: bool, case_timeout: float | None, limits_spec: str | None,
          **source_values: Any) -> None:
@@ -143,6 +152,13 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
     if examples is None and time_budget is None:
         examples = 100
     corpus = findings_dir(source, corpus_dir)
+    if (devices, ray_address, shards) != (None, None, None) and not os.environ.get(WORKER_ENV):
+        from .multi import fuzz_in_shards
+
+        _targets(kernel_names)  # a wrong name: one line here, not one per shard
+        sys.exit(fuzz_in_shards(list(ctx.obj["argv"]), devices=devices, ray_address=ray_address,
+                                shards=shards, shard=(shard_k, shard_n), corpus=corpus, backend=backend,
+                                as_json=as_json))
     if isolate and not os.environ.get(WORKER_ENV):
         # Start-up cost: the supervising process imports neither torch nor the targets; the
         # worker checks the target names (one line, exit 2) and does everything else. Where the
@@ -393,7 +409,7 @@ def fast_exit(code: object) -> None:
 
 
 def _main(args: list[str]) -> None:
-    if os.environ.get(WORKER_ENV):
+    if os.environ.get(WORKER_ENV) or os.environ.get("EAGLEFUZZ_LIFELINE_FD"):  # a worker, or a shard (.multi)
         from .lifeline import arm
 
         arm()  # a worker dies with its parent: no orphan after kill -9 of eaglefuzz
