@@ -192,9 +192,13 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help="run in a child process, so a case that kills the process or hangs is still "
                    "reported (in-process: no time limit)")
+@click.option("--sanitize", is_flag=True,
+              help="replay each case in its own process under compute-sanitizer --tool memcheck; an "
+                   "invalid memory access is a finding of its case (needs a CUDA GPU and "
+                   "compute-sanitizer on PATH)")
 @click.pass_context
 def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bool, isolate: bool,
-           case_timeout: float | None, limits_spec: str | None, **source_values: Any) -> None:
+           sanitize: bool, case_timeout: float | None, limits_spec: str | None, **source_values: Any) -> None:
     """Replay corpus files or folders (default: the whole corpus) against the implementations."""
     from .corpus import CORPUS_DIR, discover, load_entry
     from .replay import replay_cases
@@ -206,6 +210,12 @@ def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bo
     cases = [(f, load_entry(f)) for f in files]  # validate every file before running any
     cases = [(f, e.case, e.tier) for f, e in cases]
     source = _source(source_values)
+    if sanitize:
+        from .sanitize import sanitize_replay
+
+        limit_args = [*(["--limits", limits_spec] if limits_spec else []),
+                      *(["--case-timeout", str(case_timeout)] if case_timeout else [])]
+        sys.exit(sanitize_replay(cases, source, backend=backend, as_json=as_json, limit_args=limit_args))
     if isolate and not os.environ.get(WORKER_ENV):
         sys.exit(supervise(list(ctx.obj["argv"]), source=source, corpus_dir=findings_dir(source),
                            as_json=as_json, backend=backend, save=False))
