@@ -255,7 +255,8 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
     extended = doc.get("domain") == "extended"
     for n, t in targets.items():
         for f in t["findings"]:
-            print(f"\n=== finding: {n} ({f['kind']}) saved to {f['file'] or None}", file=out)
+            where = f" [shard {f['shard']}, {f['where']}]" if "shard" in f else ""
+            print(f"\n=== finding: {n} ({f['kind']}){where} saved to {f['file'] or None}", file=out)
             print(f["report"], file=out)
     for n, t in targets.items():  # apart from contract violations, after them
         for f in t.get("edge_divergences", ()):
@@ -320,5 +321,12 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
         if t.get("edge_divergences") and not t["findings"]:
             print(f"{n}: edge divergences only: {t.get('examples_per_tier', {}).get('production', 0)} "
                   "production-tier examples kept the contract", file=out)
+    for s in doc.get("shards", ()):  # several shards at once (.multi)
+        if "failure" in s:
+            print(f"shard {s['shard']} on {s['where']}: failed (exit code {s['exit_code']}): "
+                  + " | ".join(s["failure"]), file=out)
+        else:
+            print(f"shard {s['shard']} on {s['where']}: {s['examples']} examples, {s['findings']} finding(s), "
+                  f"exit code {s['exit_code']}", file=out)
     if doc["interrupted"]:
         print("interrupted: findings so far are saved", file=out)

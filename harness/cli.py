@@ -121,6 +121,14 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
                    "device (CUDA only): production-scale batches drawn, checked and compared on the GPU, "
                    "findings confirmed by the NumPy/Numba oracles (other targets: bulk)")
 @click.option("--shard", metavar="K/N", default=None, help="run share K of N disjoint campaigns (same seed on every machine)")
+@click.option("--devices", metavar="all|0,1,...", default=None,
+              help="one shard per GPU of this host, at once, into one corpus and one report (with "
+                   "--shard K/N: share K split across the GPUs)")
+@click.option("--ray", "ray_address", metavar="ADDRESS", default=None,
+              help="one Ray task per shard (--shards N): local (a local Ray instance), auto (the "
+                   "running cluster) or a cluster address; needs pip install 'eaglefuzz[ray]'")
+@click.option("--shards", type=click.IntRange(min=1), default=None, metavar="N",
+              help="with --ray: how many shards (tasks)")
 @_domain_opt
 @click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False), default=None, help="where findings are written [default: corpus/ for production code, ./eaglefuzz-findings otherwise]")
 @click.option("--keep-going", is_flag=True, help="continue after a finding (default: stop that target at its first finding)")
@@ -133,7 +141,8 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
                    "reported with its case (in-process: no time limit)")
 @click.pass_context
 def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None,
-         time_budget: float | None, seed: int, mode: str, shard: str | None, domain: str,
+         time_budget: float | None, seed: int, mode: str, shard: str | None, devices: str | None,
+         ray_address: str | None, shards: int | None, domain: str,
          corpus_dir: str | None, keep_going: bool, backend: str, as_json: bool,
          progress: bool | None, isolate: bool, case_timeout: float | None, limits_spec: str | None,
          **source_values: Any) -> None:
@@ -146,6 +155,13 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
     if examples is None and time_budget is None:
         examples = 100
     corpus = findings_dir(source, corpus_dir)
+    if (devices, ray_address, shards) != (None, None, None) and not os.environ.get(WORKER_ENV):
+        from .multi import fuzz_in_shards
+
+        _targets(kernel_names)  # a wrong name: one line here, not one per shard
+        sys.exit(fuzz_in_shards(list(ctx.obj["argv"]), devices=devices, ray_address=ray_address,
+                                shards=shards, shard=(shard_k, shard_n), corpus=corpus, backend=backend,
+                                as_json=as_json))
     if isolate and not os.environ.get(WORKER_ENV):
         # Start-up cost: the supervising process imports neither torch nor the targets; the
         # worker checks the target names (one line, exit 2) and does everything else. Where the
@@ -179,9 +195,13 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help="run in a child process, so a case that kills the process or hangs is still "
                    "reported (in-process: no time limit)")
+@click.option("--sanitize", is_flag=True,
+              help="replay each case in its own process under compute-sanitizer --tool memcheck; an "
+                   "invalid memory access is a finding of its case (needs a CUDA GPU and "
+                   "compute-sanitizer on PATH)")
 @click.pass_context
 def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bool, isolate: bool,
-           case_timeout: float | None, limits_spec: str | None, **source_values: Any) -> None:
+           sanitize: bool, case_timeout: float | None, limits_spec: str | None, **source_values: Any) -> None:
     """Replay corpus files or folders (default: the whole corpus) against the implementations."""
     from .corpus import CORPUS_DIR, discover, load_entry
     from .replay import replay_cases
@@ -193,6 +213,12 @@ def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bo
     cases = [(f, load_entry(f)) for f in files]  # validate every file before running any
     cases = [(f, e.case, e.tier) for f, e in cases]
     source = _source(source_values)
+    if sanitize:
+        from .sanitize import sanitize_replay
+
+        limit_args = [*(["--limits", limits_spec] if limits_spec else []),
+                      *(["--case-timeout", str(case_timeout)] if case_timeout else [])]
+        sys.exit(sanitize_replay(cases, source, backend=backend, as_json=as_json, limit_args=limit_args))
     if isolate and not os.environ.get(WORKER_ENV):
         sys.exit(supervise(list(ctx.obj["argv"]), source=source, corpus_dir=findings_dir(source),
                            as_json=as_json, backend=backend, save=False))
@@ -396,7 +422,7 @@ def fast_exit(code: object) -> None:
 
 
 def _main(args: list[str]) -> None:
-    if os.environ.get(WORKER_ENV):
+    if os.environ.get(WORKER_ENV) or os.environ.get("EAGLEFUZZ_LIFELINE_FD"):  # a worker, or a shard (.multi)
         from .lifeline import arm
 
         arm()  # a worker dies with its parent: no orphan after kill -9 of eaglefuzz

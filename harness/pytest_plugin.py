@@ -38,6 +38,7 @@ _IMPLS = pytest.StashKey[Implementations]()
 _SOURCE = pytest.StashKey[Source]()
 _ACTIVE = pytest.StashKey[bool]()
 _CRASHES = pytest.StashKey[list[str]]()
+_PINNED = pytest.StashKey["str | None"]()
 SUITE = Path(__file__).with_name("suite.py")
 
 
@@ -110,6 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["NUMBA_CACHE_DIR"] = str(Path(base) / worker)
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
         os.environ[_JOURNAL_ENV] = str(_cache_root() / "journal" / str(os.getpid()))
+    _share_out_devices(config)
     try:
         config.stash[_BACKEND] = select_backend(config.getoption("backend"))
         source = source_from_options(_source_values(config))
@@ -119,6 +121,27 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if not config.getini("eaglefuzz") and config.args_source == pytest.Config.ArgsSource.INVOCATION_DIR:
         config.args[:] = [str(SUITE)]  # no test path given: run eaglefuzz's own suite
+
+
+def _share_out_devices(config: pytest.Config) -> None:
+    """Several GPUs and xdist workers: each worker gets its own GPU, ``gwN`` the ``N % k``-th
+    of the ``k`` visible ones (:mod:`.devices`). The controller lists the devices for its
+    workers (in the environment they inherit); a worker pins itself before torch initialises
+    CUDA (:func:`~.devices.pin_xdist_worker`), so before the backend is chosen."""
+    from .devices import XDIST_DEVICES_ENV, cuda_devices, pin_xdist_worker
+
+    if hasattr(config, "workerinput"):
+        config.stash[_PINNED] = pin_xdist_worker()
+        return
+    if not getattr(config.option, "numprocesses", None) or getattr(config.option, "dist", "no") == "no":
+        return
+    devices = cuda_devices()
+    if len(devices) > 1:
+        os.environ[XDIST_DEVICES_ENV] = ",".join(devices)
+        config.stash[_PINNED] = (f"{len(devices)} CUDA devices shared out: xdist worker gwN gets device "
+                                 f"N % {len(devices)} of {','.join(devices)} (CUDA_VISIBLE_DEVICES set in "
+                                 "each worker before torch initialises CUDA; torch.cuda.set_device where "
+                                 "it already had)")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -189,6 +212,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         from hypothesis import settings
 
         lines.append(f"eaglefuzz: backend {b.name} ({b.device}), hypothesis profile {settings.get_current_profile_name()}")
+    if config.stash.get(_PINNED, None):
+        lines.append(f"eaglefuzz: {config.stash[_PINNED]}")
     if impls is not None and source is not None:
         lines.append(f"eaglefuzz: source {source.describe()}: {', '.join(impls.funcs) or 'no target'}")
         lines += [f"eaglefuzz: {n}" for n in impls.notes]

@@ -1230,12 +1230,35 @@ CRASH_MUTANTS: tuple[Mutant, ...] = (
     ),
 )
 
-BY_NAME = {m.name: m for m in MUTANTS + CRASH_MUTANTS}
+SANITIZER_MUTANTS: tuple[Mutant, ...] = (
+    # Reads out of bounds without changing any output: the differential check passes (CPU and
+    # GPU alike); only `eaglefuzz replay --sanitize` (compute-sanitizer memcheck) reports it.
+    # benchmarks/gpu_sanitize.sh is the proof on a GPU.
+    Mutant(
+        "oob_read_copy_expand_unmasked",
+        "copy_and_expand_eagle_inputs_kernel",
+        "copy_and_expand: the input-token load lost its clamp and its mask, so the lanes past a request's "
+        "valid tokens read past it (the last request's past the end of target_token_ids, up to "
+        "BLOCK_SIZE_TOKENS elements); tl.where discards what they read, so every output stays right",
+        (
+            _edit(
+                "    in_idx_clamped = tl.minimum(in_idx, total_input_tokens - 1)\n",
+                "    in_idx_clamped = in_idx\n",
+            ),
+            _edit(
+                "        target_token_ids_ptr + in_idx_clamped, mask=is_valid_region & in_bounds, other=0\n",
+                "        target_token_ids_ptr + in_idx_clamped\n",
+            ),
+        ),
+    ),
+)
+
+BY_NAME = {m.name: m for m in MUTANTS + CRASH_MUTANTS + SANITIZER_MUTANTS}
 
 
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "seeded_bugs_out")
-    for m in MUTANTS + CRASH_MUTANTS:
+    for m in MUTANTS + CRASH_MUTANTS + SANITIZER_MUTANTS:
         try:
             print(write(m, out))
         except ModuleUnavailable as exc:

@@ -1,0 +1,132 @@
+"""Several GPUs: --devices (one shard per device, merged report), xdist workers pinned to a GPU.
+
+On a CPU machine ``$EAGLEFUZZ_FAKE_DEVICES`` stands in for the GPUs: each "device" runs the
+interpreter. --ray's own test is tests/test_ray.py (``tox -e ray``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eaglefuzz.harness import cli
+from eaglefuzz.harness.corpus import load_entry
+from eaglefuzz.harness.devices import (
+    FAKE_ENV,
+    XDIST_DEVICES_ENV,
+    cuda_devices,
+    pick_devices,
+    pin_xdist_worker,
+    xdist_device,
+)
+from eaglefuzz.harness.errors import UserError
+from eaglefuzz.harness.multi import ShardRun, child_args, merge, merged_exit_code, sub_shards
+
+ROOT = Path(__file__).resolve().parent.parent
+BUG = "pi_cu_read_as_exclusive"  # a seeded bug (tests/seeded_bugs/mutants.py), found within a few examples
+PI = "eagle_prepare_inputs_padded_kernel"
+
+
+def test_sub_shards_cover_the_share_disjointly():
+    chunks = range(240)
+    for k, n, m in [(0, 1, 2), (0, 1, 4), (1, 3, 2), (2, 3, 3)]:
+        parts = []
+        for s in sub_shards((k, n), m):
+            kk, nn = (int(x) for x in s.split("/"))
+            assert 1 <= kk <= nn
+            parts.append({c for c in chunks if c % nn == kk - 1})
+        assert sum(len(p) for p in parts) == len(set().union(*parts))  # disjoint
+        assert set().union(*parts) == {c for c in chunks if c % n == k}  # exactly share k of n
+
+
+def test_child_args_replace_what_the_parent_handles(tmp_path):
+    argv = ["fuzz", "--devices", "all", "--json", "--corpus=x", "--shard", "1/2", "--progress", "--seed", "3"]
+    assert child_args(argv, "3/4", tmp_path) == [
+        "fuzz", "--seed", "3", "--shard", "3/4", "--json", "--no-progress", "--corpus", str(tmp_path)]
+
+
+def test_device_enumeration_and_choice(monkeypatch):
+    assert cuda_devices({FAKE_ENV: "3"}) == ["0", "1", "2"]
+    assert cuda_devices({FAKE_ENV: "GPU-a,GPU-b"}) == ["GPU-a", "GPU-b"]
+    assert cuda_devices({FAKE_ENV: "0"}) == []
+    assert pick_devices("all", ["4", "6"]) == ["4", "6"]
+    assert pick_devices("1", ["4", "6"]) == ["6"]  # ordinals within the user's CUDA_VISIBLE_DEVICES list
+    for spec, avail, words in [("all", [], "no CUDA device here"), ("2", ["0", "1"], "no device 2"),
+                               ("0,0", ["0", "1"], "twice"), ("x", ["0"], "ordinals")]:
+        with pytest.raises(UserError, match=words):
+            pick_devices(spec, avail)
+
+
+def test_xdist_workers_get_their_own_gpu():
+    assert [xdist_device(f"gw{i}", ["4", "6"]) for i in range(4)] == ["4", "6", "4", "6"]
+    assert xdist_device("gw1", ["4"]) is None  # one device: nothing to share out
+    env = {"PYTEST_XDIST_WORKER": "gw3", XDIST_DEVICES_ENV: "4,5,6"}
+    assert pin_xdist_worker(env) == "CUDA_VISIBLE_DEVICES=4" and env["CUDA_VISIBLE_DEVICES"] == "4"
+    assert pin_xdist_worker({"PYTEST_XDIST_WORKER": "gw0"}) is None
+
+
+def _doc(examples: int, features: list[str], missed: list[str], findings: list[dict]) -> dict:
+    return {"seed": 0, "mode": "hypothesis", "backend": "interpreter", "source": "s", "notes": [], "shard": "1/2",
+            "domain": "production", "interrupted": False,
+            "targets": {PI: {"implementation": "i", "examples": examples, "tokens_verified": 10 * examples,
+                             "seconds": examples / 2, "features_reached": features, "features_missed": missed,
+                             "findings": findings, "edge_divergences": []}}}
+
+
+def test_merge_sums_counts_and_names_each_findings_shard():
+    f = {"kind": "difference", "tier": "production", "file": "c.json", "report": "r"}
+    runs = [ShardRun("1/2", "device 0", 0, _doc(4, ["a"], ["b", "c"], [])),
+            ShardRun("2/2", "device 1", 1, _doc(6, ["b"], ["a", "c"], [f]))]
+    doc = merge(runs, (0, 1))
+    t = doc["targets"][PI]
+    assert (t["examples"], t["tokens_verified"], t["seconds"]) == (10, 100, 3.0)
+    assert t["features_reached"] == ["a", "b"] and t["features_missed"] == ["c"]
+    assert t["findings"] == [dict(f, shard="2/2", where="device 1")]
+    assert [(s["shard"], s["where"], s["examples"], s["findings"]) for s in doc["shards"]] == [
+        ("1/2", "device 0", 4, 0), ("2/2", "device 1", 6, 1)]
+    assert merged_exit_code(doc, runs) == 1
+    runs.append(ShardRun("3/3", "device 2", 2, None, ["eaglefuzz: error: --kernel x: unknown target"]))
+    assert merged_exit_code(merge(runs, (0, 1)), runs) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "words"),
+    [
+        (["fuzz", "--devices", "all"], {FAKE_ENV: "0"}, "--devices all: no CUDA device here"),
+        (["fuzz", "--devices", "all", "--ray", "local", "--shards", "2"], {FAKE_ENV: "2"}, "choose one"),
+        (["fuzz", "--shards", "2"], {FAKE_ENV: "2"}, "--shards: only with --ray"),
+        (["fuzz", "--ray", "local"], {}, "--shards N"),
+        (["fuzz", "--ray", "local", "--shards", "2"], {}, "eaglefuzz[ray]"),
+    ],
+)
+def test_usage_errors_of_several_shards(capsys, monkeypatch, args, env, words):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setitem(sys.modules, "ray", None)  # Ray not installed (import ray raises ImportError)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and words in err, err
+
+
+@pytest.mark.kernel
+def test_devices_run_one_shard_per_device_into_one_corpus(tmp_path, seeded_bugs_dir):
+    bug = seeded_bugs_dir / f"{BUG}.py"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), FAKE_ENV: "2", "EAGLEFUZZ_SHRINK_BUDGET": "3"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--devices", "all", "--kernels", str(bug),
+         "--kernel", PI, "--examples", "6", "--corpus", str(tmp_path), "--json"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [(s["shard"], s["where"]) for s in doc["shards"]] == [("1/2", "device 0"), ("2/2", "device 1")]
+    findings = doc["targets"][PI]["findings"]
+    assert findings and {f["where"] for f in findings} <= {"device 0", "device 1"}
+    for f in findings:
+        assert load_entry(f["file"]).case.kernel == PI and Path(f["file"]).parent.parent == tmp_path
