@@ -144,7 +144,9 @@ def sanitize_replay(
         raise UserError("--sanitize: no CUDA device here; compute-sanitizer checks kernels running on a GPU")
     records: list[dict[str, Any]] = []
     meta: dict[str, Any] | None = None
-    env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    # Every tensor its own allocation, and no guard bands around the arrays: memcheck sees an
+    # access just past an array only where nothing of ours lies there.
+    env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "EAGLEFUZZ_GUARD_BANDS": "0"}
     limits = limit_args or ["--limits", f"timeout_scale={TIMEOUT_SCALE}"]
     stopped = False
     with tempfile.TemporaryDirectory(prefix="eaglefuzz-sanitize-") as d:

@@ -101,6 +101,7 @@ def device_fuzz_target(
     start = time.monotonic()
     cross_s = 0.0
     i = chunk_offset
+    gen = torch.Generator(device=device)  # reseeded per example: one generator, not one per case
 
     def clock(stage: str, t0: float) -> float:
         if profile and device != "cpu":
@@ -129,7 +130,6 @@ def device_fuzz_target(
     ):
         s = derive_seed(seed, name, "device", i)
         rng = np.random.default_rng(s)
-        gen = torch.Generator(device=device)
         gen.manual_seed(s)
         t = time.perf_counter()
         dc = dt.draw(rng, gen, device) if device != "cpu" else dt.draw(rng, gen, device, CPU_MAX_REQUESTS)
