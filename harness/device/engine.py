@@ -134,7 +134,7 @@ def device_fuzz_target(
         t = time.perf_counter()
         dc = dt.draw(rng, gen, device) if device != "cpu" else dt.draw(rng, gen, device, CPU_MAX_REQUESTS)
         t = clock("draw", t)
-        host = pinned.stage(dc)
+        host = pinned.stage(dc) if dc.host_inputs is None else {n: torch.from_numpy(a) for n, a in dc.host_inputs.items()}
         t = clock("stage", t)
         writes = dt.oracle(dc)
         t = clock("oracle", t)

@@ -12,7 +12,7 @@ import torch
 
 from ...oracles import tensor_ops
 from ..case import Case
-from .base import DeviceCase, DeviceTarget
+from .base import DeviceCase, DeviceTarget, upload
 
 MAX_REQUESTS = 1024
 VOCABS = (32000, 128256, 151936, 262144)
@@ -27,19 +27,21 @@ class NextTokenDevice(DeviceTarget):
         stride = S + int(rng.choice([0, 0, 1, 7]))
         extra = int(rng.integers(0, 9))
         vocab = int(rng.choice(VOCABS))
-        kept = torch.randint(1, S + 1, (R, 1), generator=gen, device=device)
+        small = upload({  # per-request arrays: drawn on the host, one copy
+            "kept": rng.integers(1, S + 1, size=(R, 1)).astype(np.int32),
+            "discard_request_mask": rng.random(R + extra) < float(rng.choice([0.0, 0.1, 1.0])),
+            "backup_next_token_ids": rng.integers(-(2**31), 2**31 - 1, size=R + extra, endpoint=True, dtype=np.int32),
+        }, device)
         ids = torch.randint(0, vocab, (R, stride), generator=gen, device=device, dtype=torch.int32)
         past = torch.rand((R, stride), generator=gen, device=device) < 0.05
         ids = torch.where(past, vocab + ids % 4, ids)  # ids at and just past the vocabulary
         ids = torch.where(past & (ids == vocab + 3), 2**31 - 1, ids)  # and at the int32 limit
-        cols = torch.arange(stride, device=device)
-        ids = torch.where((cols >= kept) & (cols < S), -1, ids)
-        discard = torch.rand((R + extra,), generator=gen, device=device) < float(rng.choice([0.0, 0.1, 1.0]))
+        cols = torch.arange(stride, device=device, dtype=torch.int32)
+        ids = torch.where((cols >= small["kept"]) & (cols < S), -1, ids)
         inputs = {
             "sampled_token_ids": ids,
-            "discard_request_mask": discard,
-            "backup_next_token_ids": torch.randint(-(2**31), 2**31 - 1, (R + extra,), generator=gen, device=device,
-                                                   dtype=torch.int32),
+            "discard_request_mask": small["discard_request_mask"],
+            "backup_next_token_ids": small["backup_next_token_ids"],
         }
         outputs = {"next_token_ids": (torch.int32, R), "valid_sampled_tokens_count": (torch.int32, R)}
         return DeviceCase(inputs, outputs, {"vocab_size": vocab, "num_sampled_tokens_per_req": S, "num_reqs": R})
