@@ -74,10 +74,14 @@ def upload(arrays: dict[str, np.ndarray], device: str) -> dict[str, torch.Tensor
 
 
 class DeviceTarget:
-    """A target's device pieces; one small module per target (see :mod:`.registry`)."""
+    """A target's device pieces; one small module per target (listed in :mod:`..device`)."""
 
     name: str
     """The target's name (a key of :data:`~..targets.TARGETS`)."""
+    checked_on: str = "device"
+    """``device``: draw, oracle and compare on the GPU (large cases); ``host``: everything but
+    the launch on the CPU, the buffers copied over and back once per dtype (cases of a few
+    thousand elements, where each device operation costs more in launch time than in work)."""
 
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int) -> DeviceCase:
         """A production case of at most ``max_requests`` requests: sizes and modes from ``rng``
@@ -132,9 +136,27 @@ class Arenas:
             dt = shapes[n][0]
             e = self.expected[_storage(dt)][self.offset[n] : self.offset[n] + shapes[n][1]]
             e[index] = value.to(torch.uint8) if dt == torch.bool else value
-        for n, t in dc.inputs.items():  # inputs keep their shape (a 2-D id matrix, a strided view)
-            if t.dim() > 1:
-                self.views[n] = self.views[n].view(t.shape)
+        self.shapes = {n: t.shape for n, t in dc.inputs.items()}
+        self.views = self._shaped(self.views)
+
+    def _shaped(self, views: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        # inputs keep their shape (a 2-D id matrix, a strided view)
+        return {n: v.view(self.shapes[n]) if n in self.shapes and len(self.shapes[n]) > 1 else v for n, v in views.items()}
+
+    def upload(self, device: str) -> dict[str, torch.Tensor]:
+        """Copy the buffers (built on the host) to ``device``, one copy per dtype; the views of
+        every array there, for the launch. :meth:`download` brings them back."""
+        self.on_device = {s: b.to(device) for s, b in self.full.items()}
+        views = {}
+        for n, v in self.views.items():
+            s = _storage(v.dtype)
+            d = self.on_device[s][self.offset[n] : self.offset[n] + v.numel()]
+            views[n] = d.view(torch.bool) if v.dtype == torch.bool else d
+        return self._shaped(views)
+
+    def download(self) -> None:
+        """The buffers as the launch left them on the device, back on the host (waits for it)."""
+        self.full = {s: b.cpu() for s, b in self.on_device.items()}
 
     def mismatch(self) -> torch.Tensor:
         """A device scalar: the number of elements, over every buffer, that are not as expected."""

@@ -102,6 +102,9 @@ def device_fuzz_target(
     cross_s = 0.0
     i = chunk_offset
     gen = torch.Generator(device=device)  # reseeded per example: one generator, not one per case
+    host_gen = torch.Generator()
+    on_device = dt.checked_on == "device"
+    where = device if on_device else "cpu"
 
     def clock(stage: str, t0: float) -> float:
         if profile and device != "cpu":
@@ -130,20 +133,29 @@ def device_fuzz_target(
     ):
         s = derive_seed(seed, name, "device", i)
         rng = np.random.default_rng(s)
-        gen.manual_seed(s)
+        g = gen if on_device else host_gen
+        g.manual_seed(s)
         t = time.perf_counter()
-        dc = dt.draw(rng, gen, device) if device != "cpu" else dt.draw(rng, gen, device, CPU_MAX_REQUESTS)
+        dc = dt.draw(rng, g, where) if device != "cpu" else dt.draw(rng, g, where, CPU_MAX_REQUESTS)
         t = clock("draw", t)
-        host = pinned.stage(dc) if dc.host_inputs is None else {n: torch.from_numpy(a) for n, a in dc.host_inputs.items()}
+        if not on_device:
+            host = dc.inputs
+        elif dc.host_inputs is not None:
+            host = {n: torch.from_numpy(a) for n, a in dc.host_inputs.items()}
+        else:
+            host = pinned.stage(dc)
         t = clock("stage", t)
         writes = dt.oracle(dc)
         t = clock("oracle", t)
-        arenas = Arenas(dc, writes, device)
+        arenas = Arenas(dc, writes, where)
+        views = arenas.views if on_device else arenas.upload(device)
         t = clock("buffers", t)
         finding = None
         try:
-            dt.launch(impl, arenas.views, dc)
+            dt.launch(impl, views, dc)
             t = clock("kernel", t)
+            if not on_device:
+                arenas.download()
             bad = int(arenas.mismatch())
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             outcome = Outcome().crashed(exc, device)

@@ -19,6 +19,7 @@ MAX_REQUESTS = 1024
 
 class PrepareInputsDevice(DeviceTarget):
     name = "eagle_prepare_inputs_padded_kernel"
+    checked_on = "host"  # a few thousand elements: launches, not work, would cost the time
 
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
         R = int(rng.integers(1, max_requests + 1)) if rng.random() < 0.75 else int(rng.integers(1, 4 * max_requests + 1))
