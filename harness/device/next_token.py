@@ -28,24 +28,21 @@ class NextTokenDevice(DeviceTarget):
         stride = S + int(rng.choice([0, 0, 1, 7]))
         extra = int(rng.integers(0, 9))
         vocab = int(rng.choice(VOCABS))
-        small = upload({  # per-request arrays: drawn on the host, one copy
-            "kept": rng.integers(1, S + 1, size=(R, 1)).astype(np.int32),
+        ids = rng.integers(0, vocab, size=(R, stride), dtype=np.int32)
+        past = rng.integers(0, R * stride, size=max(1, R * stride // 20))  # about 5% of the ids:
+        ids.reshape(-1)[past] = np.array([vocab, vocab + 1, vocab + 2, 2**31 - 1], dtype=np.int32)[past & 3]
+        kept = rng.integers(1, S + 1, size=(R, 1))  # at and past the vocabulary, or the int32 limit
+        cols = np.arange(stride)
+        ids[(cols >= kept) & (cols < S)] = -1
+        host = {
+            "sampled_token_ids": ids,
             "discard_request_mask": rng.random(R + extra) < float(rng.choice([0.0, 0.1, 1.0])),
             "backup_next_token_ids": rng.integers(-(2**31), 2**31 - 1, size=R + extra, endpoint=True, dtype=np.int32),
-        }, device)
-        ids = torch.randint(0, vocab, (R, stride), generator=gen, device=device, dtype=torch.int32)
-        past = torch.rand((R, stride), generator=gen, device=device) < 0.05
-        ids = torch.where(past, vocab + ids % 4, ids)  # ids at and just past the vocabulary
-        ids = torch.where(past & (ids == vocab + 3), 2**31 - 1, ids)  # and at the int32 limit
-        cols = torch.arange(stride, device=device, dtype=torch.int32)
-        ids = torch.where((cols >= small["kept"]) & (cols < S), -1, ids)
-        inputs = {
-            "sampled_token_ids": ids,
-            "discard_request_mask": small["discard_request_mask"],
-            "backup_next_token_ids": small["backup_next_token_ids"],
         }
+        inputs = upload(host, device)
         outputs = {"next_token_ids": (torch.int32, R), "valid_sampled_tokens_count": (torch.int32, R)}
-        return DeviceCase(inputs, outputs, {"vocab_size": vocab, "num_sampled_tokens_per_req": S, "num_reqs": R})
+        return DeviceCase(inputs, outputs, {"vocab_size": vocab, "num_sampled_tokens_per_req": S, "num_reqs": R},
+                          host_inputs=host)
 
     def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         S = dc.scalars["num_sampled_tokens_per_req"]
