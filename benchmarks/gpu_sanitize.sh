@@ -7,7 +7,7 @@
 # 2. Under memcheck the same replay reports "invalid memory access" findings, each naming its
 #    case file with the sanitizer's first error lines (exit 1).
 # 3. The production kernels replay clean under memcheck (exit 0).
-# 4. A seeded out-of-bounds write (pi_missing_num_reqs_guard: programs past num_reqs write) on
+# 4. A seeded missing guard (pi_missing_num_reqs_guard: programs past num_reqs read and write) on
 #    the corpus case with a padded grid: memcheck reports it (exit 1; without --sanitize the
 #    guard bands catch it as a difference).
 set -u
@@ -30,6 +30,6 @@ time "$PY" -m eaglefuzz.harness.cli replay --sanitize $FILES --kernels "$BUG" --
 step "3. the production kernels under compute-sanitizer (expect exit 0)"
 time "$PY" -m eaglefuzz.harness.cli replay --sanitize $FILES --backend cuda; echo "exit $?"
 
-step "4. the seeded out-of-bounds write under compute-sanitizer (expect exit 1, 'invalid memory access')"
+step "4. the seeded missing num_reqs guard (out-of-bounds reads and writes) under compute-sanitizer (expect exit 1, 'invalid memory access')"
 time "$PY" -m eaglefuzz.harness.cli replay --sanitize corpus/eagle_prepare_inputs_padded_kernel/59458a2e3b76.json \
     --kernels "$BUGS/pi_missing_num_reqs_guard.py" --backend cuda; echo "exit $?"
