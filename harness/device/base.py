@@ -99,7 +99,15 @@ class DeviceTarget:
 
     def to_case(self, dc: DeviceCase) -> Case:
         """The same case as a plain :class:`~..case.Case` (host arrays; vLLM's own launch)."""
-        raise NotImplementedError
+        from ..targets import TARGETS
+
+        return Case(
+            kernel=self.name,
+            arrays={n: t.cpu().numpy() for n, t in dc.inputs.items()},
+            scalars=dict(dc.scalars),
+            launch=dict.fromkeys(TARGETS[self.name].launch_names),
+            note="drawn on the device (eaglefuzz fuzz --mode device)",
+        )
 
 
 def _storage(dtype: torch.dtype) -> torch.dtype:

@@ -10,7 +10,6 @@ import numpy as np
 import torch
 
 from ...oracles import tensor_ops
-from ..case import Case
 from ..strategies import query_start_loc_from
 from .base import DeviceCase, DeviceTarget
 
@@ -77,12 +76,3 @@ class CopyAndExpandDevice(DeviceTarget):
         from ...kernels.launchers import launch_copy_and_expand_eagle_inputs
 
         launch_copy_and_expand_eagle_inputs(impl, **views, **dc.scalars, max_query_len=dc.host["max_query_len"])
-
-    def to_case(self, dc: DeviceCase) -> Case:
-        return Case(
-            kernel=self.name,
-            arrays={n: t.cpu().numpy() for n, t in dc.inputs.items()},
-            scalars=dict(dc.scalars),
-            launch={"block_size_tokens": None, "num_blocks": None},
-            note="drawn on the device (eaglefuzz fuzz --mode device)",
-        )

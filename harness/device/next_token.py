@@ -11,7 +11,6 @@ import numpy as np
 import torch
 
 from ...oracles import tensor_ops
-from ..case import Case
 from .base import DeviceCase, DeviceTarget, upload
 
 MAX_REQUESTS = 1024
@@ -60,12 +59,3 @@ class NextTokenDevice(DeviceTarget):
         v["sampled_token_ids"] = v["sampled_token_ids"][:, : dc.scalars["num_sampled_tokens_per_req"]]
         launch_eagle_prepare_next_token_padded(impl, **v, vocab_size=dc.scalars["vocab_size"],
                                                num_reqs=dc.scalars["num_reqs"])
-
-    def to_case(self, dc: DeviceCase) -> Case:
-        return Case(
-            kernel=self.name,
-            arrays={n: t.cpu().numpy() for n, t in dc.inputs.items()},
-            scalars=dict(dc.scalars),
-            launch={"block_size_tokens": None, "grid_size": None},
-            note="drawn on the device (eaglefuzz fuzz --mode device)",
-        )

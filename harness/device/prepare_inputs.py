@@ -11,7 +11,6 @@ import numpy as np
 import torch
 
 from ...oracles import tensor_ops
-from ..case import Case
 from .base import DeviceCase, DeviceTarget, upload
 
 MAX_REQUESTS = 1024
@@ -47,12 +46,3 @@ class PrepareInputsDevice(DeviceTarget):
         from ...kernels.launchers import launch_eagle_prepare_inputs_padded
 
         launch_eagle_prepare_inputs_padded(impl, **views, **dc.scalars)
-
-    def to_case(self, dc: DeviceCase) -> Case:
-        return Case(
-            kernel=self.name,
-            arrays={n: t.cpu().numpy() for n, t in dc.inputs.items()},
-            scalars=dict(dc.scalars),
-            launch={"grid_size": None},
-            note="drawn on the device (eaglefuzz fuzz --mode device)",
-        )
