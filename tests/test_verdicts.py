@@ -136,13 +136,16 @@ def _plugin_installed() -> bool:
 @pytest.mark.parametrize("with_path", [False, True], ids=["no-test-path", "test-path"])
 def test_pytest_kernels_option_from_another_directory(with_path, tmp_path, mutants):
     bug = mutants.write(mutants.BY_NAME["pi_cu_read_as_exclusive"], tmp_path / "bugs")
-    # one xdist worker: the plugin loads in a worker as with -n auto, for one torch import less
-    args = [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider", "--kernels", str(bug)]
-    if with_path:
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--kernels", str(bug)]
+    if with_path:  # one process (tests/test_crash.py runs a test path from elsewhere on an xdist worker)
         args += [f"{ROOT / 'tests' / 'test_differential.py'}::test_matches_oracles[{PI}-0]"]
-    proc = run(args, tmp_path, cwd=tmp_path)
+    else:  # one xdist worker: the plugin's own suite loads in a worker as with -n auto
+        args += ["-n", "1"]
+    # The plugin's plumbing is the point, not the search: findings as first drawn, unshrunk.
+    proc = run(args, tmp_path, cwd=tmp_path, EAGLEFUZZ_PROFILE="quick", EAGLEFUZZ_SHRINK_BUDGET="0")
     out = proc.stdout + proc.stderr
     assert "unrecognized arguments" not in out
+    assert "hypothesis profile quick" in out, out[-3000:]  # the nested run took the profile
     assert proc.returncode == 1, out[-3000:]
     assert PI in out and "differs from the contract" in out
     if not with_path:  # the plugin's own suite ran: the file's one target, not the others
