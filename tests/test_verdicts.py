@@ -66,7 +66,6 @@ def found(tmp_path_factory, mutants):
 
 
 @pytest.mark.kernel
-@pytest.mark.xdist_group("found")  # one campaign for the four (--dist loadgroup)
 def test_says_what_was_tested(found):
     tmp, bug, proc, doc = found
     # Only the target the file defines is fuzzed; one line names the ones it does not define.
@@ -86,7 +85,6 @@ def test_says_what_was_tested(found):
 
 
 @pytest.mark.kernel
-@pytest.mark.xdist_group("found")  # one campaign for the four (--dist loadgroup)
 def test_private_findings_stay_out_of_the_corpus(found):
     tmp, bug, proc, doc = found
     (finding,) = doc["targets"][CE]["findings"]
@@ -98,7 +96,6 @@ def test_private_findings_stay_out_of_the_corpus(found):
 
 
 @pytest.mark.kernel
-@pytest.mark.xdist_group("found")  # one campaign for the four (--dist loadgroup)
 def test_pasted_reproducer_fails_on_the_users_file(found, tmp_path):
     _, bug, _, doc = found
     report = doc["targets"][CE]["findings"][0]["report"]
@@ -116,7 +113,6 @@ def test_pasted_reproducer_fails_on_the_users_file(found, tmp_path):
 
 
 @pytest.mark.kernel
-@pytest.mark.xdist_group("found")  # one campaign for the four (--dist loadgroup)
 def test_printed_replay_commands_fail_from_anywhere(found, tmp_path):
     _, bug, _, doc = found
     report = doc["targets"][CE]["findings"][0]["report"]
@@ -209,19 +205,23 @@ def test_stand_in_gap_is_a_verdict_not_a_crash(tmp_path, mutants):
 
 
 @pytest.mark.kernel
-def test_a_target_named_explicitly_comes_from_the_bundled_copy_and_says_so(tmp_path, mutants):
+def test_a_target_named_explicitly_comes_from_the_bundled_copy_and_says_so(tmp_path, mutants, monkeypatch, capsys):
     bug = mutants.write(mutants.BY_NAME[BUG], tmp_path / "bugs")
-    proc = eaglefuzz("fuzz", "--kernels", str(bug), "--kernel", PI, "--examples", "3", "--json",
-                     tmp_path=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    doc = json.loads(proc.stdout)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:  # in this process: what is named is the point
+        cli.main(["fuzz", "--kernels", str(bug), "--kernel", PI, "--examples", "3", "--json", "--no-isolate",
+                  "--no-progress"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0, out + err
+    doc = json.loads(out)
     assert list(doc["targets"]) == [PI]
     assert doc["targets"][PI]["implementation"] == f"kernels/spec_decode_utils.py::{PI} (bundled production copy)"
     assert any("testing the bundled production copy" in n for n in doc["notes"])
 
 
 @pytest.mark.kernel
-def test_replay_groups_identical_findings(tmp_path, mutants):
+def test_replay_groups_identical_findings(tmp_path, mutants, capsys):
     from eaglefuzz.harness.case import Case
     from eaglefuzz.harness.corpus import save_case
     from eaglefuzz.harness.targets import TARGETS
@@ -235,13 +235,16 @@ def test_replay_groups_identical_findings(tmp_path, mutants):
         case: Case = target.random_case(rng, __import__("eaglefuzz.harness.strategies", fromlist=["x"]).Scale(
             max_requests=4, request_tail=4, max_query_len=8))
         save_case(case, tmp_path / "cases")
-    proc = eaglefuzz("replay", str(tmp_path / "cases"), "--kernels", str(bug), tmp_path=tmp_path)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    fails = proc.stdout.count("\nFAIL ") + proc.stdout.startswith("FAIL ")
-    assert fails >= 2, proc.stdout
-    assert proc.stdout.count("=== ") == 1, proc.stdout
-    assert f"{fails} case(s) fail the same way" in proc.stdout
-    assert f"{8 - fails} passed, {fails} failed (1 distinct)" in proc.stdout.rstrip().splitlines()[-1]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:  # in this process: the report's grouping is the point
+        cli.main(["replay", str(tmp_path / "cases"), "--kernels", str(bug), "--no-isolate"])
+    stdout, stderr = capsys.readouterr()
+    assert exc.value.code == 1, stdout + stderr
+    fails = stdout.count("\nFAIL ") + stdout.startswith("FAIL ")
+    assert fails >= 2, stdout
+    assert stdout.count("=== ") == 1, stdout
+    assert f"{fails} case(s) fail the same way" in stdout
+    assert f"{8 - fails} passed, {fails} failed (1 distinct)" in stdout.rstrip().splitlines()[-1]
 
 
 def test_did_you_mean(capsys):
