@@ -24,20 +24,24 @@ TOURED = sorted(n for n, t in TARGETS.items() if t.shapes)
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
-def test_default_strategy_reaches_every_feature(name, fuzz_seed):
-    """The tour that opens a default run and 200 Hypothesis examples (two default runs) reach every feature."""
+def test_default_strategy_reaches_every_feature(name, fuzz_seed, warm_oracles):
+    """The tour that opens a default run and 200 Hypothesis examples (two default runs) reach every
+    feature; the two oracles agree on every one of those examples (the strategy half of
+    tests/test_oracles_agree.py: drawing the cases is the cost, so they are drawn once for both)."""
     target = TARGETS[name]
     reached: set[str] = set()
     for case in fuzz.tour(name, INTERPRETER_SCALE, fuzz_seed):
         target.validate(case)
         reached |= target.features_of(case)
+        assert target.oracle_check(case) == []
 
-    @settings(max_examples=EXAMPLES, phases=[Phase.generate], database=None)
+    @settings(max_examples=EXAMPLES, phases=[Phase.generate, Phase.shrink], database=None)
     @hseed(derive_seed(fuzz_seed, "features", name))
     @given(target.strategy(INTERPRETER_SCALE))
     def collect(case):
         target.validate(case)  # generated in-contract, by construction
         reached.update(target.features_of(case))
+        assert target.oracle_check(case) == []  # shrunk when they disagree
 
     collect()
     missed = sorted(set(target.features) - reached)

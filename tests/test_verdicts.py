@@ -105,10 +105,11 @@ def test_pasted_reproducer_fails_on_the_users_file(found, tmp_path):
     failing = run([sys.executable, str(script)], tmp_path)
     assert failing.returncode != 0, failing.stdout + failing.stderr
     assert "DifferenceFound" in failing.stderr and "out_positions" in failing.stderr
-    # The same case against the production copy passes: the reproducer is about the user's file.
-    script.write_text(reproducer_of(report).replace(f", source='file:{bug}'", "") + "\n")
-    passing = run([sys.executable, str(script)], tmp_path)
-    assert passing.returncode == 0, passing.stderr[-2000:]
+    # The same case against the production copy passes: the reproducer is about the user's file
+    # (run in this process: that it runs as a script is proven above).
+    passing = reproducer_of(report).replace(f", source='file:{bug}'", "")
+    assert passing != reproducer_of(report)
+    exec(compile(passing, str(tmp_path / "passing.py"), "exec"), {"__name__": "__main__"})
 
 
 @pytest.mark.kernel
@@ -136,13 +137,16 @@ def _plugin_installed() -> bool:
 @pytest.mark.parametrize("with_path", [False, True], ids=["no-test-path", "test-path"])
 def test_pytest_kernels_option_from_another_directory(with_path, tmp_path, mutants):
     bug = mutants.write(mutants.BY_NAME["pi_cu_read_as_exclusive"], tmp_path / "bugs")
-    # one xdist worker: the plugin loads in a worker as with -n auto, for one torch import less
-    args = [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider", "--kernels", str(bug)]
-    if with_path:
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--kernels", str(bug)]
+    if with_path:  # one process (tests/test_crash.py runs a test path from elsewhere on an xdist worker)
         args += [f"{ROOT / 'tests' / 'test_differential.py'}::test_matches_oracles[{PI}-0]"]
-    proc = run(args, tmp_path, cwd=tmp_path)
+    else:  # one xdist worker: the plugin's own suite loads in a worker as with -n auto
+        args += ["-n", "1"]
+    # The plugin's plumbing is the point, not the search: findings as first drawn, unshrunk.
+    proc = run(args, tmp_path, cwd=tmp_path, EAGLEFUZZ_PROFILE="quick", EAGLEFUZZ_SHRINK_BUDGET="0")
     out = proc.stdout + proc.stderr
     assert "unrecognized arguments" not in out
+    assert "hypothesis profile quick" in out, out[-3000:]  # the nested run took the profile
     assert proc.returncode == 1, out[-3000:]
     assert PI in out and "differs from the contract" in out
     if not with_path:  # the plugin's own suite ran: the file's one target, not the others
@@ -201,19 +205,23 @@ def test_stand_in_gap_is_a_verdict_not_a_crash(tmp_path, mutants):
 
 
 @pytest.mark.kernel
-def test_a_target_named_explicitly_comes_from_the_bundled_copy_and_says_so(tmp_path, mutants):
+def test_a_target_named_explicitly_comes_from_the_bundled_copy_and_says_so(tmp_path, mutants, monkeypatch, capsys):
     bug = mutants.write(mutants.BY_NAME[BUG], tmp_path / "bugs")
-    proc = eaglefuzz("fuzz", "--kernels", str(bug), "--kernel", PI, "--examples", "3", "--json",
-                     tmp_path=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    doc = json.loads(proc.stdout)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:  # in this process: what is named is the point
+        cli.main(["fuzz", "--kernels", str(bug), "--kernel", PI, "--examples", "3", "--json", "--no-isolate",
+                  "--no-progress"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0, out + err
+    doc = json.loads(out)
     assert list(doc["targets"]) == [PI]
     assert doc["targets"][PI]["implementation"] == f"kernels/spec_decode_utils.py::{PI} (bundled production copy)"
     assert any("testing the bundled production copy" in n for n in doc["notes"])
 
 
 @pytest.mark.kernel
-def test_replay_groups_identical_findings(tmp_path, mutants):
+def test_replay_groups_identical_findings(tmp_path, mutants, capsys):
     from eaglefuzz.harness.case import Case
     from eaglefuzz.harness.corpus import save_case
     from eaglefuzz.harness.targets import TARGETS
@@ -227,13 +235,16 @@ def test_replay_groups_identical_findings(tmp_path, mutants):
         case: Case = target.random_case(rng, __import__("eaglefuzz.harness.strategies", fromlist=["x"]).Scale(
             max_requests=4, request_tail=4, max_query_len=8))
         save_case(case, tmp_path / "cases")
-    proc = eaglefuzz("replay", str(tmp_path / "cases"), "--kernels", str(bug), tmp_path=tmp_path)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    fails = proc.stdout.count("\nFAIL ") + proc.stdout.startswith("FAIL ")
-    assert fails >= 2, proc.stdout
-    assert proc.stdout.count("=== ") == 1, proc.stdout
-    assert f"{fails} case(s) fail the same way" in proc.stdout
-    assert f"{8 - fails} passed, {fails} failed (1 distinct)" in proc.stdout.rstrip().splitlines()[-1]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:  # in this process: the report's grouping is the point
+        cli.main(["replay", str(tmp_path / "cases"), "--kernels", str(bug), "--no-isolate"])
+    stdout, stderr = capsys.readouterr()
+    assert exc.value.code == 1, stdout + stderr
+    fails = stdout.count("\nFAIL ") + stdout.startswith("FAIL ")
+    assert fails >= 2, stdout
+    assert stdout.count("=== ") == 1, stdout
+    assert f"{fails} case(s) fail the same way" in stdout
+    assert f"{8 - fails} passed, {fails} failed (1 distinct)" in stdout.rstrip().splitlines()[-1]
 
 
 def test_did_you_mean(capsys):

