@@ -32,7 +32,9 @@ def test_cli_reports_the_case_that_killed_the_process(tmp_path, crash_bug):
     proc = subprocess.run(
         [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--kernels", str(crash_bug), "--kernel", PI,
          "--examples", "100", "--corpus", str(corpus), "--json"],
-        capture_output=True, text=True, env=_env(tmp_path), timeout=600, check=False,
+        # 15 s of shrinking (a fresh worker per step): 5 s take this case to 2 requests here, 8 s to 1
+        capture_output=True, text=True, env={**_env(tmp_path), "EAGLEFUZZ_FAULT_SHRINK_BUDGET": "15"},
+        timeout=600, check=False,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
