@@ -17,7 +17,7 @@ def _long_context(rng: np.random.Generator, scale: Scale) -> Case:
     (parallel drafting, K >= 15): one or two requests in section 1's layout ending near M - 1,
     their last blocks' ids within 2**16 slots of the int32 limit (the null block 0 elsewhere)."""
     from .eagle_step import max_block_id
-    from .new_slot_mapping import _build
+    from .new_slot_mapping_cases import _build
 
     bs = int(rng.choice([1024, 528]))
     nb = table_width(FLOAT32_EXACT + int(rng.integers(4096, 1 << 16)), bs)
@@ -37,7 +37,7 @@ def _long_context(rng: np.random.Generator, scale: Scale) -> Case:
 def _huge_offsets(rng: np.random.Generator, scale: Scale) -> Case:
     """max_num_batched_tokens of 32k and more: a prefill of 32768-36863 tokens among a few
     short requests (later offsets past 32767), N = 1-4."""
-    from .new_slot_mapping import _build
+    from .new_slot_mapping_cases import _build
 
     R = int(rng.integers(2, 5))
     lengths = rng.integers(1, 65, size=R).tolist()
@@ -55,7 +55,7 @@ def _huge_offsets(rng: np.random.Generator, scale: Scale) -> Case:
 
 def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
     """max_num_seqs and more: 1025-1088 requests of 1-3 tokens, N = 1-3, narrow tables."""
-    from .new_slot_mapping import _build
+    from .new_slot_mapping_cases import _build
 
     R = int(rng.integers(MAX_NUM_SEQS + 1, MAX_NUM_SEQS + 65))
     return _build(
