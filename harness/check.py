@@ -57,7 +57,7 @@ class Finding:
     def reproducer(self) -> str:
         """Python source that fails while the finding stands: run it with ``python``."""
         spec = self.origin.spec
-        arg = "" if spec == "bundled" else f", source={spec!r}"
+        arg = "" if spec in ("bundled", "") else f", source={spec!r}"
         lines = [
             "import numpy as np",
             "from eaglefuzz.harness.case import Case",

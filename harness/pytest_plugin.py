@@ -242,8 +242,10 @@ def _dead_journal_dirs() -> list[Path]:
     return dirs
 
 
-def _corpus_dir(config: pytest.Config) -> Path:
-    return findings_dir(config.stash.get(_SOURCE, None), config.getoption("eaglefuzz_corpus"))
+def _corpus_dir(config: pytest.Config, finding: Any) -> Path:
+    """Where ``finding`` is saved: by its own origin, not the session's source (a test may
+    raise a finding about an implementation of its own making)."""
+    return findings_dir(finding.origin, config.getoption("eaglefuzz_corpus"))
 
 
 def _findings(exc: BaseException | None) -> list:
@@ -266,7 +268,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         sink = getattr(item, "funcargs", {}).get("finding_sink")
         for finding in _findings(call.excinfo.value):
             try:
-                path = save_finding(finding, _corpus_dir(item.config))
+                path = save_finding(finding, _corpus_dir(item.config, finding))
             except Exception as exc:  # noqa: BLE001 - never lose the test's own failure
                 report.sections.append(("eaglefuzz", f"could not save the finding: {exc}"))
                 continue
@@ -284,8 +286,8 @@ class FindingSink:
     removed; when the run is interrupted first, they stay in the corpus.
     """
 
-    def __init__(self, corpus_dir: Path) -> None:
-        self.corpus_dir = corpus_dir
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
         self.pending: list[Path] = []
 
     def keep(self, finding) -> None:  # noqa: ANN001 - a check.Finding
@@ -294,8 +296,9 @@ class FindingSink:
 
         if self.pending:
             return
-        existed = case_path(finding.case, self.corpus_dir).exists()
-        path = save_finding(finding, self.corpus_dir)
+        corpus_dir = _corpus_dir(self.config, finding)
+        existed = case_path(finding.case, corpus_dir).exists()
+        path = save_finding(finding, corpus_dir)
         if not existed:
             self.pending.append(path)
 
@@ -310,7 +313,7 @@ class FindingSink:
 @pytest.fixture
 def finding_sink(pytestconfig: pytest.Config) -> FindingSink:
     """Keeps a property test's first (unshrunk) finding in the corpus until the shrunk one lands."""
-    return FindingSink(_corpus_dir(pytestconfig))
+    return FindingSink(pytestconfig)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -330,7 +333,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         else:
             crash = orphan.message or "a test process died while running this case"
             finding = Finding(orphan.case, Outcome(crash=crash), source.origin(orphan.case.kernel))
-            path = save_finding(finding, _corpus_dir(session.config))
+            path = save_finding(finding, _corpus_dir(session.config, finding))
             lines.append(f"a test process died while checking a case, saved to {path}:\n{finding.report(saved=path)}")
         orphan.remove()
     for d in dirs:

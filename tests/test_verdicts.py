@@ -15,7 +15,7 @@ import pytest
 
 from eaglefuzz.harness import cli
 from eaglefuzz.harness.corpus import CORPUS_DIR
-from eaglefuzz.harness.sources import findings_dir
+from eaglefuzz.harness.sources import Origin, findings_dir
 from eaglefuzz.harness.sources.bundled import BundledSource
 from eaglefuzz.harness.sources.file import FileSource
 
@@ -93,6 +93,11 @@ def test_private_findings_stay_out_of_the_corpus(found):
     assert not saved.is_relative_to(CORPUS_DIR)
     assert findings_dir(BundledSource()) == CORPUS_DIR
     assert findings_dir(FileSource(bug)) == Path.cwd() / "eaglefuzz-findings"
+    # by an implementation's own origin too (the pytest plugin routes each finding so): one a
+    # test made up, from no source, never lands in the corpus
+    assert findings_dir(BundledSource().origin(CE)) == CORPUS_DIR
+    assert findings_dir(FileSource(bug).origin(CE)) == Path.cwd() / "eaglefuzz-findings"
+    assert findings_dir(Origin("test", "-", "-")) == Path.cwd() / "eaglefuzz-findings"
 
 
 @pytest.mark.kernel

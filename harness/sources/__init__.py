@@ -47,6 +47,9 @@ KINDS: dict[str, Callable[[str | None], Source]] = {
 }
 """Source kind -> a function building the source from the argument of its spec."""
 
+PRODUCTION_KINDS = frozenset({"bundled", "vllm-release"})
+"""The kinds of source that hold production code (:attr:`Source.production`)."""
+
 
 @dataclass(frozen=True)
 class SourceOption:
@@ -198,10 +201,10 @@ def device_for(source: Source | None, backend_device: str) -> str:
     return getattr(source, "device", None) or backend_device
 
 
-def findings_dir(source: Source | None, given: str | Path | None = None) -> Path:
-    """Where findings about ``source`` are saved: ``given``, else the regression corpus
-    (``corpus/``) for production code, else ``./eaglefuzz-findings`` (a user's own file must
-    not pollute the regression corpus)."""
+def findings_dir(source: Source | Origin | None, given: str | Path | None = None) -> Path:
+    """Where findings about ``source`` (or an implementation of that :class:`Origin`) are
+    saved: ``given``, else the regression corpus (``corpus/``) for production code, else
+    ``./eaglefuzz-findings`` (a user's own file must not pollute the regression corpus)."""
     from ..paths import CORPUS_DIR
 
     if given is not None:

@@ -23,10 +23,19 @@ class Origin:
     source: str
     file: str
     function: str
-    spec: str = "bundled"
-    """The spec of the source it came from (for reproducers and replay commands)."""
+    spec: str = ""
+    """The spec of the source it came from (for reproducers and replay commands); empty for an
+    implementation that came from no source (one a test made up)."""
     variant: str | None = None
     """The target's older interface the function has (:attr:`Target.variants`), if any."""
+
+    @property
+    def production(self) -> bool:
+        """Whether the implementation is production code (the bundled copy or a vLLM release),
+        whose findings belong in the regression corpus."""
+        from . import PRODUCTION_KINDS
+
+        return self.spec.partition(":")[0] in PRODUCTION_KINDS
 
     def describe(self) -> str:
         """One phrase for reports: ``file::function (source)``, and ``[variant: name]``."""
@@ -34,10 +43,10 @@ class Origin:
         return f"{self.file}::{self.function} ({self.source}){variant}"
 
     def cli_args(self) -> list[str]:
-        """The options that select this implementation's source again."""
+        """The options that select this implementation's source again (none without a spec)."""
         from . import parse_source
 
-        return parse_source(self.spec).cli_args()
+        return parse_source(self.spec).cli_args() if self.spec else []
 
     def __str__(self) -> str:
         return self.describe()
