@@ -9,7 +9,7 @@ map from an output element back to a request and region for the report.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,20 @@ class EdgesInModule:
 
     def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
         return self.edges.shrink_candidates(case)
+
+
+def require_arrays(arrays: Mapping[str, np.ndarray], dtypes: Mapping[str, Any], optional: Iterable[str] = ()) -> None:
+    """Raise :class:`ContractViolation` unless every array of ``dtypes`` (name -> dtype, or
+    ``(dtype, ndim)``; 1-D by default) is in ``arrays`` with that dtype and number of
+    dimensions; those named in ``optional`` may be absent."""
+    for name, spec in dtypes.items():
+        dtype, ndim = spec if isinstance(spec, tuple) else (spec, 1)
+        if name not in arrays:
+            if name in optional:
+                continue
+            raise ContractViolation(f"arrays.{name}", "is required")
+        if arrays[name].dtype != dtype or arrays[name].ndim != ndim:
+            raise ContractViolation(f"arrays.{name}", f"must be a {ndim}-D {dtype} array")
 
 @dataclass
 class Outcome:

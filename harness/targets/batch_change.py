@@ -36,7 +36,7 @@ from ..strategies import (
     draw_shape,
     random_shape,
 )
-from .base import ContractViolation, Outcome
+from .base import ContractViolation, Outcome, require_arrays
 from .batch_change_tour import SHAPES
 from .pyfunc import PythonFunctionTarget
 
@@ -156,11 +156,7 @@ class BatchChange(PythonFunctionTarget):
 
     def validate(self, case: Case) -> None:
         a = case.arrays
-        for name, dtype in ARRAYS.items():
-            if name not in a:
-                raise ContractViolation(f"arrays.{name}", "is required")
-            if a[name].dtype != dtype or a[name].ndim != 1:
-                raise ContractViolation(f"arrays.{name}", f"must be a 1-D {dtype} array")
+        require_arrays(a, ARRAYS)
         if case.launch.get("mode") not in MODES:
             raise ContractViolation("launch.mode", "must be eager or compiled")
         n, P, Mx = len(a["prev_positions"]), len(a["valid_sampled_token_count"]), len(a["num_computed_tokens"])

@@ -34,7 +34,7 @@ from ..strategies import (
     request_counts,
 )
 from . import copy_and_expand_edges as edges
-from .base import ContractViolation, EdgesInModule, TritonTarget
+from .base import ContractViolation, EdgesInModule, TritonTarget, require_arrays
 
 I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)
 SLOT_OUTPUTS = ("out_input_ids", "out_positions", "out_is_rejected_token_mask", "out_is_masked_token_mask")
@@ -197,11 +197,7 @@ class CopyAndExpand(EdgesInModule, TritonTarget):
         if tier == "extended":
             return self.validate_extended(case)
         a, s = case.arrays, case.scalars
-        for name, dtype in self.inputs.items():
-            if name not in a:
-                raise ContractViolation(f"arrays.{name}", "is required")
-            if a[name].dtype != dtype or a[name].ndim != 1:
-                raise ContractViolation(f"arrays.{name}", f"must be a 1-D {dtype} array")
+        require_arrays(a, self.inputs)
         for name in self.scalar_names:
             if name not in s:
                 raise ContractViolation(f"scalars.{name}", "is required")

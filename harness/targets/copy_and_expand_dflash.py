@@ -29,7 +29,7 @@ from ..strategies import (
     next_power_of_2,
 )
 from . import dflash_cases
-from .base import ContractViolation, TritonTarget
+from .base import ContractViolation, TritonTarget, require_arrays
 
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
 CONTEXT_OUTPUTS = ("out_context_positions", "out_context_slot_mapping")
@@ -202,14 +202,8 @@ class CopyAndExpandDflash(TritonTarget):
 
     def validate(self, case: Case) -> None:
         a, s, launch = case.arrays, case.scalars, case.launch
-        for name, dtype in {**self.inputs, **self.optional_inputs}.items():
-            if name not in a:
-                if name in self.optional_inputs:
-                    continue
-                raise ContractViolation(f"arrays.{name}", "is required")
-            if a[name].dtype != dtype or a[name].ndim != (2 if name == "block_table" else 1):
-                shape = "2-D" if name == "block_table" else "1-D"
-                raise ContractViolation(f"arrays.{name}", f"must be a {shape} {dtype} array")
+        dtypes = {**self.inputs, **self.optional_inputs}
+        require_arrays(a, dtypes | {"block_table": (dtypes["block_table"], 2)}, optional=self.optional_inputs)
         extra = sorted(set(a) - set(self.inputs) - set(self.optional_inputs))
         if extra:
             raise ContractViolation(f"arrays.{extra[0]}", "is not an input of this kernel")

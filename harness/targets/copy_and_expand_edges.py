@@ -18,7 +18,7 @@ import numpy as np
 
 from ..case import Case
 from ..strategies import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, POWERS_OF_TWO, Scale, cdiv
-from .base import ContractViolation
+from .base import ContractViolation, require_arrays
 from .choosers import Chooser, RngChooser, as_strategy
 
 FEATURES = {
@@ -50,11 +50,7 @@ class _Layout:
 def validate(case: Case, inputs: dict) -> None:
     """The extended tier's rules (raises :class:`ContractViolation`)."""
     a, s = case.arrays, case.scalars
-    for name, dtype in inputs.items():
-        if name not in a:
-            raise ContractViolation(f"arrays.{name}", "is required")
-        if a[name].dtype != dtype or a[name].ndim != 1:
-            raise ContractViolation(f"arrays.{name}", f"must be a 1-D {dtype} array")
+    require_arrays(a, inputs)
     for name in ("padding_token_id", "parallel_drafting_token_id", "total_input_tokens",
                  "num_padding_slots_per_request", "shift_input_ids"):
         if name not in s:

@@ -31,7 +31,7 @@ from ..strategies import (
     draw_shape,
     random_shape,
 )
-from .base import ContractViolation, TritonTarget
+from .base import ContractViolation, TritonTarget, require_arrays
 from .eagle_step_tour import SHAPES
 
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
@@ -164,12 +164,7 @@ class EagleStep(TritonTarget):
 
     def validate(self, case: Case) -> None:
         a, s = case.arrays, case.scalars
-        for name, dtype in self.inputs.items():
-            if name not in a:
-                raise ContractViolation(f"arrays.{name}", "is required")
-            ndim = 2 if name == "block_table" else 1
-            if a[name].dtype != dtype or a[name].ndim != ndim:
-                raise ContractViolation(f"arrays.{name}", f"must be a {ndim}-D {dtype} array")
+        require_arrays(a, self.inputs | {"block_table": (self.inputs["block_table"], 2)})
         for name in self.scalar_names:
             v = s.get(name)
             if not isinstance(v, int) or isinstance(v, bool):

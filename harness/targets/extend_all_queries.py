@@ -42,7 +42,7 @@ from ..strategies import (
     random_shape,
 )
 from . import extend_all_queries_edges as edges
-from .base import ContractViolation, EdgesInModule, Outcome
+from .base import ContractViolation, EdgesInModule, Outcome, require_arrays
 from .pyfunc import (
     CHANGED,
     MUTATED,
@@ -220,11 +220,7 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
         a, s = case.arrays, case.scalars
         if set(a) - set(ARRAYS):
             raise ContractViolation(f"arrays.{sorted(set(a) - set(ARRAYS))[0]}", "is not an input of this target (production tier)")
-        for name, (dtype, ndim) in ARRAYS.items():
-            if name not in a:
-                raise ContractViolation(f"arrays.{name}", "is required")
-            if a[name].dtype != dtype or a[name].ndim != ndim:
-                raise ContractViolation(f"arrays.{name}", f"must be a {ndim}-D {dtype} array")
+        require_arrays(a, ARRAYS)
         for name in INT_SCALARS:
             v = s.get(name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:

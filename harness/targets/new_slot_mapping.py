@@ -32,7 +32,7 @@ from ..strategies import (
     Scale,
     query_start_loc_from,
 )
-from .base import ContractViolation, Outcome
+from .base import ContractViolation, Outcome, require_arrays
 from .eagle_step import MAX_BLOCK_SIZE, MAX_POSITION, max_block_id
 from .new_slot_mapping_cases import cases, random_case
 from .new_slot_mapping_tour import SHAPES
@@ -142,11 +142,7 @@ class NewSlotMapping(PythonFunctionTarget):
 
     def validate(self, case: Case) -> None:
         a, s = case.arrays, case.scalars
-        for name, (dtype, ndim) in ARRAYS.items():
-            if name not in a:
-                raise ContractViolation(f"arrays.{name}", "is required")
-            if a[name].dtype != dtype or a[name].ndim != ndim:
-                raise ContractViolation(f"arrays.{name}", f"must be a {ndim}-D {dtype} array")
+        require_arrays(a, ARRAYS)
         for name in SCALARS:
             v = s.get(name)
             if not isinstance(v, int) or isinstance(v, bool):

@@ -22,7 +22,7 @@ from ..strategies import (
     request_counts,
 )
 from . import prepare_inputs_padded_edges as edges
-from .base import ContractViolation, EdgesInModule, TritonTarget, Variant
+from .base import ContractViolation, EdgesInModule, TritonTarget, Variant, require_arrays
 
 I32 = np.dtype(np.int32)
 
@@ -97,11 +97,7 @@ class PrepareInputsPadded(EdgesInModule, TritonTarget):
         if tier == "extended":
             return self.validate_extended(case)
         a = case.arrays
-        for name, dtype in self.inputs.items():
-            if name not in a:
-                raise ContractViolation(f"arrays.{name}", "is required")
-            if a[name].dtype != dtype or a[name].ndim != 1:
-                raise ContractViolation(f"arrays.{name}", f"must be a 1-D {dtype} array")
+        require_arrays(a, self.inputs)
         R = case.scalars.get("num_reqs")
         if not isinstance(R, int) or isinstance(R, bool) or R < 1:
             raise ContractViolation("scalars.num_reqs", "must be an int >= 1")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ..case import Case
 from ..strategies import Scale, request_counts
-from .base import ContractViolation
+from .base import ContractViolation, require_arrays
 
 FEATURES = {
     "empty_request": "a request without tokens (query_start_loc repeats): the index is qs - 1",
@@ -30,11 +30,7 @@ KINDS = ("plain", "empty", "discarded_with_drafts", "valid_above_drafts", "decre
 def validate(case: Case, inputs: dict) -> None:
     """The extended tier: any int32 counts, ``query_start_loc`` from 0 and never decreasing."""
     a = case.arrays
-    for name, dtype in inputs.items():
-        if name not in a:
-            raise ContractViolation(f"arrays.{name}", "is required")
-        if a[name].dtype != dtype or a[name].ndim != 1:
-            raise ContractViolation(f"arrays.{name}", f"must be a 1-D {dtype} array")
+    require_arrays(a, inputs)
     R = case.scalars.get("num_reqs")
     if not isinstance(R, int) or isinstance(R, bool) or R < 1:
         raise ContractViolation("scalars.num_reqs", "must be an int >= 1")
