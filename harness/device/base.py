@@ -44,9 +44,6 @@ class DeviceCase:
     outputs: dict[str, tuple[torch.dtype, int]]
     scalars: dict[str, Any]
     host: dict[str, int] = field(default_factory=dict)
-    host_inputs: dict[str, np.ndarray] | None = None
-    """The inputs as host arrays, when they were drawn on the host (:func:`upload`): nothing
-    needs staging back."""
 
     @property
     def tokens(self) -> int:
@@ -169,14 +166,3 @@ class Arenas:
     def mismatch(self) -> torch.Tensor:
         """A device scalar: the number of elements, over every buffer, that are not as expected."""
         return sum((self.full[s] != self.expected[s]).sum() for s in self.full)
-
-    def differing(self) -> dict[str, int]:
-        """Per array (and guard band), how many elements differ: for a report."""
-        out: dict[str, int] = {}
-        for s, b in self.full.items():
-            bad = (b != self.expected[s]).nonzero().squeeze(1).cpu().numpy()
-            for i in bad.tolist():
-                owner = next((n for n, o in self.offset.items() if o <= i < o + self.views[n].numel()
-                              and _storage(self.views[n].dtype) == s), "guard band")
-                out[owner] = out.get(owner, 0) + 1
-        return out

@@ -138,12 +138,7 @@ def device_fuzz_target(
         t = time.perf_counter()
         dc = dt.draw(rng, g, where) if device != "cpu" else dt.draw(rng, g, where, CPU_MAX_REQUESTS)
         t = clock("draw", t)
-        if not on_device:
-            host = dc.inputs
-        elif dc.host_inputs is not None:
-            host = {n: torch.from_numpy(a) for n, a in dc.host_inputs.items()}
-        else:
-            host = pinned.stage(dc)
+        host = pinned.stage(dc) if on_device else dc.inputs
         t = clock("stage", t)
         writes = dt.oracle(dc)
         t = clock("oracle", t)

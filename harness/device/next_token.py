@@ -40,8 +40,7 @@ class NextTokenDevice(DeviceTarget):
         }
         inputs = upload(host, device)
         outputs = {"next_token_ids": (torch.int32, R), "valid_sampled_tokens_count": (torch.int32, R)}
-        return DeviceCase(inputs, outputs, {"vocab_size": vocab, "num_sampled_tokens_per_req": S, "num_reqs": R},
-                          host_inputs=host)
+        return DeviceCase(inputs, outputs, {"vocab_size": vocab, "num_sampled_tokens_per_req": S, "num_reqs": R})
 
     def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         S = dc.scalars["num_sampled_tokens_per_req"]

@@ -37,7 +37,7 @@ class PrepareInputsDevice(DeviceTarget):
         }
         inputs = upload(host, device)
         outputs = {"token_indices_to_sample": (torch.int32, R), "num_rejected_tokens": (torch.int32, R)}
-        return DeviceCase(inputs, outputs, {"num_reqs": R}, host_inputs=host)
+        return DeviceCase(inputs, outputs, {"num_reqs": R})
 
     def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         return tensor_ops.eagle_prepare_inputs_padded(**dc.inputs, **dc.scalars)
