@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -62,12 +63,27 @@ def test_device_enumeration_and_choice(monkeypatch):
             pick_devices(spec, avail)
 
 
-def test_xdist_workers_get_their_own_gpu():
+class _FakeTorch:
+    """Stands for torch in ``sys.modules``: whether CUDA is initialised here, and the device set."""
+
+    def __init__(self, initialized: bool) -> None:
+        self.picked: list[int] = []
+        self.cuda = SimpleNamespace(is_initialized=lambda: initialized, set_device=self.picked.append)
+
+
+def test_xdist_workers_get_their_own_gpu(monkeypatch):
     assert [xdist_device(f"gw{i}", ["4", "6"]) for i in range(4)] == ["4", "6", "4", "6"]
     assert xdist_device("gw1", ["4"]) is None  # one device: nothing to share out
+    # Not the test process's own torch: on a GPU machine an earlier test may have initialised CUDA.
+    monkeypatch.setitem(sys.modules, "torch", _FakeTorch(initialized=False))
     env = {"PYTEST_XDIST_WORKER": "gw3", XDIST_DEVICES_ENV: "4,5,6"}
     assert pin_xdist_worker(env) == "CUDA_VISIBLE_DEVICES=4" and env["CUDA_VISIBLE_DEVICES"] == "4"
     assert pin_xdist_worker({"PYTEST_XDIST_WORKER": "gw0"}) is None
+    late = _FakeTorch(initialized=True)  # CUDA already up: the variable would come too late
+    monkeypatch.setitem(sys.modules, "torch", late)
+    env = {"PYTEST_XDIST_WORKER": "gw4", XDIST_DEVICES_ENV: "4,5,6"}
+    assert pin_xdist_worker(env) == "torch.cuda.set_device(1)" and late.picked == [1]
+    assert "CUDA_VISIBLE_DEVICES" not in env
 
 
 def _doc(examples: int, features: list[str], missed: list[str], findings: list[dict]) -> dict:
