@@ -25,22 +25,25 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5) -> flo
     import numpy as np
     import torch
 
-    from eaglefuzz.harness.device.base import Arenas
+    from eaglefuzz.harness.device.base import Arenas, HostArenas
 
     runs = []
     for k in range(cases):
         gen = torch.Generator(device=device)
         gen.manual_seed(10_000 + k)
         dc = dt.draw(np.random.default_rng(10_000 + k), gen, device)
-        runs.append((dc, Arenas(dc, dt.oracle(dc), device)))
-    for dc, a in runs:
-        dt.launch(impl, a.views, dc)
+        if dt.checked_on == "device":
+            runs.append((dc, Arenas(dc, dt.oracle(dc), device).views))
+        else:
+            runs.append((dc, HostArenas(dc, dt.oracle(dc)).upload(device)))
+    for dc, views in runs:
+        dt.launch(impl, views, dc)
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(repeat):
-        for dc, a in runs:
-            dt.launch(impl, a.views, dc)
+        for dc, views in runs:
+            dt.launch(impl, views, dc)
     end.record()
     torch.cuda.synchronize()
     tokens = repeat * sum(dc.tokens for dc, _ in runs)

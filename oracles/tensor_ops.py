@@ -1,5 +1,6 @@
-"""Torch oracles for the EAGLE helper kernels, written from docs/CONTRACT.md §1-§3, to run on
-the GPU beside the kernel (the device campaign, :mod:`eaglefuzz.harness.device`).
+"""Torch oracles for the EAGLE helper kernels, written from docs/CONTRACT.md §1, to run on the
+GPU beside the kernel (the device campaign, :mod:`eaglefuzz.harness.device`). The prepare
+kernels' cases are small and checked on the host with the NumPy oracle instead.
 
 They compute the same thing as :mod:`.vectorized` and :mod:`.loops`, in *scatter form*: for
 each output, the flat indices the contract writes and the values it writes there
@@ -17,11 +18,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = [
-    "copy_and_expand_eagle_inputs",
-    "eagle_prepare_inputs_padded",
-    "eagle_prepare_next_token_padded",
-]
+__all__ = ["copy_and_expand_eagle_inputs"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
 
@@ -88,47 +85,3 @@ def copy_and_expand_eagle_inputs(
         tr, tj = _ragged(nqs - qs, tokens)
         writes["out_hidden_state_mapping"] = (qs[tr] + tj, (out_start[tr] + tj).to(torch.int32))
     return writes
-
-
-def eagle_prepare_inputs_padded(
-    *,
-    cu_num_draft_tokens: torch.Tensor,
-    valid_sampled_tokens_count: torch.Tensor,
-    query_start_loc: torch.Tensor,
-    num_reqs: int,
-) -> Writes:
-    """§2.1: ``d`` from the inclusive cumulative sum, ``rejected = d + 1 - valid`` for requests
-    with drafts (else 0), the index to sample ``query_start_loc[r+1] - 1 - rejected``."""
-    cu = cu_num_draft_tokens[:num_reqs].int()
-    d = cu - torch.cat([cu.new_zeros(1), cu[:-1]])
-    rejected = torch.where(d > 0, d + 1 - valid_sampled_tokens_count[:num_reqs].int(), torch.zeros_like(d))
-    index = torch.arange(num_reqs, device=cu.device)
-    return {
-        "token_indices_to_sample": (index, (query_start_loc[1 : num_reqs + 1].int() - 1 - rejected).int()),
-        "num_rejected_tokens": (index, rejected.int()),
-    }
-
-
-def eagle_prepare_next_token_padded(
-    *,
-    sampled_token_ids: torch.Tensor,
-    discard_request_mask: torch.Tensor,
-    backup_next_token_ids: torch.Tensor,
-    vocab_size: int,
-    num_reqs: int,
-) -> Writes:
-    """§3.1: a kept row's valid columns are ids ``!= -1`` and ``< vocab_size``; the next token is
-    the last valid column's id (the backup when there is none), the count the number of valid
-    columns; a discarded request takes its backup and a count of 0."""
-    ids = sampled_token_ids[:num_reqs]
-    valid = (ids != -1) & (ids < vocab_size)
-    count = valid.sum(1, dtype=torch.int32)
-    cols = torch.arange(ids.shape[1], device=ids.device)
-    last = torch.where(valid, cols, -1).amax(1) if ids.shape[1] else torch.full((num_reqs,), -1, device=ids.device)
-    picked = ids.gather(1, last.clamp(min=0).unsqueeze(1)).squeeze(1) if ids.shape[1] else ids.new_zeros(num_reqs)
-    backup = backup_next_token_ids[:num_reqs]
-    discard = discard_request_mask[:num_reqs]
-    nxt = torch.where(discard | (count == 0), backup, picked)
-    count = torch.where(discard, torch.zeros_like(count), count)
-    index = torch.arange(num_reqs, device=ids.device)
-    return {"next_token_ids": (index, nxt.int()), "valid_sampled_tokens_count": (index, count)}

@@ -1,8 +1,9 @@
-"""The device campaign (``--mode device``): its torch oracles, its buffers and its verdicts.
+"""The device campaign (``--mode device``): its torch oracle, its buffers and its verdicts.
 
 On a CPU machine the same engine runs with CPU tensors and the Triton interpreter, on small
 cases: every case is also cross-checked against the NumPy and Numba oracles, so the torch
-oracles (``oracles/tensor_ops.py``) are tested against them here. On a CUDA machine the same
+oracle (``oracles/tensor_ops.py``) and the buffers (on the device, or on the host for the
+prepare kernels) are tested against them here. On a CUDA machine the same
 tests run compiled, at production scale.
 """
 
@@ -51,16 +52,16 @@ def test_a_wrong_device_oracle_is_an_oracle_disagreement_not_a_finding(monkeypat
     contract does not gives an oracle disagreement (a harness bug), never a kernel finding."""
     from eaglefuzz.oracles import tensor_ops
 
-    name = "eagle_prepare_inputs_padded_kernel"
-    right = tensor_ops.eagle_prepare_inputs_padded
+    name = "copy_and_expand_eagle_inputs_kernel"
+    right = tensor_ops.copy_and_expand_eagle_inputs
 
     def wrong(**kw):  # noqa: ANN003, ANN202
         w = right(**kw)
-        index, value = w["num_rejected_tokens"]
-        w["num_rejected_tokens"] = (index, value + 1)
+        index, value = w["out_input_ids"]
+        w["out_input_ids"] = (index, value + 1)
         return w
 
-    monkeypatch.setattr(tensor_ops, "eagle_prepare_inputs_padded", wrong)
+    monkeypatch.setattr(tensor_ops, "copy_and_expand_eagle_inputs", wrong)
     impls = implementations_for(parse_source("bundled"), [name])
     stats = device_fuzz_target(name, impls, backend.device, examples=5, seed=0, cross_check_share=0.0)
     (finding,) = stats.findings
@@ -78,3 +79,28 @@ def test_device_mode_without_a_gpu_is_a_one_line_error(backend, tmp_path):
                  time_budget=None, shard=(0, 1), corpus_dir=tmp_path, keep_going=False, progress=False, as_json=True)
     with pytest.raises(UserError, match=r"^--mode device: needs a CUDA device"):
         c.run()
+
+
+def test_producer_processes_make_the_same_cases_in_the_same_order():
+    """A host-checked target's cases made by a worker process, in chunks, are those made in
+    process, example for example: the seed alone decides a case (determinism)."""
+    import numpy as np
+
+    from eaglefuzz.harness.device.producers import CHUNK, HostCases
+
+    name = "eagle_prepare_next_token_padded_kernel"
+    runs = []
+    for workers in (0, 1):
+        cases = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=workers)
+        try:
+            runs.append([next(cases) for _ in range(CHUNK + 3)])  # past the first chunk
+        finally:
+            cases.close()
+    for (dc0, a0), (dc1, a1) in zip(*runs, strict=True):
+        assert dc0.scalars == dc1.scalars and dc0.outputs == dc1.outputs
+        for n in dc0.inputs:
+            np.testing.assert_array_equal(dc0.inputs[n], dc1.inputs[n], strict=True)
+        for s in a0.full:
+            np.testing.assert_array_equal(a0.full[s], a1.full[s], strict=True)
+            np.testing.assert_array_equal(a0.expected[s], a1.expected[s], strict=True)
+    assert len({str(dc.scalars) for dc, _ in runs[0]}) > 1  # not one case over and over

@@ -5,7 +5,10 @@ the device generator): the target draws a case on the device, its inputs are sta
 host memory (so a case that kills the CUDA context can still be reported), the torch oracle
 gives the elements the contract writes, :class:`~.base.Arenas` pre-fills every buffer, the
 implementation runs, and one comparison per buffer counts the elements that are not as
-expected. That count is the only value that crosses to the host.
+expected. That count is the only value that crosses to the host. A target checked on the host
+(``checked_on = "host"``: the prepare kernels, whose cases are a few thousand elements) draws
+its case and computes the expected outputs there in NumPy (:class:`~.base.HostArenas`); only
+the launch runs on the device.
 
 A case with a difference is confirmed by the ordinary check (:func:`~..check.check_case`: the
 NumPy and Numba oracles, the full report), then shrunk like any finding. Cases are also
@@ -33,6 +36,7 @@ from ..sources import Implementations
 from ..strategies import Scale, derive_seed
 from ..targets import TARGETS, Outcome
 from .base import Arenas, DeviceCase, DeviceTarget
+from .producers import HostCases, default_workers
 
 CROSS_CHECK_SHARE = 0.05
 WARMUP = 16
@@ -59,9 +63,10 @@ class _Pinned:
         return out
 
 
-def _case(dt: DeviceTarget, dc: DeviceCase, host: dict[str, torch.Tensor]) -> Case:
+def _case(dt: DeviceTarget, dc: DeviceCase, host: dict[str, torch.Tensor | np.ndarray]) -> Case:
     """The case from its staged host copy (valid once the copies are done)."""
-    return dt.to_case(DeviceCase({n: t.clone() for n, t in host.items()}, dc.outputs, dc.scalars, dc.host))
+    copies = {n: t.copy() if isinstance(t, np.ndarray) else t.clone() for n, t in host.items()}
+    return dt.to_case(DeviceCase(copies, dc.outputs, dc.scalars, dc.host))
 
 
 def device_fuzz_target(
@@ -83,12 +88,16 @@ def device_fuzz_target(
     domain: str = "production",
     profile: bool = False,
     cross_check_share: float = CROSS_CHECK_SHARE,
+    workers: int | None = None,
 ) -> object:
     """Fuzz ``name`` on the device (production tier only); the same signature and
     :class:`~..fuzz.Stats` as :func:`~..fuzz.fuzz_target`, with ``stats.stages`` (seconds per
     stage), ``stats.cross_checked`` and ``stats.warmup`` filled in. ``profile`` waits for the
     device after every stage, so that the stage times add up to where the time goes (slower);
-    ``cross_check_share`` is the share of the time cross-checks may take (1: every case)."""
+    ``cross_check_share`` is the share of the time cross-checks may take (1: every case);
+    ``workers``: processes that make a host-checked target's cases ahead of the launches
+    (:mod:`.producers`; ``None``: :func:`~.producers.default_workers`; with them the ``draw``
+    stage is the wait for the next case, its oracle and buffers included)."""
     from ..fuzz import Stats, shrink_finding
     from . import device_targets
 
@@ -102,9 +111,11 @@ def device_fuzz_target(
     cross_s = 0.0
     i = chunk_offset
     gen = torch.Generator(device=device)  # reseeded per example: one generator, not one per case
-    host_gen = torch.Generator()
     on_device = dt.checked_on == "device"
-    where = device if on_device else "cpu"
+    max_requests = CPU_MAX_REQUESTS if device == "cpu" else None
+    producer = None if on_device else HostCases(
+        name, seed, chunk_offset, chunk_step, max_requests,
+        default_workers(device) if workers is None else workers)
 
     def clock(stage: str, t0: float) -> float:
         if profile and device != "cpu":
@@ -121,73 +132,82 @@ def device_fuzz_target(
             finding = Finding(case, Outcome(), origin)
             finding.outcome.oracle_disagreements.append(Difference(
                 name, None, "the kernel's outputs (the NumPy and Numba oracles agree with them)",
-                "a difference", None, "device oracle", "torch oracle (oracles/tensor_ops.py)"))
+                "a difference", None, "device oracle", dt.oracle_name))
         elif not device_bad and not finding.outcome.crash:
             finding.outcome.oracle_disagreements.append(Difference(
                 name, None, "a difference (the NumPy and Numba oracles found one)", "no difference",
-                None, "device oracle", "torch oracle (oracles/tensor_ops.py)"))
+                None, "device oracle", dt.oracle_name))
         return finding
 
-    while (examples is None or stats.examples < examples) and (
-        time_budget is None or time.monotonic() - start < time_budget
-    ):
-        s = derive_seed(seed, name, "device", i)
-        rng = np.random.default_rng(s)
-        g = gen if on_device else host_gen
-        g.manual_seed(s)
-        t = time.perf_counter()
-        dc = dt.draw(rng, g, where) if device != "cpu" else dt.draw(rng, g, where, CPU_MAX_REQUESTS)
-        t = clock("draw", t)
-        host = pinned.stage(dc) if on_device else dc.inputs
-        t = clock("stage", t)
-        writes = dt.oracle(dc)
-        t = clock("oracle", t)
-        arenas = Arenas(dc, writes, where)
-        views = arenas.views if on_device else arenas.upload(device)
-        t = clock("buffers", t)
-        finding = None
-        try:
-            dt.launch(impl, views, dc)
-            t = clock("kernel", t)
-            if not on_device:
-                arenas.download()
-            bad = int(arenas.mismatch())
-        except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
-            outcome = Outcome().crashed(exc, device)
-            case = _case(dt, dc, host) if outcome.fatal else None
-            if outcome.fatal and journal is not None:
-                journal.abandon(case, f"the device became unusable: {outcome.crash}")
-                from ..exitcodes import EXIT_DEVICE_LOST
+    try:
+        while (examples is None or stats.examples < examples) and (
+            time_budget is None or time.monotonic() - start < time_budget
+        ):
+            t = time.perf_counter()
+            if on_device:
+                s = derive_seed(seed, name, "device", i)
+                gen.manual_seed(s)
+                rng = np.random.default_rng(s)
+                dc = dt.draw(rng, gen, device) if max_requests is None else dt.draw(rng, gen, device, max_requests)
+                t = clock("draw", t)
+                host = pinned.stage(dc)
+                t = clock("stage", t)
+                writes = dt.oracle(dc)
+                t = clock("oracle", t)
+                arenas = Arenas(dc, writes, device)
+                views = arenas.views
+            else:
+                dc, arenas = next(producer)  # drawn, its oracle run and its buffers laid out
+                host = dc.inputs
+                t = clock("draw", t)
+                views = arenas.upload(device)
+            t = clock("buffers", t)
+            finding = None
+            try:
+                dt.launch(impl, views, dc)
+                t = clock("kernel", t)
+                if not on_device:
+                    arenas.download()
+                bad = int(arenas.mismatch())
+            except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+                outcome = Outcome().crashed(exc, device)
+                case = _case(dt, dc, host) if outcome.fatal else None
+                if outcome.fatal and journal is not None:
+                    journal.abandon(case, f"the device became unusable: {outcome.crash}")
+                    from ..exitcodes import EXIT_DEVICE_LOST
 
-                os._exit(EXIT_DEVICE_LOST)
-            finding = Finding(case, outcome, origin) if outcome.fatal else confirm(_case(dt, dc, host), True)
-            bad = 0
-        t = clock("compare", t)
-        stats.examples += 1
-        stats.tokens += dc.tokens
-        if stats.examples == WARMUP or (examples is not None and stats.examples == examples and stats.examples < WARMUP):
-            stats.warmup = time.monotonic() - start
-        elapsed = time.monotonic() - start
-        if finding is None and (bad or cross_s <= cross_check_share * elapsed):
-            t0 = time.perf_counter()
-            case = _case(dt, dc, host)
-            stats.features |= TARGETS[name].features_of(case)
-            finding = confirm(case, bad > 0)
-            stats.cross_checked += 1
-            cross_s += time.perf_counter() - t0
-            stages["cross-check"] += time.perf_counter() - t0
-        if finding is not None:
-            stats.unshrunk = finding
-            if on_progress is not None:
+                    os._exit(EXIT_DEVICE_LOST)
+                finding = Finding(case, outcome, origin) if outcome.fatal else confirm(_case(dt, dc, host), True)
+                bad = 0
+            t = clock("compare", t)
+            stats.examples += 1
+            stats.tokens += dc.tokens
+            if stats.examples == WARMUP or (examples is not None and stats.examples == examples and stats.examples < WARMUP):
+                stats.warmup = time.monotonic() - start
+            elapsed = time.monotonic() - start
+            if finding is None and (bad or cross_s <= cross_check_share * elapsed):
+                t0 = time.perf_counter()
+                case = _case(dt, dc, host)
+                stats.features |= TARGETS[name].features_of(case)
+                finding = confirm(case, bad > 0)
+                stats.cross_checked += 1
+                cross_s += time.perf_counter() - t0
+                stages["cross-check"] += time.perf_counter() - t0
+            if finding is not None:
+                stats.unshrunk = finding
+                if on_progress is not None:
+                    on_progress(stats)
+                if shrink and not finding.outcome.oracle_disagreements:
+                    finding = shrink_finding(finding, impls, device, journal=journal)
+                stats.findings.append(finding)
+                stats.unshrunk = None
+            if on_progress is not None and (finding is not None or stats.examples % 16 == 0):
                 on_progress(stats)
-            if shrink and not finding.outcome.oracle_disagreements:
-                finding = shrink_finding(finding, impls, device, journal=journal)
-            stats.findings.append(finding)
-            stats.unshrunk = None
-        if on_progress is not None and (finding is not None or stats.examples % 16 == 0):
-            on_progress(stats)
-        i += chunk_step
-        if finding is not None and (finding.fatal or stop_on_finding):
-            break
+            i += chunk_step
+            if finding is not None and (finding.fatal or stop_on_finding):
+                break
+    finally:
+        if producer is not None:
+            producer.close()
     stats.seconds = time.monotonic() - start
     return stats
