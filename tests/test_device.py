@@ -22,10 +22,17 @@ pytestmark = pytest.mark.kernel
 NAMES = sorted(device_targets())
 
 
+def _workers(backend) -> int:  # noqa: ANN001
+    """Producer processes for a host-checked target: one on a GPU (the pool's path, tested
+    there, without a pool per xdist worker the size of a campaign's), none under the interpreter."""
+    return 1 if backend.compiled else 0
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_device_oracle_agrees_with_the_numpy_and_numba_oracles(name, backend):
     impls = implementations_for(parse_source("bundled"), [name])
-    stats = device_fuzz_target(name, impls, backend.device, examples=12, seed=3, cross_check_share=1.0)
+    stats = device_fuzz_target(name, impls, backend.device, examples=12, seed=3, cross_check_share=1.0,
+                               workers=_workers(backend))
     assert not stats.findings, stats.findings[0].report()
     assert stats.examples == 12
     assert stats.cross_checked == 12
@@ -41,7 +48,8 @@ def test_device_campaign_catches_a_seeded_bug(bug, seeded_bugs_dir, backend):
     path = seeded_bugs_dir / f"{bug}.py"
     impls = implementations_for(FileSource(path))
     (name,) = impls
-    stats = device_fuzz_target(name, impls, backend.device, examples=30, seed=0, cross_check_share=0.0)
+    stats = device_fuzz_target(name, impls, backend.device, examples=30, seed=0, cross_check_share=0.0,
+                               workers=_workers(backend))
     (finding,) = stats.findings
     assert finding.kind == "difference", finding.report()
     assert finding.origin.file == str(Path(path).resolve())

@@ -6,11 +6,13 @@ core that work, not the GPU, bounds a campaign. :class:`HostCases` hands the wor
 processes (spawned: the parent may hold a CUDA context) a chunk of examples at a time, keeps a
 few chunks in flight, and yields the cases in example order. Example ``i``'s case depends on
 its seed only (:func:`host_case`), so a run with workers draws exactly the cases a run without
-them draws.
+them draws. The pool is started once per process and kept for the next campaign (each worker
+imports torch: seconds), and shut down at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 from collections import deque
@@ -36,6 +38,30 @@ def default_workers(device: str) -> int:
     return max(0, min(8, (os.cpu_count() or 1) - 2))
 
 
+_POOL: dict[int, ProcessPoolExecutor] = {}
+"""The process's pool, by its number of workers (one at most)."""
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    if workers not in _POOL:
+        _shutdown()
+        _POOL[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    return _POOL[workers]
+
+
+@atexit.register
+def _shutdown() -> None:
+    for pool in _POOL.values():
+        pool.shutdown(wait=True, cancel_futures=True)
+    _POOL.clear()
+
+
+def _discard(workers: int) -> None:
+    pool = _POOL.pop(workers, None)
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def host_case(name: str, seed: int, i: int, max_requests: int | None = None) -> tuple[DeviceCase, HostArenas]:
     """Example ``i`` of ``name`` under ``seed``: the case and its pre-filled buffers."""
     from . import device_targets
@@ -52,15 +78,14 @@ def _chunk(name: str, seed: int, indices: list[int], max_requests: int | None) -
 
 class HostCases:
     """The cases of examples ``first, first + step, ...`` of ``name``, in that order, made by
-    ``workers`` processes (0: in this process, as they are asked for). :meth:`close` stops the
-    workers; cases made ahead and not asked for are dropped."""
+    ``workers`` processes (0: in this process, as they are asked for). :meth:`close` drops the
+    cases made ahead and not asked for; the workers stay for the next campaign."""
 
     def __init__(self, name: str, seed: int, first: int, step: int, max_requests: int | None, workers: int) -> None:
         self.args = (name, seed)
         self.next_index, self.step, self.max_requests = first, step, max_requests
-        self.pool = None
-        if workers > 0:
-            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        self.workers = workers
+        self.pool = _pool(workers) if workers > 0 else None
         self.in_flight: deque[tuple[list[int], Future]] = deque()
         self.depth = 2 * workers
         self.ready: deque[tuple[DeviceCase, HostArenas]] = deque()
@@ -91,12 +116,14 @@ class HostCases:
             # the same cases, made here from now on.
             self.pending.extend(i for indices, _ in self.in_flight for i in indices)
             self.in_flight.clear()
-            self.close()
+            _discard(self.workers)
+            self.pool = None
             return next(self)
         self.in_flight.popleft()
         return self.ready.popleft()
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            self.pool = None
+        for _, future in self.in_flight:
+            future.cancel()
+        self.in_flight.clear()
+        self.pool = None
