@@ -324,12 +324,11 @@ class _Supervision:
         self.log = RunLog(journal_dir / "run")
 
     def run(self) -> int:
-        from .journal import orphans
-
         faults = 0
         left = self.log.remaining()
         while True:
             ended = run_worker(self.argv, self.jdir, self.signals, env={REPORT_ENV: "0"} if faults else None)
+            from .journal import orphans  # after the first start: NumPy's import is no longer in its way
             if self.signals.received:
                 return self._stopped(printed=self.log.reported())
             if ended.hang is not None:
