@@ -166,14 +166,16 @@ def run_worker(
     ``stop_at`` (a ``time.monotonic()`` value) the group is killed. With ``quiet`` the
     worker's output (a dying process's fault dump) is dropped.
     """
+    from . import warm
     from .lifeline import lifeline
 
     line = lifeline()
     full_env = {**os.environ, WORKER_ENV: "1", JOURNAL_ENV: str(journal_dir), **line.env, **(env or {})}
     out = subprocess.DEVNULL if quiet else None
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.cli", *args], env=full_env,
-                                start_new_session=True, pass_fds=line.pass_fds, stdout=out, stderr=out)
+        proc = warm.spawn(args, full_env, line.pass_fds, quiet) or subprocess.Popen(
+            [sys.executable, "-m", "eaglefuzz.harness.cli", *args], env=full_env,
+            start_new_session=True, pass_fds=line.pass_fds, stdout=out, stderr=out)
     except BaseException:
         line.close()
         raise
@@ -271,7 +273,7 @@ def shrink_fault(
     budget_s: float | None = None, rounds: int = 40,
 ) -> tuple[Any, str, int]:
     """Shrink a case that crashes (``kind`` "crash") or hangs ("hang") the process, one fresh
-    worker per step.
+    worker per step (forked from a warm server, :mod:`.warm`, unless those are off).
 
     Each worker runs the case's smaller variants (:func:`fault_candidates`) in turn, each with
     its time limit; the first one that faults the same way becomes the case (one that faults
@@ -279,10 +281,12 @@ def shrink_fault(
     ``rounds`` steps, after ``budget_s`` seconds, or on an interruption. Returns the case, its
     message and how many steps succeeded.
     """
+    from . import warm
     from .corpus import encode
     from .journal import orphans
 
     deadline = time.monotonic() + (fault_shrink_budget() if budget_s is None else budget_s)
+    warm.start_server(wait=15.0)  # a worker per step: forked from a warm server they start in a fraction of a second
     steps, skip = 0, 0
     while steps < rounds and time.monotonic() < deadline and not signals.received:
         if skip >= len(fault_candidates(case)):
@@ -328,7 +332,9 @@ class _Supervision:
         left = self.log.remaining()
         while True:
             ended = run_worker(self.argv, self.jdir, self.signals, env={REPORT_ENV: "0"} if faults else None)
-            from .journal import orphans  # after the first start: NumPy's import is no longer in its way
+            # Imported once the first worker is started: NumPy's import is no longer in its way.
+            from .journal import orphans
+
             if self.signals.received:
                 return self._stopped(printed=self.log.reported())
             if ended.hang is not None:
@@ -473,6 +479,8 @@ def supervise(
     """Run ``eaglefuzz`` with ``argv`` in watched worker processes (see the module's text);
     the exit code. ``save``: shrink and save crash and hang findings into ``corpus_dir`` (a
     replayed case is already in the corpus: it is reported as it is)."""
+    from . import warm
+
     signals = Signals()
     signals.install()
     try:
@@ -481,3 +489,4 @@ def supervise(
                                 backend=backend, signals=signals, journal_dir=Path(jdir)).run()
     finally:
         signals.restore()
+        warm.start_server()  # for the next command's workers (not when EAGLEFUZZ_WARM=0)

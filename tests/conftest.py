@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 pytest_plugins = ["eaglefuzz.harness.pytest_plugin"]
+
+# Every eaglefuzz command a test runs starts its workers from scratch, as in a fresh shell;
+# tests/test_warm.py turns warm servers on for its own commands.
+os.environ["EAGLEFUZZ_WARM"] = "0"
 
 
 def _load_mutants() -> ModuleType:
@@ -29,6 +35,35 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "mutant" in metafunc.fixturenames:
         names = [m.name for m in MUTANTS.MUTANTS]
         metafunc.parametrize("mutant", names, ids=names)
+
+
+@pytest.fixture
+def warm_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """An environment for eaglefuzz commands with warm servers on (harness/warm.py), their
+    sockets in a private short temporary directory (this process's too); every server started
+    there is stopped at the end."""
+    import shutil
+    import signal
+    import tempfile
+
+    from eaglefuzz.harness import warm
+
+    root = Path(tempfile.mkdtemp(prefix="efw", dir="/tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    from eaglefuzz.harness.paths import user_cache
+
+    env = {**os.environ, "EAGLEFUZZ_WARM": "1", "EAGLEFUZZ_WARM_IDLE": "120", "TMPDIR": str(root),
+           "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+           "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR") or str(user_cache() / "numba")}
+    yield env
+    for lock in root.rglob("*.lock"):
+        pid = warm.server_pid(lock.with_suffix(".sock"))
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,356 @@
+"""A warm server: workers forked from a process that has imported torch, Numba and the harness.
+
+A worker started from scratch spends seconds before its first case: importing torch (2.3 to
+3.5 s on a 2-core machine), Numba and loading the compiled oracles (0.8 s). After a supervised
+command (``fuzz``, ``replay``) has run, the supervisor leaves a server in the background
+(:func:`start_server`) that has done all of that once. The next command's workers are forked
+from it (:func:`spawn`) and start in a fraction of a second; the fault shrinker's many workers
+too. Nothing of the code under test is loaded in the server: each worker imports the kernels it
+is given, and Triton itself, as a fresh process would.
+
+A server serves only commands that would start a worker identical to it (:func:`server_key`:
+the Python executable, the working directory, the environment variables read at import time,
+and every file of eaglefuzz's own packages, so an edit to the harness retires it). It never
+touches CUDA (a process that has, cannot be forked safely), and leaves after
+``$EAGLEFUZZ_WARM_IDLE`` seconds without work (default 900). ``EAGLEFUZZ_WARM=0`` turns it
+off: no server is used or started.
+
+The protocol, over a Unix socket private to the user: a request (JSON: argv, environment,
+working directory) with the worker's standard streams and lifeline as file descriptors; the
+reply ``pid N``, then ``exit CODE`` (``subprocess.Popen``'s return code) once the worker is gone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+OFF_ENV = "EAGLEFUZZ_WARM"
+"""``0``: use no warm server and start none."""
+IDLE_ENV = "EAGLEFUZZ_WARM_IDLE"
+"""Seconds a server waits for work before it leaves (default :data:`IDLE_S`)."""
+IDLE_S = 900.0
+KEY_PREFIXES = ("PYTHON", "NUMBA_", "TORCH", "PYTORCH", "OMP_", "MKL_", "OPENBLAS", "HYPOTHESIS", "LD_", "CUDA_")
+"""Environment variables read when the server imports its modules: a worker's must match."""
+KEY_EXCLUDED = ("CUDA_VISIBLE_DEVICES",)  # read when CUDA starts, which is in the worker
+_CONNECT_S = 2.0
+
+
+def enabled() -> bool:
+    return os.environ.get(OFF_ENV, "1") != "0" and hasattr(socket, "AF_UNIX") and hasattr(os, "fork")
+
+
+def _package_files() -> list[Path]:
+    import eaglefuzz
+
+    files = [Path(eaglefuzz.__file__)]
+    for root in map(Path, eaglefuzz.__path__):
+        for sub in ("harness", "kernels", "oracles"):
+            files += sorted((root / sub).rglob("*.py")) if (root / sub).is_dir() else []
+    return files
+
+
+def server_key(env: dict[str, str], cwd: str) -> str:
+    """What a worker started with ``env`` in ``cwd`` would be: the server serving it must match."""
+    h = hashlib.sha256()
+    h.update(json.dumps([sys.executable, cwd]).encode())
+    keyed = sorted((k, v) for k, v in env.items() if k.startswith(KEY_PREFIXES) and k not in KEY_EXCLUDED)
+    h.update(json.dumps(keyed).encode())
+    for f in _package_files():
+        st = f.stat()
+        h.update(f"{f}:{st.st_mtime_ns}:{st.st_size}\n".encode())
+    return h.hexdigest()[:20]
+
+
+def _dir() -> Path:
+    d = Path(tempfile.gettempdir()) / f"eaglefuzz-warm-{os.getuid()}"
+    d.mkdir(mode=0o700, exist_ok=True)
+    if d.stat().st_uid != os.getuid() or d.stat().st_mode & 0o077:
+        raise OSError(f"{d} is not private to this user")
+    return d
+
+
+def socket_path(key: str) -> Path:
+    path = _dir() / f"{key}.sock"
+    if len(str(path)) > 100:  # a Unix socket's path has about 104 bytes at most
+        raise OSError(f"{path}: too long for a Unix socket")
+    return path
+
+
+def server_pid(path: Path) -> int | None:
+    """The pid of the server of ``path`` (from its lock file), if one ever started."""
+    try:
+        return int(path.with_suffix(".lock").read_text().strip() or "x")
+    except (OSError, ValueError):
+        return None
+
+
+class WarmWorker:
+    """A worker forked by the server, with the part of ``subprocess.Popen``'s interface that
+    :func:`~.supervisor.run_worker` uses (``pid``, ``wait``, ``poll``, ``returncode``)."""
+
+    def __init__(self, conn: socket.socket, pid: int) -> None:
+        self.conn, self.pid, self.returncode = conn, pid, None
+        self._buf = b""
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._read(0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(["eaglefuzz worker", str(self.pid)], timeout)
+            self._read(left)
+        return self.returncode
+
+    def _read(self, timeout: float | None) -> None:
+        if not select.select([self.conn], [], [], timeout)[0]:
+            return
+        data = self.conn.recv(4096)
+        if not data:  # the server went away without telling: wait for the worker itself
+            while _alive(self.pid):
+                time.sleep(0.05)
+            self.returncode = 3  # the worker's status is lost with its parent (EXIT_INTERNAL)
+            self.conn.close()
+            return
+        self._buf += data
+        if b"\n" in self._buf:
+            word, value = self._buf.split(b"\n", 1)[0].split()
+            if word == b"exit":
+                self.returncode = int(value)
+                self.conn.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def spawn(args: list[str], env: dict[str, str], pass_fds: tuple[int, ...], quiet: bool) -> WarmWorker | None:
+    """A worker running ``eaglefuzz ARGS`` forked by a matching server, or ``None`` (no server
+    is up: the caller starts one from scratch). Its standard streams are this process's (or
+    ``/dev/null`` with ``quiet``); ``pass_fds`` keep their numbers in the worker."""
+    if not enabled():
+        return None
+    cwd = os.getcwd()
+    try:
+        path = socket_path(server_key(env, cwd))
+    except OSError:
+        return None
+    if not path.exists():
+        return None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    devnull = os.open(os.devnull, os.O_RDWR) if quiet else -1
+    try:
+        conn.settimeout(_CONNECT_S)
+        conn.connect(str(path))
+        streams = [0, devnull, devnull] if quiet else [0, 1, 2]
+        fds = streams + list(pass_fds)
+        body = json.dumps({"argv": args, "env": env, "cwd": cwd, "fds": [0, 1, 2, *pass_fds]}).encode()
+        socket.send_fds(conn, [struct.pack("!I", len(body)) + body], fds)
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = conn.recv(64)
+            if not chunk:
+                raise OSError("the warm server closed the connection")
+            line += chunk
+        word, value = line.split()
+        if word != b"pid":
+            raise OSError(f"the warm server said {line!r}")
+        conn.settimeout(None)
+        return WarmWorker(conn, int(value))
+    except OSError:
+        conn.close()
+        return None
+    finally:
+        if devnull >= 0:
+            os.close(devnull)
+
+
+def start_server(wait: float = 0.0) -> None:
+    """Leave a server for this process's workers (its environment and directory) in the
+    background, unless one is up or warm servers are off; wait up to ``wait`` seconds for it
+    to take work (the fault shrinker, which starts many workers, waits; the end of a command
+    does not)."""
+    if not enabled():
+        return
+    env = dict(os.environ)
+    try:
+        path = socket_path(server_key(env, os.getcwd()))
+    except OSError:
+        return
+    if not path.exists():
+        env.pop("EAGLEFUZZ_WORKER", None)
+        subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.warm", str(path)], env=env, cwd=os.getcwd(),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True)
+    end = time.monotonic() + wait
+    while not path.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+
+
+# ---- the server ----------------------------------------------------------------------------
+
+
+def _preload() -> None:
+    """What every worker imports before its first case, Triton and the code under test aside;
+    the oracles' compiled code loaded. Nothing here may touch CUDA."""
+    from .cli import use_numba_cache
+
+    use_numba_cache()
+    from . import campaign, check, cli, replay  # noqa: F401
+    from .targets import TARGETS
+
+    check.warm_oracles(sorted(TARGETS))
+    if "triton" in sys.modules or ("torch" in sys.modules and sys.modules["torch"].cuda.is_initialized()):
+        raise RuntimeError("the warm server imported Triton or started CUDA: it cannot fork workers")
+
+
+def _recv_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    conn.settimeout(_CONNECT_S)
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 16)
+    if len(data) < 4:
+        raise OSError("short request")
+    (n,) = struct.unpack("!I", data[:4])
+    body = data[4:]
+    while len(body) < n:
+        chunk = conn.recv(n - len(body))
+        if not chunk:
+            raise OSError("short request")
+        body += chunk
+    return json.loads(body), fds
+
+
+def _child(request: dict[str, Any], fds: list[int], close: list[int]) -> None:
+    """In the forked worker: become what ``python -m eaglefuzz.harness.cli ARGV`` would be."""
+    code = 3
+    try:
+        signal.set_wakeup_fd(-1)
+        for fd in close:
+            os.close(fd)
+        os.setsid()
+        for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        import fcntl
+
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 256) for fd in fds]  # out of the way of the targets
+        for fd in fds:
+            os.close(fd)
+        for fd, target in zip(high, request["fds"], strict=True):
+            os.dup2(fd, target)  # inheritable, as the worker's pass_fds and streams are
+            os.close(fd)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        from .lifeline import MODE_ENV, PARENT_ENV
+
+        if PARENT_ENV in os.environ:  # the server is this worker's parent; the pipe watches the supervisor
+            os.environ[PARENT_ENV] = str(os.getppid())
+            os.environ[MODE_ENV] = "pipe"
+        os.chdir(request["cwd"])
+        import random
+
+        random.seed()  # a fresh process's state, not the server's
+        sys.argv = [sys.argv[0], *request["argv"]]
+        from .cli import _main, fast_exit
+
+        try:
+            _main(list(request["argv"]))
+        except SystemExit as exc:
+            fast_exit(exc.code)
+    except BaseException:  # noqa: BLE001 - nothing may return into the server's loop
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def _status(status: int) -> int:
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def serve(path: Path, idle: float) -> None:
+    """Serve workers on ``path`` until ``idle`` seconds pass without any."""
+    import fcntl
+
+    lock = open(path.with_suffix(".lock"), "a+")  # noqa: SIM115 - held for the server's life
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # another server for the same key is starting or up
+    lock.truncate(0)
+    lock.write(str(os.getpid()))
+    lock.flush()
+    _preload()
+    path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(64)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: dict[int, socket.socket] = {}
+    last = time.monotonic()
+    try:
+        while True:
+            timeout = None if children else idle - (time.monotonic() - last)
+            if timeout is not None and timeout <= 0:
+                break
+            ready = select.select([listener, wake_r], [], [], timeout)[0]
+            if wake_r in ready:
+                os.read(wake_r, 512)
+            while children:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+                if pid == 0:
+                    break
+                conn = children.pop(pid, None)
+                if conn is not None:
+                    try:
+                        conn.sendall(f"exit {_status(status)}\n".encode())
+                    except OSError:
+                        pass
+                    conn.close()
+                last = time.monotonic()
+            if listener in ready:
+                conn, _ = listener.accept()
+                try:
+                    request, fds = _recv_request(conn)
+                except (OSError, ValueError):
+                    conn.close()
+                    continue
+                pid = os.fork()
+                if pid == 0:
+                    _child(request, fds, [listener.fileno(), conn.fileno(), wake_r, wake_w, lock.fileno()])
+                for fd in fds:
+                    os.close(fd)
+                children[pid] = conn
+                conn.sendall(f"pid {pid}\n".encode())
+                last = time.monotonic()
+    finally:
+        path.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]), float(os.environ.get(IDLE_ENV, IDLE_S)))

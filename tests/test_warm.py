@@ -1,0 +1,63 @@
+"""Warm servers (``harness/warm.py``): a worker forked from one reports what a fresh worker
+reports, and a server serves only the commands whose workers it matches."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from eaglefuzz.harness import warm
+
+ROOT = Path(__file__).resolve().parent.parent
+BUG, TARGET = "ce_masked_includes_bonus", "copy_and_expand_eagle_inputs_kernel"
+
+pytestmark = pytest.mark.kernel
+
+
+def _fuzz(bug: Path, corpus: Path, env: dict[str, str]) -> tuple[int, dict]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--kernels", str(bug), "--kernel", TARGET,
+         "--examples", "20", "--corpus", str(corpus), "--json"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def _finding(doc: dict, corpus: Path) -> dict:
+    (f,) = doc["targets"][TARGET]["findings"]
+    return {"kind": f["kind"], "report": f["report"].replace(str(corpus), "CORPUS"), "file": Path(f["file"]).name}
+
+
+def test_a_worker_forked_by_a_warm_server_reports_as_a_fresh_one(warm_env, seeded_bugs_dir, tmp_path, monkeypatch):
+    bug = seeded_bugs_dir / f"{BUG}.py"
+    monkeypatch.chdir(ROOT)
+    path = warm.socket_path(warm.server_key(warm_env, str(ROOT)))
+    assert not path.exists()
+
+    cold_code, cold = _fuzz(bug, tmp_path / "cold", warm_env)  # no server yet: a fresh worker; it leaves one
+    deadline = time.monotonic() + 120
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert path.exists(), "no warm server came up after a command"
+
+    monkeypatch.setenv("EAGLEFUZZ_WARM", "1")
+    served = warm.spawn(["list"], warm_env, (), quiet=True)  # the server takes this command's workers
+    assert served is not None and served.wait(timeout=120) == 0
+    assert warm.spawn(["list"], {**warm_env, "PYTHONOPTIMIZE": "1"}, (), quiet=True) is None  # not its kind
+
+    warm_code, warmed = _fuzz(bug, tmp_path / "warm", warm_env)
+    assert (warm_code, _finding(warmed, tmp_path / "warm")) == (cold_code, _finding(cold, tmp_path / "cold"))
+    assert cold_code == 1
+    assert warmed["targets"][TARGET]["examples"] == cold["targets"][TARGET]["examples"]
+
+
+def test_no_server_is_started_or_used_when_they_are_off(warm_env, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("EAGLEFUZZ_WARM", "0")
+    warm.start_server(wait=1.0)
+    assert not list(warm._dir().iterdir())
+    assert warm.spawn(["list"], warm_env, (), quiet=True) is None
