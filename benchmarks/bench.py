@@ -41,15 +41,20 @@ def main() -> int:
     p.add_argument("--only", nargs="*", default=None, metavar="NAME", help="--verdict: these seeded bugs only")
     p.add_argument("--repeat", type=int, default=1, help="--verdict/--latency: runs per item (the median is kept)")
     p.add_argument("--out", default=None, help="--verdict/--latency: also write the Markdown here")
+    p.add_argument("--warm", choices=["on", "off"], default="off",
+                   help="--verdict/--latency: with warm servers (harness/warm.py; a server is up before the first "
+                        "timed command) or without (every worker a fresh process)")
     args = p.parse_args()
     if args.verdict or args.latency or args.shrink150:
-        from verdict import latency_table, shrink150_table, verdict_table  # benchmarks/verdict.py
+        # benchmarks/verdict.py
+        from verdict import latency_table, prepare_warm, shrink150_table, verdict_table
 
         text = ""
+        mode = prepare_warm(args.warm == "on") if args.latency or args.verdict else ""
         if args.latency:
-            text += latency_table(args.repeat) + "\n"
+            text += latency_table(args.repeat, mode) + "\n"
         if args.verdict:
-            text += verdict_table(args.only, args.repeat) + "\n"
+            text += verdict_table(args.only, args.repeat, mode) + "\n"
         if args.shrink150:
             text += shrink150_table() + "\n"
         if args.out:

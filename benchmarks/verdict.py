@@ -70,6 +70,28 @@ def run_timed(args: list[str], timeout: float = 600.0) -> dict:
             "stdout": out, "stderr": "".join(err)}
 
 
+def prepare_warm(on: bool) -> str:
+    """Every command after this runs with warm servers ``on`` or off (``EAGLEFUZZ_WARM``); with
+    them on, one command is run first and its server waited for, so that every timed command's
+    workers are forked from it. The table's words for the mode."""
+    os.environ["EAGLEFUZZ_WARM"] = "1" if on else "0"
+    if not on:
+        return "warm servers off (`EAGLEFUZZ_WARM=0`: every worker a fresh process)"
+    from eaglefuzz.harness import warm
+    from eaglefuzz.harness.paths import user_cache
+
+    env = _env()
+    env.setdefault("NUMBA_CACHE_DIR", str(user_cache() / "numba"))  # as the command's own start sets it
+    path = warm.socket_path(warm.server_key(env, str(ROOT)))
+    run_timed(["fuzz", "--kernel", "eagle_prepare_inputs_padded_kernel", "--examples", "1", "--no-progress"])
+    deadline = time.monotonic() + 120
+    while not warm._up(path):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no warm server came up at {path}")
+        time.sleep(0.2)
+    return "warm servers on (one was up before the first timed command: every worker forked from it)"
+
+
 def _requests(case) -> int:
     a, s = case.arrays, case.scalars
     if "num_reqs" in s and "seq_lens" not in a:
@@ -80,7 +102,7 @@ def _requests(case) -> int:
     return 0
 
 
-def verdict_table(only: list[str] | None, repeat: int) -> str:
+def verdict_table(only: list[str] | None, repeat: int, mode: str = "") -> str:
     """One row per seeded bug: the whole command's wall clock (median of ``repeat`` runs)."""
     from eaglefuzz.harness.corpus import load_case
 
@@ -88,7 +110,7 @@ def verdict_table(only: list[str] | None, repeat: int) -> str:
     chosen = [m for m in mutants.MUTANTS if not only or m.name in only]
     bug_dir = Path(tempfile.mkdtemp(prefix="eaglefuzz-verdict-"))
     lines = [f"Time to verdict: `eaglefuzz fuzz --kernels BUG --kernel K --json`, whole command, wall clock; "
-             f"median of {repeat} run(s); {_load()} at the start.", "",
+             f"median of {repeat} run(s); {mode}; {_load()} at the start.", "",
              "| seeded bug | needs | target | exit | examples | verdict (s) | first example (s) | shrunk to requests | shrinking |",
              "|---|---|---|---:|---:|---:|---:|---:|---|"]
     print("\n".join(lines), flush=True)
@@ -127,7 +149,7 @@ def verdict_table(only: list[str] | None, repeat: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def latency_table(repeat: int) -> str:
+def latency_table(repeat: int, mode: str = "") -> str:
     """Per target: seconds from the command to its first example, and to its exit (1 example)."""
     from eaglefuzz.harness.sources.bundled import BundledSource
     from eaglefuzz.harness.sources.vllm import PINNED_RELEASE
@@ -135,7 +157,7 @@ def latency_table(repeat: int) -> str:
 
     bundled = set(BundledSource().load(None).funcs)
     lines = [f"First-example latency: `eaglefuzz fuzz --kernel K --examples 1` (targets newer than the bundled "
-             f"copy: `--vllm-version {PINNED_RELEASE}`, its files cached), median of {repeat} run(s); {_load()}.", "",
+             f"copy: `--vllm-version {PINNED_RELEASE}`, its files cached), median of {repeat} run(s); {mode}; {_load()}.", "",
              "| target | first example (s) | whole command (s) | exit |", "|---|---:|---:|---:|"]
     print("\n".join(lines), flush=True)
     for name in TARGETS:

@@ -45,6 +45,10 @@ KEY_PREFIXES = ("PYTHON", "NUMBA_", "TORCH", "PYTORCH", "OMP_", "MKL_", "OPENBLA
 """Environment variables read when the server imports its modules: a worker's must match."""
 KEY_EXCLUDED = ("CUDA_VISIBLE_DEVICES",)  # read when CUDA starts, which is in the worker
 _CONNECT_S = 2.0
+_REPLY_S = 60.0
+"""How long a client waits for its worker's pid once its request is sent (the server may be
+busy a few seconds importing); past it the client starts a fresh worker, and the server kills
+the one it forks for a client that is gone."""
 
 
 def enabled() -> bool:
@@ -91,10 +95,9 @@ def socket_path(key: str) -> Path:
 def server_pid(path: Path) -> int | None:
     """The pid of the server of ``path`` (from its lock file), if one ever started."""
     try:
-        return int(path.with_suffix(".lock").read_text().strip() or "x")
-    except (OSError, ValueError):
+        return int(path.with_suffix(".lock").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
         return None
-
 
 class WarmWorker:
     """A worker forked by the server, with the part of ``subprocess.Popen``'s interface that
@@ -168,6 +171,7 @@ def spawn(args: list[str], env: dict[str, str], pass_fds: tuple[int, ...], quiet
         fds = streams + list(pass_fds)
         body = json.dumps({"argv": args, "env": env, "cwd": cwd, "fds": [0, 1, 2, *pass_fds]}).encode()
         socket.send_fds(conn, [struct.pack("!I", len(body)) + body], fds)
+        conn.settimeout(_REPLY_S)
         line = b""
         while not line.endswith(b"\n"):
             chunk = conn.recv(64)
@@ -187,6 +191,19 @@ def spawn(args: list[str], env: dict[str, str], pass_fds: tuple[int, ...], quiet
             os.close(devnull)
 
 
+def _up(path: Path) -> bool:
+    """Whether a server answers on ``path`` (a server killed outright leaves its socket file)."""
+    if not path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(_CONNECT_S)
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 def start_server(wait: float = 0.0) -> None:
     """Leave a server for this process's workers (its environment and directory) in the
     background, unless one is up or warm servers are off; wait up to ``wait`` seconds for it
@@ -199,7 +216,9 @@ def start_server(wait: float = 0.0) -> None:
         path = socket_path(server_key(env, os.getcwd()))
     except OSError:
         return
-    if not path.exists():
+    if path.with_suffix(".failed").exists():
+        return  # this kind of server could not start here: its reason is in that file
+    if not _up(path):
         env.pop("EAGLEFUZZ_WORKER", None)
         subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.warm", str(path)], env=env, cwd=os.getcwd(),
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -215,6 +234,9 @@ def start_server(wait: float = 0.0) -> None:
 def _preload() -> None:
     """What every worker imports before its first case, Triton and the code under test aside;
     the oracles' compiled code loaded. Nothing here may touch CUDA."""
+    # Should anything ask torch whether CUDA is there, NVML answers: asking the CUDA runtime
+    # would initialise CUDA here, and no forked worker could use it after that.
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     from .cli import use_numba_cache
 
     use_numba_cache()
@@ -222,6 +244,8 @@ def _preload() -> None:
     from .targets import TARGETS
 
     check.warm_oracles(sorted(TARGETS))
+    # Not TorchDynamo either (batch_change's compiled path imports it in the worker): it
+    # imports Triton, which a worker must import itself, after it has chosen its backend.
     if "triton" in sys.modules or ("torch" in sys.modules and sys.modules["torch"].cuda.is_initialized()):
         raise RuntimeError("the warm server imported Triton or started CUDA: it cannot fork workers")
 
@@ -302,7 +326,11 @@ def serve(path: Path, idle: float) -> None:
     lock.truncate(0)
     lock.write(str(os.getpid()))
     lock.flush()
-    _preload()
+    try:
+        _preload()
+    except BaseException as exc:  # noqa: BLE001 - a server that cannot start must say why, once
+        path.with_suffix(".failed").write_text(f"{type(exc).__name__}: {exc}\n")
+        raise
     path.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
@@ -346,7 +374,10 @@ def serve(path: Path, idle: float) -> None:
                 for fd in fds:
                     os.close(fd)
                 children[pid] = conn
-                conn.sendall(f"pid {pid}\n".encode())
+                try:
+                    conn.sendall(f"pid {pid}\n".encode())
+                except OSError:  # the client is gone (and starts a fresh worker): none of this one
+                    os.kill(pid, signal.SIGKILL)
                 last = time.monotonic()
     finally:
         path.unlink(missing_ok=True)
