@@ -82,7 +82,7 @@ def prepare_warm(on: bool) -> str:
 
     env = _env()
     env.setdefault("NUMBA_CACHE_DIR", str(user_cache() / "numba"))  # as the command's own start sets it
-    path = warm.socket_path(warm.server_key(env, str(ROOT)))
+    path = warm.socket_path(warm.server_key(env))
     run_timed(["fuzz", "--kernel", "eagle_prepare_inputs_padded_kernel", "--examples", "1", "--no-progress"])
     deadline = time.monotonic() + 120
     while not warm._up(path):

@@ -9,8 +9,9 @@ too. Nothing of the code under test is loaded in the server: each worker imports
 is given, and Triton itself, as a fresh process would.
 
 A server serves only commands that would start a worker identical to it (:func:`server_key`:
-the Python executable, the working directory, the environment variables read at import time,
-and every file of eaglefuzz's own packages, so an edit to the harness retires it). It never
+the Python executable, the environment variables read at import time, and every file of
+eaglefuzz's own packages, so an edit to the harness retires it); the worker takes the
+command's working directory, on ``sys.path`` too, as ``python -m`` would. It never
 touches CUDA (a process that has, cannot be forked safely), and leaves after
 ``$EAGLEFUZZ_WARM_IDLE`` seconds without work (default 900). ``EAGLEFUZZ_WARM=0`` turns it
 off: no server is used or started.
@@ -41,6 +42,8 @@ OFF_ENV = "EAGLEFUZZ_WARM"
 IDLE_ENV = "EAGLEFUZZ_WARM_IDLE"
 """Seconds a server waits for work before it leaves (default :data:`IDLE_S`)."""
 IDLE_S = 900.0
+DIR_ENV = "EAGLEFUZZ_WARM_DIR"
+"""Where the servers' sockets and lock files are (default ``$TMPDIR/eaglefuzz-warm-$UID``)."""
 KEY_PREFIXES = ("PYTHON", "NUMBA_", "TORCH", "PYTORCH", "OMP_", "MKL_", "OPENBLAS", "HYPOTHESIS", "LD_", "CUDA_")
 """Environment variables read when the server imports its modules: a worker's must match."""
 KEY_EXCLUDED = ("CUDA_VISIBLE_DEVICES",)  # read when CUDA starts, which is in the worker
@@ -65,10 +68,10 @@ def _package_files() -> list[Path]:
     return files
 
 
-def server_key(env: dict[str, str], cwd: str) -> str:
-    """What a worker started with ``env`` in ``cwd`` would be: the server serving it must match."""
+def server_key(env: dict[str, str]) -> str:
+    """What a worker started with ``env`` would be: the server serving it must match."""
     h = hashlib.sha256()
-    h.update(json.dumps([sys.executable, cwd]).encode())
+    h.update(json.dumps([sys.executable]).encode())
     keyed = sorted((k, v) for k, v in env.items() if k.startswith(KEY_PREFIXES) and k not in KEY_EXCLUDED)
     h.update(json.dumps(keyed).encode())
     for f in _package_files():
@@ -78,7 +81,7 @@ def server_key(env: dict[str, str], cwd: str) -> str:
 
 
 def _dir() -> Path:
-    d = Path(tempfile.gettempdir()) / f"eaglefuzz-warm-{os.getuid()}"
+    d = Path(os.environ.get(DIR_ENV) or Path(tempfile.gettempdir()) / f"eaglefuzz-warm-{os.getuid()}")
     d.mkdir(mode=0o700, exist_ok=True)
     if d.stat().st_uid != os.getuid() or d.stat().st_mode & 0o077:
         raise OSError(f"{d} is not private to this user")
@@ -157,7 +160,7 @@ def spawn(args: list[str], env: dict[str, str], pass_fds: tuple[int, ...], quiet
         return None
     cwd = os.getcwd()
     try:
-        path = socket_path(server_key(env, cwd))
+        path = socket_path(server_key(env))
     except OSError:
         return None
     if not path.exists():
@@ -213,7 +216,7 @@ def start_server(wait: float = 0.0) -> None:
         return
     env = dict(os.environ)
     try:
-        path = socket_path(server_key(env, os.getcwd()))
+        path = socket_path(server_key(env))
     except OSError:
         return
     if path.with_suffix(".failed").exists():
@@ -292,6 +295,8 @@ def _child(request: dict[str, Any], fds: list[int], close: list[int]) -> None:
             os.environ[PARENT_ENV] = str(os.getppid())
             os.environ[MODE_ENV] = "pipe"
         os.chdir(request["cwd"])
+        if sys.path and sys.path[0] == _SERVER_CWD:  # python -m: the working directory comes first
+            sys.path[0] = request["cwd"]
         import random
 
         random.seed()  # a fresh process's state, not the server's
@@ -312,6 +317,9 @@ def _child(request: dict[str, Any], fds: list[int], close: list[int]) -> None:
 
 def _status(status: int) -> int:
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+_SERVER_CWD = os.getcwd()
 
 
 def serve(path: Path, idle: float) -> None:

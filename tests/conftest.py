@@ -13,8 +13,8 @@ import pytest
 
 pytest_plugins = ["eaglefuzz.harness.pytest_plugin"]
 
-# Every eaglefuzz command a test runs starts its workers from scratch, as in a fresh shell;
-# tests/test_warm.py turns warm servers on for its own commands.
+# Every eaglefuzz command a test runs starts its workers from scratch (the cold path that every
+# first command takes); the tests of warm servers turn them on for their own commands (warm_env).
 os.environ["EAGLEFUZZ_WARM"] = "0"
 
 
@@ -39,31 +39,37 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def warm_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """An environment for eaglefuzz commands with warm servers on (harness/warm.py), their
-    sockets in a private short temporary directory (this process's too); every server started
-    there is stopped at the end."""
+    """An environment for eaglefuzz commands with warm servers on (harness/warm.py) and a
+    folder of servers of their own (this process's too); every server started there is
+    stopped at the end."""
     import shutil
-    import signal
     import tempfile
 
-    from eaglefuzz.harness import warm
-
-    root = Path(tempfile.mkdtemp(prefix="efw", dir="/tmp"))
-    monkeypatch.setattr(tempfile, "tempdir", str(root))
     from eaglefuzz.harness.paths import user_cache
 
-    env = {**os.environ, "EAGLEFUZZ_WARM": "1", "EAGLEFUZZ_WARM_IDLE": "120", "TMPDIR": str(root),
+    root = Path(tempfile.mkdtemp(prefix="efw", dir="/tmp")) / "w"  # short: a Unix socket's path is
+    monkeypatch.setenv("EAGLEFUZZ_WARM_DIR", str(root))
+    env = {**os.environ, "EAGLEFUZZ_WARM": "1", "EAGLEFUZZ_WARM_IDLE": "120", "EAGLEFUZZ_WARM_DIR": str(root),
            "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
            "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR") or str(user_cache() / "numba")}
     yield env
-    for lock in root.rglob("*.lock"):
+    _stop_servers(root)
+    shutil.rmtree(root.parent, ignore_errors=True)
+
+
+def _stop_servers(folder: Path) -> None:
+    """Kill every warm server whose lock file is in ``folder``."""
+    import signal
+
+    from eaglefuzz.harness import warm
+
+    for lock in folder.glob("*.lock"):
         pid = warm.server_pid(lock.with_suffix(".sock"))
         if pid:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +97,9 @@ def seeded_bugs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # in this order). A key without ``[...]`` weighs every parametrization of that test. Items not
 # listed keep their order, after these.
 SLOW = {
-    "test_crash.py::test_cli_reports_the_case_that_killed_the_process": 30,
+    "test_crash.py::test_cli_reports_the_case_that_killed_the_process": 14,
+    "test_warm.py::test_a_worker_forked_by_a_warm_server_reports_as_a_fresh_one": 11,
+    "test_sanitize.py::test_invalid_access_is_a_finding_of_its_case": 14,
     "test_faults.py::test_a_hanging_kernel_is_a_hang_finding_and_the_campaign_goes_on": 23,
     "test_features.py::test_default_strategy_reaches_every_feature[eagle_prepare_next_token_padded_kernel]": 18,
     "test_features.py::test_default_strategy_reaches_every_feature[copy_and_expand_dflash_inputs_kernel]": 14,

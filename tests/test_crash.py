@@ -46,7 +46,7 @@ def test_cli_reports_the_case_that_killed_the_process(tmp_path, crash_bug, warm_
     assert "Traceback" not in finding["report"]
     if "crashed" in doc:  # the worker's death reached the supervisor through the warm server
         assert "the process died (signal SIG" in finding["report"], finding["report"]
-        assert list(Path(warm_env["TMPDIR"]).rglob("*.sock")), "the shrinker started no warm server"
+        assert list(Path(warm_env["EAGLEFUZZ_WARM_DIR"]).glob("*.sock")), "the shrinker started no warm server"
     entry = load_entry(finding["file"])
     assert entry.case.kernel == PI
     assert entry.case.scalars["num_reqs"] <= 2, "the crashing case was not shrunk"

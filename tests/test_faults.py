@@ -217,9 +217,11 @@ def test_sigterm_during_replay_is_an_interruption_not_a_finding(tmp_path):
 @pytest.mark.kernel
 @pytest.mark.skipif(not PROC, reason="finds the worker through /proc")
 def test_kill_9_of_the_parent_takes_its_worker_with_it(tmp_path):
+    # A worker of its own (no warm server): the worker is found as the supervisor's child. A
+    # worker forked by a warm server watches the same lifeline pipe (harness/warm.py).
     proc = subprocess.Popen(
         _cli("fuzz", "--kernel", EXT, "--examples", 1_000_000, "--corpus", tmp_path / "findings"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(tmp_path),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(tmp_path, EAGLEFUZZ_WARM="0"),
     )
     pids = [proc.pid]
     try:
