@@ -13,9 +13,26 @@ import pytest
 
 pytest_plugins = ["eaglefuzz.harness.pytest_plugin"]
 
-# Every eaglefuzz command a test runs starts its workers from scratch (the cold path that every
-# first command takes); the tests of warm servers turn them on for their own commands (warm_env).
-os.environ["EAGLEFUZZ_WARM"] = "0"
+# The eaglefuzz commands the tests run share warm servers (harness/warm.py), as a user's
+# commands do, in a folder of this test run's own: made by the first process (xdist's workers
+# and nested pytest runs inherit it) and emptied, its servers stopped, when that process ends.
+# A test of the cold path (a worker started from scratch) sets EAGLEFUZZ_WARM=0 for its command.
+_WARM_OWNER = "EAGLEFUZZ_TEST_WARM_OWNER"
+if _WARM_OWNER not in os.environ:
+    import tempfile as _tempfile
+
+    os.environ[_WARM_OWNER] = str(os.getpid())
+    os.environ["EAGLEFUZZ_WARM"] = "1"
+    os.environ["EAGLEFUZZ_WARM_DIR"] = str(Path(_tempfile.mkdtemp(prefix="efws", dir="/tmp")) / "w")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if os.environ.get(_WARM_OWNER) == str(os.getpid()):
+        import shutil
+
+        folder = Path(os.environ["EAGLEFUZZ_WARM_DIR"])
+        _stop_servers(folder)
+        shutil.rmtree(folder.parent, ignore_errors=True)
 
 
 def _load_mutants() -> ModuleType:
