@@ -27,15 +27,15 @@ def crash_bug(mutants, tmp_path) -> Path:
 
 
 @pytest.mark.kernel
-def test_cli_reports_the_case_that_killed_the_process(tmp_path, crash_bug, warm_env):
+def test_cli_reports_the_case_that_killed_the_process(tmp_path, crash_bug):
     corpus = tmp_path / "corpus"
     proc = subprocess.run(
         [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--kernels", str(crash_bug), "--kernel", PI,
          "--examples", "100", "--corpus", str(corpus), "--json"],
-        # As a user runs it, warm servers on: the shrinker starts one and forks its workers from
-        # it (a worker killed by a signal, its status passed back through the server). 15 s of
-        # shrinking: about 5 of them wait for the server, the rest take the case to 1 request.
-        capture_output=True, text=True, env={**_env(tmp_path), **warm_env, "EAGLEFUZZ_FAULT_SHRINK_BUDGET": "15"},
+        # As a user runs it, warm servers on (the suite's, tests/conftest.py): the shrinker starts
+        # one if none is up and forks its workers from it (a worker killed by a signal, its status
+        # passed back through the server). 15 s of shrinking take the case to 1 request.
+        capture_output=True, text=True, env={**_env(tmp_path), "EAGLEFUZZ_FAULT_SHRINK_BUDGET": "15"},
         timeout=600, check=False,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -46,7 +46,7 @@ def test_cli_reports_the_case_that_killed_the_process(tmp_path, crash_bug, warm_
     assert "Traceback" not in finding["report"]
     if "crashed" in doc:  # the worker's death reached the supervisor through the warm server
         assert "the process died (signal SIG" in finding["report"], finding["report"]
-        assert list(Path(warm_env["EAGLEFUZZ_WARM_DIR"]).glob("*.sock")), "the shrinker started no warm server"
+        assert list(Path(os.environ["EAGLEFUZZ_WARM_DIR"]).glob("*.sock")), "no warm server for the shrinker"
     entry = load_entry(finding["file"])
     assert entry.case.kernel == PI
     assert entry.case.scalars["num_reqs"] <= 2, "the crashing case was not shrunk"
