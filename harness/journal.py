@@ -20,21 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .case import Case
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs; a zombie (dead, not yet reaped by its parent) counts as gone."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
+from .lifeline import alive
 
 
 class Journal:
@@ -123,7 +109,7 @@ def orphans(directory: Path) -> list[Orphan]:
             pid = int(f.stem.rsplit("-", 1)[1])
         except (IndexError, ValueError):
             continue
-        if _alive(pid) and pid != os.getpid():
+        if alive(pid) and pid != os.getpid():
             continue
         why = f.with_suffix(".why")
         message = why.read_text() if why.is_file() else ""

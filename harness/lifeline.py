@@ -99,3 +99,19 @@ def arm() -> None:
         os._exit(EXIT_PARENT_GONE)  # the parent died before the death signal was set
     if fd is not None:
         threading.Thread(target=_watch, args=(int(fd),), name="eaglefuzz-lifeline", daemon=True).start()
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a zombie (dead, not yet reaped by its parent) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")

@@ -230,14 +230,14 @@ def _journal_dir() -> Path:
 
 def _dead_journal_dirs() -> list[Path]:
     """This session's folder and those of earlier sessions whose controller is gone."""
-    from .journal import _alive
+    from .lifeline import alive
 
     own = _journal_dir()
     root = own.parent
     dirs = [own]
     if root.is_dir():
         for d in sorted(root.iterdir()):
-            if d != own and d.is_dir() and d.name.isdigit() and not _alive(int(d.name)):
+            if d != own and d.is_dir() and d.name.isdigit() and not alive(int(d.name)):
                 dirs.append(d)
     return dirs
 

@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .lifeline import alive
+
 OFF_ENV = "EAGLEFUZZ_WARM"
 """``0``: use no warm server and start none."""
 IDLE_ENV = "EAGLEFUZZ_WARM_IDLE"
@@ -129,7 +131,7 @@ class WarmWorker:
             return
         data = self.conn.recv(4096)
         if not data:  # the server went away without telling: wait for the worker itself
-            while _alive(self.pid):
+            while alive(self.pid):
                 time.sleep(0.05)
             self.returncode = 3  # the worker's status is lost with its parent (EXIT_INTERNAL)
             self.conn.close()
@@ -140,16 +142,6 @@ class WarmWorker:
             if word == b"exit":
                 self.returncode = int(value)
                 self.conn.close()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def spawn(args: list[str], env: dict[str, str], pass_fds: tuple[int, ...], quiet: bool) -> WarmWorker | None:

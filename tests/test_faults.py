@@ -285,12 +285,15 @@ def test_a_signal_is_never_blamed_on_the_kernel_even_when_it_swallows_it(backend
     import threading
 
     from eaglefuzz.harness import interrupts
-    from eaglefuzz.harness.check import check_case
+    from eaglefuzz.harness.check import check_case, warm_oracles
     from eaglefuzz.harness.sources import Implementations, Origin
 
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers run in the main thread only")
     impls = Implementations({PI: _SwallowsInterrupts()}, {PI: Origin("test", "test", PI)})
+    # The oracles loaded first: the signal must land in the kernel, not in Numba's first import
+    # (an import cut short leaves Numba half-initialised for the rest of this process).
+    warm_oracles([PI])
     before = signal.getsignal(signal.SIGTERM)
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
     timer.start()
