@@ -18,8 +18,12 @@ from .check import Finding
 from .exitcodes import findings_exit
 from .fuzz import Stats, bulk_fuzz_target, fuzz_target
 
-PROGRESS_EVERY = float(os.environ.get("EAGLEFUZZ_PROGRESS_EVERY", "10"))
-"""Seconds between progress lines when no progress bar is shown (no terminal)."""
+
+def progress_every() -> float:
+    """Seconds between progress lines when no progress bar is shown (no terminal):
+    ``$EAGLEFUZZ_PROGRESS_EVERY`` (10), read when a campaign starts, never at import (a warm
+    server's workers take each command's)."""
+    return float(os.environ.get("EAGLEFUZZ_PROGRESS_EVERY", "10"))
 
 
 @dataclass
@@ -134,6 +138,7 @@ class Campaign:
             disable=not self.progress,
             transient=False,
         ) as bar:
+            every = progress_every()
             for name in names:
                 if name in finished:
                     continue
@@ -151,7 +156,7 @@ class Campaign:
                                 name: str = name, last_line: list[float] = last_line) -> None:
                     now = time.monotonic()
                     elapsed = max(now - start, 1e-9)
-                    if not self.progress and now - last_line[0] >= PROGRESS_EVERY:
+                    if not self.progress and now - last_line[0] >= every:
                         last_line[0] = now
                         print(f"eaglefuzz: {name}: {stats.examples} examples, {stats.examples / elapsed:.1f} ex/s, "
                               f"{len(stats.findings) + (stats.unshrunk is not None)} finding(s), {elapsed:.0f} s",

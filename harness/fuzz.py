@@ -8,7 +8,7 @@ cheap-but-large case per shape, cheapest first): in Hypothesis mode as the first
 chunk 0, in bulk mode as examples ``0 .. len(shapes) - 1``; a shard runs them when it owns
 those chunks or examples.
 
-Findings are shrunk within a time budget (:data:`SHRINK_BUDGET`, ``$EAGLEFUZZ_SHRINK_BUDGET``
+Findings are shrunk within a time budget (:func:`default_shrink_budget`, ``$EAGLEFUZZ_SHRINK_BUDGET``
 seconds): Hypothesis's own shrinker first (up to half of it, for cases it drew), then delta
 debugging over the requests (drop halves, then quarters, ... before single requests), then the
 target's other moves (shorten requests by halving, simplify values and launch parameters).
@@ -41,8 +41,13 @@ from .strategies import Scale, derive_seed
 from .targets import TARGETS
 
 CHUNK = 25
-SHRINK_BUDGET = float(os.environ.get("EAGLEFUZZ_SHRINK_BUDGET", "20"))
-"""Seconds a finding may spend being shrunk (Hypothesis's shrinker and ours together)."""
+
+
+def default_shrink_budget() -> float:
+    """Seconds a finding may spend being shrunk (Hypothesis's shrinker and ours together):
+    ``$EAGLEFUZZ_SHRINK_BUDGET`` (20 by default), read when it is needed, never at import (a
+    warm server's workers take each command's)."""
+    return float(os.environ.get("EAGLEFUZZ_SHRINK_BUDGET", "20"))
 
 
 @dataclass
@@ -118,7 +123,7 @@ def hypothesis_chunk(
     target = TARGETS[name]
     stats = stats if stats is not None else Stats()
     phases = (Phase.generate, Phase.shrink) if shrink else (Phase.generate,)
-    budget = SHRINK_BUDGET if shrink_budget is None else shrink_budget
+    budget = default_shrink_budget() if shrink_budget is None else shrink_budget
     latest: list[Finding] = []  # the last failing case: the smallest Hypothesis has accepted
     first_failure: list[float] = []
 
@@ -307,7 +312,7 @@ def shrink_finding(
     too. A variant outside the finding's tier is passed over (an edge divergence may shrink
     into a production case that still fails the same way: a contract violation). Everything runs in
     this process (compiled kernels and oracles are reused). When the budget (default
-    :data:`SHRINK_BUDGET`) or ``max_checks`` runs out, the smallest failing case so far is
+    :func:`default_shrink_budget`) or ``max_checks`` runs out, the smallest failing case so far is
     returned, with :attr:`Finding.shrink` saying so.
     """
     if finding.fatal:  # no candidate can run in this process
@@ -318,7 +323,7 @@ def shrink_finding(
     from .shrinking import Shrinker
 
     shrinker = Shrinker(finding, impls, device, journal=journal, max_checks=max_checks,
-                        budget_s=SHRINK_BUDGET if budget_s is None else budget_s)
+                        budget_s=default_shrink_budget() if budget_s is None else budget_s)
     return shrinker.run()
 
 

@@ -281,6 +281,7 @@ def _child(request: dict[str, Any], fds: list[int], close: list[int]) -> None:
             os.close(fd)
         os.environ.clear()
         os.environ.update(request["env"])
+        tempfile.tempdir = None  # found again from the command's TMPDIR, not the server's
         from .lifeline import MODE_ENV, PARENT_ENV
 
         if PARENT_ENV in os.environ:  # the server is this worker's parent; the pipe watches the supervisor

@@ -3,6 +3,7 @@ reports, and a server serves only the commands whose workers it matches."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -61,3 +62,30 @@ def test_no_server_is_started_or_used_when_they_are_off(warm_env, monkeypatch):
     warm.start_server(wait=1.0)
     assert not warm._dir().exists() or not list(warm._dir().iterdir())
     assert warm.spawn(["list"], warm_env, (), quiet=True) is None
+
+
+def _reads_environment(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "os"
+               and n.attr in ("environ", "getenv") for n in ast.walk(node))
+
+
+def test_no_module_reads_the_environment_when_it_is_imported():
+    """A warm server imports the harness once; its workers get each command's environment
+    after that. A value read from the environment at import time (a module constant, a class
+    attribute, a default argument) would be the server's, not the command's."""
+    offenders = []
+    for folder in ("harness", "kernels", "oracles"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(), str(path))
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    checked = [*node.args.defaults, *node.args.kw_defaults, *node.decorator_list]
+                elif isinstance(node, ast.ClassDef):
+                    checked = [n for n in node.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+                elif isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+                    checked = []
+                else:
+                    checked = [node]
+                if any(c is not None and _reads_environment(c) for c in checked):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, offenders
