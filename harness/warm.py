@@ -108,9 +108,11 @@ class WarmWorker:
     """A worker forked by the server, with the part of ``subprocess.Popen``'s interface that
     :func:`~.supervisor.run_worker` uses (``pid``, ``wait``, ``poll``, ``returncode``)."""
 
-    def __init__(self, conn: socket.socket, pid: int) -> None:
+    def __init__(self, conn: socket.socket, pid: int, received: bytes = b"") -> None:
         self.conn, self.pid, self.returncode = conn, pid, None
         self._buf = b""
+        if received:  # the exit line came with the pid line: a worker that ended at once
+            self._take(received)
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -136,6 +138,9 @@ class WarmWorker:
             self.returncode = 3  # the worker's status is lost with its parent (EXIT_INTERNAL)
             self.conn.close()
             return
+        self._take(data)
+
+    def _take(self, data: bytes) -> None:
         self._buf += data
         if b"\n" in self._buf:
             word, value = self._buf.split(b"\n", 1)[0].split()
@@ -167,17 +172,18 @@ def spawn(args: list[str], env: dict[str, str], pass_fds: tuple[int, ...], quiet
         body = json.dumps({"argv": args, "env": env, "cwd": cwd, "fds": [0, 1, 2, *pass_fds]}).encode()
         socket.send_fds(conn, [struct.pack("!I", len(body)) + body], fds)
         conn.settimeout(_REPLY_S)
-        line = b""
-        while not line.endswith(b"\n"):
+        data = b""
+        while b"\n" not in data:
             chunk = conn.recv(64)
             if not chunk:
                 raise OSError("the warm server closed the connection")
-            line += chunk
+            data += chunk
+        line, rest = data.split(b"\n", 1)
         word, value = line.split()
         if word != b"pid":
             raise OSError(f"the warm server said {line!r}")
         conn.settimeout(None)
-        return WarmWorker(conn, int(value))
+        return WarmWorker(conn, int(value), rest)
     except OSError:
         conn.close()
         return None
@@ -200,10 +206,9 @@ def _up(path: Path) -> bool:
 
 
 def start_server(wait: float = 0.0) -> None:
-    """Leave a server for this process's workers (its environment and directory) in the
-    background, unless one is up or warm servers are off; wait up to ``wait`` seconds for it
-    to take work (the fault shrinker, which starts many workers, waits; the end of a command
-    does not)."""
+    """Leave a server for this process's workers (their environment) in the background, unless
+    one is up or warm servers are off; wait up to ``wait`` seconds for it to take work (the
+    fault shrinker, which starts many workers, waits; the end of a command does not)."""
     if not enabled():
         return
     env = dict(os.environ)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 import time
@@ -89,3 +90,34 @@ def test_no_module_reads_the_environment_when_it_is_imported():
                 if any(c is not None and _reads_environment(c) for c in checked):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, offenders
+
+
+def test_a_worker_that_ends_at_once_still_gets_its_exit_status(warm_env, monkeypatch):
+    """The server's ``pid`` and ``exit`` lines can reach the client in one read (a worker that
+    ends at once): the client takes both. A stand-in server answers in one write."""
+    import socket
+    import threading
+
+    monkeypatch.setenv("EAGLEFUZZ_WARM", "1")
+    path = warm.socket_path(warm.server_key(warm_env))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def serve_once() -> None:
+        conn, _ = listener.accept()
+        _, fds, _, _ = socket.recv_fds(conn, 1 << 16, 16)
+        for fd in fds:
+            os.close(fd)
+        conn.sendall(b"pid 4242\nexit 2\n")
+        conn.close()
+
+    server = threading.Thread(target=serve_once)
+    server.start()
+    try:
+        worker = warm.spawn(["list"], warm_env, (), quiet=True)
+        assert worker is not None and worker.pid == 4242
+        assert worker.wait(timeout=10) == 2
+    finally:
+        server.join(timeout=10)
+        listener.close()
