@@ -54,25 +54,6 @@ class DeviceCase:
         return sum(k for _, k in self.outputs.values())
 
 
-def upload(arrays: dict[str, np.ndarray], device: str) -> dict[str, torch.Tensor]:
-    """Host arrays on ``device`` in one copy (each 16-byte aligned in one byte buffer): for
-    per-request inputs, drawing on the host and copying once costs less than drawing each
-    piece with its own device operations."""
-    offsets, size = {}, 0
-    for n, a in arrays.items():
-        offsets[n] = size
-        size = -(-(size + a.nbytes) // 16) * 16
-    packed = np.zeros(max(size, 16), dtype=np.uint8)
-    for n, a in arrays.items():
-        packed[offsets[n] : offsets[n] + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-    dev = torch.from_numpy(packed).to(device)
-    out = {}
-    for n, a in arrays.items():
-        dt = {np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.bool_): torch.bool}[a.dtype]
-        out[n] = dev[offsets[n] : offsets[n] + a.nbytes].view(dt).view(a.shape)
-    return out
-
-
 class DeviceTarget:
     """A target's device pieces; one small module per target (listed in :mod:`..device`)."""
 
@@ -160,21 +141,6 @@ class Arenas:
     def _shaped(self, views: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         # inputs keep their shape (a 2-D id matrix, a strided view)
         return {n: v.view(self.shapes[n]) if n in self.shapes and len(self.shapes[n]) > 1 else v for n, v in views.items()}
-
-    def upload(self, device: str) -> dict[str, torch.Tensor]:
-        """Copy the buffers (built on the host) to ``device``, one copy per dtype; the views of
-        every array there, for the launch. :meth:`download` brings them back."""
-        self.on_device = {s: b.to(device) for s, b in self.full.items()}
-        views = {}
-        for n, v in self.views.items():
-            s = _storage(v.dtype)
-            d = self.on_device[s][self.offset[n] : self.offset[n] + v.numel()]
-            views[n] = d.view(torch.bool) if v.dtype == torch.bool else d
-        return self._shaped(views)
-
-    def download(self) -> None:
-        """The buffers as the launch left them on the device, back on the host (waits for it)."""
-        self.full = {s: b.cpu() for s, b in self.on_device.items()}
 
     def mismatch(self) -> torch.Tensor:
         """A device scalar: the number of elements, over every buffer, that are not as expected."""

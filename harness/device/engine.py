@@ -110,8 +110,8 @@ def device_fuzz_target(
     start = time.monotonic()
     cross_s = 0.0
     i = chunk_offset
-    gen = torch.Generator(device=device)  # reseeded per example: one generator, not one per case
     on_device = dt.checked_on == "device"
+    gen = torch.Generator(device=device) if on_device else None  # reseeded per example, one per run
     max_requests = CPU_MAX_REQUESTS if device == "cpu" else None
     producer = None if on_device else HostCases(
         name, seed, chunk_offset, chunk_step, max_requests,
