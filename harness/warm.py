@@ -220,11 +220,14 @@ def start_server(wait: float = 0.0) -> None:
         return  # this kind of server could not start here: its reason is in that file
     if not _up(path):
         env.pop("EAGLEFUZZ_WORKER", None)
-        subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.warm", str(path)], env=env, cwd=os.getcwd(),
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, close_fds=True)
+        try:
+            subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.warm", str(path)], env=env, cwd=os.getcwd(),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True, close_fds=True)
+        except OSError:
+            return  # no server: workers start from scratch, as without one
     end = time.monotonic() + wait
-    while not path.exists() and time.monotonic() < end:
+    while not path.exists() and not path.with_suffix(".failed").exists() and time.monotonic() < end:
         time.sleep(0.05)
 
 

@@ -64,7 +64,7 @@ def warm_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
 
     from eaglefuzz.harness.paths import user_cache
 
-    root = Path(tempfile.mkdtemp(prefix="efw", dir="/tmp")) / "w"  # short: a Unix socket's path is
+    root = Path(tempfile.mkdtemp(prefix="efw", dir="/tmp")) / "w"  # short: a socket's path has 104 bytes
     monkeypatch.setenv("EAGLEFUZZ_WARM_DIR", str(root))
     env = {**os.environ, "EAGLEFUZZ_WARM": "1", "EAGLEFUZZ_WARM_IDLE": "120", "EAGLEFUZZ_WARM_DIR": str(root),
            "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
