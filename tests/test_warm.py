@@ -103,6 +103,7 @@ def test_a_worker_that_ends_at_once_still_gets_its_exit_status(warm_env, monkeyp
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     listener.listen(1)
+    listener.settimeout(30)  # should the client never come, the stand-in gives up (no hang)
 
     def serve_once() -> None:
         conn, _ = listener.accept()
@@ -112,7 +113,7 @@ def test_a_worker_that_ends_at_once_still_gets_its_exit_status(warm_env, monkeyp
         conn.sendall(b"pid 4242\nexit 2\n")
         conn.close()
 
-    server = threading.Thread(target=serve_once)
+    server = threading.Thread(target=serve_once, daemon=True)
     server.start()
     try:
         worker = warm.spawn(["list"], warm_env, (), quiet=True)
