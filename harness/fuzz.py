@@ -3,10 +3,12 @@
 Both run in chunks with seeds derived from one base seed, so that a run is reproducible from
 its seed and can stop after a number of examples or a time budget at a chunk boundary.
 
-Both open with the target's tour of production extremes (:meth:`Target.extreme_cases`, one
-cheap-but-large case per shape, cheapest first): in Hypothesis mode as the first examples of
-chunk 0, in bulk mode as examples ``0 .. len(shapes) - 1``; a shard runs them when it owns
-those chunks or examples.
+Both run the target's tour of production extremes (:meth:`Target.extreme_cases`, one
+cheap-but-large case per shape, cheapest first) at fixed places (:func:`tour_slots`): the
+shapes the scale affords in its draws open the run (the first examples of chunk 0), the
+costlier ones (under the interpreter, launches of a thousand programs and more, seconds each)
+open chunk 1, so that a bug any ordinary case shows is not kept waiting behind them; in bulk
+mode the same example indices. A shard runs them when it owns those chunks or examples.
 
 Findings are shrunk within a time budget (:func:`default_shrink_budget`, ``$EAGLEFUZZ_SHRINK_BUDGET``
 seconds): Hypothesis's own shrinker first (up to half of it, for cases it drew), then delta
@@ -37,7 +39,7 @@ from .domains import EXTENDED, PRODUCTION, case_for, strategy_for, tier_for_step
 from .journal import Journal
 from .profiles import PROFILES
 from .sources import Implementations
-from .strategies import Scale, derive_seed
+from .strategies import Scale, affordable, derive_seed
 from .targets import TARGETS
 
 CHUNK = 25
@@ -197,9 +199,24 @@ def tour_step(
 
 
 def tour(name: str, scale: Scale, seed: int) -> list[Case]:
-    """The tour of production extremes that opens a run of ``name`` with base seed ``seed``."""
+    """The tour of production extremes of a run of ``name`` with base seed ``seed``, cheapest
+    first (where each case runs: :func:`tour_slots`)."""
     target = TARGETS[name]
     return target.extreme_cases(np.random.default_rng(derive_seed(seed, name, "tour")), scale)
+
+
+def tour_slots(name: str, scale: Scale) -> list[int]:
+    """The example index at which each case of :func:`tour` runs.
+
+    The shapes that ``scale`` affords in its Hypothesis draws (:func:`~.strategies.affordable`:
+    on a GPU all of them) come first, at ``0, 1, ...``; the others, at ``CHUNK, CHUNK + 1, ...``
+    (the start of chunk 1). So a default run (100 examples) still reaches every extreme, and a
+    short one, or a bug that an ordinary case shows, does not pay for a thousand-program launch
+    under the interpreter first.
+    """
+    shapes = TARGETS[name].shapes
+    n = len(affordable(shapes, scale))
+    return list(range(n)) + [CHUNK + k for k in range(len(shapes) - n)]
 
 
 def fuzz_target(
@@ -223,19 +240,23 @@ def fuzz_target(
     """Fuzz target ``name`` until ``examples`` are checked or ``time_budget`` seconds pass.
 
     Chunk ``i`` runs with seed ``derive_seed(seed, name, i)`` (the extended domain adds the
-    chunk's tier to the key, :func:`~.domains.tier_for_step`); chunk 0 opens with the tour of
-    production extremes (:func:`tour`). ``chunk_offset``/``chunk_step`` select a disjoint share
+    chunk's tier to the key, :func:`~.domains.tier_for_step`); chunks 0 and 1 open with the
+    cases of the tour of production extremes (:func:`tour`) that :func:`tour_slots` puts there.
+    ``chunk_offset``/``chunk_step`` select a disjoint share
     of the chunks (sharding across machines). ``stats`` (filled in place) lets a caller see
     what was found when an interrupt cuts the run short.
     """
     stats = stats if stats is not None else Stats()
+    tour_chunks: dict[int, list[Case]] = {}
+    for slot, case in zip(tour_slots(name, scale), tour(name, scale, seed), strict=True):
+        tour_chunks.setdefault(slot // CHUNK, []).append(case)
 
     def chunk(i: int, remaining: int | None) -> Finding | None:
         size = CHUNK if remaining is None else min(CHUNK, remaining)
         tier = tier_for_step(domain, i, stop_on_finding and any(f.is_edge for f in stats.findings))
         key = (name, i) if domain == PRODUCTION else (name, tier, i)
-        if i == 0:
-            for case in tour(name, scale, seed)[:size]:
+        if i in tour_chunks:  # production cases, whatever the chunk's tier
+            for case in tour_chunks[i][:size]:
                 finding = tour_step(name, impls, device, case, stats=stats, shrink=shrink,
                                     on_progress=on_progress, journal=journal)
                 size -= 1
@@ -348,21 +369,23 @@ def bulk_fuzz_target(
     """Like :func:`fuzz_target`, with cases drawn by the target's NumPy generator.
 
     Example ``i`` is drawn from ``derive_seed(seed, name, "bulk", i)`` (the extended domain
-    adds its tier to the key): the first ones are the tour of production extremes (one case of
-    each of the target's shapes), the others come from the target's ``random_case`` (or, for
+    adds its tier to the key): those at :func:`tour_slots` are the tour of production extremes
+    (one case of each of the target's shapes, production cases whatever the tier), the others come from the target's ``random_case`` (or, for
     the extended tier's examples, its ``extended_case``). Shards take every
     ``chunk_step``-th example from ``chunk_offset``. Findings are shrunk by :func:`shrink_finding`.
     """
     target = TARGETS[name]
     stats = stats if stats is not None else Stats()
-    shapes = target.shapes
+    shape_at = {slot: shape for slot, shape in zip(tour_slots(name, scale), target.shapes, strict=True)}
 
     def one(i: int, remaining: int | None) -> Finding | None:
-        tier = tier_for_step(domain, i, stop_on_finding and any(f.is_edge for f in stats.findings))
+        # a tour case is a production case, whatever the step's tier
+        tier = PRODUCTION if i in shape_at else tier_for_step(
+            domain, i, stop_on_finding and any(f.is_edge for f in stats.findings))
         key = (name, "bulk", i) if domain == PRODUCTION else (name, "bulk", tier, i)
         rng = np.random.default_rng(derive_seed(seed, *key))
         if tier == PRODUCTION:
-            case = shapes[i].build(rng, scale) if i < len(shapes) else target.random_case(rng, scale)
+            case = shape_at[i].build(rng, scale) if i in shape_at else target.random_case(rng, scale)
         else:
             case = case_for(target, tier, rng, scale)
         return tour_step(name, impls, device, case, stats=stats, shrink=shrink,

@@ -112,7 +112,7 @@ class Shape:
     Under the interpreter a case costs its program instances, not its values: ``programs`` is
     about how many one case of this shape launches (for a Python function, 1), ``build(rng,
     scale)`` draws an in-contract case of the shape with NumPy. A target's shapes, cheapest
-    first, make the tour that opens every default run (:meth:`~.targets.base.Target.extreme_cases`);
+    first, make the tour of every default run (:meth:`~.targets.base.Target.extreme_cases`);
     its bulk generator and strategy draw them now and then too (:func:`draw_shape`).
     """
 

@@ -1,13 +1,14 @@
 """The heart of eaglefuzz: every target fuzzed against its oracles, per target and part.
 
 Each (target, part) pair is its own test item so ``pytest -n auto`` spreads them; each part
-explores with its own Hypothesis seed, so parts do not repeat each other's cases.
+explores with its own Hypothesis seed, so parts do not repeat each other's cases, and checks
+its share of the profile's examples (``ci``: 60 per target in all).
 """
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, seed
+from hypothesis import given, seed, settings
 
 from eaglefuzz.harness.check import DifferenceFound, check_case
 from eaglefuzz.harness.fuzz import shrink_finding
@@ -24,6 +25,7 @@ def test_matches_oracles(name, part, impls, impl_of, backend, scale, warm_oracle
     impl_of(name)
     target = TARGETS[name]
 
+    @settings(max_examples=max(1, settings.default.max_examples // PARTS))
     @seed(derive_seed(fuzz_seed, name, part))
     @given(target.strategy(scale))
     def run(case):

@@ -14,6 +14,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import seed as hseed
 
 from eaglefuzz.harness import fuzz
+from eaglefuzz.harness.corpus import case_hash
 from eaglefuzz.harness.sources import Implementations
 from eaglefuzz.harness.strategies import CUDA_SCALE, INTERPRETER_SCALE, affordable, derive_seed
 from eaglefuzz.harness.targets import TARGETS
@@ -96,18 +97,31 @@ def test_the_five_original_targets_have_a_tour():
             "create_vllm_config_for_draft_model"} <= set(TOURED)
 
 
+@pytest.mark.parametrize("scale", [INTERPRETER_SCALE, CUDA_SCALE], ids=["interpreter", "cuda"])
 @pytest.mark.parametrize("mode", ["hypothesis", "bulk"])
 @pytest.mark.parametrize("name", TOURED)
-def test_default_run_opens_with_the_tour(name, mode, monkeypatch):
-    """A default run (either mode) checks the tour's cases first, so 100 examples reach every extreme."""
+def test_default_run_checks_the_tour_at_its_slots(name, mode, scale, monkeypatch):
+    """A default run (either mode) checks the tour's cases at their slots: the shapes the scale
+    affords open the run, the costlier ones open chunk 1; so 100 examples reach every extreme,
+    and under the interpreter a thousand-program launch waits until an ordinary case has had its
+    chance."""
     target = TARGETS[name]
     seen: list = []
     monkeypatch.setattr(fuzz, "check_case", lambda case, *a, **k: seen.append(case))
     run = fuzz.fuzz_target if mode == "hypothesis" else fuzz.bulk_fuzz_target
-    n = len(target.shapes)
-    run(name, Implementations({}, {}), "cpu", INTERPRETER_SCALE, seed=3, examples=n)
-    reached = set().union(*(target.features_of(c) for c in seen))
-    assert len(seen) == n and set(target.extremes) <= reached, sorted(set(target.extremes) - reached)
+    slots = fuzz.tour_slots(name, scale)
+    n_open = len(affordable(target.shapes, scale))
+    assert slots == list(range(n_open)) + list(range(fuzz.CHUNK, fuzz.CHUNK + len(target.shapes) - n_open))
+    if scale is CUDA_SCALE:
+        assert slots == list(range(len(target.shapes)))  # a GPU affords every shape: all open the run
+    run(name, Implementations({}, {}), "cpu", scale, seed=3, examples=slots[-1] + 1)
+    assert len(seen) == slots[-1] + 1
+    toured = [seen[i] for i in slots]
+    reached = set().union(*(target.features_of(c) for c in toured))
+    assert set(target.extremes) <= reached, sorted(set(target.extremes) - reached)
+    # the tour is the same cases wherever they run (Hypothesis mode: from the run's seed)
+    if mode == "hypothesis":
+        assert [case_hash(c) for c in toured] == [case_hash(c) for c in fuzz.tour(name, scale, 3)]
 
 
 @pytest.mark.parametrize("name", TOURED)

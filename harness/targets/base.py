@@ -146,8 +146,9 @@ class Target(ABC):
     """Cheap-but-large shapes that reach the extremes, cheapest first."""
 
     def extreme_cases(self, rng: np.random.Generator, scale: Scale) -> list[Case]:
-        """The tour that opens a default run: one case of each of :attr:`shapes`, cheapest
-        first; together they reach every feature of :attr:`extremes`, whatever ``rng``."""
+        """The tour of a default run: one case of each of :attr:`shapes`, cheapest first
+        (where each runs: :func:`~..fuzz.tour_slots`); together they reach every feature of
+        :attr:`extremes`, whatever ``rng``."""
         return [shape.build(rng, scale) for shape in self.shapes]
 
     @abstractmethod
