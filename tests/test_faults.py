@@ -121,13 +121,13 @@ def test_a_hanging_kernel_is_a_hang_finding_and_the_campaign_goes_on(tmp_path):
     kernels.write_text(HANGING_KERNEL)
     corpus = tmp_path / "findings"
     proc = _run(_cli("fuzz", "--kernels", kernels, "--kernel", PI, "--kernel", EXT, "--examples", 3,
-                     "--case-timeout", 2, "--corpus", corpus, "--json"),
+                     "--case-timeout", 1, "--corpus", corpus, "--json"),
                 _env(tmp_path, EAGLEFUZZ_FAULT_SHRINK_BUDGET="4"), timeout=300)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     (hang,) = doc["targets"][PI]["findings"]
     assert hang["kind"] == "hang"
-    assert f"{PI} did not finish: it ran past its time limit of 2 s" in hang["report"]
+    assert f"{PI} did not finish: it ran past its time limit of 1 s" in hang["report"]
     assert "failed to run" not in hang["report"]
     entry = load_entry(hang["file"])  # saved with its case, and the report
     assert entry.case.kernel == PI and Path(hang["file"]).is_relative_to(corpus)
