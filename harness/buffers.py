@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # imported where a buffer is made: a process that only reads cases never loads torch
+    import torch
 
 GUARD = 64
 """Fewest elements of guard band on each side of a buffer."""
@@ -39,6 +42,8 @@ _POISON = {np.dtype(np.int32): 0x4B4B4B4B, np.dtype(np.int64): 0x4B4B4B4B4B4B4B4
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    import torch
+
     return {
         np.dtype(np.bool_): torch.bool,
         np.dtype(np.int32): torch.int32,
@@ -102,6 +107,8 @@ class Guarded:
         if content is not None:
             host[g : g + n] = np.ascontiguousarray(content, dtype=self.dtype).reshape(-1)
         self.initial = host
+        import torch
+
         self.full = torch.from_numpy(host.copy()).to(device)
         self.view = self.full[g : g + n].view(self.shape)
 

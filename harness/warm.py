@@ -243,6 +243,8 @@ def _preload() -> None:
     from .cli import use_numba_cache
 
     use_numba_cache()
+    import torch  # noqa: F401 - the harness imports it only where a case runs
+
     from . import campaign, check, cli, replay  # noqa: F401
     from .targets import TARGETS
 

@@ -178,13 +178,18 @@ def test_interrupted_campaign_keeps_its_finding(tmp_path, seeded_bugs_dir):
     assert replay_in_process(str(tmp_path), "--kernels", str(bug)) == 1
 
 
-def test_the_supervising_process_imports_no_torch(tmp_path):
-    """Only the worker imports torch and the targets: the supervisor that watches it must not pay
-    for them too (they doubled the time to the first example)."""
+@pytest.mark.parametrize("command", ["fuzz", "replay"])
+def test_the_supervising_process_imports_no_torch(command, tmp_path):
+    """Only the worker imports torch and the kernels: the supervisor that watches it must not pay
+    for them too (they doubled the time to the first example). ``replay``'s supervisor checks the
+    corpus files against the targets' contracts first: it may import the targets (NumPy,
+    Hypothesis), never torch."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPROFILEIMPORTTIME"}
+    args = {"fuzz": ["fuzz", "--kernel", "extend_all_queries_by_N", "--examples", "1", "--no-progress",
+                     "--corpus", str(tmp_path)],
+            "replay": ["replay", str(sorted((CORPUS_DIR / "extend_all_queries_by_N").glob("*.json"))[0])]}[command]
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "eaglefuzz.harness.cli", "fuzz", "--kernel",
-         "extend_all_queries_by_N", "--examples", "1", "--no-progress", "--corpus", str(tmp_path)],
+        [sys.executable, "-X", "importtime", "-m", "eaglefuzz.harness.cli", *args],
         capture_output=True, text=True, env={**env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, timeout=300,
         check=False,
     )
@@ -192,5 +197,6 @@ def test_the_supervising_process_imports_no_torch(tmp_path):
     # -X importtime is the supervisor's alone (its worker starts without it)
     imported = {ln.rsplit("|", 1)[-1].strip() for ln in proc.stderr.splitlines() if ln.startswith("import time:")}
     assert "eaglefuzz.harness.supervisor" in imported
-    heavy = sorted(m for m in imported if m.split(".")[0] in {"torch", "triton", "numba", "hypothesis"})
+    banned = {"torch", "triton", "numba"} | ({"hypothesis"} if command == "fuzz" else set())
+    heavy = sorted(m for m in imported if m.split(".")[0] in banned)
     assert not heavy, heavy[:10]

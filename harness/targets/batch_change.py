@@ -20,7 +20,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-import torch
 from hypothesis import strategies as st
 
 from ..buffers import GUARD, filled, guard_for, poison, raw
@@ -234,6 +233,8 @@ class BatchChange(PythonFunctionTarget):
         return out
 
     def check(self, case: Case, impl: Any, device: str) -> Outcome:
+        import torch
+
         exp = self.expected(case)
         outcome = Outcome(oracle_disagreements=self._disagreements(case, exp))
         mode = case.launch["mode"]
@@ -287,6 +288,8 @@ class _Buffer:
     offset: one compiled graph) and ``guard_for(n)`` after."""
 
     def __init__(self, content: np.ndarray, device: str) -> None:
+        import torch
+
         self.size = n = content.size
         self.before, self.after = GUARD, guard_for(n)
         self.fill = poison(content.dtype)

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from hypothesis import strategies as st
 
 from ..case import Case
@@ -56,6 +55,9 @@ from .pyfunc import (
     snapshot,
 )
 
+if TYPE_CHECKING:  # imported where a case runs: a process that only reads cases never loads torch
+    import torch
+
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
 MAX_BATCH = 512
 SLOT_CAP = 256
@@ -79,6 +81,8 @@ ALIASES = {"_seq_lens_cpu": "seq_lens_cpu", "_num_computed_tokens_cpu": "num_com
 
 
 def _tensor(x: np.ndarray, device: str) -> torch.Tensor:
+    import torch
+
     return torch.from_numpy(np.array(x, copy=True)).to(device)
 
 
@@ -319,6 +323,8 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
         return _disagreements(self.expected(case))
 
     def check(self, case: Case, impl: Any, device: str) -> Outcome:
+        import torch
+
         exp = self.expected(case)
         outcome = Outcome(oracle_disagreements=_disagreements(exp))
         versus = " = ".join(exp) + " oracle"

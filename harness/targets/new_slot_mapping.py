@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from hypothesis import strategies as st
 
 from ..buffers import Guarded, poison, raw
@@ -45,6 +44,9 @@ from .pyfunc import (
     field_names,
     snapshot,
 )
+
+if TYPE_CHECKING:  # imported where a case runs: a process that only reads cases never loads torch
+    import torch
 
 I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)
 
@@ -258,6 +260,8 @@ class NewSlotMapping(PythonFunctionTarget):
         ]
 
     def check(self, case: Case, impl: Any, device: str) -> Outcome:
+        import torch
+
         exp = self.expected(case)
         outcome = Outcome(oracle_disagreements=self._disagreements(case, exp))
         versus = " = ".join(exp) + " oracle"
@@ -351,6 +355,8 @@ def build_metadata(case: Case, tensor: Any, cls: type) -> Any:
     """The ``CommonAttentionMetadata`` (of class ``cls``, any dataclass with vLLM's field names)
     that ``case`` describes; ``tensor(name)`` makes the device tensor of an array. Fields the
     case has no value for keep their defaults."""
+    import torch
+
     a = case.arrays
     qsl, seq = a["query_start_loc"], a["seq_lens"]
     values: dict[str, Any] = {

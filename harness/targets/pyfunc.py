@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import sys
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..compare import Difference
 from ..errors import UserError
@@ -88,9 +88,16 @@ def stand_in_gap(exc: AttributeError) -> str | None:
             "install vLLM to use its classes")
 
 
+def is_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor (none can be while torch is not imported: this
+    module does not import it, so that a process that only reads cases never loads it)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 def snapshot(value: Any) -> Any:
     """A copy of ``value`` that later changes to ``value`` cannot reach."""
-    if isinstance(value, torch.Tensor):
+    if is_tensor(value):
         return TensorValue(value.detach().cpu().numpy().copy(), value.device.type)
     if isinstance(value, np.ndarray):
         return value.copy()
@@ -99,7 +106,7 @@ def snapshot(value: Any) -> Any:
 
 def describe(value: Any) -> str:
     """A short description of ``value`` for a report (type, dtype, device, shape)."""
-    if isinstance(value, torch.Tensor):
+    if is_tensor(value):
         return f"tensor({str(value.dtype).removeprefix('torch.')}, {value.device.type}, shape {tuple(value.shape)})"
     if isinstance(value, TensorValue):
         return f"tensor({value.values.dtype}, {value.device}, shape {value.values.shape})"
@@ -130,7 +137,7 @@ def diff_value(
         return Difference(name, index, exp, act, request, where, versus)
 
     if isinstance(expected, TensorValue):
-        if not isinstance(actual, torch.Tensor):
+        if not is_tensor(actual):
             return [one(None, describe(expected), describe(actual), "type")]
         if actual.device.type != expected.device:
             return [one(None, expected.device, actual.device.type, "device")]
