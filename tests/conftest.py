@@ -108,39 +108,38 @@ def seeded_bugs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-# Rough seconds of the slowest items on the 2-core CI machine (``pytest -n 2 --durations=60``).
+# Rough seconds of the slowest items on a 2-core machine, from a fresh clone's ``tox -e test --
+# --durations=60``.
 # Only the order matters: they run first, so that no long item starts last and leaves one xdist
 # worker idle at the end (tox.ini's ``--maxschedchunk 1`` hands items out one or two at a time,
 # in this order). A key without ``[...]`` weighs every parametrization of that test. Items not
 # listed keep their order, after these.
 SLOW = {
-    "test_crash.py::test_cli_reports_the_case_that_killed_the_process": 14,
-    "test_warm.py::test_a_worker_forked_by_a_warm_server_reports_as_a_fresh_one": 11,
-    "test_sanitize.py::test_invalid_access_is_a_finding_of_its_case": 14,
-    "test_faults.py::test_a_hanging_kernel_is_a_hang_finding_and_the_campaign_goes_on": 23,
-    "test_features.py::test_default_strategy_reaches_every_feature[eagle_prepare_next_token_padded_kernel]": 18,
-    "test_features.py::test_default_strategy_reaches_every_feature[copy_and_expand_dflash_inputs_kernel]": 14,
-    "test_features.py::test_default_strategy_reaches_every_feature[copy_and_expand_eagle_inputs_kernel]": 12,
-    "test_features.py::test_default_strategy_reaches_every_feature": 5,
-    "test_differential.py::test_matches_oracles[copy_and_expand_eagle_inputs_kernel-0]": 13,
-    "test_differential.py::test_matches_oracles[copy_and_expand_eagle_inputs_kernel-1]": 13,
-    "test_differential.py::test_matches_oracles[eagle_prepare_next_token_padded_kernel-1]": 11,
-    "test_differential.py::test_matches_oracles": 5,
+    "test_release_targets.py::test_newer_target_against_the_pinned_release": 40,  # one block
+    "test_faults.py::test_a_hanging_kernel_is_a_hang_finding_and_the_campaign_goes_on": 21,
+    "test_seeded_bugs.py::test_seeded_bug_is_found[ce_new_token_index_int16]": 17,
     "test_verdicts.py::test_pytest_kernels_option_from_another_directory": 15,  # the module: one block
-    "test_crash.py::test_pytest_reports_the_case_that_killed_a_worker": 12,
-    "test_vllm_sources.py::test_pinned_release_passes_a_short_fuzz": 12,
-    "test_cli.py::test_same_seed_same_report": 12,
-    "test_determinism.py::test_draws_do_not_depend_on_the_modules_loaded": 10,
-    "test_release_targets.py::test_newer_target_corpus_replays_against_the_pinned_release": 9,  # one block
-    "test_seeded_bugs.py::test_seeded_bug_is_found[ce_output_start_shift_uses_p]": 8,
-    "test_seeded_bugs.py::test_seeded_bug_is_found[dfl_block_clamp_off_by_one]": 6,
-    "test_seeded_bugs.py::test_seeded_bug_is_found": 3,
-    "test_faults.py::test_sigterm_during_replay_is_an_interruption_not_a_finding": 7,
-    "test_cli.py::test_interrupted_campaign_keeps_its_finding": 5,
-    "test_cli.py::test_campaign_finding_lands_in_corpus_and_replays": 5,
-    "test_domains.py::test_fork_is_clean_in_production_and_an_edge_divergence_in_extended": 5,  # one block
-    "test_vllm_cpu.py::test_port_agrees_with_contract": 5,  # one block
-    "test_vllm_sources.py::test_fake_release_loads_and_passes_a_short_fuzz": 5,
+    "test_sanitize.py::test_invalid_access_is_a_finding_of_its_case": 11,
+    "test_domains.py::test_fork_is_clean_in_production_and_an_edge_divergence_in_extended": 10,  # one block
+    "test_warm.py::test_a_worker_forked_by_a_warm_server_reports_as_a_fresh_one": 10,
+    "test_crash.py::test_pytest_reports_the_case_that_killed_a_worker": 9,
+    "test_differential.py::test_matches_oracles[copy_and_expand_eagle_inputs_kernel-0]": 9,
+    "test_cli.py::test_interrupted_campaign_keeps_its_finding": 8,
+    "test_cli.py::test_campaign_finding_lands_in_corpus_and_replays": 7,
+    "test_determinism.py::test_draws_do_not_depend_on_the_modules_loaded": 6,
+    "test_vllm_cpu.py::test_port_agrees_with_contract": 6,  # one block
+    "test_faults.py::test_sigterm_during_replay_is_an_interruption_not_a_finding": 5,
+    "test_corpus.py::test_round_trip_of_target_cases[copy_and_expand_dflash_inputs_kernel]": 5,
+    "test_corpus.py::test_round_trip_of_target_cases[compute_new_slot_mapping]": 4,
+    "test_corpus.py::test_replay[copy_and_expand_eagle_inputs_kernel/5e8862cf1a68]": 4,
+    "test_cli.py::test_same_seed_same_report": 4,
+    "test_differential.py::test_matches_oracles[copy_and_expand_eagle_inputs_kernel-1]": 4,
+    "test_multi.py::test_devices_run_one_shard_per_device_into_one_corpus": 4,
+    "test_seeded_bugs.py::test_seeded_bug_is_found[dfl_block_clamp_off_by_one]": 4,
+    "test_crash.py::test_cli_reports_the_case_that_killed_the_process": 3,
+    "test_seeded_bugs.py::test_seeded_bug_is_found": 2,
+    "test_differential.py::test_matches_oracles": 2,
+    "test_features.py::test_default_strategy_reaches_every_feature": 2,
 }
 TOGETHER = {"test_verdicts.py", "test_release_targets.py", "test_vllm_cpu.py", "test_domains.py", "test_audit.py"}
 """Modules with a module-scoped fixture: their items stay one block (at the weight of the
