@@ -111,7 +111,7 @@ def seeded_bugs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # Rough seconds of the slowest items on a 2-core machine, from a fresh clone's ``tox -e test --
 # --durations=60``.
 # Only the order matters: they run first, so that no long item starts last and leaves one xdist
-# worker idle at the end (tox.ini's ``--dist loadgroup`` hands items out two or three at a time,
+# worker idle at the end (tox.ini's ``--maxschedchunk 1`` hands items out one or two at a time,
 # in this order). A key without ``[...]`` weighs every parametrization of that test. Items not
 # listed keep their order, after these.
 SLOW = {
@@ -165,13 +165,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return (-block[m], m) if m in TOGETHER else (-_weight(item.nodeid), "")
 
     items.sort(key=key)  # stable: items of equal weight keep their order
-    for item in items:
-        if _uses_torchdynamo(item.nodeid):
-            item.add_marker(pytest.mark.xdist_group("torchdynamo"))
-
-
-def _uses_torchdynamo(nodeid: str) -> bool:
-    """Items that run batch_change's compiled path: one xdist worker runs them all (tox.ini's
-    ``--dist loadgroup``), so that one process pays for TorchDynamo's first import (10 s and
-    more on a fresh environment, which compiles its bytecode) and Inductor's warm-up."""
-    return "[bc_" in nodeid or nodeid.endswith("::test_newer_target_against_the_pinned_release[update_num_computed_tokens_for_batch_change]")
