@@ -2,7 +2,7 @@
 
 Production extremes (a target's ``extremes``: more than 1024 requests, offsets past 32767,
 prefills of thousands of tokens, 16+ columns or rejected slots, ids past 65535, positions past
-2**24, r * P past 32767, the int32 limits) are reached by the tour that opens every default run,
+2**24, r * P past 32767, the int32 limits) are reached by the tour of every default run,
 whatever the seed; the strategies and bulk generators reach every feature, the tour's too.
 """
 
@@ -31,7 +31,7 @@ TOURED = sorted(n for n, t in TARGETS.items() if t.shapes)
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_default_strategy_reaches_every_feature(name, fuzz_seed, warm_oracles):
-    """The tour that opens a default run and at most 200 Hypothesis examples (two default runs)
+    """The tour of a default run and at most 200 Hypothesis examples (two default runs)
     reach every feature (the draws stop once they have); the two oracles agree on every one of
     those examples (the strategy half of tests/test_oracles_agree.py: drawing the cases is the
     cost, so they are drawn once for both)."""
