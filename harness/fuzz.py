@@ -242,8 +242,8 @@ def fuzz_target(
     Chunk ``i`` runs with seed ``derive_seed(seed, name, i)`` (the extended domain adds the
     chunk's tier to the key, :func:`~.domains.tier_for_step`); chunks 0 and 1 open with the
     cases of the tour of production extremes (:func:`tour`) that :func:`tour_slots` puts there.
-    ``chunk_offset``/``chunk_step`` select a disjoint share
-    of the chunks (sharding across machines). ``stats`` (filled in place) lets a caller see
+    ``chunk_offset``/``chunk_step`` select a disjoint share of the chunks (sharding across
+    machines). ``stats`` (filled in place) lets a caller see
     what was found when an interrupt cuts the run short.
     """
     stats = stats if stats is not None else Stats()
@@ -370,8 +370,9 @@ def bulk_fuzz_target(
 
     Example ``i`` is drawn from ``derive_seed(seed, name, "bulk", i)`` (the extended domain
     adds its tier to the key): those at :func:`tour_slots` are the tour of production extremes
-    (one case of each of the target's shapes, production cases whatever the tier), the others come from the target's ``random_case`` (or, for
-    the extended tier's examples, its ``extended_case``). Shards take every
+    (one case of each of the target's shapes, production cases whatever the tier), the others
+    come from the target's ``random_case`` (or, for the extended tier's examples, its
+    ``extended_case``). Shards take every
     ``chunk_step``-th example from ``chunk_offset``. Findings are shrunk by :func:`shrink_finding`.
     """
     target = TARGETS[name]

@@ -8,6 +8,8 @@ whatever the seed; the strategies and bulk generators reach every feature, the t
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 from hypothesis import Phase, given, settings
@@ -107,12 +109,17 @@ def test_default_run_checks_the_tour_at_its_slots(name, mode, scale, monkeypatch
     chance."""
     target = TARGETS[name]
     seen: list = []
+    default_run = inspect.signature(fuzz.fuzz_target).parameters["examples"].default
+    assert fuzz.tour_slots(name, scale)[-1] < default_run  # a default run reaches them all
     monkeypatch.setattr(fuzz, "check_case", lambda case, *a, **k: seen.append(case))
     monkeypatch.setattr(fuzz, "CHUNK", 5)  # fewer ordinary draws between the slots, same rule
     run = fuzz.fuzz_target if mode == "hypothesis" else fuzz.bulk_fuzz_target
     slots = fuzz.tour_slots(name, scale)
-    n_open = len(affordable(target.shapes, scale))
-    assert slots == list(range(n_open)) + list(range(fuzz.CHUNK, fuzz.CHUNK + len(target.shapes) - n_open))
+    fits = affordable(target.shapes, scale)
+    assert slots == sorted(set(slots)), "one example per shape, cheapest first"
+    for shape, slot in zip(target.shapes, slots, strict=True):  # affordable: chunk 0; costly: chunk 1
+        assert slot // fuzz.CHUNK == (0 if shape in fits else 1), (shape.name, slot)
+    assert slots[0] == 0 and all(b == a + 1 for a, b in zip(slots, slots[1:], strict=False) if b < fuzz.CHUNK)
     if scale is CUDA_SCALE:
         assert slots == list(range(len(target.shapes)))  # a GPU affords every shape: all open the run
     run(name, Implementations({}, {}), "cpu", scale, seed=3, examples=slots[-1] + 1)
