@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +50,19 @@ class Campaign:
     """Print the report at the end (a supervisor that merges several workers' runs prints it)."""
     domain: str = "production"
     """``production`` or ``extended`` (:mod:`.domains`)."""
+    unsaved: dict[int, str] = field(default_factory=dict)
+    """``id`` of a finding that could not be written -> why."""
 
-    def _save(self, finding: Finding) -> Path:
+    def _save(self, finding: Finding) -> Path | None:
+        """Save ``finding``; ``None`` when it could not be written (the reason is kept in
+        :attr:`unsaved`: the report says so and still prints the finding in full)."""
         from .corpus import save_finding
 
-        return save_finding(finding, self.corpus_dir)
+        try:
+            return save_finding(finding, self.corpus_dir)
+        except OSError as exc:
+            self.unsaved[id(finding)] = f"{self.corpus_dir}: {exc.strerror or exc}"
+            return None
 
     def _path(self, finding: Finding) -> Path:
         from .corpus import case_path
@@ -72,6 +80,7 @@ class Campaign:
             "backend": backend,
             "source": self.source.describe(),
             "notes": list(impls.notes),
+            "untested": dict(impls.untested),
             "shard": f"{self.shard[0] + 1}/{self.shard[1]}",
             "domain": self.domain,
             "origins": {n: asdict(impls.origin[n]) for n in impls},
@@ -96,6 +105,7 @@ class Campaign:
         from .runlog import RunLog
         from .sources import implementations_for
         from .strategies import CUDA_SCALE, INTERPRETER_SCALE
+        from .targets.pyfunc import StandInGap
 
         backend = select_backend(self.backend)
         device_run = {}
@@ -118,8 +128,8 @@ class Campaign:
         log.set_meta(meta)
         log.set_plan(names)
         finished = log.records()  # units finished by an earlier worker of this run (see .supervisor)
-        if not finished:
-            for note in impls.notes:
+        if not finished and self.as_json:  # the text report prints them (once), the JSON document holds them
+            for note in (*impls.notes, *impls.untested.values()):
                 print(f"eaglefuzz: {note}", file=sys.stderr)
         journal = Journal(self.journal_dir) if self.journal_dir else None
         warm_oracles([n for n in names if n not in finished])  # compiled before any case's clock runs
@@ -150,16 +160,17 @@ class Campaign:
                 stats = Stats()
                 pending: list[Path] = []  # unshrunk findings saved by this run, replaced once shrunk
 
-                last_line = [start]
+                last_line: list[Any] = [start, None]  # when the last progress line was printed, and its counts
 
                 def on_progress(stats: Stats, task: Any = task, start: float = start, pending: list[Path] = pending,
-                                name: str = name, last_line: list[float] = last_line) -> None:
+                                name: str = name, last_line: list[Any] = last_line) -> None:
                     now = time.monotonic()
                     elapsed = max(now - start, 1e-9)
-                    if not self.progress and now - last_line[0] >= every:
-                        last_line[0] = now
-                        print(f"eaglefuzz: {name}: {stats.examples} examples, {stats.examples / elapsed:.1f} ex/s, "
-                              f"{len(stats.findings) + (stats.unshrunk is not None)} finding(s), {elapsed:.0f} s",
+                    counts = (stats.examples, len(stats.findings) + (stats.unshrunk is not None))
+                    if not self.progress and now - last_line[0] >= every and counts != last_line[1]:
+                        last_line[:] = [now, counts]
+                        print(f"eaglefuzz: {name}: {plural(stats.examples, 'example')}, "
+                              f"{stats.examples / elapsed:.1f} ex/s, {counts[1]} finding(s), {elapsed:.0f} s",
                               file=sys.stderr, flush=True)
                     done = stats.examples if self.examples is not None else min(elapsed, per_budget or 0)
                     bar.update(task, completed=done, examples=stats.examples, rate=stats.examples / elapsed, findings=len(stats.findings))
@@ -167,7 +178,7 @@ class Campaign:
                     if u is not None and id(u) not in saved:
                         existed = self._path(u).exists()
                         saved[id(u)] = self._save(u)
-                        if not existed:
+                        if not existed and saved[id(u)] is not None:
                             pending.append(saved[id(u)])
                     for f in stats.findings:
                         if id(f) not in saved:
@@ -184,17 +195,25 @@ class Campaign:
                         chunk_offset=self.shard[0], chunk_step=self.shard[1], journal=journal, stats=stats,
                         domain=self.domain,
                     )
+                except StandInGap as exc:  # what it needs is not modelled: its verdict; the others go on
+                    log.add(name, {"untested": str(exc)})
+                    continue
                 except KeyboardInterrupt:
                     interrupted = True
                     interrupts.hold()  # a second signal must not cut the report short
                     if stats.unshrunk is not None:  # kept as found: the interrupt cut its shrinking short
-                        stats.findings.append(stats.unshrunk)
-                        saved.setdefault(id(stats.unshrunk), self._path(stats.unshrunk))
+                        u = stats.unshrunk
+                        stats.add(u)
+                        saved.setdefault(id(u), self._path(u))
                     log.add(name, self._entry(name, stats, saved))
                     break
                 on_progress(stats)
                 log.add(name, self._entry(name, stats, saved))
         doc = fuzz_doc(meta, log.ordered(), interrupted)
+        if not doc["targets"] and doc["untested"] and not interrupted:
+            from .sources import InterfaceMismatch
+
+            raise InterfaceMismatch("\n".join(doc["untested"].values()))  # nothing tested: the verdicts alone
         if self.report:
             if self.as_json:
                 print(json.dumps(doc, indent=2))
@@ -204,13 +223,17 @@ class Campaign:
             log.mark_reported()
         return fuzz_exit_code(doc, interrupts.received())
 
-    def _entry(self, name: str, s: Stats, saved: dict[int, Path]) -> dict[str, Any]:
+    def _entry(self, name: str, s: Stats, saved: dict[int, Path | None]) -> dict[str, Any]:
         """The report of target ``name`` (JSON-ready; the same in the JSON document)."""
         from .targets import TARGETS
+
+        def record(f: Finding) -> dict[str, Any]:
+            return finding_record(f, saved.get(id(f)), met=s.met(f), unsaved=self.unsaved.get(id(f)))
 
         return {
             "implementation": self.impls.origin[name].describe(),
             "examples": s.examples,
+            "shrink_attempts": s.shrink_attempts,
             "tokens_verified": s.tokens,
             "seconds": round(s.seconds, 3),
             "features_reached": sorted(s.features),
@@ -222,14 +245,22 @@ class Campaign:
             **({"device": {"stage_seconds": {k: round(v, 4) for k, v in s.stages.items()},
                            "cross_checked": s.cross_checked, "warmup_seconds": round(s.warmup, 3)}}
                if s.stages else {}),
-            "findings": [finding_record(f, saved.get(id(f))) for f in s.contract_findings],
-            "edge_divergences": [finding_record(f, saved.get(id(f))) for f in s.findings if f.is_edge],
+            "findings": [record(f) for f in s.contract_findings],
+            "edge_divergences": [record(f) for f in s.findings if f.is_edge],
         }
 
 
-def finding_record(f: Finding, saved: Path | None) -> dict[str, Any]:
-    """One finding in a run's document: its kind, tier, file and report."""
-    return {"kind": f.kind, "tier": f.tier, "file": str(saved or ""), "report": f.report(saved=saved)}
+def plural(n: int, word: str) -> str:
+    """``1 example``, ``2 examples``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def finding_record(f: Finding, saved: Path | None, *, met: int = 1, unsaved: str | None = None) -> dict[str, Any]:
+    """One finding in a run's document: its kind, tier, file, how many cases of the run failed
+    that way (``met``), its report, and the structured fields of :meth:`Finding.to_json`
+    (``not_saved``: why it could not be written, when it could not)."""
+    return {**f.to_json(), "file": str(saved or ""), "met": met,
+            **({"not_saved": unsaved} if unsaved else {}), "report": f.report(saved=saved)}
 
 
 def fuzz_doc(meta: dict[str, Any], entries: list[tuple[str, dict[str, Any]]], interrupted: bool) -> dict[str, Any]:
@@ -237,16 +268,19 @@ def fuzz_doc(meta: dict[str, Any], entries: list[tuple[str, dict[str, Any]]], in
     keys = ("seed", "mode", "backend", "source", "notes", "shard")
     doc: dict[str, Any] = {k: meta[k] for k in keys}
     doc["domain"] = meta.get("domain", "production")
+    doc["untested"] = dict(meta.get("untested", {}))
+    doc["untested"].update((n, e["untested"]) for n, e in entries if "untested" in e)
     doc["interrupted"] = interrupted
-    doc["targets"] = dict(entries)
+    doc["targets"] = {n: e for n, e in entries if "untested" not in e}
     return doc
 
 
 def fuzz_exit_code(doc: dict[str, Any], signum: int | None) -> int:
-    """1 when any target has a finding in the production tier (or the oracles disagree); 4 when
-    every finding is an edge divergence; else 128 + signal when interrupted; else 0."""
+    """1 when any target has a finding in the production tier (or the oracles disagree); else 2
+    when a target could not be tested (``untested``: its interface verdict); else 4 when every
+    finding is an edge divergence; else 128 + signal when interrupted; else 0."""
     kinds = [f["kind"] for t in doc["targets"].values() for f in (*t["findings"], *t.get("edge_divergences", ()))]
-    return findings_exit(kinds, signum, doc["interrupted"])
+    return findings_exit(kinds, signum, doc["interrupted"], untested=bool(doc.get("untested")))
 
 
 def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> None:
@@ -258,29 +292,39 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
     out = out or sys.stdout
     targets = doc["targets"]
     extended = doc.get("domain") == "extended"
+    blocks = []
     for n, t in targets.items():
         for f in t["findings"]:
             where = f" [shard {f['shard']}, {f['where']}]" if "shard" in f else ""
-            print(f"\n=== finding: {n} ({f['kind']}){where} saved to {f['file'] or None}", file=out)
-            print(f["report"], file=out)
+            blocks.append(f"=== finding: {n} ({f['kind']}){where} {_saved(f)}{_met(f)}\n{f['report']}")
     for n, t in targets.items():  # apart from contract violations, after them
         for f in t.get("edge_divergences", ()):
-            print(f"\n=== edge divergence (extended tier, not a contract violation): {n} "
-                  f"saved to {f['file'] or None}", file=out)
-            print(f["report"], file=out)
+            blocks.append(f"=== edge divergence (extended tier, not a contract violation): {n} "
+                          f"{_saved(f)}{_met(f)}\n{f['report']}")
+    for b in blocks:
+        print(f"\n{b}", file=out)
+    if blocks:
+        print(file=out)  # the last reproducer ends in a blank line: copying it takes nothing more
     domain = ", domain extended" if extended else ""
     table = Table(title=f"eaglefuzz fuzz: seed {doc['seed']}, mode {doc['mode']}{domain}, shard {doc['shard']}")
+    shrinks = any(t.get("shrink_attempts") for t in targets.values())
     cols = ["target", "examples", "tokens verified", "ex/s", "features", "findings"]
+    if shrinks:
+        cols[2:2] = ["shrink attempts"]
     if extended:
         cols[2:2] = ["extended-tier examples"]
         cols[-1:-1] = ["edges"]
         cols.append("edge divergences")
     for col in cols:
-        table.add_column(col, justify="left" if col == "target" else "right")
+        # a target's name is never cut or wrapped: the table grows instead (see the console below)
+        table.add_column(col, justify="left" if col == "target" else "right",
+                         no_wrap=col == "target", min_width=max(map(len, targets), default=0) if col == "target" else None)
     for n, t in targets.items():
         edges = len(t.get("edge_divergences", ()))
         if t.get("fault"):
             row = [n, "-", "-", "-", "-", str(len(t["findings"]))]
+            if shrinks:
+                row[2:2] = ["-"]
             if extended:
                 row[2:2] = ["-"]
                 row[-1:-1] = ["-"]
@@ -291,16 +335,23 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
         reached, missed = t["features_reached"], t["features_missed"]
         row = [n, str(t["examples"]), str(t["tokens_verified"]), f"{rate:.1f}",
                f"{len(reached)}/{len(reached) + len(missed)}", str(len(t["findings"]))]
+        if shrinks:
+            row[2:2] = [str(t.get("shrink_attempts") or 0)]
         if extended:
             got, lack = t.get("edges_reached", []), t.get("edges_missed", [])
             row[2:2] = [str(t.get("examples_per_tier", {}).get("extended", 0))]
             row[-1:-1] = [f"{len(got)}/{len(got) + len(lack)}"]
             row.append(str(edges))
         table.add_row(*row)
-    Console(file=out, width=max(width, 110)).print(table)
+    console = Console(file=out, width=max(width, 110))
+    needed = console.measure(table, options=console.options.update_width(100_000)).maximum
+    console.width = max(console.width, needed)  # never cut a cell: a log is wider than a terminal
+    console.print(table)
     print(f"source: {doc['source']}", file=out)
     for n, t in targets.items():
         print(f"  {n}: {t['implementation']}", file=out)
+    for line in doc.get("untested", {}).values():
+        print(f"not tested: {line}", file=out)
     for note in doc["notes"]:
         print(f"note: {note}", file=out)
     for n, t in targets.items():
@@ -335,3 +386,15 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
                   f"exit code {s['exit_code']}", file=out)
     if doc["interrupted"]:
         print("interrupted: findings so far are saved", file=out)
+
+
+def _saved(f: dict[str, Any]) -> str:
+    """``saved to FILE``, or why it is not."""
+    if f.get("not_saved"):
+        return f"NOT saved (the report and reproducer below are all there is): cannot write {f['not_saved']}"
+    return f"saved to {f['file'] or None}"
+
+
+def _met(f: dict[str, Any]) -> str:
+    met = f.get("met", 1)
+    return f" (met in {met} cases of this run: the same outputs and regions differ)" if met > 1 else ""

@@ -14,6 +14,8 @@ from .sources import Implementations, Origin, device_for
 from .targets import TARGETS, ContractViolation, Outcome
 
 MAX_LINES = 12
+JSON_DIFFERENCES = 100
+"""Differences listed in a finding's JSON record (the count says how many there are)."""
 
 
 @dataclass
@@ -53,6 +55,22 @@ class Finding:
     def is_edge(self) -> bool:
         """An edge divergence: reported apart from contract violations (exit code 4)."""
         return self.kind == "edge divergence"
+
+    def to_json(self, max_differences: int = JSON_DIFFERENCES) -> dict[str, object]:
+        """What the report says, as JSON fields for machines: the kind, the tier, the crash or
+        hang message, and each difference (array, index, request, region, expected, actual,
+        what the expectation came from; the first ``max_differences``, and how many there are)."""
+        o = self.outcome
+        out: dict[str, object] = {"kind": self.kind, "tier": self.tier}
+        if o.crash:
+            out["crash"] = o.crash
+        if o.hang:
+            out["hang"] = o.hang
+        out["differences_total"] = len(o.differences)
+        out["differences"] = [d.to_json() for d in o.differences[:max_differences]]
+        if o.oracle_disagreements:
+            out["oracle_disagreements"] = [d.to_json() for d in o.oracle_disagreements[:max_differences]]
+        return out
 
     def reproducer(self) -> str:
         """Python source that fails while the finding stands: run it with ``python``."""

@@ -51,8 +51,9 @@ def _targets(names: Sequence[str]) -> list[str] | None:
 
 def source_options(f: Any) -> Any:
     """The options that choose where the code under test comes from (see :mod:`.sources`)."""
-    from .sources import OPTIONS
+    from .sources import OPTIONS, PARAM_HELP
 
+    f = click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help=PARAM_HELP)(f)
     for o in reversed(OPTIONS):
         if o.metavar is None:
             f = click.option(o.flag, o.dest, is_flag=True, default=False, help=o.help)(f)
@@ -104,6 +105,21 @@ def _limit_options(f: Any) -> Any:
                              "backend, 30 s and up); a case past it is a hang finding")(f)
 
 
+def _needs_isolation(isolate: bool, case_timeout: float | None, limits_spec: str | None) -> None:
+    """A time limit needs a supervising process to enforce it: with ``--no-isolate`` (one
+    process, no time limit) ``--case-timeout`` and the time limits of ``--limits`` are refused."""
+    if isolate:
+        return
+    if case_timeout is not None:
+        raise UserError(f"--case-timeout {case_timeout:g} and --no-isolate: a time limit needs the "
+                        "supervising process (leave out --no-isolate)")
+    timed = [p.split("=", 1)[0].strip() for p in (limits_spec or "").split(",")
+             if p.split("=", 1)[0].strip() in ("case_timeout", "timeout_scale")]
+    if timed:
+        raise UserError(f"--limits {timed[0]}=... and --no-isolate: a time limit needs the supervising "
+                        "process (leave out --no-isolate)")
+
+
 def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
     from .limits import configure
 
@@ -147,14 +163,25 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
          progress: bool | None, isolate: bool, case_timeout: float | None, limits_spec: str | None,
          **source_values: Any) -> None:
     """Fuzz implementations against the oracles; findings are shrunk, reported and saved."""
+    from .paths import unwritable
     from .sources import findings_dir
 
+    if examples is not None and time_budget is not None:
+        raise UserError(f"--examples {examples} and --time-budget {time_budget:g}: give one (examples per "
+                        "target, or seconds in all)")
+    _needs_isolation(isolate, case_timeout, limits_spec)
+    if progress and (devices is not None or ray_address is not None):
+        raise UserError("--progress: not with --devices or --ray (the shards' progress lines are shown)")
     _apply_limits(limits_spec, case_timeout)
     shard_k, shard_n = _shard(shard)
     source = _source(source_values)
     if examples is None and time_budget is None:
         examples = 100
     corpus = findings_dir(source, corpus_dir)
+    why = unwritable(corpus)
+    if why is not None:  # before any example runs: a finding must never be lost for want of a folder
+        what = f"--corpus {corpus_dir}" if corpus_dir is not None else f"the findings folder {corpus}"
+        raise UserError(f"{what}: findings cannot be written there ({why}); give --corpus DIR, a folder you can write")
     if (devices, ray_address, shards) != (None, None, None) and not os.environ.get(WORKER_ENV):
         from .multi import fuzz_in_shards
 
@@ -208,6 +235,10 @@ def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bo
     from .sources import findings_dir
     from .supervisor import supervise
 
+    if sanitize and not isolate:
+        raise UserError("--sanitize and --no-isolate: --sanitize runs every case in a process of its own")
+    if not sanitize:
+        _needs_isolation(isolate, case_timeout, limits_spec)
     _apply_limits(limits_spec, case_timeout)
     files = discover([Path(p) for p in paths] or [CORPUS_DIR])
     cases = [(f, load_entry(f)) for f in files]  # validate every file before running any
@@ -258,22 +289,32 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
             "targets": {r.target: {"searched": r.searched, "errors": r.errors, "holds": r.holds,
                                    "hazards": [h.to_json() for h in r.hazards]} for r in results},
             "no_properties": unaudited,
+            "untested": dict(impls.untested),
         }, indent=2))
     else:
-        click.echo(f"eaglefuzz audit of {source.describe()} ({b.name}), seed {seed}, {examples} examples per tier")
+        click.echo(f"eaglefuzz audit of {source.describe()} ({b.name}), seed {seed}, {examples} examples per tier "
+                   "(drawn from each tier's strategy, counted by the tier each case lies in)")
         for r in results:
-            tiers = ", ".join(f"{n} {t}" for t, n in sorted(r.searched.items()))
-            click.echo(f"\n## {r.target}: {tiers} examples" + (f", {r.errors} raised" if r.errors else ""))
+            tiers = ", ".join(f"{t} {n}" for t, n in r.searched.items())
+            short = [t for t, n in r.searched.items() if n < examples]
+            why = (f" (the {' and '.join(short)} strategy gave no more distinct cases)" if short else "")
+            click.echo(f"\n## {r.target}: {tiers} examples{why}" + (f", {r.errors} raised" if r.errors else ""))
             for h in r.hazards:
                 click.echo(h.report())
             if r.holds:
                 click.echo(f"holds on every example: {', '.join(r.holds)}")
         if unaudited:
             click.echo(f"\nnot audited (no properties yet): {', '.join(unaudited)}")
+        for line in impls.untested.values():
+            click.echo(f"not audited: {line}")
         reach = sum(h.reachable_in_production for h in hazards)
         click.echo(f"\n{len(hazards)} hazard(s), {reach} reachable in the production tier")
+    if strict and any(h.reachable_in_production for h in hazards):
+        sys.exit(EXIT_FINDINGS)
+    if impls.untested:
+        sys.exit(EXIT_USAGE)
     if strict and hazards:
-        sys.exit(EXIT_FINDINGS if any(h.reachable_in_production for h in hazards) else EXIT_EDGE)
+        sys.exit(EXIT_EDGE)
     sys.exit(EXIT_OK)
 
 
@@ -314,7 +355,8 @@ def list_targets(**source_values: Any) -> None:
     impls = implementations_for(source)
     click.echo(f"source: {source.describe()}")
     for name, t in TARGETS.items():
-        where = impls.origin[name].describe() if name in impls else f"not defined by {source.describe()}"
+        where = (impls.origin[name].describe() if name in impls else impls.untested[name] if name in impls.untested
+                 else f"not defined by {source.describe()}")
         click.echo(f"{name} ({t.kind}): {where}")
         line = _stand_ins_line(name, impls.funcs.get(name))
         if line and t.kind == "python function":
@@ -430,7 +472,8 @@ def _main(args: list[str]) -> None:
         cli.main(args=args, prog_name="eaglefuzz", standalone_mode=False, obj={"argv": args})
         sys.exit(EXIT_OK)
     except UserError as exc:
-        click.echo(f"eaglefuzz: error: {exc}", err=True)
+        for line in str(exc).splitlines() or [""]:  # one line; an interface verdict per target
+            click.echo(f"eaglefuzz: error: {line}", err=True)
         sys.exit(EXIT_USAGE)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

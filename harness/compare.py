@@ -19,7 +19,10 @@ class Difference:
 
     ``index`` is relative to the start of the array the kernel was given: negative in the
     guard band before it, ``>= len`` in the guard band past it; ``None`` for a dtype or shape
-    difference. ``versus`` names what ``expected`` came from (an oracle).
+    difference. ``versus`` names what ``expected`` came from (an oracle). ``sentinel`` is the
+    value the output buffer was pre-filled with (``None`` for an input or a function's
+    result): an ``actual`` equal to it was never written, an ``expected`` equal to it must stay
+    untouched.
     """
 
     array: str
@@ -29,14 +32,32 @@ class Difference:
     request: int | None
     region: str
     versus: str
+    sentinel: int | None = None
+
+    def _value(self, value: object, unset: str) -> str:
+        if self.sentinel is not None and value == self.sentinel:
+            return f"{unset} (sentinel {value!r})"
+        return repr(value)
 
     def describe(self) -> str:
         where = self.array if self.index is None else f"{self.array}[{self.index}]"
         req = "" if self.request is None else f" request {self.request}"
         return (
-            f"{where}{req} ({self.region}): expected {self.expected!r}, "
-            f"actual {self.actual!r}  [vs {self.versus}]"
+            f"{where}{req} ({self.region}): expected {self._value(self.expected, 'untouched')}, "
+            f"actual {self._value(self.actual, 'never written')}  [vs {self.versus}]"
         )
+
+    def to_json(self) -> dict[str, object]:
+        """The difference as JSON fields (what :meth:`describe` says, for machines)."""
+        def plain(v: object) -> object:
+            return list(v) if isinstance(v, tuple) else v
+
+        return {
+            "array": self.array, "index": self.index, "request": self.request, "region": self.region,
+            "expected": plain(self.expected), "actual": plain(self.actual), "expected_from": self.versus,
+            "sentinel": self.sentinel,
+            "never_written": self.sentinel is not None and self.actual == self.sentinel,
+        }
 
 
 def compare_arrays(
@@ -47,11 +68,13 @@ def compare_arrays(
     locate: Locator,
     versus: str,
     guard: int = 0,
+    sentinel: int | None = None,
 ) -> list[Difference]:
     """Every difference between two arrays, dtype and shape first.
 
     ``guard``: both arrays are flat and hold that many guard elements on each side; indices
-    in the report are relative to the buffer between them.
+    in the report are relative to the buffer between them. ``sentinel``: the value the buffer
+    was pre-filled with (an output's), named in the differences.
     """
     if expected.dtype != actual.dtype:
         return [Difference(name, None, str(expected.dtype), str(actual.dtype), None, "dtype", versus)]
@@ -62,7 +85,7 @@ def compare_arrays(
     for flat in np.flatnonzero(e != a).tolist():
         index = flat - guard
         request, region = locate(name, index)
-        out.append(Difference(name, index, e[flat].item(), a[flat].item(), request, region, versus))
+        out.append(Difference(name, index, e[flat].item(), a[flat].item(), request, region, versus, sentinel))
     return out
 
 
@@ -73,10 +96,12 @@ def compare_all(
     locate: Locator,
     versus: str,
     guards: Mapping[str, int] | None = None,
+    sentinels: Mapping[str, int] | None = None,
 ) -> list[Difference]:
     """Differences over every array of ``expected`` (an array missing from ``actual`` is one).
 
-    ``guards``: per array, the guard elements on each side of the flat arrays (default none).
+    ``guards``: per array, the guard elements on each side of the flat arrays (default none);
+    ``sentinels``: per output, the value its buffer was pre-filled with.
     """
     out: list[Difference] = []
     for name, exp in expected.items():
@@ -84,6 +109,7 @@ def compare_all(
             out.append(Difference(name, None, "present", "missing", None, "array", versus))
             continue
         guard = (guards or {}).get(name, 0)
-        out += compare_arrays(name, exp, actual[name], locate=locate, versus=versus, guard=guard)
+        out += compare_arrays(name, exp, actual[name], locate=locate, versus=versus, guard=guard,
+                              sentinel=(sentinels or {}).get(name))
     return out
 

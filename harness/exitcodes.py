@@ -10,7 +10,8 @@ its time limit), or the oracles disagree. Each is reported and saved (a replayed
 already in the corpus)."""
 EXIT_USAGE = 2
 """A usage or input error: one line on stderr, no traceback (a corpus case over the cost
-limits too: the line names the file, the field and the limit)."""
+limits too: the line names the file, the field and the limit); or, with no finding, a target
+that could not be tested (its interface is not the contract's: a one-line verdict)."""
 EXIT_INTERNAL = 3
 """A bug of eaglefuzz itself (an unexpected exception): its traceback is printed."""
 EXIT_EDGE = 4
@@ -33,12 +34,17 @@ def interrupted(signum: int | None) -> int:
     return 128 + int(signum or signal.SIGINT)
 
 
-def findings_exit(kinds: list[str], interrupted_by: int | None = None, was_interrupted: bool = False) -> int:
-    """The exit code of a run whose findings have ``kinds`` (:attr:`~.check.Finding.kind`):
-    1 when any is not an edge divergence, 4 when all are; with none, :func:`interrupted` when
-    the run was interrupted (by signal ``interrupted_by``), else 0."""
+def findings_exit(kinds: list[str], interrupted_by: int | None = None, was_interrupted: bool = False,
+                  *, untested: bool = False) -> int:
+    """The exit code of a run whose findings have ``kinds`` (:attr:`~.check.Finding.kind`), the
+    worst first: 1 when any is not an edge divergence; else 2 when something could not be
+    tested (``untested``: a target's interface verdict); else 4 when every finding is an edge
+    divergence; with none, :func:`interrupted` when the run was interrupted (by signal
+    ``interrupted_by``), else 0."""
     if any(k != "edge divergence" for k in kinds):
         return EXIT_FINDINGS
+    if untested:
+        return EXIT_USAGE
     if kinds:
         return EXIT_EDGE
     return interrupted(interrupted_by) if was_interrupted else EXIT_OK

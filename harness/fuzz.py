@@ -57,6 +57,9 @@ class Stats:
     """What a run of one target did: examples checked, output elements verified, features."""
 
     examples: int = 0
+    """Cases drawn and checked (the tour's and the strategies'); a shrink attempt is not one."""
+    shrink_attempts: int = 0
+    """Smaller cases checked while shrinking a finding (Hypothesis's shrinker and ours)."""
     tokens: int = 0
     features: set[str] = field(default_factory=set)
     findings: list[Finding] = field(default_factory=list)
@@ -73,9 +76,12 @@ class Stats:
     """Edges of the extended tier reached (:attr:`~.targets.base.Target.extended_features`)."""
     tiers: dict[str, int] = field(default_factory=dict)
     """Examples checked per tier (the case's own tier, not the generator's)."""
-    edge_keys: set[tuple] = field(default_factory=set)
-    """Signatures (:func:`~.replay.signature`) of the edge divergences found: with
-    ``--keep-going`` a case that diverges the same way again is passed over, not re-reported."""
+    keys: dict[tuple, Finding] = field(default_factory=dict)
+    """Signatures (:func:`~.replay.signature`) of the findings reported (of each as found and
+    as shrunk), with the finding: a later case that fails the same way (an edge divergence,
+    or any finding with ``--keep-going``) is counted for it, not reported again."""
+    again: dict[int, int] = field(default_factory=dict)
+    """``id`` of a finding -> how many later cases failed the same way."""
 
     def record(self, target_name: str, case: Case, domain: str = PRODUCTION) -> None:
         target = TARGETS[target_name]
@@ -93,11 +99,32 @@ class Stats:
         """The findings that are not edge divergences."""
         return [f for f in self.findings if not f.is_edge]
 
-    def seen(self, finding: Finding) -> bool:
-        """Whether an edge divergence like ``finding`` was already reported in this run."""
+    def seen(self, finding: Finding, *, count: bool = True) -> bool:
+        """Whether a finding like ``finding`` was already reported in this run; if so and
+        ``count``, it is counted for that one (:meth:`met`)."""
         from .replay import signature
 
-        return finding.is_edge and signature(finding) in self.edge_keys
+        first = self.keys.get(signature(finding))
+        if first is None:
+            return False
+        if count:
+            self.again[id(first)] = self.again.get(id(first), 0) + 1
+        return True
+
+    def met(self, finding: Finding) -> int:
+        """How many cases of this run failed the way ``finding`` does (itself included)."""
+        return 1 + self.again.get(id(finding), 0)
+
+    def add(self, finding: Finding) -> None:
+        """Report ``finding`` (its case as found was :attr:`unshrunk`): later cases that fail
+        the same way are counted for it."""
+        from .replay import signature
+
+        self.findings.append(finding)
+        for f in (finding, self.unshrunk):
+            if f is not None:
+                self.keys.setdefault(signature(f), finding)
+        self.unshrunk = None
 
 
 
@@ -141,9 +168,14 @@ def hypothesis_chunk(
             # candidate from the strategy (tens of ms for a large batch), so candidates that
             # merely pass unchecked could still take minutes: end it here.
             raise _HypothesisShareSpent
-        stats.record(name, case, tier)
+        if first_failure:  # Hypothesis's shrinking phase (it draws no new example after a failure)
+            stats.shrink_attempts += 1
+        else:
+            stats.record(name, case, tier)
         finding = check_case(case, impls, device, journal, domain=tier)
-        if finding is not None and stats.seen(finding):
+        if finding is not None and stats.seen(finding, count=not first_failure):
+            # a shrink candidate that fails like a finding already reported is passed over, so
+            # that the shrinker keeps to the new way of failing
             finding = None
         if finding is not None and stats.unshrunk is None:
             stats.unshrunk = finding
@@ -166,7 +198,7 @@ def hypothesis_chunk(
         if not shrink:
             return found
         left = budget - (time.monotonic() - first_failure[0]) if first_failure else budget
-        return shrink_finding(found, impls, device, journal=journal, budget_s=max(left, budget / 4))
+        return shrink_finding(found, impls, device, journal=journal, budget_s=max(left, budget / 4), stats=stats)
     return None
 
 
@@ -192,7 +224,7 @@ def tour_step(
         stats.unshrunk = finding
         if on_progress is not None:
             on_progress(stats)
-        finding = shrink_finding(finding, impls, device, journal=journal) if shrink else finding
+        finding = shrink_finding(finding, impls, device, journal=journal, stats=stats) if shrink else finding
     if on_progress is not None:
         on_progress(stats)
     return finding
@@ -301,12 +333,7 @@ def _loop(
         finding = step(i, remaining)
         i += stride
         if finding is not None:
-            stats.findings.append(finding)
-            if finding.is_edge:
-                from .replay import signature
-
-                stats.edge_keys |= {signature(f) for f in (finding, stats.unshrunk) if f is not None}
-            stats.unshrunk = None
+            stats.add(finding)
         stats.seconds = time.monotonic() - start
         if finding is not None and (finding.fatal or stop_on_finding and not finding.is_edge):
             break
@@ -322,6 +349,7 @@ def shrink_finding(
     max_checks: int = 2000,
     journal: Journal | None = None,
     budget_s: float | None = None,
+    stats: Stats | None = None,
 ) -> Finding:
     """Shrink a finding to a small case that still fails the same way, within ``budget_s``.
 
@@ -334,7 +362,8 @@ def shrink_finding(
     into a production case that still fails the same way: a contract violation). Everything runs in
     this process (compiled kernels and oracles are reused). When the budget (default
     :func:`default_shrink_budget`) or ``max_checks`` runs out, the smallest failing case so far is
-    returned, with :attr:`Finding.shrink` saying so.
+    returned, with :attr:`Finding.shrink` saying so. The checks are counted in ``stats``
+    (:attr:`Stats.shrink_attempts`).
     """
     if finding.fatal:  # no candidate can run in this process
         from dataclasses import replace
@@ -345,7 +374,11 @@ def shrink_finding(
 
     shrinker = Shrinker(finding, impls, device, journal=journal, max_checks=max_checks,
                         budget_s=default_shrink_budget() if budget_s is None else budget_s)
-    return shrinker.run()
+    try:
+        return shrinker.run()
+    finally:
+        if stats is not None:
+            stats.shrink_attempts += shrinker.checks
 
 
 def bulk_fuzz_target(

@@ -151,6 +151,7 @@ def _merge_target(entries: list[tuple[ShardRun, dict[str, Any]]]) -> dict[str, A
     first = entries[0][1]
     out: dict[str, Any] = {"implementation": first["implementation"]}
     out["examples"] = sum(t["examples"] or 0 for _, t in ran)
+    out["shrink_attempts"] = sum(t.get("shrink_attempts") or 0 for _, t in ran)
     out["tokens_verified"] = sum(t["tokens_verified"] or 0 for _, t in ran)
     out["seconds"] = max((t["seconds"] or 0.0 for _, t in ran), default=0.0)
     for got, lack in (("features_reached", "features_missed"), ("edges_reached", "edges_missed")):
@@ -183,6 +184,7 @@ def merge(runs: list[ShardRun], shard: tuple[int, int]) -> dict[str, Any] | None
     doc: dict[str, Any] = {k: base[k] for k in ("seed", "mode", "backend", "source", "notes")}
     doc["shard"] = f"{shard[0] + 1}/{shard[1]}"
     doc["domain"] = base.get("domain", "production")
+    doc["untested"] = dict(base.get("untested", {}))
     doc["interrupted"] = any(d.get("interrupted") for _, d in docs)
     names: list[str] = []
     for _, d in docs:
@@ -204,13 +206,13 @@ def merge(runs: list[ShardRun], shard: tuple[int, int]) -> dict[str, Any] | None
 
 
 def merged_exit_code(doc: dict[str, Any] | None, runs: list[ShardRun]) -> int:
-    """The exit code of the shards together: a shard's usage error (2) or internal error (3)
-    first; then a shard that failed outside any case (1); else the merged document's code
-    (:func:`~.campaign.fuzz_exit_code`)."""
+    """The exit code of the shards together: a shard's usage error (2, with no report) or
+    internal error (3) first; then a shard that failed outside any case (1); else the merged
+    document's code (:func:`~.campaign.fuzz_exit_code`)."""
     from .campaign import fuzz_exit_code
 
     codes = [r.code for r in runs]
-    if EXIT_USAGE in codes:
+    if any(r.code == EXIT_USAGE and (r.doc is None or "targets" not in r.doc) for r in runs):
         return EXIT_USAGE
     if doc is None:
         return EXIT_INTERNAL if EXIT_INTERNAL in codes or not codes else max(codes)

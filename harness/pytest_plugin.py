@@ -25,6 +25,7 @@ from .errors import UserError
 from .journal import Journal, orphans
 from .sources import (
     OPTIONS,
+    PARAM_HELP,
     Implementations,
     Source,
     findings_dir,
@@ -49,6 +50,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(o.flag, dest=o.dest, action="store_true", default=False, help=o.help)
         else:
             group.addoption(o.flag, dest=o.dest, metavar=o.metavar, default=None, help=o.help)
+    group.addoption("--param", dest="params", action="append", metavar="NAME=VALUE", default=None,
+                    help=PARAM_HELP)
     group.addoption("--eaglefuzz-source", dest="source", metavar="SPEC", default=None,
                     help="the source of the code under test as a spec (file:PATH, bundled, ...)")
     group.addoption(
@@ -76,6 +79,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _source_values(config: pytest.Config) -> dict[str, Any]:
     values = {o.dest: config.getoption(o.dest) for o in OPTIONS}
     values["source"] = config.getoption("source")
+    values["params"] = config.getoption("params")
     return values
 
 
@@ -153,7 +157,8 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
             head = f.read(4096)
     except OSError:
         return None
-    if '"schema"' not in head or '"kernel"' not in head:
+    named = parent.session.isinitpath(file_path)  # given on the command line: a case, or a one-line error
+    if not named and ('"schema"' not in head or '"kernel"' not in head):
         return None
     return CorpusFile.from_parent(parent, path=file_path)
 
@@ -179,6 +184,8 @@ class CorpusCase(pytest.Item):
             pytest.fail(str(exc), pytrace=False)
         case = entry.case
         impls = self.config.stash[_IMPLS]
+        if case.kernel in impls.untested:
+            pytest.fail(impls.untested[case.kernel], pytrace=False)
         if case.kernel not in impls:
             pytest.skip(f"{self.config.stash[_SOURCE].describe()} does not define {case.kernel}")
         device = self.config.stash[_BACKEND].device
@@ -217,6 +224,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if impls is not None and source is not None:
         lines.append(f"eaglefuzz: source {source.describe()}: {', '.join(impls.funcs) or 'no target'}")
         lines += [f"eaglefuzz: {n}" for n in impls.notes]
+        lines += [f"eaglefuzz: not tested: {n}" for n in impls.untested.values()]
     return lines
 
 
@@ -298,7 +306,10 @@ class FindingSink:
             return
         corpus_dir = _corpus_dir(self.config, finding)
         existed = case_path(finding.case, corpus_dir).exists()
-        path = save_finding(finding, corpus_dir)
+        try:
+            path = save_finding(finding, corpus_dir)
+        except OSError:  # the test's report still carries the finding, and says the file could not be written
+            return
         if not existed:
             self.pending.append(path)
 
@@ -344,12 +355,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if lines:
         session.config.stash[_CRASHES] = lines
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    impls = session.config.stash.get(_IMPLS, None)
+    if impls is not None and impls.untested and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a target the source defines was not tested
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     for line in config.stash.get(_CRASHES, []):
         terminalreporter.write_sep("=", "eaglefuzz: crash", red=True)
         terminalreporter.write_line(line)
+    impls = config.stash.get(_IMPLS, None) if config.stash.get(_ACTIVE, False) else None
+    if impls is not None and impls.untested:
+        terminalreporter.write_sep("=", "eaglefuzz: not tested", red=True)
+        for line in impls.untested.values():
+            terminalreporter.write_line(line)
 
 
 def _journal() -> Journal:
@@ -379,6 +398,8 @@ def impl_of(impls: Implementations):  # noqa: ANN201
     """``impl_of(name)``: skip the test, saying why, when the source does not define ``name``."""
 
     def require(name: str) -> Any:
+        if name in impls.untested:
+            pytest.fail(impls.untested[name], pytrace=False)
         if name not in impls:
             pytest.skip(f"{impls.source.describe() if impls.source else 'the source'} does not define {name}")
         return impls[name]

@@ -342,9 +342,9 @@ class _Supervision:
                     o.remove()
                 self._fault("hang", ended.hang.case, ended.hang.message())
             elif ended.code in (EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_EDGE) or ended.code > 128:
-                if not faults or ended.code == EXIT_USAGE:
+                if not faults or self.log.meta() is None:
                     return ended.code
-                return self._report()
+                return self._report()  # 2 here: a target's interface verdict, or a later usage error
             else:
                 how = _how(ended.code)
                 crashed = orphans(self.jdir)
@@ -387,17 +387,24 @@ class _Supervision:
         outcome = Outcome(hang=message) if kind == "hang" else Outcome(crash=message)
         finding = Finding(case, outcome, origin, tier=case_tier(case))
         if fuzz:
-            path = save_finding(finding, self.corpus_dir) if self.save else None
-            record = {"kind": finding.kind, "tier": finding.tier, "file": str(path or ""),
-                      "report": finding.report(saved=path)}
+            from .campaign import finding_record
+
+            path, unsaved = None, None
+            if self.save:
+                try:
+                    path = save_finding(finding, self.corpus_dir)
+                except OSError as exc:
+                    unsaved = f"{self.corpus_dir}: {exc.strerror or exc}"
+            record = finding_record(finding, path, unsaved=unsaved)
             self.log.add(unit, {
-                "implementation": origin.describe(), "examples": None, "tokens_verified": None,
-                "seconds": None, "features_reached": [], "features_missed": [],
+                "implementation": origin.describe(), "examples": None, "shrink_attempts": None,
+                "tokens_verified": None, "seconds": None, "features_reached": [], "features_missed": [],
                 "findings": [] if finding.is_edge else [record],
                 "edge_divergences": [record] if finding.is_edge else [],
                 "fault": kind,
             })
-            print(f"eaglefuzz: {unit}: {kind} finding saved to {path}", file=sys.stderr, flush=True)
+            where = f"saved to {path}" if unsaved is None else f"NOT saved: cannot write {unsaved}"
+            print(f"eaglefuzz: {unit}: {kind} finding {where}", file=sys.stderr, flush=True)
         else:
             self.log.add(unit, failed_record(unit, finding))
             if not self.as_json:

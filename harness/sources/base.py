@@ -28,6 +28,8 @@ class Origin:
     implementation that came from no source (one a test made up)."""
     variant: str | None = None
     """The target's older interface the function has (:attr:`Target.variants`), if any."""
+    params: str = ""
+    """The values its extra parameters are bound to (``a=1, b=True``; :mod:`.binding`), if any."""
 
     @property
     def production(self) -> bool:
@@ -35,12 +37,16 @@ class Origin:
         whose findings belong in the regression corpus."""
         from . import PRODUCTION_KINDS
 
-        return self.spec.partition(":")[0] in PRODUCTION_KINDS
+        spec = self.spec
+        while spec.startswith("bound:"):  # a source with bound parameters: its inner source's
+            spec = spec.partition(";")[2]
+        return spec.partition(":")[0] in PRODUCTION_KINDS
 
     def describe(self) -> str:
         """One phrase for reports: ``file::function (source)``, and ``[variant: name]``."""
         variant = f" [variant: {self.variant}]" if self.variant else ""
-        return f"{self.file}::{self.function} ({self.source}){variant}"
+        params = f" [with {self.params}]" if self.params else ""
+        return f"{self.file}::{self.function} ({self.source}){variant}{params}"
 
     def cli_args(self) -> list[str]:
         """The options that select this implementation's source again (none without a spec)."""
@@ -64,6 +70,9 @@ class Implementations:
     source: Source | None = None
     notes: tuple[str, ...] = field(default=())
     """Lines the run prints before anything runs (e.g. targets a file does not define)."""
+    untested: Mapping[str, str] = field(default_factory=dict)
+    """Targets the source defines that cannot be tested, each with its one-line verdict (an
+    interface other than the contract's): not in ``funcs``; a run says each and exits 2."""
 
     def __getitem__(self, name: str) -> Any:
         return self.funcs[name]
@@ -106,8 +115,7 @@ class Source(ABC):
         """The implementations this source defines (``names``: only those, when given).
 
         Raises :class:`~eaglefuzz.harness.errors.UserError` (one line) when the source cannot
-        be loaded, and :class:`InterfaceMismatch` when a function's parameters are not the
-        contract's.
+        be loaded. The interfaces are checked by :func:`~eaglefuzz.harness.sources.implementations_for`.
         """
 
     def origin(self, name: str) -> Origin:

@@ -44,8 +44,7 @@ class FileSource(Source):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path).expanduser().resolve()
-        if not self.path.is_file():
-            raise UserError(f"--kernels {path}: no such file")
+        _check_file(self.path, path)
 
     @property
     def spec(self) -> str:
@@ -64,14 +63,22 @@ class FileSource(Source):
         from ..targets import TARGETS
 
         wanted = list(TARGETS) if names is None else names
-        if not self.path.is_file():
-            raise UserError(f"--kernels {self.path}: no such file")
+        _check_file(self.path, self.path)
         module = _import_or_extract(self.path, list(TARGETS))
         funcs = {n: getattr(module, n) for n in wanted if hasattr(module, n)}
         if not any(hasattr(module, n) for n in TARGETS):
             raise UserError(f"--kernels {self.path}: defines none of {', '.join(TARGETS)}")
         origin = {n: self.origin(n) for n in funcs}
-        return Implementations(funcs, origin, self)
+        note = getattr(module, "__eaglefuzz_note__", None)
+        return Implementations(funcs, origin, self, (note,) if note else ())
+
+
+def _check_file(path: Path, given: object) -> None:
+    if path.is_dir():
+        raise UserError(f"--kernels {given}: is a directory; give the Python file that defines the "
+                        "implementations (e.g. DIR/vllm/v1/spec_decode/utils.py)")
+    if not path.is_file():
+        raise UserError(f"--kernels {given}: no such file")
 
 
 def from_spec(argument: str | None) -> FileSource:
@@ -118,18 +125,26 @@ def _import_or_extract(p: Path, names: list[str]) -> ModuleType:
         return sys.modules[name]
     try:
         return exec_module(name, p)
-    except ImportError:
-        pass  # imports that do not resolve here: take the functions alone
+    except ImportError as exc:  # imports that do not resolve here: take the functions alone
+        failed = f"importing it failed ({type(exc).__name__}: {exc})"
+        missing = (getattr(exc, "name", None) or "").split(".")[0]
     except Exception as exc:  # noqa: BLE001 - the user's file failed to import: say so in one line
         raise UserError(f"--kernels {p}: importing it raised {type(exc).__name__}: {exc}") from None
+    if not any(isinstance(n, ast.FunctionDef) and n.name in names for n in tree.body):
+        raise UserError(f"--kernels {p}: {failed}, and without its imports it defines none of the "
+                        f"targets ({len(names)} names: `eaglefuzz list` shows them)")
     generated = _extract(p, text, tree, names)
     try:
-        return exec_module(name + "_extracted", generated)
+        module = exec_module(name + "_extracted", generated)
     except Exception as exc:  # noqa: BLE001
         raise UserError(
-            f"--kernels {p}: its functions, taken without the file's own imports, fail to load: "
-            f"{type(exc).__name__}: {exc}"
+            f"--kernels {p}: {failed}; its functions, taken without the file's own imports, fail to "
+            f"load: {type(exc).__name__}: {exc}"
         ) from None
+    if missing != "vllm":  # a vLLM checkout's file is meant to be taken apart; anything else, say so
+        module.__eaglefuzz_note__ = (f"--kernels {p}: {failed}: its functions are tested without the "
+                                     "file's own imports (a failure naming what it imports comes from that)")
+    return module
 
 
 def _is_jit(node: ast.FunctionDef) -> bool:

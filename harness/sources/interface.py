@@ -3,7 +3,8 @@
 A kernel from another vLLM release or a fork may have other parameters (vLLM 0.12/0.13's
 ``eagle_prepare_inputs_padded_kernel`` has no ``num_rejected_tokens_gpu_ptr``; forks add flags
 or outputs). Launching it anyway would fail or misbehave on every case and be reported as a
-bug finding; it is an interface mismatch, said in one line before any example runs.
+bug finding; it is an interface mismatch, said in one line per target before any example runs.
+The verdict is the target's: the other targets of the file are tested.
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ from ..errors import UserError
 
 
 class InterfaceMismatch(UserError):
-    """An implementation whose parameters are not those of its target's contract."""
+    """Implementations whose parameters are not those of their targets' contract, and nothing
+    else to test: one line per target (each line is one verdict)."""
+
+    def __init__(self, message: str) -> None:
+        Exception.__init__(self, "\n".join(" ".join(line.split()) for line in message.splitlines() if line.strip()))
 
 
 def parameters_of(impl: Any) -> list[str] | None:
@@ -44,26 +49,34 @@ def parameters_of(impl: Any) -> list[str] | None:
     ]
 
 
-def interface_problem(
-    target: str, impl: Any, expected: Sequence[str] | None, where: str
-) -> str | None:
-    """One line saying how ``impl``'s parameters differ from ``expected``; ``None`` when they
-    match or cannot be known."""
+def differences(impl: Any, expected: Sequence[str] | None) -> tuple[list[str], list[str]] | None:
+    """``(missing, extra)``: the contract's parameters ``impl`` lacks and those it adds;
+    ``None`` when its parameters are the contract's or cannot be known."""
     if expected is None:
         return None
     actual = parameters_of(impl)
     if actual is None or list(actual) == list(expected):
         return None
-    missing = [p for p in expected if p not in actual]
-    extra = [p for p in actual if p not in expected]
+    return [p for p in expected if p not in actual], [p for p in actual if p not in expected]
+
+
+def interface_problem(
+    target: str, impl: Any, expected: Sequence[str] | None, where: str, hint: str = ""
+) -> str | None:
+    """One line saying how ``impl``'s parameters differ from ``expected`` (and ``hint``, how
+    to test it anyway); ``None`` when they match or cannot be known."""
+    diff = differences(impl, expected)
+    if diff is None:
+        return None
+    missing, extra = diff
     parts = []
     if missing:
         parts.append("missing " + ", ".join(missing))
     if extra:
         parts.append("extra " + ", ".join(extra))
     if not parts:
-        parts.append("the same names in another order: " + ", ".join(actual))
+        parts.append("the same names in another order: " + ", ".join(parameters_of(impl) or ()))
     return (
         f"{where}: {target} has another interface than the contract's "
-        f"({'; '.join(parts)}): not a bug finding, nothing was run"
+        f"({'; '.join(parts)}): not a bug finding, {target} not tested" + (f"; {hint}" if hint else "")
     )

@@ -427,8 +427,10 @@ class TritonTarget(Target):
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             return outcome.crashed(exc, device)
         guards = {n: b.guard for n, b in buffers.items()}
+        sentinels = {n: f for n, f in fills.items() if n not in alias}  # an aliased output is in an input's buffer
         for oname, e in exp.items():
-            outcome.differences += compare_all(e, actual, locate=locate, versus=f"{oname} oracle", guards=guards)
+            outcome.differences += compare_all(e, actual, locate=locate, versus=f"{oname} oracle", guards=guards,
+                                               sentinels=sentinels)
         changed = self._changed_inputs(case)
         inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays and n not in changed}
         outcome.differences += compare_all(inputs_expected, actual, locate=locate, versus="input as given", guards=guards)
