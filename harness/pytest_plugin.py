@@ -179,9 +179,13 @@ class CorpusCase(pytest.Item):
         from .limits import LimitExceeded, check_cost
 
         try:
-            entry = load_entry(self.path)
+            entry = load_entry(self._given_path())
         except UserError as exc:
-            pytest.fail(str(exc), pytrace=False)
+            bad = str(exc)  # the line `eaglefuzz replay` gives (file, field or line, rule)
+        else:
+            bad = None
+        if bad is not None:
+            pytest.fail(bad, pytrace=False)
         case = entry.case
         impls = self.config.stash[_IMPLS]
         if case.kernel in impls.untested:
@@ -196,6 +200,15 @@ class CorpusCase(pytest.Item):
         finding = check_case(case, impls, device, _journal(), domain=entry.tier)
         if finding is not None:
             raise DifferenceFound(finding)
+
+    def _given_path(self) -> Path:
+        """The file as the command line names it (relative to where pytest was started, when
+        it lies below), as ``eaglefuzz replay`` names it."""
+        start = self.config.invocation_params.dir
+        try:
+            return self.path.relative_to(start)
+        except ValueError:
+            return self.path
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         from .check import DifferenceFound

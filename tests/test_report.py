@@ -1,0 +1,432 @@
+"""Every line a user reads is right (issue 20): per-target interface verdicts and ``--param``,
+findings never lost, no option silently ignored, one report per distinct finding, examples
+counted apart from shrink attempts, tables that fit a log, one-line errors, structured
+``--json`` differences, sentinels named.
+
+Runs are in-process (``--no-isolate``) with few examples: what is checked is what a user
+reads, not how much is searched.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from eaglefuzz.harness import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCTION = ROOT / "kernels" / "spec_decode_utils.py"
+PI = "eagle_prepare_inputs_padded_kernel"
+NT = "eagle_prepare_next_token_padded_kernel"
+EXTEND = "extend_all_queries_by_N"
+DFLASH = "copy_and_expand_dflash_inputs_kernel"
+PI_BUG = "pi_rejected_missing_plus_one"  # tests/seeded_bugs/mutants.py: every drafted request shows it
+NT_BUG = "nt_vocab_size_inclusive"
+PINNED = "0.33.0"  # harness/sources/vllm.py PINNED_RELEASE: its module is in the wheel cache
+
+
+@pytest.fixture(autouse=True)
+def short_shrinks(monkeypatch):
+    monkeypatch.setenv("EAGLEFUZZ_SHRINK_BUDGET", "3")
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    """``eaglefuzz ARGS`` in this process: exit code, stdout, stderr."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        cli.main(list(args))
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+def replace_once(text: str, old: str, new: str) -> str:
+    assert text.count(old) == 1, f"the production code changed: {old!r}"
+    return text.replace(old, new)
+
+
+# -- 0: an interface verdict is its target's; --param binds a fork's extra parameters --------------
+
+PI_PARAMS = "    num_reqs,  # tl.int32\n):\n    \"\"\"\n    Fused kernel for Eagle prepare_input_padded."
+PI_CLAMP = "    index_to_sample = q_last_tok_idx - num_rejected_tokens\n"
+
+
+def fork_module(tmp_path: Path, mutants, *, nt_bug: bool) -> Path:
+    """The bundled module as a fork keeps it: ``eagle_prepare_inputs_padded_kernel`` takes a flag
+    of the fork's own (no default) that clamps the index to sample; optionally a seeded bug in
+    ``eagle_prepare_next_token_padded_kernel``."""
+    text = PRODUCTION.read_text().replace("from .vllm_types import", "from eaglefuzz.kernels.vllm_types import")
+    text = replace_once(text, PI_PARAMS, PI_PARAMS.replace("num_reqs,  # tl.int32\n", "num_reqs,  # tl.int32\n    use_index_clamp,\n"))
+    text = replace_once(text, PI_CLAMP, PI_CLAMP + "    if use_index_clamp:\n"
+                        "        index_to_sample = tl.maximum(index_to_sample, 0)\n")
+    if nt_bug:
+        text = replace_once(text, mutants.production_source(NT), mutants.mutate(mutants.BY_NAME[NT_BUG]))
+    path = tmp_path / ("fork_bug.py" if nt_bug else "fork.py")
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.kernel
+def test_an_interface_verdict_stops_its_target_alone(tmp_path, mutants, capsys):
+    fork = fork_module(tmp_path, mutants, nt_bug=True)
+    args = ["fuzz", "--kernels", str(fork), "--kernel", PI, "--kernel", NT, "--examples", "2",
+            "--corpus", str(tmp_path / "found"), "--no-isolate", "--no-progress"]
+    code, out, err = run(capsys, *args, "--json")
+    doc = json.loads(out)
+    assert code == 1, err  # a finding is the worst
+    assert list(doc["targets"]) == [NT] and len(doc["targets"][NT]["findings"]) == 1
+    verdict = doc["untested"][PI]
+    assert f"{fork}: {PI} has another interface than the contract's (extra use_index_clamp)" in verdict
+    assert "not a bug finding" in verdict and "--param use_index_clamp=VALUE" in verdict
+    assert any(verdict in ln for ln in err.splitlines())  # with --json, the notes and verdicts go to stderr
+
+    clean = fork_module(tmp_path, mutants, nt_bug=False)
+    args = [a if a != str(fork) else str(clean) for a in args]
+    code, out, err = run(capsys, *args)
+    assert code == 2, out + err  # nothing found, but a target could not be tested
+    assert f"not tested: {clean}: {PI} has another interface" in out
+    assert NT in out and "Traceback" not in err
+    code, out, _ = run(capsys, *args, "--json")
+    doc = json.loads(out)
+    assert code == 2 and doc["targets"][NT]["examples"] == 2 and not doc["targets"][NT]["findings"]
+
+    # the value that makes it the contract's kernel: tested, and the reports say with what
+    code, out, err = run(capsys, *args, "--json", "--param", "use_index_clamp=False")
+    doc = json.loads(out)
+    assert code == 0, err
+    assert doc["untested"] == {} and doc["targets"][PI]["examples"] == 2
+    assert doc["targets"][PI]["implementation"].endswith("[with use_index_clamp=False]")
+    assert any(f"{PI}: extra parameters use_index_clamp" in n and "--param use_index_clamp=False" in n
+               for n in doc["notes"])
+    # a --param that nothing under test has is one line, exit 2
+    code, out, err = run(capsys, *args, "--param", "dcp_rank=0")
+    assert code == 2 and err.count("\n") == 1 and "--param dcp_rank: no implementation under test" in err
+    code, out, err = run(capsys, *args, "--param", "use_index_clamp=maybe")
+    assert code == 2 and err.count("\n") == 1 and "the value must be an int, a float, True, False or None" in err
+
+
+@pytest.mark.kernel
+def test_every_target_mismatching_is_one_line_each(tmp_path, mutants, capsys):
+    fork = fork_module(tmp_path, mutants, nt_bug=False)
+    text = fork.read_text()
+    text = replace_once(text, "    BLOCK_SIZE_TOKENS: tl.constexpr,  # Power-of-2 >= num_sampled_tokens_per_req\n",
+                        "    BLOCK_SIZE_TOKENS: tl.constexpr,  # Power-of-2 >= num_sampled_tokens_per_req\n"
+                        "    SKIP_BACKUP: tl.constexpr,\n")
+    fork.write_text(text)
+    code, out, err = run(capsys, "fuzz", "--kernels", str(fork), "--kernel", PI, "--kernel", NT, "--no-isolate")
+    lines = err.splitlines()
+    assert code == 2 and out == "" and len(lines) == 2, err
+    assert all(ln.startswith("eaglefuzz: error: ") and "not a bug finding" in ln for ln in lines)
+    assert "extra use_index_clamp" in lines[0] and "extra SKIP_BACKUP" in lines[1]
+
+
+DFLASH_CONSTEXPRS = "    BLOCK_SIZE: tl.constexpr,\n    HAS_NUM_REJECTED: tl.constexpr = False,\n):"
+DFLASH_SAMPLE = """\
+    is_sample = is_query & (query_off > 0)
+    sample_out_idx = req_idx * num_speculative_tokens + (query_off - 1)
+"""
+DFLASH_FROM_ANCHOR = """\
+    if SAMPLE_FROM_ANCHOR:
+        is_sample = is_query
+        sample_out_idx = req_idx * num_speculative_tokens + query_off
+    else:
+        is_sample = is_query & (query_off > 0)
+        sample_out_idx = req_idx * num_speculative_tokens + (query_off - 1)
+"""
+
+
+@pytest.mark.kernel
+def test_extra_parameters_with_defaults_are_tested_with_them(tmp_path, mutants, capsys):
+    """A fork's DFlash kernel (as 1Cat-vLLM's) with ``SAMPLE_FROM_ANCHOR: tl.constexpr = False``:
+    tested with its default; ``--param`` tests the other value, which differs."""
+    release = f"vllm-release:{PINNED}"
+    try:
+        src = mutants.production_source(DFLASH, release)
+    except mutants.ModuleUnavailable as exc:
+        pytest.skip(str(exc))
+    src = replace_once(src, DFLASH_CONSTEXPRS,
+                       DFLASH_CONSTEXPRS.replace("):", "    SAMPLE_FROM_ANCHOR: tl.constexpr = False,\n):"))
+    fork = tmp_path / "dflash_fork.py"
+    fork.write_text("import triton\nimport triton.language as tl\n\n\n" + replace_once(src, DFLASH_SAMPLE, DFLASH_FROM_ANCHOR))
+    args = ["fuzz", "--kernels", str(fork), "--kernel", DFLASH, "--examples", "1", "--json", "--no-isolate",
+            "--no-progress", "--corpus", str(tmp_path / "found")]
+    code, out, err = run(capsys, *args)
+    doc = json.loads(out)
+    assert code == 0, err
+    assert doc["targets"][DFLASH]["implementation"].endswith("[with SAMPLE_FROM_ANCHOR=False]")
+    assert any("tested with its defaults SAMPLE_FROM_ANCHOR=False" in n for n in doc["notes"])
+    code, out, err = run(capsys, *args, "--param", "SAMPLE_FROM_ANCHOR=True")
+    doc = json.loads(out)
+    assert code == 1, err
+    (finding,) = doc["targets"][DFLASH]["findings"]
+    assert {d["array"] for d in finding["differences"]} == {"out_token_indices"}
+    assert "--param SAMPLE_FROM_ANCHOR=True" in finding["report"]  # the replay commands bind it again
+
+
+def test_a_bound_function_takes_the_contract_and_keeps_its_eager_form():
+    from eaglefuzz.harness.sources.binding import bind
+
+    calls = []
+
+    def orig(a, flag, b, extra=7):
+        calls.append((a, flag, b, extra))
+
+    class Compiled:  # what torch.compile returns: the undecorated function as an attribute
+        _torchdynamo_orig_callable = staticmethod(orig)
+
+        def __call__(self, *args, **kwargs):
+            calls.append("compiled")
+            return orig(*args, **kwargs)
+
+    bound = bind(Compiled(), ("a", "b"), {"flag": True, "extra": 0}, kernel=False)
+    assert bound.parameters == ("a", "b")
+    bound(1, 2)
+    bound._torchdynamo_orig_callable(3, b=4)
+    assert calls == ["compiled", (1, True, 2, 0), (3, True, 4, 0)]
+
+
+@pytest.mark.kernel
+def test_a_python_function_with_a_defaulted_extra_parameter(tmp_path, mutants, capsys):
+    src = mutants.production_source(EXTEND)
+    src = replace_once(src, "    new_slot_mapping: torch.Tensor,\n", "    new_slot_mapping: torch.Tensor,\n"
+                       "    clamp_to_max: bool = False,\n")
+    path = tmp_path / "extend_fork.py"
+    path.write_text("import torch\n\nfrom eaglefuzz.kernels.vllm_types import CommonAttentionMetadata\n\n\n" + src)
+    code, out, err = run(capsys, "fuzz", "--kernels", str(path), "--kernel", EXTEND, "--examples", "3", "--json",
+                         "--no-isolate", "--no-progress")
+    doc = json.loads(out)
+    assert code == 0, err
+    assert doc["targets"][EXTEND]["examples"] == 3
+    assert doc["targets"][EXTEND]["implementation"].endswith("[with clamp_to_max=False]")
+
+
+# -- 1: a finding is never lost ---------------------------------------------------------------------
+
+
+@pytest.mark.kernel
+def test_an_unwritable_findings_folder_is_one_line_before_any_example(tmp_path, mutants, capsys, monkeypatch):
+    bug = mutants.write(mutants.BY_NAME[PI_BUG], tmp_path / "bugs")
+    (tmp_path / "blocker").write_text("a file")
+    for corpus, words in (("/proc/nope", "cannot create /proc/nope"),
+                          (str(tmp_path / "blocker" / "sub"), "blocker is a file, not a folder")):
+        code, out, err = run(capsys, "fuzz", "--kernels", str(bug), "--kernel", PI, "--corpus", corpus)
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert err.startswith(f"eaglefuzz: error: --corpus {corpus}: findings cannot be written there") and words in err
+    monkeypatch.chdir(tmp_path / "bugs")
+    (tmp_path / "bugs" / "eaglefuzz-findings").write_text("in the way")
+    code, out, err = run(capsys, "fuzz", "--kernels", str(bug), "--kernel", PI)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"the findings folder {tmp_path / 'bugs' / 'eaglefuzz-findings'}: findings cannot be written" in err
+
+
+@pytest.mark.kernel
+def test_a_finding_that_cannot_be_saved_is_printed_in_full(tmp_path, mutants, capsys, monkeypatch):
+    from eaglefuzz.harness import corpus
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    bug = mutants.write(mutants.BY_NAME[PI_BUG], tmp_path / "bugs")
+    monkeypatch.setattr(corpus, "save_case", read_only)
+    code, out, err = run(capsys, "fuzz", "--kernels", str(bug), "--kernel", PI, "--examples", "5",
+                         "--corpus", str(tmp_path / "found"), "--no-isolate", "--no-progress")
+    assert code == 1 and "Traceback" not in err, err
+    assert f"=== finding: {PI} (difference) NOT saved" in out
+    assert f"cannot write {tmp_path / 'found'}: Read-only file system" in out
+    assert "reproduce (paste into a file and run it with python" in out and "assert_case(Case(" in out
+    assert not (tmp_path / "found").exists()
+
+
+# -- 2: no option is silently ignored -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["fuzz", "--vllm-cpu-isa", "avx2"], "--vllm-cpu-isa avx2: only with --vllm-cpu"),
+        (["replay", "--vllm-cpu-isa", "avx2"], "--vllm-cpu-isa avx2: only with --vllm-cpu"),
+        (["audit", "--vllm-cpu-isa", "avx2"], "--vllm-cpu-isa avx2: only with --vllm-cpu"),
+        (["list", "--vllm-cpu-isa", "avx2"], "--vllm-cpu-isa avx2: only with --vllm-cpu"),
+        (["fuzz", "--examples", "5", "--time-budget", "5"], "--examples 5 and --time-budget 5: give one"),
+        (["fuzz", "--case-timeout", "3", "--no-isolate"], "--case-timeout 3 and --no-isolate"),
+        (["fuzz", "--limits", "timeout_scale=2", "--no-isolate"], "--limits timeout_scale=... and --no-isolate"),
+        (["replay", "--case-timeout", "3", "--no-isolate"], "--case-timeout 3 and --no-isolate"),
+        (["replay", "--sanitize", "--no-isolate"], "--sanitize and --no-isolate"),
+        (["fuzz", "--progress", "--devices", "all"], "--progress: not with --devices or --ray"),
+        (["fuzz", "--shards", "2"], "--shards: only with --ray"),
+        (["fuzz", "--ray", "local"], "give --shards N"),
+        (["fuzz", "--kernels", str(ROOT / "kernels")], "is a directory"),
+    ],
+)
+def test_an_option_that_needs_or_excludes_another_says_so(capsys, args, words):
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("eaglefuzz: error: "), err
+    assert words in err
+
+
+# -- 3, 4, 14: one report per distinct finding; examples as asked; structured --json ------------------
+
+
+@pytest.mark.kernel
+def test_keep_going_reports_each_distinct_finding_once_with_the_examples_asked(tmp_path, mutants, capsys):
+    bug = mutants.write(mutants.BY_NAME[PI_BUG], tmp_path / "bugs")
+    code, out, err = run(capsys, "fuzz", "--kernels", str(bug), "--kernel", PI, "--keep-going", "--examples", "30",
+                         "--json", "--no-isolate", "--no-progress", "--corpus", str(tmp_path / "found"))
+    assert code == 1, err
+    t = json.loads(out)["targets"][PI]
+    assert t["examples"] == 30 and t["shrink_attempts"] > 0
+    findings = t["findings"]
+    shapes = [tuple(sorted({(d["array"], d["region"]) for d in f["differences"]})) for f in findings]
+    assert len(set(shapes)) == len(shapes), "a finding is reported twice"
+    assert len({f["file"] for f in findings}) == len(findings)
+    assert sum(f["met"] for f in findings) <= 30 and max(f["met"] for f in findings) > 1
+    for f in findings:  # the structured fields say what the report's lines say
+        assert f["kind"] == "difference" and f["tier"] == "production"
+        assert f["differences_total"] == len(f["differences"]) > 0
+        for d in f["differences"]:
+            line = (f"{d['array']}[{d['index']}] request {d['request']} ({d['region']}): expected {d['expected']!r}, "
+                    f"actual {d['actual']!r}  [vs {d['expected_from']}]")
+            assert line in f["report"]
+
+
+EMPTY_REQUEST_OWN_START = (
+    "    index_to_sample = q_last_tok_idx - num_rejected_tokens\n",
+    "    q_first_tok_idx = tl.load(query_start_loc_gpu_ptr + req_idx)\n"
+    "    q_last_tok_idx = tl.where(q_last_tok_idx < q_first_tok_idx, q_first_tok_idx, q_last_tok_idx)\n"
+    "    index_to_sample = q_last_tok_idx - num_rejected_tokens\n",
+)
+
+
+@pytest.mark.kernel
+def test_hypothesis_examples_are_those_asked_with_an_edge_divergence(tmp_path, mutants, capsys):
+    """The fork of tests/test_domains.py (an empty request samples at its own start): an edge
+    divergence does not stop the run, and its shrinking is not counted as examples."""
+    m = mutants.Mutant("fork_empty_request_own_start", PI, "FORK: an empty request samples at its own start",
+                       (EMPTY_REQUEST_OWN_START,))
+    fork = mutants.write(m, tmp_path / "forks")
+    code, out, err = run(capsys, "fuzz", "--kernels", str(fork), "--kernel", PI, "--domain", "extended",
+                         "--examples", "50", "--json", "--no-isolate", "--no-progress", "--corpus", str(tmp_path / "f"))
+    t = json.loads(out)["targets"][PI]
+    assert code == 4, err
+    assert len(t["edge_divergences"]) >= 1 and t["shrink_attempts"] > 0
+    assert t["examples"] == 50 == sum(t["examples_per_tier"].values())
+
+
+# -- 5, 16: a file that cannot be used says why ---------------------------------------------------------
+
+
+def test_a_file_whose_import_fails_names_the_module(tmp_path, capsys):
+    path = tmp_path / "port.py"
+    path.write_text("import nonexistent_module_of_a_port\n\n"
+                    "eagle_prepare_inputs_padded_kernel = nonexistent_module_of_a_port.kernel\n")
+    code, out, err = run(capsys, "fuzz", "--kernels", str(path), "--no-isolate")
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"--kernels {path}: importing it failed (ModuleNotFoundError: No module named " \
+           "'nonexistent_module_of_a_port')" in err
+
+
+# -- 6: tables fit any log ---------------------------------------------------------------------------------
+
+
+def test_the_table_never_cuts_a_target_name():
+    import io
+
+    from eaglefuzz.harness.campaign import print_fuzz
+    from eaglefuzz.harness.targets import TARGETS
+
+    entry = {"implementation": "x", "examples": 10, "shrink_attempts": 3, "tokens_verified": 123456, "seconds": 1.0,
+             "features_reached": ["a"], "features_missed": ["b"], "examples_per_tier": {"extended": 5, "production": 5},
+             "edges_reached": ["e"], "edges_missed": ["f"], "findings": [], "edge_divergences": []}
+    doc = {"seed": 0, "mode": "hypothesis", "backend": "interpreter", "source": "s", "notes": [], "shard": "1/1",
+           "domain": "extended", "interrupted": False, "untested": {}, "targets": dict.fromkeys(TARGETS, entry)}
+    out = io.StringIO()
+    print_fuzz(doc, width=80, out=out)
+    text = out.getvalue()
+    assert "…" not in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("│")]
+    assert [ln.split("│")[1].strip() for ln in rows] == list(TARGETS)
+
+
+# -- 7: pytest on a corrupt corpus file -----------------------------------------------------------------------
+
+
+def test_pytest_on_a_corrupt_case_gives_the_line_replay_gives(tmp_path, capsys, monkeypatch):
+    (tmp_path / "garbage.json").write_text("this is not a corpus case\n")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "replay", "garbage.json")
+    assert code == 2 and err.startswith("eaglefuzz: error: garbage.json: line 1")
+    line = err.strip().removeprefix("eaglefuzz: error: ")
+    for key in ("NUMBA_CACHE_DIR", "EAGLEFUZZ_NUMBA_CACHE_BASE", "EAGLEFUZZ_JOURNAL_DIR"):  # what a session sets
+        if key in os.environ:
+            monkeypatch.setenv(key, os.environ[key])
+        else:
+            monkeypatch.delenv(key, raising=False)
+    # pytest in this process (its plugin is loaded already): what `pytest garbage.json` prints
+    assert pytest.main(["garbage.json", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]) == 1
+    out = capsys.readouterr().out
+    assert "not found" not in out and "Traceback" not in out
+    assert f"\n{line}\n" in out, out
+
+
+# -- 9: a never-written element ---------------------------------------------------------------------------------
+
+
+@pytest.mark.kernel
+def test_a_never_written_element_says_so(tmp_path, mutants, backend):
+    from eaglefuzz.harness.check import check_case
+    from eaglefuzz.harness.corpus import load_case
+    from eaglefuzz.harness.sources import implementations_for
+    from eaglefuzz.harness.sources.file import FileSource
+
+    src = replace_once(mutants.production_source(PI), "    tl.store(num_rejected_tokens_gpu_ptr + req_idx, num_rejected_tokens)\n", "")
+    path = tmp_path / "forgets.py"
+    path.write_text("import triton\nimport triton.language as tl\n\n" + src)
+    case = load_case(next(iter(sorted((ROOT / "corpus" / PI).glob("*.json")))))
+    finding = check_case(case, implementations_for(FileSource(path)), backend.device)
+    assert finding is not None
+    missing = [d for d in finding.outcome.differences if d.array == "num_rejected_tokens"]
+    assert missing and all(d.actual == d.sentinel for d in missing)
+    assert f"actual never written (sentinel {missing[0].sentinel})" in missing[0].describe()
+    assert missing[0].describe() in finding.report()
+    records = [d for d in finding.to_json()["differences"] if d["array"] == "num_rejected_tokens"]
+    assert records and all(d["never_written"] and d["actual"] == d["sentinel"] for d in records)
+
+
+# -- 10, 16: the text report and the progress lines -------------------------------------------------------------
+
+
+@pytest.mark.kernel
+def test_the_text_report_reads_right(tmp_path, mutants, capsys, monkeypatch):
+    monkeypatch.setenv("EAGLEFUZZ_PROGRESS_EVERY", "0")  # a line per example
+    bug = mutants.write(mutants.BY_NAME[PI_BUG], tmp_path / "bugs")
+    code, out, err = run(capsys, "fuzz", "--kernels", str(bug), "--examples", "2", "--no-isolate", "--no-progress",
+                         "--corpus", str(tmp_path / "found"))
+    assert code == 1, err
+    lines = out.splitlines()
+    # the reproducer ends in a blank line, so copying it does not take the table's title
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("    ), source="))
+    assert lines[end + 1] == "" and "eaglefuzz fuzz: seed 0" in lines[end + 2]
+    # notes once: in the report
+    assert (out + err).count("does not define") == 2 == out.count("note: ")  # the older and the newer targets
+    progress = [ln for ln in err.splitlines() if ln.startswith(f"eaglefuzz: {PI}: ")]
+    assert progress and progress[0].startswith(f"eaglefuzz: {PI}: 1 example, ")
+    counts = [ln.split(" ex/s")[0].rsplit(",", 1)[0] + ln.split(" ex/s, ")[1].split(",")[0] for ln in progress]
+    assert len(counts) == len(set(counts)), "a progress line is printed twice"
+
+
+# -- 13: audit's examples per tier ------------------------------------------------------------------------------
+
+
+@pytest.mark.kernel
+def test_audit_examples_per_tier_are_those_said(capsys):
+    code, out, err = run(capsys, "audit", "--kernel", PI, "--kernel", NT, "--examples", "12", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    for name in (PI, NT):
+        assert doc["targets"][name]["searched"] == {"production": 12, "extended": 12}
+    code, out, _ = run(capsys, "audit", "--kernel", PI, "--examples", "12")
+    assert "12 examples per tier" in out and f"## {PI}: production 12, extended 12 examples" in out
+
