@@ -261,7 +261,7 @@ def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bo
 @cli.command()
 @click.option("--kernel", "kernel_names", multiple=True, metavar="NAME", help="target to audit (repeatable; default: every target the source defines)")
 @source_options
-@click.option("--examples", type=click.IntRange(min=1), default=60, show_default=True, help="examples drawn per target and tier")
+@click.option("--examples", type=click.IntRange(min=1), default=60, show_default=True, help="examples per target and tier (cases of the production tier, and of the extended tier)")
 @click.option("--seed", type=int, default=0, show_default=True, help="the same seed and options draw the same cases")
 @click.option("--strict", is_flag=True, help="exit 1 when a hazard is reachable in the production tier, 4 when hazards lie in the extended tier only")
 @_backend_opt

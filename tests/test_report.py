@@ -256,8 +256,6 @@ def test_a_finding_that_cannot_be_saved_is_printed_in_full(tmp_path, mutants, ca
         (["replay", "--case-timeout", "3", "--no-isolate"], "--case-timeout 3 and --no-isolate"),
         (["replay", "--sanitize", "--no-isolate"], "--sanitize and --no-isolate"),
         (["fuzz", "--progress", "--devices", "all"], "--progress: not with --devices or --ray"),
-        (["fuzz", "--shards", "2"], "--shards: only with --ray"),
-        (["fuzz", "--ray", "local"], "give --shards N"),
         (["fuzz", "--kernels", str(ROOT / "kernels")], "is a directory"),
     ],
 )
