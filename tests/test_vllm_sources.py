@@ -290,9 +290,13 @@ def test_interface_mismatch_of_an_older_release_is_one_line(tmp_path, monkeypatc
     monkeypatch.setenv("EAGLEFUZZ_WHEELS", str(tmp_path))
     fake_wheel(tmp_path, "9.8.2", text.replace("num_reqs,  # tl.int32\n):\n    \"\"\"\n    Fused kernel for Eagle prepare_input_padded",
                                                "num_reqs,  # tl.int32\n    extra_flag,\n):\n    \"\"\"\n    Fused kernel for Eagle prepare_input_padded"))
-    with pytest.raises(InterfaceMismatch) as exc:
-        implementations_for(parse_source("vllm-release:9.8.2"))
-    assert "missing num_rejected_tokens_gpu_ptr" in str(exc.value) and "extra extra_flag" in str(exc.value)
+    impls = implementations_for(parse_source("vllm-release:9.8.2"))
+    verdict = impls.untested[PI]  # that target's verdict; the module's other targets are tested
+    assert "missing num_rejected_tokens_gpu_ptr" in verdict and "extra extra_flag" in verdict
+    assert "\n" not in verdict and PI not in impls and "eagle_prepare_next_token_padded_kernel" in impls
+    with pytest.raises(InterfaceMismatch) as exc:  # nothing else to test: the verdict is the error
+        implementations_for(parse_source("vllm-release:9.8.2"), [PI])
+    assert str(exc.value) == verdict
 
 
 # -- older interfaces as variants ----------------------------------------------------------------
