@@ -3,7 +3,8 @@
 Exit codes (:mod:`.exitcodes`): 0 when no output differs; 1 on a finding in the production
 tier (an output differs, a case crashed, or a case hung past its time limit: a report is
 printed and the case is written to the corpus); 2 on a usage or input error, a corpus case over
-the cost limits included (one line on stderr, no traceback); 3 on an internal error of
+the cost limits included (one line on stderr, no traceback), and, with no finding in the
+production tier, when a target could not be tested (its interface verdict); 3 on an internal error of
 eaglefuzz (with its traceback); 4 when the only findings are edge divergences (``--domain
 extended``, or replayed extended-tier cases; ``audit --strict``: hazards in the extended tier
 only); 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP) when interrupted with nothing found (what
