@@ -284,5 +284,20 @@ def test_cli_fuzzes_the_port_and_names_it(port, tmp_path, monkeypatch, capsys):
     assert doc["source"].startswith(f"vLLM's CPU C++ port, vllm-cpu {VERSION} (")
     assert set(PORTED) <= set(doc["targets"]) <= set(A.ADAPTERS)
     for name, t in doc["targets"].items():
-        assert f"torch.ops._C.{A.OPS[name]}" in t["implementation"] and port.upper() in t["implementation"].upper()
+        assert t["implementation"] == (f"{L.ISA_MEMBERS[port]} (vllm-cpu {VERSION}, {port} build)::"
+                                       f"torch.ops._C.{A.OPS[name]} (C++ port, launched as vLLM's CPU backend does)")
         assert t["examples"] == 8 and not t["findings"]
+
+
+@pytest.mark.parametrize("isa", sorted(L.ISA_MEMBERS))
+def test_every_report_names_the_build(isa):
+    """Each target's origin names the extension file and its build, whichever build runs
+    (no wheel needed: the origin is what reports print)."""
+    from eaglefuzz.harness.sources.vllm_cpu import VllmCpuSource
+
+    source = VllmCpuSource(VERSION, isa)
+    assert f"({isa})" in source.describe()
+    for name in PORTED:
+        origin = source.origin(name)
+        assert origin.file == f"{L.ISA_MEMBERS[isa]} (vllm-cpu {VERSION}, {isa} build)"
+        assert f"{isa} build" in origin.describe()
