@@ -188,6 +188,8 @@ class Campaign:
                     interrupted = True
                     interrupts.hold()  # a second signal must not cut the report short
                     if stats.unshrunk is not None:  # kept as found: the interrupt cut its shrinking short
+                        stats.unshrunk.shrink = ("not shrunk: the run was interrupted while shrinking it; "
+                                                 "this is the case as first found")
                         stats.findings.append(stats.unshrunk)
                         saved.setdefault(id(stats.unshrunk), self._path(stats.unshrunk))
                     log.add(name, self._entry(name, stats, saved))
