@@ -3,8 +3,9 @@
 Collected by the plugin when pytest is given a source option and no test path (see
 :mod:`.pytest_plugin`): every target the source defines is fuzzed in a few parts (one item
 each, so ``-n auto`` spreads them), and every case of the regression corpus of those targets is
-replayed (with the findings saved beside it: ``paths.default_corpora``). Findings are shrunk, reported and saved like those of ``eaglefuzz fuzz``. Imports are
-absolute: pytest may import this file under another module name.
+replayed (with the findings saved beside it: ``paths.default_corpora``). Findings are shrunk,
+reported and saved like those of ``eaglefuzz fuzz``. Imports are absolute: pytest may import
+this file under another module name.
 """
 
 from __future__ import annotations
