@@ -28,6 +28,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
@@ -39,7 +40,7 @@ BUG = "pi_rejected_missing_plus_one"
 
 
 class Failed(Exception):
-    pass
+    """A check that does not hold; its message says what was seen."""
 
 
 def check(ok: bool, what: str) -> None:
@@ -47,11 +48,15 @@ def check(ok: bool, what: str) -> None:
         raise Failed(what)
 
 
-def step(name: str):
-    def wrap(fn):
-        def run(*args):
+def step(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A named step: prints ``ok NAME (seconds)``, or fails naming itself."""
+    def wrap(fn: Callable[..., None]) -> Callable[..., None]:
+        def run(*args: object) -> None:
             t = time.monotonic()
-            fn(*args)
+            try:
+                fn(*args)
+            except Failed as exc:
+                raise Failed(f"{name}: {exc}") from None
             print(f"ok   {name} ({time.monotonic() - t:.1f} s)", flush=True)
         return run
     return wrap
@@ -61,7 +66,10 @@ def command(args: list[str], expect: int = 0, **env: str) -> str:
     """Run ``args`` (a script of this environment's ``bin/``) in the working directory, with
     ``env`` added to the environment; its standard output, once it exited with ``expect``."""
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **env}
-    proc = subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, env=env, timeout=300)
+    try:
+        proc = subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, env=env, timeout=300)
+    except subprocess.TimeoutExpired as exc:
+        raise Failed(f"{' '.join(args)}: still running after {exc.timeout} s") from None
     if proc.returncode != expect:
         raise Failed(f"{' '.join(args)}: exit {proc.returncode}, expected {expect}\n"
                      f"--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-6000:]}")
@@ -181,7 +189,8 @@ def stop_warm_servers(folder: Path) -> None:
 
 def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="eaglefuzz-installed-")).resolve()
-    warm_dir = work / "w"  # the commands' warm servers, stopped at the end (a short path: a socket's)
+    # the commands' warm servers, stopped at the end (a short path: a socket's, as tests/conftest.py)
+    warm_dir = Path(tempfile.mkdtemp(prefix="efwi", dir="/tmp")) / "w"
     os.environ["EAGLEFUZZ_WARM_DIR"] = str(warm_dir)
     os.chdir(work)
     site_before = package_files(SITE / "eaglefuzz")
@@ -201,6 +210,7 @@ def main() -> int:
         stop_warm_servers(warm_dir)
         os.chdir(CHECKOUT)
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(warm_dir.parent, ignore_errors=True)
     print(f"eaglefuzz {SITE / 'eaglefuzz'} works as installed")
     return 0
 
