@@ -1,7 +1,9 @@
 """The harness catches bugs: every seeded bug of ``tests/seeded_bugs/mutants.py`` must be found.
 
 Each mutant is written as an altered copy of one production function with one realistic bug
-and loaded as a ``--kernels`` file would be; each is one test item. The port
+and loaded as a ``--kernels`` file would be; each is one test item. A finding counts only when
+it is real (``catch_problem``): its case passes on the production code and fails on the
+mutant, and it is a crash only for a mutant whose bug is one. The port
 (``tests/seeded_bugs/port_prepare_inputs_numpy.py``) is correct and must pass.
 """
 
@@ -91,8 +93,9 @@ def test_extreme_bugs_present(mutants):
 
 
 def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles, tmp_path):
-    """A seeded bug is caught when the fuzzer's finding is a real one: its case passes on the
-    production code the mutant edits and fails, the same way, on the mutant (``catch_problem``)."""
+    """A seeded bug is caught when the fuzzer's finding is a real one (``catch_problem``): a
+    difference (a crash only if the mutant declares its bug one), whose case passes on the
+    production code the mutant edits and fails, the same way, on the mutant."""
     m = mutants.BY_NAME[mutant]
     path = seeded_bugs_dir / f"{mutant}.py"
     if not path.exists():
