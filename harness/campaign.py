@@ -203,6 +203,8 @@ class Campaign:
                     interrupts.hold()  # a second signal must not cut the report short
                     if stats.unshrunk is not None:  # kept as found: the interrupt cut its shrinking short
                         u = stats.unshrunk
+                        u.shrink = ("not shrunk: the run was interrupted while shrinking it; "
+                                    "this is the case as first found")
                         stats.add(u)
                         saved.setdefault(id(u), self._path(u))
                     log.add(name, self._entry(name, stats, saved))

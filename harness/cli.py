@@ -231,7 +231,8 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
 def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bool, isolate: bool,
            sanitize: bool, case_timeout: float | None, limits_spec: str | None, **source_values: Any) -> None:
     """Replay corpus files or folders (default: the whole corpus) against the implementations."""
-    from .corpus import CORPUS_DIR, discover, load_entry
+    from .corpus import discover, load_entry
+    from .paths import default_corpora
     from .replay import replay_cases
     from .sources import findings_dir
     from .supervisor import supervise
@@ -241,7 +242,7 @@ def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bo
     if not sanitize:
         _needs_isolation(isolate, case_timeout, limits_spec)
     _apply_limits(limits_spec, case_timeout)
-    files = discover([Path(p) for p in paths] or [CORPUS_DIR])
+    files = discover([Path(p) for p in paths] or default_corpora())
     cases = [(f, load_entry(f)) for f in files]  # validate every file before running any
     cases = [(f, e.case, e.tier) for f, e in cases]
     source = _source(source_values)

@@ -37,7 +37,8 @@ import numpy as np
 from .case import Case
 from .errors import UserError
 from .limits import LimitExceeded, check_cost, check_file_size, check_shape
-from .paths import CORPUS_DIR
+from .paths import CORPUS_DIR as CORPUS_DIR  # the regression corpus, re-exported
+from .paths import findings_corpus
 
 if TYPE_CHECKING:
     from .check import Finding
@@ -117,9 +118,10 @@ def case_hash(case: Case) -> str:
     return hashlib.sha256(canonical_json(case).encode("ascii")).hexdigest()[:12]
 
 
-def case_path(case: Case, root: Path | str = CORPUS_DIR) -> Path:
-    """Where ``case`` is stored under ``root``: ``<root>/<kernel>/<hash12>.json``."""
-    return Path(root) / case.kernel / f"{case_hash(case)}.json"
+def case_path(case: Case, root: Path | str | None = None) -> Path:
+    """Where ``case`` is stored under ``root`` (default :func:`~.paths.findings_corpus`):
+    ``<root>/<kernel>/<hash12>.json``."""
+    return Path(findings_corpus() if root is None else root) / case.kernel / f"{case_hash(case)}.json"
 
 
 def _line(value: Any) -> str:
@@ -181,8 +183,9 @@ def finding_record(finding: Any, *, found_by: str | None = None, replay: str | N
     return rec
 
 
-def save_case(case: Case, root: Path | str = CORPUS_DIR, *, finding: Any = None) -> Path:
-    """Store ``case`` as ``<root>/<kernel>/<hash12>.json`` and return that path.
+def save_case(case: Case, root: Path | str | None = None, *, finding: Any = None) -> Path:
+    """Store ``case`` as ``<root>/<kernel>/<hash12>.json`` (default root
+    :func:`~.paths.findings_corpus`) and return that path.
 
     ``finding``: ``None``, a mapping of the ``finding`` fields, or a :class:`~.check.Finding`
     (see :func:`finding_record`). The case must load back (format and contract are checked

@@ -3,8 +3,9 @@
 Collected by the plugin when pytest is given a source option and no test path (see
 :mod:`.pytest_plugin`): every target the source defines is fuzzed in a few parts (one item
 each, so ``-n auto`` spreads them), and every case of the regression corpus of those targets is
-replayed. Findings are shrunk, reported and saved like those of ``eaglefuzz fuzz``. Imports are
-absolute: pytest may import this file under another module name.
+replayed (with the findings saved beside it: ``paths.default_corpora``). Findings are shrunk,
+reported and saved like those of ``eaglefuzz fuzz``. Imports are absolute: pytest may import
+this file under another module name.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import pytest
 from hypothesis import given, seed
 
 from eaglefuzz.harness.check import DifferenceFound, check_case
-from eaglefuzz.harness.corpus import CORPUS_DIR, load_entry
+from eaglefuzz.harness.corpus import load_entry
 from eaglefuzz.harness.fuzz import shrink_finding
+from eaglefuzz.harness.paths import default_corpora
 from eaglefuzz.harness.strategies import derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
@@ -31,8 +33,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "target_name" in metafunc.fixturenames:
         metafunc.parametrize("target_name", names)
     if "corpus_file" in metafunc.fixturenames:
-        files = [f for n in names for f in sorted((CORPUS_DIR / n).glob("*.json"))]
-        metafunc.parametrize("corpus_file", files, ids=[f"{f.parent.name}/{f.stem}" for f in files])
+        # a case in two corpora (the same name) is one item, the regression corpus's file
+        files = {f"{n}/{f.stem}": f for d in reversed(default_corpora()) for n in names
+                 for f in sorted((d / n).glob("*.json"))}
+        ids = sorted(files, key=lambda i: (names.index(i.split("/")[0]), i))
+        metafunc.parametrize("corpus_file", [files[i] for i in ids], ids=ids)
 
 
 @pytest.mark.parametrize("part", range(PARTS))

@@ -18,8 +18,13 @@ BUG = "pi_cu_read_as_exclusive"  # a seeded bug (tests/seeded_bugs/mutants.py)
 PI = "eagle_prepare_inputs_padded_kernel"
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+SHRINK_TO_THE_END = {"EAGLEFUZZ_SHRINK_BUDGET": "600"}
+"""For a test that asserts how small a shrunk case is: shrinking ends when no move helps, on any
+machine, not when a budget sized for a fast one runs out."""
+
+
+def run_cli(*args: str, cwd: Path | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **extra}
     return subprocess.run(
         [sys.executable, "-m", "eaglefuzz.harness.cli", *args],
         capture_output=True, text=True, env=env, cwd=cwd or ROOT, timeout=600, check=False,
@@ -119,12 +124,13 @@ def test_same_seed_same_report(tmp_path, capsys):
 def test_campaign_finding_lands_in_corpus_and_replays(tmp_path, mode, seeded_bugs_dir):
     bug = seeded_bugs_dir / f"{BUG}.py"
     found = run_cli("fuzz", "--kernels", str(bug), "--kernel", PI, "--examples", "200", "--mode", mode,
-                    "--corpus", str(tmp_path), "--json")
+                    "--corpus", str(tmp_path), "--json", **SHRINK_TO_THE_END)
     assert found.returncode == 1, found.stdout + found.stderr
     report = json.loads(found.stdout)
     (finding,) = report["targets"][PI]["findings"]
     entry = load_entry(finding["file"])
     assert entry.case.kernel == PI and entry.case.scalars["num_reqs"] <= 3, "the saved case is not small"
+    assert "shrinking stopped" not in finding["report"]
     assert entry.finding and "replay" in entry.finding and str(bug) in entry.finding["replay"]
     assert "cu_num_draft_tokens" in entry.finding["report"] or "token_indices_to_sample" in entry.finding["report"]
     # The replay fails while the bug is there and passes against the production kernel.
@@ -152,30 +158,75 @@ def test_shards_split_the_bulk_examples(monkeypatch):
     assert sorted(first + second) == sorted(whole)
 
 
+# A port-style kernel (anything indexable as kernel[grid](...) is one): wrong on the first case it
+# sees; from the second call on (the shrinker at work) it says so in a file and blocks until a
+# signal stops it, so the signal is sure to come while the finding is being shrunk.
+SLOW_TO_SHRINK = '''
+import os
+import time
+from pathlib import Path
+
+_calls = []
+
+
+class _Kernel:
+    __name__ = "eagle_prepare_inputs_padded_kernel"
+
+    def __getitem__(self, grid):
+        return self._run
+
+    @staticmethod
+    def _run(cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
+             token_indices_to_sample, num_rejected_tokens, num_reqs):
+        _calls.append(1)
+        if len(_calls) == 1:
+            return  # writes nothing: a difference on any case
+        Path(os.environ["SHRINKING_MARKER"]).touch()
+        while True:
+            time.sleep(0.05)
+
+
+eagle_prepare_inputs_padded_kernel = _Kernel()
+'''
+
+
 @pytest.mark.kernel
-def test_interrupted_campaign_keeps_its_finding(tmp_path, seeded_bugs_dir):
-    """SIGTERM (a timeout) while a finding is being shrunk: the finding is kept, exit 1."""
+def test_interrupted_campaign_keeps_its_finding(tmp_path):
+    """SIGTERM (a timeout) while a finding is being shrunk: the finding is kept, as first found,
+    and the report says it was not shrunk; exit 1."""
     import signal
     import time
 
-    bug = seeded_bugs_dir / "ce_rejected_positions_not_zeroed.py"
+    bug = tmp_path / "slow_to_shrink.py"
+    bug.write_text(SLOW_TO_SHRINK)
+    marker, corpus = tmp_path / "shrinking", tmp_path / "corpus"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--kernels", str(bug), "--kernel",
-         "copy_and_expand_eagle_inputs_kernel", "--examples", "500", "--corpus", str(tmp_path), "--json"],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--kernels", str(bug), "--kernel", PI,
+         "--examples", "500", "--corpus", str(corpus), "--json"],
+        stdout=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SHRINKING_MARKER": str(marker)},
     )
-    deadline = time.monotonic() + 300
-    while not list(tmp_path.rglob("*.json")) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=300)
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert marker.exists(), "the shrinker never called the kernel again"
+        assert list(corpus.rglob("*.json")), "the finding was not saved before shrinking"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 1
-    files = sorted(tmp_path.rglob("*.json"))
+    files = sorted(corpus.rglob("*.json"))
     assert files, "the finding was lost"
     report = json.loads(out)
-    kept = [f["file"] for t in report["targets"].values() for f in t["findings"]]
-    assert kept and all(Path(k) in files for k in kept)
-    assert replay_in_process(str(tmp_path), "--kernels", str(bug)) == 1
+    assert report["interrupted"] is True
+    (finding,) = report["targets"][PI]["findings"]
+    assert Path(finding["file"]) in files
+    assert "not shrunk: the run was interrupted" in finding["report"]
+    assert load_entry(finding["file"]).case.kernel == PI
+    assert replay_in_process(str(corpus), "--kernels", str(bug)) == 1
 
 
 @pytest.mark.parametrize("command", ["fuzz", "replay"])

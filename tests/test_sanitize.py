@@ -45,6 +45,13 @@ while i < len(args) and args[i].startswith("--"):
     if args[i] == "--log-file":
         log = args[i + 1]
     i += 1 if args[i] in ("--version",) else 2
+with open(os.environ["FAKE_SANITIZER_SEEN"], "a") as seen:
+    seen.write(repr((args[i:], os.environ.get("EAGLEFUZZ_WARM"))) + "\\n")
+if os.environ.get("FAKE_SANITIZER_HANG"):  # a case that never ends under the sanitizer
+    child = subprocess.Popen(["sleep", "600"])
+    with open(os.environ["FAKE_SANITIZER_HANG"], "w") as f:
+        f.write(f"{{os.getpid()}} {{child.pid}}")
+    child.wait()
 code = subprocess.call(args[i:])
 if any(os.environ["FAKE_SANITIZER_FLAG"] in a for a in args[i:]):
     with open(log, "w") as f:
@@ -73,6 +80,15 @@ def test_a_sanitizer_error_outranks_the_replays_verdict():
     assert _record("a.json", PI, 10, 0, ok, "========= ERROR SUMMARY: 0 errors\n")["status"] == "ok"
 
 
+def test_a_sanitized_process_that_dies_without_its_report_is_a_crash():
+    r = _record("a.json", PI, 10, -11, None, "", "Fatal Python error: Segmentation fault\n")
+    assert (r["status"], r["kind"]) == ("failed", "crash")
+    assert r["report"].startswith(f"{PI} failed to run: under compute-sanitizer the replay of a.json was "
+                                  "killed by signal SIGSEGV without its report")
+    assert "Segmentation fault" in r["report"]
+    assert "exited with 3" in _record("a.json", PI, 10, 3, None, "", "Traceback ...")["report"]
+
+
 @pytest.fixture
 def fake_sanitizer(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
@@ -82,6 +98,7 @@ def fake_sanitizer(tmp_path, monkeypatch):
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("FAKE_SANITIZER_SEEN", str(tmp_path / "seen.txt"))
     return exe
 
 
@@ -122,3 +139,40 @@ def test_invalid_access_is_a_finding_of_its_case(capsys, monkeypatch, tmp_path, 
     assert f"fail the same way ({PI}, {KIND}): {bad}\n" in out
     assert f"Invalid __global__ write of size 4 bytes while replaying {bad}" in out
     assert "1 passed, 1 failed" in out
+    # Each case ran in the process the sanitizer started (no worker it would not see, no warm
+    # server it would wait for).
+    seen = [eval(ln) for ln in (tmp_path / "seen.txt").read_text().splitlines()]
+    assert len(seen) == 2
+    for argv, warm in seen:
+        assert argv[:4] == [sys.executable, "-m", "eaglefuzz.harness.cli", "replay"] and "--no-isolate" in argv
+        assert warm == "0"
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_a_case_that_hangs_under_the_sanitizer_is_a_hang_and_its_processes_end(capsys, monkeypatch, tmp_path,
+                                                                                fake_sanitizer):
+    from eaglefuzz.harness import sanitize
+
+    case = sorted((ROOT / "corpus" / PI).glob("*.json"))[0]
+    pids = tmp_path / "pids"
+    monkeypatch.setenv(FAKE_ENV, "1")
+    monkeypatch.setenv("FAKE_SANITIZER_FLAG", "no file has this name")
+    monkeypatch.setenv("FAKE_SANITIZER_HANG", str(pids))
+    monkeypatch.setattr(sanitize, "START_S", 1.0)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["replay", "--sanitize", str(case), "--case-timeout", "1"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 1, out
+    assert f"FAIL {case}" in out
+    assert (f"{PI} did not finish under compute-sanitizer: replaying {case} ran past its limit of 2 s" in out
+            and "its processes were ended" in out), out
+    for pid in map(int, pids.read_text().split()):  # the sanitizer and the process it started
+        assert _gone(pid), f"process {pid} outlived the replay"

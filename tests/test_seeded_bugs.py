@@ -1,14 +1,20 @@
 """The harness catches bugs: every seeded bug of ``tests/seeded_bugs/mutants.py`` must be found.
 
 Each mutant is written as an altered copy of one production function with one realistic bug
-and loaded as a ``--kernels`` file would be; each is one test item. The port
+and loaded as a ``--kernels`` file would be; each is one test item. A finding counts only when
+it is real (``catch_problem``): its case passes on the production code and fails on the
+mutant, and it is a crash only for a mutant whose bug is one. The port
 (``tests/seeded_bugs/port_prepare_inputs_numpy.py``) is correct and must pass.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -24,6 +30,20 @@ BUG_EXAMPLES = 200
 PORT_EXAMPLES = 40
 DEFAULT_EXAMPLES = 100
 """What ``eaglefuzz fuzz`` runs by default: a bug that needs a production extreme must fall within it."""
+
+
+def _load_fuzz_one() -> ModuleType:
+    path = Path(__file__).with_name("seeded_bugs") / "fuzz_one.py"
+    spec = importlib.util.spec_from_file_location("eaglefuzz_seeded_fuzz_one", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+FUZZ_ONE = _load_fuzz_one()
+"""``tests/seeded_bugs/fuzz_one.py``: fuzz a mutant and replay its finding (here or in a child)."""
 
 pytestmark = [
     pytest.mark.kernel,
@@ -72,43 +92,49 @@ def test_extreme_bugs_present(mutants):
         assert m.extreme in TARGETS[m.target].extremes, (m.name, m.extreme)
 
 
-def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles):
+def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles, tmp_path):
+    """A seeded bug is caught when the fuzzer's finding is a real one (``catch_problem``): a
+    difference (a crash only if the mutant declares its bug one), whose case passes on the
+    production code the mutant edits and fails, the same way, on the mutant."""
+    m = mutants.BY_NAME[mutant]
     path = seeded_bugs_dir / f"{mutant}.py"
     if not path.exists():
-        m = mutants.BY_NAME[mutant]
         try:
             mutants.module_file(m.module)
         except mutants.ModuleUnavailable as exc:
             pytest.skip(f"{mutant}: {exc}")
-    seed = derive_seed(fuzz_seed, mutant)
-    if backend.compiled:
-        # A device-side assert leaves the CUDA context unusable for the rest of its process.
-        found = _fuzz_in_child(path, seed)
-    else:
-        impls, names = overridden(path)
-        stats = fuzz_target(names[0], impls, backend.device, scale, seed=seed, examples=BUG_EXAMPLES, shrink=False)
-        f = stats.findings[0] if stats.findings else None
-        found = {
-            "names": names, "examples": stats.examples, "features": sorted(stats.features),
-            "finding": f and {"kind": f.kind, "origin_file": f.origin.file, "report": f.report(),
-                              "features": sorted(TARGETS[names[0]].features_of(f.case))},
-        }
-    assert found["names"] == [mutants.BY_NAME[mutant].target]
-    finding = found["finding"]
-    if finding is None:
-        pytest.fail(
-            f"seeded bug not found in {found['examples']} examples: {first_doc_line(path)} ({mutant}); "
-            f"features seen: {', '.join(found['features'])}"
-        )
-    assert finding["kind"] in ("difference", "crash"), finding["report"]
-    assert finding["origin_file"] == str(path.resolve())
-    extreme = mutants.BY_NAME[mutant].extreme
-    if extreme:  # caught by a default run, on a case at that extreme
-        assert found["examples"] <= DEFAULT_EXAMPLES, f"{mutant} found only after {found['examples']} examples"
-        assert extreme in finding["features"], finding["report"]
+    found = hunt(m, path, derive_seed(fuzz_seed, mutant), BUG_EXAMPLES, backend, scale, tmp_path)
+    problem = catch_problem(m, path, found)
+    if problem:
+        pytest.fail(problem, pytrace=False)
 
 
-def _fuzz_in_child(path: Path, seed: int) -> dict:
+def hunt(m, path: Path, seed: int, examples: int, backend, scale, tmp: Path) -> dict:
+    """``fuzz_one.hunt`` of mutant ``m`` (written at ``path``): in this process under the
+    interpreter; compiled, in child processes (a device-side assert leaves the CUDA context
+    unusable for the rest of its process), with a fresh one for whatever a fatal crash left
+    undone (the rest of the probe, the replay of the finding)."""
+    probe_from = 0 if m.crash else FUZZ_ONE.NO_PROBE
+    if not backend.compiled:
+        return FUZZ_ONE.hunt(path, m.module, seed, examples, backend.device, scale, probe_from)
+    fatal = []
+    while True:
+        found = _child("hunt", path, m.module, seed, examples, "--probe-from", probe_from)
+        probe = found["probe"]
+        if not (probe and "fatal" in probe):
+            break
+        fatal.append(f"seed {probe['fatal']}: {probe['crash']}")
+        probe_from = probe["fatal"] + 1
+    if probe and probe["ran"] is None:
+        probe["crashes"] = fatal + probe["crashes"]
+    if found["finding"] is not None and found["replay"] is None:  # the finding's crash was fatal
+        case_file = tmp / "finding.json"
+        case_file.write_text(found["case"])
+        found["replay"] = _child("replay", path, m.module, case_file)
+    return found
+
+
+def _child(*args) -> dict:
     import json
     import os
     import subprocess
@@ -117,11 +143,118 @@ def _fuzz_in_child(path: Path, seed: int) -> dict:
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(
-        [sys.executable, str(Path(__file__).parent / "seeded_bugs" / "fuzz_one.py"), str(path), str(seed), str(BUG_EXAMPLES)],
+        [sys.executable, FUZZ_ONE.__file__, *map(str, args), "--backend", "cuda"],
         capture_output=True, text=True, env=env, timeout=900, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def catch_problem(m, path: Path, found: dict) -> str | None:
+    """Why ``found`` (a :func:`hunt` result) is no catch of seeded bug ``m``; ``None`` when it is.
+
+    A catch is a finding of the fuzzer on the mutant at ``path`` (within the default run's
+    examples, on a case with ``m.extreme``, for a bug that needs an extreme) that is a
+    ``difference``, or a ``crash`` when ``m.crash`` says the bug is one; whose case passes on
+    the production code ``m.module`` names; and whose case, replayed, fails on the mutant the
+    same way. A mutant that declares a crash must also run (without raising) on one of the
+    small probe cases: one that raises on every case is broken, not a crash bug.
+    """
+    if found["names"] != [m.target]:
+        return f"{m.name}: {path.name} defines {', '.join(found['names'])}, not {m.target}"
+    f = found["finding"]
+    if f is None:
+        return (f"seeded bug not found in {found['examples']} examples: {first_doc_line(path)} ({m.name}); "
+                f"features seen: {', '.join(found['features'])}")
+    if f["origin_file"] != str(path.resolve()):
+        return f"{m.name}: the finding is about {f['origin_file']}, not the mutant {path}"
+    if f["kind"] == "crash" and not m.crash:
+        return (f"{m.name}: caught only by a crash ({f['crash']}), and its bug is not declared a crash: a mutant "
+                f"that raises where it should give wrong values is broken, not caught. Make its edit run and "
+                f"give wrong values, or declare crash=True if the bug itself is a crash.\n{f['report']}")
+    if f["kind"] not in ("difference", "crash"):
+        return f"{m.name}: the finding is a {f['kind']}, not a difference:\n{f['report']}"
+    probe = found["probe"]
+    if m.crash and (probe is None or probe["ran"] is None):
+        crashes = "\n  ".join((probe or {}).get("crashes", ["(not probed)"]))
+        return (f"{m.name} declares crash=True but raises on every one of the {FUZZ_ONE.PROBE_CASES} small probe "
+                f"cases: a broken mutant, not a crash bug (a crash bug raises only where its bug shows):\n  {crashes}")
+    replay = found["replay"]
+    if replay["production"] is not None:
+        return (f"{m.name}: the finding's case fails on the production code too ({m.module}), so it is not a "
+                f"catch of the seeded bug:\n{replay['production']['report']}")
+    if replay["mutant"] is None:
+        return (f"{m.name}: the finding's case passes on the mutant when replayed: the finding does not "
+                f"reproduce, so it is not a catch:\n{f['report']}")
+    if replay["mutant"]["kind"] != f["kind"]:
+        return (f"{m.name}: the finding was a {f['kind']}, its case replays on the mutant as a "
+                f"{replay['mutant']['kind']}:\n{replay['mutant']['report']}")
+    if m.extreme:  # caught by a default run, on a case at that extreme
+        if found["examples"] > DEFAULT_EXAMPLES:
+            return f"{m.name} found only after {found['examples']} examples (a default run has {DEFAULT_EXAMPLES})"
+        if m.extreme not in f["features"]:
+            return f"{m.name}: found on a case without its extreme {m.extreme}:\n{f['report']}"
+    return None
+
+
+# -- the rule can fail: findings that are no catch ------------------------------------------------
+# Fakes of extend_all_queries_by_N (a Python target: a finding in a few cheap examples).
+FAKE_EXAMPLES = 20
+
+
+def fake(mutants, name: str, bug: str, *edits, crash: bool = False):
+    return mutants.Mutant(name, "extend_all_queries_by_N", bug, tuple(edits), crash=crash)
+
+
+@pytest.mark.parametrize("declared", [False, True], ids=["undeclared", "declared_a_crash"])
+def test_a_mutant_that_raises_on_every_case_is_not_caught(declared, mutants, backend, scale, warm_oracles, tmp_path):
+    """A crash finding of a mutant that raises whatever the case is no catch: not when its bug
+    is not declared a crash, and not when it is (it must then run on one of the probe cases)."""
+    m = fake(mutants, "fake_raises_always", "extend_all_queries_by_N: the slot mapping is passed under a field "
+             "name the metadata does not have (raises on every case)",
+             ("slot_mapping=new_slot_mapping,", "slot_mappings=new_slot_mapping,"), crash=declared)
+    path = mutants.write(m, tmp_path / "bugs")
+    found = hunt(m, path, 0, FAKE_EXAMPLES, backend, scale, tmp_path)
+    assert found["finding"]["kind"] == "crash", found["finding"]["report"]
+    problem = catch_problem(m, path, found)
+    if declared:
+        assert problem and "raises on every one of the 10 small probe cases" in problem, problem
+        assert "TypeError" in problem, problem
+    else:
+        assert problem and "caught only by a crash (TypeError" in problem, problem
+
+
+def test_a_finding_that_does_not_replay_on_the_mutant_is_not_caught(mutants, backend, scale, warm_oracles, tmp_path):
+    """A mutant that behaves as production but on its first call: its finding (that first call)
+    does not fail when replayed, so it is no catch."""
+    m = fake(mutants, "fake_wrong_once", "extend_all_queries_by_N: max_seq_len one too large on the first call only",
+             ("    cad = common_attn_metadata\n",
+              "    cad = common_attn_metadata\n    global _calls\n    _calls = globals().get('_calls', 0) + 1\n"),
+             ("max_seq_len=cad.max_seq_len + N,", "max_seq_len=cad.max_seq_len + N + (_calls == 1),"))
+    path = mutants.write(m, tmp_path / "bugs")
+    found = hunt(m, path, 0, FAKE_EXAMPLES, backend, scale, tmp_path)
+    assert found["finding"]["kind"] == "difference", found
+    problem = catch_problem(m, path, found)
+    assert problem and "passes on the mutant when replayed" in problem, problem
+
+
+def test_a_finding_that_fails_on_production_too_is_not_caught(mutants, backend, scale, warm_oracles, tmp_path):
+    """A finding whose case fails on the code the mutant edits is no catch of the seeded bug: here
+    the "production" named is the mutant itself."""
+    m = mutants.BY_NAME["extend_max_seq_len_kept"]
+    path = mutants.write(m, tmp_path / "bugs")
+    m = dataclasses.replace(m, module=f"file:{path}")
+    found = hunt(m, path, 0, FAKE_EXAMPLES, backend, scale, tmp_path)
+    problem = catch_problem(m, path, found)
+    assert problem and "fails on the production code too" in problem, problem
+
+
+def test_a_mutant_identical_to_production_is_not_caught(mutants, backend, scale, warm_oracles, tmp_path):
+    m = fake(mutants, "fake_no_bug", "extend_all_queries_by_N as production has it")
+    path = mutants.write(m, tmp_path / "bugs")
+    found = hunt(m, path, 0, FAKE_EXAMPLES, backend, scale, tmp_path)
+    problem = catch_problem(m, path, found)
+    assert problem and problem.startswith(f"seeded bug not found in {FAKE_EXAMPLES} examples"), problem
 
 
 def test_port_passes(backend, scale, fuzz_seed, warm_oracles):
@@ -151,7 +284,9 @@ SHRUNK = [
 
 
 @pytest.mark.parametrize(("stem", "region"), SHRUNK, ids=[s for s, _ in SHRUNK])
-def test_shrunk_reproducer_is_small(stem, region, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles):
+def test_shrunk_reproducer_is_small(stem, region, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles,
+                                    monkeypatch):
+    monkeypatch.setenv("EAGLEFUZZ_SHRINK_BUDGET", "600")  # shrunk to the end on any machine, not to a budget
     path = seeded_bugs_dir / f"{stem}.py"
     impls, (name,) = overridden(path)
     stats = fuzz_target(
@@ -161,6 +296,7 @@ def test_shrunk_reproducer_is_small(stem, region, seeded_bugs_dir, backend, scal
     assert stats.findings, f"seeded bug not found: {first_doc_line(path)}"
     finding = stats.findings[0]
     case = finding.case
+    assert not finding.shrink, finding.shrink
     assert requests_of(case) <= 2, case
     token_arrays = {n: a for n, a in case.arrays.items() if "token_ids" in n}
     assert token_arrays

