@@ -39,6 +39,8 @@ _CANDIDATES = (-0x5A5A5A5B, 0x5A5A5A5A, -0x21524111, 0x3EADBEEF, -0x0BADF00D, 0x
 """Sentinel candidates for integer buffers: odd values that generated cases rarely contain."""
 
 _POISON = {np.dtype(np.int32): 0x4B4B4B4B, np.dtype(np.int64): 0x4B4B4B4B4B4B4B4B}
+POISONS = frozenset(_POISON.values())
+"""What the guard bands of integer inputs hold: an output holding one read outside an input."""
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:

@@ -294,8 +294,7 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
             "untested": dict(impls.untested),
         }, indent=2))
     else:
-        click.echo(f"eaglefuzz audit of {source.describe()} ({b.name}), seed {seed}, {examples} examples per tier "
-                   "(drawn from each tier's strategy, counted by the tier each case lies in)")
+        click.echo(f"eaglefuzz audit of {source.describe()} ({b.name}), seed {seed}, {examples} examples per tier")
         for r in results:
             tiers = ", ".join(f"{t} {n}" for t, n in r.searched.items())
             short = [t for t, n in r.searched.items() if n < examples]

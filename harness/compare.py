@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .buffers import raw
+from .buffers import POISONS, raw
 
 Locator = Callable[[str, int], tuple[int | None, str]]
 """Maps ``(array, index)`` to ``(request, region)``; indices are relative to the buffer start."""
@@ -34,9 +34,11 @@ class Difference:
     versus: str
     sentinel: int | None = None
 
-    def _value(self, value: object, unset: str) -> str:
+    def _value(self, value: object, unset: str, *, actual: bool = False) -> str:
         if self.sentinel is not None and value == self.sentinel:
             return f"{unset} (sentinel {value!r})"
+        if actual and self.sentinel is not None and value in POISONS:  # an output holding an input's guard fill
+            return f"{value!r} (the poison of the inputs' guard bands: read outside an input)"
         return repr(value)
 
     def describe(self) -> str:
@@ -44,7 +46,7 @@ class Difference:
         req = "" if self.request is None else f" request {self.request}"
         return (
             f"{where}{req} ({self.region}): expected {self._value(self.expected, 'untouched')}, "
-            f"actual {self._value(self.actual, 'never written')}  [vs {self.versus}]"
+            f"actual {self._value(self.actual, 'never written', actual=True)}  [vs {self.versus}]"
         )
 
     def to_json(self) -> dict[str, object]:

@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from eaglefuzz.harness import cli
@@ -391,6 +392,20 @@ def test_a_never_written_element_says_so(tmp_path, mutants, backend):
     assert missing[0].describe() in finding.report()
     records = [d for d in finding.to_json()["differences"] if d["array"] == "num_rejected_tokens"]
     assert records and all(d["never_written"] and d["actual"] == d["sentinel"] for d in records)
+
+
+def test_an_output_holding_an_inputs_poison_says_so():
+    from eaglefuzz.harness.buffers import poison
+    from eaglefuzz.harness.compare import compare_arrays
+
+    read = poison(np.dtype(np.int64))
+    expected, actual = np.array([0, 1, 7], dtype=np.int64), np.array([read, read + 1, -0x5A5A5A5B], dtype=np.int64)
+    d = compare_arrays("out_positions", expected, actual, locate=lambda a, i: (0, "bonus slot"), versus="oracle",
+                       sentinel=-0x5A5A5A5B)
+    assert d[0].describe().endswith(f"actual {read} (the poison of the inputs' guard bands: read outside an input)"
+                                    "  [vs oracle]")
+    assert "poison" not in d[1].describe()  # not the poison itself: no guess
+    assert "actual never written (sentinel -1515870811)" in d[2].describe()
 
 
 # -- 10, 16: the text report and the progress lines -------------------------------------------------------------
