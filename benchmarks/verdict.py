@@ -54,7 +54,7 @@ def run_timed(args: list[str], timeout: float = 600.0) -> dict:
 
     def pump() -> None:
         for line in proc.stderr:
-            if not first and " 1 examples" in line:
+            if not first and ": 1 example, " in line:
                 first.append(time.monotonic() - t0)
             err.append(line)
 
