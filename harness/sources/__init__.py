@@ -227,30 +227,14 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
         extras.update(extra)
         hint = ""
         if extra and not missing_params:
-            defaults = binding.defaults_of(impl)
-            values = {p: params[p] if p in params else defaults[p] for p in extra if p in params or p in defaults}
-            if len(values) == len(extra):
-                funcs[n] = binding.bind(impl, target.parameters or (), values, kernel=target.kind == "triton kernel")
-                origin[n] = dataclasses.replace(origin[n], params=binding.format_params(values))
-                own = {p: v for p, v in values.items() if p not in params}
-                given = {p: v for p, v in values.items() if p in params}
-                said = "; ".join(x for x in (
-                    f"its defaults {binding.format_params(own)}" if own else "",
-                    f"--param {binding.format_params(given)}" if given else "") if x)
-                notes.append(f"{n}: extra parameters {', '.join(extra)} beyond the contract's, tested with {said}"
-                             + ("; --param NAME=VALUE tests another value" if own else ""))
+            bound = binding.resolve(n, impl, target.parameters or (), extra, params,
+                                    kernel=target.kind == "triton kernel", path=_module_path(base))
+            if bound.impl is not None:
+                funcs[n] = bound.impl
+                origin[n] = dataclasses.replace(origin[n], params=binding.format_params(bound.values))
+                notes.append(bound.said)
                 continue
-            lacking = [p for p in extra if p not in values]
-            path = getattr(base, "path", None)
-            if path is None and callable(getattr(base, "module_file", None)):
-                path = base.module_file()
-            found, where = binding.suggested_values(path, n, lacking)
-            if len(found) == len(lacking):
-                hint = (f"to test it with the defaults of {where} in that file: "
-                        + " ".join(binding.param_args({p: found[p] for p in lacking})))
-            else:
-                hint = ("to test it, bind them to the values that make it the contract's: "
-                        + " ".join(f"--param {p}=VALUE" for p in lacking))
+            hint = bound.said
         untested[n] = interface_problem(n, impl, target.parameters, origin[n].file, hint) or ""
         del funcs[n]
     unused = [p for p in params if p not in extras]
@@ -261,6 +245,14 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
     if untested and not funcs:
         raise InterfaceMismatch("\n".join(untested.values()))
     return Implementations(funcs, {n: origin[n] for n in funcs}, source, tuple(notes), untested)
+
+
+def _module_path(source: Source) -> Path | None:
+    """The file a source's implementations are read from, where it has one."""
+    path = getattr(source, "path", None)
+    if path is None and callable(getattr(source, "module_file", None)):
+        path = source.module_file()
+    return path
 
 
 def device_for(source: Source | None, backend_device: str) -> str:

@@ -20,6 +20,7 @@ import dataclasses
 import inspect
 import keyword
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,41 @@ def bind(impl: Any, contract: Sequence[str], values: Mapping[str, Any], *, kerne
     """``impl`` taking the contract's parameters ``contract``, its extra ones bound to
     ``values``: launched as ``impl[grid](...)`` when ``kernel``, else called."""
     return (BoundKernel if kernel else BoundFunction)(impl, contract, values)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What :func:`resolve` made of a function's extra parameters: ``impl`` bound to ``values``
+    and a note saying so, or (``impl`` ``None``: some have no value) a hint saying how to bind them."""
+
+    impl: Any
+    values: dict[str, Any]
+    said: str
+
+
+def resolve(name: str, impl: Any, contract: Sequence[str], extra: Sequence[str], params: Mapping[str, Value],
+            *, kernel: bool, path: Path | None) -> Resolution:
+    """Bind target ``name``'s ``impl``, whose parameters are ``contract`` plus ``extra``, when
+    every extra one has a value in ``params`` or a default of its own; else say how to run it,
+    with the defaults of the file's other functions (``path``) where they have them."""
+    defaults = defaults_of(impl)
+    values = {p: params[p] if p in params else defaults[p] for p in extra if p in params or p in defaults}
+    if len(values) == len(extra):
+        own = {p: v for p, v in values.items() if p not in params}
+        given = {p: v for p, v in values.items() if p in params}
+        said = "; ".join(x for x in (f"its defaults {format_params(own)}" if own else "",
+                                     f"--param {format_params(given)}" if given else "") if x)
+        note = (f"{name}: extra parameters {', '.join(extra)} beyond the contract's, tested with {said}"
+                + ("; --param NAME=VALUE tests another value" if own else ""))
+        return Resolution(bind(impl, contract, values, kernel=kernel), values, note)
+    lacking = [p for p in extra if p not in values]
+    found, where = suggested_values(path, name, lacking)
+    if len(found) == len(lacking):
+        hint = f"to test it with the defaults of {where} in that file: " + " ".join(param_args(found))
+    else:
+        hint = ("to test it, bind them to the values that make it the contract's: "
+                + " ".join(f"--param {p}=VALUE" for p in lacking))
+    return Resolution(None, values, hint)
 
 
 def suggested_values(path: Path | None, function: str, names: Sequence[str]) -> tuple[dict[str, Value], str]:
