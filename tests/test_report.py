@@ -44,6 +44,15 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
     return exc.value.code, out, err
 
 
+def keep_session_env(monkeypatch) -> None:
+    """Undo, after the test, what a pytest session run in this process sets in the environment."""
+    for key in ("NUMBA_CACHE_DIR", "EAGLEFUZZ_NUMBA_CACHE_BASE", "EAGLEFUZZ_JOURNAL_DIR"):
+        if key in os.environ:
+            monkeypatch.setenv(key, os.environ[key])
+        else:
+            monkeypatch.delenv(key, raising=False)
+
+
 def replace_once(text: str, old: str, new: str) -> str:
     assert text.count(old) == 1, f"the production code changed: {old!r}"
     return text.replace(old, new)
@@ -102,6 +111,13 @@ def test_an_interface_verdict_stops_its_target_alone(tmp_path, mutants, capsys):
     assert doc["targets"][PI]["implementation"].endswith("[with use_index_clamp=False]")
     assert any(f"{PI}: extra parameters use_index_clamp" in n and "--param use_index_clamp=False" in n
                for n in doc["notes"])
+    # a replay too: the cases of the other targets are replayed, those of PI are not, and say why
+    code, out, err = run(capsys, "replay", str(ROOT / "corpus" / PI), str(ROOT / "corpus" / NT),
+                         "--kernels", str(clean), "--no-isolate")
+    cases = len(list((ROOT / "corpus" / PI).glob("*.json")))
+    assert code == 2, out + err
+    assert f"not replayed: {cases} case(s) of {PI}: {clean}: {PI} has another interface" in out
+    assert f"{len(list((ROOT / 'corpus' / NT).glob('*.json')))} passed, 0 failed" in out
     # a --param that nothing under test has is one line, exit 2
     code, out, err = run(capsys, *args, "--param", "dcp_rank=0")
     assert code == 2 and err.count("\n") == 1 and "--param dcp_rank: no implementation under test" in err
@@ -358,16 +374,24 @@ def test_pytest_on_a_corrupt_case_gives_the_line_replay_gives(tmp_path, capsys, 
     code, _, err = run(capsys, "replay", "garbage.json")
     assert code == 2 and err.startswith("eaglefuzz: error: garbage.json: line 1")
     line = err.strip().removeprefix("eaglefuzz: error: ")
-    for key in ("NUMBA_CACHE_DIR", "EAGLEFUZZ_NUMBA_CACHE_BASE", "EAGLEFUZZ_JOURNAL_DIR"):  # what a session sets
-        if key in os.environ:
-            monkeypatch.setenv(key, os.environ[key])
-        else:
-            monkeypatch.delenv(key, raising=False)
+    keep_session_env(monkeypatch)
     # pytest in this process (its plugin is loaded already): what `pytest garbage.json` prints
     assert pytest.main(["garbage.json", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]) == 1
     out = capsys.readouterr().out
     assert "not found" not in out and "Traceback" not in out
     assert f"\n{line}\n" in out, out
+
+
+def test_pytest_on_a_case_of_an_untested_target_fails_with_its_verdict(tmp_path, mutants, capsys, monkeypatch):
+    clean = fork_module(tmp_path, mutants, nt_bug=False)
+    case = sorted((ROOT / "corpus" / PI).glob("*.json"))[0]
+    keep_session_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert pytest.main([str(case), "--kernels", str(clean), "-q", "-p", "no:cacheprovider"]) == 1
+    out = capsys.readouterr().out
+    assert f"{clean}: {PI} has another interface than the contract's (extra use_index_clamp)" in out
+    assert "eaglefuzz: not tested" in out  # the session's summary says it too
 
 
 # -- 9: a never-written element ---------------------------------------------------------------------------------
