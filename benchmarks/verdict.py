@@ -111,8 +111,9 @@ def verdict_table(only: list[str] | None, repeat: int, mode: str = "") -> str:
     bug_dir = Path(tempfile.mkdtemp(prefix="eaglefuzz-verdict-"))
     lines = [f"Time to verdict: `eaglefuzz fuzz --kernels BUG --kernel K --json`, whole command, wall clock; "
              f"median of {repeat} run(s); {mode}; {_load()} at the start.", "",
-             "| seeded bug | needs | target | exit | examples | verdict (s) | first example (s) | shrunk to requests | shrinking |",
-             "|---|---|---|---:|---:|---:|---:|---:|---|"]
+             "| seeded bug | needs | target | exit | examples | shrink attempts | verdict (s) | first example (s) | "
+             "shrunk to requests | shrinking |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     print("\n".join(lines), flush=True)
     times: dict[bool, list[float]] = {True: [], False: []}
     for m in chosen:
@@ -123,11 +124,11 @@ def verdict_table(only: list[str] | None, repeat: int, mode: str = "") -> str:
             runs.append(run_timed(["fuzz", "--kernels", str(path), "--kernel", m.target, "--corpus", str(corpus), "--json"]))
         runs.sort(key=lambda r: r["wall"])
         r = runs[len(runs) // 2]
-        examples, requests, note = "?", "?", ""
+        examples, shrinks, requests, note = "?", "?", "?", ""
         try:
             doc = json.loads(r["stdout"])
             t = doc["targets"][m.target]
-            examples = t["examples"]
+            examples, shrinks = t["examples"], t.get("shrink_attempts", "?")
             f = t["findings"][0]
             requests = _requests(load_case(f["file"]))
             note = "stopped at its budget" if "shrinking stopped" in f["report"] else "done"
@@ -135,7 +136,7 @@ def verdict_table(only: list[str] | None, repeat: int, mode: str = "") -> str:
             note = (r["stderr"].strip().splitlines() or ["no output"])[-1][:80]
         times[bool(m.extreme)].append(r["wall"])
         first = f"{r['first']:.1f}" if r["first"] is not None else "-"
-        row = (f"| `{m.name}` | {m.extreme or '-'} | `{m.target}` | {r['code']} | {examples} | {r['wall']:.1f} | "
+        row = (f"| `{m.name}` | {m.extreme or '-'} | `{m.target}` | {r['code']} | {examples} | {shrinks} | {r['wall']:.1f} | "
                f"{first} | {requests} | {note} |")
         lines.append(row)
         print(row, flush=True)
