@@ -72,14 +72,14 @@ def test_extreme_bugs_present(mutants):
         assert m.extreme in TARGETS[m.target].extremes, (m.name, m.extreme)
 
 
-def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles):
+def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles, needs):
     path = seeded_bugs_dir / f"{mutant}.py"
     if not path.exists():
         m = mutants.BY_NAME[mutant]
         try:
             mutants.module_file(m.module)
         except mutants.ModuleUnavailable as exc:
-            pytest.skip(f"{mutant}: {exc}")
+            needs.unavailable("offline", f"{mutant}: {exc}")
     seed = derive_seed(fuzz_seed, mutant)
     if backend.compiled:
         # A device-side assert leaves the CUDA context unusable for the rest of its process.
