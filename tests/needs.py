@@ -80,7 +80,7 @@ def unavailable(key: str, detail: str) -> NoReturn:
     reason = f"{category.description}: {detail}"
     if in_ci() and not category.in_ci:
         pytest.fail(f"CI=true, so this is a failure, not a skip: {reason}", pytrace=False)
-    pytest.skip(reason)
+    raise pytest.skip.Exception(reason, _use_item_location=True)  # -rs names the test, not this line
 
 
 def release_files(version: str | None = None) -> Path:

@@ -115,3 +115,52 @@ def test_ci_passes_a_run_whose_skips_are_all_expected(tmp_path):
     proc = nested(tmp_path, TESTS, True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert summary(proc.stdout) == {"gpu": 3, "vllm": 1}
+
+
+# -- the helpers tests call ----------------------------------------------------------------------
+
+
+def _pip_fails(monkeypatch, tmp_path, text: str) -> None:
+    from eaglefuzz.harness.sources import wheels
+
+    monkeypatch.setenv("EAGLEFUZZ_WHEELS", str(tmp_path))
+    monkeypatch.setattr(wheels.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, "", text))
+
+
+OFFLINE_PIP = "ERROR: Could not find a version that satisfies the requirement vllm==9.5.1 (from versions: none)\n"
+NO_SUCH_RELEASE = "ERROR: Could not find a version that satisfies the requirement vllm==9.5.1 (from versions: 0.33.0)\n"
+
+
+@pytest.mark.parametrize("ci", [False, True], ids=["local", "CI"])
+def test_a_release_that_cannot_be_fetched_skips_or_fails_under_ci(needs, monkeypatch, tmp_path, ci):
+    _pip_fails(monkeypatch, tmp_path, OFFLINE_PIP)
+    if ci:
+        monkeypatch.setenv("CI", "true")
+    else:
+        monkeypatch.delenv("CI", raising=False)
+    expected = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(expected, match=r"needs the package index \(not cached, and it cannot be reached\): vLLM 9\.5\.1: "):
+        needs.release_files("9.5.1")
+
+
+def test_a_release_that_does_not_exist_is_an_error_not_a_skip(needs, monkeypatch, tmp_path):
+    from eaglefuzz.harness.sources import wheels
+
+    _pip_fails(monkeypatch, tmp_path, NO_SUCH_RELEASE)
+    with pytest.raises(wheels.FetchFailed):
+        needs.release_files("9.5.1")
+
+
+def test_a_mutant_of_a_release_skips_only_for_a_fetch_failure(mutants, monkeypatch, tmp_path):
+    from eaglefuzz.harness.sources import vllm as vsrc
+
+    _pip_fails(monkeypatch, tmp_path, OFFLINE_PIP)
+    with pytest.raises(mutants.ModuleUnavailable, match="cannot fetch the wheel"):
+        mutants.module_file("vllm-release:9.5.1")
+
+    def broken(version: str) -> Path:
+        raise RuntimeError("a bug of the release source")
+
+    monkeypatch.setattr(vsrc, "release_module_file", broken)
+    with pytest.raises(RuntimeError, match="a bug of the release source"):  # surfaces: not a skip
+        mutants.module_file("vllm-release:9.5.1")
