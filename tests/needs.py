@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -133,9 +132,8 @@ def gpu(detail: str = "") -> None:
 class SkipTally:
     """Counts the run's skips by category; prints them; under CI fails a run with unexpected ones."""
 
-    def __init__(self, config: pytest.Config, ci: Callable[[], bool] = in_ci) -> None:
+    def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.ci = ci
         self.reasons: Counter[tuple[str, str]] = Counter()
         """(category key, reason) -> skips."""
 
@@ -165,20 +163,25 @@ class SkipTally:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if hasattr(self.config, "workerinput"):
             return  # an xdist worker: the controller counts
-        if self.ci() and self.unexpected() and session.exitstatus == pytest.ExitCode.OK:
+        if in_ci() and self.unexpected() and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        by_key = Counter()
+        by_key: Counter[str] = Counter()
         for (key, _), n in self.reasons.items():
             by_key[key] += n
-        total = sum(by_key.values())
-        terminalreporter.write_sep("-", f"skips by reason: {total}")
+        ci = in_ci()
+        write = terminalreporter.write_line
+        terminalreporter.write_sep("-", f"skips by reason: {sum(by_key.values())}")
         for key, n in sorted(by_key.items(), key=lambda kv: (-kv[1], kv[0])):
-            what = EXPECTED[key].description if key in EXPECTED else "no expected reason"
-            terminalreporter.write_line(f"{n:5d}  {key}: {what}")
-        unexpected = self.unexpected()
-        if unexpected:
-            head = "CI=true: these skips fail the run" if self.ci() else "would fail under CI=true"
-            for reason, n in sorted(unexpected.items()):
-                terminalreporter.write_line(f"{n:5d}  {head}: {reason}", red=self.ci())
+            if key == OTHER:
+                continue
+            category = EXPECTED[key]
+            note = ""
+            if not category.in_ci:
+                note = ": CI=true, so these fail the run" if ci else ": these fail the run under CI=true"
+            write(f"{n:5d}  {key}: {category.description}{note}", red=bool(note) and ci)
+        for (key, reason), n in sorted(self.reasons.items()):
+            if key == OTHER:
+                head = "CI=true, so these fail the run" if ci else "these would fail the run under CI=true"
+                write(f"{n:5d}  {OTHER} (no expected reason; {head}): {reason}", red=ci)
