@@ -314,7 +314,8 @@ def fetch_members(dist: str, version: str, members: Sequence[str],
     An earlier extraction that was asked for every one of ``members`` is used as it is, with no
     network; else the wheel is fetched (:func:`fetch_wheel`), everything asked for so far is
     taken out, and the wheel is deleted unless ``keep_wheel`` (default: ``$EAGLEFUZZ_KEEP_WHEELS``
-    set, or the wheel was in the cache before). Raises :class:`FetchFailed` (one line).
+    set, or the wheel was in the cache before; a file already taken out is not taken again).
+    Raises :class:`FetchFailed` (one line) when the fetch fails or a failed one is remembered.
     """
     out = extraction_dir(dist, version)
     done = _manifest(out)
