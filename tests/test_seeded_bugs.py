@@ -92,7 +92,8 @@ def test_extreme_bugs_present(mutants):
         assert m.extreme in TARGETS[m.target].extremes, (m.name, m.extreme)
 
 
-def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles, tmp_path):
+def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles, tmp_path,
+                             needs):
     """A seeded bug is caught when the fuzzer's finding is a real one (``catch_problem``): a
     difference (a crash only if the mutant declares its bug one), whose case passes on the
     production code the mutant edits and fails, the same way, on the mutant."""
@@ -102,7 +103,7 @@ def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, f
         try:
             mutants.module_file(m.module)
         except mutants.ModuleUnavailable as exc:
-            pytest.skip(f"{mutant}: {exc}")
+            needs.unavailable("offline", f"{mutant}: {exc}")
     found = hunt(m, path, derive_seed(fuzz_seed, mutant), BUG_EXAMPLES, backend, scale, tmp_path)
     problem = catch_problem(m, path, found)
     if problem:

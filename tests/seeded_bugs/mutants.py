@@ -67,7 +67,8 @@ class Mutant:
 
 
 class ModuleUnavailable(LookupError):
-    """The module a mutant edits cannot be had here (a release's file not fetched, no network)."""
+    """The module a mutant edits cannot be had here (a release's file not cached, and the package
+    index cannot be reached)."""
 
 
 # Release modules already on this machine (read, never copied into the repository).
@@ -79,12 +80,15 @@ def release_module_file(version: str) -> Path:
     eaglefuzz has it (``harness.sources.vllm.release_module_file``), else a local copy."""
     try:
         from eaglefuzz.harness.sources.vllm import release_module_file as from_source
+        from eaglefuzz.harness.sources.wheels import FetchFailed
     except ImportError:
         from_source = None
     if from_source is not None:
         try:
             return Path(from_source(version))
-        except Exception as exc:  # noqa: BLE001 - no wheel and no network: say why, skip
+        except FetchFailed as exc:  # anything else is a real error
+            if not exc.offline:
+                raise
             raise ModuleUnavailable(f"vLLM {version}'s module: {exc}") from None
     path = LOCAL_RELEASE_FILES.get(version)
     if path is None or not path.is_file():
