@@ -9,7 +9,7 @@ folder as a user runs it (default options, default shrink budget); the whole com
 clock; the reproducer the report prints, pasted into a file and run with ``python`` against
 the buggy file (it must fail) and, its ``source=`` removed, against the bundled production
 copy (it must pass). ``--plugin``: ``pytest --kernels BUG.py -n auto`` against the same
-``eaglefuzz fuzz`` for one ordinary seeded bug and one that needs more than 1024 requests.
+``eaglefuzz fuzz`` for two ordinary seeded bugs and one that needs more than 1024 requests.
 
 Everything runs with this checkout first on ``PYTHONPATH`` (copy the file into another
 checkout to time that one), warm servers on in a folder of the session's own (one is up
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 MANY = ("beyond_1024_requests", "rp_past_32767")
 """The extremes that need more than 1024 requests."""
-PLUGIN_BUGS = ("pi_rejected_missing_plus_one", "pi_grid_capped_at_1024")
+PLUGIN_BUGS = ("pi_rejected_missing_plus_one", "ce_positions_shifted", "pi_grid_capped_at_1024")
 HEAD = "reproduce (paste into a file and run it with python"
 
 
@@ -80,17 +80,34 @@ def _stop(warm_dir: Path) -> None:
 
 
 def reproducer_of(stdout: str) -> str:
-    """The reproducer block of the first report, as a user copies it (dedented)."""
+    """The reproducer block of the first report, as a user copies it: from the line after its
+    heading to the line that closes ``assert_case(``, dedented."""
     lines = stdout.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith(HEAD)) + 1
     block = []
     for ln in lines[start:]:
-        if ln and not ln.startswith("    "):
-            break
         block.append(ln[4:])
-    while block and not block[-1].strip():
-        block.pop()
+        if re.fullmatch(r"\)(, source='[^']*')?\)", ln.strip()):
+            break
     return "\n".join(block) + "\n"
+
+
+def requests_of(src: str) -> int | str:
+    """How many requests the reproducer's case has (its ``Case`` evaluated, not run)."""
+    captured: dict = {}
+    code = src.replace("from eaglefuzz.harness.check import assert_case\n",
+                       "def assert_case(case, **kwargs):\n    CAPTURED['case'] = case\n")
+    try:
+        exec(compile(code, "reproducer", "exec"), {"CAPTURED": captured})
+    except Exception:  # noqa: BLE001 - a table cell, not a verdict
+        return "?"
+    a, s = captured["case"].arrays, captured["case"].scalars
+    if "num_reqs" in s and "seq_lens" not in a:
+        return int(s["num_reqs"])
+    for name in ("query_end_loc", "seq_lens", "next_token_ids", "block_table"):
+        if name in a:
+            return len(a[name])
+    return len(a["query_start_loc"]) - 1 if "query_start_loc" in a else "?"
 
 
 def reproducers(scratch: Path, env: dict[str, str]) -> str:
@@ -98,8 +115,8 @@ def reproducers(scratch: Path, env: dict[str, str]) -> str:
     bugs = scratch / "bugs"
     chosen = [m for m in mutants.MUTANTS if m.extreme in MANY]
     rows = [f"`eaglefuzz fuzz --kernels BUG.py` (defaults) from a scratch folder; {_load()} at the start.", "",
-            "| seeded bug | needs | verdict (s) | exit | reproducer lines | longest line | requests | fails on the bug | passes on production |",
-            "|---|---|---:|---:|---:|---:|---:|---|---|"]
+            "| seeded bug | needs | verdict (s) | exit | reproducer lines | characters | longest line | requests | fails on the bug | passes on production |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
     for m in chosen:
         path = mutants.write(m, bugs)
         run = scratch / m.name
@@ -108,11 +125,9 @@ def reproducers(scratch: Path, env: dict[str, str]) -> str:
         try:
             src = reproducer_of(proc.stdout)
         except StopIteration:
-            rows.append(f"| `{m.name}` | {m.extreme} | {seconds:.1f} | {proc.returncode} | no reproducer | | | | |")
+            rows.append(f"| `{m.name}` | {m.extreme} | {seconds:.1f} | {proc.returncode} | no reproducer | | | | | |")
             continue
-        requests = re.search(r"'num_reqs': (\d+)", src)
-        qsl = re.search(r"'query_start_loc': np\.\w+\((\d+)", src)
-        n = requests.group(1) if requests else (str(int(qsl.group(1)) - 1) if qsl else "?")
+        n = requests_of(src)
         (run / "repro.py").write_text(src)
         bug_run = subprocess.run([sys.executable, "repro.py"], cwd=run, env=env, capture_output=True, text=True, check=False)
         prod = re.sub(r", source='[^']*'\)", ")", src)
@@ -122,7 +137,7 @@ def reproducers(scratch: Path, env: dict[str, str]) -> str:
         fails = "yes" if bug_run.returncode != 0 and "DifferenceFound" in bug_run.stderr else f"no ({bug_run.returncode})"
         passes = "yes" if prod_run.returncode == 0 and prod != src else f"no ({prod_run.returncode})"
         lines = src.splitlines()
-        row = (f"| `{m.name}` | {m.extreme} | {seconds:.1f} | {proc.returncode} | {len(lines)} | "
+        row = (f"| `{m.name}` | {m.extreme} | {seconds:.1f} | {proc.returncode} | {len(lines)} | {len(src)} | "
                f"{max(map(len, lines))} | {n} | {fails} | {passes} |")
         rows.append(row)
         print(row, flush=True)

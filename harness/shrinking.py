@@ -6,13 +6,15 @@ reproducer in seconds, not minutes. Under the Triton interpreter every check cos
 instances (a case of a thousand requests: seconds), so the order of the attempts matters more
 than their number:
 
-1. **Values** (:func:`value_changes`), by delta debugging over whole-case changes: every request
-   like one request (the first that differs, else the first or the last), every array of the
-   case one value (zeros, ones, one of its own values) or consecutive values. All of them are
-   tried at once first (one check), then halves of them, ... down to single changes, each
-   with its alternatives in turn. A bug that needs more than 1024 requests keeps its requests,
-   but they become alike and their arrays print as ``np.full``, ``np.arange`` or ``np.tile``
-   (:meth:`~.case.Case.to_python`): a reproducer of a few lines.
+1. **Values** of a batch of more than 64 requests (:func:`value_changes`), whole-case changes:
+   every request like one request (the first that differs, else the first or the last), every
+   array of the case one value (zeros, ones, one of its own values) or consecutive values. All
+   of them are tried at once (one check), else every request alike alone. A bug that needs
+   more than 1024 requests keeps its requests, but they become alike and their arrays print
+   as ``np.full``, ``np.arange`` or ``np.tile`` (:meth:`~.case.Case.to_python`): a reproducer
+   of a few lines. The rest of their delta debugging (halves of the changes, ... down to
+   single changes, each with its alternatives in turn), and all of it for a smaller case,
+   comes after 2 and 3, on a case as small as they made it.
 2. **Requests**, by delta debugging (Zeller's *ddmin*): drop each half, then keep each quarter
    alone or drop it, then eighths, ... before single requests; after a successful drop the
    granularity is kept instead of starting again from halves. Every attempt is smaller than the
@@ -52,6 +54,10 @@ simpler one (it may raise or leave the contract: that alternative is then passed
 
 MOVE_ERRORS = (ValueError, IndexError, KeyError, TypeError, OverflowError, ZeroDivisionError)
 """What a move may raise on a case it does not fit (it is passed over)."""
+
+MANY_REQUESTS = "many_requests"
+"""The feature of a batch of more than 64 requests (every target with requests tracks it):
+one whose values are simplified before any request is dropped."""
 
 DDMIN_SHARE = 0.6
 """Share of the remaining budget that one round of delta debugging may take, so that the
@@ -237,10 +243,11 @@ class Shrinker:
                     break
         return case
 
-    def simplify(self, changes: Sequence[Change] | None = None) -> bool:
+    def simplify(self, changes: Sequence[Change] | None = None, *, quick: bool = False) -> bool:
         """Delta debugging over whole-case value changes (:func:`value_changes`): all of them
         at once, else each half in turn, ... down to single changes, each of whose alternatives
-        is then tried; whether any went."""
+        is then tried; whether any went. ``quick``: all at once, else the first change alone
+        (every request alike), and no more (at most two checks of a case still large)."""
         if changes is None:
             changes = value_changes(self.target, self.finding.case, self._first_request())
         if not changes or self._spent():
@@ -250,8 +257,10 @@ class Shrinker:
             return False
         if self.fails(candidate):
             return True
-        if len(changes) == 1:
-            for alt in changes[0][1:]:
+        if quick:
+            return len(changes) > 1 and self.simplify(changes[:1], quick=True)
+        if len(changes) == 1:  # its other alternatives (the one composed was checked: not again)
+            for alt in changes[0]:
                 try:
                     other = alt(self.finding.case)
                 except MOVE_ERRORS:
@@ -339,17 +348,21 @@ class Shrinker:
         """Shrink until nothing more goes or the budget is spent; the smallest finding."""
         share = DDMIN_SHARE
         while not self._spent():
-            simpler = self.simplify()
+            # A batch of many requests: its values at once first (what makes a batch that cannot
+            # lose a request readable, in a check or two); the rest of their delta debugging,
+            # and all of it for a smaller case, once the case is as small as the drops make it.
+            simpler = MANY_REQUESTS in self.target.features_of(self.finding.case) and self.simplify(quick=True)
             pieces = self.target.split_requests(self.finding.case)
             if pieces is None:
                 moved = self.greedy(self._moves(self.target.shrink_candidates))
-                if not moved:
+                if not (self.simplify() or moved):
                     break
                 continue
             until = time.monotonic() + share * max(self.deadline - time.monotonic(), 0.0)
             dropped = len(pieces) > 1 and self.ddmin(pieces, until)
             cut = len(pieces) > 1 and time.monotonic() >= until
             moved = self.greedy(self._lifted(self._moves(self.target.shrink_moves)))
+            simpler = self.simplify() or simpler
             if not (simpler or dropped or moved or cut):
                 break
             share = 1.0 if cut else DDMIN_SHARE  # a cut-short round goes on with all that is left
