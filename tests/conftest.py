@@ -16,7 +16,9 @@ pytest_plugins = ["eaglefuzz.harness.pytest_plugin"]
 # The eaglefuzz commands the tests run share warm servers (harness/warm.py), as a user's
 # commands do, in a folder of this test run's own: made by the first process (xdist's workers
 # and nested pytest runs inherit it) and emptied, its servers stopped, when that process ends.
-# A test of the cold path (a worker started from scratch) sets EAGLEFUZZ_WARM=0 for its command.
+# Should the run be killed before that (a CI cancel), its servers leave after 2 idle minutes
+# rather than a user's 15. A test of the cold path (a worker started from scratch) sets
+# EAGLEFUZZ_WARM=0 for its command.
 _WARM_OWNER = "EAGLEFUZZ_TEST_WARM_OWNER"
 if _WARM_OWNER not in os.environ:
     import tempfile as _tempfile
@@ -24,6 +26,7 @@ if _WARM_OWNER not in os.environ:
     os.environ[_WARM_OWNER] = str(os.getpid())
     os.environ["EAGLEFUZZ_WARM"] = "1"
     os.environ["EAGLEFUZZ_WARM_DIR"] = str(Path(_tempfile.mkdtemp(prefix="efws", dir="/tmp")) / "w")
+    os.environ.setdefault("EAGLEFUZZ_WARM_IDLE", "120")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
