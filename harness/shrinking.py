@@ -226,6 +226,13 @@ class Shrinker:
         o = self.finding.outcome
         return next((d.request for d in o.differences + o.oracle_disagreements if d.request is not None), None)
 
+    def _many_requests(self) -> bool:
+        """Whether the case is a batch of more than 64 requests (:data:`MANY_REQUESTS`)."""
+        try:
+            return MANY_REQUESTS in self.target.features_of(self.finding.case)
+        except MOVE_ERRORS:  # features_of describes production cases: an edge may not fit it
+            return False
+
     def _compose(self, case: Case, changes: Sequence[Change]) -> Case:
         """``case`` with every change applied in order, each by its first alternative that
         applies and keeps the case in the finding's tier; a change whose first alternative
@@ -351,7 +358,7 @@ class Shrinker:
             # A batch of many requests: its values at once first (what makes a batch that cannot
             # lose a request readable, in a check or two); the rest of their delta debugging,
             # and all of it for a smaller case, once the case is as small as the drops make it.
-            simpler = MANY_REQUESTS in self.target.features_of(self.finding.case) and self.simplify(quick=True)
+            simpler = self._many_requests() and self.simplify(quick=True)
             pieces = self.target.split_requests(self.finding.case)
             if pieces is None:
                 moved = self.greedy(self._moves(self.target.shrink_candidates))
