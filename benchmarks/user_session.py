@@ -191,6 +191,7 @@ def main() -> int:
     finally:
         _stop(warm_dir)
         shutil.rmtree(warm_dir.parent, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     print(text)
     if args.out:
         Path(args.out).write_text(text)
