@@ -76,8 +76,8 @@ class Case:
 
 def _array_source(arr: np.ndarray) -> str:
     """Source text that rebuilds ``arr`` exactly (dtype and shape); a long array that is
-    constant, a range, or a few runs or ranges is written as such (reproducers of large
-    findings stay readable)."""
+    constant, a range, a repeated pattern (rows alike), or a few runs or ranges is written as
+    such (reproducers of large findings stay readable)."""
     dt = f"np.{arr.dtype.name}"
     if arr.size == 0:
         return f"np.zeros({arr.shape!r}, dtype={dt})"
@@ -85,38 +85,75 @@ def _array_source(arr: np.ndarray) -> str:
         flat = arr.reshape(-1)
         body = _compact_1d(flat, dt)
         if body is not None:
-            return body if arr.ndim == 1 else f"{body}.reshape({arr.shape!r})"
+            src = body if arr.ndim == 1 else f"{body}.reshape({arr.shape!r})"
+            if _rebuilds(src, arr):
+                return src
     return f"np.array({arr.tolist()!r}, dtype={dt})"
 
 
 COMPACT_FROM = 16
 """Arrays of at least this many elements are written compactly when they can be."""
 
+PERIOD_MAX = 64
+"""The longest repeated pattern written as ``np.tile`` (a request's tokens, a table's row)."""
+
+
+def _rebuilds(src: str, arr: np.ndarray) -> bool:
+    """Whether ``src`` evaluates to ``arr`` exactly (a compact form never changes a value)."""
+    try:
+        got = eval(src, {"np": np})  # noqa: S307 - our own text, built above
+    except Exception:  # noqa: BLE001 - e.g. a range whose end lies past the dtype's limits
+        return False
+    return isinstance(got, np.ndarray) and got.dtype == arr.dtype and got.shape == arr.shape and bool(
+        np.array_equal(got, arr))
+
+
+def _range(start: int, n: int, step: int, dt: str) -> str:
+    if step == 1:
+        return f"np.arange({start}, {start + n}, dtype={dt})"
+    return f"np.arange({start}, {start + n * step}, {step}, dtype={dt})"
+
 
 def _compact_1d(a: np.ndarray, dt: str) -> str | None:
-    """``a`` as ``np.full``, ``np.arange``, ``np.repeat`` of runs or a concatenation of ranges,
-    when that is much shorter than the list of its values; else ``None``."""
+    """``a`` as ``np.full``, ``np.arange`` (any step), ``np.tile`` of a short pattern,
+    ``np.repeat`` of runs or a concatenation of ranges, when that is much shorter than the
+    list of its values; else ``None``."""
     n = len(a)
     if a.dtype == np.bool_ or a.dtype.kind not in "iu":
         values = a.tolist()
         if all(v == values[0] for v in values):
             return f"np.full({n}, {values[0]!r}, dtype={dt})"
-        return None
+        return _tiled(a, dt)
     w = a.astype(object)  # exact Python ints: no wrap-around while comparing
     if all(v == w[0] for v in w):
         return f"np.full({n}, {int(w[0])}, dtype={dt})"
+    step = int(w[1] - w[0])
+    if all(w[i] - w[i - 1] == step for i in range(2, n)):
+        return _range(int(w[0]), n, step, dt)
+    tiled = _tiled(a, dt)
+    if tiled is not None:
+        return tiled
     starts = [0] + [i for i in range(1, n) if w[i] != w[i - 1] + 1]
-    if len(starts) == 1:
-        return f"np.arange({int(w[0])}, {int(w[0]) + n}, dtype={dt})"
     runs = [0] + [i for i in range(1, n) if w[i] != w[i - 1]]
     if len(runs) * 4 <= n and len(runs) <= len(starts):
         vals = [int(w[i]) for i in runs]
         counts = [b - a_ for a_, b in zip(runs, runs[1:] + [n], strict=True)]
         return f"np.repeat(np.array({vals!r}, dtype={dt}), {counts!r})"
     if len(starts) * 4 <= n:
-        pieces = [f"np.arange({int(w[i])}, {int(w[i]) + (j - i)}, dtype={dt})"
-                  for i, j in zip(starts, starts[1:] + [n], strict=True)]
+        pieces = [_range(int(w[i]), j - i, 1, dt) for i, j in zip(starts, starts[1:] + [n], strict=True)]
         return f"np.concatenate([{', '.join(pieces)}])"
+    return None
+
+
+def _tiled(a: np.ndarray, dt: str) -> str | None:
+    """``a`` as ``np.tile`` of its shortest repeating pattern (at most :data:`PERIOD_MAX`
+    long, repeated at least twice), the pattern itself written compactly when it can be."""
+    n = len(a)
+    for p in range(1, min(PERIOD_MAX, n // 2) + 1):
+        if n % p == 0 and np.array_equal(a[p:], a[:-p]):
+            part = a[:p]
+            body = _compact_1d(part, dt) if p >= COMPACT_FROM else None
+            return f"np.tile({body or f'np.array({part.tolist()!r}, dtype={dt})'}, {n // p})"
     return None
 
 

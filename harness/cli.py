@@ -72,7 +72,15 @@ def _source(values: dict[str, Any]) -> Any:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="eaglefuzz")
 def cli() -> None:
-    """Differential fuzzing of vLLM's EAGLE speculative-decoding helper kernels."""
+    """Differential fuzzing of vLLM's EAGLE speculative-decoding helper kernels.
+
+    \b
+    Warm servers: after a fuzz or replay command a process of about 400 MB (torch
+    and the oracles imported) stays in the background, so that the next command
+    starts its workers in a fraction of a second. It leaves after 15 idle minutes
+    ($EAGLEFUZZ_WARM_IDLE seconds). Stop them now: eaglefuzz stop-servers
+    Start none: EAGLEFUZZ_WARM=0
+    """
 
 
 _backend_opt = click.option(
@@ -343,6 +351,27 @@ def shrink_fault_worker(case_file: str, skip: int, backend: str, **source_values
     for candidate in fault_candidates(case)[skip:]:
         check_case(candidate, impls, b.device, journal, domain=tier)  # a crash ends this process here
     sys.exit(EXIT_OK)
+
+
+@cli.command(name="stop-servers")
+def stop_servers() -> None:
+    """Stop the warm servers left by this user's commands (see `eaglefuzz --help`)."""
+    from . import warm
+
+    try:
+        r = warm.stop_servers()
+    except OSError as exc:
+        raise UserError(f"the warm servers' folder: {exc}") from None
+    line = f"stopped {len(r.pids)} warm server(s)"
+    if r.pids:
+        line += f" ({r.rss_mb} MB)"
+    line += f" in {r.folder}"
+    if r.finishing:
+        line += (f"; {len(r.finishing)} of them take no more work and leave once the command "
+                 "they serve ends")
+    if r.removed:
+        line += f"; removed {r.removed} stale file(s)"
+    click.echo(line)
 
 
 @cli.command(name="list")

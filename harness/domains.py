@@ -42,9 +42,9 @@ def case_for(target: Target, tier: str, rng: np.random.Generator, scale: Scale) 
 
 
 def tier_for_step(domain: str, step: int, extended_done: bool) -> str:
-    """The tier that chunk (or bulk example) ``step`` draws from.
+    """The tier that bulk example ``step`` draws from (a Hypothesis chunk: :func:`tier_shares`).
 
-    In the extended domain, odd steps draw edges and even steps production cases, so half of
+    In the extended domain, odd examples draw edges and even ones production cases, so half of
     the run checks the production tier however many edges diverge; after an edge divergence
     (``extended_done``: a run that stops at its first finding) every step draws production
     cases, so a run that reports only edge divergences has spent its budget looking for
@@ -54,6 +54,19 @@ def tier_for_step(domain: str, step: int, extended_done: bool) -> str:
     if domain != EXTENDED or extended_done:
         return PRODUCTION
     return EXTENDED if step % 2 else PRODUCTION
+
+
+def tier_shares(domain: str, size: int, extended_done: bool) -> list[tuple[str, int]]:
+    """How a Hypothesis chunk of ``size`` examples is shared among the tiers, in order.
+
+    In the extended domain the first half of every chunk (rounded up) draws production cases
+    and the rest edges, so a run of any length of two examples or more checks both tiers from
+    its first chunk on, half each (``--examples 10``: 5 and 5); after an edge divergence
+    (``extended_done``, as for :func:`tier_for_step`) the whole chunk is production.
+    """
+    if domain != EXTENDED or extended_done:
+        return [(PRODUCTION, size)]
+    return [(PRODUCTION, size - size // 2), (EXTENDED, size // 2)]
 
 
 def guarded(moves: Iterator[Case]) -> Iterator[Case]:

@@ -16,8 +16,9 @@ debugging over the requests (drop halves, then quarters, ... before single reque
 target's other moves (shorten requests by halving, simplify values and launch parameters).
 When the budget runs out, the smallest failing case found so far is reported, and says so.
 
-In the extended domain (:mod:`.domains`) every other chunk (or bulk example) draws from the
-target's extended tier; a finding's tier is its case's. An edge divergence does not stop a
+In the extended domain (:mod:`.domains`) every chunk gives the second half of its examples to
+the target's extended tier (:func:`~.domains.tier_shares`; in bulk mode every other example);
+a finding's tier is its case's. An edge divergence does not stop a
 target's run: after it the run draws production cases only (or, with ``--keep-going``, goes on
 drawing edges and reports each distinct way of diverging once).
 """
@@ -35,7 +36,7 @@ from hypothesis import seed as hseed
 
 from .case import Case
 from .check import DifferenceFound, Finding, check_case
-from .domains import EXTENDED, PRODUCTION, case_for, strategy_for, tier_for_step
+from .domains import EXTENDED, PRODUCTION, case_for, strategy_for, tier_for_step, tier_shares
 from .journal import Journal
 from .profiles import PROFILES
 from .sources import Implementations
@@ -271,9 +272,10 @@ def fuzz_target(
 ) -> Stats:
     """Fuzz target ``name`` until ``examples`` are checked or ``time_budget`` seconds pass.
 
-    Chunk ``i`` runs with seed ``derive_seed(seed, name, i)`` (the extended domain adds the
-    chunk's tier to the key, :func:`~.domains.tier_for_step`); chunks 0 and 1 open with the
-    cases of the tour of production extremes (:func:`tour`) that :func:`tour_slots` puts there.
+    Chunk ``i`` runs with seed ``derive_seed(seed, name, i)`` (the extended domain shares each
+    chunk among the tiers, :func:`~.domains.tier_shares`, and adds the tier to the key);
+    chunks 0 and 1 open with the cases of the tour of production extremes (:func:`tour`) that
+    :func:`tour_slots` puts there.
     ``chunk_offset``/``chunk_step`` select a disjoint share of the chunks (sharding across
     machines). ``stats`` (filled in place) lets a caller see
     what was found when an interrupt cuts the run short.
@@ -285,22 +287,26 @@ def fuzz_target(
 
     def chunk(i: int, remaining: int | None) -> Finding | None:
         size = CHUNK if remaining is None else min(CHUNK, remaining)
-        tier = tier_for_step(domain, i, stop_on_finding and any(f.is_edge for f in stats.findings))
-        key = (name, i) if domain == PRODUCTION else (name, tier, i)
-        if i in tour_chunks:  # production cases, whatever the chunk's tier
-            for case in tour_chunks[i][:size]:
-                finding = tour_step(name, impls, device, case, stats=stats, shrink=shrink,
-                                    on_progress=on_progress, journal=journal)
-                size -= 1
-                if finding is not None:
-                    return finding
-            if size <= 0:
-                return None
-        return hypothesis_chunk(
-            name, impls, device, scale, seed=derive_seed(seed, *key),
-            max_examples=size, shrink=shrink,
-            stats=stats, on_progress=on_progress, journal=journal, tier=tier,
-        )
+        done = stop_on_finding and any(f.is_edge for f in stats.findings)
+        for tier, share in tier_shares(domain, size, done):
+            key = (name, i) if domain == PRODUCTION else (name, tier, i)
+            if tier == PRODUCTION:  # the tour's cases open the chunk's production share
+                for case in tour_chunks.get(i, [])[:share]:
+                    finding = tour_step(name, impls, device, case, stats=stats, shrink=shrink,
+                                        on_progress=on_progress, journal=journal)
+                    share -= 1
+                    if finding is not None:
+                        return finding
+            if share <= 0:
+                continue
+            finding = hypothesis_chunk(
+                name, impls, device, scale, seed=derive_seed(seed, *key),
+                max_examples=share, shrink=shrink,
+                stats=stats, on_progress=on_progress, journal=journal, tier=tier,
+            )
+            if finding is not None:
+                return finding
+        return None
 
     return _loop(stats, chunk, examples, time_budget, stop_on_finding, chunk_offset, chunk_step)
 

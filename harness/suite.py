@@ -3,9 +3,11 @@
 Collected by the plugin when pytest is given a source option and no test path (see
 :mod:`.pytest_plugin`): every target the source defines is fuzzed in a few parts (one item
 each, so ``-n auto`` spreads them), and every case of the regression corpus of those targets is
-replayed (with the findings saved beside it: ``paths.default_corpora``). Findings are shrunk,
-reported and saved like those of ``eaglefuzz fuzz``. Imports are absolute: pytest may import
-this file under another module name.
+replayed (with the findings saved beside it: ``paths.default_corpora``). A part runs what
+``eaglefuzz fuzz`` runs (:func:`~.fuzz.fuzz_target`: the same seeds, chunks, tour of production
+extremes and shrinking budget), taking its share of the chunks. Findings are shrunk, reported
+and saved like those of ``eaglefuzz fuzz``. Imports are absolute: pytest may import this file
+under another module name.
 """
 
 from __future__ import annotations
@@ -13,13 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, seed
+from hypothesis import Phase, settings
 
 from eaglefuzz.harness.check import DifferenceFound, check_case
 from eaglefuzz.harness.corpus import load_entry
-from eaglefuzz.harness.fuzz import shrink_finding
+from eaglefuzz.harness.fuzz import Stats, fuzz_target
 from eaglefuzz.harness.paths import default_corpora
-from eaglefuzz.harness.strategies import derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
 PARTS = 2
@@ -43,21 +44,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.mark.parametrize("part", range(PARTS))
 def test_fuzz(target_name: str, part: int, impls, backend, scale, warm_oracles, fuzz_seed, journal,
               finding_sink) -> None:
-    """Fuzz one target against its oracles (Hypothesis, then the target's own shrink moves)."""
-    target = TARGETS[target_name]
+    """Fuzz one target against its oracles as ``eaglefuzz fuzz --eaglefuzz-seed``'s seed does:
+    part ``part`` runs the chunks ``part, part + PARTS, ...`` of that run (so the parts
+    together check chunks 0 and 1, where the tour of production extremes runs, and the chunks
+    after them), the Hypothesis profile's ``max_examples`` examples (``ci``: 60); a profile
+    without Hypothesis's shrink phase (``quick``) reports a finding as first met."""
+    current = settings.default
 
-    @seed(derive_seed(fuzz_seed, target_name, part))
-    @given(target.strategy(scale))
-    def run(case):  # noqa: ANN001
-        finding = check_case(case, impls, backend.device, journal)
-        if finding is not None:
-            finding_sink.keep(finding)
-            raise DifferenceFound(finding)
+    def keep(stats: Stats) -> None:
+        if stats.unshrunk is not None:
+            finding_sink.keep(stats.unshrunk)
 
-    try:
-        run()
-    except DifferenceFound as exc:
-        raise DifferenceFound(shrink_finding(exc.finding, impls, backend.device, journal=journal)) from None
+    stats = fuzz_target(
+        target_name, impls, backend.device, scale, seed=fuzz_seed, examples=current.max_examples,
+        shrink=Phase.shrink in current.phases, on_progress=keep, chunk_offset=part, chunk_step=PARTS,
+        journal=journal,
+    )
+    if stats.findings:
+        raise DifferenceFound(stats.findings[0])
 
 
 def test_replay(corpus_file: Path, impls, backend, journal) -> None:

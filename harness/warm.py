@@ -13,8 +13,15 @@ the Python executable, the environment variables read at import time, and every 
 eaglefuzz's own packages, so an edit to the harness retires it); the worker takes the
 command's working directory, on ``sys.path`` too, as ``python -m`` would. It never
 touches CUDA (a process that has, cannot be forked safely), and leaves after
-``$EAGLEFUZZ_WARM_IDLE`` seconds without work (default 900). ``EAGLEFUZZ_WARM=0`` turns it
-off: no server is used or started.
+``$EAGLEFUZZ_WARM_IDLE`` seconds without work (default 900), or on SIGTERM, SIGINT or SIGHUP
+(:func:`stop_servers`, ``eaglefuzz stop-servers``: it stops taking work at once and leaves
+when the workers it forked have ended). ``EAGLEFUZZ_WARM=0`` turns it off: no server is used
+or started.
+
+A server's files in the folder (:func:`_dir`) are ``KEY.lock`` (held, ``flock``, for its life,
+holding its pid) and ``KEY.sock``; it removes both when it leaves. Those of a server killed
+outright (SIGKILL) are stale: the lock is no longer held, and the next command that starts a
+server removes them (:func:`sweep`).
 
 The protocol, over a Unix socket private to the user: a request (JSON: argv, environment,
 working directory) with the worker's standard streams and lifeline as file descriptors; the
@@ -34,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +57,9 @@ DIR_ENV = "EAGLEFUZZ_WARM_DIR"
 KEY_PREFIXES = ("PYTHON", "NUMBA_", "TORCH", "PYTORCH", "OMP_", "MKL_", "OPENBLAS", "HYPOTHESIS", "LD_", "CUDA_")
 """Environment variables read when the server imports its modules: a worker's must match."""
 KEY_EXCLUDED = ("CUDA_VISIBLE_DEVICES",)  # read when CUDA starts, which is in the worker
+RETIRE_CHECK_S = 30.0
+"""How often an idle server checks that eaglefuzz's files are those it imported: after an edit
+no command can match its key again, and it leaves instead of waiting out its idle time."""
 _CONNECT_S = 2.0
 _REPLY_S = 60.0
 """How long a client waits for its worker's pid once its request is sent (the server may be
@@ -76,10 +87,21 @@ def server_key(env: dict[str, str]) -> str:
     h.update(json.dumps([sys.executable]).encode())
     keyed = sorted((k, v) for k, v in env.items() if k.startswith(KEY_PREFIXES) and k not in KEY_EXCLUDED)
     h.update(json.dumps(keyed).encode())
-    for f in _package_files():
-        st = f.stat()
-        h.update(f"{f}:{st.st_mtime_ns}:{st.st_size}\n".encode())
+    h.update(_package_stamp().encode())
     return h.hexdigest()[:20]
+
+
+def _package_stamp() -> str:
+    """The paths, times and sizes of eaglefuzz's own files (part of every key)."""
+    lines = []
+    for f in _package_files():
+        try:
+            st = f.stat()
+        except OSError:  # removed since it was listed
+            lines.append(f"{f}:gone")
+            continue
+        lines.append(f"{f}:{st.st_mtime_ns}:{st.st_size}")
+    return "\n".join(lines)
 
 
 def _dir() -> Path:
@@ -103,6 +125,132 @@ def server_pid(path: Path) -> int | None:
         return int(path.with_suffix(".lock").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _same_file(f: Any, path: Path) -> bool:
+    """Whether the open file ``f`` is still the file at ``path`` (not removed or replaced)."""
+    try:
+        a, b = os.fstat(f.fileno()), os.stat(path)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _holds(f: Any) -> bool:
+    """Take ``f``'s lock without waiting; whether it was free (no live server holds it)."""
+    import fcntl
+
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def sweep(folder: Path | None = None) -> int:
+    """Remove the stale files of ``folder`` (default the servers' folder): the lock file and
+    socket of every server that is gone (its lock is not held: killed outright, or a crash),
+    and a socket without a lock file that nothing answers on. The files of live servers, and
+    of a server that is starting, are left alone. The number of files removed."""
+    d = folder if folder is not None else _dir()
+    removed = 0
+    for lock_path in sorted(d.glob("*.lock")):
+        try:
+            f = open(lock_path, "r+")  # noqa: SIM115 - closed below, after the files are gone
+        except OSError:
+            continue
+        with f:
+            if not _holds(f) or not _same_file(f, lock_path):
+                continue
+            for stale in (lock_path.with_suffix(".sock"), lock_path):  # the lock last: still held
+                try:
+                    stale.unlink()
+                    removed += 1
+                except OSError:
+                    pass
+    for sock in sorted(d.glob("*.sock")):
+        if not sock.with_suffix(".lock").exists() and not _up(sock):
+            try:
+                sock.unlink()
+                removed += 1
+            except OSError:
+                pass
+    return removed
+
+
+@dataclass
+class Stopped:
+    """What :func:`stop_servers` did."""
+
+    folder: Path
+    pids: list[int]
+    """The servers told to leave (SIGTERM)."""
+    killed: list[int]
+    """Those still there after the wait, killed (SIGKILL)."""
+    finishing: list[int]
+    """Those that stopped taking work but still wait for workers of a running command."""
+    rss_mb: int
+    """Their resident memory before, in MB (each server's own, as ``ps`` shows it)."""
+    removed: int
+    """Stale files removed (:func:`sweep`)."""
+
+
+def stop_servers(folder: Path | None = None, *, wait: float = 10.0, kill: bool = False) -> Stopped:
+    """Stop every warm server of ``folder`` (default the servers' folder, whatever their key):
+    SIGTERM to each whose lock is held, then up to ``wait`` seconds for each to leave. A server
+    that serves a running command's worker leaves when that worker ends (it takes no new
+    work); with ``kill`` it is killed after the wait (the command then loses its worker's exit
+    status). Stale files are removed."""
+    d = folder if folder is not None else _dir()
+    pids: list[int] = []
+    rss = 0
+    for lock_path in sorted(d.glob("*.lock")):
+        try:
+            f = open(lock_path)  # noqa: SIM115 - closed at once
+        except OSError:
+            continue
+        with f:
+            free = _holds(f)
+        pid = server_pid(lock_path.with_suffix(".sock"))
+        if free or pid is None or not alive(pid):
+            continue
+        rss += _rss_kb(pid)
+        try:
+            os.kill(pid, signal.SIGTERM)
+            pids.append(pid)
+        except OSError:
+            pass
+    start = time.monotonic()
+    # A server that took the signal drops its files at once and leaves when its workers have
+    # ended (at once when it has none): a second for that, up to ``wait`` for one that did not.
+    while time.monotonic() < start + wait and any(
+        alive(p) and (not _stopped_serving(d, p) or time.monotonic() < start + min(1.0, wait)) for p in pids
+    ):
+        time.sleep(0.05)
+    finishing = [p for p in pids if alive(p)]
+    killed = []
+    if kill:
+        for p in finishing:
+            try:
+                os.kill(p, signal.SIGKILL)
+                killed.append(p)
+            except OSError:
+                pass
+        finishing = []
+    return Stopped(d, pids, killed, finishing, rss // 1024, sweep(d))
+
+
+def _stopped_serving(folder: Path, pid: int) -> bool:
+    """Whether the server ``pid`` no longer holds a lock file of ``folder`` (it takes no work)."""
+    return all(server_pid(lock.with_suffix(".sock")) != pid for lock in folder.glob("*.lock"))
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+    except (OSError, ValueError, IndexError):
+        return 0
 
 class WarmWorker:
     """A worker forked by the server, with the part of ``subprocess.Popen``'s interface that
@@ -214,6 +362,7 @@ def start_server(wait: float = 0.0) -> None:
     env = dict(os.environ)
     try:
         path = socket_path(server_key(env))
+        sweep()  # the files of servers killed outright
     except OSError:
         return
     if path.with_suffix(".failed").exists():
@@ -326,73 +475,111 @@ _SERVER_CWD = os.getcwd()
 
 
 def serve(path: Path, idle: float) -> None:
-    """Serve workers on ``path`` until ``idle`` seconds pass without any."""
-    import fcntl
-
-    lock = open(path.with_suffix(".lock"), "a+")  # noqa: SIM115 - held for the server's life
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return  # another server for the same key is starting or up
+    """Serve workers on ``path`` until ``idle`` seconds pass without any, or a SIGTERM, SIGINT
+    or SIGHUP comes (then it takes no more work and leaves once its workers have ended). It
+    leaves its folder as it found it: its socket and lock file removed."""
+    lock_path = path.with_suffix(".lock")
+    lock = open(lock_path, "a+")  # noqa: SIM115 - held for the server's life
+    if not _holds(lock) or not _same_file(lock, lock_path):
+        lock.close()
+        return  # another server for the same key is starting or up (or a sweep took the file)
     lock.truncate(0)
     lock.write(str(os.getpid()))
     lock.flush()
+    listener: socket.socket | None = None
+
+    def leave_folder() -> None:
+        """Take no more work: the socket, then the lock file (still held), gone."""
+        nonlocal listener
+        if listener is not None:
+            listener.close()
+            listener = None
+        path.unlink(missing_ok=True)
+        if _same_file(lock, lock_path):
+            lock_path.unlink(missing_ok=True)
+
+    stopping: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: stopping.append(signum))
     try:
-        _preload()
-    except BaseException as exc:  # noqa: BLE001 - a server that cannot start must say why, once
-        path.with_suffix(".failed").write_text(f"{type(exc).__name__}: {exc}\n")
-        raise
-    path.unlink(missing_ok=True)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    listener.listen(64)
+        try:
+            _preload()
+        except BaseException as exc:  # noqa: BLE001 - a server that cannot start must say why, once
+            path.with_suffix(".failed").write_text(f"{type(exc).__name__}: {exc}\n")
+            raise
+        if stopping:
+            return
+        path.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
+        listener.listen(64)
+        _serve(listener, idle, lock, stopping, leave_folder, _package_stamp())
+    finally:
+        leave_folder()
+        lock.close()
+
+
+def _serve(listener: socket.socket, idle: float, lock: Any, stopping: list[int], leave: Any, stamp: str) -> None:
+    """The server's loop (see :func:`serve`); ``stamp``: :func:`_package_stamp` at its start."""
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, socket.socket] = {}
-    last = time.monotonic()
-    try:
-        while True:
-            timeout = None if children else idle - (time.monotonic() - last)
-            if timeout is not None and timeout <= 0:
+    last = checked = time.monotonic()
+    serving = True
+    while True:
+        if stopping and serving:
+            leave()
+            serving = False
+        if not serving and not children:
+            break
+        timeout = None if children or not serving else idle - (time.monotonic() - last)
+        if timeout is not None and timeout <= 0:
+            break
+        if serving and not children and time.monotonic() >= checked + RETIRE_CHECK_S:
+            checked = time.monotonic()
+            if _package_stamp() != stamp:  # retired: nothing can match this server any more
+                stopping.append(0)
+                continue
+        if timeout is not None:
+            timeout = min(timeout, RETIRE_CHECK_S)
+        waited = [listener, wake_r] if serving else [wake_r]
+        ready = select.select(waited, [], [], timeout)[0]
+        if wake_r in ready:
+            os.read(wake_r, 512)
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
                 break
-            ready = select.select([listener, wake_r], [], [], timeout)[0]
-            if wake_r in ready:
-                os.read(wake_r, 512)
-            while children:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-                if pid == 0:
-                    break
-                conn = children.pop(pid, None)
-                if conn is not None:
-                    try:
-                        conn.sendall(f"exit {_status(status)}\n".encode())
-                    except OSError:
-                        pass
-                    conn.close()
-                last = time.monotonic()
-            if listener in ready:
-                conn, _ = listener.accept()
+            conn = children.pop(pid, None)
+            if conn is not None:
                 try:
-                    request, fds = _recv_request(conn)
-                except (OSError, ValueError):
-                    conn.close()
-                    continue
-                pid = os.fork()
-                if pid == 0:
-                    _child(request, fds, [listener.fileno(), conn.fileno(), wake_r, wake_w, lock.fileno()])
-                for fd in fds:
-                    os.close(fd)
-                children[pid] = conn
-                try:
-                    conn.sendall(f"pid {pid}\n".encode())
-                except OSError:  # the client is gone (and starts a fresh worker): none of this one
-                    os.kill(pid, signal.SIGKILL)
-                last = time.monotonic()
-    finally:
-        path.unlink(missing_ok=True)
+                    conn.sendall(f"exit {_status(status)}\n".encode())
+                except OSError:
+                    pass
+                conn.close()
+            last = time.monotonic()
+        if serving and listener in ready and not stopping:
+            conn, _ = listener.accept()
+            try:
+                request, fds = _recv_request(conn)
+            except (OSError, ValueError):
+                conn.close()
+                continue
+            pid = os.fork()
+            if pid == 0:
+                _child(request, fds, [listener.fileno(), conn.fileno(), wake_r, wake_w, lock.fileno()])
+            for fd in fds:
+                os.close(fd)
+            children[pid] = conn
+            try:
+                conn.sendall(f"pid {pid}\n".encode())
+            except OSError:  # the client is gone (and starts a fresh worker): none of this one
+                os.kill(pid, signal.SIGKILL)
+            last = time.monotonic()
 
 
 if __name__ == "__main__":
     serve(Path(sys.argv[1]), float(os.environ.get(IDLE_ENV, IDLE_S)))
+    os._exit(0)  # its files are gone: no seconds of tearing down torch and Numba's objects

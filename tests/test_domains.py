@@ -234,6 +234,25 @@ def test_extended_generators_reach_every_edge(name, fuzz_seed, warm_oracles):
     assert reached <= set(target.extended_features) and drawn <= set(target.extended_features)
 
 
+@pytest.mark.parametrize("mode", ["hypothesis", "bulk"])
+@pytest.mark.parametrize("name", EXTENDED)
+def test_a_short_extended_run_checks_the_extended_tier(name, mode, fuzz_seed, monkeypatch):
+    """``--domain extended --examples 10`` gives the extended tier half of its examples from
+    the first chunk on (an edge case that no strategy of the production tier draws), and the
+    production tier the other half. No kernel runs: every check passes."""
+    from eaglefuzz.harness import fuzz
+    from eaglefuzz.harness.sources import Implementations
+    from eaglefuzz.harness.strategies import INTERPRETER_SCALE
+
+    monkeypatch.setattr(fuzz, "check_case", lambda *a, **k: None)
+    run = fuzz.fuzz_target if mode == "hypothesis" else fuzz.bulk_fuzz_target
+    stats = run(name, Implementations({}, {}), "cpu", INTERPRETER_SCALE, seed=fuzz_seed, examples=10,
+                domain="extended")
+    assert stats.examples == 10
+    assert stats.tiers.get("extended", 0) >= 1 and stats.edges, stats.tiers
+    assert stats.tiers.get("production", 0) >= 5, stats.tiers
+
+
 @pytest.mark.parametrize("name", EXTENDED)
 def test_shrink_moves_apply_to_edge_cases(name):
     target = TARGETS[name]

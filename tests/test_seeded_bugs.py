@@ -309,6 +309,28 @@ def test_shrunk_reproducer_is_small(stem, region, seeded_bugs_dir, backend, scal
     assert "assert_case(Case(" in report
 
 
+def test_a_bug_that_needs_1025_requests_gets_a_short_reproducer(seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles):
+    """The reproducer of a bug no batch of 1024 requests or fewer shows is at most 30 lines,
+    fails on the buggy file and passes on the production copy (the Python target: its checks
+    cost milliseconds; tests/test_shrinking.py checks every target's first shrinking check)."""
+    from eaglefuzz.harness.check import DifferenceFound
+
+    stem = "extend_arange_capped_at_1025"
+    path = seeded_bugs_dir / f"{stem}.py"
+    impls, (name,) = overridden(path)
+    stats = fuzz_target(name, impls, backend.device, scale, seed=derive_seed(fuzz_seed, stem), examples=DEFAULT_EXAMPLES)
+    assert stats.findings, f"seeded bug not found: {first_doc_line(path)}"
+    finding = stats.findings[0]
+    assert requests_of(finding.case) > 1024
+    src = finding.reproducer()
+    assert len(src.splitlines()) <= 30 and max(map(len, src.splitlines())) <= 200, src
+    source = f", source='file:{path.resolve()}'"
+    assert source in src
+    with pytest.raises(DifferenceFound):
+        exec(compile(src, "reproducer", "exec"), {})
+    exec(compile(src.replace(source, ""), "reproducer on the production copy", "exec"), {})
+
+
 def test_a_stale_mutant_fails_loudly(mutants):
     """A mutant whose text no longer occurs in the production code is an error, not a no-op."""
     stale = mutants.Mutant("stale", "eagle_prepare_inputs_padded_kernel", "gone", (("no such line\n", "x\n"),))

@@ -11,10 +11,12 @@ import pytest
 
 from eaglefuzz.harness import check
 from eaglefuzz.harness.case import Case
+from eaglefuzz.harness.compare import Difference
 from eaglefuzz.harness.fuzz import shrink_finding
 from eaglefuzz.harness.shrinking import keep_lists, shorter
 from eaglefuzz.harness.sources import Implementations
 from eaglefuzz.harness.sources.base import Origin
+from eaglefuzz.harness.strategies import INTERPRETER_SCALE
 from eaglefuzz.harness.targets import TARGETS, Outcome
 from eaglefuzz.harness.targets import prepare_inputs_padded as pi
 
@@ -109,6 +111,60 @@ def test_large_reproducers_are_compact_and_exact():
     src = case.to_python()
     assert len(src) < 2000, src
     assert eval(src, {"np": np, "Case": Case}) == case
+
+
+def test_long_arrays_of_alike_requests_print_as_ranges_and_tiles():
+    """Requests that are alike make arrays with a step (``query_start_loc`` of 3-token requests),
+    a repeated pattern (their positions) or rows alike (a block table): each is one short
+    expression, and evaluates to the array exactly."""
+    arrays = {
+        "stepped": np.arange(0, 3 * 1100 + 1, 3, dtype=np.int32),
+        "down": np.arange(2**62, 2**62 - 5 * 2000, -5, dtype=np.int64),
+        "pattern": np.tile(np.array([7, 8, 9], np.int64), 1100),
+        "long_pattern": np.tile(np.arange(100, 120, dtype=np.int64), 60),
+        "rows": np.tile(np.array([3, 1, 4, 1, 5], np.int32), (1100, 1)),
+        "masks": np.tile(np.array([True, False]), 600),
+        "near_limit": np.arange(2**63 - 1 - 3 * 40, 2**63 - 1, 3, dtype=np.int64),
+    }
+    case = Case(PI, arrays, {"num_reqs": 1}, {})
+    src = case.to_python()
+    assert len(src.splitlines()) <= 15 and max(map(len, src.splitlines())) < 120, src
+    assert eval(src, {"np": np, "Case": Case}) == case
+
+
+MANY = [n for n, t in TARGETS.items() if any(s.name == "many_requests" for s in t.shapes)]
+
+
+@pytest.mark.parametrize("name", MANY)
+def test_a_bug_that_needs_1025_requests_reads_in_a_few_lines_after_one_check(name, monkeypatch):
+    """A bug that only more than 1024 requests show (a grid capped at max_num_seqs): no request
+    can be dropped, and a check of such a batch under the interpreter costs seconds (up to
+    18 s for copy_and_expand), so the first check must already make the case readable: every
+    request alike, every array one value or a range, a reproducer of at most 30 short lines."""
+    target = TARGETS[name]
+    shape = next(s for s in target.shapes if s.name == "many_requests")
+    case = shape.build(np.random.default_rng(1), INTERPRETER_SCALE)
+
+    def needs_many(c: Case) -> check.Finding | None:
+        if "beyond_1024_requests" not in TARGETS[c.kernel].features_of(c):
+            return None
+        diff = Difference("out", 1024, 1, 2, 1024, "per-request output", "numpy = numba oracle")
+        return check.Finding(c, Outcome(differences=[diff]), Origin("test", "-", "-"))
+
+    monkeypatch.setattr(check, "check_case", lambda c, *a, **k: needs_many(c))
+    shrunk = shrink_finding(needs_many(case), Implementations({}, {}), "cpu", budget_s=1e9, max_checks=1)
+    lines = shrunk.reproducer().splitlines()
+    assert "beyond_1024_requests" in target.features_of(shrunk.case)
+    assert len(lines) <= 30 and max(map(len, lines)) <= 200, shrunk.reproducer()
+    assert eval(shrunk.case.to_python(), {"np": np, "Case": Case}) == shrunk.case
+
+
+def test_alike_requests_are_never_checked_twice(fake_check):
+    """Dropping any one of many alike requests makes the same case: it is checked once."""
+    case = pi._build([7] * 40, [3] * 40, [25] * 40, None)
+    shrunk = shrink_finding(_finding(case), Implementations({}, {}), "cpu", budget_s=60)
+    assert TARGETS[PI].split_requests(shrunk.case) == [(7, 3, 20)]
+    assert fake_check["n"] < 25, fake_check["n"]
 
 
 def test_the_interpreter_is_sped_up(backend):

@@ -58,6 +58,22 @@ def test_a_worker_forked_by_a_warm_server_reports_as_a_fresh_one(warm_env, seede
     assert cold_code == 1
     assert warmed["targets"][TARGET]["examples"] == cold["targets"][TARGET]["examples"]
 
+    # `eaglefuzz stop-servers`: the server leaves on SIGTERM, and leaves its folder empty.
+    pid = warm.server_pid(path)
+    stopped = warm.stop_servers(warm._dir())
+    assert stopped.pids == [pid] and not stopped.killed and not stopped.finishing, stopped
+    assert not _alive_after(pid, 10), "the server is still running"
+    assert sorted(p.name for p in warm._dir().iterdir()) == []
+
+
+def _alive_after(pid: int, seconds: float) -> bool:
+    from eaglefuzz.harness.lifeline import alive
+
+    end = time.monotonic() + seconds
+    while alive(pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    return alive(pid)
+
 
 def test_no_server_is_started_or_used_when_they_are_off(warm_env, monkeypatch):
     monkeypatch.chdir(ROOT)
@@ -124,3 +140,128 @@ def test_a_worker_that_ends_at_once_still_gets_its_exit_status(warm_env, monkeyp
     finally:
         server.join(timeout=10)
         listener.close()
+
+
+# -- a server's files: removed when it leaves, stale ones swept (no kernel, no torch to load) --
+
+
+@pytest.fixture
+def folder(monkeypatch):
+    """A short private folder for servers (a socket's path has about 104 bytes at most)."""
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="efwt", dir="/tmp"))
+    monkeypatch.setenv("EAGLEFUZZ_WARM_DIR", str(root))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    """:func:`warm.serve` run in this process, without its imports (the point is its files);
+    the signal handlers it installs are put back afterwards."""
+    import signal
+
+    monkeypatch.setattr(warm, "_preload", lambda: None)
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)}
+    wakeup = signal.set_wakeup_fd(-1)
+    yield
+    signal.set_wakeup_fd(wakeup)
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_a_server_leaves_its_folder_empty_when_idle(folder, in_process):
+    warm.serve(folder / "k.sock", idle=0.2)
+    assert _files(folder) == []
+
+
+def test_a_server_leaves_its_folder_empty_on_sigterm(folder, in_process):
+    import signal
+    import threading
+
+    seen: list[list[str]] = []
+
+    def stop() -> None:
+        seen.append(_files(folder))  # up: its lock file and socket
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    timer = threading.Timer(0.5, stop)
+    timer.start()
+    warm.serve(folder / "k.sock", idle=60)
+    timer.join()
+    assert seen == [["k.lock", "k.sock"]]
+    assert _files(folder) == []
+
+
+def test_a_server_whose_files_changed_leaves(folder, in_process, monkeypatch):
+    """After an edit of eaglefuzz (or a reinstall) no command can match a server's key: it
+    leaves at its next check instead of waiting out its idle time."""
+    stamps = iter(["as imported", "edited"])
+    monkeypatch.setattr(warm, "_package_stamp", lambda: next(stamps, "edited"))
+    monkeypatch.setattr(warm, "RETIRE_CHECK_S", 0.05)
+    start = time.monotonic()
+    warm.serve(folder / "k.sock", idle=60)
+    assert time.monotonic() - start < 30
+    assert _files(folder) == []
+
+
+def _stale(folder: Path, key: str) -> None:
+    """What a server killed outright leaves: its lock file (held by no one) and its socket
+    (nothing listening)."""
+    import socket
+
+    (folder / f"{key}.lock").write_text("999999")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(folder / f"{key}.sock"))
+    s.close()
+
+
+def test_stale_files_are_swept_and_a_live_servers_are_not(folder, monkeypatch):
+    import fcntl
+    import socket
+
+    _stale(folder, "dead")
+    live = open(folder / "live.lock", "a+")  # a live server holds its lock
+    fcntl.flock(live, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(folder / "live.sock"))
+    listener.listen(1)
+    try:
+        assert warm.sweep(folder) == 2
+        assert _files(folder) == ["live.lock", "live.sock"]
+    finally:
+        listener.close()
+        live.close()
+    # The next command that would start a server sweeps first (here it cannot start one).
+    _stale(folder, "dead")
+    monkeypatch.setenv("EAGLEFUZZ_WARM", "1")
+
+    def no_server(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise OSError("not here")
+
+    monkeypatch.setattr(warm.subprocess, "Popen", no_server)
+    warm.start_server()
+    assert "dead.lock" not in _files(folder) and "dead.sock" not in _files(folder)
+
+
+def test_help_says_how_to_stop_the_servers(capsys, folder):
+    from eaglefuzz.harness import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Warm servers" in out and "eaglefuzz stop-servers" in out and "EAGLEFUZZ_WARM=0" in out
+    _stale(folder, "dead")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["stop-servers"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"stopped 0 warm server(s) in {folder}") and "removed 2 stale file(s)" in out, out
+    assert _files(folder) == []
+    assert "eaglefuzz stop-servers" in (ROOT / "README.md").read_text()

@@ -207,6 +207,18 @@ class Target(ABC):
         """Smaller or simpler variants of ``case`` other than dropping requests."""
         return iter(())
 
+    def alike(self, case: Case, k: int) -> Case:
+        """``case`` with every request made like request ``k`` (its length, values and rows;
+        ``k`` counts from the end when negative): the shrinker's first value change, which
+        keeps a batch's size (a bug may need more than 1024 requests) while its arrays become
+        ranges and repeats. ``case`` itself when it has fewer than two requests or no request
+        ``k``. By default through :meth:`split_requests` and :meth:`join_requests`; a target
+        that shrinks otherwise gives its own."""
+        pieces = self.split_requests(case)
+        if pieces is None or len(pieces) < 2 or not -len(pieces) <= k < len(pieces):
+            return case
+        return self.join_requests(case, [pieces[k]] * len(pieces))
+
     grid_field: str = "launch"
     """The case field that sets the launch's grid (named when a grid exceeds the limits)."""
 

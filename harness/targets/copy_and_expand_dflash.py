@@ -198,6 +198,9 @@ class CopyAndExpandDflash(TritonTarget):
     def shrink_candidates(self, case: Case) -> Iterator[Case]:
         return dflash_cases.shrink(case)
 
+    def alike(self, case: Case, k: int) -> Case:
+        return dflash_cases.alike(case, k)
+
     # -- contract ---------------------------------------------------------------------
 
     def validate(self, case: Case) -> None:

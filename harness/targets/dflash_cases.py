@@ -268,6 +268,14 @@ def _rebuild(case: Case, reqs: list[dict[str, Any]], **overrides: Any) -> Case:
     return build(reqs, **s)
 
 
+def alike(case: Case, k: int) -> Case:
+    """``case`` with every request like request ``k`` (:meth:`Target.alike`)."""
+    reqs = requests_of(case)
+    if len(reqs) < 2 or not -len(reqs) <= k < len(reqs):
+        return case
+    return _rebuild(case, [reqs[k]] * len(reqs))
+
+
 def shrink(case: Case) -> Iterator[Case]:
     """Smaller variants of ``case``: drop requests, shorten one, then simplify values and launch."""
     reqs = requests_of(case)

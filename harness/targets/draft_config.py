@@ -510,6 +510,8 @@ def _cases(draw: st.DrawFn) -> Case:
         for f, enc in fields.items():
             if twin is not None and differ:
                 scalars[f"{side}.{f}"] = draw(_differing(enc, scalars[f"{twin}.{f}"]))
+            elif twin is not None:  # equal to the target's or not, field by field (same_rank)
+                scalars[f"{side}.{f}"] = draw(_values(enc) | st.just(scalars[f"{twin}.{f}"]))
             else:
                 scalars[f"{side}.{f}"] = draw(_values(enc))
     for key, enc in OTHER_SCALARS.items():

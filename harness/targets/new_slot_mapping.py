@@ -317,24 +317,16 @@ class NewSlotMapping(PythonFunctionTarget):
         a = case.arrays
         return len(a["new_positions"]) + sum(a[n].size for n in ARRAYS)
 
+    def alike(self, case: Case, k: int) -> Case:
+        R = case.arrays["block_table"].shape[0]
+        return case if R < 2 or not -R <= k < R else _keep(case, [k % R] * R)
+
     def shrink_candidates(self, case: Case) -> Iterator[Case]:
         a = case.arrays
         R = a["block_table"].shape[0]
-        t = _Tokens(case)
-        starts = np.concatenate([[0], np.cumsum(t.counts)])
 
         def keep(rows: list[int]) -> Case:
-            tok = np.concatenate([np.arange(starts[r], starts[r + 1]) for r in rows]) if rows else np.zeros(0, np.int64)
-            lens = [int(t.qlen[r]) for r in rows]
-            old = a["slot_mapping"]
-            return case.replace(arrays={
-                "query_start_loc": query_start_loc_from(lens) if rows else np.zeros(1, np.int32),
-                "block_table": a["block_table"][rows],
-                "seq_lens": a["seq_lens"][rows],
-                "slot_mapping": old[: sum(lens)] if len(old) >= sum(lens) else np.resize(old, sum(lens)),
-                "new_positions": a["new_positions"][tok],
-                "is_rejected_token_mask": a["is_rejected_token_mask"][tok],
-            })  # fmt: skip
+            return _keep(case, rows)
 
         every = list(range(R))
         if R > 1:
@@ -349,6 +341,24 @@ class NewSlotMapping(PythonFunctionTarget):
             yield case.replace(arrays={"block_table": small.astype(np.int32)})
         if a["is_rejected_token_mask"].any():
             yield case.replace(arrays={"is_rejected_token_mask": np.zeros_like(a["is_rejected_token_mask"])})
+
+
+def _keep(case: Case, rows: list[int]) -> Case:
+    """``case`` with the requests ``rows`` (in that order; one may repeat)."""
+    a = case.arrays
+    t = _Tokens(case)
+    starts = np.concatenate([[0], np.cumsum(t.counts)])
+    tok = np.concatenate([np.arange(starts[r], starts[r + 1]) for r in rows]) if rows else np.zeros(0, np.int64)
+    lens = [int(t.qlen[r]) for r in rows]
+    old = a["slot_mapping"]
+    return case.replace(arrays={
+        "query_start_loc": query_start_loc_from(lens) if rows else np.zeros(1, np.int32),
+        "block_table": a["block_table"][rows],
+        "seq_lens": a["seq_lens"][rows],
+        "slot_mapping": old[: sum(lens)] if len(old) >= sum(lens) else np.resize(old, sum(lens)),
+        "new_positions": a["new_positions"][tok],
+        "is_rejected_token_mask": a["is_rejected_token_mask"][tok],
+    })  # fmt: skip
 
 
 def build_metadata(case: Case, tensor: Any, cls: type) -> Any:
