@@ -1,4 +1,5 @@
-"""Numba oracles for the EAGLE helper kernels, written from docs/CONTRACT.md §1-§3.
+"""Numba oracles for the EAGLE helper kernels and the rejection sampler's kernels, written from
+docs/CONTRACT.md §1-§3 and §6-§13.
 
 Each kernel is a ``@numba.njit(cache=True)`` function written as plain nested loops over
 requests and slots, plus a thin Python wrapper with the same keyword-only signature as the

@@ -1,4 +1,5 @@
-"""NumPy oracles for the EAGLE helper kernels, written from docs/CONTRACT.md §1-§3.
+"""NumPy oracles for the EAGLE helper kernels and the rejection sampler's kernels, written from
+docs/CONTRACT.md §1-§3 and §6-§13.
 
 One function per kernel, vectorised over requests and slots (``np.repeat`` / ``cumsum`` /
 fancy indexing; no Python loop over either). Every function writes in place into the output
