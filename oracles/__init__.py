@@ -1,6 +1,7 @@
-"""Independent reference implementations (oracles) of vLLM's EAGLE helper kernels.
+"""Independent reference implementations (oracles) of vLLM's EAGLE helper kernels and of its
+rejection sampler's kernels.
 
-They are written from ``docs/CONTRACT.md`` (§1-§5) alone, not from the code under test:
+They are written from ``docs/CONTRACT.md`` (§1-§13) alone, not from the code under test:
 
 * ``vectorized`` -- plain NumPy, vectorised (no Python loop over requests or tokens);
 * ``loops`` -- Numba, plain nested loops over requests and slots;

@@ -1,4 +1,5 @@
-"""Numba oracles for the EAGLE helper kernels, written from docs/CONTRACT.md §1-§3.
+"""Numba oracles for the EAGLE helper kernels and the rejection sampler's kernels, written from
+docs/CONTRACT.md §1-§3 and §6-§13.
 
 Each kernel is a ``@numba.njit(cache=True)`` function written as plain nested loops over
 requests and slots, plus a thin Python wrapper with the same keyword-only signature as the
@@ -693,3 +694,435 @@ def update_num_computed_tokens_for_batch_change(
         prev_num_draft_tokens, cpu_num_computed_tokens, new_computed, new_accepted,
     )  # fmt: skip
     _raise_if_error(err, "update_num_computed_tokens_for_batch_change")
+
+
+# --------------------------------------------------------------------------------------------
+# 10.-13. the rejection sampler's kernels: shared helpers
+# --------------------------------------------------------------------------------------------
+
+_NAN_SCORE = 1399  # sample_recovered_tokens: a NaN score, outside the contract (ValueError)
+
+
+def _flat_out(buf, what: str) -> np.ndarray:
+    if not buf.flags.c_contiguous:
+        raise ValueError(f"{what} must be C-contiguous: the kernel takes no strides")
+    return buf.reshape(-1)
+
+
+def _flat(arr, dtype=None) -> np.ndarray:
+    a = np.ascontiguousarray(arr).reshape(-1)
+    return a if dtype is None else a.astype(dtype)
+
+
+def _widened(arr, name: str) -> np.ndarray:
+    """float32/float64 -> float64, exact: the kernels compare these exactly."""
+    a = _flat(arr)
+    if a.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{name} must be float32 or float64, got {a.dtype}")
+    return a.astype(np.float64)
+
+
+def _f32_table(arr, name: str) -> np.ndarray:
+    a = _flat(arr)
+    if a.dtype != np.float32:
+        raise TypeError(f"{name} must be float32 (the kernel's dtype), got {a.dtype}")
+    return a
+
+
+_NO_F64 = np.zeros(0, dtype=np.float64)
+_NO_F32 = np.zeros(0, dtype=np.float32)
+_NO_BOOL = np.zeros(0, dtype=np.bool_)
+_NO_I64 = np.zeros(0, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# 10. rejection_greedy_sample_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["rejection_greedy_sample"]
+_ERRORS.update({
+    1001: "is_greedy read",
+    1002: "draft_token_ids read",
+    1003: "target_argmax read",
+    1004: "uniform_probs read",
+    1005: "synthetic_conditional_rates read",
+    1006: "bonus_token_ids read",
+    1007: "output_token_ids write",
+})  # fmt: skip
+
+
+@numba.njit(cache=True)
+def _greedy_loops(out, cu, draft, argmax, bonus, greedy, has_greedy, stride, synthetic, u, rates, do_write):
+    B = cu.shape[0]
+    for r in range(B):
+        if has_greedy:
+            if r >= greedy.shape[0]:
+                return np.int64(1001), np.int64(r), np.int64(r)
+            if not greedy[r]:
+                continue
+        s = np.int64(0) if r == 0 else np.int64(np.int32(cu[r - 1]))
+        d = np.int64(np.int32(np.int64(np.int32(cu[r])) - s))
+        rejected = False
+        for j in range(d):
+            t = np.int64(np.int32(s + j))
+            if t < 0 or t >= draft.shape[0]:
+                return np.int64(1002), np.int64(r), t
+            if t >= argmax.shape[0]:
+                return np.int64(1003), np.int64(r), t
+            did = np.int64(draft[t])
+            a = np.int64(np.int32(argmax[t]))
+            if synthetic:
+                if t >= u.shape[0]:
+                    return np.int64(1004), np.int64(r), t
+                if j >= rates.shape[0]:
+                    return np.int64(1005), np.int64(r), np.int64(j)
+                accepted = u[t] < rates[j] and did >= 0
+                tok = did if accepted else a
+            else:
+                accepted = did == a
+                tok = a
+            o = np.int64(np.int32(np.int64(r) * stride + j))
+            if o < 0 or o >= out.shape[0]:
+                return np.int64(1007), np.int64(r), o
+            if do_write:
+                out[o] = np.int32(tok)
+            if not accepted:
+                rejected = True
+                break
+        if not rejected:
+            if r >= bonus.shape[0]:
+                return np.int64(1006), np.int64(r), np.int64(r)
+            o = np.int64(np.int32(np.int64(r) * stride + d))
+            if o < 0 or o >= out.shape[0]:
+                return np.int64(1007), np.int64(r), o
+            if do_write:
+                out[o] = np.int32(bonus[r])
+    return np.int64(0), np.int64(0), np.int64(0)
+
+
+def rejection_greedy_sample(
+    *,
+    output_token_ids,
+    cu_num_draft_tokens,
+    draft_token_ids,
+    target_argmax,
+    bonus_token_ids,
+    is_greedy,
+    max_spec_len,
+    uniform_probs=None,
+    synthetic_conditional_rates=None,
+) -> None:
+    """docs/CONTRACT.md §10; same rules as ``vectorized.rejection_greedy_sample``: one request
+    after another, one draft after another until the first rejection."""
+    out = _flat_out(output_token_ids, "output_token_ids")
+    stride = np.int64(_i32_exact(int(_i32_exact(max_spec_len, "max_spec_len")) + 1, "max_spec_len + 1"))
+    synthetic = synthetic_conditional_rates is not None
+    if synthetic and uniform_probs is None:
+        raise ValueError("SYNTHETIC_MODE needs uniform_probs")
+    args = (
+        out, _flat(cu_num_draft_tokens, np.int64), _flat(draft_token_ids, np.int64),
+        _flat(target_argmax, np.int64), _flat(bonus_token_ids, np.int64),
+        _NO_BOOL if is_greedy is None else _flat(is_greedy, np.bool_), is_greedy is not None,
+        stride, synthetic,
+        _widened(uniform_probs, "uniform_probs") if synthetic else _NO_F64,
+        _widened(synthetic_conditional_rates, "synthetic_conditional_rates") if synthetic else _NO_F64,
+    )  # fmt: skip
+    _raise_if_error(_greedy_loops(*args, False), "rejection_greedy_sample")
+    _greedy_loops(*args, True)
+
+
+# --------------------------------------------------------------------------------------------
+# 11. rejection_random_sample_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["rejection_random_sample"]
+_ERRORS.update({
+    1101: "is_greedy read",
+    1102: "draft_token_ids read",
+    1103: "uniform_probs read",
+    1104: "synthetic_conditional_rates read",
+    1105: "target_probs read",
+    1106: "draft_probs read",
+    1107: "recovered_token_ids read",
+    1108: "bonus_token_ids read",
+    1109: "output_token_ids write",
+})  # fmt: skip
+
+
+@numba.njit(cache=True)
+def _random_loops(
+    out, cu, draft, target, draftp, no_draft, bonus, recovered, u, greedy, stride, V,
+    synthetic, rates, do_write,
+):  # fmt: skip
+    B = cu.shape[0]
+    zero = np.float32(0.0)
+    for r in range(B):
+        if r >= greedy.shape[0]:
+            return np.int64(1101), np.int64(r), np.int64(r)
+        if greedy[r]:
+            continue
+        s = np.int64(0) if r == 0 else np.int64(np.int32(cu[r - 1]))
+        d = np.int64(np.int32(np.int64(np.int32(cu[r])) - s))
+        rejected = False
+        for j in range(d):
+            t = np.int64(np.int32(s + j))
+            if t < 0 or t >= draft.shape[0]:
+                return np.int64(1102), np.int64(r), t
+            if t >= u.shape[0]:
+                return np.int64(1103), np.int64(r), t
+            did = np.int64(draft[t])
+            accepted = False
+            if did < 0:
+                accepted = False
+            elif synthetic:
+                if j >= rates.shape[0]:
+                    return np.int64(1104), np.int64(r), np.int64(j)
+                accepted = u[t] < rates[j]
+            else:
+                k = np.int64(np.int32(t * V + did))
+                if k < 0 or k >= target.shape[0]:
+                    return np.int64(1105), np.int64(r), k
+                p = target[k]
+                if no_draft:
+                    accepted = np.float64(p) >= u[t]
+                else:
+                    if k >= draftp.shape[0]:
+                        return np.int64(1106), np.int64(r), k
+                    q = draftp[k]
+                    if q > zero:
+                        quotient = p / q  # float32 / float32: the correctly rounded float32
+                        accepted = np.float64(quotient) >= u[t]
+            if accepted:
+                tok = did
+            else:
+                if t >= recovered.shape[0]:
+                    return np.int64(1107), np.int64(r), t
+                tok = np.int64(recovered[t])
+            o = np.int64(np.int32(np.int64(r) * stride + j))
+            if o < 0 or o >= out.shape[0]:
+                return np.int64(1109), np.int64(r), o
+            if do_write:
+                out[o] = np.int32(tok)
+            if not accepted:
+                rejected = True
+                break
+        if not rejected:
+            if r >= bonus.shape[0]:
+                return np.int64(1108), np.int64(r), np.int64(r)
+            o = np.int64(np.int32(np.int64(r) * stride + d))
+            if o < 0 or o >= out.shape[0]:
+                return np.int64(1109), np.int64(r), o
+            if do_write:
+                out[o] = np.int32(bonus[r])
+    return np.int64(0), np.int64(0), np.int64(0)
+
+
+def rejection_random_sample(
+    *,
+    output_token_ids,
+    cu_num_draft_tokens,
+    draft_token_ids,
+    draft_probs,
+    target_probs,
+    bonus_token_ids,
+    recovered_token_ids,
+    uniform_probs,
+    is_greedy,
+    max_spec_len,
+    vocab_size,
+    synthetic_conditional_rates=None,
+) -> None:
+    """docs/CONTRACT.md §11; same rules as ``vectorized.rejection_random_sample``: one request
+    after another, one draft after another until the first rejection."""
+    out = _flat_out(output_token_ids, "output_token_ids")
+    stride = np.int64(_i32_exact(int(_i32_exact(max_spec_len, "max_spec_len")) + 1, "max_spec_len + 1"))
+    V = np.int64(_i32_exact(vocab_size, "vocab_size"))
+    if is_greedy is None:
+        raise ValueError("is_greedy is required: the kernel loads it unconditionally")
+    synthetic = synthetic_conditional_rates is not None
+    args = (
+        out, _flat(cu_num_draft_tokens, np.int64), _flat(draft_token_ids, np.int64),
+        _NO_F32 if synthetic else _f32_table(target_probs, "target_probs"),
+        _NO_F32 if synthetic or draft_probs is None else _f32_table(draft_probs, "draft_probs"),
+        draft_probs is None, _flat(bonus_token_ids, np.int64), _flat(recovered_token_ids, np.int64),
+        _widened(uniform_probs, "uniform_probs"), _flat(is_greedy, np.bool_), stride, V, synthetic,
+        _widened(synthetic_conditional_rates, "synthetic_conditional_rates") if synthetic else _NO_F64,
+    )  # fmt: skip
+    _raise_if_error(_random_loops(*args, False), "rejection_random_sample")
+    _random_loops(*args, True)
+
+
+# --------------------------------------------------------------------------------------------
+# 12. expand_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["expand"]
+_ERRORS.update({1201: "cu_num_tokens read", 1202: "output write"})
+
+
+@numba.njit(cache=True)
+def _expand_float_loops(out, x, cu, frm, to, M, do_write):
+    frm32 = np.float32(frm)  # int64 -> float32, round to nearest even
+    to32 = np.float32(to)
+    for r in range(x.shape[0]):
+        if r >= cu.shape[0]:
+            return np.int64(1201), np.int64(r), np.int64(r)
+        s = np.int64(0) if r == 0 else np.int64(np.int32(cu[r - 1]))
+        n = np.int64(np.int32(np.int64(np.int32(cu[r])) - s))
+        val = to32 if x[r] == frm32 else x[r]
+        for k in range(min(n, M)):
+            o = np.int64(np.int32(s + k))
+            if o < 0 or o >= out.shape[0]:
+                return np.int64(1202), np.int64(r), o
+            if do_write:
+                out[o] = val
+    return np.int64(0), np.int64(0), np.int64(0)
+
+
+@numba.njit(cache=True)
+def _expand_int_loops(out, x, cu, frm, to, M, do_write):
+    for r in range(x.shape[0]):
+        if r >= cu.shape[0]:
+            return np.int64(1201), np.int64(r), np.int64(r)
+        s = np.int64(0) if r == 0 else np.int64(np.int32(cu[r - 1]))
+        n = np.int64(np.int32(np.int64(np.int32(cu[r])) - s))
+        val = to if np.int64(x[r]) == frm else np.int64(x[r])
+        for k in range(min(n, M)):
+            o = np.int64(np.int32(s + k))
+            if o < 0 or o >= out.shape[0]:
+                return np.int64(1202), np.int64(r), o
+            if do_write:
+                out[o] = val  # truncated to the output's width on store
+    return np.int64(0), np.int64(0), np.int64(0)
+
+
+def expand(*, output, input, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=128) -> None:
+    """docs/CONTRACT.md §12; same rules as ``vectorized.expand``: one request after another."""
+    out = _flat_out(output, "output")
+    x = _flat(input)
+    if x.dtype not in (np.float32, np.int32, np.int64) or out.dtype != x.dtype:
+        raise TypeError(f"expand: input and output must share a dtype of float32/int32/int64 ({x.dtype}, {out.dtype})")
+    M = int(MAX_NUM_TOKENS)
+    if M < 1 or M & (M - 1):
+        raise ValueError(f"MAX_NUM_TOKENS={M} must be a power of two (tl.arange)")
+    frm, to = int(replace_from), int(replace_to)
+    for name, v in (("replace_from", frm), ("replace_to", to)):
+        if not _I64_MIN <= v <= _I64_MAX:
+            raise OverflowError(f"{name}={v} is outside int64 (Triton would pass it as uint64)")
+    loops = _expand_float_loops if x.dtype == np.float32 else _expand_int_loops
+    args = (out, x, _flat(cu_num_tokens, np.int64), np.int64(frm), np.int64(to), np.int64(M))
+    _raise_if_error(loops(*args, False), "expand")
+    loops(*args, True)
+
+
+# --------------------------------------------------------------------------------------------
+# 13. sample_recovered_tokens_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["sample_recovered_tokens"]
+_ERRORS.update({
+    1301: "output_token_ids write",
+    1302: "draft_token_ids read",
+    1303: "inv_q read",
+    1304: "target_probs read",
+    1305: "draft_probs read",
+})  # fmt: skip
+
+
+@numba.njit(cache=True)
+def _recovered_loops(out, cu, draft_ids, no_draft, target, draftp, iq, V, L, BS, do_write):
+    zero = np.float32(0.0)
+    for r in range(cu.shape[0]):
+        s = np.int64(0) if r == 0 else np.int64(np.int32(cu[r - 1]))
+        d = np.int64(np.int32(np.int64(np.int32(cu[r])) - s))
+        for j in range(min(d, L)):  # program (r, j); positions j >= L have no program
+            t = np.int64(np.int32(s + j))
+            if t < 0 or t >= out.shape[0]:
+                return np.int64(1301), np.int64(r), t
+            did = np.int64(0)
+            if no_draft:
+                if t >= draft_ids.shape[0]:
+                    return np.int64(1302), np.int64(r), t
+                did = np.int64(draft_ids[t])
+            best = -np.inf
+            rid = np.int64(0)
+            v0 = np.int64(0)
+            while v0 < V:  # one tile of BS lanes; lanes past V score -inf
+                tile_max = -np.inf
+                tile_id = np.int64(0)
+                for lane in range(BS):
+                    v = v0 + lane
+                    score = -np.inf
+                    if v < V:
+                        k = np.int64(np.int32(t * V + v))
+                        kq = np.int64(np.int32(np.int64(r) * V + v))
+                        if kq < 0 or kq >= iq.shape[0]:
+                            return np.int64(1303), np.int64(r), kq
+                        if no_draft and v == did:
+                            p = zero
+                        else:
+                            if k < 0 or k >= target.shape[0]:
+                                return np.int64(1304), np.int64(r), k
+                            if no_draft:
+                                p = target[k]
+                            else:
+                                if k >= draftp.shape[0]:
+                                    return np.int64(1305), np.int64(r), k
+                                diff = target[k] - draftp[k]  # float32
+                                p = diff if diff > zero else zero  # fmax(diff, 0): NaN -> 0
+                        product = p * iq[kq]  # float32 * float32, or float32 * float64 in float64
+                        if np.isnan(product):
+                            return np.int64(_NAN_SCORE), np.int64(r), np.int64(v)
+                        score = np.float64(product)  # exact; compared only
+                    if lane == 0 or score > tile_max:  # the first lane of the tile's maximum
+                        tile_max = score
+                        tile_id = np.int64(lane)
+                if tile_max > best:  # strictly greater: an equal later tile keeps the earlier
+                    best = tile_max
+                    rid = v0 + tile_id
+                v0 += BS
+            if do_write:
+                out[t] = np.int32(min(rid, V - 1))
+    return np.int64(0), np.int64(0), np.int64(0)
+
+
+def sample_recovered_tokens(
+    *,
+    output_token_ids,
+    cu_num_draft_tokens,
+    draft_token_ids,
+    draft_probs,
+    target_probs,
+    inv_q,
+    vocab_size,
+    max_spec_len,
+    BLOCK_SIZE=8192,
+) -> None:
+    """docs/CONTRACT.md §13, tile by tile as the kernel runs: for each token, tiles of
+    ``BLOCK_SIZE`` vocabulary entries, each tile's first maximum replacing the running one only
+    when strictly greater. A NaN score raises ``ValueError`` (outside the contract)."""
+    out = _flat_out(output_token_ids, "output_token_ids")
+    L = np.int64(_i32_exact(max_spec_len, "max_spec_len"))
+    V = np.int64(_i32_exact(vocab_size, "vocab_size"))
+    bs = int(BLOCK_SIZE)
+    if bs < 1 or bs & (bs - 1):
+        raise ValueError(f"BLOCK_SIZE={bs} must be a power of two (tl.arange)")
+    iq = _flat(inv_q)
+    if iq.dtype not in (np.float32, np.float64):
+        raise TypeError(f"inv_q must be float32 or float64 (USE_FP64_GUMBEL), got {iq.dtype}")
+    no_draft = draft_probs is None
+    args = (
+        out, _flat(cu_num_draft_tokens, np.int64),
+        _flat(draft_token_ids, np.int64) if no_draft else _NO_I64, no_draft,
+        _f32_table(target_probs, "target_probs"),
+        _NO_F32 if no_draft else _f32_table(draft_probs, "draft_probs"),
+        iq, V, L, np.int64(bs),
+    )  # fmt: skip
+    err = _recovered_loops(*args, False)
+    if int(err[0]) == _NAN_SCORE:
+        raise ValueError(
+            f"sample_recovered_tokens: a NaN score (request {int(err[1])}, token {int(err[2])}) "
+            "is outside the contract (docs/CONTRACT.md §13.4)"
+        )
+    _raise_if_error(err, "sample_recovered_tokens")
+    _recovered_loops(*args, True)

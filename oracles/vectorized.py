@@ -1,4 +1,5 @@
-"""NumPy oracles for the EAGLE helper kernels, written from docs/CONTRACT.md §1-§3.
+"""NumPy oracles for the EAGLE helper kernels and the rejection sampler's kernels, written from
+docs/CONTRACT.md §1-§3 and §6-§13.
 
 One function per kernel, vectorised over requests and slots (``np.repeat`` / ``cumsum`` /
 fancy indexing; no Python loop over either). Every function writes in place into the output
@@ -638,3 +639,380 @@ def update_num_computed_tokens_for_batch_change(
     accepted = np.where(participating, valid, num_accepted_tokens[:n].astype(np.int64))
     num_computed_tokens[:n] = computed.astype(num_computed_tokens.dtype)
     num_accepted_tokens[:n] = accepted.astype(num_accepted_tokens.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# 10.-13. the rejection sampler's kernels: shared helpers
+# --------------------------------------------------------------------------------------------
+
+_RECOVERED_CHUNK = 1 << 22  # table elements per vectorised step of sample_recovered_tokens
+
+
+def _flat_out(buf, what: str) -> np.ndarray:
+    """A 1-D view of an output buffer (the kernels address it flat, without strides)."""
+    if not buf.flags.c_contiguous:
+        raise ValueError(f"{what} must be C-contiguous: the kernel takes no strides")
+    return buf.reshape(-1)
+
+
+def _flat_in(arr) -> np.ndarray:
+    """A 1-D view or copy of an input read flat (contiguous row-major, as the kernel reads it)."""
+    return np.ascontiguousarray(arr).reshape(-1)
+
+
+def _draft_rows(cu):
+    """Per request (inclusive ``cu``): first token ``s_r`` and draft count ``d_r``, both int32
+    values held in int64 (``s_0 = 0``; ``cu[-1]`` is never read)."""
+    cu = _wrap32(np.asarray(cu))
+    start = np.concatenate([np.zeros(min(1, cu.size), dtype=np.int64), cu[:-1]])
+    return start, _wrap32(cu - start)
+
+
+def _float_operand(arr, name: str) -> np.ndarray:
+    """A float32 or float64 input widened to float64 (exact) for an exact comparison."""
+    a = _flat_in(arr)
+    if a.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{name} must be float32 or float64, got {a.dtype}")
+    return a.astype(np.float64)
+
+
+def _float32_table(arr, name: str) -> np.ndarray:
+    a = _flat_in(arr)
+    if a.dtype != np.float32:
+        raise TypeError(f"{name} must be float32 (the kernel's dtype), got {a.dtype}")
+    return a
+
+
+def _visited(owner, rejected, nrows: int):
+    """Positions a sequential loop visits: each row's positions up to its first rejection.
+
+    ``owner`` (row of each position, non-decreasing) and ``rejected`` are per position, in
+    row-major order. Returns (visited mask, per-row "some visited draft was rejected").
+    """
+    pos_idx = np.arange(owner.size, dtype=np.int64)
+    first_rej = np.full(nrows, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_rej, owner[rejected], pos_idx[rejected])
+    visited = pos_idx <= first_rej[owner]
+    return visited, first_rej < np.iinfo(np.int64).max
+
+
+def _row_writes(out, rows, stride, owner, j, vis, tok, bonus_rows, d, bonus_vals, what):
+    """Write the visited positions' tokens and the bonus ids of ``bonus_rows``, in program
+    order (row, then position, the bonus last); bounds-checked before anything is written."""
+    w_idx = np.concatenate([_wrap32(rows[owner[vis]] * stride + j[vis]), _wrap32(bonus_rows * stride + d[bonus_rows])])
+    w_val = np.concatenate([tok[vis], bonus_vals])
+    key_row = np.concatenate([rows[owner[vis]], bonus_rows])
+    key_seq = np.concatenate([j[vis], np.full(bonus_rows.size, np.iinfo(np.int64).max, dtype=np.int64)])
+    _check_index(w_idx, out.size, f"{what} write")
+    order = np.lexsort((key_seq, key_row))
+    _scatter(out, w_idx[order], w_val[order])
+
+
+def _greedy_rows(is_greedy, B: int, want: bool):
+    """The requests a program processes: ``is_greedy[r] == want`` (all with ``None``)."""
+    if is_greedy is None:
+        return np.arange(B, dtype=np.int64)
+    _check_len(is_greedy, B, "is_greedy read")
+    return np.flatnonzero(np.asarray(is_greedy[:B]).astype(np.bool_) == want).astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# 10. rejection_greedy_sample_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["rejection_greedy_sample"]
+
+
+def rejection_greedy_sample(
+    *,
+    output_token_ids,
+    cu_num_draft_tokens,
+    draft_token_ids,
+    target_argmax,
+    bonus_token_ids,
+    is_greedy,
+    max_spec_len,
+    uniform_probs=None,
+    synthetic_conditional_rates=None,
+) -> None:
+    """docs/CONTRACT.md §10, in place on ``output_token_ids`` (addressed flat, rows
+    ``max_spec_len + 1`` apart). ``synthetic_conditional_rates=None`` is ``SYNTHETIC_MODE`` off.
+
+    Per processed request r (all with ``is_greedy=None``, else those with ``is_greedy[r]``),
+    positions ``j < d_r`` up to the first rejection, ``a = int32(target_argmax[t])``::
+
+        off:  out[r, j] = a;                  rejected iff draft[t] != a
+        on:   accepted iff uniform[t] < rates[j] and draft[t] >= 0
+              out[r, j] = draft[t] if accepted else a
+        no rejection: out[r, d_r] = int32(bonus[r])
+    """
+    out = _flat_out(output_token_ids, "output_token_ids")
+    L = _scalar_int32(max_spec_len, "max_spec_len")
+    stride = _scalar_int32(L + 1, "max_spec_len + 1")
+    synthetic = synthetic_conditional_rates is not None
+    if synthetic and uniform_probs is None:
+        raise ValueError("SYNTHETIC_MODE needs uniform_probs")
+    B = len(cu_num_draft_tokens)
+    if B == 0:
+        return
+    start, d = _draft_rows(cu_num_draft_tokens)
+    rows = _greedy_rows(is_greedy, B, True)
+    owner, j = _segments(np.maximum(d[rows], 0))
+    t = _wrap32(start[rows][owner] + j)
+    drafts, argmax = _flat_in(draft_token_ids), _flat_in(target_argmax)
+    tc = np.clip(t, 0, None)  # gathers first; the positions actually visited are checked below
+    did = drafts[np.minimum(tc, max(drafts.size - 1, 0))].astype(np.int64) if drafts.size else np.zeros(t.size, np.int64)
+    a = _wrap32(argmax[np.minimum(tc, max(argmax.size - 1, 0))]) if argmax.size else np.zeros(t.size, np.int64)
+    if synthetic:
+        u = _float_operand(uniform_probs, "uniform_probs")
+        c = _float_operand(synthetic_conditional_rates, "synthetic_conditional_rates")
+        uu = u[np.minimum(tc, max(u.size - 1, 0))] if u.size else np.zeros(t.size)
+        cc = c[np.minimum(j, max(c.size - 1, 0))] if c.size else np.zeros(t.size)
+        accepted = (uu < cc) & (did >= 0)
+        tok = np.where(accepted, did, a)
+    else:
+        accepted = did == a
+        tok = a
+    vis, row_rejected = _visited(owner, ~accepted, rows.size)
+    _check_index(t[vis], drafts.size, "draft_token_ids read")
+    _check_index(t[vis], argmax.size, "target_argmax read")
+    if synthetic:
+        _check_index(t[vis], u.size, "uniform_probs read")
+        _check_index(j[vis], c.size, "synthetic_conditional_rates read")
+    bonus_rows = rows[~row_rejected]
+    bonus = _flat_in(bonus_token_ids)
+    _check_index(bonus_rows, bonus.size, "bonus_token_ids read")
+    _row_writes(
+        out, rows, stride, owner, j, vis, tok, bonus_rows, d,
+        _wrap32(bonus[bonus_rows]), "output_token_ids",
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# 11. rejection_random_sample_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["rejection_random_sample"]
+
+
+def rejection_random_sample(
+    *,
+    output_token_ids,
+    cu_num_draft_tokens,
+    draft_token_ids,
+    draft_probs,
+    target_probs,
+    bonus_token_ids,
+    recovered_token_ids,
+    uniform_probs,
+    is_greedy,
+    max_spec_len,
+    vocab_size,
+    synthetic_conditional_rates=None,
+) -> None:
+    """docs/CONTRACT.md §11, in place on ``output_token_ids`` (rows ``max_spec_len + 1``
+    apart). ``draft_probs=None`` is ``NO_DRAFT_PROBS``; ``synthetic_conditional_rates=None`` is
+    ``SYNTHETIC_MODE`` off. The tables are read flat, ``[t*V + id]``.
+
+    Per request r with ``not is_greedy[r]``, positions ``j < d_r`` up to the first rejection,
+    ``did = draft[t]``, ``u = uniform[t]``::
+
+        did < 0:    rejected
+        synthetic:  accepted iff u < rates[j]
+        otherwise:  p = target[t*V + did], q = draft[t*V + did] (1 with NO_DRAFT_PROBS)
+                    accepted iff q > 0 and float32(p / q) >= u   (an exact comparison)
+        out[r, j] = did if accepted else recovered[t];  no rejection: out[r, d_r] = bonus[r]
+    """
+    out = _flat_out(output_token_ids, "output_token_ids")
+    L = _scalar_int32(max_spec_len, "max_spec_len")
+    stride = _scalar_int32(L + 1, "max_spec_len + 1")
+    V = _scalar_int32(vocab_size, "vocab_size")
+    if is_greedy is None:
+        raise ValueError("is_greedy is required: the kernel loads it unconditionally")
+    synthetic = synthetic_conditional_rates is not None
+    B = len(cu_num_draft_tokens)
+    if B == 0:
+        return
+    start, d = _draft_rows(cu_num_draft_tokens)
+    rows = _greedy_rows(is_greedy, B, False)
+    owner, j = _segments(np.maximum(d[rows], 0))
+    t = _wrap32(start[rows][owner] + j)
+    tc = np.clip(t, 0, None)
+    drafts = _flat_in(draft_token_ids)
+    u = _float_operand(uniform_probs, "uniform_probs")
+    did = drafts[np.minimum(tc, max(drafts.size - 1, 0))].astype(np.int64) if drafts.size else np.zeros(t.size, np.int64)
+    uu = u[np.minimum(tc, max(u.size - 1, 0))] if u.size else np.zeros(t.size)
+    reads_probs = np.zeros(t.size, dtype=np.bool_)
+    if synthetic:
+        c = _float_operand(synthetic_conditional_rates, "synthetic_conditional_rates")
+        cc = c[np.minimum(j, max(c.size - 1, 0))] if c.size else np.zeros(t.size)
+        accepted = (did >= 0) & (uu < cc)
+    else:
+        target = _float32_table(target_probs, "target_probs")
+        draft = None if draft_probs is None else _float32_table(draft_probs, "draft_probs")
+        reads_probs = did >= 0
+        idx = _wrap32(t * V + did)
+        p = target[np.clip(idx, 0, max(target.size - 1, 0))] if target.size else np.zeros(t.size, np.float32)
+        with np.errstate(all="ignore"):
+            if draft is None:
+                accepted = p.astype(np.float64) >= uu  # p / 1 == p
+            else:
+                q = draft[np.clip(idx, 0, max(draft.size - 1, 0))] if draft.size else np.zeros(t.size, np.float32)
+                quotient = np.divide(p, q, dtype=np.float32)
+                accepted = (q > np.float32(0)) & (quotient.astype(np.float64) >= uu)
+        accepted &= reads_probs
+    vis, row_rejected = _visited(owner, ~accepted, rows.size)
+    _check_index(t[vis], drafts.size, "draft_token_ids read")
+    _check_index(t[vis], u.size, "uniform_probs read")
+    if synthetic:
+        _check_index(j[vis & (did >= 0)], c.size, "synthetic_conditional_rates read")
+    else:
+        _check_index(idx[vis & reads_probs], target.size, "target_probs read")
+        if draft is not None:
+            _check_index(idx[vis & reads_probs], draft.size, "draft_probs read")
+    recovered = _flat_in(recovered_token_ids)
+    rej_pos = vis & ~accepted
+    _check_index(t[rej_pos], recovered.size, "recovered_token_ids read")
+    tok = did.copy()
+    tok[rej_pos] = recovered[t[rej_pos]].astype(np.int64)
+    bonus_rows = rows[~row_rejected]
+    bonus = _flat_in(bonus_token_ids)
+    _check_index(bonus_rows, bonus.size, "bonus_token_ids read")
+    _row_writes(
+        out, rows, stride, owner, j, vis, _wrap32(tok), bonus_rows, d,
+        _wrap32(bonus[bonus_rows]), "output_token_ids",
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# 12. expand_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["expand"]
+
+_EXPAND_DTYPES = (np.float32, np.int32, np.int64)
+
+
+def _promoted_int(x, name: str) -> int:
+    """A Python int scalar argument of the kernel: int32 or int64 in Triton."""
+    v = int(x)
+    if not _I64_MIN <= v <= _I64_MAX:
+        raise OverflowError(f"{name}={v} is outside int64 (Triton would pass it as uint64)")
+    return v
+
+
+def expand(*, output, input, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=128) -> None:
+    """docs/CONTRACT.md §12, in place on ``output``: for ``r < len(input)``,
+    ``x = replace_to if input[r] == replace_from else input[r]`` (float32 data: both ints rounded
+    to float32 and compared in float32; integer data: exact, ``replace_to`` truncated to the
+    data's width), stored at ``output[s_r + k]`` for ``k < min(n_r, MAX_NUM_TOKENS)``."""
+    out = _flat_out(output, "output")
+    x = _flat_in(input)
+    if x.dtype not in _EXPAND_DTYPES or out.dtype != x.dtype:
+        raise TypeError(f"expand: input and output must share a dtype of float32/int32/int64 ({x.dtype}, {out.dtype})")
+    M = int(MAX_NUM_TOKENS)
+    if M < 1 or M & (M - 1):
+        raise ValueError(f"MAX_NUM_TOKENS={M} must be a power of two (tl.arange)")
+    frm, to = _promoted_int(replace_from, "replace_from"), _promoted_int(replace_to, "replace_to")
+    B = x.size
+    if B == 0:
+        return
+    _check_len(cu_num_tokens, B, "cu_num_tokens read")
+    start, n = _draft_rows(np.asarray(cu_num_tokens)[:B])
+    if x.dtype == np.float32:
+        frm32 = np.array([frm], dtype=np.int64).astype(np.float32)[0]
+        to32 = np.array([to], dtype=np.int64).astype(np.float32)[0]
+        vals = np.where(x == frm32, to32, x).astype(np.float32)
+    else:
+        to_w = np.array([to], dtype=np.int64).astype(x.dtype)[0]  # two's-complement truncation
+        vals = np.where(x.astype(np.int64) == frm, to_w, x).astype(x.dtype)
+    owner, k = _segments(np.clip(n, 0, M))
+    idx = _wrap32(start[owner] + k)
+    _check_index(idx, out.size, "output write")
+    _scatter(out, idx, vals[owner])
+
+
+# --------------------------------------------------------------------------------------------
+# 13. sample_recovered_tokens_kernel
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["sample_recovered_tokens"]
+
+
+def sample_recovered_tokens(
+    *,
+    output_token_ids,
+    cu_num_draft_tokens,
+    draft_token_ids,
+    draft_probs,
+    target_probs,
+    inv_q,
+    vocab_size,
+    max_spec_len,
+    BLOCK_SIZE=8192,
+) -> None:
+    """docs/CONTRACT.md §13, in place on ``output_token_ids``; grid ``(B, max_spec_len)``.
+    ``draft_probs=None`` is ``NO_DRAFT_PROBS``; a float64 ``inv_q`` is ``USE_FP64_GUMBEL``.
+
+    For token ``t = s_r + j`` (``j < min(d_r, max_spec_len)``)::
+
+        p_v = target[t*V + v] (0 at v = draft[t])        with NO_DRAFT_PROBS
+            = fmax(target[t*V + v] - draft[t*V + v], 0)  otherwise          (float32)
+        s_v = p_v * inv_q[r*V + v]       (float32, or float64(p_v) * inv_q in float64)
+        out[t] = min(first index of max(s) if max(s) > -inf else 0, V - 1)
+
+    computed over the whole vocabulary at once: the kernel's ``BLOCK_SIZE`` tiles give the same
+    result (§13.1), so ``BLOCK_SIZE`` is only checked. A NaN score is outside the contract
+    (§13.4) and raises ``ValueError``. Tokens are processed in chunks of at most
+    ``_RECOVERED_CHUNK`` table elements.
+    """
+    out = _flat_out(output_token_ids, "output_token_ids")
+    L = _scalar_int32(max_spec_len, "max_spec_len")
+    V = _scalar_int32(vocab_size, "vocab_size")
+    bs = int(BLOCK_SIZE)
+    if bs < 1 or bs & (bs - 1):
+        raise ValueError(f"BLOCK_SIZE={bs} must be a power of two (tl.arange)")
+    target = _float32_table(target_probs, "target_probs")
+    draft = None if draft_probs is None else _float32_table(draft_probs, "draft_probs")
+    iq = _flat_in(inv_q)
+    if iq.dtype not in (np.float32, np.float64):
+        raise TypeError(f"inv_q must be float32 or float64 (USE_FP64_GUMBEL), got {iq.dtype}")
+    B = len(cu_num_draft_tokens)
+    if B == 0 or L <= 0:
+        return
+    start, d = _draft_rows(cu_num_draft_tokens)
+    owner, j = _segments(np.clip(d, 0, L))
+    t = _wrap32(start[owner] + j)
+    _check_index(t, out.size, "output_token_ids write")
+    if draft is None:
+        drafts = _flat_in(draft_token_ids)
+        _check_index(t, drafts.size, "draft_token_ids read")
+        did = drafts[t].astype(np.int64)
+    if V <= 0:
+        _scatter(out, t, np.full(t.size, V - 1, dtype=np.int64))
+        return
+    result = np.empty(t.size, dtype=np.int64)
+    v = np.arange(V, dtype=np.int64)
+    step = max(1, _RECOVERED_CHUNK // V)
+    for c0 in range(0, t.size, step):  # chunks bound the memory; each chunk is vectorised
+        tt, rr = t[c0 : c0 + step], owner[c0 : c0 + step]
+        idx = _wrap32(tt[:, None] * V + v[None, :])
+        iidx = _wrap32(rr[:, None] * V + v[None, :])
+        _check_index(iidx, iq.size, "inv_q read")
+        if draft is None:
+            masked = v[None, :] == did[c0 : c0 + step, None]
+            _check_index(idx[~masked], target.size, "target_probs read")
+            src = target[np.clip(idx, 0, target.size - 1)] if target.size else np.zeros(idx.shape, np.float32)
+            p = np.where(masked, np.float32(0), src).astype(np.float32)
+        else:
+            _check_index(idx, target.size, "target_probs read")
+            _check_index(idx, draft.size, "draft_probs read")
+            with np.errstate(all="ignore"):
+                p = np.fmax(target[idx] - draft[idx], np.float32(0))
+        with np.errstate(all="ignore"):
+            score = p * iq[iidx] if iq.dtype == np.float32 else p.astype(np.float64) * iq[iidx]
+        if np.isnan(score).any():
+            raise ValueError("sample_recovered_tokens: a NaN score is outside the contract (docs/CONTRACT.md §13.4)")
+        best = score.max(axis=1)
+        result[c0 : c0 + step] = np.where(best > -np.inf, score.argmax(axis=1), 0)
+    _scatter(out, t, np.minimum(result, V - 1))
