@@ -29,6 +29,10 @@ PI_BUG = "pi_rejected_missing_plus_one"  # tests/seeded_bugs/mutants.py: every d
 NT_BUG = "nt_vocab_size_inclusive"
 PINNED = "0.33.0"  # harness/sources/vllm.py PINNED_RELEASE: its module is in the wheel cache
 
+PLUGIN = ["-p", "eaglefuzz.harness.pytest_plugin"]
+"""The plugin by its module name, as printed replay commands load it: where eaglefuzz is only on
+``PYTHONPATH`` (a lent GPU machine) no entry point loads it; installed, this is a no-op."""
+
 
 @pytest.fixture(autouse=True)
 def short_shrinks(monkeypatch):
@@ -156,14 +160,14 @@ DFLASH_FROM_ANCHOR = """\
 
 
 @pytest.mark.kernel
-def test_extra_parameters_with_defaults_are_tested_with_them(tmp_path, mutants, capsys):
+def test_extra_parameters_with_defaults_are_tested_with_them(tmp_path, mutants, capsys, needs):
     """A fork's DFlash kernel (as 1Cat-vLLM's) with ``SAMPLE_FROM_ANCHOR: tl.constexpr = False``:
     tested with its default; ``--param`` tests the other value, which differs."""
     release = f"vllm-release:{PINNED}"
     try:
         src = mutants.production_source(DFLASH, release)
     except mutants.ModuleUnavailable as exc:
-        pytest.skip(str(exc))
+        needs.unavailable("offline", str(exc))
     src = replace_once(src, DFLASH_CONSTEXPRS,
                        DFLASH_CONSTEXPRS.replace("):", "    SAMPLE_FROM_ANCHOR: tl.constexpr = False,\n):"))
     fork = tmp_path / "dflash_fork.py"
@@ -376,7 +380,7 @@ def test_pytest_on_a_corrupt_case_gives_the_line_replay_gives(tmp_path, capsys, 
     line = err.strip().removeprefix("eaglefuzz: error: ")
     keep_session_env(monkeypatch)
     # pytest in this process (its plugin is loaded already): what `pytest garbage.json` prints
-    assert pytest.main(["garbage.json", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]) == 1
+    assert pytest.main(["garbage.json", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *PLUGIN]) == 1
     out = capsys.readouterr().out
     assert "not found" not in out and "Traceback" not in out
     assert f"\n{line}\n" in out, out
@@ -388,7 +392,7 @@ def test_pytest_on_a_case_of_an_untested_target_fails_with_its_verdict(tmp_path,
     keep_session_env(monkeypatch)
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
-    assert pytest.main([str(case), "--kernels", str(clean), "-q", "-p", "no:cacheprovider"]) == 1
+    assert pytest.main([str(case), "--kernels", str(clean), "-q", "-p", "no:cacheprovider", *PLUGIN]) == 1
     out = capsys.readouterr().out
     assert f"{clean}: {PI} has another interface than the contract's (extra use_index_clamp)" in out
     assert "eaglefuzz: not tested" in out  # the session's summary says it too
