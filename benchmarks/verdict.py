@@ -77,8 +77,8 @@ def prepare_warm(on: bool) -> str:
     os.environ["EAGLEFUZZ_WARM"] = "1" if on else "0"
     if not on:
         return "warm servers off (`EAGLEFUZZ_WARM=0`: every worker a fresh process)"
-    from eaglefuzz.harness import warm
-    from eaglefuzz.harness.paths import user_cache
+    from eaglefuzz.harness.core.paths import user_cache
+    from eaglefuzz.harness.run import warm_servers as warm
 
     env = _env()
     env.setdefault("NUMBA_CACHE_DIR", str(user_cache() / "numba"))  # as the command's own start sets it
@@ -104,7 +104,7 @@ def _requests(case) -> int:
 
 def verdict_table(only: list[str] | None, repeat: int, mode: str = "") -> str:
     """One row per seeded bug: the whole command's wall clock (median of ``repeat`` runs)."""
-    from eaglefuzz.harness.corpus import load_case
+    from eaglefuzz.harness.checking.corpus import load_case
 
     mutants = _load_mutants()
     chosen = [m for m in mutants.MUTANTS if not only or m.name in only]
@@ -177,11 +177,11 @@ def shrink150_table() -> str:
     """In one process: findings on 150-request batches, shrunk by ``shrink_finding`` (timed)."""
     import numpy as np
 
-    from eaglefuzz.harness.backend import select_backend
+    from eaglefuzz.harness.sources.triton_backend import select_backend
 
     backend = select_backend("auto")
-    from eaglefuzz.harness.check import check_case
-    from eaglefuzz.harness.fuzz import shrink_finding
+    from eaglefuzz.harness.checking.check import check_case
+    from eaglefuzz.harness.checking.fuzz import shrink_finding
     from eaglefuzz.harness.sources import implementations_for
     from eaglefuzz.harness.sources.file import FileSource
     from eaglefuzz.harness.targets import copy_and_expand as ce
@@ -228,7 +228,7 @@ def shrink150_table() -> str:
     lines = [f"Shrinking findings on 150-request batches (`shrink_finding`, one process, {backend.name}); {_load()}.", "",
              "| seeded bug | batch | requests before | requests after | checks | seconds |", "|---|---|---:|---:|---:|---:|"]
     print("\n".join(lines), flush=True)
-    import eaglefuzz.harness.shrinking as shrinking
+    import eaglefuzz.harness.checking.shrinking as shrinking
 
     for name, what, case in cases:
         impls = implementations_for(FileSource(mutants.write(mutants.BY_NAME[name], bug_dir)))

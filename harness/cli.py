@@ -1,6 +1,6 @@
 """The ``eaglefuzz`` command line: ``fuzz``, ``replay``, ``audit`` and ``list``.
 
-Exit codes (:mod:`.exitcodes`): 0 when no output differs; 1 on a finding in the production
+Exit codes (:mod:`.core.exitcodes`): 0 when no output differs; 1 on a finding in the production
 tier (an output differs, a case crashed, or a case hung past its time limit: a report is
 printed and the case is written to the corpus); 2 on a usage or input error, a corpus case over
 the cost limits included (one line on stderr, no traceback), and, with no finding in the
@@ -21,9 +21,9 @@ from typing import Any
 
 import click
 
-from .errors import UserError
-from .exitcodes import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, interrupted
-from .supervisor import JOURNAL_ENV, REPORT_ENV, WORKER_ENV
+from .core.errors import UserError
+from .core.exitcodes import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, interrupted
+from .run.supervisor import JOURNAL_ENV, REPORT_ENV, WORKER_ENV
 
 
 def _shard(value: str | None) -> tuple[int, int]:
@@ -130,7 +130,7 @@ def _needs_isolation(isolate: bool, case_timeout: float | None, limits_spec: str
 
 
 def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
-    from .limits import configure
+    from .core.limits import configure
 
     configure(limits_spec, case_timeout=case_timeout)
 
@@ -172,7 +172,7 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
          progress: bool | None, isolate: bool, case_timeout: float | None, limits_spec: str | None,
          **source_values: Any) -> None:
     """Fuzz implementations against the oracles; findings are shrunk, reported and saved."""
-    from .paths import unwritable
+    from .core.paths import unwritable
     from .sources import findings_dir
 
     if examples is not None and time_budget is not None:
@@ -192,7 +192,7 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
         what = f"--corpus {corpus_dir}" if corpus_dir is not None else f"the findings folder {corpus}"
         raise UserError(f"{what}: findings cannot be written there ({why}); give --corpus DIR, a folder you can write")
     if (devices, ray_address, shards) != (None, None, None) and not os.environ.get(WORKER_ENV):
-        from .multi import fuzz_in_shards
+        from .run.multi import fuzz_in_shards
 
         _targets(kernel_names)  # a wrong name: one line here, not one per shard
         sys.exit(fuzz_in_shards(list(ctx.obj["argv"]), devices=devices, ray_address=ray_address,
@@ -204,10 +204,10 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
         # registry is loaded already (eaglefuzz called in-process), the names are checked here.
         if "eaglefuzz.harness.targets" in sys.modules:
             _targets(kernel_names)
-        from .supervisor import supervise
+        from .run.supervisor import supervise
 
         sys.exit(supervise(list(ctx.obj["argv"]), source=source, corpus_dir=corpus, as_json=as_json, backend=backend))
-    from .campaign import Campaign
+    from .run.campaign import Campaign
 
     names = _targets(kernel_names)
     campaign = Campaign(
@@ -239,11 +239,11 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
 def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bool, isolate: bool,
            sanitize: bool, case_timeout: float | None, limits_spec: str | None, **source_values: Any) -> None:
     """Replay corpus files or folders (default: the whole corpus) against the implementations."""
-    from .corpus import discover, load_entry
-    from .paths import default_corpora
-    from .replay import replay_cases
+    from .checking.corpus import discover, load_entry
+    from .core.paths import default_corpora
+    from .run.replaying import replay_cases
+    from .run.supervisor import supervise
     from .sources import findings_dir
-    from .supervisor import supervise
 
     if sanitize and not isolate:
         raise UserError("--sanitize and --no-isolate: --sanitize runs every case in a process of its own")
@@ -255,7 +255,7 @@ def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bo
     cases = [(f, e.case, e.tier) for f, e in cases]
     source = _source(source_values)
     if sanitize:
-        from .sanitize import sanitize_replay
+        from .run.sanitize import sanitize_replay
 
         limit_args = [*(["--limits", limits_spec] if limits_spec else []),
                       *(["--case-timeout", str(case_timeout)] if case_timeout else [])]
@@ -279,10 +279,10 @@ def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bo
 def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool, backend: str, as_json: bool,
           **source_values: Any) -> None:
     """Search both domain tiers for inputs that break what a caller relies on; report each hazard."""
-    from .audit import audit as run_audit
-    from .backend import select_backend
-    from .exitcodes import EXIT_EDGE, EXIT_FINDINGS
+    from .checking.audit import audit as run_audit
+    from .core.exitcodes import EXIT_EDGE, EXIT_FINDINGS
     from .sources import implementations_for
+    from .sources.triton_backend import select_backend
 
     names = _targets(kernel_names)
     source = _source(source_values)
@@ -335,12 +335,12 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
 def shrink_fault_worker(case_file: str, skip: int, backend: str, **source_values: Any) -> None:
     """Worker of the fault shrinker: run the case's smaller variants (from the ``skip``-th)
     until one kills us or runs past its time limit (the supervisor watches the journal)."""
-    from .backend import select_backend
-    from .check import check_case, warm_oracles
-    from .corpus import decode
-    from .journal import Journal
+    from .checking.check import check_case, warm_oracles
+    from .checking.corpus import decode
+    from .run.journal import Journal
+    from .run.supervisor import case_tier, fault_candidates
     from .sources import implementations_for
-    from .supervisor import case_tier, fault_candidates
+    from .sources.triton_backend import select_backend
 
     case = decode(Path(case_file).read_text(), case_file, contract=False).case
     b = select_backend(backend)
@@ -356,7 +356,7 @@ def shrink_fault_worker(case_file: str, skip: int, backend: str, **source_values
 @cli.command(name="stop-servers")
 def stop_servers() -> None:
     """Stop the warm servers left by this user's commands (see `eaglefuzz --help`)."""
-    from . import warm
+    from .run import warm_servers as warm
 
     try:
         r = warm.stop_servers()
@@ -456,7 +456,7 @@ def use_numba_cache() -> None:
     also where the installed package's own folder is read-only."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
-    from .paths import user_cache
+    from .core.paths import user_cache
 
     path = user_cache() / "numba"
     try:
@@ -495,7 +495,7 @@ def fast_exit(code: object) -> None:
 
 def _main(args: list[str]) -> None:
     if os.environ.get(WORKER_ENV) or os.environ.get("EAGLEFUZZ_LIFELINE_FD"):  # a worker, or a shard (.multi)
-        from .lifeline import arm
+        from .run.lifeline import arm
 
         arm()  # a worker dies with its parent: no orphan after kill -9 of eaglefuzz
     try:
@@ -511,7 +511,7 @@ def _main(args: list[str]) -> None:
         click.echo(f"eaglefuzz: error: {' '.join(exc.format_message().split())}", err=True)
         sys.exit(EXIT_USAGE)
     except (click.exceptions.Abort, KeyboardInterrupt):
-        from .interrupts import received
+        from .core.interrupts import received
 
         click.echo("eaglefuzz: interrupted", err=True)
         sys.exit(interrupted(received()))

@@ -9,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eaglefuzz.harness import check
-from eaglefuzz.harness.case import Case
-from eaglefuzz.harness.compare import Difference
-from eaglefuzz.harness.fuzz import shrink_finding
-from eaglefuzz.harness.shrinking import keep_lists, shorter
+from eaglefuzz.harness.checking import check
+from eaglefuzz.harness.checking.fuzz import shrink_finding
+from eaglefuzz.harness.checking.shrinking import keep_lists, shorter
+from eaglefuzz.harness.core.case import Case
+from eaglefuzz.harness.core.compare import Difference
+from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
 from eaglefuzz.harness.sources import Implementations
 from eaglefuzz.harness.sources.base import Origin
-from eaglefuzz.harness.strategies import INTERPRETER_SCALE
 from eaglefuzz.harness.targets import TARGETS, Outcome
 from eaglefuzz.harness.targets import prepare_inputs_padded as pi
 
@@ -180,8 +180,8 @@ def test_the_interpreter_is_sped_up(backend):
 def test_hypothesis_stops_shrinking_once_its_share_of_the_budget_is_spent(monkeypatch):
     """Hypothesis's shrinker redraws every candidate from the strategy; past its share of the
     budget it must stop at once, not go on drawing candidates it no longer checks."""
-    from eaglefuzz.harness import fuzz
-    from eaglefuzz.harness.strategies import INTERPRETER_SCALE
+    from eaglefuzz.harness.checking import fuzz
+    from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
 
     draws = {"n": 0}
     real = fuzz.strategy_for

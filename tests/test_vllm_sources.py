@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from eaglefuzz.harness.errors import UserError
-from eaglefuzz.harness.fuzz import fuzz_target
+from eaglefuzz.harness.checking.fuzz import fuzz_target
+from eaglefuzz.harness.core.errors import UserError
+from eaglefuzz.harness.generation.strategies import Scale
 from eaglefuzz.harness.sources import implementations_for, parse_source, source_from_options, wheels
 from eaglefuzz.harness.sources import vllm as vsrc
 from eaglefuzz.harness.sources.bundled import BundledSource
-from eaglefuzz.harness.sources.interface import InterfaceMismatch
-from eaglefuzz.harness.strategies import Scale
+from eaglefuzz.harness.targetkit.interface import InterfaceMismatch
 from eaglefuzz.harness.targets import TARGETS
 
 BUNDLED_TARGETS = set(BundledSource().load().funcs)  # what a fake release (the bundled module) defines

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from ..core.errors import UserError
+from ..targetkit.interface import InterfaceMismatch, differences, interface_problem
 from . import binding, bundled, file, vllm, vllm_cpu
 from .base import Implementations, Origin, Source
-from .interface import InterfaceMismatch, differences, interface_problem
 
 __all__ = [
     "KINDS",
@@ -263,10 +263,10 @@ def device_for(source: Source | None, backend_device: str) -> str:
 
 def findings_dir(source: Source | Origin | None, given: str | Path | None = None) -> Path:
     """Where findings about ``source`` (or an implementation of that :class:`Origin`) are
-    saved: ``given``, else the corpus for production code (:func:`~..paths.findings_corpus`: the
+    saved: ``given``, else the corpus for production code (:func:`~..core.paths.findings_corpus`: the
     checkout's ``corpus/``, ``./corpus`` when installed), else ``./eaglefuzz-findings`` (a
     user's own file must not pollute the regression corpus)."""
-    from ..paths import findings_corpus
+    from ..core.paths import findings_corpus
 
     if given is not None:
         return Path(given)

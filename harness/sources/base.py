@@ -114,7 +114,7 @@ class Source(ABC):
     def load(self, names: list[str] | None = None) -> Implementations:
         """The implementations this source defines (``names``: only those, when given).
 
-        Raises :class:`~eaglefuzz.harness.errors.UserError` (one line) when the source cannot
+        Raises :class:`~eaglefuzz.harness.core.errors.UserError` (one line) when the source cannot
         be loaded. The interfaces are checked by :func:`~eaglefuzz.harness.sources.implementations_for`.
         """
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from ..core.errors import UserError
 from .base import Implementations, Origin, Source
 
 KIND = "bound"

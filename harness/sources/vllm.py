@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from ..errors import UserError
+from ..core.errors import UserError
 from . import wheels
 from .base import Implementations, Origin, Source
 from .vllm_shims import MODULE, PLATFORM_FILES, REAL_FILES, LoadFailed, load_module

@@ -5,7 +5,7 @@ Adding a target is one small module here that defines ``TARGET`` and one line be
 
 from __future__ import annotations
 
-from .base import ContractViolation, Outcome, Target
+from ..targetkit.base import ContractViolation, Outcome, Target
 from .batch_change import TARGET as _batch_change
 from .copy_and_expand import TARGET as _copy_and_expand
 from .copy_and_expand_dflash import TARGET as _copy_and_expand_dflash

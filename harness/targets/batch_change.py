@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..buffers import GUARD, filled, guard_for, poison, raw
-from ..case import Case
-from ..compare import Difference
-from ..strategies import (
+from ..core.buffers import GUARD, filled, guard_for, poison, raw
+from ..core.case import Case
+from ..core.compare import Difference
+from ..generation.strategies import (
     FLOAT32_EXACT,
     INT32_MAX,
     INT32_MIN,
@@ -35,9 +35,9 @@ from ..strategies import (
     draw_shape,
     random_shape,
 )
-from .base import ContractViolation, Outcome, require_arrays
+from ..targetkit.base import ContractViolation, Outcome, require_arrays
+from ..targetkit.pyfunc import PythonFunctionTarget
 from .batch_change_tour import SHAPES
-from .pyfunc import PythonFunctionTarget
 
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
 ARRAYS = {

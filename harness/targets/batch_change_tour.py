@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..case import Case
-from ..strategies import MAX_NUM_SEQS, SPEC_TOKENS, Scale, Shape
+from ..core.case import Case
+from ..generation.strategies import MAX_NUM_SEQS, SPEC_TOKENS, Scale, Shape
 
 
 def _long_context(rng: np.random.Generator, scale: Scale) -> Case:

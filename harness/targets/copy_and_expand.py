@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..case import Case
-from ..shrinking import shorter
-from ..strategies import (
+from ..checking.shrinking import shorter
+from ..core.case import Case
+from ..generation.strategies import (
     FLOAT32_EXACT,
     ID16_MAX,
     INT16_MAX,
@@ -33,8 +33,8 @@ from ..strategies import (
     random_shape,
     request_counts,
 )
+from ..targetkit.base import ContractViolation, EdgesInModule, TritonTarget, require_arrays
 from . import copy_and_expand_edges as edges
-from .base import ContractViolation, EdgesInModule, TritonTarget, require_arrays
 
 I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)
 SLOT_OUTPUTS = ("out_input_ids", "out_positions", "out_is_rejected_token_mask", "out_is_masked_token_mask")

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..case import Case
-from ..strategies import (
+from ..core.case import Case
+from ..generation.strategies import (
     FLOAT32_EXACT,
     ID16_MAX,
     INT16_MAX,
@@ -28,8 +28,8 @@ from ..strategies import (
     cdiv,
     next_power_of_2,
 )
+from ..targetkit.base import ContractViolation, TritonTarget, require_arrays
 from . import dflash_cases
-from .base import ContractViolation, TritonTarget, require_arrays
 
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
 CONTEXT_OUTPUTS = ("out_context_positions", "out_context_slot_mapping")

@@ -16,10 +16,18 @@ from typing import Any
 
 import numpy as np
 
-from ..case import Case
-from ..strategies import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, POWERS_OF_TWO, Scale, cdiv
-from .base import ContractViolation, require_arrays
-from .choosers import Chooser, RngChooser, as_strategy
+from ..core.case import Case
+from ..generation.choosers import Chooser, RngChooser, as_strategy
+from ..generation.strategies import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    POWERS_OF_TWO,
+    Scale,
+    cdiv,
+)
+from ..targetkit.base import ContractViolation, require_arrays
 
 FEATURES = {
     "p_zero": "P = 0: no bonus or parallel slot, no new-token index",

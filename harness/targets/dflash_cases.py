@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..case import Case
-from ..strategies import (
+from ..core.case import Case
+from ..generation.strategies import (
     FLOAT32_EXACT,
     INT16_MAX,
     INT32_MAX,

@@ -23,12 +23,19 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..case import Case
-from ..compare import Difference
-from ..strategies import MAX_NUM_SEQS, SPEC_TOKENS, Scale, Shape, draw_shape, random_shape
+from ..core.case import Case
+from ..core.compare import Difference
+from ..generation.strategies import (
+    MAX_NUM_SEQS,
+    SPEC_TOKENS,
+    Scale,
+    Shape,
+    draw_shape,
+    random_shape,
+)
+from ..targetkit.base import ContractViolation, Outcome
+from ..targetkit.pyfunc import CHANGED, MUTATED, RESULT, UNCHANGED, PythonFunctionTarget, StandInGap
 from . import draft_config_edges as edges
-from .base import ContractViolation, Outcome
-from .pyfunc import CHANGED, MUTATED, RESULT, UNCHANGED, PythonFunctionTarget, StandInGap
 
 DTYPES = ("auto", "float16", "bfloat16", "float32")
 QUANT_METHODS = ("fp8", "awq", "gptq", "modelopt")

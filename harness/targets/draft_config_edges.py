@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..case import Case
-from ..strategies import Scale
-from .base import ContractViolation
+from ..core.case import Case
+from ..generation.strategies import Scale
+from ..targetkit.base import ContractViolation
 
 KEY = "spec.draft_model_config_present"
 FEATURES = {"draft_model_config_missing": "speculative_config.draft_model_config is None: model_config = None"}

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..case import Case
-from ..strategies import (
+from ..core.case import Case
+from ..generation.strategies import (
     FLOAT32_EXACT,
     INT16_MAX,
     INT32_MAX,
@@ -31,7 +31,7 @@ from ..strategies import (
     draw_shape,
     random_shape,
 )
-from .base import ContractViolation, TritonTarget, require_arrays
+from ..targetkit.base import ContractViolation, TritonTarget, require_arrays
 from .eagle_step_tour import SHAPES
 
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)

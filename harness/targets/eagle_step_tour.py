@@ -12,8 +12,8 @@ from math import gcd
 
 import numpy as np
 
-from ..case import Case
-from ..strategies import FLOAT32_EXACT, MAX_NUM_SEQS, Scale, Shape, cdiv
+from ..core.case import Case
+from ..generation.strategies import FLOAT32_EXACT, MAX_NUM_SEQS, Scale, Shape, cdiv
 
 
 def table_width(max_model_len: int, block_size: int) -> int:

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..case import Case
-from ..compare import Difference
-from ..shrinking import shorter
-from ..strategies import (
+from ..checking.shrinking import shorter
+from ..core.case import Case
+from ..core.compare import Difference
+from ..generation.strategies import (
     FLOAT32_EXACT,
     INT16_MAX,
     INT32_MAX,
@@ -40,9 +40,8 @@ from ..strategies import (
     query_start_loc_from,
     random_shape,
 )
-from . import extend_all_queries_edges as edges
-from .base import ContractViolation, EdgesInModule, Outcome, require_arrays
-from .pyfunc import (
+from ..targetkit.base import ContractViolation, EdgesInModule, Outcome, require_arrays
+from ..targetkit.pyfunc import (
     CHANGED,
     MUTATED,
     RESULT,
@@ -54,6 +53,7 @@ from .pyfunc import (
     field_names,
     snapshot,
 )
+from . import extend_all_queries_edges as edges
 
 if TYPE_CHECKING:  # imported where a case runs: a process that only reads cases never loads torch
     import torch

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ..case import Case
-from ..strategies import INT32_MAX, INT32_MIN, Scale
-from .base import ContractViolation
-from .choosers import Chooser, RngChooser, as_strategy
+from ..core.case import Case
+from ..generation.choosers import Chooser, RngChooser, as_strategy
+from ..generation.strategies import INT32_MAX, INT32_MIN, Scale
+from ..targetkit.base import ContractViolation
 
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
 

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..buffers import Guarded, poison, raw
-from ..case import Case
-from ..compare import Difference
-from ..strategies import (
+from ..core.buffers import Guarded, poison, raw
+from ..core.case import Case
+from ..core.compare import Difference
+from ..generation.strategies import (
     FLOAT32_EXACT,
     INT16_MAX,
     INT32_MAX,
@@ -31,11 +31,8 @@ from ..strategies import (
     Scale,
     query_start_loc_from,
 )
-from .base import ContractViolation, Outcome, require_arrays
-from .eagle_step import MAX_BLOCK_SIZE, MAX_POSITION, max_block_id
-from .new_slot_mapping_cases import cases, random_case
-from .new_slot_mapping_tour import SHAPES
-from .pyfunc import (
+from ..targetkit.base import ContractViolation, Outcome, require_arrays
+from ..targetkit.pyfunc import (
     MUTATED,
     RESULT,
     PythonFunctionTarget,
@@ -44,6 +41,9 @@ from .pyfunc import (
     field_names,
     snapshot,
 )
+from .eagle_step import MAX_BLOCK_SIZE, MAX_POSITION, max_block_id
+from .new_slot_mapping_cases import cases, random_case
+from .new_slot_mapping_tour import SHAPES
 
 if TYPE_CHECKING:  # imported where a case runs: a process that only reads cases never loads torch
     import torch

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..case import Case
-from ..strategies import INT32_MAX, Scale, draw_shape, query_start_loc_from, random_shape
+from ..core.case import Case
+from ..generation.strategies import INT32_MAX, Scale, draw_shape, query_start_loc_from, random_shape
 from .eagle_step import BLOCK_SIZES, MAX_POSITION, MAX_TABLE, max_block_id
 from .new_slot_mapping_tour import SHAPES
 

@@ -7,8 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..case import Case
-from ..strategies import FLOAT32_EXACT, INT16_MAX, MAX_NUM_SEQS, SPEC_TOKENS, Scale, Shape
+from ..core.case import Case
+from ..generation.strategies import (
+    FLOAT32_EXACT,
+    INT16_MAX,
+    MAX_NUM_SEQS,
+    SPEC_TOKENS,
+    Scale,
+    Shape,
+)
 from .eagle_step_tour import table_width
 
 

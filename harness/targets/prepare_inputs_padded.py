@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..case import Case
-from ..shrinking import shorter
-from ..strategies import (
+from ..checking.shrinking import shorter
+from ..core.case import Case
+from ..generation.strategies import (
     INT16_MAX,
     MAX_NUM_SEQS,
     SPEC_TOKENS,
@@ -21,8 +21,8 @@ from ..strategies import (
     random_shape,
     request_counts,
 )
+from ..targetkit.base import ContractViolation, EdgesInModule, TritonTarget, Variant, require_arrays
 from . import prepare_inputs_padded_edges as edges
-from .base import ContractViolation, EdgesInModule, TritonTarget, Variant, require_arrays
 
 I32 = np.dtype(np.int32)
 

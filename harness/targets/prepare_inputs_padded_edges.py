@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import numpy as np
 from hypothesis import strategies as st
 
-from ..case import Case
-from ..strategies import Scale, request_counts
-from .base import ContractViolation, require_arrays
+from ..core.case import Case
+from ..generation.strategies import Scale, request_counts
+from ..targetkit.base import ContractViolation, require_arrays
 
 FEATURES = {
     "empty_request": "a request without tokens (query_start_loc repeats): the index is qs - 1",

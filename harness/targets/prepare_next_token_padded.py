@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..case import Case
-from ..shrinking import shorter
-from ..strategies import (
+from ..checking.shrinking import shorter
+from ..core.case import Case
+from ..generation.strategies import (
     ID16_MAX,
     INT32_MAX,
     INT32_MIN,
@@ -25,8 +25,8 @@ from ..strategies import (
     random_shape,
     request_counts,
 )
+from ..targetkit.base import ContractViolation, EdgesInModule, TritonTarget
 from . import prepare_next_token_padded_edges as edges
-from .base import ContractViolation, EdgesInModule, TritonTarget
 
 I32, BOOL = np.dtype(np.int32), np.dtype(np.bool_)
 MAX_SAMPLED = 33

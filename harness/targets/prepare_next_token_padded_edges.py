@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..case import Case
-from ..strategies import INT32_MAX, INT32_MIN, POWERS_OF_TWO, Scale, next_power_of_2
-from .base import ContractViolation
-from .choosers import Chooser, RngChooser, as_strategy
+from ..core.case import Case
+from ..generation.choosers import Chooser, RngChooser, as_strategy
+from ..generation.strategies import INT32_MAX, INT32_MIN, POWERS_OF_TWO, Scale, next_power_of_2
+from ..targetkit.base import ContractViolation
 
 FEATURES = {
     "minus_one_inside": "a kept row with -1 before a later id: that column does not count, later ones do",
