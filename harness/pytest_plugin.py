@@ -176,7 +176,7 @@ class CorpusCase(pytest.Item):
     def runtest(self) -> None:
         from .checking.check import DifferenceFound, check_case
         from .checking.corpus import load_entry
-        from .core.limits import LimitExceeded, check_cost
+        from .checking.costs import LimitExceeded, check_cost
 
         try:
             entry = load_entry(self._given_path())

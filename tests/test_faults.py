@@ -158,7 +158,7 @@ def test_a_grid_bomb_is_refused_before_anything_runs(tmp_path):
 
 
 def test_cost_limits_are_checked_on_load_and_can_be_raised(tmp_path, monkeypatch):
-    from eaglefuzz.harness.core.limits import LimitExceeded, check_cost
+    from eaglefuzz.harness.checking.costs import LimitExceeded, check_cost
 
     monkeypatch.delenv("EAGLEFUZZ_LIMITS", raising=False)
     bomb = _grid_bomb(tmp_path)
@@ -180,7 +180,7 @@ def test_cost_limits_are_checked_on_load_and_can_be_raised(tmp_path, monkeypatch
 
 
 def test_the_time_limit_grows_with_the_case_and_the_option_sets_it(monkeypatch):
-    from eaglefuzz.harness.core.limits import time_limit
+    from eaglefuzz.harness.checking.costs import time_limit
 
     monkeypatch.delenv("EAGLEFUZZ_LIMITS", raising=False)
     case = load_case(CASE)

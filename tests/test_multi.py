@@ -26,7 +26,7 @@ from eaglefuzz.harness.run.cuda_devices import (
     pin_xdist_worker,
     xdist_device,
 )
-from eaglefuzz.harness.run.multi import ShardRun, child_args, merge, merged_exit_code, sub_shards
+from eaglefuzz.harness.run.shards import ShardRun, child_args, merge, merged_exit_code, sub_shards
 
 ROOT = Path(__file__).resolve().parent.parent
 BUG = "pi_cu_read_as_exclusive"  # a seeded bug (tests/seeded_bugs/mutants.py), found within a few examples

@@ -349,7 +349,7 @@ def test_a_file_whose_import_fails_names_the_module(tmp_path, capsys):
 def test_the_table_never_cuts_a_target_name():
     import io
 
-    from eaglefuzz.harness.run.campaign import print_fuzz
+    from eaglefuzz.harness.reporting.fuzz_report import print_fuzz
     from eaglefuzz.harness.targets import TARGETS
 
     entry = {"implementation": "x", "examples": 10, "shrink_attempts": 3, "tokens_verified": 123456, "seconds": 1.0,

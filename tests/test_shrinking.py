@@ -11,9 +11,9 @@ import pytest
 
 from eaglefuzz.harness.checking import check
 from eaglefuzz.harness.checking.fuzz import shrink_finding
-from eaglefuzz.harness.checking.shrinking import keep_lists, shorter
 from eaglefuzz.harness.core.case import Case
 from eaglefuzz.harness.core.compare import Difference
+from eaglefuzz.harness.generation.shrink_steps import keep_lists, shorter
 from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
 from eaglefuzz.harness.sources import Implementations
 from eaglefuzz.harness.sources.base import Origin

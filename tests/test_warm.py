@@ -163,7 +163,9 @@ def in_process(monkeypatch):
     the signal handlers it installs are put back afterwards."""
     import signal
 
-    monkeypatch.setattr(warm, "_preload", lambda: None)
+    serve = warm.serve
+    monkeypatch.setattr(warm, "serve", lambda path, idle: serve(path, idle, preload=lambda: None,
+                                                               run=lambda argv: os._exit(0)))
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)}
     wakeup = signal.set_wakeup_fd(-1)
     yield

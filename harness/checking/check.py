@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import os
 import shlex
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from ..core.case import Case
 from ..core.exitcodes import EXIT_DEVICE_LOST
-from ..run.journal import Journal
-from ..sources import Implementations, Origin, device_for
+from ..sources import Implementations, Origin, cli_args_of, device_for
 from ..targets import TARGETS, ContractViolation, Outcome
+
+
+class CaseJournal(Protocol):
+    """Where a worker records the case in flight, so that whoever watches the process can name
+    the case that killed or hung it (:class:`~..run.journal.Journal` is the one eaglefuzz uses)."""
+
+    def running(self, case: Case, limit: float | None = None) -> AbstractContextManager[None]:
+        """``case`` is recorded as in flight while the body runs, with its time limit."""
+
+    def abandon(self, case: Case, message: str) -> None:
+        """This process exits on purpose while running ``case``: leave the record, and why."""
+
 
 MAX_LINES = 12
 JSON_DIFFERENCES = 100
@@ -87,7 +100,7 @@ class Finding:
 
     def replay_commands(self, saved: Path) -> list[str]:
         """The command lines that replay the case saved at ``saved`` against the same code."""
-        opts = "".join(" " + shlex.quote(a) for a in self.origin.cli_args())
+        opts = "".join(" " + shlex.quote(a) for a in cli_args_of(self.origin))
         f = shlex.quote(str(Path(saved).resolve()))
         return [
             f"eaglefuzz replay {f}{opts}",
@@ -139,6 +152,15 @@ class Finding:
         return "\n".join(lines)
 
 
+def signature(finding: Finding) -> tuple[Any, ...]:
+    """What makes two findings "the same": target, kind, and the (array, region) pairs that
+    differ (or the crash's exception type); values and indices may differ."""
+    o = finding.outcome
+    diffs = o.oracle_disagreements or o.differences
+    crash = (o.crash or "").split(":", 1)[0]
+    return (finding.case.kernel, finding.kind, crash, tuple(sorted({(d.array, d.region) for d in diffs})))
+
+
 class DifferenceFound(AssertionError):
     """Raised by :func:`assert_case`; carries the :class:`Finding`."""
 
@@ -151,7 +173,7 @@ def check_case(
     case: Case,
     impls: Implementations,
     device: str,
-    journal: Journal | None = None,
+    journal: CaseJournal | None = None,
     *,
     domain: str = "production",
 ) -> Finding | None:
@@ -160,10 +182,10 @@ def check_case(
     The case must lie in ``domain`` (:mod:`.domains`; :class:`ContractViolation` otherwise);
     the finding's tier is the case's. With a ``journal``, the case is on disk while the
     implementation runs, so a crash of the process is traceable, with its time limit
-    (:func:`~..core.limits.time_limit`), so a supervisor can stop a hang.
+    (:func:`~.costs.time_limit`), so a supervisor can stop a hang.
     """
     from ..core.interrupts import count, received_since
-    from ..core.limits import time_limit
+    from .costs import time_limit
 
     target = TARGETS[case.kernel]
     tier = target.tier_of(case, domain)

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..core.case import Case
 from ..core.errors import UserError
-from ..core.limits import LimitExceeded, check_cost, check_file_size, check_shape
+from ..core.limits import LimitExceeded, check_file_size, check_shape
 from ..core.paths import CORPUS_DIR as CORPUS_DIR  # the regression corpus, re-exported
 from ..core.paths import findings_corpus
 
@@ -341,8 +341,10 @@ def decode(text: str, source: str, *, contract: bool = True) -> Entry:
 
     ``contract=False`` skips the target's ``validate`` (format checks only).
     """
-    # Imported here: the command line's supervising process imports this module, not torch.
+    # Imported here: the command line's supervising process imports this module, not the
+    # targets (Hypothesis, NumPy's strategies) nor torch.
     from ..targets import TARGETS, ContractViolation
+    from .costs import check_cost
 
     src = source
     try:

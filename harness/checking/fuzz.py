@@ -37,10 +37,9 @@ from hypothesis import seed as hseed
 from ..core.case import Case
 from ..core.profiles import PROFILES
 from ..generation.strategies import Scale, affordable, derive_seed
-from ..run.journal import Journal
 from ..sources import Implementations
 from ..targets import TARGETS
-from .check import DifferenceFound, Finding, check_case
+from .check import CaseJournal, DifferenceFound, Finding, check_case, signature
 from .domains import EXTENDED, PRODUCTION, case_for, strategy_for, tier_for_step, tier_shares
 
 CHUNK = 25
@@ -78,7 +77,7 @@ class Stats:
     tiers: dict[str, int] = field(default_factory=dict)
     """Examples checked per tier (the case's own tier, not the generator's)."""
     keys: dict[tuple, Finding] = field(default_factory=dict)
-    """Signatures (:func:`~..run.replaying.signature`) of the findings reported (of each as found and
+    """Signatures (:func:`~.check.signature`) of the findings reported (of each as found and
     as shrunk), with the finding: a later case that fails the same way (an edge divergence,
     or any finding with ``--keep-going``) is counted for it, not reported again."""
     again: dict[int, int] = field(default_factory=dict)
@@ -103,8 +102,6 @@ class Stats:
     def seen(self, finding: Finding, *, count: bool = True) -> bool:
         """Whether a finding like ``finding`` was already reported in this run; if so and
         ``count``, it is counted for that one (:meth:`met`)."""
-        from ..run.replaying import signature
-
         first = self.keys.get(signature(finding))
         if first is None:
             return False
@@ -119,8 +116,6 @@ class Stats:
     def add(self, finding: Finding) -> None:
         """Report ``finding`` (its case as found was :attr:`unshrunk`): later cases that fail
         the same way are counted for it."""
-        from ..run.replaying import signature
-
         self.findings.append(finding)
         for f in (finding, self.unshrunk):
             if f is not None:
@@ -144,7 +139,7 @@ def hypothesis_chunk(
     shrink: bool = True,
     stats: Stats | None = None,
     on_progress: Callable[[Stats], None] | None = None,
-    journal: Journal | None = None,
+    journal: CaseJournal | None = None,
     shrink_budget: float | None = None,
     tier: str = PRODUCTION,
 ) -> Finding | None:
@@ -212,7 +207,7 @@ def tour_step(
     stats: Stats,
     shrink: bool,
     on_progress: Callable[[Stats], None] | None,
-    journal: Journal | None,
+    journal: CaseJournal | None,
     tier: str = PRODUCTION,
 ) -> Finding | None:
     """Check one case outside Hypothesis (a tour case or a bulk example, drawn for ``tier``);
@@ -266,7 +261,7 @@ def fuzz_target(
     on_progress: Callable[[Stats], None] | None = None,
     chunk_offset: int = 0,
     chunk_step: int = 1,
-    journal: Journal | None = None,
+    journal: CaseJournal | None = None,
     stats: Stats | None = None,
     domain: str = PRODUCTION,
 ) -> Stats:
@@ -353,7 +348,7 @@ def shrink_finding(
     device: str,
     *,
     max_checks: int = 2000,
-    journal: Journal | None = None,
+    journal: CaseJournal | None = None,
     budget_s: float | None = None,
     stats: Stats | None = None,
 ) -> Finding:
@@ -401,7 +396,7 @@ def bulk_fuzz_target(
     on_progress: Callable[[Stats], None] | None = None,
     chunk_offset: int = 0,
     chunk_step: int = 1,
-    journal: Journal | None = None,
+    journal: CaseJournal | None = None,
     stats: Stats | None = None,
     domain: str = PRODUCTION,
 ) -> Stats:

@@ -4,7 +4,7 @@ A corpus file is input from outside: ``"grid_size": 1000000000`` passes the cont
 may be padded) and would keep the Triton interpreter busy for weeks. Loading a case therefore
 checks its cost against limits (a :class:`LimitExceeded` names the field, the figure and the
 limit, and says how to raise it), and every case that runs under a supervisor gets a time
-limit (:func:`time_limit`), scaled to its size and the backend: a case that exceeds it is a
+limit (:func:`~..checking.costs.time_limit`), scaled to its size and the backend: a case that exceeds it is a
 *hang* finding.
 
 Limits come from ``EAGLEFUZZ_LIMITS`` (``name=value,...``; the ``--limits`` and
@@ -16,12 +16,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING
 
 from .errors import ContractViolation, UserError
-
-if TYPE_CHECKING:
-    from .case import Case
 
 ENV = "EAGLEFUZZ_LIMITS"
 
@@ -49,15 +45,6 @@ DOCS: dict[str, str] = {
     "case_timeout": "seconds one case may run before it is a hang finding; 0: computed from its size",
     "timeout_scale": "factor applied to the computed time limit",
 }
-
-TIMEOUT_BASE_S = 30.0
-"""Every case's time allowance before its size counts (compiling a specialization, first use)."""
-INTERPRETER_PROGRAM_S = 0.05
-"""Allowance per program instance under the interpreter (about 12 times the ~4 ms measured)."""
-COMPILED_PROGRAM_S = 1e-6
-ELEMENT_S = 1e-5
-"""Allowance per input and output element (oracles, buffers, comparison)."""
-
 
 class LimitExceeded(ContractViolation):
     """A case that would cost more than the limits allow (a :class:`ContractViolation`, so it is
@@ -106,7 +93,8 @@ def configure(spec: str | None = None, *, case_timeout: float | None = None, whe
     return limits
 
 
-def _over(field: str, what: str, value: int, unit: str, name: str, limit: int) -> LimitExceeded:
+def exceeded(field: str, what: str, value: int, unit: str, name: str, limit: int) -> LimitExceeded:
+    """The :class:`LimitExceeded` of ``field``: ``what value unit`` is over limit ``name``."""
     return LimitExceeded(
         field,
         f"{what} {value} {unit} exceeds the limit of {limit} ({name}; raise it with "
@@ -118,7 +106,7 @@ def check_file_size(size: int, limits: Limits | None = None) -> None:
     """A corpus file of ``size`` bytes may be parsed."""
     lim = limits or current()
     if size > lim.file_bytes:
-        raise _over("(file)", "a file of", size, "bytes", "file_bytes", lim.file_bytes)
+        raise exceeded("(file)", "a file of", size, "bytes", "file_bytes", lim.file_bytes)
 
 
 def check_shape(name: str, shape: list[int], limits: Limits | None = None) -> None:
@@ -128,43 +116,4 @@ def check_shape(name: str, shape: list[int], limits: Limits | None = None) -> No
     for d in shape:
         n *= d
     if n > lim.array_elements:
-        raise _over(f"arrays.{name}.shape", "an array of", n, "elements", "array_elements", lim.array_elements)
-
-
-def check_cost(case: Case, limits: Limits | None = None, *, interpreter: bool = False) -> None:
-    """Raise :class:`LimitExceeded` when ``case`` (in-contract) would cost more than allowed:
-    its launch's program instances (more strictly under the interpreter), its arrays and the
-    output buffers it needs."""
-    from ..targets import TARGETS
-
-    lim = limits or current()
-    target = TARGETS[case.kernel]
-    for name, a in case.arrays.items():
-        check_shape(name, list(a.shape), lim)
-    programs = target.programs(case)
-    if programs > lim.grid:
-        raise _over(target.grid_field, "a launch of", programs, "programs", "grid", lim.grid)
-    if interpreter and programs > lim.interpreter_programs:
-        raise _over(target.grid_field, "under the Triton interpreter, a launch of", programs, "programs",
-                    "interpreter_programs", lim.interpreter_programs)
-    total = sum(a.nbytes for a in case.arrays.values()) + target.output_bytes(case)
-    if total > lim.case_bytes:
-        raise _over("arrays", "inputs and outputs of", total, "bytes", "case_bytes", lim.case_bytes)
-
-
-def time_limit(case: Case, *, compiled: bool, limits: Limits | None = None) -> float:
-    """Seconds ``case`` may run (its check: oracles, launch, comparison) before it is a hang.
-
-    ``case_timeout`` when set; else ``timeout_scale`` x (a base of 30 s, plus 50 ms per
-    program instance under the interpreter or 1 µs compiled, plus 10 µs per element).
-    """
-    from ..targets import TARGETS
-
-    lim = limits or current()
-    if lim.case_timeout > 0:
-        return lim.case_timeout
-    target = TARGETS[case.kernel]
-    elements = sum(a.size for a in case.arrays.values()) + target.output_bytes(case) // 4
-    per_program = COMPILED_PROGRAM_S if compiled else INTERPRETER_PROGRAM_S
-    return lim.timeout_scale * (TIMEOUT_BASE_S + per_program * target.programs(case) + ELEMENT_S * elements)
-
+        raise exceeded(f"arrays.{name}.shape", "an array of", n, "elements", "array_elements", lim.array_elements)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import UserError
+from .shards import ShardRun, child_args, parse_doc
 
 
 def run_shard(args: list[str], cwd: str) -> dict[str, Any]:
@@ -56,9 +57,7 @@ def _gpus_per_task(ray: Any, backend: str) -> int:
 def run_on_ray(address: str, argv: Sequence[str], shards: list[str], *, corpus: Path, backend: str) -> list[Any]:
     """Run shard ``shards[i]`` as Ray task ``i`` on the cluster at ``address`` (``local``: a
     new local instance; ``auto``: the running cluster, as Ray's own ``address="auto"``); the
-    runs (:class:`~.multi.ShardRun`), in order. Ray's own log lines stay out of the report."""
-    from .multi import ShardRun, child_args, parse_doc
-
+    runs (:class:`~.shards.ShardRun`), in order. Ray's own log lines stay out of the report."""
     ray = _import_ray()
     env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("EAGLEFUZZ_")}
     try:

@@ -54,11 +54,12 @@ STOP_GRACE_S = 5.0
 
 def process_limit(case: Any, *, scaled: bool) -> float:
     """Seconds the sanitized process of ``case`` may run: :data:`START_S` plus the case's time
-    limit (:func:`~..core.limits.time_limit`, compiled), scaled by :data:`TIMEOUT_SCALE` when
+    limit (:func:`~..checking.costs.time_limit`, compiled), scaled by :data:`TIMEOUT_SCALE` when
     ``scaled`` (the user set no limit of their own)."""
     from dataclasses import replace
 
-    from ..core.limits import current, time_limit
+    from ..checking.costs import time_limit
+    from ..core.limits import current
 
     lim = current()
     if scaled:
@@ -177,7 +178,7 @@ def hang_record(file: str, kernel: str, size: int, limit_s: float, log: str) -> 
 
 def _record(file: str, kernel: str, size: int, code: int, doc: dict[str, Any] | None, log: str,
             stderr: str = "") -> dict[str, Any]:
-    """One file's record (as :func:`~.replaying.replay_doc` takes them) from its sanitized run: an
+    """One file's record (as :func:`~..reporting.replay_report.replay_doc` takes them) from its sanitized run: an
     error in the sanitizer's log first; else the replay's own verdict; a process that ended
     without its report (killed by a signal, an internal error) is a ``crash`` of its case."""
     blocks, errors = error_blocks(log), summary_errors(log)
@@ -215,7 +216,7 @@ def sanitize_replay(
     limit_args: list[str],
 ) -> int:
     """Replay each of ``cases`` (file, case, tier) in its own process under memcheck; print
-    ``ok``/``FAIL`` per file and the report (:func:`~.replaying.print_replay`); the exit code.
+    ``ok``/``FAIL`` per file and the report (:func:`~..reporting.replay_report.print_replay`); the exit code.
 
     A :class:`UserError` when compute-sanitizer is missing, there is no CUDA device, or the
     backend is the interpreter (no CUDA code runs there: the sanitizer would see nothing).
@@ -223,9 +224,9 @@ def sanitize_replay(
     limits are scaled by :data:`TIMEOUT_SCALE`); they are in force in this process already
     (``EAGLEFUZZ_LIMITS``), which the sanitized processes inherit.
     """
+    from ..reporting.replay_report import print_replay, replay_doc, replay_exit_code
     from .cuda_devices import cuda_devices
     from .multi import parse_doc
-    from .replaying import print_replay, replay_doc, replay_exit_code
 
     if backend == "interpreter":
         raise UserError("--sanitize: --backend interpreter runs no CUDA code; compute-sanitizer checks GPU kernels")

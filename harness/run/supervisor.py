@@ -2,7 +2,7 @@
 
 The parent (the supervisor) runs ``eaglefuzz`` again as a worker, in its own process group,
 tied to the parent's life (:mod:`.lifeline`). The worker journals each case before running it
-(:mod:`.journal`), with the case's time limit (:func:`~..core.limits.time_limit`), and records the
+(:mod:`.journal`), with the case's time limit (:func:`~..checking.costs.time_limit`), and records the
 run unit by unit (:mod:`.runlog`: a target fuzzed, a file replayed). Three faults are handled:
 
 - A crash: the worker dies (under the Triton interpreter a wild store lands in the Python
@@ -216,8 +216,8 @@ def fault_candidates(case: Any) -> list[Any]:
     """The smaller variants of ``case`` a fault is shrunk through: the target's shrink moves,
     in order, those in the case's tier and within the cost limits (an extended-tier case takes
     its target's edge moves too, :func:`~..checking.domains.shrink_candidates_for`)."""
+    from ..checking.costs import check_cost
     from ..checking.domains import shrink_candidates_for
-    from ..core.limits import check_cost
     from ..targets import TARGETS, ContractViolation
 
     target = TARGETS[case.kernel]
@@ -370,9 +370,9 @@ class _Supervision:
 
         from ..checking.check import Finding
         from ..checking.corpus import save_finding
+        from ..reporting.replay_report import failed_record
         from ..sources import Origin
         from ..targets import Outcome
-        from .replaying import failed_record
 
         meta = self.log.meta() or {}
         origins = meta.get("origins", {})
@@ -387,7 +387,7 @@ class _Supervision:
         outcome = Outcome(hang=message) if kind == "hang" else Outcome(crash=message)
         finding = Finding(case, outcome, origin, tier=case_tier(case))
         if fuzz:
-            from .campaign import finding_record
+            from ..reporting.fuzz_report import finding_record
 
             path, unsaved = None, None
             if self.save:
@@ -414,8 +414,8 @@ class _Supervision:
     def _doc(self) -> dict[str, Any] | None:
         """The merged document of every worker's units (``None`` before any worker said what
         the run is)."""
-        from .campaign import fuzz_doc
-        from .replaying import replay_doc
+        from ..reporting.fuzz_report import fuzz_doc
+        from ..reporting.replay_report import replay_doc
 
         meta = self.log.meta()
         stopped = self.signals.signum is not None
@@ -426,8 +426,8 @@ class _Supervision:
         return replay_doc(meta, [r for _, r in self.log.ordered()], stopped, planned=len(self.log.plan()))
 
     def _exit_code(self) -> int:
-        from .campaign import fuzz_exit_code
-        from .replaying import replay_exit_code
+        from ..reporting.fuzz_report import fuzz_exit_code
+        from ..reporting.replay_report import replay_exit_code
 
         doc, signum = self._doc(), self.signals.signum
         if doc is None:
@@ -436,8 +436,8 @@ class _Supervision:
 
     def _report(self) -> int:
         """Print the merged report of every worker's units; its exit code."""
-        from .campaign import print_fuzz
-        from .replaying import print_replay
+        from ..reporting.fuzz_report import print_fuzz
+        from ..reporting.replay_report import print_replay
 
         doc = self._doc()
         if doc is not None and "targets" in doc:

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -370,7 +371,7 @@ def start_server(wait: float = 0.0) -> None:
     if not _up(path):
         env.pop("EAGLEFUZZ_WORKER", None)
         try:
-            subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.run.warm_servers", str(path)], env=env, cwd=os.getcwd(),
+            subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.warm", str(path)], env=env, cwd=os.getcwd(),
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True, close_fds=True)
         except OSError:
@@ -383,27 +384,11 @@ def start_server(wait: float = 0.0) -> None:
 # ---- the server ----------------------------------------------------------------------------
 
 
-def _preload() -> None:
-    """What every worker imports before its first case, Triton and the code under test aside;
-    the oracles' compiled code loaded. Nothing here may touch CUDA."""
-    # Should anything ask torch whether CUDA is there, NVML answers: asking the CUDA runtime
-    # would initialise CUDA here, and no forked worker could use it after that.
-    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
-    from ..cli import use_numba_cache
-
-    use_numba_cache()
-    import torch  # noqa: F401 - the harness imports it only where a case runs
-
-    from .. import cli  # noqa: F401
-    from ..checking import check
-    from ..targets import TARGETS
-    from . import campaign, replaying  # noqa: F401
-
-    check.warm_oracles(sorted(TARGETS))
-    # Not TorchDynamo either (batch_change's compiled path imports it in the worker): it
-    # imports Triton, which a worker must import itself, after it has chosen its backend.
-    if "triton" in sys.modules or ("torch" in sys.modules and sys.modules["torch"].cuda.is_initialized()):
-        raise RuntimeError("the warm server imported Triton or started CUDA: it cannot fork workers")
+def can_fork() -> bool:
+    """Whether this process may fork workers: it has imported no Triton (a worker imports it
+    itself, after it has chosen its backend; so TorchDynamo, which imports Triton, is out too)
+    and initialised no CUDA (a process that has cannot fork safely)."""
+    return "triton" not in sys.modules and not ("torch" in sys.modules and sys.modules["torch"].cuda.is_initialized())
 
 
 def _recv_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
@@ -421,8 +406,9 @@ def _recv_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     return json.loads(body), fds
 
 
-def _child(request: dict[str, Any], fds: list[int], close: list[int]) -> None:
-    """In the forked worker: become what ``python -m eaglefuzz.harness.cli ARGV`` would be."""
+def _child(request: dict[str, Any], fds: list[int], close: list[int], run: Callable[[list[str]], None]) -> None:
+    """In the forked worker: become what ``python -m eaglefuzz.harness.cli ARGV`` would be, and
+    ``run`` the command (it leaves the process)."""
     code = 3
     try:
         signal.set_wakeup_fd(-1)
@@ -455,12 +441,7 @@ def _child(request: dict[str, Any], fds: list[int], close: list[int]) -> None:
 
         random.seed()  # a fresh process's state, not the server's
         sys.argv = [sys.argv[0], *request["argv"]]
-        from ..cli import _main, fast_exit
-
-        try:
-            _main(list(request["argv"]))
-        except SystemExit as exc:
-            fast_exit(exc.code)
+        run(list(request["argv"]))
     except BaseException:  # noqa: BLE001 - nothing may return into the server's loop
         import traceback
 
@@ -476,10 +457,14 @@ def _status(status: int) -> int:
 _SERVER_CWD = os.getcwd()
 
 
-def serve(path: Path, idle: float) -> None:
+def serve(path: Path, idle: float, *, preload: Callable[[], None], run: Callable[[list[str]], None]) -> None:
     """Serve workers on ``path`` until ``idle`` seconds pass without any, or a SIGTERM, SIGINT
     or SIGHUP comes (then it takes no more work and leaves once its workers have ended). It
-    leaves its folder as it found it: its socket and lock file removed."""
+    leaves its folder as it found it: its socket and lock file removed.
+
+    ``preload`` imports, once, what every worker needs (it must not touch CUDA or import
+    Triton); each forked worker calls ``run`` with its command's arguments, and ``run`` leaves
+    the process (the command line's main: :mod:`..warm` gives both)."""
     lock_path = path.with_suffix(".lock")
     lock = open(lock_path, "a+")  # noqa: SIM115 - held for the server's life
     if not _holds(lock) or not _same_file(lock, lock_path):
@@ -505,7 +490,7 @@ def serve(path: Path, idle: float) -> None:
         signal.signal(sig, lambda signum, _frame: stopping.append(signum))
     try:
         try:
-            _preload()
+            preload()
         except BaseException as exc:  # noqa: BLE001 - a server that cannot start must say why, once
             path.with_suffix(".failed").write_text(f"{type(exc).__name__}: {exc}\n")
             raise
@@ -515,13 +500,14 @@ def serve(path: Path, idle: float) -> None:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(path))
         listener.listen(64)
-        _serve(listener, idle, lock, stopping, leave_folder, _package_stamp())
+        _serve(listener, idle, lock, stopping, leave_folder, _package_stamp(), run)
     finally:
         leave_folder()
         lock.close()
 
 
-def _serve(listener: socket.socket, idle: float, lock: Any, stopping: list[int], leave: Any, stamp: str) -> None:
+def _serve(listener: socket.socket, idle: float, lock: Any, stopping: list[int], leave: Any, stamp: str,
+           run: Callable[[list[str]], None]) -> None:
     """The server's loop (see :func:`serve`); ``stamp``: :func:`_package_stamp` at its start."""
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -571,7 +557,7 @@ def _serve(listener: socket.socket, idle: float, lock: Any, stopping: list[int],
                 continue
             pid = os.fork()
             if pid == 0:
-                _child(request, fds, [listener.fileno(), conn.fileno(), wake_r, wake_w, lock.fileno()])
+                _child(request, fds, [listener.fileno(), conn.fileno(), wake_r, wake_w, lock.fileno()], run)
             for fd in fds:
                 os.close(fd)
             children[pid] = conn
@@ -580,8 +566,3 @@ def _serve(listener: socket.socket, idle: float, lock: Any, stopping: list[int],
             except OSError:  # the client is gone (and starts a fresh worker): none of this one
                 os.kill(pid, signal.SIGKILL)
             last = time.monotonic()
-
-
-if __name__ == "__main__":
-    serve(Path(sys.argv[1]), float(os.environ.get(IDLE_ENV, IDLE_S)))
-    os._exit(0)  # its files are gone: no seconds of tearing down torch and Numba's objects

@@ -20,6 +20,7 @@ from typing import Any
 from ..core.errors import UserError
 from ..targetkit.interface import InterfaceMismatch, differences, interface_problem
 from . import binding, bundled, file, vllm, vllm_cpu
+from .base import PRODUCTION_KINDS as PRODUCTION_KINDS
 from .base import Implementations, Origin, Source
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "Source",
     "SourceOption",
     "device_for",
+    "cli_args_of",
     "did_you_mean",
     "findings_dir",
     "implementations_for",
@@ -45,12 +47,9 @@ KINDS: dict[str, Callable[[str | None], Source]] = {
     "vllm-release": vllm.release_from_spec,
     "vllm": vllm.installed_from_spec,
     vllm_cpu.KIND: vllm_cpu.from_spec,
-    binding.KIND: binding.from_spec,
+    binding.KIND: lambda argument: binding.from_spec(argument, parse_source),
 }
 """Source kind -> a function building the source from the argument of its spec."""
-
-PRODUCTION_KINDS = frozenset({"bundled", "vllm-release"})
-"""The kinds of source that hold production code (:attr:`Source.production`)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +114,12 @@ def parse_source(spec: str) -> Source:
     if kind not in KINDS:
         raise UserError(f"source {spec!r}: unknown kind {kind!r} (known: {', '.join(KINDS)})")
     return KINDS[kind](argument or None)
+
+
+def cli_args_of(origin: Origin) -> list[str]:
+    """The options that select ``origin``'s source again (none for an implementation that came
+    from no source)."""
+    return parse_source(origin.spec).cli_args() if origin.spec else []
 
 
 def source_from_options(values: Mapping[str, Any]) -> Source:

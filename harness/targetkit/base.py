@@ -20,6 +20,7 @@ from ..core.buffers import Guarded, filled, guard_for, pick_sentinel, poison, ra
 from ..core.case import Case
 from ..core.compare import Difference, compare_all
 from ..core.errors import ContractViolation
+from ..generation.shrink_steps import keep_lists
 from ..generation.strategies import Scale, Shape
 
 
@@ -182,12 +183,10 @@ class Target(ABC):
     def shrink_candidates(self, case: Case) -> Iterator[Case]:
         """Smaller variants of ``case`` (drop requests, shorten, simplify), simplest first.
 
-        By default: the request drops of :func:`~..checking.shrinking.keep_lists` (when the target
+        By default: the request drops of :func:`~..generation.shrink_steps.keep_lists` (when the target
         splits its cases into requests), then :meth:`shrink_moves`. The crash shrinker walks
         this list; :func:`~..checking.fuzz.shrink_finding` uses the split and the moves directly.
         """
-        from ..checking.shrinking import keep_lists
-
         pieces = self.split_requests(case)
         if pieces is not None:
             for keep in keep_lists(len(pieces)):

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..checking.shrinking import shorter
 from ..core.case import Case
 from ..core.compare import Difference
+from ..generation.shrink_steps import shorter
 from ..generation.strategies import (
     FLOAT32_EXACT,
     INT16_MAX,

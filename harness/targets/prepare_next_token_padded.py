@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..checking.shrinking import shorter
 from ..core.case import Case
+from ..generation.shrink_steps import shorter
 from ..generation.strategies import (
     ID16_MAX,
     INT32_MAX,

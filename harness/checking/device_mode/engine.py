@@ -31,10 +31,9 @@ import torch
 from ...core.case import Case
 from ...core.compare import Difference
 from ...generation.strategies import Scale, derive_seed
-from ...run.journal import Journal
 from ...sources import Implementations
 from ...targets import TARGETS, Outcome
-from ..check import Finding, check_case
+from ..check import CaseJournal, Finding, check_case
 from .base import Arenas, DeviceCase, DeviceTarget
 from .producers import HostCases, default_workers
 
@@ -83,7 +82,7 @@ def device_fuzz_target(
     on_progress: Callable | None = None,
     chunk_offset: int = 0,
     chunk_step: int = 1,
-    journal: Journal | None = None,
+    journal: CaseJournal | None = None,
     stats: object | None = None,
     domain: str = "production",
     profile: bool = False,
