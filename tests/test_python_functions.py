@@ -25,8 +25,11 @@ from eaglefuzz.harness.checking.corpus import decode, encode
 from eaglefuzz.harness.core.case import Case
 from eaglefuzz.harness.generation.strategies import INT32_MAX, Scale, derive_seed
 from eaglefuzz.harness.targets import TARGETS, ContractViolation
-from eaglefuzz.harness.targets.draft_config import DraftConfig, build_config
-from eaglefuzz.harness.targets.extend_all_queries import ExtendAllQueries
+from eaglefuzz.harness.targets.create_vllm_config_for_draft_model.record import (
+    DraftConfig,
+    build_config,
+)
+from eaglefuzz.harness.targets.extend_all_queries_by_N.record import ExtendAllQueries
 from eaglefuzz.oracles import python_functions as pf
 
 EXTEND = "extend_all_queries_by_N"

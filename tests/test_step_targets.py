@@ -273,7 +273,9 @@ def test_batch_change_runs_eager_and_compiled_variants():
     """``eager`` runs the undecorated function, ``compiled`` the object as given. (A stand-in for
     torch.compile's wrapper keeps this fast: importing dynamo alone takes seconds; the real
     compiled path runs against vLLM's function in test_differential and test_seeded_bugs.)"""
-    from eaglefuzz.harness.targets.batch_change import variants
+    from eaglefuzz.harness.targets.update_num_computed_tokens_for_batch_change.record import (
+        variants,
+    )
 
     calls = []
 

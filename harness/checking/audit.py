@@ -73,14 +73,14 @@ def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) ->
 def _call_function(name: str, case: Case, impl: Any, device: str) -> Any:
     target = TARGETS[name]
     if name == "extend_all_queries_by_N":
-        from ..targets.extend_all_queries import _tensor, build_metadata
+        from ..targets.extend_all_queries_by_N.record import _tensor, build_metadata
 
         dev = device if case.scalars["device_copies_on_device"] else "cpu"
         cad = build_metadata(case, device, target.types.CommonAttentionMetadata)
         return target.call(impl, cad, case.scalars["N"], _tensor(case.arrays["arange"], dev),
                            _tensor(case.arrays["new_slot_mapping"], dev))
     if name == "create_vllm_config_for_draft_model":
-        from ..targets.draft_config import build_config
+        from ..targets.create_vllm_config_for_draft_model.record import build_config
 
         if not case.scalars["speculative_config_present"]:
             return None  # the function must raise: nothing to check

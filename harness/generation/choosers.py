@@ -1,6 +1,6 @@
 """One generator body for both drivers: a :class:`Chooser` draws from NumPy or from Hypothesis.
 
-The extended tier's generators (``*_edges.py``) are written once against this interface and
+The targets' generators (their folders' ``cases.py`` and ``edges.py``) are written once against this interface and
 run as a bulk NumPy generator (:class:`RngChooser`) and as a Hypothesis strategy
 (:class:`DrawChooser`, whose draws shrink toward the plain choice: no edge, small numbers,
 the first option).

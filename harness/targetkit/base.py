@@ -25,7 +25,7 @@ from ..generation.strategies import Scale, Shape
 
 
 class EdgesInModule:
-    """The extended tier of a target kept in a module of its own (``<target>_edges.py``).
+    """The extended tier of a target kept in its folder's ``edges.py``.
 
     Put before the target's base class. ``edges`` is that module: it defines ``FEATURES``
     (edge name -> description), ``validate(case, dtypes)`` (raises :class:`ContractViolation`
@@ -120,6 +120,12 @@ class Target(ABC):
 
     name: str
     kind: str
+    section: int
+    """Its section of docs/CONTRACT.md (``§N``, whose heading names it); the registry lists the
+    targets in this order."""
+    module: str = "vllm/v1/spec_decode/utils.py"
+    """The vLLM module that defines it, as a path inside a vLLM checkout or wheel: where the vLLM
+    sources look for it, and what the bundled copy of that module holds."""
     features: Mapping[str, str]
     """Semantic feature name -> one-line description; :meth:`features_of` returns a subset."""
     parameters: tuple[str, ...] | None = None
