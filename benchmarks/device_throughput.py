@@ -25,7 +25,7 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5) -> flo
     import numpy as np
     import torch
 
-    from eaglefuzz.harness.checking.device_mode.base import Arenas, HostArenas
+    from eaglefuzz.harness.targetkit.device import Arenas, HostArenas
 
     runs = []
     for k in range(cases):

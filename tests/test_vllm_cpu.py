@@ -126,14 +126,14 @@ def _no_copy_back_ids(*args, **kw):
     """copy_and_expand: the int64 stand-in for out_input_ids is never copied back."""
     a = list(args)
     a[3] = A.as_int64(a[3])  # the op writes a copy; the real buffer keeps its sentinel
-    A._copy_and_expand_eagle_inputs(*a, **kw)
+    A.ADAPTERS["copy_and_expand_eagle_inputs_kernel"].adapter(*a, **kw)
 
 
 def _padding_and_parallel_swapped(*args, **kw):
     """copy_and_expand: padding_token_id and parallel_drafting_token_id passed swapped."""
     a = list(args)
     a[11], a[12] = a[12], a[11]
-    A._copy_and_expand_eagle_inputs(*a, **kw)
+    A.ADAPTERS["copy_and_expand_eagle_inputs_kernel"].adapter(*a, **kw)
 
 
 def _rejected_not_copied_back(cu, valid, qsl, indices, rejected, num_reqs):

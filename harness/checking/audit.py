@@ -1,6 +1,6 @@
 """``eaglefuzz audit``: search both domain tiers for inputs that break what a caller relies on.
 
-The properties (:mod:`.audit_properties`) need no second implementation: each is checked on
+The properties (each target folder's ``audit.py``, :data:`PROPERTIES`) need no second implementation: each is checked on
 the outputs of the implementation under test alone. For every target the search draws cases
 from the production tier's strategy and from the extended tier's (:mod:`.domains`), runs the
 implementation on each, and checks every property. A property that fails is a *hazard*: it is
@@ -25,9 +25,14 @@ from ..core.buffers import Guarded, poison, raw
 from ..core.case import Case
 from ..generation.strategies import Scale, derive_seed
 from ..targetkit.base import TritonTarget
-from ..targets import TARGETS, ContractViolation
-from .audit_properties import PROPERTIES, Observation, Property
+from ..targetkit.properties import Observation, Property
+from ..targets import TARGETS, ContractViolation, has_role, role
 from .domains import EXTENDED, PRODUCTION, shrink_candidates_for, strategy_for
+
+PROPERTIES: dict[str, tuple[Property, ...]] = {
+    name: role(name, "audit").PROPERTIES for name in TARGETS if has_role(name, "audit")
+}
+"""Target -> the properties the audit checks: a view of the target folders' ``audit.py``."""
 
 AUDIT_SCALE = Scale(max_requests=6, request_tail=12, max_query_len=24, max_programs=96)
 """Batch sizes of the audit's search: small, so minimal examples come fast on any backend."""
@@ -41,7 +46,7 @@ def observe(target_name: str, case: Case, impl: Any, device: str) -> Observation
     try:
         if isinstance(target, TritonTarget):
             return _observe_kernel(target, case, impl, device)
-        return Observation(result=_call_function(target_name, case, impl, device))
+        return Observation(result=role(target_name, "audit").run(case, impl, device))
     except Exception as exc:  # noqa: BLE001 - a failing implementation is reported, not raised
         return Observation(error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
 
@@ -68,24 +73,6 @@ def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) ->
         o.written[n] = w[g : g + size].reshape(shape)
         o.stray[n] = bool(w[:g].any() or w[g + size :].any())
     return o
-
-
-def _call_function(name: str, case: Case, impl: Any, device: str) -> Any:
-    target = TARGETS[name]
-    if name == "extend_all_queries_by_N":
-        from ..targets.extend_all_queries_by_N.record import _tensor, build_metadata
-
-        dev = device if case.scalars["device_copies_on_device"] else "cpu"
-        cad = build_metadata(case, device, target.types.CommonAttentionMetadata)
-        return target.call(impl, cad, case.scalars["N"], _tensor(case.arrays["arange"], dev),
-                           _tensor(case.arrays["new_slot_mapping"], dev))
-    if name == "create_vllm_config_for_draft_model":
-        from ..targets.create_vllm_config_for_draft_model.record import build_config
-
-        if not case.scalars["speculative_config_present"]:
-            return None  # the function must raise: nothing to check
-        return target.call(impl, build_config(case, target.types))
-    raise KeyError(name)
 
 
 def violation(prop: Property, case: Case, o: Observation) -> str | None:

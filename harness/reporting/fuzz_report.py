@@ -124,7 +124,7 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
             print(f"device: {n}: seconds per stage: {st}; warm-up (JIT) {d['warmup_seconds']:.1f} s; "
                   f"{d['cross_checked']} case(s) cross-checked against the NumPy and Numba oracles", file=out)
         elif doc["mode"] == "device":
-            print(f"device: {n} has no device generator (harness/checking/device_mode/): fuzzed in bulk mode", file=out)
+            print(f"device: {n} has no device generator (no device.py in its folder): fuzzed in bulk mode", file=out)
     for n, t in targets.items():
         if t.get("fault"):
             print(f"{n}: a case {'hung' if t['fault'] == 'hang' else 'killed the worker'}; its counts are "

@@ -32,9 +32,9 @@ from ...core.case import Case
 from ...core.compare import Difference
 from ...generation.strategies import Scale, derive_seed
 from ...sources import Implementations
+from ...targetkit.device import Arenas, DeviceCase, DeviceTarget
 from ...targets import TARGETS, Outcome
 from ..check import CaseJournal, Finding, check_case
-from .base import Arenas, DeviceCase, DeviceTarget
 from .producers import HostCases, default_workers
 
 CROSS_CHECK_SHARE = 0.05

@@ -23,7 +23,7 @@ from concurrent.futures.process import BrokenProcessPool
 import numpy as np
 
 from ...generation.strategies import derive_seed
-from .base import DeviceCase, HostArenas
+from ...targetkit.device import DeviceCase, HostArenas
 
 CHUNK = 8
 """Examples per task: enough to pay for the round trip to a worker."""

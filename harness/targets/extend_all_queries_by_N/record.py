@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # imported where a case runs: a process that only reads cases
     import torch
 
 
-def _tensor(x: np.ndarray, device: str) -> torch.Tensor:
+def tensor(x: np.ndarray, device: str) -> torch.Tensor:
     import torch
 
     return torch.from_numpy(np.array(x, copy=True)).to(device)
@@ -71,28 +71,28 @@ def build_metadata(case: Case, device: str, cls: type) -> Any:
     dev = device if s["device_copies_on_device"] else "cpu"
     qsl, seq = a["query_start_loc"], a["seq_lens"]
     values: dict[str, Any] = {
-        "query_start_loc": _tensor(qsl, dev),
-        "query_start_loc_cpu": _tensor(a.get("query_start_loc_cpu", qsl), "cpu"),
-        "seq_lens": _tensor(seq, dev),
+        "query_start_loc": tensor(qsl, dev),
+        "query_start_loc_cpu": tensor(a.get("query_start_loc_cpu", qsl), "cpu"),
+        "seq_lens": tensor(seq, dev),
         "num_reqs": s["num_reqs"],
         "num_actual_tokens": s["num_actual_tokens"],
         "max_query_len": s["max_query_len"],
         "max_seq_len": s["max_seq_len"],
-        "block_table_tensor": _tensor(a["block_table"], dev),
-        "slot_mapping": _tensor(a["slot_mapping"], dev),
+        "block_table_tensor": tensor(a["block_table"], dev),
+        "slot_mapping": tensor(a["slot_mapping"], dev),
         "causal": s["causal"],
     }
     if s["optional_fields"]:
         computed = (seq.astype(np.int64) - np.diff(qsl.astype(np.int64))).astype(np.int32)
         values.update(
-            logits_indices_padded=_tensor((qsl[1:].astype(np.int64) - 1).astype(np.int32), dev),
+            logits_indices_padded=tensor((qsl[1:].astype(np.int64) - 1).astype(np.int32), dev),
             num_logits_indices=len(seq),
-            encoder_seq_lens=_tensor(seq, dev),
+            encoder_seq_lens=tensor(seq, dev),
             encoder_seq_lens_cpu=seq.copy(),
-            dcp_local_seq_lens=_tensor(seq, dev),
-            dcp_local_seq_lens_cpu=_tensor(seq, "cpu"),
-            seq_lens_cpu=_tensor(seq, "cpu"),
-            num_computed_tokens_cpu=_tensor(computed, "cpu"),
+            dcp_local_seq_lens=tensor(seq, dev),
+            dcp_local_seq_lens_cpu=tensor(seq, "cpu"),
+            seq_lens_cpu=tensor(seq, "cpu"),
+            num_computed_tokens_cpu=tensor(computed, "cpu"),
         )
     kwargs = {}
     for f in dataclasses.fields(cls):
@@ -275,8 +275,8 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
 
         cls = self.types.CommonAttentionMetadata
         cad = build_metadata(case, device, cls)
-        arange = _tensor(case.arrays["arange"], dev)
-        new_slot_mapping = _tensor(case.arrays["new_slot_mapping"], dev)
+        arange = tensor(case.arrays["arange"], dev)
+        new_slot_mapping = tensor(case.arrays["new_slot_mapping"], dev)
         names = field_names(cad)
         refs = {n: getattr(cad, n) for n in names}
         before = {n: snapshot(v) for n, v in refs.items()}

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...core.case import Case
+from ..core.case import Case
 
 GUARD = 256
 """Elements of guard band around every array in an arena."""
@@ -55,10 +55,13 @@ class DeviceCase:
 
 
 class DeviceTarget:
-    """A target's device pieces; one small module per target (listed in :mod:`.`)."""
+    """A target's device pieces: its folder's ``device.py`` (``DEVICE``, an instance)."""
 
     name: str
-    """The target's name (a key of :data:`~...targets.TARGETS`)."""
+    """The target's name (a key of :data:`~..targets.TARGETS`)."""
+    launch_names: tuple[str, ...] = ()
+    """The launch fields of the target's cases (its record's ``launch_names``): a case drawn on
+    the device is launched as vLLM launches it, every field ``null``."""
     checked_on: str = "device"
     """``device``: draw, oracle and compare on the GPU (large cases; :class:`Arenas`); ``host``:
     everything but the launch on the CPU in NumPy (:class:`HostArenas`), the buffers copied over
@@ -83,14 +86,12 @@ class DeviceTarget:
         raise NotImplementedError
 
     def to_case(self, dc: DeviceCase) -> Case:
-        """The same case as a plain :class:`~...core.case.Case` (host arrays; vLLM's own launch)."""
-        from ...targets import TARGETS
-
+        """The same case as a plain :class:`~..core.case.Case` (host arrays; vLLM's own launch)."""
         return Case(
             kernel=self.name,
             arrays={n: t if isinstance(t, np.ndarray) else t.cpu().numpy() for n, t in dc.inputs.items()},
             scalars=dict(dc.scalars),
-            launch=dict.fromkeys(TARGETS[self.name].launch_names),
+            launch=dict.fromkeys(self.launch_names),
             note="drawn on the device (eaglefuzz fuzz --mode device)",
         )
 

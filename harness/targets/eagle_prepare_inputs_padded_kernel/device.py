@@ -11,13 +11,15 @@ import numpy as np
 import torch
 
 from ....oracles import vectorized
-from .base import DeviceCase, DeviceTarget
+from ...targetkit.device import DeviceCase, DeviceTarget
+from .record import TARGET
 
 MAX_REQUESTS = 1024
 
 
 class PrepareInputsDevice(DeviceTarget):
     name = "eagle_prepare_inputs_padded_kernel"
+    launch_names = TARGET.launch_names
     checked_on = "host"  # a few thousand elements: launches, not work, would cost the time
     oracle_name = "NumPy oracle (oracles/vectorized.py)"
 
@@ -50,3 +52,7 @@ class PrepareInputsDevice(DeviceTarget):
         from ....kernels.launchers import launch_eagle_prepare_inputs_padded
 
         launch_eagle_prepare_inputs_padded(impl, **views, **dc.scalars)
+
+
+DEVICE = PrepareInputsDevice()
+"""This target's device mode (``--mode device``)."""

@@ -11,7 +11,8 @@ import torch
 
 from ....oracles import tensor_ops
 from ...generation.strategies import query_start_loc_from
-from .base import DeviceCase, DeviceTarget
+from ...targetkit.device import DeviceCase, DeviceTarget
+from .record import TARGET
 
 MAX_REQUESTS = 4096
 MAX_TOKENS = 1 << 20
@@ -22,6 +23,7 @@ I32 = (-(2**31), 2**31 - 1)
 
 class CopyAndExpandDevice(DeviceTarget):
     name = "copy_and_expand_eagle_inputs_kernel"
+    launch_names = TARGET.launch_names
 
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
         R = int(np.exp(rng.uniform(0, np.log(max_requests + 1))))
@@ -76,3 +78,7 @@ class CopyAndExpandDevice(DeviceTarget):
         from ....kernels.launchers import launch_copy_and_expand_eagle_inputs
 
         launch_copy_and_expand_eagle_inputs(impl, **views, **dc.scalars, max_query_len=dc.host["max_query_len"])
+
+
+DEVICE = CopyAndExpandDevice()
+"""This target's device mode (``--mode device``)."""

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from ....oracles import vectorized
-from .base import DeviceCase, DeviceTarget
+from ...targetkit.device import DeviceCase, DeviceTarget
+from .record import TARGET
 
 MAX_REQUESTS = 1024
 VOCABS = (32000, 128256, 151936, 262144)
@@ -22,6 +23,7 @@ _PAST = np.array([0, 1, 2, 2**31 - 1], dtype=np.int64)
 
 class NextTokenDevice(DeviceTarget):
     name = "eagle_prepare_next_token_padded_kernel"
+    launch_names = TARGET.launch_names
     checked_on = "host"  # a few thousand elements: launches, not work, would cost the time
     oracle_name = "NumPy oracle (oracles/vectorized.py)"
 
@@ -62,3 +64,7 @@ class NextTokenDevice(DeviceTarget):
         v["sampled_token_ids"] = v["sampled_token_ids"][:, : dc.scalars["num_sampled_tokens_per_req"]]
         launch_eagle_prepare_next_token_padded(impl, **v, vocab_size=dc.scalars["vocab_size"],
                                                num_reqs=dc.scalars["num_reqs"])
+
+
+DEVICE = NextTokenDevice()
+"""This target's device mode (``--mode device``)."""
