@@ -64,14 +64,14 @@ def int32s() -> st.SearchStrategy[int]:
     return st.integers(INT32_MIN, INT32_MAX)
 
 
+INT64_NEAR_LIMITS = ((0, 1 << 20), (INT64_MIN, INT64_MAX), (INT64_MAX - 4096, INT64_MAX), (INT64_MIN, INT64_MIN + 4096))
+"""int64 values: small ones, any, and ones within a few thousand of either limit (ranges of a
+mixture, :func:`int64s_near_limits`)."""
+
+
 def int64s_near_limits() -> st.SearchStrategy[int]:
     """int64 values: small ones, any, and ones within a few thousand of either limit."""
-    return st.one_of(
-        st.integers(0, 1 << 20),
-        st.integers(INT64_MIN, INT64_MAX),
-        st.integers(INT64_MAX - 4096, INT64_MAX),
-        st.integers(INT64_MIN, INT64_MIN + 4096),
-    )
+    return st.one_of(*(st.integers(lo, hi) for lo, hi in INT64_NEAR_LIMITS))
 
 
 def int_arrays(dtype: type, size: int, elements: st.SearchStrategy[int]) -> st.SearchStrategy[np.ndarray]:
@@ -79,13 +79,15 @@ def int_arrays(dtype: type, size: int, elements: st.SearchStrategy[int]) -> st.S
     return hnp.arrays(np.dtype(dtype), size, elements=elements, fill=elements)
 
 
+def request_count_ranges(scale: Scale) -> tuple[tuple[int, int], ...]:
+    """Request counts: a few, ``1 .. scale.max_requests``, or up to ``scale.request_tail``
+    (ranges of a mixture, :func:`request_counts`)."""
+    return ((1, 8), (1, scale.max_requests), (1, scale.request_tail))
+
+
 def request_counts(scale: Scale) -> st.SearchStrategy[int]:
     """Request counts: mostly ``1 .. scale.max_requests``, sometimes up to ``scale.request_tail``."""
-    return st.one_of(
-        st.integers(1, 8),
-        st.integers(1, scale.max_requests),
-        st.integers(1, scale.request_tail),
-    )
+    return st.one_of(*(st.integers(lo, hi) for lo, hi in request_count_ranges(scale)))
 
 
 @st.composite

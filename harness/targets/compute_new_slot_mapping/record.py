@@ -17,7 +17,6 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.buffers import Guarded, poison, raw
 from ...core.case import Case
@@ -28,7 +27,6 @@ from ...generation.strategies import (
     INT32_MAX,
     MAX_NUM_SEQS,
     SPEC_TOKENS,
-    Scale,
     query_start_loc_from,
 )
 from ...targetkit.base import ContractViolation, Outcome, require_arrays
@@ -132,20 +130,13 @@ class NewSlotMapping(PythonFunctionTarget):
     extremes = ("beyond_1024_requests", "offsets_past_32767", "prefill_thousands", "spec_tokens_15_plus",
                 "positions_past_2_24", "block_id_past_int16", "slot_near_int32_limit")
     shapes = SHAPES
+    cases = cases
 
     @property
     def oracles(self) -> Mapping[str, Any]:
         from ....oracles import loops, vectorized
 
         return {"numpy": vectorized.compute_new_slot_mapping, "numba": loops.compute_new_slot_mapping}
-
-    # -- generation -------------------------------------------------------------------
-
-    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return cases.strategy(scale)
-
-    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return cases.random_case(rng, scale, self.shapes)
 
     # -- contract ---------------------------------------------------------------------
 

@@ -12,7 +12,6 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.case import Case
 from ...generation.strategies import (
@@ -24,7 +23,6 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     POWERS_OF_TWO,
     SPEC_TOKENS,
-    Scale,
     cdiv,
     next_power_of_2,
 )
@@ -197,6 +195,7 @@ class CopyAndExpandDflash(TritonTarget):
                 "spec_tokens_15_plus", "ids_past_65535", "positions_past_2_24", "block_id_past_int16",
                 "slot_near_int32_limit")
     shapes = SHAPES
+    cases = cases
 
     @property
     def oracles(self) -> Mapping[str, Any]:
@@ -205,12 +204,6 @@ class CopyAndExpandDflash(TritonTarget):
         return {"numpy": vectorized.copy_and_expand_dflash_inputs, "numba": loops.copy_and_expand_dflash_inputs}
 
     # -- generation -------------------------------------------------------------------
-
-    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return cases.strategy(scale)
-
-    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return cases.random_case(rng, scale)
 
     def shrink_candidates(self, case: Case) -> Iterator[Case]:
         return shrink(case)

@@ -7,27 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.case import Case
+from ...generation.choosers import Chooser
 from ...generation.strategies import (
     INT32_MAX,
     INT32_MIN,
-    INT64_MAX,
-    INT64_MIN,
+    INT64_NEAR_LIMITS,
     POWERS_OF_TWO,
     Scale,
     cdiv,
-    draw_shape,
-    int32s,
-    int64s_near_limits,
-    int_arrays,
     next_power_of_2,
-    random_shape,
-    request_counts,
+    request_count_ranges,
 )
 from .layout import build, positions_from_starts
-from .tour import SHAPES
 
 
 def _allowed_blocks(R: int, max_tokens: int, scale: Scale) -> list[int]:
@@ -36,60 +29,52 @@ def _allowed_blocks(R: int, max_tokens: int, scale: Scale) -> list[int]:
     return ok or [vllm_block]
 
 
-@st.composite
-def _launches(draw: st.DrawFn, lengths: list[int], P: int, shift: bool, scale: Scale) -> dict[str, int | None]:
+def _launch(c: Chooser, lengths: list[int], P: int, shift: bool, scale: Scale) -> dict[str, int | None]:
+    """vLLM's own launch half the time (where shrinking heads), else a block size the scale
+    affords (one slot per program a fifth of the time it is affordable) and a grid padded by up
+    to two blocks."""
     max_tokens = max(lengths) + P - int(shift)
-    if not draw(st.booleans()):  # shrinks toward vLLM's own launch
+    if not c.boolean():
         return {"block_size_tokens": None, "num_blocks": None}
-    block = draw(st.sampled_from(_allowed_blocks(len(lengths), max_tokens, scale)))
+    allowed = _allowed_blocks(len(lengths), max_tokens, scale)
+    block = 1 if allowed[0] == 1 and c.chance(0.2) else c.choice(allowed)
     need = cdiv(max_tokens, block)
     budget = max(0, scale.max_programs // len(lengths) - need)
-    extra = draw(st.integers(0, min(2, budget)))
+    extra = c.integer(0, min(2, budget))
     return {"block_size_tokens": block, "num_blocks": need + extra if extra else None}
 
 
-def _random_launch(rng: np.random.Generator, lengths: list[int], P: int, shift: bool, scale: Scale) -> dict[str, int | None]:
-    if rng.random() < 0.5:
-        return {"block_size_tokens": None, "num_blocks": None}
-    max_tokens = max(lengths) + P - int(shift)
-    block = int(rng.choice(_allowed_blocks(len(lengths), max_tokens, scale)))
-    need = cdiv(max_tokens, block)
-    extra = int(rng.integers(0, 3)) if len(lengths) * (need + 2) <= scale.max_programs else 0
-    return {"block_size_tokens": block, "num_blocks": need + extra if extra else None}
-
-
-def padding_slots(shift: bool) -> st.SearchStrategy[int]:
+def _padding_slots(c: Chooser, shift: bool) -> int:
     """P from 1 to 8. With shift, vLLM uses P >= 2: P = 1 is drawn 1 time in 8 and shrinks to 2."""
-    return st.sampled_from([2, 3, 4, 5, 6, 7, 8, 1]) if shift else st.integers(1, 8)
+    return c.choice([2, 3, 4, 5, 6, 7, 8, 1]) if shift else c.integer(1, 8)
 
 
-@st.composite
-def _request(draw: st.DrawFn, cap: int, consecutive: bool) -> dict[str, Any]:
+def _request(c: Chooser, cap: int, consecutive: bool) -> dict[str, Any]:
     """One request's own draws, together, so shrinking drops a request with its data."""
-    n = draw(st.integers(1, cap))
+    n = c.integer(1, cap)
     if consecutive:
-        positions = positions_from_starts(np.array([draw(int64s_near_limits())], dtype=np.int64), [n])
+        positions = positions_from_starts(np.array([c.integer_of(INT64_NEAR_LIMITS)], dtype=np.int64), [n])
     else:
-        positions = draw(int_arrays(np.int64, n, int64s_near_limits()))
+        positions = c.array_of(np.int64, n, INT64_NEAR_LIMITS)
     return {
-        "tokens": draw(int_arrays(np.int32, n, int32s())),
+        "tokens": c.array(np.int32, n, INT32_MIN, INT32_MAX),
         "positions": positions,
-        "rejected": draw(st.integers(0, n - 1)),
-        "next": draw(int32s()),
+        "rejected": c.integer(0, n - 1),
+        "next": c.integer(INT32_MIN, INT32_MAX),
     }
 
 
-@st.composite
-def _cases(draw: st.DrawFn, scale: Scale) -> Case:
-    extreme = draw(draw_shape(SHAPES, scale))
-    if extreme is not None:
-        return extreme
-    shift = draw(st.booleans())
-    P = draw(padding_slots(shift))
-    R = draw(request_counts(scale))
-    cap = draw(st.sampled_from(sorted({4, 16, 64, scale.max_query_len})))
-    consecutive = draw(st.booleans())
-    reqs = draw(st.lists(_request(cap, consecutive), min_size=R, max_size=R))
+def body(c: Chooser, scale: Scale) -> Case:
+    """An ordinary production case (docs/CONTRACT.md §1.2): shift on or off, P from 1 to 8, a
+    few to a few hundred requests of up to ``scale.max_query_len`` tokens, ids anywhere in
+    int32, positions consecutive or not (only each request's first is read) near the int64
+    limits too, vLLM's launch or another grid that covers every slot."""
+    shift = c.boolean()
+    P = _padding_slots(c, shift)
+    R = c.integer_of(request_count_ranges(scale))
+    cap = c.choice(sorted({4, 16, 64, scale.max_query_len}))
+    consecutive = c.boolean()
+    reqs = c.repeat(R, lambda c: _request(c, cap, consecutive))
     lengths = [len(q["tokens"]) for q in reqs]
     return build(
         lengths,
@@ -99,49 +84,7 @@ def _cases(draw: st.DrawFn, scale: Scale) -> Case:
         token_ids=np.concatenate([q["tokens"] for q in reqs]),
         positions=np.concatenate([q["positions"] for q in reqs]),
         next_ids=np.array([q["next"] for q in reqs], dtype=np.int32),
-        padding_id=draw(st.just(0) | int32s()),
-        parallel_id=draw(int32s()),
-        launch=draw(_launches(lengths, P, shift, scale)),
-    )
-
-
-def strategy(scale: Scale) -> st.SearchStrategy[Case]:
-    """In-contract cases, generated by construction (Hypothesis)."""
-    return _cases(scale)
-
-
-def random_case(rng: np.random.Generator, scale: Scale) -> Case:
-    """One case drawn with NumPy alone (bulk mode)."""
-    extreme = random_shape(rng, SHAPES, scale)
-    if extreme is not None:
-        return extreme
-    R = int(rng.integers(1, scale.max_requests + 1)) if rng.random() < 0.9 else int(rng.integers(1, scale.request_tail + 1))
-    cap = int(rng.choice([4, 16, 64, scale.max_query_len]))
-    lengths = rng.integers(1, cap + 1, size=R).tolist()
-    rejected = [int(rng.integers(0, n)) for n in lengths]
-    shift = bool(rng.integers(0, 2))
-    P = int(rng.integers(2, 9)) if shift and rng.random() < 0.875 else int(rng.integers(1, 9))
-    T = int(sum(lengths))
-    p0 = [
-        rng.integers(0, 1 << 20, size=R),
-        rng.integers(INT64_MIN, INT64_MAX, size=R, endpoint=True),
-        INT64_MAX - rng.integers(0, 4096, size=R),
-    ][int(rng.integers(0, 3))]
-    positions = positions_from_starts(np.asarray(p0, dtype=np.int64), lengths)
-    if rng.random() < 0.2:  # only p0 is read: the rest may be anything
-        positions = rng.integers(INT64_MIN, INT64_MAX, size=T, endpoint=True)
-    token_ids = rng.integers(INT32_MIN, INT32_MAX, size=T, endpoint=True, dtype=np.int32)
-    if rng.random() < 0.2:
-        token_ids[rng.integers(0, T, size=2)] = [INT32_MIN, INT32_MAX]
-    return build(
-        lengths,
-        rejected,
-        shift=shift,
-        P=P,
-        token_ids=token_ids,
-        positions=positions,
-        next_ids=rng.integers(INT32_MIN, INT32_MAX, size=R, endpoint=True, dtype=np.int32),
-        padding_id=0 if rng.random() < 0.8 else int(rng.integers(INT32_MIN, INT32_MAX, endpoint=True)),
-        parallel_id=int(rng.integers(INT32_MIN, INT32_MAX, endpoint=True)),
-        launch=_random_launch(rng, lengths, P, shift, scale),
+        padding_id=c.integer_of([(0, 0), (INT32_MIN, INT32_MAX)]),
+        parallel_id=c.integer(INT32_MIN, INT32_MAX),
+        launch=_launch(c, lengths, P, shift, scale),
     )

@@ -6,7 +6,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.case import Case
 from ...generation.shrink_steps import shorter
@@ -20,7 +19,6 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     POWERS_OF_TWO,
     SPEC_TOKENS,
-    Scale,
     next_power_of_2,
 )
 from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget, require_arrays
@@ -112,20 +110,13 @@ class CopyAndExpand(EdgesInModule, TritonTarget):
     extremes = ("beyond_1024_requests", "starts_past_32767", "prefill_thousands", "spec_tokens_15_plus",
                 "many_rejected", "rp_past_32767", "ids_past_65535", "positions_past_2_24")
     shapes = SHAPES
+    cases = cases
 
     @property
     def oracles(self) -> Mapping[str, Any]:
         from ....oracles import loops, vectorized
 
         return {"numpy": vectorized.copy_and_expand_eagle_inputs, "numba": loops.copy_and_expand_eagle_inputs}
-
-    # -- generation -------------------------------------------------------------------
-
-    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return cases.strategy(scale)
-
-    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return cases.random_case(rng, scale)
 
     # -- contract ---------------------------------------------------------------------
 

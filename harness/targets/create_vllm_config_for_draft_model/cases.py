@@ -1,92 +1,75 @@
 """The production tier of ``create_vllm_config_for_draft_model`` (docs/CONTRACT.md §5.2): in-contract
-cases by construction, for the Hypothesis and the bulk driver.
+cases by construction, one body for the Hypothesis and the bulk driver.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-from hypothesis import strategies as st
-
 from ...core.case import Case
+from ...generation.choosers import Chooser
+from ...generation.strategies import Scale
 from .layout import NAME, OTHER_SCALARS, SIDES
 
 
-def _random_value(rng: np.random.Generator, enc: Any) -> Any:
+def _value(c: Chooser, enc: Any) -> Any:
+    """A value of a field encoded as ``enc`` (see :mod:`.layout`): small ones first."""
     if isinstance(enc, tuple) and enc[0] == "optional":
-        return None if rng.random() < 0.4 else _random_value(rng, enc[1])
+        return c.optional(lambda c: _value(c, enc[1]))
     if enc == "bool":
-        return bool(rng.random() < 0.5)
+        return c.boolean()
     if isinstance(enc, tuple):
-        return int(rng.integers(0, len(enc)))
+        return c.integer(0, len(enc) - 1)
     if enc == "size":
-        return int(rng.choice([1, 2, 4, 8, int(rng.integers(1, 1 << 16))]))
-    return int(rng.choice([0, 1, int(rng.integers(0, 1 << 16)), int(rng.integers(0, 1 << 31))]))
+        return c.integer(1, 1 << 16) if c.boolean() else c.choice([1, 2, 4, 8])
+    return c.integer_of([(0, 7), (0, (1 << 31) - 1)])
 
 
-def _values(enc: Any) -> st.SearchStrategy[Any]:
-    if isinstance(enc, tuple) and enc[0] == "optional":
-        return st.none() | _values(enc[1])
+def _differing(c: Chooser, enc: Any, other: Any) -> Any:
+    """A value of ``enc`` other than ``other``."""
     if enc == "bool":
-        return st.booleans()
-    if isinstance(enc, tuple):
-        return st.integers(0, len(enc) - 1)
-    if enc == "size":
-        return st.sampled_from([1, 2, 4, 8]) | st.integers(1, 1 << 16)
-    return st.integers(0, 7) | st.integers(0, (1 << 31) - 1)
-
-
-def _differing(enc: Any, other: Any) -> st.SearchStrategy[Any]:
-    """Values of ``enc`` other than ``other``."""
-    if enc == "bool":
-        return st.just(not other)
+        return not other
     if isinstance(enc, tuple) and enc[0] != "optional":
-        return st.sampled_from([i for i in range(len(enc)) if i != other])
+        return c.choice([i for i in range(len(enc)) if i != other])
     if isinstance(enc, tuple) and isinstance(enc[1], tuple):
-        return st.sampled_from([v for v in (None, *range(len(enc[1]))) if v != other])
-    if isinstance(enc, tuple):
-        return _values(enc).filter(lambda v: v != other)
-    return _values(enc).filter(lambda v: v != other)
+        return c.choice([v for v in (None, *range(len(enc[1]))) if v != other])
+    for _ in range(8):
+        v = _value(c, enc)
+        if v != other:
+            return v
+    return _next_to(enc, other)
 
 
-def random_plain(rng: np.random.Generator) -> Case:
-    """A random case (bulk mode), draft fields differing from the target's 7 times in 10."""
-    differ = bool(rng.random() < 0.7)
-    scalars: dict[str, Any] = {}
-    for side, fields in SIDES.items():
-        twin = "target" + side[5:] if side.startswith("draft") else None
-        for f, enc in fields.items():
-            key = f"{side}.{f}"
-            v = _random_value(rng, enc)
-            if twin is not None and differ:
-                while v == scalars[f"{twin}.{f}"]:
-                    v = _random_value(rng, enc)
-            scalars[key] = v
-    for key, enc in OTHER_SCALARS.items():
-        scalars[key] = _random_value(rng, enc)
-    scalars["speculative_config_present"] = bool(rng.random() < 0.85)
-    return Case(NAME, {}, scalars)
+def _next_to(enc: Any, other: Any) -> Any:
+    """A value of ``enc`` (an int or a size, perhaps optional) other than ``other``, next to it."""
+    if isinstance(enc, tuple):  # ("optional", "int" | "size")
+        return None if other is not None else _next_to(enc[1], None)
+    low, high = (1, 1 << 16) if enc == "size" else (0, (1 << 31) - 1)
+    if other is None:
+        return low
+    return other + 1 if other < high else other - 1
 
 
-@st.composite
-def _cases(draw: st.DrawFn) -> Case:
-    # sampled_from shrinks toward its first entry: toward a present speculative config and
-    # draft configs that differ from the target's in every field (what exposes most bugs).
-    present = draw(st.sampled_from([True, True, True, False]))
-    differ = draw(st.sampled_from([True, False]))
+def body(c: Chooser, scale: Scale) -> Case:
+    """An ordinary production case (docs/CONTRACT.md §5.2): a target config and a speculative
+    config (absent a quarter of the time), the drafter's fields differing from the target's in
+    every field or, field by field, equal to them or not."""
+    # choice() shrinks toward its first entry: toward a present speculative config and draft
+    # configs that differ from the target's in every field (what exposes most bugs).
+    present = c.choice([True, True, True, False])
+    differ = c.choice([True, False])
     scalars: dict[str, Any] = {}
     for side, fields in SIDES.items():
         twin = "target" + side[5:] if side.startswith("draft") else None
         for f, enc in fields.items():
             if twin is not None and differ:
-                scalars[f"{side}.{f}"] = draw(_differing(enc, scalars[f"{twin}.{f}"]))
+                scalars[f"{side}.{f}"] = _differing(c, enc, scalars[f"{twin}.{f}"])
             elif twin is not None:  # equal to the target's or not, field by field (same_rank)
-                scalars[f"{side}.{f}"] = draw(_values(enc) | st.just(scalars[f"{twin}.{f}"]))
+                scalars[f"{side}.{f}"] = scalars[f"{twin}.{f}"] if c.boolean() else _value(c, enc)
             else:
-                scalars[f"{side}.{f}"] = draw(_values(enc))
+                scalars[f"{side}.{f}"] = _value(c, enc)
     for key, enc in OTHER_SCALARS.items():
-        scalars[key] = draw(_values(enc))
+        scalars[key] = _value(c, enc)
     scalars["speculative_config_present"] = present
-    scalars["quant_config_present"] = draw(st.sampled_from([True, False]))
+    scalars["quant_config_present"] = c.choice([True, False])
     return Case(NAME, {}, scalars)

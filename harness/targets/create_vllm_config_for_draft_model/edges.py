@@ -9,16 +9,14 @@ one required exception, ``AssertionError``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.case import Case
-from ...generation.strategies import (
-    Scale,
-)
+from ...generation.choosers import Chooser, RngChooser, as_strategy
+from ...generation.strategies import Scale
 from ...targetkit.base import ContractViolation
 
 KEY = "spec.draft_model_config_present"
@@ -51,13 +49,19 @@ def with_edge(case: Case, missing: bool) -> Case:
     return case.replace(scalars={KEY: not missing, "speculative_config_present": True}) if missing else case
 
 
-def random_case(production: Any, rng: np.random.Generator, scale: Scale) -> Case:
-    return with_edge(production(rng, scale), bool(rng.random() < 0.6))
+def body(c: Chooser, scale: Scale, production: Callable[[Chooser, Scale], Case]) -> Case:
+    """A production case, its speculative config without a draft model config half the time:
+    edges first (Hypothesis's first draws are its simplest: a short run still meets one)."""
+    case = production(c, scale)
+    return with_edge(case, c.choice([True, False]))
 
 
-def strategy(production: st.SearchStrategy[Case]) -> st.SearchStrategy[Case]:
-    """Edges first (Hypothesis's first draws are its simplest: a short run still meets one)."""
-    return st.tuples(production, st.sampled_from([True, False])).map(lambda cm: with_edge(*cm))
+def random_case(production: Callable[[Chooser, Scale], Case], rng: np.random.Generator, scale: Scale) -> Case:
+    return body(RngChooser(rng), scale, production)
+
+
+def strategy(production: Callable[[Chooser, Scale], Case], scale: Scale) -> Any:
+    return as_strategy(body, scale, production)
 
 
 def shrink_candidates(case: Case) -> Iterator[Case]:

@@ -29,8 +29,6 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     SPEC_TOKENS,
     Scale,
-    draw_shape,
-    random_shape,
 )
 from ...targetkit.base import ContractViolation, Outcome
 from ...targetkit.pyfunc import (
@@ -41,8 +39,7 @@ from ...targetkit.pyfunc import (
     PythonFunctionTarget,
     StandInGap,
 )
-from . import edges
-from .cases import _cases, random_plain
+from . import cases, edges
 from .layout import MODEL_FIELDS, NAME, PARALLEL_FIELDS, SCALARS, decode, rule, value_ok
 from .tour import SHAPES
 
@@ -186,21 +183,13 @@ class DraftConfig(PythonFunctionTarget):
     }
     extremes = ("max_num_seqs_1024_plus", "batched_tokens_64k_plus", "spec_tokens_15_plus", "max_model_len_millions")
     shapes = SHAPES
+    cases = cases
 
     @property
     def oracles(self) -> Mapping[str, Any]:
         from ....oracles import python_functions as pf
 
         return {"plain-data": pf.draft_vllm_config}
-
-    # -- generation -------------------------------------------------------------------
-
-    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return _extreme_or(scale)
-
-    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        extreme = random_shape(rng, self.shapes, scale)
-        return extreme if extreme is not None else random_plain(rng)
 
     # -- contract ---------------------------------------------------------------------
 
@@ -328,10 +317,10 @@ class DraftConfig(PythonFunctionTarget):
         edges.validate(case, self.validate)
 
     def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return edges.strategy(self.strategy(scale))
+        return edges.strategy(self.production_case, scale)
 
     def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return edges.random_case(self.random_case, rng, scale)
+        return edges.random_case(self.production_case, rng, scale)
 
     def extended_features_of(self, case: Case) -> frozenset[str]:
         return edges.features_of(case)
@@ -355,12 +344,6 @@ def _direct(case: Case) -> dict[str, Any] | None:
     out["cache_config.block_size"] = s["cache.block_size"]
     out["speculative_config.num_speculative_tokens"] = s["spec.num_speculative_tokens"]
     return out
-
-
-@st.composite
-def _extreme_or(draw: st.DrawFn, scale: Scale) -> Case:
-    extreme = draw(draw_shape(SHAPES, scale))
-    return extreme if extreme is not None else draw(_cases())
 
 
 TARGET = DraftConfig()

@@ -7,18 +7,19 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.case import Case
+from ...generation.choosers import RngChooser
 from ...generation.strategies import (
     SPEC_TOKENS,
     Scale,
     Shape,
 )
-from .cases import random_plain
+from . import cases
 
 
 def _production_extremes(rng: np.random.Generator, scale: Scale) -> Case:
     """A large deployment: max_num_seqs 1024+, 64k+ batched tokens, 15+ speculative tokens,
     max_model_len in the millions."""
-    case = random_plain(rng)
+    case = cases.body(RngChooser(rng), scale)
     length = int(rng.integers(1 << 20, 10_000_001))
     return case.replace(scalars={
         "speculative_config_present": True,

@@ -9,19 +9,14 @@ need. The oracles compute §2.1 on them unchanged.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.case import Case
-from ...generation.strategies import (
-    Scale,
-    request_counts,
-)
-from ...targetkit.base import (
-    ContractViolation,
-    require_arrays,
-)
+from ...generation.choosers import Chooser, RngChooser, as_strategy
+from ...generation.strategies import Scale, request_count_ranges
+from ...targetkit.base import ContractViolation, require_arrays
 from .layout import build
 
 FEATURES = {
@@ -93,30 +88,28 @@ def from_requests(reqs: list[tuple[int, int, int]], grid: int | None) -> Case:
     return build([r[0] for r in reqs], [r[1] for r in reqs], [r[2] - r[0] - 1 for r in reqs], grid)
 
 
+def _one(c: Chooser) -> tuple[int, int, int]:
+    """One request of any kind (plain ones too), drafts and the small draws it is built from."""
+    kind = c.choice(KINDS)
+    d = c.integer(0, 8)
+    return _request(kind, d, c.array(np.int64, 4, 0, 63).tolist())
+
+
+def body(c: Chooser, scale: Scale) -> Case:
+    """A case of the extended tier: up to 16 requests (64 now and then) of every kind."""
+    small = Scale(max_requests=min(scale.max_requests, 16), request_tail=min(scale.request_tail, 64))
+    R = c.integer_of(request_count_ranges(small))
+    reqs = c.repeat(R, _one)
+    grid = c.optional(lambda c: c.integer(R + 1, R + 4))
+    return from_requests(reqs, grid)
+
+
 def random_case(rng: np.random.Generator, scale: Scale) -> Case:
-    R = int(rng.integers(1, min(scale.max_requests, 16) + 1))
-    p_edge = float(rng.choice([0.2, 0.5, 1.0]))
-    reqs = []
-    for _ in range(R):
-        kind = str(rng.choice(KINDS[1:])) if rng.random() < p_edge else "plain"
-        reqs.append(_request(kind, int(rng.integers(0, 9)), rng.integers(0, 64, size=4).tolist()))
-    grid = None if rng.random() < 0.7 else R + int(rng.integers(1, 5))
-    return from_requests(reqs, grid)
+    return body(RngChooser(rng), scale)
 
 
-@st.composite
-def _one(draw: st.DrawFn) -> tuple[int, int, int]:
-    kind = draw(st.sampled_from(KINDS))
-    d = draw(st.integers(0, 8))
-    return _request(kind, d, draw(st.lists(st.integers(0, 63), min_size=4, max_size=4)))
-
-
-@st.composite
-def strategy(draw: st.DrawFn, scale: Scale) -> Case:
-    R = draw(request_counts(Scale(max_requests=min(scale.max_requests, 16), request_tail=min(scale.request_tail, 64))))
-    reqs = draw(st.lists(_one(), min_size=R, max_size=R))
-    grid = draw(st.none() | st.integers(R + 1, R + 4))
-    return from_requests(reqs, grid)
+def strategy(scale: Scale) -> Any:
+    return as_strategy(body, scale)
 
 
 def shrink_candidates(case: Case) -> Iterator[Case]:

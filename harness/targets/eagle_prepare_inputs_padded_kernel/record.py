@@ -6,7 +6,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.case import Case
 from ...generation.shrink_steps import shorter
@@ -14,7 +13,6 @@ from ...generation.strategies import (
     INT16_MAX,
     MAX_NUM_SEQS,
     SPEC_TOKENS,
-    Scale,
 )
 from ...targetkit.base import (
     ContractViolation,
@@ -71,18 +69,13 @@ class PrepareInputsPadded(EdgesInModule, TritonTarget):
     extremes = ("beyond_1024_requests", "offsets_past_32767", "prefill_thousands", "spec_tokens_15_plus",
                 "many_rejected")
     shapes = SHAPES
+    cases = cases
 
     @property
     def oracles(self) -> Mapping[str, Any]:
         from ....oracles import loops, vectorized
 
         return {"numpy": vectorized.eagle_prepare_inputs_padded, "numba": loops.eagle_prepare_inputs_padded}
-
-    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return cases.strategy(scale)
-
-    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return cases.random_case(rng, scale)
 
     def validate(self, case: Case, tier: str = "production") -> None:
         if tier == "extended":

@@ -1,84 +1,49 @@
 """The production tier of ``eagle_prepare_next_token_padded_kernel`` (docs/CONTRACT.md §3.2):
-in-contract cases by construction, for the Hypothesis and the bulk driver.
+in-contract cases by construction, one body for the Hypothesis and the bulk driver.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.case import Case
+from ...generation.choosers import Chooser
 from ...generation.strategies import (
     INT32_MAX,
     INT32_MIN,
     POWERS_OF_TWO,
     Scale,
-    draw_shape,
-    int32s,
     next_power_of_2,
-    random_shape,
-    request_counts,
+    request_count_ranges,
 )
 from .layout import MAX_SAMPLED, build
-from .tour import SHAPES
 
 
-@st.composite
-def _row(draw: st.DrawFn, S: int, stride: int, vocab: int) -> list[int]:
-    k = draw(st.integers(0, S))
-    ids = st.one_of(st.integers(0, vocab - 1), st.just(vocab), st.integers(vocab, INT32_MAX))
-    head = draw(st.lists(ids, min_size=k, max_size=k))
-    junk = draw(st.lists(st.integers(0, vocab - 1), min_size=stride - S, max_size=stride - S))
-    return head + [-1] * (S - k) + junk
+def _row(c: Chooser, S: int, stride: int, vocab: int) -> np.ndarray:
+    """One request's row: ``k`` sampled ids (some at or past the vocabulary), then ``-1`` up
+    to ``S``, then junk up to the row stride (never read)."""
+    k = c.integer(0, S)
+    head = c.array_of(np.int64, k, [(0, vocab - 1), (vocab, vocab), (vocab, INT32_MAX)])
+    junk = c.array(np.int64, stride - S, 0, vocab - 1)
+    return np.concatenate([head, np.full(S - k, -1, dtype=np.int64), junk])
 
 
-@st.composite
-def _cases(draw: st.DrawFn, scale: Scale) -> Case:
-    extreme = draw(draw_shape(SHAPES, scale))
-    if extreme is not None:
-        return extreme
-    R = draw(request_counts(scale))
-    S = draw(st.integers(1, 8) | st.integers(1, MAX_SAMPLED))
-    stride = S + draw(st.just(0) | st.integers(1, 4))
-    vocab = draw(st.sampled_from([32000, 128256, 1, 2]) | st.integers(1, INT32_MAX))
-    rows = np.array(draw(st.lists(_row(S, stride, vocab), min_size=R, max_size=R)), dtype=np.int64).reshape(R, stride)
-    extra = draw(st.just(0) | st.integers(1, 8))
-    mode = draw(st.sampled_from(["none", "some", "all"]))
+def body(c: Chooser, scale: Scale) -> Case:
+    """An ordinary production case (docs/CONTRACT.md §3.2): rows of up to 33 sampled columns,
+    a row stride at or past ``S``, vocabularies from 1 id to the int32 limit, none, some or all
+    requests discarded (and buffers longer than the batch), vLLM's block and grid or larger."""
+    R = c.integer_of(request_count_ranges(scale))
+    S = c.integer_of([(1, 8), (1, MAX_SAMPLED)])
+    stride = S + c.integer_of([(0, 0), (1, 4)])
+    vocab = c.integer(1, INT32_MAX) if c.boolean() else c.choice([32000, 128256, 1, 2])
+    rows = np.stack(c.repeat(R, lambda c: _row(c, S, stride, vocab)))
+    extra = c.integer_of([(0, 0), (1, 8)])
+    mode = c.choice(["none", "some", "all"])
     if mode == "some":
-        discard = np.array(draw(st.lists(st.booleans(), min_size=R + extra, max_size=R + extra)), dtype=bool)
+        discard = c.array(np.int8, R + extra, 0, 1).astype(bool)
     else:
         discard = np.full(R + extra, mode == "all")
-    backup = np.array(draw(st.lists(int32s(), min_size=R + extra, max_size=R + extra)), dtype=np.int32)
-    block = draw(st.none() | st.sampled_from([b for b in POWERS_OF_TWO if b >= next_power_of_2(S)]))
-    grid = draw(st.none() | st.integers(R + 1, R + 8))
+    backup = c.array(np.int32, R + extra, INT32_MIN, INT32_MAX)
+    block = c.optional(lambda c: c.choice([b for b in POWERS_OF_TWO if b >= next_power_of_2(S)]))
+    grid = c.optional(lambda c: c.integer(R + 1, R + 8))
     return build(rows, discard, backup, vocab, S, block, grid)
-
-
-def random_case(rng: np.random.Generator, scale: Scale) -> Case:
-    """One in-contract case drawn with NumPy alone (bulk mode)."""
-    extreme = random_shape(rng, SHAPES, scale)
-    if extreme is not None:
-        return extreme
-    R = int(rng.integers(1, scale.max_requests + 1)) if rng.random() < 0.9 else int(rng.integers(1, scale.request_tail + 1))
-    S = int(rng.integers(1, 9)) if rng.random() < 0.8 else int(rng.integers(1, MAX_SAMPLED + 1))
-    stride = S + (0 if rng.random() < 0.6 else int(rng.integers(1, 5)))
-    vocab = int(rng.choice([1, 2, 32000, 128256, INT32_MAX]))
-    rows = np.full((R, stride), -1, dtype=np.int64)
-    for r in range(R):
-        k = int(rng.integers(0, S + 1))
-        pick = rng.random(k)
-        ids = np.where(pick < 0.8, rng.integers(0, vocab, size=k), np.where(pick < 0.9, vocab, rng.integers(vocab, INT32_MAX, size=k, endpoint=True)))
-        rows[r, :k] = ids
-        rows[r, S:] = rng.integers(0, vocab, size=stride - S)
-    extra = 0 if rng.random() < 0.5 else int(rng.integers(1, 9))
-    mode = rng.choice(["none", "all", "some"])
-    discard = np.zeros(R + extra, dtype=bool) if mode == "none" else np.ones(R + extra, dtype=bool) if mode == "all" else rng.random(R + extra) < 0.3
-    backup = rng.integers(INT32_MIN, INT32_MAX, size=R + extra, endpoint=True, dtype=np.int32)
-    block = None if rng.random() < 0.7 else int(rng.choice([b for b in POWERS_OF_TWO if b >= next_power_of_2(S)]))
-    grid = None if rng.random() < 0.7 else R + int(rng.integers(1, 5))
-    return build(rows.astype(np.int32), discard, backup, vocab, S, block, grid)
-
-
-def strategy(scale: Scale) -> st.SearchStrategy[Case]:
-    """In-contract cases, generated by construction (Hypothesis)."""
-    return _cases(scale)

@@ -6,7 +6,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.case import Case
 from ...generation.shrink_steps import shorter
@@ -16,7 +15,6 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     POWERS_OF_TWO,
     SPEC_TOKENS,
-    Scale,
     next_power_of_2,
 )
 from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
@@ -73,18 +71,13 @@ class PrepareNextTokenPadded(EdgesInModule, TritonTarget):
     extremes = ("beyond_1024_requests", "spec_tokens_15_plus", "valid_past_column_16", "many_rejected",
                 "vocab_256k", "ids_past_65535", "id_at_int32_max")
     shapes = SHAPES
+    cases = cases
 
     @property
     def oracles(self) -> Mapping[str, Any]:
         from ....oracles import loops, vectorized
 
         return {"numpy": vectorized.eagle_prepare_next_token_padded, "numba": loops.eagle_prepare_next_token_padded}
-
-    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return cases.strategy(scale)
-
-    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return cases.random_case(rng, scale)
 
     def validate(self, case: Case, tier: str = "production") -> None:
         if tier == "extended":

@@ -1,74 +1,41 @@
 """The production tier of ``eagle_step_slot_mapping_metadata_kernel`` (docs/CONTRACT.md §6.2):
-in-contract cases by construction, for the Hypothesis and the bulk driver.
+in-contract cases by construction, one body for the Hypothesis and the bulk driver.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.case import Case
-from ...generation.strategies import (
-    INT32_MAX,
-    Scale,
-    draw_shape,
-    random_shape,
-)
+from ...generation.choosers import Chooser
+from ...generation.strategies import INT32_MAX, Scale
 from ...targetkit.block_tables import BLOCK_SIZES, MAX_POSITION
 from .layout import build, max_model_len_for, padded_batch, position_of, seq_len_of, table_shape
-from .tour import SHAPES
+
+KINDS = ("any", "end", "block", "past")
+"""Where a request's position lies (:func:`~.layout.position_of`), the plainest first."""
 
 
-@st.composite
-def _cases(draw: st.DrawFn, scale: Scale) -> Case:
-    extreme = draw(draw_shape(SHAPES, scale))
-    if extreme is not None:
-        return extreme
-    regime = draw(st.sampled_from(["small"] * 6 + ["medium"] * 3 + ["tail"]))
+def body(c: Chooser, scale: Scale) -> Case:
+    """An ordinary production case (docs/CONTRACT.md §6.2): a small, medium or tail-sized batch,
+    any block size, a table as wide as the model length needs (or wider, or narrower), positions
+    anywhere, at a block's end, near and past ``max_model_len``, sequence lengths that follow the
+    positions or not, cudagraph padding or none, positions aliased or not."""
+    regime = c.choice(["small"] * 6 + ["medium"] * 3 + ["tail"])
     top = {"small": 8, "medium": scale.max_requests, "tail": scale.request_tail}[regime]
-    B = draw(st.integers(1, max(1, top)))
-    bs = draw(st.sampled_from(BLOCK_SIZES))
-    nb, extra = table_shape(B, draw(st.integers(1, 16) | st.integers(1, 512)), draw(st.just(0) | st.integers(1, 8)))
-    M = max_model_len_for(nb, bs, draw(st.sampled_from(["exact", "fits", "narrow"])), draw(st.integers(0, 1 << 30)))
-    kinds = draw(st.lists(st.sampled_from(["any", "end", "block", "past"]), min_size=B, max_size=B))
-    offs = draw(st.lists(st.integers(0, 1 << 20) | st.integers(0, MAX_POSITION), min_size=B, max_size=B))
-    positions = [position_of(k, M, bs, o) for k, o in zip(kinds, offs, strict=True)]
-    seq_mode = draw(st.sampled_from(["follow", "any", "near_max"]))
-    seq_k = draw(st.lists(st.integers(0, INT32_MAX), min_size=B, max_size=B))
-    seqs = [seq_len_of(seq_mode, p, M, k) for p, k in zip(positions, seq_k, strict=True)]
-    ib = draw(st.none() | st.builds(padded_batch, st.just(B), st.sampled_from(["plus", "capture"]), st.integers(1, 16)))
+    B = c.integer(1, max(1, top))
+    bs = c.choice(BLOCK_SIZES)
+    nb, extra = table_shape(B, c.integer_of([(1, 16), (1, 512)]), c.integer_of([(0, 0), (1, 8)]))
+    M = max_model_len_for(nb, bs, c.choice(["exact", "fits", "narrow"]), c.integer(0, 1 << 30))
+    kinds = [KINDS[k] for k in c.array(np.int8, B, 0, len(KINDS) - 1)]
+    offs = c.array_of(np.int64, B, [(0, 1 << 20), (0, MAX_POSITION)])
+    positions = [position_of(k, M, bs, int(o)) for k, o in zip(kinds, offs, strict=True)]
+    seq_mode = c.choice(["follow", "any", "near_max"])
+    seq_k = c.array(np.int64, B, 0, INT32_MAX)
+    seqs = [seq_len_of(seq_mode, p, M, int(k)) for p, k in zip(positions, seq_k, strict=True)]
+    ib = c.optional(lambda c: padded_batch(B, c.choice(["plus", "capture"]), c.integer(1, 16)))
     return build(
         positions, seqs, bs, M, nb, extra,
-        ids=draw(st.sampled_from(["small", "any", "near_limit"])),
-        seed=draw(st.integers(0, (1 << 32) - 1)), input_batch_size=ib, aliased=draw(st.booleans()),
+        ids=c.choice(["small", "any", "near_limit"]),
+        seed=c.integer(0, (1 << 32) - 1), input_batch_size=ib, aliased=c.boolean(),
     )  # fmt: skip
-
-
-def random_case(rng: np.random.Generator, scale: Scale) -> Case:
-    """One in-contract case drawn with NumPy alone (bulk mode)."""
-    extreme = random_shape(rng, SHAPES, scale)
-    if extreme is not None:
-        return extreme
-    regime = rng.choice(["small", "medium", "tail"], p=[0.6, 0.3, 0.1])
-    B = int(rng.integers(1, {"small": 9, "medium": scale.max_requests + 1, "tail": scale.request_tail + 1}[regime]))
-    bs = int(rng.choice(BLOCK_SIZES))
-    nb, extra = table_shape(B, int(rng.integers(1, 17)) if rng.random() < 0.7 else int(rng.integers(1, 513)),
-                             0 if rng.random() < 0.6 else int(rng.integers(1, 9)))
-    M = max_model_len_for(nb, bs, str(rng.choice(["exact", "fits", "narrow"], p=[0.4, 0.4, 0.2])),
-                       int(rng.integers(0, 1 << 30)))
-    kinds = rng.choice(["end", "past", "any", "block"], size=B, p=[0.3, 0.1, 0.4, 0.2])
-    offs = rng.integers(0, 1 << 20, size=B)
-    positions = [position_of(str(k), M, bs, int(o)) for k, o in zip(kinds, offs, strict=True)]
-    seq_mode = str(rng.choice(["follow", "any", "near_max"], p=[0.6, 0.2, 0.2]))
-    seqs = [seq_len_of(seq_mode, p, M, int(o)) for p, o in zip(positions, rng.integers(0, INT32_MAX, size=B), strict=True)]
-    ib = None if rng.random() < 0.5 else padded_batch(B, str(rng.choice(["plus", "capture"])), int(rng.integers(1, 17)))
-    return build(
-        positions, seqs, bs, M, nb, extra,
-        ids=str(rng.choice(["small", "any", "near_limit"], p=[0.5, 0.3, 0.2])),
-        seed=int(rng.integers(0, 1 << 32)), input_batch_size=ib, aliased=bool(rng.random() < 0.5),
-    )  # fmt: skip
-
-
-def strategy(scale: Scale) -> st.SearchStrategy[Case]:
-    """In-contract cases, generated by construction (Hypothesis)."""
-    return _cases(scale)

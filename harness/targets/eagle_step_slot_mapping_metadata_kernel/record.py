@@ -18,7 +18,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.case import Case
 from ...generation.strategies import (
@@ -26,7 +25,6 @@ from ...generation.strategies import (
     INT16_MAX,
     INT32_MAX,
     MAX_NUM_SEQS,
-    Scale,
 )
 from ...targetkit.base import ContractViolation, TritonTarget, require_arrays
 from ...targetkit.block_tables import (
@@ -94,6 +92,7 @@ class EagleStep(TritonTarget):
     }
     extremes = ("beyond_1024_requests", "positions_past_2_24", "block_id_past_int16", "slot_near_int32_limit")
     shapes = SHAPES
+    cases = cases
 
     @property
     def oracles(self) -> Mapping[str, Any]:
@@ -103,14 +102,6 @@ class EagleStep(TritonTarget):
             "numpy": vectorized.eagle_step_slot_mapping_metadata,
             "numba": loops.eagle_step_slot_mapping_metadata,
         }
-
-    # -- generation -------------------------------------------------------------------
-
-    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return cases.strategy(scale)
-
-    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return cases.random_case(rng, scale)
 
     # -- contract ---------------------------------------------------------------------
 

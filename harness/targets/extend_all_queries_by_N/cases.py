@@ -1,108 +1,53 @@
 """The production tier of ``extend_all_queries_by_N`` (docs/CONTRACT.md §4.2): in-contract cases by
-construction, for the Hypothesis and the bulk driver.
+construction, one body for the Hypothesis and the bulk driver.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.case import Case
-from ...generation.strategies import (
-    INT32_MAX,
-    Scale,
-    draw_shape,
-    query_lengths,
-    random_shape,
-)
+from ...generation.choosers import Chooser
+from ...generation.strategies import INT32_MAX, Scale
 from .layout import MAX_BATCH, build
-from .tour import SHAPES
 
 
-def _batch_sizes(scale: Scale) -> st.SearchStrategy[int]:
-    return st.one_of(st.integers(0, 8), st.integers(0, scale.max_requests), st.integers(0, MAX_BATCH))
-
-
-@st.composite
-def _cases(draw: st.DrawFn, scale: Scale) -> Case:
-    extreme = draw(draw_shape(SHAPES, scale))
-    if extreme is not None:
-        return extreme
-    R = draw(_batch_sizes(scale))
-    regime = draw(st.sampled_from(["small", "large", "near_limit"]))
+def body(c: Chooser, scale: Scale) -> Case:
+    """An ordinary production case (docs/CONTRACT.md §4.2): up to 512 requests (none, or one,
+    too), ``N`` small (often 1), large now and then, queries and contexts small or large, some
+    cases with an extended start and a sequence length just below the int32 limit, every
+    metadata field's padding and device placement."""
+    R = c.integer_of([(0, 8), (1, 1), (0, scale.max_requests), (0, MAX_BATCH)])
+    regime = c.choice(["small", "large", "near_limit"])
     if regime == "large":
-        lengths = draw(st.lists(st.integers(0, 1 << 20), min_size=R, max_size=R))
-        context = draw(st.lists(st.integers(0, 1 << 24), min_size=R, max_size=R))
-        N = draw(st.integers(0, 1 << 16))
+        lengths = c.array(np.int64, R, 0, 1 << 20).tolist()
+        context = c.array(np.int64, R, 0, 1 << 24).tolist()
+        N = c.integer(0, 1 << 16)
     else:
-        lengths = draw(query_lengths(R, scale, min_len=0)) if R else []
-        context = draw(st.lists(st.integers(0, 4096), min_size=R, max_size=R))
-        N = draw(st.one_of(st.integers(0, 8), st.integers(0, 64), st.integers(0, 1 << 16)))
-    seq = [q + c for q, c in zip(lengths, context, strict=True)]
+        cap = c.choice(sorted({4, 16, 64, scale.max_query_len})) if R else 0
+        lengths = c.array(np.int64, R, 0, cap).tolist()
+        context = c.array(np.int64, R, 0, 4096).tolist()
+        N = c.integer_of([(0, 8), (1, 1), (0, 64), (0, 1 << 16)])
+    seq = [q + k for q, k in zip(lengths, context, strict=True)]
     if regime == "near_limit" and R:
         # Stretch one request so that the last extended start lands just below INT32_MAX (the
         # extended starts never decrease, so none passes it), and put one seq_len there too.
-        slack = draw(st.integers(0, 4096))
-        r = draw(st.integers(0, R - 1))
+        slack = c.integer(0, 4096)
+        r = c.integer(0, R - 1)
         lengths[r] += max(0, INT32_MAX - slack - R * N - sum(lengths))
-        seq[draw(st.integers(0, R - 1))] = INT32_MAX - N - draw(st.integers(0, 4096))
+        seq[c.integer(0, R - 1)] = INT32_MAX - N - c.integer(0, 4096)
     return build(
         lengths,
         seq,
         N=N,
-        num_reqs=draw(st.just(R) | st.integers(0, R)),
-        token_pad=draw(st.just(0) | st.integers(1, 64)),
-        query_len_pad=draw(st.just(0) | st.integers(1, 16)),
-        seq_len_pad=draw(st.just(0) | st.integers(1, 16)),
-        arange_extra=draw(st.integers(0, 64)),
-        width=draw(st.integers(1, 8)),
-        seed=draw(st.integers(0, (1 << 32) - 1)),
-        causal=draw(st.sampled_from([True, False])),
-        optional_fields=draw(st.booleans()),
-        on_device=draw(st.sampled_from([True, False])),
+        num_reqs=c.integer_of([(R, R), (0, R)]),
+        token_pad=c.integer_of([(0, 0), (1, 64)]),
+        query_len_pad=c.integer_of([(0, 0), (1, 16)]),
+        seq_len_pad=c.integer_of([(0, 0), (1, 16)]),
+        arange_extra=c.integer(0, 64),
+        width=c.integer(1, 8),
+        seed=c.integer(0, (1 << 32) - 1),
+        causal=c.choice([True, False]),
+        optional_fields=c.boolean(),
+        on_device=c.choice([True, False]),
     )
-
-
-def random_case(rng: np.random.Generator, scale: Scale) -> Case:
-    """One in-contract case drawn with NumPy alone (bulk mode)."""
-    extreme = random_shape(rng, SHAPES, scale)
-    if extreme is not None:
-        return extreme
-    R = int(rng.choice([rng.integers(0, 9), rng.integers(0, scale.max_requests + 1), rng.integers(0, MAX_BATCH + 1)]))
-    regime = str(rng.choice(["small", "large", "near_limit"], p=[0.6, 0.2, 0.2]))
-    if regime == "large":
-        lengths = rng.integers(0, 1 << 20, size=R, endpoint=True).tolist()
-        context = rng.integers(0, 1 << 24, size=R, endpoint=True).tolist()
-        N = int(rng.integers(0, 1 << 16, endpoint=True))
-    else:
-        cap = int(rng.choice([4, 16, 64, scale.max_query_len]))
-        lengths = rng.integers(0, cap, size=R, endpoint=True).tolist()
-        context = rng.integers(0, 4096, size=R, endpoint=True).tolist()
-        N = int(rng.choice([rng.integers(0, 9), rng.integers(0, 65), rng.integers(0, 1 << 16, endpoint=True)]))
-    seq = [q + c for q, c in zip(lengths, context, strict=True)]
-    if regime == "near_limit" and R:
-        r = int(rng.integers(0, R))
-        slack = [0 if rng.random() < 0.3 else int(rng.integers(1, 4097)) for _ in range(2)]
-        lengths[r] += max(0, INT32_MAX - slack[0] - R * N - sum(lengths))
-        seq[int(rng.integers(0, R))] = INT32_MAX - N - slack[1]
-    pick = rng.random(5)
-    return build(
-        lengths,
-        seq,
-        N=N,
-        num_reqs=R if pick[0] < 0.7 else int(rng.integers(0, R + 1)),
-        token_pad=0 if pick[1] < 0.6 else int(rng.integers(1, 65)),
-        query_len_pad=0 if pick[2] < 0.7 else int(rng.integers(1, 17)),
-        seq_len_pad=0 if pick[3] < 0.7 else int(rng.integers(1, 17)),
-        arange_extra=0 if pick[4] < 0.2 else int(rng.integers(1, 65)),
-        width=int(rng.integers(1, 9)),
-        seed=int(rng.integers(0, 1 << 32)),
-        causal=bool(rng.random() < 0.8),
-        optional_fields=bool(rng.random() < 0.5),
-        on_device=bool(rng.random() < 0.8),
-    )
-
-
-def strategy(scale: Scale) -> st.SearchStrategy[Case]:
-    """In-contract cases, generated by construction (Hypothesis)."""
-    return _cases(scale)

@@ -21,7 +21,6 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.case import Case
 from ...core.compare import Difference
@@ -32,7 +31,6 @@ from ...generation.strategies import (
     INT32_MAX,
     MAX_NUM_SEQS,
     SPEC_TOKENS,
-    Scale,
 )
 from ...targetkit.base import ContractViolation, EdgesInModule, Outcome, require_arrays
 from ...targetkit.pyfunc import (
@@ -143,20 +141,13 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
     extremes = ("beyond_1024_requests", "offsets_past_32767", "seq_lens_past_2_24", "spec_tokens_15_plus",
                 "at_int32_limit")
     shapes = SHAPES
+    cases = cases
 
     @property
     def oracles(self) -> Mapping[str, Any]:
         from ....oracles import python_functions as pf
 
         return {"numpy": pf.extend_all_queries_by_n, "loops": pf.extend_all_queries_by_n_loops}
-
-    # -- generation -------------------------------------------------------------------
-
-    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return cases.strategy(scale)
-
-    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return cases.random_case(rng, scale)
 
     # -- contract ---------------------------------------------------------------------
 

@@ -20,7 +20,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.buffers import GUARD, filled, guard_for, poison, raw
 from ...core.case import Case
@@ -30,7 +29,6 @@ from ...generation.strategies import (
     INT32_MAX,
     MAX_NUM_SEQS,
     SPEC_TOKENS,
-    Scale,
 )
 from ...targetkit.base import ContractViolation, Outcome, require_arrays
 from ...targetkit.pyfunc import PythonFunctionTarget
@@ -75,6 +73,7 @@ class BatchChange(PythonFunctionTarget):
     }
     extremes = ("beyond_1024_requests", "counts_past_2_24", "spec_tokens_15_plus", "near_int32_limit")
     shapes = SHAPES
+    cases = cases
 
     @property
     def oracles(self) -> Mapping[str, Any]:
@@ -84,14 +83,6 @@ class BatchChange(PythonFunctionTarget):
             "numpy": vectorized.update_num_computed_tokens_for_batch_change,
             "numba": loops.update_num_computed_tokens_for_batch_change,
         }
-
-    # -- generation -------------------------------------------------------------------
-
-    def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return cases.strategy(scale)
-
-    def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return cases.random_case(rng, scale)
 
     # -- contract ---------------------------------------------------------------------
 
