@@ -397,11 +397,10 @@ def list_targets(**source_values: Any) -> None:
             click.echo("  edges of the extended tier (--domain extended):")
             for f, doc in t.extended_features.items():
                 click.echo(f"    {f:24s} {doc}")
-    module_file = getattr(source, "module_file", None)
-    if module_file is not None:
+    module_files = getattr(source, "module_files", None)
+    for path in module_files() if module_files is not None else ():
         from .sources.vllm import module_definitions
 
-        path = module_file()
         click.echo(f"\nwhat {path} defines (every top-level function):")
         for d in module_definitions(path):
             mark = "target" if d.name in TARGETS else "private helper" if d.private else "NO TARGET"

@@ -56,9 +56,13 @@ class ModuleUnavailable(LookupError):
 LOCAL_RELEASE_FILES = {"0.33.0": Path("/tmp/wheels/v033/vllm/v1/spec_decode/utils.py")}
 
 
-def release_module_file(version: str) -> Path:
-    """vLLM ``version``'s vllm/v1/spec_decode/utils.py: through the vLLM release source when
-    eaglefuzz has it (``harness.sources.vllm.release_module_file``), else a local copy."""
+SPEC_DECODE = "vllm/v1/spec_decode/utils.py"
+
+
+def release_module_file(version: str, vllm_module: str = SPEC_DECODE) -> Path:
+    """vLLM ``version``'s ``vllm_module`` (a target's ``Target.module``): through the vLLM
+    release source when eaglefuzz has it (``harness.sources.vllm.release_module_file``), else a
+    local copy."""
     try:
         from eaglefuzz.harness.sources.vllm import release_module_file as from_source
         from eaglefuzz.harness.sources.wheels import FetchFailed
@@ -66,25 +70,25 @@ def release_module_file(version: str) -> Path:
         from_source = None
     if from_source is not None:
         try:
-            return Path(from_source(version))
+            return Path(from_source(version, vllm_module))
         except FetchFailed as exc:  # anything else is a real error
             if not exc.offline:
                 raise
             raise ModuleUnavailable(f"vLLM {version}'s module: {exc}") from None
-    path = LOCAL_RELEASE_FILES.get(version)
+    path = LOCAL_RELEASE_FILES.get(version) if vllm_module == SPEC_DECODE else None
     if path is None or not path.is_file():
-        raise ModuleUnavailable(f"vLLM {version}'s vllm/v1/spec_decode/utils.py is not on this machine")
+        raise ModuleUnavailable(f"vLLM {version}'s {vllm_module} is not on this machine")
     return path
 
 
-def module_file(module: str) -> Path:
-    """The file a mutant's ``module`` names."""
+def module_file(module: str, target: str | None = None) -> Path:
+    """The file a mutant's ``module`` names (for a release: the module of ``target``)."""
     if module == BUNDLED:
         return PRODUCTION
     kind, _, version = module.partition(":")
     if kind != "vllm-release" or not version:
         raise ValueError(f"unknown mutant module {module!r} (bundled or vllm-release:X.Y.Z)")
-    return release_module_file(version)
+    return release_module_file(version, TARGETS[target].module if target else SPEC_DECODE)
 
 
 def module_description(module: str) -> str:
@@ -93,7 +97,7 @@ def module_description(module: str) -> str:
 
 def production_source(target: str, module: str = BUNDLED) -> str:
     """The source of ``target`` (decorators included) as ``module``'s file has it."""
-    path = module_file(module)
+    path = module_file(module, target)
     text = path.read_text()
     lines = text.splitlines(keepends=True)
     for node in ast.parse(text).body:
