@@ -13,8 +13,13 @@ was found is kept; an interruption is never a finding).
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
+import inspect
+import json
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,8 +27,36 @@ from typing import Any
 import click
 
 from .core.errors import UserError
-from .core.exitcodes import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, interrupted
-from .run.supervisor import JOURNAL_ENV, REPORT_ENV, WORKER_ENV
+from .core.exitcodes import (
+    EXIT_EDGE,
+    EXIT_FINDINGS,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    interrupted,
+)
+from .core.interrupts import received
+from .core.limits import configure
+from .core.paths import default_corpora, unwritable, user_cache
+from .run import warm_servers as warm
+from .run.lifeline import arm
+from .run.supervisor import (
+    JOURNAL_ENV,
+    REPORT_ENV,
+    WORKER_ENV,
+    case_tier,
+    fault_candidates,
+    supervise,
+)
+from .sources import (
+    OPTIONS,
+    PARAM_HELP,
+    did_you_mean,
+    findings_dir,
+    implementations_for,
+    source_from_options,
+)
+from .sources.vllm import module_definitions
 
 
 def _shard(value: str | None) -> tuple[int, int]:
@@ -40,7 +73,6 @@ def _shard(value: str | None) -> tuple[int, int]:
 
 def _targets(names: Sequence[str]) -> list[str] | None:
     """The explicitly named targets (``None``: every target the source defines)."""
-    from .sources import did_you_mean
     from .targets import TARGETS
 
     for n in names:
@@ -52,7 +84,6 @@ def _targets(names: Sequence[str]) -> list[str] | None:
 
 def source_options(f: Any) -> Any:
     """The options that choose where the code under test comes from (see :mod:`.sources`)."""
-    from .sources import OPTIONS, PARAM_HELP
 
     f = click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help=PARAM_HELP)(f)
     for o in reversed(OPTIONS):
@@ -64,7 +95,6 @@ def source_options(f: Any) -> Any:
 
 
 def _source(values: dict[str, Any]) -> Any:
-    from .sources import source_from_options
 
     return source_from_options(values)
 
@@ -130,7 +160,6 @@ def _needs_isolation(isolate: bool, case_timeout: float | None, limits_spec: str
 
 
 def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
-    from .core.limits import configure
 
     configure(limits_spec, case_timeout=case_timeout)
 
@@ -172,8 +201,6 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
          progress: bool | None, isolate: bool, case_timeout: float | None, limits_spec: str | None,
          **source_values: Any) -> None:
     """Fuzz implementations against the oracles; findings are shrunk, reported and saved."""
-    from .core.paths import unwritable
-    from .sources import findings_dir
 
     if examples is not None and time_budget is not None:
         raise UserError(f"--examples {examples} and --time-budget {time_budget:g}: give one (examples per "
@@ -204,7 +231,6 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
         # registry is loaded already (eaglefuzz called in-process), the names are checked here.
         if "eaglefuzz.harness.targets" in sys.modules:
             _targets(kernel_names)
-        from .run.supervisor import supervise
 
         sys.exit(supervise(list(ctx.obj["argv"]), source=source, corpus_dir=corpus, as_json=as_json, backend=backend))
     from .run.campaign import Campaign
@@ -240,10 +266,7 @@ def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bo
            sanitize: bool, case_timeout: float | None, limits_spec: str | None, **source_values: Any) -> None:
     """Replay corpus files or folders (default: the whole corpus) against the implementations."""
     from .checking.corpus import discover, load_entry
-    from .core.paths import default_corpora
     from .run.replaying import replay_cases
-    from .run.supervisor import supervise
-    from .sources import findings_dir
 
     if sanitize and not isolate:
         raise UserError("--sanitize and --no-isolate: --sanitize runs every case in a process of its own")
@@ -280,19 +303,17 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
           **source_values: Any) -> None:
     """Search both domain tiers for inputs that break what a caller relies on; report each hazard."""
     from .checking.audit import audit as run_audit
-    from .core.exitcodes import EXIT_EDGE, EXIT_FINDINGS
-    from .sources import implementations_for
-    from .sources.triton_backend import select_backend
 
     names = _targets(kernel_names)
     source = _source(source_values)
+    from .sources.triton_backend import select_backend  # NumPy, Triton's patches: not at start-up
+
     b = select_backend(backend)
     impls = implementations_for(source, names)
     results = run_audit(list(impls.funcs), impls, b.device, examples=examples, seed=seed)
     hazards = [h for r in results for h in r.hazards]
     unaudited = [n for n in impls.funcs if n not in {r.target for r in results}]
     if as_json:
-        import json
 
         click.echo(json.dumps({
             "source": source.describe(), "backend": b.name, "seed": seed, "examples": examples,
@@ -338,11 +359,10 @@ def shrink_fault_worker(case_file: str, skip: int, backend: str, **source_values
     from .checking.check import check_case, warm_oracles
     from .checking.corpus import decode
     from .run.journal import Journal
-    from .run.supervisor import case_tier, fault_candidates
-    from .sources import implementations_for
-    from .sources.triton_backend import select_backend
 
     case = decode(Path(case_file).read_text(), case_file, contract=False).case
+    from .sources.triton_backend import select_backend  # NumPy, Triton's patches: not at start-up
+
     b = select_backend(backend)
     impls = implementations_for(_source(source_values), [case.kernel])
     journal = Journal(Path(os.environ[JOURNAL_ENV])) if os.environ.get(JOURNAL_ENV) else None
@@ -356,7 +376,6 @@ def shrink_fault_worker(case_file: str, skip: int, backend: str, **source_values
 @cli.command(name="stop-servers")
 def stop_servers() -> None:
     """Stop the warm servers left by this user's commands (see `eaglefuzz --help`)."""
-    from .run import warm_servers as warm
 
     try:
         r = warm.stop_servers()
@@ -378,7 +397,6 @@ def stop_servers() -> None:
 @source_options
 def list_targets(**source_values: Any) -> None:
     """List the targets, the features each one tracks, and what the source defines."""
-    from .sources import implementations_for
     from .targets import TARGETS
 
     source = _source(source_values)
@@ -399,7 +417,6 @@ def list_targets(**source_values: Any) -> None:
                 click.echo(f"    {f:24s} {doc}")
     module_files = getattr(source, "module_files", None)
     for path in module_files() if module_files is not None else ():
-        from .sources.vllm import module_definitions
 
         click.echo(f"\nwhat {path} defines (every top-level function):")
         for d in module_definitions(path):
@@ -410,10 +427,7 @@ def list_targets(**source_values: Any) -> None:
 def _stand_ins_line(name: str, impl: Any) -> str | None:
     """``stand-ins model: <Class> fields ...`` for the vLLM classes a Python function takes or
     returns (from its annotations, else the bundled copy's): what kernels/vllm_types.py models."""
-    import dataclasses
-    import inspect
-
-    from ..kernels import spec_decode_utils, vllm_types
+    from ..kernels import spec_decode_utils, vllm_types  # Triton, stand-ins: for `list` only
 
     fn = impl if impl is not None else getattr(spec_decode_utils, name, None)
     try:
@@ -455,7 +469,6 @@ def use_numba_cache() -> None:
     also where the installed package's own folder is read-only."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
-    from .core.paths import user_cache
 
     path = user_cache() / "numba"
     try:
@@ -472,7 +485,6 @@ def fast_exit(code: object) -> None:
     Triton and Numba's objects take are skipped (``$EAGLEFUZZ_SLOW_EXIT`` keeps them)."""
     if os.environ.get("EAGLEFUZZ_SLOW_EXIT"):
         sys.exit(code)
-    import atexit
 
     if code is None:
         status = EXIT_OK
@@ -494,7 +506,6 @@ def fast_exit(code: object) -> None:
 
 def _main(args: list[str]) -> None:
     if os.environ.get(WORKER_ENV) or os.environ.get("EAGLEFUZZ_LIFELINE_FD"):  # a worker, or a shard (.multi)
-        from .run.lifeline import arm
 
         arm()  # a worker dies with its parent: no orphan after kill -9 of eaglefuzz
     try:
@@ -510,12 +521,10 @@ def _main(args: list[str]) -> None:
         click.echo(f"eaglefuzz: error: {' '.join(exc.format_message().split())}", err=True)
         sys.exit(EXIT_USAGE)
     except (click.exceptions.Abort, KeyboardInterrupt):
-        from .core.interrupts import received
 
         click.echo("eaglefuzz: interrupted", err=True)
         sys.exit(interrupted(received()))
     except Exception:  # a bug of eaglefuzz itself: the traceback is the useful report
-        import traceback
 
         traceback.print_exc()
         click.echo("eaglefuzz: internal error (a bug of eaglefuzz, not of the kernel): traceback above", err=True)

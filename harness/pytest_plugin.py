@@ -22,7 +22,9 @@ import pytest
 
 from .core.errors import UserError
 from .generation.strategies import CUDA_SCALE, INTERPRETER_SCALE, Scale
+from .run.cuda_devices import XDIST_DEVICES_ENV, cuda_devices, pin_xdist_worker
 from .run.journal import Journal, orphans
+from .run.lifeline import alive
 from .sources import (
     OPTIONS,
     PARAM_HELP,
@@ -132,7 +134,6 @@ def _share_out_devices(config: pytest.Config) -> None:
     of the ``k`` visible ones (:mod:`.run.cuda_devices`). The controller lists the devices for its
     workers (in the environment they inherit); a worker pins itself before torch initialises
     CUDA (:func:`~.run.cuda_devices.pin_xdist_worker`), so before the backend is chosen."""
-    from .run.cuda_devices import XDIST_DEVICES_ENV, cuda_devices, pin_xdist_worker
 
     if hasattr(config, "workerinput"):
         config.stash[_PINNED] = pin_xdist_worker()
@@ -251,7 +252,6 @@ def _journal_dir() -> Path:
 
 def _dead_journal_dirs() -> list[Path]:
     """This session's folder and those of earlier sessions whose controller is gone."""
-    from .run.lifeline import alive
 
     own = _journal_dir()
     root = own.parent

@@ -21,13 +21,13 @@ from eaglefuzz.harness.checking.check import DifferenceFound, check_case
 from eaglefuzz.harness.checking.corpus import load_entry
 from eaglefuzz.harness.checking.fuzz import Stats, fuzz_target
 from eaglefuzz.harness.core.paths import default_corpora
+from eaglefuzz.harness.pytest_plugin import _IMPLS
 from eaglefuzz.harness.targets import TARGETS
 
 PARTS = 2
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    from eaglefuzz.harness.pytest_plugin import _IMPLS
 
     impls = metafunc.config.stash[_IMPLS]
     names = [n for n in TARGETS if n in impls]

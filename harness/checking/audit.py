@@ -24,9 +24,11 @@ from hypothesis import seed as hseed
 from ..core.buffers import Guarded, poison, raw
 from ..core.case import Case
 from ..generation.strategies import Scale, derive_seed
+from ..sources import device_for
 from ..targetkit.base import TritonTarget
 from ..targetkit.properties import Observation, Property
 from ..targets import TARGETS, ContractViolation, has_role, role
+from .check import warm_oracles
 from .domains import EXTENDED, PRODUCTION, shrink_candidates_for, strategy_for
 
 PROPERTIES: dict[str, tuple[Property, ...]] = {
@@ -235,8 +237,6 @@ def audit(names: Sequence[str], impls: Any, device: str, *, scale: Scale = AUDIT
           seed: int = 0) -> list[TargetAudit]:
     """:func:`audit_target` for each of ``names`` that has properties (:data:`PROPERTIES`), with
     its implementation in ``impls``, on the device its source runs on."""
-    from ..sources import device_for
-    from .check import warm_oracles
 
     device = device_for(getattr(impls, "source", None), device)
     names = [n for n in names if n in PROPERTIES]

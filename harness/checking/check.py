@@ -9,10 +9,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from ..core.case import Case
 from ..core.exitcodes import EXIT_DEVICE_LOST
-from ..sources import Implementations, Origin, cli_args_of, device_for
+from ..core.interrupts import count, received_since
+from ..generation.strategies import Scale
+from ..sources import (
+    Implementations,
+    Origin,
+    cli_args_of,
+    device_for,
+    implementations_for,
+    parse_source,
+)
+from ..sources.triton_backend import select_backend
 from ..targets import TARGETS, ContractViolation, Outcome
+from .costs import time_limit
 
 
 class CaseJournal(Protocol):
@@ -184,8 +197,6 @@ def check_case(
     implementation runs, so a crash of the process is traceable, with its time limit
     (:func:`~.costs.time_limit`), so a supervisor can stop a hang.
     """
-    from ..core.interrupts import count, received_since
-    from .costs import time_limit
 
     target = TARGETS[case.kernel]
     tier = target.tier_of(case, domain)
@@ -213,9 +224,6 @@ def check_case(
 def warm_oracles(names: list[str]) -> None:
     """Compile the oracles of targets ``names`` (Numba) on a tiny case, so that compiling
     never counts against a case's time limit."""
-    import numpy as np
-
-    from ..generation.strategies import Scale
 
     rng = np.random.default_rng(0)
     tiny = Scale(max_requests=2, request_tail=2, max_query_len=4)
@@ -238,8 +246,6 @@ def assert_case(
     ``source="file:PATH"``); ``backend`` as for :func:`select_backend`; ``domain`` the widest
     tier the case may lie in (both by default: a pasted edge divergence runs as it is).
     """
-    from ..sources import implementations_for, parse_source
-    from ..sources.triton_backend import select_backend
 
     b = select_backend(backend)
     src = parse_source(f"file:{kernels}" if kernels else source or "bundled")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from hypothesis import Phase, given, settings
@@ -41,6 +41,7 @@ from ..sources import Implementations
 from ..targets import TARGETS
 from .check import CaseJournal, DifferenceFound, Finding, check_case, signature
 from .domains import EXTENDED, PRODUCTION, case_for, strategy_for, tier_for_step, tier_shares
+from .shrinking import Shrinker
 
 CHUNK = 25
 
@@ -367,11 +368,9 @@ def shrink_finding(
     (:attr:`Stats.shrink_attempts`).
     """
     if finding.fatal:  # no candidate can run in this process
-        from dataclasses import replace
 
         return replace(finding, shrink="not shrunk: the device became unusable (a sticky CUDA error); "
                        "the CLI shrinks such a case in fresh processes")
-    from .shrinking import Shrinker
 
     shrinker = Shrinker(finding, impls, device, journal=journal, max_checks=max_checks,
                         budget_s=default_shrink_budget() if budget_s is None else budget_s)

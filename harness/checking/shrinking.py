@@ -36,16 +36,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..core.case import Case
-
-if TYPE_CHECKING:  # the targets import this module's helpers: no import cycle at run time
-    from ..sources import Implementations
-    from ..targetkit.base import Target
-    from .check import CaseJournal, Finding
+from ..sources import Implementations
+from ..targetkit.base import Target
+from ..targets import TARGETS, ContractViolation
+from . import check
+from .check import CaseJournal, Finding
+from .corpus import case_hash
+from .domains import guarded
 
 Change = list[Callable[[Case], Case]]
 """One whole-case simplification: its alternatives, simplest first; each maps a case to a
@@ -118,7 +120,6 @@ class Shrinker:
         max_checks: int = 2000,
         budget_s: float = 20.0,
     ) -> None:
-        from ..targets import TARGETS
 
         self.finding = finding
         self.impls = impls
@@ -149,7 +150,6 @@ class Shrinker:
 
     def admits(self, candidate: Case) -> bool:
         """Whether ``candidate`` lies in the finding's tier (checking it is allowed)."""
-        from ..targets import ContractViolation
 
         try:
             self.target.tier_of(candidate, self.tier)
@@ -161,8 +161,6 @@ class Shrinker:
         """Whether ``candidate`` (in-contract) fails the same way; if so it becomes the finding.
         A candidate already checked is not checked again (it did not fail: it would be the
         finding)."""
-        from .check import check_case
-        from .corpus import case_hash
 
         if self._spent(deadline):
             return False
@@ -175,7 +173,7 @@ class Shrinker:
             return False
         self.tried.add(key)
         self.checks += 1
-        smaller = check_case(candidate, self.impls, self.device, self.journal, domain=self.tier)
+        smaller = check.check_case(candidate, self.impls, self.device, self.journal, domain=self.tier)
         if smaller is not None and failure(smaller) == failure(self.finding):
             self.finding = smaller
             self.steps += 1
@@ -287,7 +285,6 @@ class Shrinker:
         """``moves``, and for an edge divergence the target's extended-tier moves after them."""
         if self.tier != "extended":
             return moves
-        from .domains import guarded
 
         def both(case: Case) -> Iterator[Case]:
             yield from guarded(moves(case))
@@ -298,7 +295,6 @@ class Shrinker:
     def _lifted(self, moves: Callable[[Case], Iterator[Case]]) -> Callable[[Case], Iterator[Case]]:
         """``moves``, preceded, when every request of the case is alike, by each move of a
         one-request case made to every request at once."""
-        from .domains import guarded
 
         def lifted(case: Case) -> Iterator[Case]:
             pieces = self.target.split_requests(case)

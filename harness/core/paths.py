@@ -17,6 +17,7 @@ Findings about other code go to ``./eaglefuzz-findings`` in both (``sources.find
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +49,6 @@ def user_cache() -> Path:
 def unwritable(folder: Path) -> str | None:
     """Why files cannot be written in ``folder`` (``None``: they can). Missing folders are
     created to find out, and removed again: nothing is left behind."""
-    import tempfile
 
     folder = Path(folder).absolute()
     missing: list[Path] = []

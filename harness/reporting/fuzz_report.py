@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.console import Console
+from rich.table import Table
+
 from ..core.exitcodes import findings_exit
 
 if TYPE_CHECKING:  # for the annotations: printing a run's document needs no target
@@ -49,8 +52,6 @@ def fuzz_exit_code(doc: dict[str, Any], signum: int | None) -> int:
 def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> None:
     """The text report of a fuzzing run's JSON document: findings (contract violations, then
     edge divergences), a table, the source, notes."""
-    from rich.console import Console
-    from rich.table import Table
 
     out = out or sys.stdout
     targets = doc["targets"]

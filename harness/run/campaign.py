@@ -10,13 +10,26 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..checking.check import Finding
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..checking.check import Finding, warm_oracles
+from ..checking.corpus import case_path, save_finding
 from ..checking.fuzz import Stats, bulk_fuzz_target, fuzz_target
+from ..core import interrupts
+from ..core.errors import UserError
+from ..generation.strategies import CUDA_SCALE, INTERPRETER_SCALE
 from ..reporting.fuzz_report import finding_record, fuzz_doc, fuzz_exit_code, plural, print_fuzz
+from ..sources import InterfaceMismatch, implementations_for
+from ..sources.triton_backend import select_backend
+from ..targetkit.pyfunc import StandInGap
+from ..targets import TARGETS
+from .journal import Journal
+from .runlog import RunLog
 
 
 def progress_every() -> float:
@@ -56,7 +69,6 @@ class Campaign:
     def _save(self, finding: Finding) -> Path | None:
         """Save ``finding``; ``None`` when it could not be written (the reason is kept in
         :attr:`unsaved`: the report says so and still prints the finding in full)."""
-        from ..checking.corpus import save_finding
 
         try:
             return save_finding(finding, self.corpus_dir)
@@ -65,13 +77,11 @@ class Campaign:
             return None
 
     def _path(self, finding: Finding) -> Path:
-        from ..checking.corpus import case_path
 
         return case_path(finding.case, self.corpus_dir)
 
     def meta(self, backend: str, impls: Any) -> dict[str, Any]:
         """What this run is, for its report (and for a supervisor reporting a fault of it)."""
-        from dataclasses import asdict
 
         return {
             "command": "fuzz",
@@ -89,30 +99,17 @@ class Campaign:
     def run(self) -> int:
         """Fuzz every target in turn; print the report; the exit code. A signal (Ctrl-C, a
         timeout) stops it: what was found is kept and reported."""
-        from ..core import interrupts
 
         with interrupts.interruptible():
             return self._run()
 
     def _run(self) -> int:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        from ..checking.check import warm_oracles
-        from ..core import interrupts
-        from ..generation.strategies import CUDA_SCALE, INTERPRETER_SCALE
-        from ..sources import implementations_for
-        from ..sources.triton_backend import select_backend
-        from ..targetkit.pyfunc import StandInGap
-        from .journal import Journal
-        from .runlog import RunLog
 
         backend = select_backend(self.backend)
         device_run = {}
         if self.mode == "device":
             from ..checking.device_mode import device_targets
             from ..checking.device_mode.engine import device_fuzz_target
-            from ..core.errors import UserError
 
             if not backend.compiled:
                 raise UserError("--mode device: needs a CUDA device (cases are drawn and checked on the GPU) and "
@@ -213,7 +210,6 @@ class Campaign:
                 log.add(name, self._entry(name, stats, saved))
         doc = fuzz_doc(meta, log.ordered(), interrupted)
         if not doc["targets"] and doc["untested"] and not interrupted:
-            from ..sources import InterfaceMismatch
 
             raise InterfaceMismatch("\n".join(doc["untested"].values()))  # nothing tested: the verdicts alone
         if self.report:
@@ -227,7 +223,6 @@ class Campaign:
 
     def _entry(self, name: str, s: Stats, saved: dict[int, Path | None]) -> dict[str, Any]:
         """The report of target ``name`` (JSON-ready; the same in the JSON document)."""
-        from ..targets import TARGETS
 
         def record(f: Finding) -> dict[str, Any]:
             return finding_record(f, saved.get(id(f)), met=s.met(f), unsaved=self.unsaved.get(id(f)))

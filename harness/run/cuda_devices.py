@@ -12,6 +12,7 @@ device. Each fake device runs whatever backend the run chooses (the interpreter 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, MutableMapping
 
 from ..core.errors import UserError
@@ -86,7 +87,6 @@ def pin_xdist_worker(environ: MutableMapping[str, str] | None = None) -> str | N
     (:data:`XDIST_DEVICES_ENV`) gives it (:func:`xdist_device`). Where CUDA is initialised in
     this process already, ``torch.cuda.set_device`` picks it instead. Returns what was done
     (one line), or ``None`` when nothing was (not a worker, fewer than two devices)."""
-    import sys
 
     env = os.environ if environ is None else environ
     worker = env.get("PYTEST_XDIST_WORKER", "")

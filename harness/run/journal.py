@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.case import Case
+from ..core.errors import UserError
 from .lifeline import alive
 
 
@@ -98,7 +99,6 @@ def read_clock(path: Path) -> tuple[int, float] | None:
 def orphans(directory: Path) -> list[Orphan]:
     """The journals in ``directory`` whose process is gone."""
     from ..checking.corpus import decode
-    from ..core.errors import UserError
 
     out: list[Orphan] = []
     d = Path(directory)

@@ -27,6 +27,8 @@ from typing import Any
 
 from ..core.errors import UserError
 from ..core.interrupts import SIGNALS
+from .cuda_devices import cuda_devices, pick_devices
+from .lifeline import lifeline
 from .ray_shards import run_on_ray
 from .shards import ShardRun, child_args, merge, parse_doc, report, sub_shards
 
@@ -44,7 +46,6 @@ def run_on_devices(argv: Sequence[str], shards: list[str], devices: list[str], c
     """Run shard ``shards[i]`` on ``devices[i]`` (``CUDA_VISIBLE_DEVICES`` set to it), all at
     once; their runs, in order. An interrupting signal to this process is forwarded to each
     shard once (each stops and reports what it found)."""
-    from .lifeline import lifeline
 
     procs: list[subprocess.Popen[str]] = []
     tails: list[list[str]] = [[] for _ in shards]
@@ -116,7 +117,6 @@ def fuzz_in_shards(
         return report(merge(runs, shard), runs, as_json=as_json)
     if shards is not None:
         raise UserError("--shards: only with --ray (--devices runs one shard per device; --shard K/N picks one share)")
-    from .cuda_devices import cuda_devices, pick_devices
 
     chosen = pick_devices(devices or "all", cuda_devices())
     names = sub_shards(shard, len(chosen))

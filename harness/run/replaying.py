@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import click
 
+from ..checking.check import check_case, warm_oracles
+from ..checking.costs import LimitExceeded, check_cost
+from ..core import interrupts
 from ..core.case import Case
+from ..core.errors import UserError
 from ..reporting.replay_report import failed_record, print_replay, replay_doc, replay_exit_code
+from ..sources import implementations_for
+from ..sources.triton_backend import select_backend
+from .journal import Journal
+from .runlog import RunLog
 
 
 def replay_cases(
@@ -35,7 +44,6 @@ def replay_cases(
     replay: what was replayed is reported. With ``journal_dir`` (under a supervisor), files
     already recorded there by an earlier worker are skipped and each file's result is recorded.
     """
-    from ..core import interrupts
 
     with interrupts.interruptible():
         return _replay(cases, source, backend=backend, as_json=as_json, journal_dir=journal_dir, report=report)
@@ -50,16 +58,7 @@ def _replay(
     journal_dir: Path | None,
     report: bool,
 ) -> int:
-    from dataclasses import asdict
 
-    from ..checking.check import check_case, warm_oracles
-    from ..checking.costs import LimitExceeded, check_cost
-    from ..core import interrupts
-    from ..core.errors import UserError
-    from ..sources import implementations_for
-    from ..sources.triton_backend import select_backend
-    from .journal import Journal
-    from .runlog import RunLog
 
     b = select_backend(backend)
     impls = implementations_for(source)

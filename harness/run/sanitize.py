@@ -26,13 +26,19 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
+from ..checking.costs import time_limit
 from ..core.errors import UserError
 from ..core.exitcodes import EXIT_USAGE
+from ..core.limits import current
+from ..reporting.replay_report import print_replay, replay_doc, replay_exit_code
+from .cuda_devices import cuda_devices
+from .multi import parse_doc
 
 SANITIZER = "compute-sanitizer"
 ERROR_EXIT = 99
@@ -56,10 +62,6 @@ def process_limit(case: Any, *, scaled: bool) -> float:
     """Seconds the sanitized process of ``case`` may run: :data:`START_S` plus the case's time
     limit (:func:`~..checking.costs.time_limit`, compiled), scaled by :data:`TIMEOUT_SCALE` when
     ``scaled`` (the user set no limit of their own)."""
-    from dataclasses import replace
-
-    from ..checking.costs import time_limit
-    from ..core.limits import current
 
     lim = current()
     if scaled:
@@ -224,9 +226,6 @@ def sanitize_replay(
     limits are scaled by :data:`TIMEOUT_SCALE`); they are in force in this process already
     (``EAGLEFUZZ_LIMITS``), which the sanitized processes inherit.
     """
-    from ..reporting.replay_report import print_replay, replay_doc, replay_exit_code
-    from .cuda_devices import cuda_devices
-    from .multi import parse_doc
 
     if backend == "interpreter":
         raise UserError("--sanitize: --backend interpreter runs no CUDA code; compute-sanitizer checks GPU kernels")

@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
+
+from ..core.errors import UserError
 from ..core.exitcodes import (
     EXIT_DEVICE_LOST,
     EXIT_EDGE,
@@ -41,6 +44,10 @@ from ..core.exitcodes import (
     interrupted,
 )
 from ..core.interrupts import SIGNALS
+from ..sources import Origin
+from . import warm_servers as warm
+from .lifeline import lifeline
+from .runlog import RunLog
 
 POLL_S = 0.2
 """How often the supervisor looks at the journal's clock (a hang is seen this much late at most)."""
@@ -112,7 +119,6 @@ class _Clocks:
 
     def overdue(self) -> Hang | None:
         from ..checking.corpus import decode
-        from ..core.errors import UserError
         from .journal import read_clock
 
         now = time.monotonic()
@@ -166,8 +172,6 @@ def run_worker(
     ``stop_at`` (a ``time.monotonic()`` value) the group is killed. With ``quiet`` the
     worker's output (a dying process's fault dump) is dropped.
     """
-    from . import warm_servers as warm
-    from .lifeline import lifeline
 
     line = lifeline()
     full_env = {**os.environ, WORKER_ENV: "1", JOURNAL_ENV: str(journal_dir), **line.env, **(env or {})}
@@ -282,7 +286,6 @@ def shrink_fault(
     message and how many steps succeeded.
     """
     from ..checking.corpus import encode
-    from . import warm_servers as warm
     from .journal import orphans
 
     deadline = time.monotonic() + (fault_shrink_budget() if budget_s is None else budget_s)
@@ -320,7 +323,6 @@ class _Supervision:
 
     def __init__(self, argv: list[str], *, source: Any, corpus_dir: Path, as_json: bool, save: bool,
                  backend: str, signals: Signals, journal_dir: Path) -> None:
-        from .runlog import RunLog
 
         self.argv, self.source, self.corpus_dir, self.backend = argv, source, corpus_dir, backend
         self.as_json, self.save, self.signals = as_json, save, signals
@@ -366,12 +368,10 @@ class _Supervision:
 
     def _fault(self, kind: str, case: Any, message: str) -> None:
         """Report, shrink (fuzz) and save a crash or hang; record it as its unit's result."""
-        import click
 
         from ..checking.check import Finding
         from ..checking.corpus import save_finding
         from ..reporting.replay_report import failed_record
-        from ..sources import Origin
         from ..targets import Outcome
 
         meta = self.log.meta() or {}
@@ -486,7 +486,6 @@ def supervise(
     """Run ``eaglefuzz`` with ``argv`` in watched worker processes (see the module's text);
     the exit code. ``save``: shrink and save crash and hang findings into ``corpus_dir`` (a
     replayed case is already in the corpus: it is reported as it is)."""
-    from . import warm_servers as warm
 
     signals = Signals()
     signals.install()

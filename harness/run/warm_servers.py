@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import select
 import signal
 import socket
@@ -41,12 +42,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .lifeline import alive
+import eaglefuzz
+
+from .lifeline import MODE_ENV, PARENT_ENV, alive
 
 OFF_ENV = "EAGLEFUZZ_WARM"
 """``0``: use no warm server and start none."""
@@ -73,7 +77,6 @@ def enabled() -> bool:
 
 
 def _package_files() -> list[Path]:
-    import eaglefuzz
 
     files = [Path(eaglefuzz.__file__)]
     for root in map(Path, eaglefuzz.__path__):
@@ -429,7 +432,6 @@ def _child(request: dict[str, Any], fds: list[int], close: list[int], run: Calla
         os.environ.clear()
         os.environ.update(request["env"])
         tempfile.tempdir = None  # found again from the command's TMPDIR, not the server's
-        from .lifeline import MODE_ENV, PARENT_ENV
 
         if PARENT_ENV in os.environ:  # the server is this worker's parent; the pipe watches the supervisor
             os.environ[PARENT_ENV] = str(os.getppid())
@@ -437,13 +439,11 @@ def _child(request: dict[str, Any], fds: list[int], close: list[int], run: Calla
         os.chdir(request["cwd"])
         if sys.path and sys.path[0] == _SERVER_CWD:  # python -m: the working directory comes first
             sys.path[0] = request["cwd"]
-        import random
 
         random.seed()  # a fresh process's state, not the server's
         sys.argv = [sys.argv[0], *request["argv"]]
         run(list(request["argv"]))
     except BaseException:  # noqa: BLE001 - nothing may return into the server's loop
-        import traceback
 
         traceback.print_exc()
     finally:

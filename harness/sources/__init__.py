@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import UserError
+from ..core.paths import findings_corpus
 from ..targetkit.interface import InterfaceMismatch, differences, interface_problem
 from . import binding, bundled, file, vllm, vllm_cpu
 from .base import PRODUCTION_KINDS as PRODUCTION_KINDS
 from .base import Implementations, Origin, Source
+from .vllm import PINNED_RELEASE
 
 __all__ = [
     "KINDS",
@@ -184,7 +186,6 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
     if names is None:
         absent = [n for n in TARGETS if n not in funcs]
         if absent and isinstance(base, bundled.BundledSource):
-            from .vllm import PINNED_RELEASE
 
             notes.append(f"the bundled copy (the module as of vLLM 0.16-0.18) has no {', '.join(absent)}: "
                          f"--vllm-version {PINNED_RELEASE} (or --vllm, --kernels FILE) tests vLLM's own")
@@ -271,7 +272,6 @@ def findings_dir(source: Source | Origin | None, given: str | Path | None = None
     saved: ``given``, else the corpus for production code (:func:`~..core.paths.findings_corpus`: the
     checkout's ``corpus/``, ``./corpus`` when installed), else ``./eaglefuzz-findings`` (a
     user's own file must not pollute the regression corpus)."""
-    from ..core.paths import findings_corpus
 
     if given is not None:
         return Path(given)

@@ -28,6 +28,8 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..targets import TARGETS
+
 GRID = "grid"
 
 
@@ -111,7 +113,6 @@ def grid_kernel(
     """
     if fn is None:
         return lambda f: grid_kernel(f, name=name, ignores=ignores, numpy=numpy)
-    from ..targets import TARGETS
 
     target = name or fn.__name__
     if target not in TARGETS or TARGETS[target].kind != "triton kernel" or TARGETS[target].parameters is None:

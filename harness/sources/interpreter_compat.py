@@ -11,11 +11,12 @@ interpreter do the same. Compiled runs are not affected.
 
 from __future__ import annotations
 
+import numpy as np
+
 
 def bool_arguments() -> bool:
     """Let the interpreter take ``bool`` arguments (idempotent); whether a change was needed."""
     try:
-        import numpy as np
         import triton.language as tl
         from triton.runtime import interpreter as interp
     except ImportError:  # pragma: no cover - no triton

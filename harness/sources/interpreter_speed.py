@@ -25,7 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from typing import Any
+
+import numpy as np
 
 _applied = False
 
@@ -36,7 +39,6 @@ def speed_up() -> bool:
     if _applied:
         return True
     try:
-        import numpy as np
         import triton.language as tl
         from triton.runtime import interpreter as interp
     except ImportError:  # pragma: no cover - no triton: nothing to speed up
@@ -66,7 +68,6 @@ def _once_per_launch(original: Any, tl: Any) -> Any:
     """``original`` (patch the language modules a function sees), skipped when the modules are
     already patched in the launch in progress: the first patch of a launch owns the launch, and
     its ``restore`` ends it."""
-    import inspect
 
     state: dict[str, Any] = {"owner": None, "modules": set()}
 

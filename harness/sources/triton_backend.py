@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass
 
 from ..core.errors import UserError
+from .interpreter_compat import bool_arguments
+from .interpreter_speed import speed_up
 
 BACKENDS = ("auto", "cuda", "interpreter")
 
@@ -57,8 +59,6 @@ def select_backend(requested: str = "auto") -> Backend:
         )
     os.environ["TRITON_INTERPRET"] = "1" if want_interp else "0"
     if want_interp:
-        from .interpreter_compat import bool_arguments
-        from .interpreter_speed import speed_up
 
         bool_arguments()  # Triton 3.6's interpreter refuses the bool arguments vLLM passes
         speed_up()  # same results, fewer discarded checks per program instance

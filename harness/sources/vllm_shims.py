@@ -35,6 +35,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ...kernels import vllm_types
+from ...kernels.vllm_types import CommonAttentionMetadata
+
 MODULE = "vllm/v1/spec_decode/utils.py"
 """The module under test, as a path inside a wheel or a site-packages folder."""
 
@@ -163,13 +166,11 @@ def _platforms(m: ModuleType, load: VllmLoad) -> None:
 
 
 def _attention_metadata(m: ModuleType, load: VllmLoad) -> None:
-    from ...kernels.vllm_types import CommonAttentionMetadata
 
     m.CommonAttentionMetadata = CommonAttentionMetadata
 
 
 def _config(m: ModuleType, load: VllmLoad) -> None:
-    from ...kernels import vllm_types
 
     for name in vllm_types.__all__:
         setattr(m, name, getattr(vllm_types, name))

@@ -23,6 +23,7 @@ from ..core.errors import ContractViolation
 from ..generation.choosers import Chooser, RngChooser, as_strategy
 from ..generation.shrink_steps import keep_lists
 from ..generation.strategies import Scale, Shape
+from .interface import parameters_of
 
 
 class EdgesInModule:
@@ -140,7 +141,6 @@ class Target(ABC):
         interface, or one that is no variant)."""
         if not self.variants:
             return None
-        from .interface import parameters_of
 
         params = parameters_of(impl)
         if params is None or (self.parameters is not None and list(params) == list(self.parameters)):

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ...kernels import vllm_types
 from ..core.compare import Difference
 from ..core.errors import UserError
 from .base import Target
@@ -54,7 +55,6 @@ class PythonFunctionTarget(Target):
     @staticmethod
     def default_types() -> Any:
         """The stand-in classes this target builds its inputs from."""
-        from ...kernels import vllm_types
 
         return vllm_types
 
@@ -76,7 +76,6 @@ class StandInGap(UserError):
 
 def stand_in_gap(exc: AttributeError) -> str | None:
     """``needs X.y, which the stand-in lacks; ...`` when ``exc`` is about a stand-in object."""
-    from ...kernels import vllm_types
 
     obj = getattr(exc, "obj", None)
     name = getattr(exc, "name", None)

@@ -30,11 +30,14 @@ import torch
 
 from ...core.case import Case
 from ...core.compare import Difference
+from ...core.exitcodes import EXIT_DEVICE_LOST
 from ...generation.strategies import Scale, derive_seed
 from ...sources import Implementations
 from ...targetkit.device import Arenas, DeviceCase, DeviceTarget
 from ...targets import TARGETS, Outcome
 from ..check import CaseJournal, Finding, check_case
+from ..fuzz import Stats, shrink_finding
+from . import device_targets
 from .producers import HostCases, default_workers
 
 CROSS_CHECK_SHARE = 0.05
@@ -97,8 +100,6 @@ def device_fuzz_target(
     ``workers``: processes that make a host-checked target's cases ahead of the launches
     (:mod:`.producers`; ``None``: :func:`~.producers.default_workers`; with them the ``draw``
     stage is the wait for the next case, its oracle and buffers included)."""
-    from ..fuzz import Stats, shrink_finding
-    from . import device_targets
 
     dt = device_targets()[name]
     impl = impls[name]
@@ -173,7 +174,6 @@ def device_fuzz_target(
                 case = _case(dt, dc, host) if outcome.fatal else None
                 if outcome.fatal and journal is not None:
                     journal.abandon(case, f"the device became unusable: {outcome.crash}")
-                    from ...core.exitcodes import EXIT_DEVICE_LOST
 
                     os._exit(EXIT_DEVICE_LOST)
                 finding = Finding(case, outcome, origin) if outcome.fatal else confirm(_case(dt, dc, host), True)

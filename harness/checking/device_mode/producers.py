@@ -24,6 +24,7 @@ import numpy as np
 
 from ...generation.strategies import derive_seed
 from ...targetkit.device import DeviceCase, HostArenas
+from . import device_targets
 
 CHUNK = 8
 """Examples per task: enough to pay for the round trip to a worker."""
@@ -64,7 +65,6 @@ def _discard(workers: int) -> None:
 
 def host_case(name: str, seed: int, i: int, max_requests: int | None = None) -> tuple[DeviceCase, HostArenas]:
     """Example ``i`` of ``name`` under ``seed``: the case and its pre-filled buffers."""
-    from . import device_targets
 
     dt = device_targets()[name]
     rng = np.random.default_rng(derive_seed(seed, name, "device", i))

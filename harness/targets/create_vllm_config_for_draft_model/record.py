@@ -23,6 +23,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from ....kernels import vllm_types
+from ....oracles import python_functions as pf
+from ....oracles.python_functions import CHANGED_CONFIG_FIELDS
 from ...core.case import Case
 from ...core.compare import Difference
 from ...generation.strategies import (
@@ -120,7 +123,6 @@ def _region(path: str) -> str:
 
 
 def _changed_fields() -> tuple[str, ...]:
-    from ....oracles.python_functions import CHANGED_CONFIG_FIELDS
 
     return CHANGED_CONFIG_FIELDS
 
@@ -187,7 +189,6 @@ class DraftConfig(PythonFunctionTarget):
 
     @property
     def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import python_functions as pf
 
         return {"plain-data": pf.draft_vllm_config}
 
@@ -246,7 +247,6 @@ class DraftConfig(PythonFunctionTarget):
             return None
 
     def oracle_check(self, case: Case) -> list[Difference]:
-        from ....kernels import vllm_types
 
         expected = self._expected(to_data(build_config(case, vllm_types)))
         direct = _direct(case)
@@ -298,7 +298,6 @@ class DraftConfig(PythonFunctionTarget):
         return outcome
 
     def output_tokens(self, case: Case) -> int:
-        from ....kernels import vllm_types
 
         leaves = len(flatten(to_data(build_config(case, vllm_types))))
         return 2 * leaves if case.scalars["speculative_config_present"] else leaves + 1

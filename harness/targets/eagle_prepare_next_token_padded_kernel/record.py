@@ -213,7 +213,6 @@ class PrepareNextTokenPadded(EdgesInModule, TritonTarget):
         if np.any(a["backup_next_token_ids"]):
             yield case.replace(arrays={"backup_next_token_ids": np.zeros_like(a["backup_next_token_ids"])})
 
-
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
         disc = bool(case.arrays["discard_request_mask"][index])
         return index, "discarded request" if disc else "kept request"

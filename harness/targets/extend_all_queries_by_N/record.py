@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ....oracles import python_functions as pf
 from ...core.case import Case
 from ...core.compare import Difference
 from ...generation.shrink_steps import shorter
@@ -145,7 +146,6 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
 
     @property
     def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import python_functions as pf
 
         return {"numpy": pf.extend_all_queries_by_n, "loops": pf.extend_all_queries_by_n_loops}
 
