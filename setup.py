@@ -5,7 +5,7 @@ The checkout's folders ``harness/``, ``kernels/`` and ``oracles/`` are the subpa
 says why). setuptools' ``packages.find`` cannot put a folder under another package's name, so
 the folders are mapped here and every package below them is found (``find_packages``: any
 folder with an ``__init__.py``), never listed. The regression corpus (``corpus/<target>/*.json``)
-travels as the package data ``eaglefuzz/corpus/``, which ``harness/paths.py`` replays.
+travels as the package data ``eaglefuzz/corpus/``, which ``harness/core/paths.py`` replays.
 ``tests/test_wheel.py`` builds the wheel and checks that it holds every module and corpus file.
 """
 

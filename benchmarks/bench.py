@@ -42,7 +42,7 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=1, help="--verdict/--latency: runs per item (the median is kept)")
     p.add_argument("--out", default=None, help="--verdict/--latency: also write the Markdown here")
     p.add_argument("--warm", choices=["on", "off"], default="off",
-                   help="--verdict/--latency: with warm servers (harness/warm.py; a server is up before the first "
+                   help="--verdict/--latency: with warm servers (harness/run/warm_servers.py; a server is up before the first "
                         "timed command) or without (every worker a fresh process)")
     args = p.parse_args()
     if args.verdict or args.latency or args.shrink150:
@@ -61,17 +61,17 @@ def main() -> int:
             Path(args.out).write_text(text)
         return 0
 
-    from eaglefuzz.harness.backend import select_backend
+    from eaglefuzz.harness.sources.triton_backend import select_backend
 
     backend = select_backend(args.backend)
     import torch
     import triton
 
-    from eaglefuzz.harness.fuzz import bulk_fuzz_target, fuzz_target
+    from eaglefuzz.harness.checking.fuzz import bulk_fuzz_target, fuzz_target
+    from eaglefuzz.harness.generation.strategies import CUDA_SCALE, INTERPRETER_SCALE
     from eaglefuzz.harness.sources import implementations_for
     from eaglefuzz.harness.sources.bundled import BundledSource
     from eaglefuzz.harness.sources.file import FileSource
-    from eaglefuzz.harness.strategies import CUDA_SCALE, INTERPRETER_SCALE
     from eaglefuzz.harness.targets import TARGETS
 
     scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE

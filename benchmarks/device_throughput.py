@@ -25,7 +25,7 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5) -> flo
     import numpy as np
     import torch
 
-    from eaglefuzz.harness.device.base import Arenas, HostArenas
+    from eaglefuzz.harness.targetkit.device import Arenas, HostArenas
 
     runs = []
     for k in range(cases):
@@ -60,11 +60,11 @@ def main() -> int:
     p.add_argument("--output", type=Path, help="also write the Markdown here")
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
-    from eaglefuzz.harness.backend import select_backend
+    from eaglefuzz.harness.sources.triton_backend import select_backend
 
     backend = select_backend("cuda")
-    from eaglefuzz.harness.device import device_targets
-    from eaglefuzz.harness.device.engine import STAGES, device_fuzz_target
+    from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.checking.device_mode.engine import STAGES, device_fuzz_target
     from eaglefuzz.harness.sources import implementations_for, parse_source
 
     names = args.kernel or list(device_targets())

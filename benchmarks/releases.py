@@ -62,7 +62,7 @@ class Row:
 
 def run_release(version: str, examples: int, backend: str, findings: Path, kernels: list[str] | None = None) -> Row:
     """Fetch (timed alone), then fuzz one release in a child process and classify the result."""
-    from eaglefuzz.harness.errors import UserError
+    from eaglefuzz.harness.core.errors import UserError
     from eaglefuzz.harness.sources.vllm import release_files
 
     start = time.monotonic()

@@ -77,8 +77,8 @@ def prepare_warm(on: bool) -> str:
     os.environ["EAGLEFUZZ_WARM"] = "1" if on else "0"
     if not on:
         return "warm servers off (`EAGLEFUZZ_WARM=0`: every worker a fresh process)"
-    from eaglefuzz.harness import warm
-    from eaglefuzz.harness.paths import user_cache
+    from eaglefuzz.harness.core.paths import user_cache
+    from eaglefuzz.harness.run import warm_servers as warm
 
     env = _env()
     env.setdefault("NUMBA_CACHE_DIR", str(user_cache() / "numba"))  # as the command's own start sets it
@@ -104,7 +104,7 @@ def _requests(case) -> int:
 
 def verdict_table(only: list[str] | None, repeat: int, mode: str = "") -> str:
     """One row per seeded bug: the whole command's wall clock (median of ``repeat`` runs)."""
-    from eaglefuzz.harness.corpus import load_case
+    from eaglefuzz.harness.checking.corpus import load_case
 
     mutants = _load_mutants()
     chosen = [m for m in mutants.MUTANTS if not only or m.name in only]
@@ -177,16 +177,16 @@ def shrink150_table() -> str:
     """In one process: findings on 150-request batches, shrunk by ``shrink_finding`` (timed)."""
     import numpy as np
 
-    from eaglefuzz.harness.backend import select_backend
+    from eaglefuzz.harness.sources.triton_backend import select_backend
 
     backend = select_backend("auto")
-    from eaglefuzz.harness.check import check_case
-    from eaglefuzz.harness.fuzz import shrink_finding
+    from eaglefuzz.harness.checking.check import check_case
+    from eaglefuzz.harness.checking.fuzz import shrink_finding
     from eaglefuzz.harness.sources import implementations_for
     from eaglefuzz.harness.sources.file import FileSource
-    from eaglefuzz.harness.targets import copy_and_expand as ce
-    from eaglefuzz.harness.targets import prepare_inputs_padded as pi
-    from eaglefuzz.harness.targets import prepare_next_token_padded as nt
+    from eaglefuzz.harness.targets.copy_and_expand_eagle_inputs_kernel import layout as ce
+    from eaglefuzz.harness.targets.eagle_prepare_inputs_padded_kernel import layout as pi
+    from eaglefuzz.harness.targets.eagle_prepare_next_token_padded_kernel import layout as nt
 
     mutants = _load_mutants()
     bug_dir = Path(tempfile.mkdtemp(prefix="eaglefuzz-shrink150-"))
@@ -200,7 +200,7 @@ def shrink150_table() -> str:
         if culprit is not None:
             rejected[culprit] = 1
         T = sum(lengths)
-        return ce._build(lengths, rejected, shift=shift, P=3, token_ids=rng.integers(0, 1 << 31, size=T),
+        return ce.build(lengths, rejected, shift=shift, P=3, token_ids=rng.integers(0, 1 << 31, size=T),
                          positions=np.concatenate([np.arange(n) + int(rng.integers(0, 1 << 20)) for n in lengths]),
                          next_ids=rng.integers(0, 1 << 31, size=R), padding_id=0, parallel_id=7,
                          launch={"block_size_tokens": None, "num_blocks": None})
@@ -208,7 +208,7 @@ def shrink150_table() -> str:
     def pi_batch() -> object:
         d = rng.integers(0, 9, size=R).tolist()
         valid = [int(rng.integers(0, 2)) if x == 0 else int(rng.integers(1, x + 2)) for x in d]
-        return pi._build(d, valid, rng.integers(0, 32, size=R).tolist(), None)
+        return pi.build(d, valid, rng.integers(0, 32, size=R).tolist(), None)
 
     def nt_batch() -> object:
         S = 6
@@ -216,7 +216,7 @@ def shrink150_table() -> str:
         for r in range(R):
             k = int(rng.integers(0, S + 1))
             rows[r, :k] = rng.integers(0, 32000, size=k)
-        return nt._build(rows.astype(np.int32), np.zeros(R, bool), rng.integers(0, 32000, size=R), 32000, S, None, None)
+        return nt.build(rows.astype(np.int32), np.zeros(R, bool), rng.integers(0, 32000, size=R), 32000, S, None, None)
 
     cases = [
         ("ce_rejected_positions_not_zeroed", "one request of 150 has a rejected token", ce_batch(77, False)),
@@ -228,7 +228,7 @@ def shrink150_table() -> str:
     lines = [f"Shrinking findings on 150-request batches (`shrink_finding`, one process, {backend.name}); {_load()}.", "",
              "| seeded bug | batch | requests before | requests after | checks | seconds |", "|---|---|---:|---:|---:|---:|"]
     print("\n".join(lines), flush=True)
-    import eaglefuzz.harness.shrinking as shrinking
+    import eaglefuzz.harness.checking.shrinking as shrinking
 
     for name, what, case in cases:
         impls = implementations_for(FileSource(mutants.write(mutants.BY_NAME[name], bug_dir)))

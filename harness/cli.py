@@ -1,6 +1,6 @@
 """The ``eaglefuzz`` command line: ``fuzz``, ``replay``, ``audit`` and ``list``.
 
-Exit codes (:mod:`.exitcodes`): 0 when no output differs; 1 on a finding in the production
+Exit codes (:mod:`.core.exitcodes`): 0 when no output differs; 1 on a finding in the production
 tier (an output differs, a case crashed, or a case hung past its time limit: a report is
 printed and the case is written to the corpus); 2 on a usage or input error, a corpus case over
 the cost limits included (one line on stderr, no traceback), and, with no finding in the
@@ -13,17 +13,50 @@ was found is kept; an interruption is never a finding).
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
+import inspect
+import json
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .errors import UserError
-from .exitcodes import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, interrupted
-from .supervisor import JOURNAL_ENV, REPORT_ENV, WORKER_ENV
+from .core.errors import UserError
+from .core.exitcodes import (
+    EXIT_EDGE,
+    EXIT_FINDINGS,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    interrupted,
+)
+from .core.interrupts import received
+from .core.limits import configure
+from .core.paths import default_corpora, unwritable, user_cache
+from .run import warm_servers as warm
+from .run.lifeline import arm
+from .run.supervisor import (
+    JOURNAL_ENV,
+    REPORT_ENV,
+    WORKER_ENV,
+    case_tier,
+    fault_candidates,
+    supervise,
+)
+from .sources import (
+    OPTIONS,
+    PARAM_HELP,
+    did_you_mean,
+    findings_dir,
+    implementations_for,
+    source_from_options,
+)
+from .sources.vllm import module_definitions
 
 
 def _shard(value: str | None) -> tuple[int, int]:
@@ -40,7 +73,6 @@ def _shard(value: str | None) -> tuple[int, int]:
 
 def _targets(names: Sequence[str]) -> list[str] | None:
     """The explicitly named targets (``None``: every target the source defines)."""
-    from .sources import did_you_mean
     from .targets import TARGETS
 
     for n in names:
@@ -52,7 +84,6 @@ def _targets(names: Sequence[str]) -> list[str] | None:
 
 def source_options(f: Any) -> Any:
     """The options that choose where the code under test comes from (see :mod:`.sources`)."""
-    from .sources import OPTIONS, PARAM_HELP
 
     f = click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help=PARAM_HELP)(f)
     for o in reversed(OPTIONS):
@@ -64,7 +95,6 @@ def source_options(f: Any) -> Any:
 
 
 def _source(values: dict[str, Any]) -> Any:
-    from .sources import source_from_options
 
     return source_from_options(values)
 
@@ -130,7 +160,6 @@ def _needs_isolation(isolate: bool, case_timeout: float | None, limits_spec: str
 
 
 def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
-    from .limits import configure
 
     configure(limits_spec, case_timeout=case_timeout)
 
@@ -172,8 +201,6 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
          progress: bool | None, isolate: bool, case_timeout: float | None, limits_spec: str | None,
          **source_values: Any) -> None:
     """Fuzz implementations against the oracles; findings are shrunk, reported and saved."""
-    from .paths import unwritable
-    from .sources import findings_dir
 
     if examples is not None and time_budget is not None:
         raise UserError(f"--examples {examples} and --time-budget {time_budget:g}: give one (examples per "
@@ -192,7 +219,7 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
         what = f"--corpus {corpus_dir}" if corpus_dir is not None else f"the findings folder {corpus}"
         raise UserError(f"{what}: findings cannot be written there ({why}); give --corpus DIR, a folder you can write")
     if (devices, ray_address, shards) != (None, None, None) and not os.environ.get(WORKER_ENV):
-        from .multi import fuzz_in_shards
+        from .run.multi import fuzz_in_shards
 
         _targets(kernel_names)  # a wrong name: one line here, not one per shard
         sys.exit(fuzz_in_shards(list(ctx.obj["argv"]), devices=devices, ray_address=ray_address,
@@ -204,10 +231,9 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
         # registry is loaded already (eaglefuzz called in-process), the names are checked here.
         if "eaglefuzz.harness.targets" in sys.modules:
             _targets(kernel_names)
-        from .supervisor import supervise
 
         sys.exit(supervise(list(ctx.obj["argv"]), source=source, corpus_dir=corpus, as_json=as_json, backend=backend))
-    from .campaign import Campaign
+    from .run.campaign import Campaign
 
     names = _targets(kernel_names)
     campaign = Campaign(
@@ -239,11 +265,8 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
 def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bool, isolate: bool,
            sanitize: bool, case_timeout: float | None, limits_spec: str | None, **source_values: Any) -> None:
     """Replay corpus files or folders (default: the whole corpus) against the implementations."""
-    from .corpus import discover, load_entry
-    from .paths import default_corpora
-    from .replay import replay_cases
-    from .sources import findings_dir
-    from .supervisor import supervise
+    from .checking.corpus import discover, load_entry
+    from .run.replaying import replay_cases
 
     if sanitize and not isolate:
         raise UserError("--sanitize and --no-isolate: --sanitize runs every case in a process of its own")
@@ -255,7 +278,7 @@ def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bo
     cases = [(f, e.case, e.tier) for f, e in cases]
     source = _source(source_values)
     if sanitize:
-        from .sanitize import sanitize_replay
+        from .run.sanitize import sanitize_replay
 
         limit_args = [*(["--limits", limits_spec] if limits_spec else []),
                       *(["--case-timeout", str(case_timeout)] if case_timeout else [])]
@@ -279,20 +302,18 @@ def replay(ctx: click.Context, paths: tuple[str, ...], backend: str, as_json: bo
 def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool, backend: str, as_json: bool,
           **source_values: Any) -> None:
     """Search both domain tiers for inputs that break what a caller relies on; report each hazard."""
-    from .audit import audit as run_audit
-    from .backend import select_backend
-    from .exitcodes import EXIT_EDGE, EXIT_FINDINGS
-    from .sources import implementations_for
+    from .checking.audit import audit as run_audit
 
     names = _targets(kernel_names)
     source = _source(source_values)
+    from .sources.triton_backend import select_backend  # NumPy, Triton's patches: not at start-up
+
     b = select_backend(backend)
     impls = implementations_for(source, names)
     results = run_audit(list(impls.funcs), impls, b.device, examples=examples, seed=seed)
     hazards = [h for r in results for h in r.hazards]
     unaudited = [n for n in impls.funcs if n not in {r.target for r in results}]
     if as_json:
-        import json
 
         click.echo(json.dumps({
             "source": source.describe(), "backend": b.name, "seed": seed, "examples": examples,
@@ -335,14 +356,13 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
 def shrink_fault_worker(case_file: str, skip: int, backend: str, **source_values: Any) -> None:
     """Worker of the fault shrinker: run the case's smaller variants (from the ``skip``-th)
     until one kills us or runs past its time limit (the supervisor watches the journal)."""
-    from .backend import select_backend
-    from .check import check_case, warm_oracles
-    from .corpus import decode
-    from .journal import Journal
-    from .sources import implementations_for
-    from .supervisor import case_tier, fault_candidates
+    from .checking.check import check_case, warm_oracles
+    from .checking.corpus import decode
+    from .run.journal import Journal
 
     case = decode(Path(case_file).read_text(), case_file, contract=False).case
+    from .sources.triton_backend import select_backend  # NumPy, Triton's patches: not at start-up
+
     b = select_backend(backend)
     impls = implementations_for(_source(source_values), [case.kernel])
     journal = Journal(Path(os.environ[JOURNAL_ENV])) if os.environ.get(JOURNAL_ENV) else None
@@ -356,7 +376,6 @@ def shrink_fault_worker(case_file: str, skip: int, backend: str, **source_values
 @cli.command(name="stop-servers")
 def stop_servers() -> None:
     """Stop the warm servers left by this user's commands (see `eaglefuzz --help`)."""
-    from . import warm
 
     try:
         r = warm.stop_servers()
@@ -378,7 +397,6 @@ def stop_servers() -> None:
 @source_options
 def list_targets(**source_values: Any) -> None:
     """List the targets, the features each one tracks, and what the source defines."""
-    from .sources import implementations_for
     from .targets import TARGETS
 
     source = _source(source_values)
@@ -397,11 +415,9 @@ def list_targets(**source_values: Any) -> None:
             click.echo("  edges of the extended tier (--domain extended):")
             for f, doc in t.extended_features.items():
                 click.echo(f"    {f:24s} {doc}")
-    module_file = getattr(source, "module_file", None)
-    if module_file is not None:
-        from .sources.vllm import module_definitions
+    module_files = getattr(source, "module_files", None)
+    for path in module_files() if module_files is not None else ():
 
-        path = module_file()
         click.echo(f"\nwhat {path} defines (every top-level function):")
         for d in module_definitions(path):
             mark = "target" if d.name in TARGETS else "private helper" if d.private else "NO TARGET"
@@ -411,10 +427,7 @@ def list_targets(**source_values: Any) -> None:
 def _stand_ins_line(name: str, impl: Any) -> str | None:
     """``stand-ins model: <Class> fields ...`` for the vLLM classes a Python function takes or
     returns (from its annotations, else the bundled copy's): what kernels/vllm_types.py models."""
-    import dataclasses
-    import inspect
-
-    from ..kernels import spec_decode_utils, vllm_types
+    from ..kernels import spec_decode_utils, vllm_types  # Triton, stand-ins: for `list` only
 
     fn = impl if impl is not None else getattr(spec_decode_utils, name, None)
     try:
@@ -456,7 +469,6 @@ def use_numba_cache() -> None:
     also where the installed package's own folder is read-only."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
-    from .paths import user_cache
 
     path = user_cache() / "numba"
     try:
@@ -473,7 +485,6 @@ def fast_exit(code: object) -> None:
     Triton and Numba's objects take are skipped (``$EAGLEFUZZ_SLOW_EXIT`` keeps them)."""
     if os.environ.get("EAGLEFUZZ_SLOW_EXIT"):
         sys.exit(code)
-    import atexit
 
     if code is None:
         status = EXIT_OK
@@ -495,7 +506,6 @@ def fast_exit(code: object) -> None:
 
 def _main(args: list[str]) -> None:
     if os.environ.get(WORKER_ENV) or os.environ.get("EAGLEFUZZ_LIFELINE_FD"):  # a worker, or a shard (.multi)
-        from .lifeline import arm
 
         arm()  # a worker dies with its parent: no orphan after kill -9 of eaglefuzz
     try:
@@ -511,12 +521,10 @@ def _main(args: list[str]) -> None:
         click.echo(f"eaglefuzz: error: {' '.join(exc.format_message().split())}", err=True)
         sys.exit(EXIT_USAGE)
     except (click.exceptions.Abort, KeyboardInterrupt):
-        from .interrupts import received
 
         click.echo("eaglefuzz: interrupted", err=True)
         sys.exit(interrupted(received()))
     except Exception:  # a bug of eaglefuzz itself: the traceback is the useful report
-        import traceback
 
         traceback.print_exc()
         click.echo("eaglefuzz: internal error (a bug of eaglefuzz, not of the kernel): traceback above", err=True)

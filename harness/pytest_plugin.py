@@ -20,9 +20,11 @@ from typing import Any
 
 import pytest
 
-from .backend import BACKENDS, Backend, select_backend
-from .errors import UserError
-from .journal import Journal, orphans
+from .core.errors import UserError
+from .generation.strategies import CUDA_SCALE, INTERPRETER_SCALE, Scale
+from .run.cuda_devices import XDIST_DEVICES_ENV, cuda_devices, pin_xdist_worker
+from .run.journal import Journal, orphans
+from .run.lifeline import alive
 from .sources import (
     OPTIONS,
     PARAM_HELP,
@@ -32,7 +34,7 @@ from .sources import (
     implementations_for,
     source_from_options,
 )
-from .strategies import CUDA_SCALE, INTERPRETER_SCALE, Scale
+from .sources.triton_backend import BACKENDS, Backend, select_backend
 
 _BACKEND = pytest.StashKey[Backend]()
 _IMPLS = pytest.StashKey[Implementations]()
@@ -103,7 +105,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from hypothesis import settings
 
-    from .profiles import DEFAULT_PROFILE, register_profiles
+    from .core.profiles import DEFAULT_PROFILE, register_profiles
 
     register_profiles()
     if not config.getoption("hypothesis_profile", None):  # pytest's --hypothesis-profile wins
@@ -129,10 +131,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _share_out_devices(config: pytest.Config) -> None:
     """Several GPUs and xdist workers: each worker gets its own GPU, ``gwN`` the ``N % k``-th
-    of the ``k`` visible ones (:mod:`.devices`). The controller lists the devices for its
+    of the ``k`` visible ones (:mod:`.run.cuda_devices`). The controller lists the devices for its
     workers (in the environment they inherit); a worker pins itself before torch initialises
-    CUDA (:func:`~.devices.pin_xdist_worker`), so before the backend is chosen."""
-    from .devices import XDIST_DEVICES_ENV, cuda_devices, pin_xdist_worker
+    CUDA (:func:`~.run.cuda_devices.pin_xdist_worker`), so before the backend is chosen."""
 
     if hasattr(config, "workerinput"):
         config.stash[_PINNED] = pin_xdist_worker()
@@ -174,9 +175,9 @@ class CorpusCase(pytest.Item):
     """The case of one corpus file, checked against the implementations under test."""
 
     def runtest(self) -> None:
-        from .check import DifferenceFound, check_case
-        from .corpus import load_entry
-        from .limits import LimitExceeded, check_cost
+        from .checking.check import DifferenceFound, check_case
+        from .checking.corpus import load_entry
+        from .checking.costs import LimitExceeded, check_cost
 
         try:
             entry = load_entry(self._given_path())
@@ -211,7 +212,7 @@ class CorpusCase(pytest.Item):
             return self.path
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        from .check import DifferenceFound
+        from .checking.check import DifferenceFound
 
         if isinstance(excinfo.value, DifferenceFound):
             return excinfo.value.finding.report(saved=self.path)
@@ -251,7 +252,6 @@ def _journal_dir() -> Path:
 
 def _dead_journal_dirs() -> list[Path]:
     """This session's folder and those of earlier sessions whose controller is gone."""
-    from .lifeline import alive
 
     own = _journal_dir()
     root = own.parent
@@ -270,7 +270,7 @@ def _corpus_dir(config: pytest.Config, finding: Any) -> Path:
 
 
 def _findings(exc: BaseException | None) -> list:
-    from .check import DifferenceFound
+    from .checking.check import DifferenceFound
 
     if isinstance(exc, DifferenceFound):
         return [exc.finding]
@@ -284,7 +284,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """Save every finding of a test (a corpus file's item aside) with its replay commands."""
     report = yield
     if call.excinfo is not None and call.when == "call" and not isinstance(item, CorpusCase):
-        from .corpus import save_finding
+        from .checking.corpus import save_finding
 
         sink = getattr(item, "funcargs", {}).get("finding_sink")
         for finding in _findings(call.excinfo.value):
@@ -313,7 +313,7 @@ class FindingSink:
 
     def keep(self, finding) -> None:  # noqa: ANN001 - a check.Finding
         """Save ``finding`` unless this test already kept one."""
-        from .corpus import case_path, save_finding
+        from .checking.corpus import case_path, save_finding
 
         if self.pending:
             return
@@ -344,8 +344,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """On the controller: a journal left by a dead process names the case that killed it."""
     if hasattr(session.config, "workerinput") or not session.config.stash.get(_ACTIVE, False):
         return
-    from .check import Finding
-    from .corpus import save_finding
+    from .checking.check import Finding
+    from .checking.corpus import save_finding
     from .targets import Outcome
 
     lines = []
@@ -422,7 +422,7 @@ def impl_of(impls: Implementations):  # noqa: ANN201
 
 @pytest.fixture(scope="session")
 def fuzz_seed(pytestconfig: pytest.Config) -> int:
-    """Base seed of fuzzing tests; combine it with the test's own key via :func:`.strategies.derive_seed`."""
+    """Base seed of fuzzing tests; combine it with the test's own key via :func:`.generation.strategies.derive_seed`."""
     return pytestconfig.getoption("eaglefuzz_seed")
 
 

@@ -4,7 +4,7 @@ Collected by the plugin when pytest is given a source option and no test path (s
 :mod:`.pytest_plugin`): every target the source defines is fuzzed in a few parts (one item
 each, so ``-n auto`` spreads them), and every case of the regression corpus of those targets is
 replayed (with the findings saved beside it: ``paths.default_corpora``). A part runs what
-``eaglefuzz fuzz`` runs (:func:`~.fuzz.fuzz_target`: the same seeds, chunks, tour of production
+``eaglefuzz fuzz`` runs (:func:`~.checking.fuzz.fuzz_target`: the same seeds, chunks, tour of production
 extremes and shrinking budget), taking its share of the chunks. Findings are shrunk, reported
 and saved like those of ``eaglefuzz fuzz``. Imports are absolute: pytest may import this file
 under another module name.
@@ -17,17 +17,17 @@ from pathlib import Path
 import pytest
 from hypothesis import Phase, settings
 
-from eaglefuzz.harness.check import DifferenceFound, check_case
-from eaglefuzz.harness.corpus import load_entry
-from eaglefuzz.harness.fuzz import Stats, fuzz_target
-from eaglefuzz.harness.paths import default_corpora
+from eaglefuzz.harness.checking.check import DifferenceFound, check_case
+from eaglefuzz.harness.checking.corpus import load_entry
+from eaglefuzz.harness.checking.fuzz import Stats, fuzz_target
+from eaglefuzz.harness.core.paths import default_corpora
+from eaglefuzz.harness.pytest_plugin import _IMPLS
 from eaglefuzz.harness.targets import TARGETS
 
 PARTS = 2
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    from eaglefuzz.harness.pytest_plugin import _IMPLS
 
     impls = metafunc.config.stash[_IMPLS]
     names = [n for n in TARGETS if n in impls]

@@ -1,5 +1,5 @@
 """Torch oracles for the EAGLE helper kernels, written from docs/CONTRACT.md §1, to run on the
-GPU beside the kernel (the device campaign, :mod:`eaglefuzz.harness.device`). The prepare
+GPU beside the kernel (the device campaign, :mod:`eaglefuzz.harness.checking.device_mode`). The prepare
 kernels' cases are small and checked on the host with the NumPy oracle instead.
 
 They compute the same thing as :mod:`.vectorized` and :mod:`.loops`, in *scatter form*: for

@@ -6,9 +6,9 @@ environment holding the wheel, never the checkout.
 ``-I``: neither this script's folder nor ``PYTHONPATH`` is on ``sys.path``, and the commands run
 without ``PYTHONPATH``, in a fresh folder outside the checkout (pytest would take a checkout
 around its working directory, or around a ``--kernels`` file, for its configuration). It checks
-that eaglefuzz and every one of its modules (``harness/device/`` included: ``--mode device``)
+that eaglefuzz and every one of its modules (``harness/checking/device_mode/`` included: ``--mode device``)
 import from the environment's site-packages; that the regression corpus is the wheel's copy and
-findings would land in the working directory (``harness/paths.py``); then runs, as a user would,
+findings would land in the working directory (``harness/core/paths.py``); then runs, as a user would,
 ``eaglefuzz list``, a short ``eaglefuzz fuzz``, ``eaglefuzz replay`` of one corpus file and of
 the default corpus, and ``pytest --kernels FILE`` with a seeded bug (caught by the ready suite
 and by the corpus it replays); nothing may be written into the installed package. Exit 0 when
@@ -82,7 +82,7 @@ def package_files(root: Path) -> dict[str, int]:
             if f.is_file() and "__pycache__" not in f.parts}
 
 
-@step("eaglefuzz and every module of it import from site-packages, harness/device/ included")
+@step("eaglefuzz and every module of it import from site-packages, harness/checking/device_mode/ included")
 def installed_modules() -> None:
     import eaglefuzz
 
@@ -97,7 +97,7 @@ def installed_modules() -> None:
     for f in sorted(root.rglob("*.py")):
         parts = ("eaglefuzz", *f.relative_to(root).with_suffix("").parts)
         names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    check("eaglefuzz.harness.device.engine" in names, "the installed package has no harness/device/")
+    check("eaglefuzz.harness.checking.device_mode.engine" in names, "the installed package has no harness/checking/device_mode/")
     for name in names:
         module = importlib.import_module(name)
         check(Path(module.__file__).resolve().is_relative_to(root), f"{name} imported from {module.__file__}")
@@ -105,11 +105,11 @@ def installed_modules() -> None:
 
 @step("the regression corpus is the wheel's copy of the checkout's; findings go to ./corpus, replayed too")
 def installed_corpus(work: Path) -> None:
-    from eaglefuzz.harness import paths
+    from eaglefuzz.harness.core import paths
     from eaglefuzz.harness.sources import findings_dir
     from eaglefuzz.harness.sources.bundled import BundledSource
 
-    check(not paths.CHECKOUT, "harness/paths.py takes the installed package for a checkout")
+    check(not paths.CHECKOUT, "harness/core/paths.py takes the installed package for a checkout")
     check(paths.CORPUS_DIR == SITE / "eaglefuzz" / "corpus", f"CORPUS_DIR is {paths.CORPUS_DIR}")
     installed = sorted(str(f.relative_to(paths.CORPUS_DIR)) for f in paths.CORPUS_DIR.rglob("*.json"))
     checkout = sorted(str(f.relative_to(CHECKOUT / "corpus")) for f in (CHECKOUT / "corpus").rglob("*.json"))
@@ -138,7 +138,7 @@ def fuzz() -> None:
 
 @step("eaglefuzz replay of one corpus file, and of the default corpus (no path)")
 def replay() -> None:
-    from eaglefuzz.harness.paths import CORPUS_DIR
+    from eaglefuzz.harness.core.paths import CORPUS_DIR
 
     files = sorted((CORPUS_DIR / PI).glob("*.json"))
     doc = json.loads(command(["eaglefuzz", "replay", str(files[0]), "--json"]))
@@ -155,7 +155,7 @@ def replay() -> None:
 
 @step(f"pytest --kernels {BUG}.py catches the bug (the ready suite and the wheel's corpus)")
 def pytest_kernels(work: Path) -> None:
-    from eaglefuzz.harness.paths import CORPUS_DIR
+    from eaglefuzz.harness.core.paths import CORPUS_DIR
 
     spec = importlib.util.spec_from_file_location("eaglefuzz_seeded_mutants", CHECKOUT / "tests" / "seeded_bugs" / "mutants.py")
     mutants = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
@@ -176,7 +176,7 @@ def pytest_kernels(work: Path) -> None:
 
 
 def stop_warm_servers(folder: Path) -> None:
-    from eaglefuzz.harness import warm
+    from eaglefuzz.harness.run import warm_servers as warm
 
     for lock in folder.glob("*.lock"):
         pid = warm.server_pid(lock.with_suffix(".sock"))

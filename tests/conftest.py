@@ -13,7 +13,7 @@ import pytest
 
 pytest_plugins = ["eaglefuzz.harness.pytest_plugin"]
 
-# The eaglefuzz commands the tests run share warm servers (harness/warm.py), as a user's
+# The eaglefuzz commands the tests run share warm servers (harness/run/warm_servers.py), as a user's
 # commands do, in a folder of this test run's own: made by the first process (xdist's workers
 # and nested pytest runs inherit it) and emptied, its servers stopped, when that process ends.
 # Should the run be killed before that (a CI cancel), its servers leave after 2 idle minutes
@@ -72,13 +72,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def warm_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """An environment for eaglefuzz commands with warm servers on (harness/warm.py) and a
+    """An environment for eaglefuzz commands with warm servers on (harness/run/warm_servers.py) and a
     folder of servers of their own (this process's too); every server started there is
     stopped at the end."""
     import shutil
     import tempfile
 
-    from eaglefuzz.harness.paths import user_cache
+    from eaglefuzz.harness.core.paths import user_cache
 
     root = Path(tempfile.mkdtemp(prefix="efw", dir="/tmp")) / "w"  # short: a socket's path has 104 bytes
     monkeypatch.setenv("EAGLEFUZZ_WARM_DIR", str(root))
@@ -92,7 +92,7 @@ def warm_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
 
 def _stop_servers(folder: Path) -> None:
     """Stop every warm server of ``folder`` (killed if it has not left within seconds)."""
-    from eaglefuzz.harness import warm
+    from eaglefuzz.harness.run import warm_servers as warm
 
     if folder.is_dir():
         warm.stop_servers(folder, wait=10.0, kill=True)

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from eaglefuzz.harness.adapters import grid_kernel
-from eaglefuzz.harness.check import check_case
-from eaglefuzz.harness.corpus import CORPUS_DIR, load_entry
-from eaglefuzz.harness.fuzz import bulk_fuzz_target, fuzz_target
+from eaglefuzz.harness.checking.check import check_case
+from eaglefuzz.harness.checking.corpus import CORPUS_DIR, load_entry
+from eaglefuzz.harness.checking.fuzz import bulk_fuzz_target, fuzz_target
+from eaglefuzz.harness.generation.strategies import Scale, derive_seed
 from eaglefuzz.harness.sources import implementations_for
 from eaglefuzz.harness.sources.file import FileSource
-from eaglefuzz.harness.strategies import Scale, derive_seed
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT = ROOT / "examples" / "ports" / "next_token_torch.py"

@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 
 from eaglefuzz.harness import cli
-from eaglefuzz.harness.audit import audit_target, observe, size_key
-from eaglefuzz.harness.audit_properties import PROPERTIES
-from eaglefuzz.harness.case import Case
-from eaglefuzz.harness.exitcodes import EXIT_EDGE, EXIT_OK
+from eaglefuzz.harness.checking.audit import PROPERTIES, audit_target, observe, size_key
+from eaglefuzz.harness.core.case import Case
+from eaglefuzz.harness.core.exitcodes import EXIT_EDGE, EXIT_OK
 from eaglefuzz.harness.sources import implementations_for
 from eaglefuzz.harness.sources.bundled import BundledSource
 from eaglefuzz.harness.targets import TARGETS

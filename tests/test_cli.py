@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from eaglefuzz.harness import cli
-from eaglefuzz.harness.corpus import CORPUS_DIR, load_entry
+from eaglefuzz.harness.checking.corpus import CORPUS_DIR, load_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 BUG = "pi_cu_read_as_exclusive"  # a seeded bug (tests/seeded_bugs/mutants.py)
@@ -139,10 +139,10 @@ def test_campaign_finding_lands_in_corpus_and_replays(tmp_path, mode, seeded_bug
 
 
 def test_shards_split_the_bulk_examples(monkeypatch):
-    from eaglefuzz.harness import fuzz
-    from eaglefuzz.harness.corpus import case_hash
+    from eaglefuzz.harness.checking import fuzz
+    from eaglefuzz.harness.checking.corpus import case_hash
+    from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
     from eaglefuzz.harness.sources import Implementations
-    from eaglefuzz.harness.strategies import INTERPRETER_SCALE
 
     seen: list[str] = []
     monkeypatch.setattr(fuzz, "check_case", lambda case, *a, **k: seen.append(case_hash(case)))
@@ -247,7 +247,7 @@ def test_the_supervising_process_imports_no_torch(command, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     # -X importtime is the supervisor's alone (its worker starts without it)
     imported = {ln.rsplit("|", 1)[-1].strip() for ln in proc.stderr.splitlines() if ln.startswith("import time:")}
-    assert "eaglefuzz.harness.supervisor" in imported
+    assert "eaglefuzz.harness.run.supervisor" in imported
     banned = {"torch", "triton", "numba"} | ({"hypothesis"} if command == "fuzz" else set())
     heavy = sorted(m for m in imported if m.split(".")[0] in banned)
     assert not heavy, heavy[:10]

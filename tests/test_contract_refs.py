@@ -12,8 +12,9 @@ import, so it runs in milliseconds):
   GitHub anchor of one of its headings;
 * the old forms are gone: "section N" / "sections N-M" after the page's name, and ranges whose
   second end lacks its sign;
-* the page's sections are numbered 1, 2, 3, ... in order, and each target module of
-  ``harness/targets/`` cites, in its docstring, the section whose heading names its target.
+* the page's sections are numbered 1, 2, 3, ... in order, and each target record of
+  ``harness/targets/`` (``<name>/record.py``) cites, in its docstring, the section whose
+  heading names its target (the folder's name), and gives that number as its ``section``.
 
 This file itself is not scanned: it has to spell out the forms it forbids.
 """
@@ -41,7 +42,7 @@ CITE = re.compile(r"§\s*(\d+(?:\.\d+)?)")
 OPEN_RANGE = re.compile(r"§\s*\d+(?:\.\d+)?\s*[-–]\s*\d")
 OLD_FORM = re.compile(r"CONTRACT\.md`*\)?,?\s+\(?sections?\s+\d", re.I)
 PATH = re.compile(r"[\w./-]*CONTRACT\.md(?:#([\w-]*))?")
-TARGET_NAME = re.compile(r"^    name = \"(\w+)\"", re.M)
+SECTION_NUMBER = re.compile(r"^    section = (\d+)$", re.M)
 
 
 def github_anchor(heading: str) -> str:
@@ -120,16 +121,15 @@ def problems(root: Path) -> list[str]:
 
 
 def _target_citations(root: Path, page: Path) -> list[str]:
-    """Each target module's docstring cites the section whose heading names its target."""
+    """Each target record's docstring cites the section whose heading names its target (the
+    folder's name), and its ``section`` is that number."""
     titles = dict(
         re.findall(r"^## (\d+)\. (.+)$", FENCE.sub("", page.read_text(encoding="utf-8")), re.M)
     )
     found = []
-    for path in sorted((root / "harness" / "targets").glob("*.py")):
+    for path in sorted((root / "harness" / "targets").glob("*/record.py")):
         text = path.read_text(encoding="utf-8")
-        names = TARGET_NAME.findall(text)
-        if not names:
-            continue
+        names = [path.parent.name]
         try:
             doc = ast.get_docstring(ast.parse(text)) or ""
         except SyntaxError as exc:
@@ -140,6 +140,9 @@ def _target_citations(root: Path, page: Path) -> list[str]:
         for name in names:
             if not any(f"`{name}`" in titles.get(n, "") for n in cited):
                 found.append(f"{rel}: its docstring must cite the {PAGE} section titled `{name}`")
+            number = [n for n, title in titles.items() if f"`{name}`" in title]
+            if SECTION_NUMBER.findall(text) != number[:1]:
+                found.append(f"{rel}: its section must be {number[0] if number else 'a heading of ' + str(PAGE)}")
     return found
 
 
@@ -157,9 +160,9 @@ def test_the_page_has_a_section_per_target():
 def _mini_repo(root: Path, citing: str) -> None:
     (root / "docs").mkdir()
     (root / PAGE).write_text("# C\n\n## 1. `f`\n\n### 1.1 Semantics\n\n## 2. `g`\n")
-    (root / "harness" / "targets").mkdir(parents=True)
-    (root / "harness" / "targets" / "f.py").write_text(
-        '"""``f``: docs/CONTRACT.md §1."""\n\n\nclass F:\n    name = "f"\n'
+    (root / "harness" / "targets" / "f").mkdir(parents=True)
+    (root / "harness" / "targets" / "f" / "record.py").write_text(
+        '"""``f``: docs/CONTRACT.md §1."""\n\n\nclass F:\n    name = "f"\n    section = 1\n'
     )
     (root / "README.md").write_text(citing)
 
@@ -180,8 +183,9 @@ def test_each_kind_of_broken_citation_is_seen(tmp_path):
         "docs/CONTRACT.md section 1\n"
         "§1-2\n",
     )
-    (tmp_path / "harness" / "targets" / "g.py").write_text(
-        '"""``g``: docs/CONTRACT.md §1."""\n\n\nclass G:\n    name = "g"\n'
+    (tmp_path / "harness" / "targets" / "g").mkdir()
+    (tmp_path / "harness" / "targets" / "g" / "record.py").write_text(
+        '"""``g``: docs/CONTRACT.md §1."""\n\n\nclass G:\n    name = "g"\n    section = 1\n'
     )
     found = "\n".join(problems(tmp_path))
     assert "README.md:1: §99 is not a heading" in found
@@ -191,8 +195,9 @@ def test_each_kind_of_broken_citation_is_seen(tmp_path):
     assert "README.md:5: no heading of docs/CONTRACT.md has anchor #nowhere" in found
     assert "README.md:6: cite as" in found
     assert "README.md:7: write a range as" in found
-    assert "g.py: its docstring must cite the docs/CONTRACT.md section titled `g`" in found
-    assert "f.py" not in found
+    assert "g/record.py: its docstring must cite the docs/CONTRACT.md section titled `g`" in found
+    assert "g/record.py: its section must be 2" in found
+    assert "f/record.py" not in found
 
 
 def test_a_missing_page_or_a_gap_in_the_numbering_is_seen(tmp_path):

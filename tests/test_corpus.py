@@ -21,9 +21,8 @@ from hypothesis import given, seed
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from eaglefuzz.harness.case import Case
-from eaglefuzz.harness.check import check_case
-from eaglefuzz.harness.corpus import (
+from eaglefuzz.harness.checking.check import check_case
+from eaglefuzz.harness.checking.corpus import (
     CORPUS_DIR,
     DTYPES,
     case_hash,
@@ -34,10 +33,11 @@ from eaglefuzz.harness.corpus import (
     load_entry,
     save_case,
 )
-from eaglefuzz.harness.errors import UserError
-from eaglefuzz.harness.strategies import Scale, derive_seed
+from eaglefuzz.harness.core.case import Case
+from eaglefuzz.harness.core.errors import UserError
+from eaglefuzz.harness.generation.strategies import Scale, derive_seed
+from eaglefuzz.harness.targetkit.base import TritonTarget
 from eaglefuzz.harness.targets import TARGETS, ContractViolation, Target
-from eaglefuzz.harness.targets.base import TritonTarget
 
 SMALL = Scale(max_requests=4, request_tail=8, max_query_len=16, max_programs=64)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eaglefuzz.harness.corpus import load_entry
+from eaglefuzz.harness.checking.corpus import load_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 CRASH = "crash_wild_write_prepare_inputs"  # tests/seeded_bugs/mutants.py, CRASH_MUTANTS

@@ -17,8 +17,8 @@ if sys.argv[1] == "with-module":
     sys.path.insert(0, sys.argv[2])
     import odd_constants  # a local module full of integers a strategy could pick up
 from hypothesis import Phase, given, settings, seed
-from eaglefuzz.harness.corpus import case_hash
-from eaglefuzz.harness.strategies import INTERPRETER_SCALE
+from eaglefuzz.harness.checking.corpus import case_hash
+from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
 from eaglefuzz.harness.targets import TARGETS
 
 hashes = []

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from eaglefuzz.harness.device import device_targets
-from eaglefuzz.harness.device.engine import device_fuzz_target
+from eaglefuzz.harness.checking.device_mode import device_targets
+from eaglefuzz.harness.checking.device_mode.engine import device_fuzz_target
 from eaglefuzz.harness.sources import implementations_for, parse_source
 from eaglefuzz.harness.sources.file import FileSource
 
@@ -78,8 +78,8 @@ def test_a_wrong_device_oracle_is_an_oracle_disagreement_not_a_finding(monkeypat
 
 
 def test_device_mode_without_a_gpu_is_a_one_line_error(backend, tmp_path):
-    from eaglefuzz.harness.campaign import Campaign
-    from eaglefuzz.harness.errors import UserError
+    from eaglefuzz.harness.core.errors import UserError
+    from eaglefuzz.harness.run.campaign import Campaign
 
     if backend.compiled:
         pytest.skip("a GPU is present: --mode device is valid here")
@@ -94,7 +94,7 @@ def test_producer_processes_make_the_same_cases_in_the_same_order():
     process, example for example: the seed alone decides a case (determinism)."""
     import numpy as np
 
-    from eaglefuzz.harness.device.producers import CHUNK, HostCases
+    from eaglefuzz.harness.checking.device_mode.producers import CHUNK, HostCases
 
     name = "eagle_prepare_next_token_padded_kernel"
     runs = []

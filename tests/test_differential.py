@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, seed, settings
 
-from eaglefuzz.harness.check import DifferenceFound, check_case
-from eaglefuzz.harness.fuzz import shrink_finding
-from eaglefuzz.harness.strategies import derive_seed
+from eaglefuzz.harness.checking.check import DifferenceFound, check_case
+from eaglefuzz.harness.checking.fuzz import shrink_finding
+from eaglefuzz.harness.generation.strategies import derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
 PARTS = 2

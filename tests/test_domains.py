@@ -16,25 +16,25 @@ from hypothesis import Phase, given, settings
 from hypothesis import seed as hseed
 
 from eaglefuzz.harness import cli
-from eaglefuzz.harness.case import Case
-from eaglefuzz.harness.check import check_case
-from eaglefuzz.harness.corpus import CORPUS_DIR, encode, load_entry, save_case
-from eaglefuzz.harness.domains import shrink_candidates_for
-from eaglefuzz.harness.errors import UserError
-from eaglefuzz.harness.exitcodes import (
+from eaglefuzz.harness.checking.check import check_case
+from eaglefuzz.harness.checking.corpus import CORPUS_DIR, encode, load_entry, save_case
+from eaglefuzz.harness.checking.domains import shrink_candidates_for
+from eaglefuzz.harness.checking.fuzz import bulk_fuzz_target
+from eaglefuzz.harness.core.case import Case
+from eaglefuzz.harness.core.errors import UserError
+from eaglefuzz.harness.core.exitcodes import (
     EXIT_EDGE,
     EXIT_FINDINGS,
     EXIT_INTERRUPTED,
     EXIT_OK,
     findings_exit,
 )
-from eaglefuzz.harness.fuzz import bulk_fuzz_target
+from eaglefuzz.harness.generation.strategies import Scale, derive_seed
 from eaglefuzz.harness.sources import implementations_for
 from eaglefuzz.harness.sources.bundled import BundledSource
 from eaglefuzz.harness.sources.file import FileSource
-from eaglefuzz.harness.strategies import Scale, derive_seed
+from eaglefuzz.harness.targetkit.base import TritonTarget
 from eaglefuzz.harness.targets import TARGETS, ContractViolation
-from eaglefuzz.harness.targets.base import TritonTarget
 
 PI = "eagle_prepare_inputs_padded_kernel"
 SMALL = Scale(max_requests=6, request_tail=8, max_query_len=16, max_programs=64)
@@ -240,9 +240,9 @@ def test_a_short_extended_run_checks_the_extended_tier(name, mode, fuzz_seed, mo
     """``--domain extended --examples 10`` gives the extended tier half of its examples from
     the first chunk on (an edge case that no strategy of the production tier draws), and the
     production tier the other half. No kernel runs: every check passes."""
-    from eaglefuzz.harness import fuzz
+    from eaglefuzz.harness.checking import fuzz
+    from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
     from eaglefuzz.harness.sources import Implementations
-    from eaglefuzz.harness.strategies import INTERPRETER_SCALE
 
     monkeypatch.setattr(fuzz, "check_case", lambda *a, **k: None)
     run = fuzz.fuzz_target if mode == "hypothesis" else fuzz.bulk_fuzz_target

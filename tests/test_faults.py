@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from eaglefuzz.harness.corpus import load_case, load_entry
-from eaglefuzz.harness.errors import UserError
+from eaglefuzz.harness.checking.corpus import load_case, load_entry
+from eaglefuzz.harness.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 PI = "eagle_prepare_inputs_padded_kernel"
@@ -158,7 +158,7 @@ def test_a_grid_bomb_is_refused_before_anything_runs(tmp_path):
 
 
 def test_cost_limits_are_checked_on_load_and_can_be_raised(tmp_path, monkeypatch):
-    from eaglefuzz.harness.limits import LimitExceeded, check_cost
+    from eaglefuzz.harness.checking.costs import LimitExceeded, check_cost
 
     monkeypatch.delenv("EAGLEFUZZ_LIMITS", raising=False)
     bomb = _grid_bomb(tmp_path)
@@ -180,7 +180,7 @@ def test_cost_limits_are_checked_on_load_and_can_be_raised(tmp_path, monkeypatch
 
 
 def test_the_time_limit_grows_with_the_case_and_the_option_sets_it(monkeypatch):
-    from eaglefuzz.harness.limits import time_limit
+    from eaglefuzz.harness.checking.costs import time_limit
 
     monkeypatch.delenv("EAGLEFUZZ_LIMITS", raising=False)
     case = load_case(CASE)
@@ -218,7 +218,7 @@ def test_sigterm_during_replay_is_an_interruption_not_a_finding(tmp_path):
 @pytest.mark.skipif(not PROC, reason="finds the worker through /proc")
 def test_kill_9_of_the_parent_takes_its_worker_with_it(tmp_path):
     # A worker of its own (no warm server): the worker is found as the supervisor's child. A
-    # worker forked by a warm server watches the same lifeline pipe (harness/warm.py).
+    # worker forked by a warm server watches the same lifeline pipe (harness/run/warm_servers.py).
     proc = subprocess.Popen(
         _cli("fuzz", "--kernel", EXT, "--examples", 1_000_000, "--corpus", tmp_path / "findings"),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(tmp_path, EAGLEFUZZ_WARM="0"),
@@ -237,7 +237,7 @@ def test_kill_9_of_the_parent_takes_its_worker_with_it(tmp_path):
 
 _PARENT = """
 import subprocess, sys, time
-from eaglefuzz.harness.lifeline import lifeline
+from eaglefuzz.harness.run.lifeline import lifeline
 
 line = lifeline()
 child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], env={**__import__("os").environ, **line.env},
@@ -246,7 +246,7 @@ line.spawned()
 print(child.pid, flush=True)
 time.sleep(600)
 """
-_CHILD = "from eaglefuzz.harness.lifeline import arm; arm(); import time; print('armed', flush=True); time.sleep(600)"
+_CHILD = "from eaglefuzz.harness.run.lifeline import arm; arm(); import time; print('armed', flush=True); time.sleep(600)"
 
 
 @pytest.mark.skipif(not PROC, reason="watches the child through /proc")
@@ -284,8 +284,8 @@ class _SwallowsInterrupts:
 def test_a_signal_is_never_blamed_on_the_kernel_even_when_it_swallows_it(backend):
     import threading
 
-    from eaglefuzz.harness import interrupts
-    from eaglefuzz.harness.check import check_case, warm_oracles
+    from eaglefuzz.harness.checking.check import check_case, warm_oracles
+    from eaglefuzz.harness.core import interrupts
     from eaglefuzz.harness.sources import Implementations, Origin
 
     if threading.current_thread() is not threading.main_thread():
@@ -310,14 +310,14 @@ def test_a_signal_is_never_blamed_on_the_kernel_even_when_it_swallows_it(backend
 
 
 def _lost_device(case, impl, device):  # noqa: ANN001, ANN202 - stands in for Target.check
-    from eaglefuzz.harness.targets.base import Outcome
+    from eaglefuzz.harness.targetkit.base import Outcome
 
     return Outcome().crashed(RuntimeError("CUDA error: device-side assert triggered"), "cuda")
 
 
 def _check_with_journal(directory: str) -> None:
-    from eaglefuzz.harness.check import check_case
-    from eaglefuzz.harness.journal import Journal
+    from eaglefuzz.harness.checking.check import check_case
+    from eaglefuzz.harness.run.journal import Journal
     from eaglefuzz.harness.sources import implementations_for, parse_source
 
     check_case(load_case(CASE), implementations_for(parse_source("bundled"), [PI]), "cpu", Journal(Path(directory)))
@@ -331,11 +331,11 @@ def test_a_lost_device_ends_the_process_with_its_case_journaled(tmp_path, monkey
     unshrunk and the run draws no further case."""
     import multiprocessing
 
-    from eaglefuzz.harness.exitcodes import EXIT_DEVICE_LOST
-    from eaglefuzz.harness.fuzz import fuzz_target
-    from eaglefuzz.harness.journal import orphans
+    from eaglefuzz.harness.checking.fuzz import fuzz_target
+    from eaglefuzz.harness.core.exitcodes import EXIT_DEVICE_LOST
+    from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
+    from eaglefuzz.harness.run.journal import orphans
     from eaglefuzz.harness.sources import implementations_for, parse_source
-    from eaglefuzz.harness.strategies import INTERPRETER_SCALE
     from eaglefuzz.harness.targets import TARGETS
 
     monkeypatch.setattr(TARGETS[PI], "check", _lost_device)

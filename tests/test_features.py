@@ -14,10 +14,15 @@ import inspect
 import numpy as np
 import pytest
 
-from eaglefuzz.harness import fuzz
-from eaglefuzz.harness.corpus import case_hash
+from eaglefuzz.harness.checking import fuzz
+from eaglefuzz.harness.checking.corpus import case_hash
+from eaglefuzz.harness.generation.strategies import (
+    CUDA_SCALE,
+    INTERPRETER_SCALE,
+    affordable,
+    derive_seed,
+)
 from eaglefuzz.harness.sources import Implementations
-from eaglefuzz.harness.strategies import CUDA_SCALE, INTERPRETER_SCALE, affordable, derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
 DEFAULT_EXAMPLES = 100

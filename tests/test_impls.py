@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eaglefuzz.harness.check import check_case
-from eaglefuzz.harness.errors import UserError
+from eaglefuzz.harness.checking.check import check_case
+from eaglefuzz.harness.core.errors import UserError
+from eaglefuzz.harness.generation.strategies import Scale
 from eaglefuzz.harness.sources import implementations_for
 from eaglefuzz.harness.sources.bundled import BundledSource
 from eaglefuzz.harness.sources.file import FileSource
-from eaglefuzz.harness.strategies import Scale
+from eaglefuzz.harness.targetkit.base import TritonTarget
 from eaglefuzz.harness.targets import TARGETS
-from eaglefuzz.harness.targets.base import TritonTarget
 
 KERNELS_FILE = Path(__file__).resolve().parents[1] / "kernels" / "spec_decode_utils.py"
 OUR_IMPORTS = """\

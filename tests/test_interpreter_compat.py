@@ -13,7 +13,7 @@ def test_an_interpreter_that_refuses_bool_arguments_is_made_to_take_them(monkeyp
     import triton.language as tl
     from triton.runtime import interpreter as interp
 
-    from eaglefuzz.harness.interpreter_compat import bool_arguments
+    from eaglefuzz.harness.sources.interpreter_compat import bool_arguments
 
     original = interp._implicit_cvt
 
@@ -36,7 +36,7 @@ def test_an_interpreter_that_takes_bool_arguments_is_left_alone(monkeypatch):
     pytest.importorskip("triton")
     from triton.runtime import interpreter as interp
 
-    from eaglefuzz.harness.interpreter_compat import bool_arguments
+    from eaglefuzz.harness.sources.interpreter_compat import bool_arguments
 
     def takes_them(arg):  # noqa: ANN001, ANN202
         return arg

@@ -16,8 +16,9 @@ from types import SimpleNamespace
 import pytest
 
 from eaglefuzz.harness import cli
-from eaglefuzz.harness.corpus import load_entry
-from eaglefuzz.harness.devices import (
+from eaglefuzz.harness.checking.corpus import load_entry
+from eaglefuzz.harness.core.errors import UserError
+from eaglefuzz.harness.run.cuda_devices import (
     FAKE_ENV,
     XDIST_DEVICES_ENV,
     cuda_devices,
@@ -25,8 +26,7 @@ from eaglefuzz.harness.devices import (
     pin_xdist_worker,
     xdist_device,
 )
-from eaglefuzz.harness.errors import UserError
-from eaglefuzz.harness.multi import ShardRun, child_args, merge, merged_exit_code, sub_shards
+from eaglefuzz.harness.run.shards import ShardRun, child_args, merge, merged_exit_code, sub_shards
 
 ROOT = Path(__file__).resolve().parent.parent
 BUG = "pi_cu_read_as_exclusive"  # a seeded bug (tests/seeded_bugs/mutants.py), found within a few examples

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eaglefuzz.harness.strategies import Scale, derive_seed
+from eaglefuzz.harness.generation.strategies import Scale, derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
 LARGE = Scale(max_requests=4000, request_tail=8000, max_query_len=64, max_programs=1 << 30)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 
-from eaglefuzz.harness import fuzz, suite
-from eaglefuzz.harness.corpus import case_hash
-from eaglefuzz.harness.fuzz import CHUNK, fuzz_target, tour
+from eaglefuzz.harness import suite
+from eaglefuzz.harness.checking import fuzz
+from eaglefuzz.harness.checking.corpus import case_hash
+from eaglefuzz.harness.checking.fuzz import CHUNK, fuzz_target, tour
+from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
 from eaglefuzz.harness.sources import Implementations
-from eaglefuzz.harness.strategies import INTERPRETER_SCALE
 
 ES = "eagle_step_slot_mapping_metadata_kernel"
 """Its tour: a shape in chunk 0 and a batch of 1025-1088 requests at the start of chunk 1."""

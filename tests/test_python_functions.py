@@ -20,13 +20,16 @@ import pytest
 import torch
 from hypothesis import given, seed, settings
 
-from eaglefuzz.harness.case import Case
-from eaglefuzz.harness.check import check_case
-from eaglefuzz.harness.corpus import decode, encode
-from eaglefuzz.harness.strategies import INT32_MAX, Scale, derive_seed
+from eaglefuzz.harness.checking.check import check_case
+from eaglefuzz.harness.checking.corpus import decode, encode
+from eaglefuzz.harness.core.case import Case
+from eaglefuzz.harness.generation.strategies import INT32_MAX, Scale, derive_seed
 from eaglefuzz.harness.targets import TARGETS, ContractViolation
-from eaglefuzz.harness.targets.draft_config import DraftConfig, build_config
-from eaglefuzz.harness.targets.extend_all_queries import ExtendAllQueries
+from eaglefuzz.harness.targets.create_vllm_config_for_draft_model.record import (
+    DraftConfig,
+    build_config,
+)
+from eaglefuzz.harness.targets.extend_all_queries_by_N.record import ExtendAllQueries
 from eaglefuzz.oracles import python_functions as pf
 
 EXTEND = "extend_all_queries_by_N"

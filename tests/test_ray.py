@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from eaglefuzz.harness.corpus import load_entry
+from eaglefuzz.harness.checking.corpus import load_entry
 
 pytest.importorskip("ray", reason="Ray is not installed: `tox -e ray` installs the extra eaglefuzz[ray] and runs this file")
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from eaglefuzz.harness.check import check_case
-from eaglefuzz.harness.corpus import CORPUS_DIR, load_case
-from eaglefuzz.harness.fuzz import fuzz_target
+from eaglefuzz.harness.checking.check import check_case
+from eaglefuzz.harness.checking.corpus import CORPUS_DIR, load_case
+from eaglefuzz.harness.checking.fuzz import fuzz_target
+from eaglefuzz.harness.generation.strategies import derive_seed
 from eaglefuzz.harness.sources import implementations_for, parse_source
 from eaglefuzz.harness.sources import vllm as vsrc
 from eaglefuzz.harness.sources.bundled import BundledSource
-from eaglefuzz.harness.strategies import derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
 EXAMPLES = 15

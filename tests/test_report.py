@@ -245,7 +245,7 @@ def test_an_unwritable_findings_folder_is_one_line_before_any_example(tmp_path, 
 
 @pytest.mark.kernel
 def test_a_finding_that_cannot_be_saved_is_printed_in_full(tmp_path, mutants, capsys, monkeypatch):
-    from eaglefuzz.harness import corpus
+    from eaglefuzz.harness.checking import corpus
 
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system")
@@ -353,7 +353,7 @@ def test_a_file_whose_import_fails_names_the_module(tmp_path, capsys):
 def test_the_table_never_cuts_a_target_name():
     import io
 
-    from eaglefuzz.harness.campaign import print_fuzz
+    from eaglefuzz.harness.reporting.fuzz_report import print_fuzz
     from eaglefuzz.harness.targets import TARGETS
 
     entry = {"implementation": "x", "examples": 10, "shrink_attempts": 3, "tokens_verified": 123456, "seconds": 1.0,
@@ -403,8 +403,8 @@ def test_pytest_on_a_case_of_an_untested_target_fails_with_its_verdict(tmp_path,
 
 @pytest.mark.kernel
 def test_a_never_written_element_says_so(tmp_path, mutants, backend):
-    from eaglefuzz.harness.check import check_case
-    from eaglefuzz.harness.corpus import load_case
+    from eaglefuzz.harness.checking.check import check_case
+    from eaglefuzz.harness.checking.corpus import load_case
     from eaglefuzz.harness.sources import implementations_for
     from eaglefuzz.harness.sources.file import FileSource
 
@@ -423,8 +423,8 @@ def test_a_never_written_element_says_so(tmp_path, mutants, backend):
 
 
 def test_an_output_holding_an_inputs_poison_says_so():
-    from eaglefuzz.harness.buffers import poison
-    from eaglefuzz.harness.compare import compare_arrays
+    from eaglefuzz.harness.core.buffers import poison
+    from eaglefuzz.harness.core.compare import compare_arrays
 
     read = poison(np.dtype(np.int64))
     expected, actual = np.array([0, 1, 7], dtype=np.int64), np.array([read, read + 1, -0x5A5A5A5B], dtype=np.int64)

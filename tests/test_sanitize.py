@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from eaglefuzz.harness import cli
-from eaglefuzz.harness.devices import FAKE_ENV
-from eaglefuzz.harness.sanitize import ERROR_EXIT, KIND, _record, error_blocks, summary_errors
+from eaglefuzz.harness.run.cuda_devices import FAKE_ENV
+from eaglefuzz.harness.run.sanitize import ERROR_EXIT, KIND, _record, error_blocks, summary_errors
 
 ROOT = Path(__file__).resolve().parent.parent
 PI = "eagle_prepare_inputs_padded_kernel"
@@ -159,7 +159,7 @@ def _gone(pid: int) -> bool:
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
 def test_a_case_that_hangs_under_the_sanitizer_is_a_hang_and_its_processes_end(capsys, monkeypatch, tmp_path,
                                                                                 fake_sanitizer):
-    from eaglefuzz.harness import sanitize
+    from eaglefuzz.harness.run import sanitize
 
     case = sorted((ROOT / "corpus" / PI).glob("*.json"))[0]
     pids = tmp_path / "pids"

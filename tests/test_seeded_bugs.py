@@ -18,11 +18,11 @@ from types import ModuleType
 
 import pytest
 
-from eaglefuzz.harness.case import Case
-from eaglefuzz.harness.fuzz import fuzz_target
+from eaglefuzz.harness.checking.fuzz import fuzz_target
+from eaglefuzz.harness.core.case import Case
+from eaglefuzz.harness.generation.strategies import derive_seed
 from eaglefuzz.harness.sources import implementations_for
 from eaglefuzz.harness.sources.file import FileSource
-from eaglefuzz.harness.strategies import derive_seed
 from eaglefuzz.harness.targets import TARGETS
 
 PORT = Path(__file__).parent / "seeded_bugs" / "port_prepare_inputs_numpy.py"
@@ -313,7 +313,7 @@ def test_a_bug_that_needs_1025_requests_gets_a_short_reproducer(seeded_bugs_dir,
     """The reproducer of a bug no batch of 1024 requests or fewer shows is at most 30 lines,
     fails on the buggy file and passes on the production copy (the Python target: its checks
     cost milliseconds; tests/test_shrinking.py checks every target's first shrinking check)."""
-    from eaglefuzz.harness.check import DifferenceFound
+    from eaglefuzz.harness.checking.check import DifferenceFound
 
     stem = "extend_arange_capped_at_1025"
     path = seeded_bugs_dir / f"{stem}.py"

@@ -9,16 +9,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eaglefuzz.harness import check
-from eaglefuzz.harness.case import Case
-from eaglefuzz.harness.compare import Difference
-from eaglefuzz.harness.fuzz import shrink_finding
-from eaglefuzz.harness.shrinking import keep_lists, shorter
+from eaglefuzz.harness.checking import check
+from eaglefuzz.harness.checking.fuzz import shrink_finding
+from eaglefuzz.harness.core.case import Case
+from eaglefuzz.harness.core.compare import Difference
+from eaglefuzz.harness.generation.shrink_steps import keep_lists, shorter
+from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
 from eaglefuzz.harness.sources import Implementations
 from eaglefuzz.harness.sources.base import Origin
-from eaglefuzz.harness.strategies import INTERPRETER_SCALE
 from eaglefuzz.harness.targets import TARGETS, Outcome
-from eaglefuzz.harness.targets import prepare_inputs_padded as pi
+from eaglefuzz.harness.targets.eagle_prepare_inputs_padded_kernel import layout as pi
 
 PI = "eagle_prepare_inputs_padded_kernel"
 
@@ -60,7 +60,7 @@ def _big_case(R: int = 150) -> Case:
     valid = [0 if x == 0 else 1 for x in d]
     extra = rng.integers(0, 40, size=R).tolist()
     d[77], valid[77], extra[77] = 7, 3, 33  # the culprit
-    return pi._build(d, valid, extra, None)
+    return pi.build(d, valid, extra, None)
 
 
 def _rule(case: Case) -> bool:
@@ -161,7 +161,7 @@ def test_a_bug_that_needs_1025_requests_reads_in_a_few_lines_after_one_check(nam
 
 def test_alike_requests_are_never_checked_twice(fake_check):
     """Dropping any one of many alike requests makes the same case: it is checked once."""
-    case = pi._build([7] * 40, [3] * 40, [25] * 40, None)
+    case = pi.build([7] * 40, [3] * 40, [25] * 40, None)
     shrunk = shrink_finding(_finding(case), Implementations({}, {}), "cpu", budget_s=60)
     assert TARGETS[PI].split_requests(shrunk.case) == [(7, 3, 20)]
     assert fake_check["n"] < 25, fake_check["n"]
@@ -180,8 +180,8 @@ def test_the_interpreter_is_sped_up(backend):
 def test_hypothesis_stops_shrinking_once_its_share_of_the_budget_is_spent(monkeypatch):
     """Hypothesis's shrinker redraws every candidate from the strategy; past its share of the
     budget it must stop at once, not go on drawing candidates it no longer checks."""
-    from eaglefuzz.harness import fuzz
-    from eaglefuzz.harness.strategies import INTERPRETER_SCALE
+    from eaglefuzz.harness.checking import fuzz
+    from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
 
     draws = {"n": 0}
     real = fuzz.strategy_for

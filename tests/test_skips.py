@@ -159,7 +159,7 @@ def test_a_mutant_of_a_release_skips_only_for_a_fetch_failure(mutants, monkeypat
     with pytest.raises(mutants.ModuleUnavailable, match="cannot fetch the wheel"):
         mutants.module_file("vllm-release:9.5.1")
 
-    def broken(version: str) -> Path:
+    def broken(version: str, *module: str) -> Path:
         raise RuntimeError("a bug of the release source")
 
     monkeypatch.setattr(vsrc, "release_module_file", broken)

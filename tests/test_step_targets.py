@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from eaglefuzz.harness.case import Case
-from eaglefuzz.harness.strategies import Scale, derive_seed
+from eaglefuzz.harness.core.case import Case
+from eaglefuzz.harness.generation.strategies import Scale, derive_seed
 from eaglefuzz.harness.targets import TARGETS, ContractViolation
 
 STEP = "eagle_step_slot_mapping_metadata_kernel"
@@ -273,7 +273,9 @@ def test_batch_change_runs_eager_and_compiled_variants():
     """``eager`` runs the undecorated function, ``compiled`` the object as given. (A stand-in for
     torch.compile's wrapper keeps this fast: importing dynamo alone takes seconds; the real
     compiled path runs against vLLM's function in test_differential and test_seeded_bugs.)"""
-    from eaglefuzz.harness.targets.batch_change import variants
+    from eaglefuzz.harness.targets.update_num_computed_tokens_for_batch_change.record import (
+        variants,
+    )
 
     calls = []
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from eaglefuzz.harness import cli
-from eaglefuzz.harness.corpus import CORPUS_DIR
+from eaglefuzz.harness.checking.corpus import CORPUS_DIR
 from eaglefuzz.harness.sources import Origin, findings_dir
 from eaglefuzz.harness.sources.bundled import BundledSource
 from eaglefuzz.harness.sources.file import FileSource
@@ -228,8 +228,8 @@ def test_a_target_named_explicitly_comes_from_the_bundled_copy_and_says_so(tmp_p
 
 @pytest.mark.kernel
 def test_replay_groups_identical_findings(tmp_path, mutants, capsys):
-    from eaglefuzz.harness.case import Case
-    from eaglefuzz.harness.corpus import save_case
+    from eaglefuzz.harness.checking.corpus import save_case
+    from eaglefuzz.harness.core.case import Case
     from eaglefuzz.harness.targets import TARGETS
 
     bug = mutants.write(mutants.BY_NAME["pi_rejected_missing_plus_one"], tmp_path / "bugs")
@@ -238,7 +238,7 @@ def test_replay_groups_identical_findings(tmp_path, mutants, capsys):
     target = TARGETS[PI]
     for seed in range(8):
         rng = np.random.default_rng(seed)
-        case: Case = target.random_case(rng, __import__("eaglefuzz.harness.strategies", fromlist=["x"]).Scale(
+        case: Case = target.random_case(rng, __import__("eaglefuzz.harness.generation.strategies", fromlist=["x"]).Scale(
             max_requests=4, request_tail=4, max_query_len=8))
         save_case(case, tmp_path / "cases")
     capsys.readouterr()

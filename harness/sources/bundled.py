@@ -6,6 +6,8 @@ from .base import Implementations, Origin, Source
 
 FILE = "kernels/spec_decode_utils.py"
 DESCRIPTION = "bundled production copy"
+MODULE = "vllm/v1/spec_decode/utils.py"
+"""The vLLM module the bundled copy is a copy of: the targets of other modules are not in it."""
 
 
 class BundledSource(Source):
@@ -31,7 +33,7 @@ class BundledSource(Source):
         from ...kernels import spec_decode_utils
         from ..targets import TARGETS
 
-        wanted = list(TARGETS) if names is None else names
+        wanted = [n for n in (TARGETS if names is None else names) if TARGETS[n].module == MODULE]
         funcs = {n: getattr(spec_decode_utils, n) for n in wanted if hasattr(spec_decode_utils, n)}
         origin = {n: self.origin(n) for n in funcs}
         return Implementations(funcs, origin, self)

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-from ..errors import UserError
+from ..core.errors import UserError
 from .base import Implementations, Origin, Source
 
 _HEADER = '''\

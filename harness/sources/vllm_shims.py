@@ -35,6 +35,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ...kernels import vllm_types
+from ...kernels.vllm_types import CommonAttentionMetadata
+
 MODULE = "vllm/v1/spec_decode/utils.py"
 """The module under test, as a path inside a wheel or a site-packages folder."""
 
@@ -163,13 +166,11 @@ def _platforms(m: ModuleType, load: VllmLoad) -> None:
 
 
 def _attention_metadata(m: ModuleType, load: VllmLoad) -> None:
-    from ...kernels.vllm_types import CommonAttentionMetadata
 
     m.CommonAttentionMetadata = CommonAttentionMetadata
 
 
 def _config(m: ModuleType, load: VllmLoad) -> None:
-    from ...kernels import vllm_types
 
     for name in vllm_types.__all__:
         setattr(m, name, getattr(vllm_types, name))
@@ -226,14 +227,14 @@ class VllmLoad:
     """One load of vLLM's module from ``root`` (a folder holding ``vllm/...``): its private
     namespace, the modules made so far, and notes (placeholders handed out)."""
 
-    def __init__(self, root: Path, tag: str) -> None:
+    def __init__(self, root: Path, tag: str, module: str = MODULE) -> None:
         self.root = root
         self.prefix = f"_eaglefuzz_vllm_{tag}"
         self.modules: dict[str, ModuleType] = {}
         self.notes: list[str] = []
         self.builtins = dict(builtins.__dict__, __import__=self.import_)
         self._files = {f[:-3].replace("/", "."): f for f in REAL_FILES}
-        known = [*SHIMS, *self._files, MODULE[:-3].replace("/", ".")]
+        known = [*SHIMS, *self._files, module[:-3].replace("/", ".")]
         self._packages = {n.rsplit(".", i)[0] for n in known for i in range(1, n.count(".") + 1)}
 
     def _known(self, name: str) -> bool:
@@ -376,14 +377,15 @@ def _lazy_torch_compile() -> Iterator[None]:
         torch.compile = real
 
 
-def load_module(root: Path, tag: str) -> tuple[ModuleType, list[str]]:
-    """vLLM's ``vllm/v1/spec_decode/utils.py`` under ``root``, loaded as described above; and
-    the load's notes. Raises :class:`LoadFailed` (one line) when a file raises."""
-    load = VllmLoad(root, tag)
-    name = MODULE[:-3].replace("/", ".")
+def load_module(root: Path, tag: str, module: str = MODULE) -> tuple[ModuleType, list[str]]:
+    """vLLM's ``module`` under ``root`` (a path such as ``vllm/v1/spec_decode/utils.py``: a
+    target's ``Target.module``), loaded as described above; and the load's notes. Raises
+    :class:`LoadFailed` (one line) when a file raises."""
+    load = VllmLoad(root, tag, module)
+    name = module[:-3].replace("/", ".")
     parent = name.rpartition(".")[0]
     load.module(parent)
     with _lazy_torch_compile():
-        module = load.run_file(name, root / MODULE)
-    setattr(load.modules[parent], name.rpartition(".")[2], module)
-    return module, load.notes
+        loaded = load.run_file(name, root / module)
+    setattr(load.modules[parent], name.rpartition(".")[2], loaded)
+    return loaded, load.notes

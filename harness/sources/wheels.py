@@ -35,7 +35,7 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ..errors import UserError
+from ..core.errors import UserError
 
 MANIFEST = "EAGLEFUZZ-EXTRACTED.json"
 """The file in an extraction folder that lists what was asked of the wheel and what it held."""

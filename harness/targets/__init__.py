@@ -1,34 +1,75 @@
-"""The registry: one entry per kernel or function under test, keyed by its vLLM name.
+"""The registry: one folder per target, discovered, in the order of docs/CONTRACT.md's sections.
 
-Adding a target is one small module here that defines ``TARGET`` and one line below.
+A target is the folder ``harness/targets/<name>/`` named like the target (its vLLM name). Each
+file of the folder has one role, the same in every folder; a role the target lacks is a file
+it lacks:
+
+========== =====================================================================================
+record.py  the registry record: ``TARGET``, the :class:`~..targetkit.base.Target` (name, contract
+           section, vLLM module, parameters, variants, inputs and outputs, features, extremes,
+           launch, oracle call, locate, shrink moves)
+layout.py  how a case is built from its parts and split into requests (shared by the others)
+cases.py   the production tier's generator, one body for the Hypothesis and the bulk driver
+tour.py    the shapes of the production extremes that every default run checks
+edges.py   the extended tier (docs/CONTRACT.md N.4)
+audit.py   the properties a caller relies on (``eaglefuzz audit``)
+device.py  device mode (``--mode device``): cases drawn and checked on a GPU
+port.py    the adapter of vLLM's CPU C++ port (``--vllm-cpu``)
+bugs.py    the target's seeded bugs (tests/seeded_bugs/mutants.py collects them)
+========== =====================================================================================
+
+Adding a target is adding its folder (docs/ADDING_A_TARGET.md): nothing here names one. The
+other registries (audit properties, device targets, port adapters, seeded bugs) are views of
+the folders' roles (:func:`role`).
 """
 
 from __future__ import annotations
 
-from .base import ContractViolation, Outcome, Target
-from .batch_change import TARGET as _batch_change
-from .copy_and_expand import TARGET as _copy_and_expand
-from .copy_and_expand_dflash import TARGET as _copy_and_expand_dflash
-from .draft_config import TARGET as _draft_config
-from .eagle_step import TARGET as _eagle_step
-from .extend_all_queries import TARGET as _extend_all_queries
-from .new_slot_mapping import TARGET as _new_slot_mapping
-from .prepare_inputs_padded import TARGET as _prepare_inputs_padded
-from .prepare_next_token_padded import TARGET as _prepare_next_token_padded
+import importlib
+import importlib.util
+import pkgutil
+from types import ModuleType
 
-TARGETS: dict[str, Target] = {
-    t.name: t
-    for t in (
-        _copy_and_expand,
-        _prepare_inputs_padded,
-        _prepare_next_token_padded,
-        _extend_all_queries,
-        _draft_config,
-        _copy_and_expand_dflash,
-        _eagle_step,
-        _new_slot_mapping,
-        _batch_change,
-    )
-}
+from ..targetkit.base import ContractViolation, Outcome, Target
 
-__all__ = ["TARGETS", "ContractViolation", "Outcome", "Target"]
+ROLES = ("record", "layout", "cases", "tour", "edges", "audit", "device", "port", "bugs")
+"""The files a target folder may have, each with its one role."""
+
+
+
+def _discover() -> dict[str, Target]:
+    found: list[Target] = []
+    for info in pkgutil.iter_modules(__path__):
+        if not info.ispkg:
+            continue
+        target = importlib.import_module(f"{__name__}.{info.name}.record").TARGET
+        if target.name != info.name:
+            raise RuntimeError(f"harness/targets/{info.name}/record.py: TARGET is {target.name!r}; "
+                               "a target's folder is named like the target")
+        found.append(target)
+    return {t.name: t for t in sorted(found, key=lambda t: t.section)}
+
+
+TARGETS: dict[str, Target] = _discover()
+"""Every target by name, in the order of their docs/CONTRACT.md sections."""
+
+
+def has_role(name: str, role: str) -> bool:
+    """Whether target ``name``'s folder has ``role``'s file (found without importing it)."""
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r} (one of {', '.join(ROLES)})")
+    if name not in TARGETS:
+        raise KeyError(name)
+    try:
+        return importlib.util.find_spec(f"{__name__}.{name}.{role}") is not None
+    except ModuleNotFoundError:  # a target not in a folder of its own
+        return False
+
+
+def role(name: str, role: str) -> ModuleType | None:
+    """The module of target ``name``'s ``role`` (imported on first use), ``None`` when its folder
+    lacks that file."""
+    return importlib.import_module(f"{__name__}.{name}.{role}") if has_role(name, role) else None
+
+
+__all__ = ["ROLES", "TARGETS", "ContractViolation", "Outcome", "Target", "has_role", "role"]

@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from eaglefuzz.harness.backend import select_backend
-from eaglefuzz.harness.check import Finding, check_case
-from eaglefuzz.harness.corpus import decode, encode
-from eaglefuzz.harness.fuzz import fuzz_target
+from eaglefuzz.harness.sources.triton_backend import select_backend
+from eaglefuzz.harness.checking.check import Finding, check_case
+from eaglefuzz.harness.checking.corpus import decode, encode
+from eaglefuzz.harness.checking.fuzz import fuzz_target
 from eaglefuzz.harness.sources import Implementations, implementations_for, parse_source
 from eaglefuzz.harness.sources.file import FileSource
-from eaglefuzz.harness.strategies import CUDA_SCALE, INTERPRETER_SCALE, Scale
+from eaglefuzz.harness.generation.strategies import CUDA_SCALE, INTERPRETER_SCALE, Scale
 from eaglefuzz.harness.targets import TARGETS
 
 PROBE = Scale(max_requests=2, request_tail=2, max_query_len=4)

@@ -1,0 +1,244 @@
+"""``eaglefuzz audit``: search both domain tiers for inputs that break what a caller relies on.
+
+The properties (each target folder's ``audit.py``, :data:`PROPERTIES`) need no second implementation: each is checked on
+the outputs of the implementation under test alone. For every target the search draws cases
+from the production tier's strategy and from the extended tier's (:mod:`.domains`), runs the
+implementation on each, and checks every property. A property that fails is a *hazard*: it is
+shrunk to a minimal example (the target's shrink moves, like findings; a production example
+stays in the production tier) and reported with whether the production tier reaches it.
+
+A hazard is a fact about the code under test and its contract, not a difference from the
+reference: on the bundled production copy every hazard is the reference's own behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hseed
+
+from ..core.buffers import Guarded, poison, raw
+from ..core.case import Case
+from ..generation.strategies import Scale, derive_seed
+from ..sources import device_for
+from ..targetkit.base import TritonTarget
+from ..targetkit.properties import Observation, Property
+from ..targets import TARGETS, ContractViolation, has_role, role
+from .check import warm_oracles
+from .domains import EXTENDED, PRODUCTION, shrink_candidates_for, strategy_for
+
+PROPERTIES: dict[str, tuple[Property, ...]] = {
+    name: role(name, "audit").PROPERTIES for name in TARGETS if has_role(name, "audit")
+}
+"""Target -> the properties the audit checks: a view of the target folders' ``audit.py``."""
+
+AUDIT_SCALE = Scale(max_requests=6, request_tail=12, max_query_len=24, max_programs=96)
+"""Batch sizes of the audit's search: small, so minimal examples come fast on any backend."""
+
+_FILLS = ((-0x5A5A5A5B, 0xA5), (0x5A5A5A5A, 0x5A))
+
+
+def observe(target_name: str, case: Case, impl: Any, device: str) -> Observation:
+    """Run ``impl`` on ``case`` and record what it did (see :class:`Observation`)."""
+    target = TARGETS[target_name]
+    try:
+        if isinstance(target, TritonTarget):
+            return _observe_kernel(target, case, impl, device)
+        return Observation(result=role(target_name, "audit").run(case, impl, device))
+    except Exception as exc:  # noqa: BLE001 - a failing implementation is reported, not raised
+        return Observation(error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+
+
+def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) -> Observation:
+    import torch
+
+    specs = target.output_specs(case)
+    runs = []
+    for fill, fill_bool in _FILLS:  # an element is written when both runs agree on it
+        bufs = {n: Guarded(a.dtype, a.shape, device, poison(a.dtype), content=a) for n, a in case.arrays.items()}
+        for n, (dt, shape) in specs.items():
+            bufs[n] = Guarded(dt, shape, device, fill_bool if dt == np.bool_ else fill)
+        target.launch(impl, {n: b.view for n, b in bufs.items()}, case)
+        if device != "cpu":
+            torch.cuda.synchronize()
+        runs.append({n: (bufs[n].read(), bufs[n].guard) for n in specs})
+    o = Observation()
+    for n, (_, shape) in specs.items():
+        (a, g), (b, _) = runs[0][n], runs[1][n]
+        w = raw(a) == raw(b)
+        size = a.size - 2 * g
+        o.out[n] = a[g : g + size].reshape(shape)
+        o.written[n] = w[g : g + size].reshape(shape)
+        o.stray[n] = bool(w[:g].any() or w[g + size :].any())
+    return o
+
+
+def violation(prop: Property, case: Case, o: Observation) -> str | None:
+    """Where ``prop`` fails on ``o`` (``None``: it holds, or the run raised)."""
+    if o.error is not None:
+        return None
+    return prop.check(case, o)
+
+
+@dataclass
+class Hazard:
+    """A property that some input breaks, with its minimal example."""
+
+    target: str
+    prop: Property
+    case: Case
+    tier: str
+    detail: str
+    reachable_in_production: bool
+    searched: dict[str, int]
+    """Examples checked per tier; ``violating``: how many of them broke the property."""
+    violating: dict[str, int]
+    edges: frozenset[str] = frozenset()
+
+    def report(self) -> str:
+        prod = self.searched.get(PRODUCTION, 0)
+        reach = (
+            f"yes ({self.violating.get(PRODUCTION, 0)} of {prod} production-tier examples break it)"
+            if self.reachable_in_production
+            else f"no (none of {prod} production-tier examples breaks it; "
+            f"{self.violating.get(EXTENDED, 0)} of {self.searched.get(EXTENDED, 0)} extended-tier ones do)"
+        )
+        lines = [
+            f"hazard: {self.target}: {self.prop.name}",
+            f"  a caller relies on: {self.prop.says}",
+            f"  broken: {self.detail}",
+            f"  production can reach it: {reach}",
+            f"  minimal example ({self.tier} tier" + (f"; edges: {', '.join(sorted(self.edges))}" if self.edges else "") + "):",
+        ]
+        lines += ["    " + ln for ln in self.case.to_python().splitlines()]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target, "property": self.prop.name, "says": self.prop.says, "detail": self.detail,
+            "tier": self.tier, "reachable_in_production": self.reachable_in_production,
+            "edges": sorted(self.edges), "searched": self.searched, "violating": self.violating,
+            "example": self.case.to_python(),
+        }
+
+
+@dataclass
+class TargetAudit:
+    """What the audit of one target found."""
+
+    target: str
+    searched: dict[str, int] = field(default_factory=dict)
+    errors: int = 0
+    hazards: list[Hazard] = field(default_factory=list)
+    holds: list[str] = field(default_factory=list)
+
+
+def _tier(target: Any, case: Case) -> str | None:
+    try:
+        return target.tier_of(case, EXTENDED)
+    except ContractViolation:
+        return None
+
+
+def _draw(target_name: str, tier: str, scale: Scale, examples: int, seed: int) -> list[Case]:
+    """``examples`` cases of ``tier`` (fewer only when its strategy has no more distinct ones):
+    the extended tier's strategy also draws production cases, which are passed over, so that
+    "N examples per tier" is what each tier gets."""
+    cases: list[Case] = []
+    target = TARGETS[target_name]
+    strategy = strategy_for(target, tier, scale).filter(lambda c: _tier(target, c) == tier)
+
+    @settings(max_examples=examples, phases=[Phase.generate], database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @hseed(derive_seed(seed, "audit", target_name, tier))
+    @given(strategy)
+    def collect(case: Case) -> None:
+        cases.append(case)
+
+    collect()
+    return cases
+
+
+def size_key(case: Case) -> tuple[int, int, int]:
+    """How big a case is: its array elements, the length of its source text, then the sum of
+    its integer scalars and launch parameters in magnitude."""
+    ints = [v for v in (*case.scalars.values(), *case.launch.values()) if isinstance(v, int)]
+    return sum(int(a.size) for a in case.arrays.values()), len(case.to_python()), sum(abs(int(v)) for v in ints)
+
+
+def shrink_hazard(target_name: str, prop: Property, case: Case, tier: str, impl: Any, device: str,
+                  *, max_checks: int = 200) -> tuple[Case, str]:
+    """The smallest variant of ``case`` (in ``tier``) that still breaks ``prop``, and where."""
+    target = TARGETS[target_name]
+    detail = violation(prop, case, observe(target_name, case, impl, device)) or ""
+    checks, improved = 0, True
+    while improved and checks < max_checks:
+        improved = False
+        for candidate in shrink_candidates_for(target, case, tier):
+            if checks >= max_checks:
+                break
+            if size_key(candidate) >= size_key(case):
+                continue  # only strictly smaller: no move and its inverse taking turns
+            try:
+                if target.tier_of(candidate, EXTENDED) not in (tier, PRODUCTION):
+                    continue
+                if tier == PRODUCTION and target.tier_of(candidate, EXTENDED) != PRODUCTION:
+                    continue
+            except ContractViolation:
+                continue
+            checks += 1
+            found = violation(prop, candidate, observe(target_name, candidate, impl, device))
+            if found is not None:
+                case, detail, improved = candidate, found, True
+                break
+    return case, detail
+
+
+def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUDIT_SCALE,
+                 examples: int = 60, seed: int = 0) -> TargetAudit:
+    """Search both tiers of ``target_name`` for inputs that break its properties."""
+    target = TARGETS[target_name]
+    props = PROPERTIES.get(target_name, ())
+    result = TargetAudit(target_name)
+    first: dict[str, dict[str, Case]] = {PRODUCTION: {}, EXTENDED: {}}
+    violating: dict[str, dict[str, int]] = {p.name: {} for p in props}
+    for draw_tier in (PRODUCTION, EXTENDED) if target.extended_features else (PRODUCTION,):
+        result.searched[draw_tier] = 0
+        for case in _draw(target_name, draw_tier, scale, examples, seed):
+            tier = draw_tier
+            result.searched[tier] += 1
+            o = observe(target_name, case, impl, device)
+            if o.error is not None:
+                result.errors += 1
+                continue
+            for p in props:
+                if violation(p, case, o) is not None:
+                    violating[p.name][tier] = violating[p.name].get(tier, 0) + 1
+                    first[tier].setdefault(p.name, case)
+    for p in props:
+        tier = PRODUCTION if p.name in first[PRODUCTION] else EXTENDED if p.name in first[EXTENDED] else None
+        if tier is None:
+            result.holds.append(p.name)
+            continue
+        case, detail = shrink_hazard(target_name, p, first[tier][p.name], tier, impl, device)
+        edges = target.extended_features_of(case) if target.tier_of(case, EXTENDED) == EXTENDED else frozenset()
+        result.hazards.append(Hazard(
+            target_name, p, case, target.tier_of(case, EXTENDED), detail, tier == PRODUCTION,
+            dict(result.searched), violating[p.name], edges,
+        ))
+    return result
+
+
+def audit(names: Sequence[str], impls: Any, device: str, *, scale: Scale = AUDIT_SCALE, examples: int = 60,
+          seed: int = 0) -> list[TargetAudit]:
+    """:func:`audit_target` for each of ``names`` that has properties (:data:`PROPERTIES`), with
+    its implementation in ``impls``, on the device its source runs on."""
+
+    device = device_for(getattr(impls, "source", None), device)
+    names = [n for n in names if n in PROPERTIES]
+    warm_oracles(names)
+    return [audit_target(n, impls[n], device, scale=scale, examples=examples, seed=seed) for n in names]

@@ -1,0 +1,258 @@
+"""Check one case: run the implementation and the oracles, compare, and explain any finding."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..core.case import Case
+from ..core.exitcodes import EXIT_DEVICE_LOST
+from ..core.interrupts import count, received_since
+from ..generation.strategies import Scale
+from ..sources import (
+    Implementations,
+    Origin,
+    cli_args_of,
+    device_for,
+    implementations_for,
+    parse_source,
+)
+from ..sources.triton_backend import select_backend
+from ..targets import TARGETS, ContractViolation, Outcome
+from .costs import time_limit
+
+
+class CaseJournal(Protocol):
+    """Where a worker records the case in flight, so that whoever watches the process can name
+    the case that killed or hung it (:class:`~..run.journal.Journal` is the one eaglefuzz uses)."""
+
+    def running(self, case: Case, limit: float | None = None) -> AbstractContextManager[None]:
+        """``case`` is recorded as in flight while the body runs, with its time limit."""
+
+    def abandon(self, case: Case, message: str) -> None:
+        """This process exits on purpose while running ``case``: leave the record, and why."""
+
+
+MAX_LINES = 12
+JSON_DIFFERENCES = 100
+"""Differences listed in a finding's JSON record (the count says how many there are)."""
+
+
+@dataclass
+class Finding:
+    """A case on which the implementation (or an oracle) does not do what the contract says."""
+
+    case: Case
+    outcome: Outcome
+    origin: Origin
+    """Where the implementation that ran came from (file, function, source)."""
+    shrink: str = ""
+    """Set when shrinking stopped early (time budget): the case is the smallest found so far."""
+    tier: str = "production"
+    """The case's domain tier (:mod:`.domains`): ``production`` (a contract violation) or
+    ``extended`` (an edge divergence: the implementation parts from the reference outside the
+    production domain)."""
+
+    @property
+    def kind(self) -> str:
+        """``oracle disagreement``, ``crash``, ``difference`` or, in the extended tier,
+        ``edge divergence`` (a difference or a crash there)."""
+        if self.outcome.oracle_disagreements:
+            return "oracle disagreement"
+        if self.tier == "extended":
+            return "edge divergence"
+        if self.outcome.hang:
+            return "hang"
+        return "crash" if self.outcome.crash else "difference"
+
+    @property
+    def fatal(self) -> bool:
+        """The implementation left the device unusable (a sticky CUDA error): this process
+        can run no further case, so the finding cannot be shrunk here."""
+        return self.outcome.fatal
+
+    @property
+    def is_edge(self) -> bool:
+        """An edge divergence: reported apart from contract violations (exit code 4)."""
+        return self.kind == "edge divergence"
+
+    def to_json(self, max_differences: int = JSON_DIFFERENCES) -> dict[str, object]:
+        """What the report says, as JSON fields for machines: the kind, the tier, the crash or
+        hang message, and each difference (array, index, request, region, expected, actual,
+        what the expectation came from; the first ``max_differences``, and how many there are)."""
+        o = self.outcome
+        out: dict[str, object] = {"kind": self.kind, "tier": self.tier}
+        if o.crash:
+            out["crash"] = o.crash
+        if o.hang:
+            out["hang"] = o.hang
+        out["differences_total"] = len(o.differences)
+        out["differences"] = [d.to_json() for d in o.differences[:max_differences]]
+        if o.oracle_disagreements:
+            out["oracle_disagreements"] = [d.to_json() for d in o.oracle_disagreements[:max_differences]]
+        return out
+
+    def reproducer(self) -> str:
+        """Python source that fails while the finding stands: run it with ``python``."""
+        spec = self.origin.spec
+        arg = "" if spec in ("bundled", "") else f", source={spec!r}"
+        lines = [
+            "import numpy as np",
+            "from eaglefuzz.harness.case import Case",
+            "from eaglefuzz.harness.check import assert_case",
+            "",
+        ]
+        body = ("assert_case(" + self.case.to_python() + arg + ")").splitlines()
+        return "\n".join(lines + body)
+
+    def replay_commands(self, saved: Path) -> list[str]:
+        """The command lines that replay the case saved at ``saved`` against the same code."""
+        opts = "".join(" " + shlex.quote(a) for a in cli_args_of(self.origin))
+        f = shlex.quote(str(Path(saved).resolve()))
+        return [
+            f"eaglefuzz replay {f}{opts}",
+            f"python -m pytest -p eaglefuzz.harness.pytest_plugin {f}{opts}",
+        ]
+
+    def report(self, max_lines: int = MAX_LINES, saved: Path | None = None) -> str:
+        """A readable report: what differs where, what ran, the case's features, and a
+        reproducer to paste into a file; with ``saved``, the commands that replay it."""
+        target = TARGETS[self.case.kernel]
+        o = self.outcome
+        name = self.case.kernel
+        lines = []
+        if o.hang:
+            lines.append(f"{name} did not finish: {o.hang}")
+        if o.crash:
+            lines.append(f"{name} failed to run: {o.crash}")
+        if o.oracle_disagreements:
+            lines.append(
+                f"the oracles disagree with each other in {len(o.oracle_disagreements)} element(s): "
+                "a bug of the harness or the contract, not of the kernel"
+            )
+            lines += ["  " + d.describe() for d in o.oracle_disagreements[:max_lines]]
+        if o.differences:
+            lines.append(f"{name} differs from the contract in {len(o.differences)} element(s):")
+            lines += ["  " + d.describe() for d in o.differences[:max_lines]]
+            if len(o.differences) > max_lines:
+                lines.append(f"  ... and {len(o.differences) - max_lines} more")
+        lines.insert(0, f"tested: {self.origin.describe()}")
+        if self.shrink:
+            lines.insert(1, self.shrink)
+        if self.tier == "extended":
+            lines.insert(1, "tier: extended (an edge divergence: outside the production domain, where the "
+                         "reference is still defined; not a contract violation)")
+            lines.append("edges: " + ", ".join(sorted(target.extended_features_of(self.case))))
+        else:
+            lines.append("tier: production (a contract violation)" if self.kind != "oracle disagreement"
+                         else "tier: production")
+            lines.append("features: " + ", ".join(sorted(target.features_of(self.case))))
+        if saved is not None:
+            lines.append("replay it:")
+            lines += ["    " + c for c in self.replay_commands(saved)]
+        if o.hang:
+            lines.append("reproduce (paste into a file and run it with python; while this stands it does not "
+                         "return: stop it with Ctrl-C):")
+        else:
+            lines.append("reproduce (paste into a file and run it with python; it fails while this stands):")
+        lines += ["    " + ln if ln else "" for ln in self.reproducer().splitlines()]
+        return "\n".join(lines)
+
+
+def signature(finding: Finding) -> tuple[Any, ...]:
+    """What makes two findings "the same": target, kind, and the (array, region) pairs that
+    differ (or the crash's exception type); values and indices may differ."""
+    o = finding.outcome
+    diffs = o.oracle_disagreements or o.differences
+    crash = (o.crash or "").split(":", 1)[0]
+    return (finding.case.kernel, finding.kind, crash, tuple(sorted({(d.array, d.region) for d in diffs})))
+
+
+class DifferenceFound(AssertionError):
+    """Raised by :func:`assert_case`; carries the :class:`Finding`."""
+
+    def __init__(self, finding: Finding) -> None:
+        super().__init__(finding.report())
+        self.finding = finding
+
+
+def check_case(
+    case: Case,
+    impls: Implementations,
+    device: str,
+    journal: CaseJournal | None = None,
+    *,
+    domain: str = "production",
+) -> Finding | None:
+    """Check ``case`` against the contract; ``None`` when the implementation is right.
+
+    The case must lie in ``domain`` (:mod:`.domains`; :class:`ContractViolation` otherwise);
+    the finding's tier is the case's. With a ``journal``, the case is on disk while the
+    implementation runs, so a crash of the process is traceable, with its time limit
+    (:func:`~.costs.time_limit`), so a supervisor can stop a hang.
+    """
+
+    target = TARGETS[case.kernel]
+    tier = target.tier_of(case, domain)
+    device = device_for(impls.source, device)
+    signals_before = count()
+    if journal is None:
+        outcome = target.check(case, impls[case.kernel], device)
+    else:
+        with journal.running(case, time_limit(case, compiled=device != "cpu")):
+            outcome = target.check(case, impls[case.kernel], device)
+    if received_since(signals_before) is not None:
+        # A signal came while the case ran, and the code under test swallowed the interrupt
+        # (or turned it into an error): an interruption, never a finding against it.
+        raise KeyboardInterrupt
+    if outcome.fatal and journal is not None:
+        # A sticky CUDA error: every later launch in this process would fail too, and
+        # shrinking here would blame innocent cases. Leave the case in the journal and exit;
+        # the supervisor (CLI) or the xdist controller reports it. Without a journal the
+        # finding is returned as it is (Finding.fatal): its caller must not run more cases.
+        journal.abandon(case, f"the device became unusable: {outcome.crash}")
+        os._exit(EXIT_DEVICE_LOST)
+    return None if outcome.ok else Finding(case, outcome, impls.origin[case.kernel], tier=tier)
+
+
+def warm_oracles(names: list[str]) -> None:
+    """Compile the oracles of targets ``names`` (Numba) on a tiny case, so that compiling
+    never counts against a case's time limit."""
+
+    rng = np.random.default_rng(0)
+    tiny = Scale(max_requests=2, request_tail=2, max_query_len=4)
+    for name in names:
+        TARGETS[name].oracle_check(TARGETS[name].random_case(rng, tiny))
+
+
+def assert_case(
+    case: Case,
+    source: str | None = None,
+    backend: str = "auto",
+    *,
+    kernels: str | None = None,
+    domain: str = "extended",
+) -> None:
+    """Assert that ``case`` passes; the entry point of pasted reproducers.
+
+    ``source`` is a source spec (``file:PATH``, ``vllm-release:0.33.0``, ...; the bundled
+    production copy by default); ``kernels`` a ``--kernels`` file (the same as
+    ``source="file:PATH"``); ``backend`` as for :func:`select_backend`; ``domain`` the widest
+    tier the case may lie in (both by default: a pasted edge divergence runs as it is).
+    """
+
+    b = select_backend(backend)
+    src = parse_source(f"file:{kernels}" if kernels else source or "bundled")
+    impls = implementations_for(src, [case.kernel])
+    try:
+        finding = check_case(case, impls, b.device, domain=domain)
+    except ContractViolation as exc:
+        raise AssertionError(f"the case is outside the contract: {exc}") from None
+    if finding is not None:
+        raise DifferenceFound(finding)

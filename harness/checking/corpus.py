@@ -1,0 +1,485 @@
+"""The regression corpus: one case per JSON file under ``corpus/<kernel>/``, named by content.
+
+A file holds one :class:`~..core.case.Case` (schema 2, see ``corpus/README.md``): plain JSON, a
+stable key order, two-space indent and one array per line, so it reads and diffs well. Schema
+2 adds the case's domain tier (``production`` or ``extended``, :mod:`.domains`); a schema-1
+file (no tier) still loads, as a production case. The name is ``<hash12>.json``: the first 12
+hex digits of the SHA-256 of the canonical JSON of ``(schema 1, kernel, arrays, scalars,
+launch)``; the note, the finding and the tier are not part of it (the tier follows from the
+content), so the same case is stored once whatever was said about it, and the names of
+schema-1 files stay valid.
+
+Loading parses JSON and nothing else (no eval, no pickle) and checks every field; any
+problem is a :class:`~..core.errors.UserError` whose one line names the file, the field and the
+rule broken. A loaded case lies in its tier: its target's ``validate`` (production) or
+``validate_extended`` (extended) has accepted it; and it is within the cost limits of
+:mod:`..core.limits` (file size, array lengths, grid, bytes), so loading a file can never make a
+run hang or exhaust memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shlex
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.case import Case
+from ..core.errors import UserError
+from ..core.limits import LimitExceeded, check_file_size, check_shape
+from ..core.paths import CORPUS_DIR as CORPUS_DIR  # the regression corpus, re-exported
+from ..core.paths import findings_corpus
+
+if TYPE_CHECKING:
+    from .check import Finding
+
+SCHEMA = 2
+"""The schema version this eaglefuzz writes; it reads :data:`SCHEMAS`."""
+SCHEMAS = (1, 2)
+NAME_SCHEMA = 1
+"""The schema version in the canonical JSON that names a file (fixed, so names never change)."""
+TIERS = ("production", "extended")
+
+DTYPES: dict[str, np.dtype] = {
+    "bool": np.dtype(np.bool_),
+    "int32": np.dtype(np.int32),
+    "int64": np.dtype(np.int64),
+    "uint8": np.dtype(np.uint8),
+}
+_RANGES = {name: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for name, dt in DTYPES.items() if name != "bool"}
+
+REQUIRED = ("schema", "kernel", "arrays", "scalars", "launch")
+REQUIRED_BY_SCHEMA = {1: REQUIRED, 2: ("schema", "kernel", "tier", "arrays", "scalars", "launch")}
+OPTIONAL = ("note", "finding")
+FIELD_ORDER = ("schema", "kernel", "tier", "note", "arrays", "scalars", "launch", "finding")
+FINDING_FIELDS = ("report", "replay", "found_by", "found_at")
+ARRAY_FIELDS = ("dtype", "shape", "data")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One corpus file: its case, and the finding recorded with it (if any)."""
+
+    case: Case
+    finding: Mapping[str, str] = field(default_factory=dict)
+    path: Path | None = None
+    tier: str = "production"
+    """The domain tier the file gives (schema 1: ``production``)."""
+    schema: int = SCHEMA
+    """The schema version of the file."""
+
+
+# -- encoding ---------------------------------------------------------------------------
+
+
+def _encode_array(name: str, arr: Any) -> dict[str, Any]:
+    if not isinstance(arr, np.ndarray):
+        raise UserError(f"case: arrays.{name}: must be a NumPy array, not {type(arr).__name__}")
+    if arr.dtype.name not in DTYPES or arr.dtype != DTYPES[arr.dtype.name]:
+        raise UserError(f"case: arrays.{name}: dtype {arr.dtype} is not one of {', '.join(DTYPES)}")
+    return {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": arr.tolist()}
+
+
+def _plain(value: Any) -> Any:
+    """A scalar as a plain JSON value (NumPy scalars become Python ones)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _payload(case: Case) -> dict[str, Any]:
+    """The content that names a case: everything but the note, the finding and the tier."""
+    return {
+        "schema": NAME_SCHEMA,
+        "kernel": case.kernel,
+        "arrays": {n: _encode_array(n, case.arrays[n]) for n in sorted(case.arrays)},
+        "scalars": {k: _plain(case.scalars[k]) for k in sorted(case.scalars)},
+        "launch": {k: _plain(case.launch[k]) for k in sorted(case.launch)},
+    }
+
+
+def canonical_json(case: Case) -> str:
+    """The canonical text whose hash names ``case``: sorted keys, no spaces, ASCII only."""
+    return json.dumps(_payload(case), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def case_hash(case: Case) -> str:
+    """First 12 hex digits of the SHA-256 of :func:`canonical_json`."""
+    return hashlib.sha256(canonical_json(case).encode("ascii")).hexdigest()[:12]
+
+
+def case_path(case: Case, root: Path | str | None = None) -> Path:
+    """Where ``case`` is stored under ``root`` (default :func:`~..core.paths.findings_corpus`):
+    ``<root>/<kernel>/<hash12>.json``."""
+    return Path(findings_corpus() if root is None else root) / case.kernel / f"{case_hash(case)}.json"
+
+
+def _line(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _object(d: Mapping[str, Any], indent: str) -> str:
+    if not d:
+        return "{}"
+    inner = indent + "  "
+    items = [f"{inner}{_line(k)}: {_line(v)}" for k, v in d.items()]
+    return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+
+
+def tier_of(case: Case) -> str:
+    """The domain tier of ``case`` (``production`` when it lies in neither: loading says why)."""
+    from ..targets import TARGETS
+
+    try:
+        return TARGETS[case.kernel].tier_of(case, "extended")
+    except Exception:  # noqa: BLE001 - outside every tier: decode() reports the rule broken
+        return "production"
+
+
+def encode(
+    case: Case, finding: Mapping[str, str] | None = None, *, tier: str | None = None, schema: int = SCHEMA
+) -> str:
+    """The text of ``case``'s corpus file, ending in a newline.
+
+    Schema 2 (the default) records ``tier`` (by default the case's own, :func:`tier_of`);
+    ``schema=1`` gives the layout of a schema-1 file (no tier).
+    """
+    payload = _payload(case)
+    doc: dict[str, Any] = {"schema": schema, "kernel": payload["kernel"]}
+    if schema >= 2:
+        doc["tier"] = tier if tier is not None else tier_of(case)
+    doc["note"] = case.note
+    doc.update(arrays=payload["arrays"], scalars=payload["scalars"], launch=payload["launch"])
+    if finding:
+        doc["finding"] = {k: finding[k] for k in FINDING_FIELDS if k in finding}
+        doc["finding"].update({k: v for k, v in finding.items() if k not in FINDING_FIELDS})
+    parts = []
+    for key in FIELD_ORDER:
+        if key not in doc:
+            continue
+        value = doc[key]
+        text = _object(value, "  ") if isinstance(value, dict) else _line(value)
+        parts.append(f"  {_line(key)}: {text}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+def finding_record(finding: Any, *, found_by: str | None = None, replay: str | None = None) -> dict[str, str]:
+    """The ``finding`` field for a :class:`~.check.Finding`: its report, origin and time."""
+    rec = {"report": finding.report()}
+    if replay is not None:
+        rec["replay"] = replay
+    rec["found_by"] = found_by if found_by is not None else f"eaglefuzz ({finding.origin})"
+    rec["found_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    return rec
+
+
+def save_case(case: Case, root: Path | str | None = None, *, finding: Any = None) -> Path:
+    """Store ``case`` as ``<root>/<kernel>/<hash12>.json`` (default root
+    :func:`~..core.paths.findings_corpus`) and return that path.
+
+    ``finding``: ``None``, a mapping of the ``finding`` fields, or a :class:`~.check.Finding`
+    (see :func:`finding_record`). The case must load back (format and contract are checked
+    before anything is written). The write is atomic (a temporary file in the same folder,
+    fsync, rename); a file already there is kept as it is, note and finding included.
+    """
+    if finding is not None and not isinstance(finding, Mapping):
+        finding = finding_record(finding)
+    path = case_path(case, root)
+    text = encode(case, finding)
+    decode(text, str(path))  # what we write must load: same checks as load_case
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename itself durable; not every platform can open a folder
+        dfd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return path
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+    return path
+
+
+# -- decoding ---------------------------------------------------------------------------
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    return {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "an object"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in d:
+            raise _Duplicate(k)
+        d[k] = v
+    return d
+
+
+class _Duplicate(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _check_scalar(src: str, where: str, value: Any) -> None:
+    if value is None or isinstance(value, bool | int | str):
+        return
+    if isinstance(value, float) and math.isfinite(value):
+        return
+    raise UserError(f"{src}: {where}: must be an integer, true/false, null or a string, not {_kind(value)}")
+
+
+def _check_elements(src: str, where: str, dtype: str, flat: list[Any], base: str) -> None:
+    """``flat``: one innermost list; ``base``: the index prefix of its elements."""
+    if dtype == "bool":
+        if all(type(x) is bool for x in flat):
+            return
+        i = next(i for i, x in enumerate(flat) if type(x) is not bool)
+        raise UserError(f"{src}: {where}.data{base}[{i}]: a bool array holds true/false only, not {_line(flat[i])}")
+    lo, hi = _RANGES[dtype]
+    if all(type(x) is int for x in flat):
+        if not flat or (lo <= min(flat) and max(flat) <= hi):
+            return
+        i = next(i for i, x in enumerate(flat) if not lo <= x <= hi)
+        raise UserError(f"{src}: {where}.data{base}[{i}]: {flat[i]} is out of range for {dtype} ({lo} to {hi})")
+    i = next(i for i, x in enumerate(flat) if type(x) is not int)
+    raise UserError(f"{src}: {where}.data{base}[{i}]: an {dtype} array holds integers only, not {_line(flat[i])}")
+
+
+def _check_data(src: str, where: str, dtype: str, data: Any, shape: list[int], base: str = "") -> None:
+    if not shape:  # a 0-d array: one element
+        _check_elements(src, where, dtype, [data], base)
+        return
+    if not isinstance(data, list):
+        raise UserError(
+            f"{src}: {where}.data{base}: shape mismatch: expected a list of {shape[0]}, found {_kind(data)}"
+        )
+    if len(data) != shape[0]:
+        raise UserError(
+            f"{src}: {where}.data{base}: shape mismatch: {len(data)} entries where the shape says {shape[0]}"
+        )
+    if len(shape) == 1:
+        lists = next((i for i, x in enumerate(data) if isinstance(x, list)), None)
+        if lists is not None:
+            raise UserError(f"{src}: {where}.data{base}[{lists}]: shape mismatch: a list where the shape says an element")
+        _check_elements(src, where, dtype, data, base)
+        return
+    for i, row in enumerate(data):
+        _check_data(src, where, dtype, row, shape[1:], f"{base}[{i}]")
+
+
+def _decode_array(src: str, name: str, spec: Any) -> np.ndarray:
+    where = f"arrays.{name}"
+    if not isinstance(spec, dict):
+        raise UserError(f"{src}: {where}: must be an object with dtype, shape and data, not {_kind(spec)}")
+    for key in ARRAY_FIELDS:
+        if key not in spec:
+            raise UserError(f"{src}: {where}.{key}: missing field (an array needs dtype, shape and data)")
+    extra = sorted(set(spec) - set(ARRAY_FIELDS))
+    if extra:
+        raise UserError(f"{src}: {where}.{extra[0]}: unknown field (an array has dtype, shape and data only)")
+    dtype, shape, data = spec["dtype"], spec["shape"], spec["data"]
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise UserError(f"{src}: {where}.dtype: {_line(dtype)} is not an allowed dtype ({', '.join(DTYPES)})")
+    if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+        raise UserError(f"{src}: {where}.shape: must be a list of non-negative integers, not {_line(shape)}")
+    try:
+        check_shape(name, shape)  # before reading the data: a huge shape is refused cheaply
+    except LimitExceeded as exc:
+        raise UserError(f"{src}: {exc.field}: {exc.rule}") from None
+    _check_data(src, where, dtype, data, shape)
+    return np.array(data, dtype=DTYPES[dtype]).reshape(shape)
+
+
+def _check_section(src: str, name: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise UserError(f"{src}: {name}: must be an object, not {_kind(value)}")
+    for k, v in value.items():
+        _check_scalar(src, f"{name}.{k}", v)
+    return value
+
+
+def decode(text: str, source: str, *, contract: bool = True) -> Entry:
+    """Parse and check the text of a corpus file; ``source`` names it in error messages.
+
+    ``contract=False`` skips the target's ``validate`` (format checks only).
+    """
+    # Imported here: the command line's supervising process imports this module, not the
+    # targets (Hypothesis, NumPy's strategies) nor torch.
+    from ..targets import TARGETS, ContractViolation
+    from .costs import check_cost
+
+    src = source
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{src}: line {exc.lineno} column {exc.colno}: malformed JSON: {exc.msg}") from None
+    except _Duplicate as exc:
+        raise UserError(f"{src}: {exc.key}: malformed JSON: duplicate key {exc.key!r}") from None
+    except (ValueError, RecursionError) as exc:
+        raise UserError(f"{src}: (document): malformed JSON: {' '.join(str(exc).split())[:200]}") from None
+    if not isinstance(doc, dict):
+        raise UserError(f"{src}: (top level): must be a JSON object, not {_kind(doc)}")
+    reads = " and ".join(map(str, SCHEMAS))
+    if "schema" not in doc:
+        raise UserError(f"{src}: schema: missing field (this eaglefuzz reads schemas {reads})")
+    if type(doc["schema"]) is not int or doc["schema"] not in SCHEMAS:
+        raise UserError(
+            f"{src}: schema: unknown schema version {_line(doc['schema'])} (this eaglefuzz reads schemas {reads})"
+        )
+    schema = doc["schema"]
+    required = REQUIRED_BY_SCHEMA[schema]
+    extra = [k for k in doc if k not in required + OPTIONAL]
+    if extra:
+        raise UserError(
+            f"{src}: {extra[0]}: unknown top-level field in schema {schema} "
+            f"(allowed: {', '.join(required + OPTIONAL)})"
+        )
+    for key in required:
+        if key not in doc:
+            raise UserError(f"{src}: {key}: missing field (required in schema {schema}: {', '.join(required)})")
+    tier = doc.get("tier", "production")
+    if tier not in TIERS:
+        raise UserError(f"{src}: tier: {_line(tier)} is not a tier (one of {', '.join(TIERS)})")
+    kernel = doc["kernel"]
+    if not isinstance(kernel, str) or kernel not in TARGETS:
+        raise UserError(f"{src}: kernel: unknown kernel {_line(kernel)} (known: {', '.join(sorted(TARGETS))})")
+    note = doc.get("note", "")
+    if not isinstance(note, str):
+        raise UserError(f"{src}: note: must be a string, not {_kind(note)}")
+    arrays_doc = doc["arrays"]
+    if not isinstance(arrays_doc, dict):
+        raise UserError(f"{src}: arrays: must be an object (name -> array), not {_kind(arrays_doc)}")
+    arrays = {name: _decode_array(src, name, spec) for name, spec in arrays_doc.items()}
+    scalars = _check_section(src, "scalars", doc["scalars"])
+    launch = _check_section(src, "launch", doc["launch"])
+    finding = doc.get("finding", {})
+    if not isinstance(finding, dict):
+        raise UserError(f"{src}: finding: must be an object, not {_kind(finding)}")
+    for k, v in finding.items():
+        if k not in FINDING_FIELDS:
+            raise UserError(f"{src}: finding.{k}: unknown field (allowed: {', '.join(FINDING_FIELDS)})")
+        if not isinstance(v, str):
+            raise UserError(f"{src}: finding.{k}: must be a string, not {_kind(v)}")
+    case = Case(kernel, arrays, scalars, launch, note)
+    if contract:
+        target = TARGETS[kernel]
+        try:
+            if tier == "extended":
+                target.validate_extended(case)
+            else:
+                target.validate(case)
+            check_cost(case)  # what running it would cost, before anything runs
+        except ContractViolation as exc:
+            where = " (extended tier)" if tier == "extended" else ""
+            raise UserError(f"{src}: {exc.field}: {exc.rule}{where}") from None
+        except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+            raise UserError(
+                f"{src}: (case): outside {kernel}'s contract (its check raised "
+                f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+            ) from None
+    return Entry(case, finding, None, tier, schema)
+
+
+def load_entry(path: Path | str) -> Entry:
+    """Load one corpus file: its case (checked against the format and the contract) and finding."""
+    p = Path(path)
+    try:
+        check_file_size(p.stat().st_size)
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    except LimitExceeded as exc:
+        raise UserError(f"{p}: {exc.field}: {exc.rule}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{p}: byte {exc.start}: malformed JSON: not UTF-8 text") from None
+    entry = decode(text, str(p))
+    return Entry(entry.case, entry.finding, p, entry.tier, entry.schema)
+
+
+def load_case(path: Path | str) -> Case:
+    """The case stored in ``path``; any problem is a one-line :class:`UserError`."""
+    return load_entry(path).case
+
+
+def discover(paths: Iterable[Path | str]) -> list[Path]:
+    """Corpus files named by ``paths``: files as given, folders searched for ``*.json``.
+
+    Folders are searched recursively and their files sorted; a path given twice is listed
+    once. A missing path, a file not ending in ``.json`` or a folder without any is an error.
+    """
+    out: list[Path] = []
+    seen: set[Path] = set()
+    for given in paths:
+        p = Path(given)
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*.json") if f.is_file())
+            if not found:
+                raise UserError(f"{p}: no cases: the folder holds no *.json file")
+        elif p.is_file():
+            if p.suffix != ".json":
+                raise UserError(f"{p}: not a corpus file: corpus files end in .json")
+            found = [p]
+        elif p.exists():
+            raise UserError(f"{p}: not a file or folder")
+        else:
+            raise UserError(f"{p}: does not exist")
+        for f in found:
+            key = f.resolve()
+            if key not in seen:
+                seen.add(key)
+                out.append(f)
+    return out
+
+
+def save_finding(finding: Finding, root: Path | str) -> Path:
+    """Write ``finding``'s case under ``root`` with its report and the commands that replay it.
+
+    ``root`` is the regression corpus for production code, a findings folder otherwise (see
+    :func:`~..sources.findings_dir`).
+    """
+    path = case_path(finding.case, root)
+    commands = finding.replay_commands(path)
+    found_by = "eaglefuzz " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    record = finding_record(finding, found_by=found_by, replay=commands[0])
+    record["report"] = finding.report(saved=path)
+    return save_case(finding.case, root, finding=record)

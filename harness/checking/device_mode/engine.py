@@ -1,0 +1,212 @@
+"""The device campaign: draw, oracle, launch and compare on the GPU; confirm on the host.
+
+Per example ``i`` (seeds ``derive_seed(seed, name, "device", i)`` for the host's choices and
+the device generator): the target draws a case on the device, its inputs are staged to pinned
+host memory (so a case that kills the CUDA context can still be reported), the torch oracle
+gives the elements the contract writes, :class:`~.base.Arenas` pre-fills every buffer, the
+implementation runs, and one comparison per buffer counts the elements that are not as
+expected. That count is the only value that crosses to the host. A target checked on the host
+(``checked_on = "host"``: the prepare kernels, whose cases are a few thousand elements) draws
+its case and computes the expected outputs there in NumPy (:class:`~.base.HostArenas`); only
+the launch runs on the device.
+
+A case with a difference is confirmed by the ordinary check (:func:`~..check.check_case`: the
+NumPy and Numba oracles, the full report), then shrunk like any finding. Cases are also
+cross-checked that way on a sample (the first, then as long as cross-checks take under
+:data:`CROSS_CHECK_SHARE` of the time): the NumPy/Numba verdict must match the device
+verdict, or the finding is an *oracle disagreement* (a bug of the harness). The first
+:data:`WARMUP` examples (Triton's JIT compiles the kernel's specializations there) are timed
+apart from the steady state.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from ...core.case import Case
+from ...core.compare import Difference
+from ...core.exitcodes import EXIT_DEVICE_LOST
+from ...generation.strategies import Scale, derive_seed
+from ...sources import Implementations
+from ...targetkit.device import Arenas, DeviceCase, DeviceTarget
+from ...targets import TARGETS, Outcome
+from ..check import CaseJournal, Finding, check_case
+from ..fuzz import Stats, shrink_finding
+from . import device_targets
+from .producers import HostCases, default_workers
+
+CROSS_CHECK_SHARE = 0.05
+WARMUP = 16
+CPU_MAX_REQUESTS = 8
+"""Requests per case when the device is the CPU (the Triton interpreter): tests only."""
+STAGES = ("draw", "stage", "oracle", "buffers", "kernel", "compare", "cross-check")
+
+
+class _Pinned:
+    """Reusable pinned host buffers that the inputs of each case are copied into."""
+
+    def __init__(self) -> None:
+        self.bufs: dict[str, torch.Tensor] = {}
+
+    def stage(self, dc: DeviceCase) -> dict[str, torch.Tensor]:
+        out = {}
+        for n, t in dc.inputs.items():
+            buf = self.bufs.get(n)
+            if buf is None or buf.dtype != t.dtype or buf.numel() < t.numel():
+                buf = self.bufs[n] = torch.empty(max(t.numel(), 1 << 16), dtype=t.dtype, pin_memory=t.is_cuda)
+            view = buf[: t.numel()].view(t.shape)
+            view.copy_(t, non_blocking=True)
+            out[n] = view
+        return out
+
+
+def _case(dt: DeviceTarget, dc: DeviceCase, host: dict[str, torch.Tensor | np.ndarray]) -> Case:
+    """The case from its staged host copy (valid once the copies are done)."""
+    copies = {n: t.copy() if isinstance(t, np.ndarray) else t.clone() for n, t in host.items()}
+    return dt.to_case(DeviceCase(copies, dc.outputs, dc.scalars, dc.host))
+
+
+def device_fuzz_target(
+    name: str,
+    impls: Implementations,
+    device: str,
+    scale: Scale | None = None,
+    *,
+    seed: int = 0,
+    examples: int | None = 100,
+    time_budget: float | None = None,
+    shrink: bool = True,
+    stop_on_finding: bool = True,
+    on_progress: Callable | None = None,
+    chunk_offset: int = 0,
+    chunk_step: int = 1,
+    journal: CaseJournal | None = None,
+    stats: object | None = None,
+    domain: str = "production",
+    profile: bool = False,
+    cross_check_share: float = CROSS_CHECK_SHARE,
+    workers: int | None = None,
+) -> object:
+    """Fuzz ``name`` on the device (production tier only); the same signature and
+    :class:`~..fuzz.Stats` as :func:`~..fuzz.fuzz_target`, with ``stats.stages`` (seconds per
+    stage), ``stats.cross_checked`` and ``stats.warmup`` filled in. ``profile`` waits for the
+    device after every stage, so that the stage times add up to where the time goes (slower);
+    ``cross_check_share`` is the share of the time cross-checks may take (1: every case);
+    ``workers``: processes that make a host-checked target's cases ahead of the launches
+    (:mod:`.producers`; ``None``: :func:`~.producers.default_workers`; with them the ``draw``
+    stage is the wait for the next case, its oracle and buffers included)."""
+
+    dt = device_targets()[name]
+    impl = impls[name]
+    origin = impls.origin[name]
+    stats = stats if stats is not None else Stats()
+    stages = stats.stages = dict.fromkeys(STAGES, 0.0)
+    pinned = _Pinned()
+    start = time.monotonic()
+    cross_s = 0.0
+    i = chunk_offset
+    on_device = dt.checked_on == "device"
+    gen = torch.Generator(device=device) if on_device else None  # reseeded per example, one per run
+    max_requests = CPU_MAX_REQUESTS if device == "cpu" else None
+    producer = None if on_device else HostCases(
+        name, seed, chunk_offset, chunk_step, max_requests,
+        default_workers(device) if workers is None else workers)
+
+    def clock(stage: str, t0: float) -> float:
+        if profile and device != "cpu":
+            torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        stages[stage] += t1 - t0
+        return t1
+
+    def confirm(case: Case, device_bad: bool) -> Finding | None:
+        finding = check_case(case, impls, device, journal)
+        if finding is None and not device_bad:
+            return None
+        if finding is None:  # the device check saw a difference the NumPy/Numba oracles do not
+            finding = Finding(case, Outcome(), origin)
+            finding.outcome.oracle_disagreements.append(Difference(
+                name, None, "the kernel's outputs (the NumPy and Numba oracles agree with them)",
+                "a difference", None, "device oracle", dt.oracle_name))
+        elif not device_bad and not finding.outcome.crash:
+            finding.outcome.oracle_disagreements.append(Difference(
+                name, None, "a difference (the NumPy and Numba oracles found one)", "no difference",
+                None, "device oracle", dt.oracle_name))
+        return finding
+
+    try:
+        while (examples is None or stats.examples < examples) and (
+            time_budget is None or time.monotonic() - start < time_budget
+        ):
+            t = time.perf_counter()
+            if on_device:
+                s = derive_seed(seed, name, "device", i)
+                gen.manual_seed(s)
+                rng = np.random.default_rng(s)
+                dc = dt.draw(rng, gen, device) if max_requests is None else dt.draw(rng, gen, device, max_requests)
+                t = clock("draw", t)
+                host = pinned.stage(dc)
+                t = clock("stage", t)
+                writes = dt.oracle(dc)
+                t = clock("oracle", t)
+                arenas = Arenas(dc, writes, device)
+                views = arenas.views
+            else:
+                dc, arenas = next(producer)  # drawn, its oracle run and its buffers laid out
+                host = dc.inputs
+                t = clock("draw", t)
+                views = arenas.upload(device)
+            t = clock("buffers", t)
+            finding = None
+            try:
+                dt.launch(impl, views, dc)
+                t = clock("kernel", t)
+                if not on_device:
+                    arenas.download()
+                bad = int(arenas.mismatch())
+            except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+                outcome = Outcome().crashed(exc, device)
+                case = _case(dt, dc, host) if outcome.fatal else None
+                if outcome.fatal and journal is not None:
+                    journal.abandon(case, f"the device became unusable: {outcome.crash}")
+
+                    os._exit(EXIT_DEVICE_LOST)
+                finding = Finding(case, outcome, origin) if outcome.fatal else confirm(_case(dt, dc, host), True)
+                bad = 0
+            t = clock("compare", t)
+            stats.examples += 1
+            stats.tokens += dc.tokens
+            if stats.examples == WARMUP or (examples is not None and stats.examples == examples and stats.examples < WARMUP):
+                stats.warmup = time.monotonic() - start
+            elapsed = time.monotonic() - start
+            if finding is None and (bad or cross_s <= cross_check_share * elapsed):
+                t0 = time.perf_counter()
+                case = _case(dt, dc, host)
+                stats.features |= TARGETS[name].features_of(case)
+                finding = confirm(case, bad > 0)
+                stats.cross_checked += 1
+                cross_s += time.perf_counter() - t0
+                stages["cross-check"] += time.perf_counter() - t0
+            if finding is not None:
+                stats.unshrunk = finding
+                if on_progress is not None:
+                    on_progress(stats)
+                if shrink and not finding.outcome.oracle_disagreements:
+                    finding = shrink_finding(finding, impls, device, journal=journal)
+                stats.findings.append(finding)
+                stats.unshrunk = None
+            if on_progress is not None and (finding is not None or stats.examples % 16 == 0):
+                on_progress(stats)
+            i += chunk_step
+            if finding is not None and (finding.fatal or stop_on_finding):
+                break
+    finally:
+        if producer is not None:
+            producer.close()
+    stats.seconds = time.monotonic() - start
+    return stats

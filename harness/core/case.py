@@ -1,0 +1,161 @@
+"""A case: one complete, self-contained input of one kernel or function under test.
+
+A case holds plain NumPy arrays and Python scalars, never tensors, so it can be printed,
+pasted back into a test, stored in the corpus and run on any backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Scalar = int | bool | None
+
+
+@dataclass(frozen=True, eq=False)
+class Case:
+    """Inputs of one run of ``kernel``.
+
+    ``arrays``: every input array, with its dtype and shape.
+    ``scalars``: every scalar argument, by the kernel's parameter name (without ``_ptr``).
+    ``launch``: launch parameters; ``None`` means vLLM's own choice.
+    ``note``: free text kept with the case (why it exists, what it found).
+    """
+
+    kernel: str
+    arrays: Mapping[str, np.ndarray]
+    scalars: Mapping[str, Scalar] = field(default_factory=dict)
+    launch: Mapping[str, Scalar] = field(default_factory=dict)
+    note: str = ""
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Case):
+            return NotImplemented
+        return (
+            self.kernel == other.kernel
+            and dict(self.scalars) == dict(other.scalars)
+            and dict(self.launch) == dict(other.launch)
+            and self.arrays.keys() == other.arrays.keys()
+            and all(
+                a.dtype == other.arrays[k].dtype and np.array_equal(a, other.arrays[k])
+                for k, a in self.arrays.items()
+            )
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def replace(self, **changes: Any) -> Case:
+        """A copy with ``arrays``/``scalars``/``launch`` entries updated (merged, not replaced)."""
+        arrays = {**self.arrays, **changes.pop("arrays", {})}
+        scalars = {**self.scalars, **changes.pop("scalars", {})}
+        launch = {**self.launch, **changes.pop("launch", {})}
+        note = changes.pop("note", self.note)
+        if changes:
+            raise TypeError(f"unknown Case fields: {sorted(changes)}")
+        return Case(self.kernel, arrays, scalars, launch, note)
+
+    def to_python(self) -> str:
+        """Source text that rebuilds this case (``import numpy as np`` and ``Case`` in scope)."""
+        lines = [f"Case(\n    kernel={self.kernel!r},\n    arrays={{"]
+        for name, arr in self.arrays.items():
+            lines.append(f"        {name!r}: {_array_source(arr)},")
+        lines.append("    },")
+        lines.append(f"    scalars={_dict_source(self.scalars)},")
+        lines.append(f"    launch={_dict_source(self.launch)},")
+        if self.note:
+            lines.append(f"    note={self.note!r},")
+        lines.append(")")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.to_python()
+
+
+def _array_source(arr: np.ndarray) -> str:
+    """Source text that rebuilds ``arr`` exactly (dtype and shape); a long array that is
+    constant, a range, a repeated pattern (rows alike), or a few runs or ranges is written as
+    such (reproducers of large findings stay readable)."""
+    dt = f"np.{arr.dtype.name}"
+    if arr.size == 0:
+        return f"np.zeros({arr.shape!r}, dtype={dt})"
+    if arr.size >= COMPACT_FROM:
+        flat = arr.reshape(-1)
+        body = _compact_1d(flat, dt)
+        if body is not None:
+            src = body if arr.ndim == 1 else f"{body}.reshape({arr.shape!r})"
+            if _rebuilds(src, arr):
+                return src
+    return f"np.array({arr.tolist()!r}, dtype={dt})"
+
+
+COMPACT_FROM = 16
+"""Arrays of at least this many elements are written compactly when they can be."""
+
+PERIOD_MAX = 64
+"""The longest repeated pattern written as ``np.tile`` (a request's tokens, a table's row)."""
+
+
+def _rebuilds(src: str, arr: np.ndarray) -> bool:
+    """Whether ``src`` evaluates to ``arr`` exactly (a compact form never changes a value)."""
+    try:
+        got = eval(src, {"np": np})  # noqa: S307 - our own text, built above
+    except Exception:  # noqa: BLE001 - e.g. a range whose end lies past the dtype's limits
+        return False
+    return isinstance(got, np.ndarray) and got.dtype == arr.dtype and got.shape == arr.shape and bool(
+        np.array_equal(got, arr))
+
+
+def _range(start: int, n: int, step: int, dt: str) -> str:
+    if step == 1:
+        return f"np.arange({start}, {start + n}, dtype={dt})"
+    return f"np.arange({start}, {start + n * step}, {step}, dtype={dt})"
+
+
+def _compact_1d(a: np.ndarray, dt: str) -> str | None:
+    """``a`` as ``np.full``, ``np.arange`` (any step), ``np.tile`` of a short pattern,
+    ``np.repeat`` of runs or a concatenation of ranges, when that is much shorter than the
+    list of its values; else ``None``."""
+    n = len(a)
+    if a.dtype == np.bool_ or a.dtype.kind not in "iu":
+        values = a.tolist()
+        if all(v == values[0] for v in values):
+            return f"np.full({n}, {values[0]!r}, dtype={dt})"
+        return _tiled(a, dt)
+    w = a.astype(object)  # exact Python ints: no wrap-around while comparing
+    if all(v == w[0] for v in w):
+        return f"np.full({n}, {int(w[0])}, dtype={dt})"
+    step = int(w[1] - w[0])
+    if all(w[i] - w[i - 1] == step for i in range(2, n)):
+        return _range(int(w[0]), n, step, dt)
+    tiled = _tiled(a, dt)
+    if tiled is not None:
+        return tiled
+    starts = [0] + [i for i in range(1, n) if w[i] != w[i - 1] + 1]
+    runs = [0] + [i for i in range(1, n) if w[i] != w[i - 1]]
+    if len(runs) * 4 <= n and len(runs) <= len(starts):
+        vals = [int(w[i]) for i in runs]
+        counts = [b - a_ for a_, b in zip(runs, runs[1:] + [n], strict=True)]
+        return f"np.repeat(np.array({vals!r}, dtype={dt}), {counts!r})"
+    if len(starts) * 4 <= n:
+        pieces = [_range(int(w[i]), j - i, 1, dt) for i, j in zip(starts, starts[1:] + [n], strict=True)]
+        return f"np.concatenate([{', '.join(pieces)}])"
+    return None
+
+
+def _tiled(a: np.ndarray, dt: str) -> str | None:
+    """``a`` as ``np.tile`` of its shortest repeating pattern (at most :data:`PERIOD_MAX`
+    long, repeated at least twice), the pattern itself written compactly when it can be."""
+    n = len(a)
+    for p in range(1, min(PERIOD_MAX, n // 2) + 1):
+        if n % p == 0 and np.array_equal(a[p:], a[:-p]):
+            part = a[:p]
+            body = _compact_1d(part, dt) if p >= COMPACT_FROM else None
+            return f"np.tile({body or f'np.array({part.tolist()!r}, dtype={dt})'}, {n // p})"
+    return None
+
+
+def _dict_source(d: Mapping[str, Scalar]) -> str:
+    return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in d.items()) + "}"

@@ -1,0 +1,46 @@
+"""A seeded bug, as a target folder's ``bugs.py`` records it: a one-edit mutant of the target's
+production code that the fuzzer must catch.
+
+A mutant names its target, states its bug, and lists its edits as ``(old, new)`` text
+replacements; each ``old`` occurs exactly once in the target's source. ``tests/seeded_bugs/
+mutants.py`` applies them to the function as its module holds it today and writes an altered
+copy that ``--kernels`` loads (so the bugs follow the production code as it changes), and
+``tests/test_seeded_bugs.py`` checks that a default run catches each one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BUNDLED = "bundled"
+"""The module of the bundled copy, ``kernels/spec_decode_utils.py``."""
+V033 = "vllm-release:0.33.0"
+"""vLLM 0.33.0's module: for the targets the bundled copy predates."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One seeded bug: ``edits`` turn ``target``'s production source into the buggy one.
+
+    ``module``: where that source is, ``"bundled"`` (kernels/spec_decode_utils.py) or
+    ``"vllm-release:X.Y.Z"`` (that release's module of the target, its ``Target.module``).
+    ``extreme``: for a bug that only production-sized inputs expose, the feature of the
+    target's ``extremes`` a case needs for it to show (empty for the others).
+    ``crash``: the bug *is* a crash: on the inputs that expose it the code raises (an index
+    past the table that production's clamp keeps it from, a shape that no longer matches)
+    where production runs, and runs on other inputs. Only such a mutant may be caught by a
+    ``crash`` finding; any other must give a ``difference`` (one that raises instead is broken).
+    """
+
+    name: str
+    target: str
+    bug: str
+    edits: tuple[tuple[str, str], ...]
+    module: str = BUNDLED
+    extreme: str = ""
+    crash: bool = False
+
+
+def edit(old: str, new: str) -> tuple[str, str]:
+    """One text replacement of a mutant: ``old`` (found exactly once) becomes ``new``."""
+    return old, new

@@ -1,0 +1,194 @@
+"""What a target needs to be fuzzed on the GPU end to end, and the buffers it runs in.
+
+A :class:`DeviceTarget` draws a production case directly on the device (:class:`DeviceCase`:
+tensors, with the few sizes the launch needs known on the host), asks the torch oracle
+(:mod:`eaglefuzz.oracles.tensor_ops`) for the elements the contract writes, launches the
+implementation as vLLM does, and turns a case into a plain :class:`~...core.case.Case` when one must
+be reported, shrunk or cross-checked against the NumPy and Numba oracles.
+
+:class:`Arenas` holds every array of a case, inputs and outputs, in one buffer per storage
+dtype, each array between guard bands. Untouched elements hold a sentinel (bool outputs the
+byte ``0xA5``, neither False nor True); an element the contract writes holds, before the
+launch, its expected value with the lowest bit flipped, so that a missing write always shows,
+without a second oracle run to learn which elements are written. The expected buffers are the
+pre-filled ones with the oracle's values scattered in; one comparison per buffer checks every
+element, guard bands and inputs included. :class:`HostArenas` is the same on the host, in
+NumPy, for targets whose cases are small (``checked_on = "host"``): only the launch runs on the
+device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..core.case import Case
+
+GUARD = 256
+"""Elements of guard band around every array in an arena."""
+
+_SENTINEL = {torch.int32: -0x5A5A5A5B, torch.int64: -0x5A5A5A5A5A5A5A5B, torch.uint8: 0xA5}
+
+
+@dataclass
+class DeviceCase:
+    """One case drawn on the device.
+
+    ``inputs``: input tensors by the contract's names (on the device; NumPy arrays for a target
+    checked on the host); ``outputs``: each
+    output's dtype and element count; ``scalars``: the scalar arguments; ``host``: sizes known
+    on the host (for the launch grid: no device-to-host copy).
+    """
+
+    inputs: dict[str, Any]
+    outputs: dict[str, tuple[torch.dtype, int]]
+    scalars: dict[str, Any]
+    host: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> int:
+        """Output elements one check verifies (as :meth:`Target.output_tokens` counts them)."""
+        return sum(k for _, k in self.outputs.values())
+
+
+class DeviceTarget:
+    """A target's device pieces: its folder's ``device.py`` (``DEVICE``, an instance)."""
+
+    name: str
+    """The target's name (a key of :data:`~..targets.TARGETS`)."""
+    launch_names: tuple[str, ...] = ()
+    """The launch fields of the target's cases (its record's ``launch_names``): a case drawn on
+    the device is launched as vLLM launches it, every field ``null``."""
+    checked_on: str = "device"
+    """``device``: draw, oracle and compare on the GPU (large cases; :class:`Arenas`); ``host``:
+    everything but the launch on the CPU in NumPy (:class:`HostArenas`), the buffers copied over
+    and back once per dtype (cases of a few thousand elements, where each device operation, or
+    each torch operation on the host, costs more in overhead than in work)."""
+    oracle_name: str = "torch oracle (oracles/tensor_ops.py)"
+    """The oracle :meth:`oracle` runs, as reports name it."""
+
+    def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int) -> DeviceCase:
+        """A production case of at most ``max_requests`` requests: sizes and modes from ``rng``
+        (host), contents from ``gen`` (device). Each module's default ``max_requests`` is the
+        production scale; a CPU run (the tests, the interpreter) passes a small one."""
+        raise NotImplementedError
+
+    def oracle(self, dc: DeviceCase) -> dict[str, tuple[Any, Any]]:
+        """The contract's writes, ``{output: (flat index, value)}``: tensors
+        (:mod:`~eaglefuzz.oracles.tensor_ops`), or NumPy arrays for a target checked on the host."""
+        raise NotImplementedError
+
+    def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
+        """Launch ``impl`` on ``views`` (every input and output by name) as vLLM does."""
+        raise NotImplementedError
+
+    def to_case(self, dc: DeviceCase) -> Case:
+        """The same case as a plain :class:`~..core.case.Case` (host arrays; vLLM's own launch)."""
+        return Case(
+            kernel=self.name,
+            arrays={n: t if isinstance(t, np.ndarray) else t.cpu().numpy() for n, t in dc.inputs.items()},
+            scalars=dict(dc.scalars),
+            launch=dict.fromkeys(self.launch_names),
+            note="drawn on the device (eaglefuzz fuzz --mode device)",
+        )
+
+
+def _storage(dtype: torch.dtype) -> torch.dtype:
+    return torch.uint8 if dtype == torch.bool else dtype
+
+
+def _layout(shapes: dict[str, tuple[torch.dtype, int]]) -> tuple[dict[str, int], dict[torch.dtype, int]]:
+    """Each array's offset in its storage dtype's buffer, and each buffer's size (the last
+    guard band not counted). Every array starts 16-byte aligned, as vLLM's fresh allocations
+    do: Triton specializes a kernel on its pointers' alignment, so ragged offsets would make it
+    compile a new variant for case after case."""
+    offset: dict[str, int] = {}
+    sizes: dict[torch.dtype, int] = {}
+    for n, (dt, k) in shapes.items():
+        s = _storage(dt)
+        offset[n] = -(-(sizes.get(s, 0) + GUARD) // 16) * 16
+        sizes[s] = offset[n] + k
+    return offset, sizes
+
+
+class Arenas:
+    """Every array of ``dc`` in one guarded buffer per storage dtype, pre-filled for ``writes``."""
+
+    def __init__(self, dc: DeviceCase, writes: dict[str, tuple[torch.Tensor, torch.Tensor]], device: str) -> None:
+        shapes = {n: (t.dtype, t.numel()) for n, t in dc.inputs.items()} | dc.outputs
+        self.offset, sizes = _layout(shapes)
+        self.full = {s: torch.full((size + GUARD,), _SENTINEL[s], dtype=s, device=device) for s, size in sizes.items()}
+        self.views: dict[str, torch.Tensor] = {}
+        for n, (dt, k) in shapes.items():
+            buf = self.full[_storage(dt)]
+            v = buf[self.offset[n] : self.offset[n] + k]
+            self.views[n] = v.view(torch.bool) if dt == torch.bool else v
+        for n, t in dc.inputs.items():
+            self.views[n].copy_(t.reshape(-1))
+        for n, (index, value) in writes.items():
+            if value.dtype != torch.bool:
+                self.views[n][index] = value ^ 1
+        self.expected = {s: b.clone() for s, b in self.full.items()}
+        for n, (index, value) in writes.items():
+            dt = shapes[n][0]
+            e = self.expected[_storage(dt)][self.offset[n] : self.offset[n] + shapes[n][1]]
+            e[index] = value.to(torch.uint8) if dt == torch.bool else value
+        self.shapes = {n: t.shape for n, t in dc.inputs.items()}
+        self.views = self._shaped(self.views)
+
+    def _shaped(self, views: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        # inputs keep their shape (a 2-D id matrix, a strided view)
+        return {n: v.view(self.shapes[n]) if n in self.shapes and len(self.shapes[n]) > 1 else v for n, v in views.items()}
+
+    def mismatch(self) -> torch.Tensor:
+        """A device scalar: the number of elements, over every buffer, that are not as expected."""
+        return sum((self.full[s] != self.expected[s]).sum() for s in self.full)
+
+
+_NUMPY = {torch.int32: np.int32, torch.int64: np.int64, torch.uint8: np.uint8}
+_TORCH = {np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.bool_): torch.bool}
+
+
+class HostArenas:
+    """:class:`Arenas` built and compared on the host in NumPy, for a target checked on the
+    host: ``dc.inputs`` and the writes are NumPy arrays. :meth:`upload` copies each buffer to
+    the device for the launch, :meth:`download` brings it back, :meth:`mismatch` counts."""
+
+    def __init__(self, dc: DeviceCase, writes: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        shapes = {n: (_TORCH[a.dtype], a.size) for n, a in dc.inputs.items()} | dc.outputs
+        self.offset, sizes = _layout(shapes)
+        self.dtypes = {n: dt for n, (dt, _) in shapes.items()}
+        self.sizes = {n: k for n, (_, k) in shapes.items()}
+        self.shapes = {n: a.shape for n, a in dc.inputs.items() if a.ndim > 1}
+        self.full = {s: np.full(size + GUARD, _SENTINEL[s], dtype=_NUMPY[s]) for s, size in sizes.items()}
+        for n, a in dc.inputs.items():
+            self._view(self.full, n)[:] = a.reshape(-1)
+        self.expected = {s: b.copy() for s, b in self.full.items()}
+        for n, (index, value) in writes.items():
+            self._view(self.expected, n)[index] = value
+            if self.dtypes[n] != torch.bool:
+                self._view(self.full, n)[index] = value ^ 1
+
+    def _view(self, bufs: dict[torch.dtype, np.ndarray], n: str) -> np.ndarray:
+        return bufs[_storage(self.dtypes[n])][self.offset[n] : self.offset[n] + self.sizes[n]]
+
+    def upload(self, device: str) -> dict[str, torch.Tensor]:
+        """The buffers on ``device``, one copy per dtype; the views of every array there."""
+        self.on_device = {s: torch.from_numpy(b).to(device) for s, b in self.full.items()}
+        views = {}
+        for n, dt in self.dtypes.items():
+            d = self.on_device[_storage(dt)][self.offset[n] : self.offset[n] + self.sizes[n]]
+            d = d.view(torch.bool) if dt == torch.bool else d
+            views[n] = d.view(self.shapes[n]) if n in self.shapes else d
+        return views
+
+    def download(self) -> None:
+        """The buffers as the launch left them on the device, back on the host (waits for it)."""
+        self.full = {s: b.cpu().numpy() for s, b in self.on_device.items()}
+
+    def mismatch(self) -> int:
+        """The number of elements, over every buffer, that are not as expected."""
+        return sum(int(np.count_nonzero(self.full[s] != self.expected[s])) for s in self.full)

@@ -1,0 +1,87 @@
+"""How a case of ``compute_new_slot_mapping`` is built (docs/CONTRACT.md §7.1): requests' query
+lengths, ``N`` and a block table, with the vLLM layout of the slots or a scattered one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.case import Case
+from ...generation.strategies import (
+    INT32_MAX,
+    query_start_loc_from,
+)
+from ...targetkit.block_tables import MAX_POSITION, MAX_TABLE, max_block_id
+
+NAME = "compute_new_slot_mapping"
+
+
+MAX_TOKENS = 1 << 14
+"""Most tokens a generated case holds."""
+
+
+def build(
+    lengths: list[int],
+    N: int,
+    bs: int,
+    *,
+    nb: int,
+    fit: str,
+    layout: str,
+    ids: str,
+    seed: int,
+    views: bool,
+    p0_near_end: bool | None = None,
+    max_tokens: int = MAX_TOKENS,
+    max_table: int = MAX_TABLE,
+) -> Case:
+    """A case: ``lengths`` (qlen per request), ``N`` new tokens each, a table of ``nb`` columns
+    (cut to fit MAX_TABLE) and max_model_len filling it (``exact``) or not (``fits``, narrower
+    than the table: a wide table); values from ``seed``."""
+    rng = np.random.default_rng(seed)
+    R = len(lengths)
+    while sum(lengths) + R * N > max_tokens:  # shorten the requests, then drop some
+        lengths = [x // 2 for x in lengths] if sum(lengths) else lengths[: len(lengths) // 2]
+        R = len(lengths)
+    nb = max(1, min(nb, max_table // max(R, 1)))
+    full = nb * bs
+    M = full if fit == "exact" else int(rng.integers(1, full + 1))
+    counts = [q + N for q in lengths]
+    L = sum(counts)
+    if layout == "vllm":
+        pos, rej = [], []
+        near = rng.random() < 0.5 if p0_near_end is None else p0_near_end
+        for q, n in zip(lengths, counts, strict=True):
+            k = int(rng.integers(0, q)) if q > 1 and rng.random() < 0.6 else 0  # rejected: at most qlen - 1
+            live = n - k
+            p0 = max(0, M - live + int(rng.integers(-3, 4))) if near else int(rng.integers(0, M))
+            pos += list(range(p0, p0 + live)) + [0] * k
+            rej += [False] * live + [True] * k
+        positions = np.asarray(pos, dtype=np.int64)
+        rejected = np.asarray(rej, dtype=bool)
+    else:
+        positions = np.where(
+            rng.random(L) < 0.8, rng.integers(0, M + 4, size=L), rng.integers(0, MAX_POSITION, size=L, endpoint=True)
+        ).astype(np.int64)
+        rejected = rng.random(L) < 0.3
+    top = max_block_id(bs)
+    if ids == "small":
+        table = rng.integers(0, min(top, 4096), size=(R, nb), endpoint=True)
+    elif ids == "near_limit":
+        table = rng.integers(max(0, top - (1 << 16) // bs), top, size=(R, nb), endpoint=True)
+    else:
+        table = rng.integers(0, top, size=(R, nb), endpoint=True)
+    T = sum(lengths)
+    return Case(
+        kernel=NAME,
+        arrays={
+            "query_start_loc": query_start_loc_from(lengths) if R else np.zeros(1, np.int32),
+            "block_table": table.astype(np.int32).reshape(R, nb),
+            "seq_lens": np.asarray([min(INT32_MAX, q + int(rng.integers(0, M))) for q in lengths], dtype=np.int64).astype(np.int32),
+            "slot_mapping": rng.integers(-1, 1 << 40, size=T).astype(np.int64),
+            "new_positions": positions,
+            "is_rejected_token_mask": rejected,
+        },
+        scalars={"block_size": int(bs), "num_new_tokens": int(N), "max_model_len": int(M)},
+        launch={"views": bool(views)},
+    )

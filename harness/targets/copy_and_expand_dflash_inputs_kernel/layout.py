@@ -1,0 +1,137 @@
+"""How a case of ``copy_and_expand_dflash_inputs_kernel`` is laid out (docs/CONTRACT.md §9.1): built
+from its requests (positions, a block-table row, rejected count, next token) and settings, and
+split back into them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...core.case import Case
+from ...generation.strategies import (
+    POWERS_OF_TWO,
+    Scale,
+    cdiv,
+    next_power_of_2,
+    query_start_loc_from,
+)
+
+NAME = "copy_and_expand_dflash_inputs_kernel"
+
+
+MAX_POSITION = 1 << 62
+"""Largest position the harness generates: ``p + Q`` never nears the int64 limit."""
+
+
+MAX_SPEC_TOKENS = 32
+
+
+MAX_BLOCK_SIZE = 1 << 24
+
+
+MAX_SPARE = 1 << 16
+
+
+COMMON_BLOCK_SIZES = (16, 1, 2, 32, 64, 128, 256)
+
+
+ODD_BLOCK_SIZES = (3, 48, 528, 1056)  # hybrid models align attention blocks to other page sizes
+
+
+VOCAB = 1 << 18
+"""Vocabularies of 256k ids (Gemma, Llama 4, ...): ids past 65535."""
+
+
+def build(
+    reqs: list[dict[str, Any]],
+    *,
+    has_num_rejected: bool,
+    K: int,
+    block_size: int,
+    mask_id: int,
+    launch: dict[str, int | None],
+) -> Case:
+    """The case of ``reqs`` (each: ``positions`` int64 array, ``rejected``, ``next`` and the
+    block-table ``row``, all rows of one width) with the batch settings."""
+    lengths = [len(q["positions"]) for q in reqs]
+    qsl = query_start_loc_from(lengths)
+    arrays = {
+        "next_token_ids": np.array([q["next"] for q in reqs], dtype=np.int32),
+        "target_positions": np.concatenate([q["positions"] for q in reqs]).astype(np.int64),
+        "block_table": np.stack([np.asarray(q["row"], dtype=np.int32) for q in reqs]),
+        "query_start_loc": qsl,
+    }
+    if has_num_rejected:
+        arrays["num_rejected_tokens"] = np.array(
+            [min(q["rejected"], n - 1) for q, n in zip(reqs, lengths, strict=True)], dtype=np.int32
+        )
+    return Case(
+        kernel=NAME,
+        arrays=arrays,
+        scalars={
+            "parallel_drafting_token_id": int(mask_id),
+            "block_size": int(block_size),
+            "num_query_per_req": 1 + int(K),
+            "num_speculative_tokens": int(K),
+            "total_input_tokens": int(qsl[-1]),
+            "has_num_rejected": bool(has_num_rejected),
+        },
+        launch={k: launch.get(k) for k in ("triton_block_size", "max_tokens_per_req", "buffer_spare")},
+    )
+
+
+def requests_of(case: Case) -> list[dict[str, Any]]:
+    """``case`` split into its per-request pieces (the inverse of :func:`build`)."""
+    a = case.arrays
+    qsl = a["query_start_loc"].astype(np.int64)
+    rej = a.get("num_rejected_tokens")
+    return [
+        {
+            "positions": a["target_positions"][qsl[r] : qsl[r + 1]],
+            "rejected": 0 if rej is None else int(rej[r]),
+            "next": int(a["next_token_ids"][r]),
+            "row": a["block_table"][r],
+        }
+        for r in range(len(qsl) - 1)
+    ]
+
+
+def settings_of(case: Case) -> dict[str, Any]:
+    s = case.scalars
+    return {
+        "has_num_rejected": bool(s["has_num_rejected"]),
+        "K": int(s["num_speculative_tokens"]),
+        "block_size": int(s["block_size"]),
+        "mask_id": int(s["parallel_drafting_token_id"]),
+        "launch": dict(case.launch),
+    }
+
+
+def vllm_max_tokens(lengths: list[int], K: int) -> int:
+    """vLLM's ``max_tokens_per_req``: the longest request's context plus its ``1 + K`` queries."""
+    return max(lengths) + 1 + K
+
+
+def allowed_blocks(R: int, max_tokens: int, scale: Scale) -> list[int]:
+    """Token-block sizes whose grid stays within ``scale.max_programs`` (vLLM's always allowed)."""
+    vllm_block = min(256, next_power_of_2(max_tokens))
+    ok = [b for b in POWERS_OF_TWO if R * cdiv(max_tokens, b) <= scale.max_programs]
+    return ok or [vllm_block]
+
+
+def block_row(base: int, step: int, width: int) -> np.ndarray:
+    """A block-table row of distinct ids ``base, base + step, ...`` (wrapping in int32)."""
+    return (np.int64(base) + np.int64(step) * np.arange(width, dtype=np.int64)).astype(np.int32)
+
+
+def rebuild(case: Case, reqs: list[dict[str, Any]], **overrides: Any) -> Case:
+    """``case`` rebuilt from ``reqs``; a launch too small for the new batch falls back to vLLM's."""
+    s = {**settings_of(case), **overrides}
+    launch = dict(s["launch"])
+    lengths = [len(q["positions"]) for q in reqs]
+    if (launch.get("max_tokens_per_req") or 0) and launch["max_tokens_per_req"] < vllm_max_tokens(lengths, s["K"]):
+        launch["max_tokens_per_req"] = None
+    s["launch"] = launch
+    return build(reqs, **s)

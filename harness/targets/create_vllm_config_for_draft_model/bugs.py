@@ -1,0 +1,93 @@
+"""The seeded bugs of ``create_vllm_config_for_draft_model`` (docs/CONTRACT.md §5): one-edit mutants of its
+production code, each of which the fuzzer must catch (tests/seeded_bugs/mutants.py writes them
+out as ``--kernels`` files; tests/test_seeded_bugs.py runs a default campaign on each)."""
+
+from __future__ import annotations
+
+from ...targetkit.bugs import Mutant, edit
+
+BUGS: tuple[Mutant, ...] = (
+    Mutant(
+        'draft_config_keeps_quant_config',
+        'create_vllm_config_for_draft_model',
+        "create_vllm_config_for_draft_model: the target's quant_config is kept",
+        (
+            edit(
+                """\
+        quant_config=None,
+""",
+                """\
+        # BUG: quant_config not reset
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'draft_config_mutates_target',
+        'create_vllm_config_for_draft_model',
+        "create_vllm_config_for_draft_model: the rank is written into the target's draft parallel config in place",
+        (
+            edit(
+                """\
+    new_parallel_config = replace(
+        old_spec_config.draft_parallel_config, rank=old.parallel_config.rank
+    )
+""",
+                """\
+    new_parallel_config = old_spec_config.draft_parallel_config
+    new_parallel_config.rank = old.parallel_config.rank  # BUG: mutates the target's config
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'draft_config_no_assert',
+        'create_vllm_config_for_draft_model',
+        'create_vllm_config_for_draft_model: the assertion is gone: a missing speculative_config raises AttributeError',
+        (
+            edit(
+                """\
+    assert old.speculative_config is not None, "speculative_config is not set"
+""",
+                """\
+    # BUG: no assertion
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'draft_config_parallel_from_target',
+        'create_vllm_config_for_draft_model',
+        "create_vllm_config_for_draft_model: the target's parallel config is kept, only the tensor-parallel size comes from the drafter",
+        (
+            edit(
+                """\
+    new_parallel_config = replace(
+        old_spec_config.draft_parallel_config, rank=old.parallel_config.rank
+""",
+                """\
+    new_parallel_config = replace(  # BUG: starts from the target's parallel config
+        old.parallel_config,
+        tensor_parallel_size=old_spec_config.draft_parallel_config.tensor_parallel_size,
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        'draft_config_rank_not_replaced',
+        'create_vllm_config_for_draft_model',
+        'create_vllm_config_for_draft_model: the draft parallel config keeps its own rank',
+        (
+            edit(
+                """\
+    new_parallel_config = replace(
+        old_spec_config.draft_parallel_config, rank=old.parallel_config.rank
+    )
+""",
+                """\
+    new_parallel_config = old_spec_config.draft_parallel_config  # BUG: rank not replaced
+""",
+            ),
+        ),
+    ),
+)

@@ -1,0 +1,1 @@
+"""``eagle_prepare_inputs_padded_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""
