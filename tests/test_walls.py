@@ -12,7 +12,8 @@ _spec.loader.exec_module(lint_imports)
 ROOT = lint_imports.ROOT
 
 
-def test_import_contracts_hold():
+def test_import_contracts_hold(needs):
+    needs.import_linter()
     done = lint_imports.lint()
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout and "KEPT" in done.stdout
@@ -26,7 +27,8 @@ def status(output: str, contract: str) -> str:
     return "BROKEN" if broken != -1 and (kept == -1 or broken < kept) else "KEPT"
 
 
-def test_lint_rejects_a_circle_a_wall_breach_an_upward_import_and_a_folder_importing_another(tmp_path):
+def test_lint_rejects_a_circle_a_wall_breach_an_upward_import_and_a_folder_importing_another(tmp_path, needs):
+    needs.import_linter()
     for part in ("eaglefuzz", *lint_imports.PARTS):
         shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
