@@ -20,17 +20,13 @@ from eaglefuzz.harness.targets import TARGETS
 KNOWN_GAPS = {
     ("compute_new_slot_mapping", "audit"),
     ("compute_new_slot_mapping", "extended"),
-    ("compute_new_slot_mapping", "extreme_bugs"),
     ("copy_and_expand_dflash_inputs_kernel", "audit"),
     ("copy_and_expand_dflash_inputs_kernel", "extended"),
-    ("copy_and_expand_dflash_inputs_kernel", "extreme_bugs"),
     ("create_vllm_config_for_draft_model", "extreme_bugs"),
     ("eagle_step_slot_mapping_metadata_kernel", "audit"),
     ("eagle_step_slot_mapping_metadata_kernel", "extended"),
-    ("eagle_step_slot_mapping_metadata_kernel", "extreme_bugs"),
     ("update_num_computed_tokens_for_batch_change", "audit"),
     ("update_num_computed_tokens_for_batch_change", "extended"),
-    ("update_num_computed_tokens_for_batch_change", "extreme_bugs"),
 }
 
 
