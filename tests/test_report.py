@@ -257,7 +257,7 @@ def test_a_finding_that_cannot_be_saved_is_printed_in_full(tmp_path, mutants, ca
     assert code == 1 and "Traceback" not in err, err
     assert f"=== finding: {PI} (difference) NOT saved" in out
     assert f"cannot write {tmp_path / 'found'}: Read-only file system" in out
-    assert "reproduce (paste into a file and run it with python" in out and "assert_case(Case(" in out
+    assert "# --- reproducer: paste into a file and run it with python" in out and "assert_case(Case(" in out
     assert not (tmp_path / "found").exists()
 
 
