@@ -35,7 +35,8 @@ sys.path.insert(0, str(ROOT))
 MANY = ("beyond_1024_requests", "rp_past_32767")
 """The extremes that need more than 1024 requests."""
 PLUGIN_BUGS = ("pi_rejected_missing_plus_one", "ce_positions_shifted", "pi_grid_capped_at_1024")
-HEAD = "reproduce (paste into a file and run it with python"
+HEAD = "# --- reproducer: paste into a file and run it with python"
+END = "# --- end of reproducer ---"
 
 
 def _mutants():
@@ -80,16 +81,12 @@ def _stop(warm_dir: Path) -> None:
 
 
 def reproducer_of(stdout: str) -> str:
-    """The reproducer block of the first report, as a user copies it: from the line after its
-    heading to the line that closes ``assert_case(``, dedented."""
+    """The reproducer block of the first report, as a user copies it: from its opening fence
+    line to its closing one, both included, as printed."""
     lines = stdout.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith(HEAD)) + 1
-    block = []
-    for ln in lines[start:]:
-        block.append(ln[4:])
-        if re.fullmatch(r"\)(, source='[^']*')?\)", ln.strip()):
-            break
-    return "\n".join(block) + "\n"
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(HEAD))
+    end = lines.index(END, start)
+    return "\n".join(lines[start : end + 1]) + "\n"
 
 
 def requests_of(src: str) -> int | str:

@@ -395,33 +395,55 @@ def stop_servers() -> None:
 
 @cli.command(name="list")
 @source_options
-def list_targets(**source_values: Any) -> None:
-    """List the targets, the features each one tracks, and what the source defines."""
+@_json_opt
+def list_targets(as_json: bool, **source_values: Any) -> None:
+    """List the targets, the features each one tracks, what the source defines, and the
+    capability matrix (what each target has: tiers, tour, audit, device mode, port, seeded
+    bugs, corpus)."""
+    from .reporting import capabilities
     from .targets import TARGETS
 
     source = _source(source_values)
     impls = implementations_for(source)
+    rows = capabilities.matrix()
+    module_files = getattr(source, "module_files", None)
+    paths = list(module_files()) if module_files is not None else []
+
+    def where(name: str) -> str:
+        return (impls.origin[name].describe() if name in impls else impls.untested[name] if name in impls.untested
+                else f"not defined by {source.describe()}")
+
+    if as_json:
+        doc = {
+            "source": source.describe(),
+            "targets": {name: {"kind": t.kind, "implementation": where(name), "features": dict(t.features),
+                               "extended_features": dict(t.extended_features)} for name, t in TARGETS.items()},
+            "modules": {str(path): [{"name": d.name, "kind": d.kind, "line": d.line,
+                                     "role": "target" if d.name in TARGETS else "private helper" if d.private
+                                     else "no target"} for d in module_definitions(path)] for path in paths},
+            "capabilities": capabilities.to_json(rows),
+        }
+        click.echo(json.dumps(doc, indent=2))
+        return
     click.echo(f"source: {source.describe()}")
     for name, t in TARGETS.items():
-        where = (impls.origin[name].describe() if name in impls else impls.untested[name] if name in impls.untested
-                 else f"not defined by {source.describe()}")
-        click.echo(f"{name} ({t.kind}): {where}")
+        click.echo(f"{name} ({t.kind}): {where(name)}")
         line = _stand_ins_line(name, impls.funcs.get(name))
         if line and t.kind == "python function":
             click.echo(f"    {line}")
-        for f, doc in t.features.items():
-            click.echo(f"    {f:24s} {doc}")
+        for f, doc_line in t.features.items():
+            click.echo(f"    {f:24s} {doc_line}")
         if t.extended_features:
             click.echo("  edges of the extended tier (--domain extended):")
-            for f, doc in t.extended_features.items():
-                click.echo(f"    {f:24s} {doc}")
-    module_files = getattr(source, "module_files", None)
-    for path in module_files() if module_files is not None else ():
-
+            for f, doc_line in t.extended_features.items():
+                click.echo(f"    {f:24s} {doc_line}")
+    for path in paths:
         click.echo(f"\nwhat {path} defines (every top-level function):")
         for d in module_definitions(path):
             mark = "target" if d.name in TARGETS else "private helper" if d.private else "NO TARGET"
             click.echo(f"  {d.name:48s} {d.kind:18s} line {d.line:<5d} {mark}")
+    click.echo()
+    capabilities.print_matrix(rows, sys.stdout)
 
 
 def _stand_ins_line(name: str, impl: Any) -> str | None:

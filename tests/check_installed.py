@@ -127,6 +127,9 @@ def list_targets() -> None:
 
     out = command(["eaglefuzz", "list"])
     check(all(name in out for name in TARGETS), f"eaglefuzz list does not name every target:\n{out}")
+    caps = json.loads(command(["eaglefuzz", "list", "--json"]))["capabilities"]["targets"]
+    check(all(caps[name]["corpus"] > 0 and caps[name]["bugs"] > 0 for name in TARGETS),
+          f"the installed capability matrix misses the corpus or the seeded bugs: {caps}")
 
 
 @step(f"eaglefuzz fuzz --kernel {PI} --examples 5")

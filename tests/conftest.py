@@ -68,6 +68,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "mutant" in metafunc.fixturenames:
         names = [m.name for m in MUTANTS.MUTANTS]
         metafunc.parametrize("mutant", names, ids=names)
+    if "extreme_mutant" in metafunc.fixturenames:  # the seeded bugs that need a production extreme
+        names = [m.name for m in MUTANTS.MUTANTS if m.extreme]
+        metafunc.parametrize("extreme_mutant", names, ids=names)
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -69,7 +71,7 @@ def test_observe_tells_written_from_untouched(ref, backend):
         "out_hidden_state_mapping[1] (request 0) is never written"
 
 
-def test_audit_of_prepare_inputs_padded(ref, backend):
+def test_audit_of_prepare_inputs_padded(ref, backend, tmp_path):
     result = audit_target(PI, ref[PI], backend.device, examples=10)
     assert result.errors == 0 and set(result.searched) == {"production", "extended"}
     found = {h.prop.name: h for h in result.hazards}
@@ -79,6 +81,15 @@ def test_audit_of_prepare_inputs_padded(ref, backend):
     assert not h.reachable_in_production and h.tier == "extended"
     assert h.case.scalars["num_reqs"] == 1, f"not minimal: {h.case}"
     assert "production can reach it: no" in h.report()
+    # the minimal example, copied from its first fence line to its last as printed, runs with python
+    lines = h.report().splitlines()
+    start = lines.index("# --- minimal example: paste into a file; python runs it and prints the case ---")
+    block = "\n".join(lines[start : lines.index("# --- end of minimal example ---", start) + 1])
+    script = tmp_path / "example.py"
+    script.write_text(block + "\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == h.case.to_python()
 
 
 def test_a_hazard_reachable_in_production(ref, backend):

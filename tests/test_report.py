@@ -257,7 +257,7 @@ def test_a_finding_that_cannot_be_saved_is_printed_in_full(tmp_path, mutants, ca
     assert code == 1 and "Traceback" not in err, err
     assert f"=== finding: {PI} (difference) NOT saved" in out
     assert f"cannot write {tmp_path / 'found'}: Read-only file system" in out
-    assert "reproduce (paste into a file and run it with python" in out and "assert_case(Case(" in out
+    assert "# --- reproducer: paste into a file and run it with python" in out and "assert_case(Case(" in out
     assert not (tmp_path / "found").exists()
 
 
@@ -447,8 +447,10 @@ def test_the_text_report_reads_right(tmp_path, mutants, capsys, monkeypatch):
                          "--corpus", str(tmp_path / "found"))
     assert code == 1, err
     lines = out.splitlines()
-    # the reproducer ends in a blank line, so copying it does not take the table's title
-    end = next(i for i, ln in enumerate(lines) if ln.startswith("    ), source="))
+    # the reproducer's block ends in its closing fence and a blank line, so copying it does not take
+    # the table's title
+    end = lines.index("# --- end of reproducer ---")
+    assert lines[end - 1].startswith("), source=")
     assert lines[end + 1] == "" and "eaglefuzz fuzz: seed 0" in lines[end + 2]
     # notes once: in the report
     assert (out + err).count("does not define") == 2 == out.count("note: ")  # the older and the newer targets

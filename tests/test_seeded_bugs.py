@@ -16,10 +16,13 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
+from eaglefuzz.harness.checking.check import check_case
 from eaglefuzz.harness.checking.fuzz import fuzz_target
 from eaglefuzz.harness.core.case import Case
+from eaglefuzz.harness.generation.choosers import RngChooser
 from eaglefuzz.harness.generation.strategies import derive_seed
 from eaglefuzz.harness.sources import implementations_for
 from eaglefuzz.harness.sources.file import FileSource
@@ -90,6 +93,9 @@ def test_extreme_bugs_present(mutants):
     assert len({(m.target, m.extreme) for m in extreme}) >= 10
     for m in extreme:
         assert m.extreme in TARGETS[m.target].extremes, (m.name, m.extreme)
+    for name in ("eagle_step_slot_mapping_metadata_kernel", "compute_new_slot_mapping",
+                 "update_num_computed_tokens_for_batch_change", "copy_and_expand_dflash_inputs_kernel"):
+        assert len({m.extreme for m in extreme if m.target == name}) >= 2, name
 
 
 def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles, tmp_path,
@@ -196,6 +202,47 @@ def catch_problem(m, path: Path, found: dict) -> str | None:
         if m.extreme not in f["features"]:
             return f"{m.name}: found on a case without its extreme {m.extreme}:\n{f['report']}"
     return None
+
+
+ORDINARY_CASES = 3
+"""Ordinary production cases (no tour shape) on which a bug that needs an extreme must hide."""
+
+EVERY_ORDINARY_CASE_AT_ITS_EXTREME = {
+    "ce_positions_via_float32",
+}
+"""The bugs whose extreme every ordinary production case of their target reaches today (so none
+can show that the bug hides without it): the test checks that they still do, so that the entry
+goes once the generator changes."""
+
+
+def test_an_extreme_bug_hides_from_ordinary_cases(extreme_mutant, mutants, seeded_bugs_dir, backend, scale, fuzz_seed,
+                                                  warm_oracles, needs):
+    """A seeded bug that declares it needs a production extreme (``Mutant.extreme``) does: on
+    ordinary production cases (the target's ``cases.body``, which never draws a tour shape) at
+    the run's scale, without that extreme, the mutant gives the production answer. So what
+    catches it (tests above) is the tour of production extremes, not any case."""
+    m = mutants.BY_NAME[extreme_mutant]
+    path = seeded_bugs_dir / f"{extreme_mutant}.py"
+    if not path.exists():
+        needs.unavailable("offline", f"{extreme_mutant}: {m.module}'s module is not on this machine")
+    impls = implementations_for(FileSource(path))
+    target = TARGETS[m.target]
+    rng = np.random.default_rng(derive_seed(fuzz_seed, extreme_mutant, "ordinary"))
+    checked = 0
+    for _ in range(4 * ORDINARY_CASES):
+        case = target.cases.body(RngChooser(rng), scale)
+        if m.extreme in target.features_of(case):
+            continue
+        finding = check_case(case, impls, backend.device)
+        assert finding is None, f"{extreme_mutant} fails on an ordinary case without {m.extreme}:\n{finding.report()}"
+        checked += 1
+        if checked == ORDINARY_CASES:
+            break
+    if extreme_mutant in EVERY_ORDINARY_CASE_AT_ITS_EXTREME:
+        assert checked == 0, (f"{checked} ordinary cases lack {m.extreme}: remove {extreme_mutant} from "
+                              "EVERY_ORDINARY_CASE_AT_ITS_EXTREME")
+        return
+    assert checked == ORDINARY_CASES, f"only {checked} of {4 * ORDINARY_CASES} ordinary cases lack {m.extreme}"
 
 
 # -- the rule can fail: findings that are no catch ------------------------------------------------

@@ -48,10 +48,16 @@ def kernel_file(tmp_path: Path, name: str, text: str) -> Path:
     return p
 
 
+BEGIN = "# --- reproducer: paste into a file and run it with python; it fails while this stands ---"
+END = "# --- end of reproducer ---"
+
+
 def reproducer_of(report: str) -> str:
+    """The first reproducer block of ``report`` as a user selects it: from its opening fence line
+    to its closing one, both included, exactly as printed (no dedent)."""
     lines = report.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("reproduce (paste into a file"))
-    return "\n".join(ln[4:] for ln in lines[start + 1 :])
+    start = lines.index(BEGIN)
+    return "\n".join(lines[start : lines.index(END, start) + 1])
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +122,29 @@ def test_pasted_reproducer_fails_on_the_users_file(found, tmp_path):
     passing = reproducer_of(report).replace(f", source='file:{bug}'", "")
     assert passing != reproducer_of(report)
     exec(compile(passing, str(tmp_path / "passing.py"), "exec"), {"__name__": "__main__"})
+
+
+PY_BUG = "extend_max_seq_len_kept"  # a Python target's bug: found in a few cheap examples
+
+
+def test_the_printed_reproducer_block_runs_as_pasted(tmp_path, mutants):
+    """The text report's reproducer block, copied from its first fence line to its last as
+    printed (no dedent), runs with python: it fails on the bug and passes on the production copy."""
+    bug = mutants.write(mutants.BY_NAME[PY_BUG], tmp_path / "bugs")
+    proc = eaglefuzz("fuzz", "--kernels", str(bug), "--examples", "20", "--no-progress", tmp_path=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    block = reproducer_of(proc.stdout)
+    assert block.splitlines()[1] == "import numpy as np", block  # nothing indented: pasted, it runs
+    script = tmp_path / "repro.py"
+    script.write_text(block + "\n")
+    failing = run([sys.executable, str(script)], tmp_path)
+    assert failing.returncode == 1 and "DifferenceFound" in failing.stderr, failing.stdout + failing.stderr
+    assert "IndentationError" not in failing.stderr
+    production = tmp_path / "repro_production.py"
+    production.write_text(block.replace(f", source='file:{bug}'", "") + "\n")
+    assert production.read_text() != script.read_text()
+    passing = run([sys.executable, str(production)], tmp_path)
+    assert passing.returncode == 0, passing.stdout + passing.stderr
 
 
 @pytest.mark.kernel

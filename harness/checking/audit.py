@@ -84,6 +84,17 @@ def violation(prop: Property, case: Case, o: Observation) -> str | None:
     return prop.check(case, o)
 
 
+EXAMPLE_BEGIN = "# --- minimal example: paste into a file; python runs it and prints the case ---"
+"""The first line of a hazard's example block (a Python comment: the block runs as pasted)."""
+EXAMPLE_END = "# --- end of minimal example ---"
+
+
+def example_source(case: Case) -> str:
+    """Python source that rebuilds ``case`` as ``case`` and prints it: a hazard's minimal example."""
+    return ("import numpy as np\nfrom eaglefuzz.harness.case import Case\n\ncase = " + case.to_python()
+            + "\nprint(case)")
+
+
 @dataclass
 class Hazard:
     """A property that some input breaks, with its minimal example."""
@@ -113,8 +124,10 @@ class Hazard:
             f"  broken: {self.detail}",
             f"  production can reach it: {reach}",
             f"  minimal example ({self.tier} tier" + (f"; edges: {', '.join(sorted(self.edges))}" if self.edges else "") + "):",
+            EXAMPLE_BEGIN,
+            *example_source(self.case).splitlines(),
+            EXAMPLE_END,
         ]
-        lines += ["    " + ln for ln in self.case.to_python().splitlines()]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:

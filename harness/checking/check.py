@@ -156,13 +156,19 @@ class Finding:
         if saved is not None:
             lines.append("replay it:")
             lines += ["    " + c for c in self.replay_commands(saved)]
-        if o.hang:
-            lines.append("reproduce (paste into a file and run it with python; while this stands it does not "
-                         "return: stop it with Ctrl-C):")
-        else:
-            lines.append("reproduce (paste into a file and run it with python; it fails while this stands):")
-        lines += ["    " + ln if ln else "" for ln in self.reproducer().splitlines()]
+        lines.append(REPRODUCER_BEGIN_HANG if o.hang else REPRODUCER_BEGIN)
+        lines += self.reproducer().splitlines()  # unindented: the block, fences included, runs as pasted
+        lines.append(REPRODUCER_END)
         return "\n".join(lines)
+
+
+REPRODUCER_BEGIN = "# --- reproducer: paste into a file and run it with python; it fails while this stands ---"
+"""The first line of a report's reproducer block (a Python comment: the block runs as pasted)."""
+REPRODUCER_BEGIN_HANG = ("# --- reproducer: paste into a file and run it with python; while this stands it does "
+                         "not return (stop it with Ctrl-C) ---")
+"""The first line of the reproducer block of a hang."""
+REPRODUCER_END = "# --- end of reproducer ---"
+"""The last line of a report's reproducer block."""
 
 
 def signature(finding: Finding) -> tuple[Any, ...]:

@@ -104,4 +104,47 @@ BUGS: tuple[Mutant, ...] = (
         ),
         V033,
     ),
+    # -- bugs that need a production extreme (each names the one of ``extremes`` it needs)
+    Mutant(
+        "ns_requests_capped_at_1024",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: the request index is capped at 1023 (max_num_seqs <= 1024 assumed): "
+        "requests past the first 1024 look their slots up in row 1023",
+        (
+            edit(
+                "    req_indices = torch.arange(batch_size, device=cad.query_start_loc.device)\n",
+                "    req_indices = torch.arange(batch_size, device=cad.query_start_loc.device).clamp(max=1023)\n",
+            ),
+        ),
+        V033,
+        extreme="beyond_1024_requests",
+    ),
+    Mutant(
+        "ns_block_nums_int16",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: the block numbers pass through int16 (KV caches of more than 32k blocks wrap)",
+        (
+            edit(
+                "    block_nums = cad.block_table_tensor.view(-1)[block_table_indices]\n",
+                "    block_nums = cad.block_table_tensor.view(-1)[block_table_indices]\n"
+                "    block_nums = block_nums.to(torch.int16).to(block_nums.dtype)\n",
+            ),
+        ),
+        V033,
+        extreme="block_id_past_int16",
+    ),
+    Mutant(
+        "ns_positions_via_float32",
+        "compute_new_slot_mapping",
+        "compute_new_slot_mapping: the offset in the block is taken of the position in float32 (inexact past "
+        "2**24: the slot is off by the rounding)",
+        (
+            edit(
+                "    block_offsets = clamped_positions % block_size\n",
+                "    block_offsets = (clamped_positions.float() % block_size).to(clamped_positions.dtype)\n",
+            ),
+        ),
+        V033,
+        extreme="positions_past_2_24",
+    ),
 )

@@ -87,4 +87,24 @@ BUGS: tuple[Mutant, ...] = (
     slot = block_id"""),),
         V033,
     ),
+    # -- bugs that need a production extreme (each names the one of ``extremes`` it needs)
+    Mutant(
+        "dfl_ctx_start_int16",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: a request's query_start_loc is read as int16 (contexts starting past 32767 wrap)",
+        (edit("    ctx_start = tl.load(query_start_loc_ptr + req_idx)\n",
+              "    ctx_start = tl.load(query_start_loc_ptr + req_idx).to(tl.int16)\n"),),
+        V033,
+        extreme="offsets_past_32767",
+    ),
+    Mutant(
+        "dfl_ctx_positions_capped_at_2048",
+        "copy_and_expand_dflash_inputs_kernel",
+        "dflash: context positions past a request's first 2048 tokens are not copied (a port that caps "
+        "prefill chunks at 2048 tokens)",
+        (edit("    tl.store(out_context_positions_ptr + ctx_pos_out, ctx_pos, mask=is_ctx)\n",
+              "    tl.store(out_context_positions_ptr + ctx_pos_out, ctx_pos, mask=is_ctx & (j < 2048))\n"),),
+        V033,
+        extreme="prefill_thousands",
+    ),
 )

@@ -117,4 +117,41 @@ BUGS: tuple[Mutant, ...] = (
         ),
         V033,
     ),
+    # -- bugs that need a production extreme (each names the one of ``extremes`` it needs)
+    Mutant(
+        "es_requests_capped_at_1024",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: programs past the first 1024 are taken for cudagraph padding (max_num_seqs <= 1024 "
+        "assumed): request 1024 on gets PADDING_SLOT_ID and keeps its position and seq_len",
+        (edit("    if req_idx >= batch_size:\n", "    if req_idx >= tl.minimum(batch_size, 1024):\n"),),
+        V033,
+        extreme="beyond_1024_requests",
+    ),
+    Mutant(
+        "es_block_id_int16",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: the block id is read as int16 (KV caches of more than 32k blocks wrap)",
+        (
+            edit(
+                "    block_id = tl.load(block_table_ptr + req_idx * block_table_stride + block_number)\n",
+                "    block_id = tl.load(block_table_ptr + req_idx * block_table_stride + block_number).to(tl.int16)\n"
+                "    block_id = block_id.to(tl.int32)\n",
+            ),
+        ),
+        V033,
+        extreme="block_id_past_int16",
+    ),
+    Mutant(
+        "es_position_via_float32",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_step: the next position is computed in float32 (a port's RoPE arithmetic: inexact past 2**24)",
+        (
+            edit(
+                "    new_position = position + 1\n",
+                "    new_position = (position.to(tl.float32) + 1).to(position.dtype)\n",
+            ),
+        ),
+        V033,
+        extreme="positions_past_2_24",
+    ),
 )

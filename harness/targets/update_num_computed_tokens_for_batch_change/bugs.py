@@ -80,4 +80,33 @@ BUGS: tuple[Mutant, ...] = (
         ),
         V033,
     ),
+    # -- bugs that need a production extreme (each names the one of ``extremes`` it needs)
+    Mutant(
+        "bc_rows_capped_at_1024",
+        "update_num_computed_tokens_for_batch_change",
+        "batch_change: only requests from the first 1024 rows of the previous batch are corrected "
+        "(max_num_seqs <= 1024 assumed): the others take the CPU count",
+        (
+            edit(
+                "    participating = (prev_positions >= 0) & (prev_drafts > 0)\n",
+                "    participating = (prev_positions >= 0) & (prev_positions < 1024) & (prev_drafts > 0)\n",
+            ),
+        ),
+        V033,
+        extreme="beyond_1024_requests",
+    ),
+    Mutant(
+        "bc_valid_count_capped_at_15",
+        "update_num_computed_tokens_for_batch_change",
+        "batch_change: the valid count added is capped at 15 (num_speculative_tokens <= 14 assumed): a "
+        "request with 15 or more drafts all accepted is corrected short",
+        (
+            edit(
+                "    corrected = prev_computed + valid_counts.int()\n",
+                "    corrected = prev_computed + valid_counts.clamp(max=15).int()\n",
+            ),
+        ),
+        V033,
+        extreme="spec_tokens_15_plus",
+    ),
 )
