@@ -290,14 +290,17 @@ SHRUNK = [
 
 
 @pytest.mark.parametrize(("stem", "region"), SHRUNK, ids=[s for s, _ in SHRUNK])
-def test_shrunk_reproducer_is_small(stem, region, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles,
+def test_shrunk_reproducer_is_small(stem, region, mutants, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles,
                                     monkeypatch):
+    """A seeded bug's finding shrinks to a small reproducer (in its tier: an extended-tier bug's
+    is an edge divergence, shrunk with the extended tier's moves too)."""
     monkeypatch.setenv("EAGLEFUZZ_SHRINK_BUDGET", "600")  # shrunk to the end on any machine, not to a budget
     path = seeded_bugs_dir / f"{stem}.py"
     impls, (name,) = overridden(path)
     stats = fuzz_target(
         name, impls, backend.device, scale,
         seed=derive_seed(fuzz_seed, stem, "shrink"), examples=BUG_EXAMPLES, shrink=True,
+        domain=mutants.BY_NAME[stem].tier,
     )
     assert stats.findings, f"seeded bug not found: {first_doc_line(path)}"
     finding = stats.findings[0]
