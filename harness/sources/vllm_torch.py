@@ -107,7 +107,9 @@ class _Request:
 def next_token_adapter(method: Any) -> Any:
     """``prepare_next_token_ids_padded`` behind the interface of
     ``eagle_prepare_next_token_padded_kernel`` (see the module's docstring)."""
-    from .adapters import grid_kernel  # here: it imports the targets, which the CLI's supervisor does not
+    from .adapters import (
+        grid_kernel,  # here: it imports the targets, which the CLI's supervisor does not
+    )
 
     @grid_kernel(name="eagle_prepare_next_token_padded_kernel", ignores=("BLOCK_SIZE_TOKENS", "stride_sampled_token_ids"))
     def adapter(sampled_token_ids: Any, discard_request_mask: Any, backup_next_token_ids: Any, next_token_ids: Any,

@@ -15,19 +15,16 @@ from ...generation.strategies import (
     INT16_MAX,
     INT32_MAX,
     INT32_MIN,
-    INT64_MAX,
     MAX_NUM_SEQS,
-    POWERS_OF_TWO,
     SPEC_TOKENS,
-    next_power_of_2,
 )
 from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget, require_arrays
 from . import cases, edges
 from .layout import (
-    MAX_MODEL_LEN,
     BOOL,
     I32,
     I64,
+    MAX_MODEL_LEN,
     NAME,
     SLOT_OUTPUTS,
     Layout,

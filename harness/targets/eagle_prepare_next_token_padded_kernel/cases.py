@@ -22,11 +22,11 @@ def _row(c: Chooser, S: int, vocab: int) -> np.ndarray:
 
 def body(c: Chooser, scale: Scale) -> Case:
     """An ordinary production case (docs/CONTRACT.md §3.2): the sampler's fresh rows of up to
-    33 columns (a valid prefix of vocabulary ids, then ``-1``), vocabularies from 1 id to the
+    33 columns (a third of the batches of one column: no request has drafts) (a valid prefix of vocabulary ids, then ``-1``), vocabularies from 1 id to the
     int32 limit, none, some or all requests discarded (and buffers longer than the batch),
     vocabulary backup ids, vLLM's block and grid."""
     R = c.integer_of(request_count_ranges(scale))
-    S = c.integer_of([(1, 8), (1, MAX_SAMPLED)])
+    S = c.integer_of([(1, 1), (1, 8), (1, MAX_SAMPLED)])  # S = 1: a batch without drafts (prefills)
     vocab = c.integer(1, INT32_MAX) if c.boolean() else c.choice([32000, 128256, 1, 2])
     rows = np.stack(c.repeat(R, lambda c: _row(c, S, vocab)))
     extra = c.integer_of([(0, 0), (1, 8)])
