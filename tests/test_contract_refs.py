@@ -12,6 +12,14 @@ import, so it runs in milliseconds):
   GitHub anchor of one of its headings;
 * the old forms are gone: "section N" / "sections N-M" after the page's name, and ranges whose
   second end lacks its sign;
+* every bullet of every ``N.2 Production preconditions`` section ends with its citations of the
+  vLLM code (or test) that makes the precondition true, in the form fixed for issue 22:
+  ``(vLLM: <path inside the wheel>, <function or Class.method>)``, several separated by ``; ``
+  inside one parenthesis, and ``(vLLM test: tests/<path>, <test>)`` for a test of vLLM's
+  repository (:func:`citation_problems`); each cited wheel path exists in vLLM
+  :data:`CITED_RELEASE`'s wheel and names a function or class (``Class.method``: a method of that
+  class) defined in that file (:func:`resolution_problems`; the files are fetched once through
+  ``tests/needs.py``, which skips when the package index cannot be reached).
 * the page's sections are numbered 1, 2, 3, ... in order, and each target record of
   ``harness/targets/`` (``<name>/record.py``) cites, in its docstring, the section whose
   heading names its target (the folder's name), and gives that number as its ``section``.
@@ -25,6 +33,8 @@ import ast
 import os
 import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = Path("docs") / "CONTRACT.md"
@@ -214,3 +224,197 @@ def test_github_anchors():
     )
     assert github_anchor("4.2 Production preconditions") == "42-production-preconditions"
     assert github_anchor("4. `extend_all_queries_by_N`") == "4-extend_all_queries_by_n"
+
+
+# -- citations of the vLLM code behind each production precondition (N.2) -----------------
+
+CITED_RELEASE = "0.33.0"
+"""The vLLM release whose wheel every ``(vLLM: ...)`` citation names a file of."""
+
+PENDING_CITATIONS = frozenset(range(6, 14))
+"""Sections whose N.2 bullets are not all cited yet (their owners cite them; remove a section
+here once it is: its test is a strict xfail, so a fully cited pending section fails the run)."""
+
+PRECONDITIONS = re.compile(r"^### (\d+)\.2 Production preconditions[ \t]*$", re.M)
+NEXT_HEADING = re.compile(r"^#{1,3} ", re.M)
+CITATION = re.compile(r"\((vLLM|vLLM test): ([^()]*)\)")
+TAIL = re.compile(r"(?:\((?:vLLM|vLLM test): [^()]*\)\s*)+$")
+CITED_ITEM = re.compile(r"^([\w./-]+\.py), ([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)$")
+
+
+def precondition_bullets(text: str) -> dict[int, list[tuple[int, str]]]:
+    """Section number -> the bullets of its ``N.2 Production preconditions`` sub-section, each as
+    (line of its first line, its text with the lines joined). A bullet is a line starting
+    ``- `` and the lines after it up to a blank line, another top-level bullet or a heading
+    (nested bullets belong to their parent)."""
+    body = FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    out: dict[int, list[tuple[int, str]]] = {}
+    for m in PRECONDITIONS.finditer(body):
+        end = NEXT_HEADING.search(body, m.end())
+        chunk = body[m.end() : end.start() if end else len(body)]
+        first = _line(body, m.end())
+        bullets: list[tuple[int, str]] = []
+        current: list[str] | None = None
+        for k, line in enumerate(chunk.split("\n")):
+            if line.startswith("- "):
+                current = [line[2:].strip()]
+                bullets.append((first + k, ""))
+            elif current is not None and line.strip() and line[:1] in (" ", "\t"):
+                current.append(line.strip())
+            else:
+                current = None
+            if current is not None:
+                bullets[-1] = (bullets[-1][0], " ".join(current))
+        out[int(m.group(1))] = bullets
+    return out
+
+
+def citation_problems(text: str, sections: set[int] | frozenset[int] | None = None) -> list[str]:
+    """Every bullet of an N.2 section of ``text`` (of ``sections``; all when ``None``) that does
+    not end with well-formed citations, one line each."""
+    found = []
+    for n, bullets in precondition_bullets(text).items():
+        if sections is not None and n not in sections:
+            continue
+        if not bullets:
+            found.append(f"{PAGE} §{n}.2: no precondition bullets")
+        for line, bullet in bullets:
+            tail = TAIL.search(bullet)
+            if tail is None:
+                found.append(f"{PAGE}:{line}: §{n}.2 bullet cites no vLLM code: {bullet[:60]!r}...")
+                continue
+            for kind, items in CITATION.findall(tail.group(0)):
+                for item in items.split("; "):
+                    m = CITED_ITEM.match(item.strip())
+                    if m is None or item != item.strip():
+                        found.append(f"{PAGE}:{line}: §{n}.2 citation {item!r} is not 'path/file.py, name'")
+                    elif kind == "vLLM test" and not m.group(1).startswith("tests/"):
+                        found.append(f"{PAGE}:{line}: §{n}.2 vLLM test {m.group(1)!r} is not under tests/")
+                    elif kind == "vLLM" and not m.group(1).startswith("vllm/"):
+                        found.append(f"{PAGE}:{line}: §{n}.2 vLLM code {m.group(1)!r} is not a path inside the wheel (vllm/...)")
+    return found
+
+
+def cited_code(text: str) -> dict[tuple[str, str], int]:
+    """(wheel path, name) -> the page line that first cites it, for every well-formed
+    ``(vLLM: vllm/..., name)`` citation in an N.2 bullet of ``text``."""
+    out: dict[tuple[str, str], int] = {}
+    for bullets in precondition_bullets(text).values():
+        for line, bullet in bullets:
+            for kind, items in CITATION.findall(bullet):
+                for item in items.split("; "):
+                    m = CITED_ITEM.match(item.strip())
+                    if kind == "vLLM" and m is not None and m.group(1).startswith("vllm/"):
+                        out.setdefault((m.group(1), m.group(2)), line)
+    return out
+
+
+def defines(tree: ast.Module, name: str) -> bool:
+    """Whether ``tree`` defines function or class ``name``; ``A.b``: a class ``A`` (at any depth)
+    whose body defines ``b``."""
+    *outer, last = name.split(".")
+    scopes: list[ast.AST] = [tree]
+    for part in outer:
+        scopes = [n for s in scopes for n in ast.walk(s) if isinstance(n, ast.ClassDef) and n.name == part]
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    if not outer:
+        return any(isinstance(n, kinds) and n.name == last for n in ast.walk(tree))
+    return any(isinstance(n, kinds) and n.name == last for s in scopes for n in s.body)  # type: ignore[attr-defined]
+
+
+def resolution_problems(cited: dict[tuple[str, str], int], files: Path) -> list[str]:
+    """Every citation of ``cited`` whose file is not under ``files`` (a release's extraction) or
+    does not define the name, one line each."""
+    found, trees = [], {}
+    for (path, name), line in sorted(cited.items()):
+        if path not in trees:
+            f = files / path
+            trees[path] = ast.parse(f.read_text(encoding="utf-8")) if f.is_file() else None
+        if trees[path] is None:
+            found.append(f"{PAGE}:{line}: cites {path}, which vLLM {CITED_RELEASE}'s wheel lacks")
+        elif not defines(trees[path], name):
+            found.append(f"{PAGE}:{line}: cites {name} in {path}, which does not define it")
+    return found
+
+
+def _sections_with_preconditions() -> list[int]:
+    return sorted(precondition_bullets((ROOT / PAGE).read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize("section", [
+    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="citations pending (PENDING_CITATIONS)"))
+    if n in PENDING_CITATIONS else n
+    for n in _sections_with_preconditions()
+])
+def test_every_production_precondition_cites_vllm(section):
+    assert citation_problems((ROOT / PAGE).read_text(encoding="utf-8"), {section}) == []
+
+
+def test_cited_vllm_code_exists(needs):
+    """Each ``(vLLM: path, name)`` of the page: the path is a file of vLLM 0.33.0's wheel and
+    defines the name (the files are taken out of the wheel once, into its extraction)."""
+    from eaglefuzz.harness.sources import wheels
+
+    cited = cited_code((ROOT / PAGE).read_text(encoding="utf-8"))
+    assert cited, "the page cites no vLLM code"
+    try:
+        files = wheels.fetch_members("vllm", CITED_RELEASE, sorted({path for path, _ in cited}))
+    except wheels.FetchFailed as exc:
+        if not exc.offline:
+            raise
+        needs.unavailable("offline", f"vLLM {CITED_RELEASE}: {exc}")
+    assert resolution_problems(cited, files) == []
+
+
+_CITED_PAGE = """# C
+
+## 1. `f`
+
+### 1.2 Production preconditions
+
+Call site: prose is no bullet.
+
+- a precondition over
+  two lines (vLLM: vllm/a.py, f; vllm/a.py, C.g)
+- tested (vLLM: vllm/a.py, f) (vLLM test: tests/v1/test_a.py, test_f)
+  - a nested bullet belongs to its parent (vLLM: vllm/a.py, C)
+
+### 1.3 Launch
+
+- not a precondition
+
+## 2. `g`
+
+### 2.2 Production preconditions
+
+- uncited
+- cited in the middle (vLLM: vllm/a.py, f) but not at the end
+- (vLLM: a.py, f)
+- (vLLM: vllm/a.py f)
+- (vLLM test: vllm/test_a.py, test_f)
+- (vLLM: vllm/a.py, h; vllm/b.py, f; vllm/a.py, f.g; vllm/a.py, C.f)
+"""
+
+
+def test_a_well_cited_section_passes_and_each_fault_is_seen(tmp_path):
+    assert citation_problems(_CITED_PAGE, {1}) == []
+    assert {n: len(b) for n, b in precondition_bullets(_CITED_PAGE).items()} == {1: 2, 2: 6}
+    found = "\n".join(citation_problems(_CITED_PAGE))
+    assert "§1.2" not in found
+    assert ":22: §2.2 bullet cites no vLLM code" in found
+    assert ":23: §2.2 bullet cites no vLLM code" in found
+    assert "citation 'vllm/a.py f' is not 'path/file.py, name'" in found
+    assert "vLLM code 'a.py' is not a path inside the wheel" in found
+    assert "vLLM test 'vllm/test_a.py' is not under tests/" in found
+    assert len(found.splitlines()) == 5
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "a.py").write_text("def f():\n    pass\n\n\nclass C:\n    def g(self):\n        pass\n")
+    cited = cited_code(_CITED_PAGE)
+    assert ("vllm/a.py", "C.g") in cited and ("tests/v1/test_a.py", "test_f") not in cited
+    problems_ = resolution_problems(cited, tmp_path)
+    assert problems_ == [
+        f"{PAGE}:27: cites C.f in vllm/a.py, which does not define it",
+        f"{PAGE}:27: cites f.g in vllm/a.py, which does not define it",
+        f"{PAGE}:27: cites h in vllm/a.py, which does not define it",
+        f"{PAGE}:27: cites vllm/b.py, which vLLM {CITED_RELEASE}'s wheel lacks",
+    ]

@@ -112,3 +112,18 @@ def test_producer_processes_make_the_same_cases_in_the_same_order():
             np.testing.assert_array_equal(a0.full[s], a1.full[s], strict=True)
             np.testing.assert_array_equal(a0.expected[s], a1.expected[s], strict=True)
     assert len({str(dc.scalars) for dc, _ in runs[0]}) > 1  # not one case over and over
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_device_draws_lie_in_the_production_tier(name):
+    """``--mode device`` draws what the fuzz and bulk modes call production (docs/CONTRACT.md
+    N.2): every drawn case, as a plain case, passes the target's production ``validate``."""
+    import numpy as np
+    import torch
+
+    from eaglefuzz.harness.targets import TARGETS
+
+    target = device_targets()[name]
+    rng, gen = np.random.default_rng(22), torch.Generator().manual_seed(22)
+    for _ in range(20):
+        TARGETS[name].validate(target.to_case(target.draw(rng, gen, "cpu", 8)))

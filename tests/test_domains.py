@@ -19,7 +19,7 @@ from eaglefuzz.harness import cli
 from eaglefuzz.harness.checking.check import check_case
 from eaglefuzz.harness.checking.corpus import CORPUS_DIR, encode, load_entry, save_case
 from eaglefuzz.harness.checking.domains import shrink_candidates_for
-from eaglefuzz.harness.checking.fuzz import bulk_fuzz_target
+from eaglefuzz.harness.checking.fuzz import bulk_fuzz_target, fuzz_target
 from eaglefuzz.harness.core.case import Case
 from eaglefuzz.harness.core.errors import UserError
 from eaglefuzz.harness.core.exitcodes import (
@@ -101,6 +101,39 @@ def test_fork_is_clean_in_production_and_an_edge_divergence_in_extended(fork, ba
     # A hand-written empty request: the fork differs exactly there.
     mine = check_case(_empty_request_case(), impls, backend.device, domain="extended")
     assert mine is not None and [d.array for d in mine.outcome.differences] == ["token_indices_to_sample"]
+
+
+CE = "copy_and_expand_eagle_inputs_kernel"
+
+
+def _padding_in_a_second_block(padding_id: int) -> Case:
+    """One draft-model request of 300 tokens with 100 rejected: vLLM's launch takes two blocks of
+    256 slots, and the rejected slots 200-300 fall in the second."""
+    from eaglefuzz.harness.targets.copy_and_expand_eagle_inputs_kernel.layout import build
+
+    return build([300], [100], shift=False, P=1, token_ids=np.arange(1, 301, dtype=np.int32),
+                 positions=np.arange(300, dtype=np.int64), next_ids=np.array([7], dtype=np.int32),
+                 padding_id=padding_id, parallel_id=0, launch={"block_size_tokens": None, "num_blocks": None})
+
+
+@pytest.mark.kernel
+def test_padding_id_written_in_the_first_block_only_is_an_edge_divergence(mutants, tmp_path, backend, warm_oracles):
+    """Issue 22: a variant that writes ``padding_token_id`` only in the first token block is
+    identical whenever the id is 0, vLLM's literal (docs/CONTRACT.md §1.2): a default
+    (production) run finds nothing, in Hypothesis and bulk mode alike; a non-zero padding id
+    is the extended tier, where it is an edge divergence."""
+    impls = implementations_for(FileSource(mutants.write(mutants.BY_NAME["ce_padding_id_first_block_only"], tmp_path)))
+    stats = fuzz_target(CE, impls, backend.device, SMALL, seed=derive_seed(0, "issue-22"), examples=40, shrink=False)
+    assert not stats.findings, stats.findings[0].report()
+    stats = bulk_fuzz_target(CE, impls, backend.device, SMALL, seed=derive_seed(0, "issue-22"), examples=40)
+    assert not stats.findings, stats.findings[0].report()
+    assert check_case(_padding_in_a_second_block(0), impls, backend.device) is None
+    case = _padding_in_a_second_block(329411)
+    with pytest.raises(ContractViolation, match="padding_token_id"):
+        TARGETS[CE].validate(case)
+    finding = check_case(case, impls, backend.device, domain="extended")
+    assert finding is not None and finding.kind == "edge divergence" and finding.tier == "extended"
+    assert {d.array for d in finding.outcome.differences} == {"out_input_ids"}
 
 
 def _cli(capsys, *args: str) -> tuple[int, str]:

@@ -26,7 +26,7 @@ NT = "eagle_prepare_next_token_padded_kernel"
 EXTEND = "extend_all_queries_by_N"
 DFLASH = "copy_and_expand_dflash_inputs_kernel"
 PI_BUG = "pi_rejected_missing_plus_one"  # tests/seeded_bugs/mutants.py: every drafted request shows it
-NT_BUG = "nt_vocab_size_inclusive"
+NT_BUG = "nt_minus_one_check_dropped"
 PINNED = "0.33.0"  # harness/sources/vllm.py PINNED_RELEASE: its module is in the wheel cache
 
 PLUGIN = ["-p", "eaglefuzz.harness.pytest_plugin"]

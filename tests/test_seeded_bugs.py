@@ -123,10 +123,10 @@ def hunt(m, path: Path, seed: int, examples: int, backend, scale, tmp: Path) -> 
     undone (the rest of the probe, the replay of the finding)."""
     probe_from = 0 if m.crash else FUZZ_ONE.NO_PROBE
     if not backend.compiled:
-        return FUZZ_ONE.hunt(path, m.module, seed, examples, backend.device, scale, probe_from)
+        return FUZZ_ONE.hunt(path, m.module, seed, examples, backend.device, scale, probe_from, m.tier)
     fatal = []
     while True:
-        found = _child("hunt", path, m.module, seed, examples, "--probe-from", probe_from)
+        found = _child("hunt", path, m.module, seed, examples, "--probe-from", probe_from, "--domain", m.tier)
         probe = found["probe"]
         if not (probe and "fatal" in probe):
             break
@@ -162,7 +162,8 @@ def catch_problem(m, path: Path, found: dict) -> str | None:
 
     A catch is a finding of the fuzzer on the mutant at ``path`` (within the default run's
     examples, on a case with ``m.extreme``, for a bug that needs an extreme) that is a
-    ``difference``, or a ``crash`` when ``m.crash`` says the bug is one; whose case passes on
+    ``difference``, or a ``crash`` when ``m.crash`` says the bug is one (an ``edge divergence``
+    of an extended run for a bug of the extended tier, ``m.tier``); whose case passes on
     the production code ``m.module`` names; and whose case, replayed, fails on the mutant the
     same way. A mutant that declares a crash must also run (without raising) on one of the
     small probe cases: one that raises on every case is broken, not a crash bug.
@@ -175,11 +176,15 @@ def catch_problem(m, path: Path, found: dict) -> str | None:
                 f"features seen: {', '.join(found['features'])}")
     if f["origin_file"] != str(path.resolve()):
         return f"{m.name}: the finding is about {f['origin_file']}, not the mutant {path}"
-    if f["kind"] == "crash" and not m.crash:
+    if m.tier == "extended":
+        if f["kind"] != "edge divergence":
+            return (f"{m.name}: a bug of the extended tier must be caught as an edge divergence (it is identical to "
+                    f"production on the production tier), not as a {f['kind']}:\n{f['report']}")
+    elif f["kind"] == "crash" and not m.crash:
         return (f"{m.name}: caught only by a crash ({f['crash']}), and its bug is not declared a crash: a mutant "
                 f"that raises where it should give wrong values is broken, not caught. Make its edit run and "
                 f"give wrong values, or declare crash=True if the bug itself is a crash.\n{f['report']}")
-    if f["kind"] not in ("difference", "crash"):
+    if m.tier != "extended" and f["kind"] not in ("difference", "crash"):
         return f"{m.name}: the finding is a {f['kind']}, not a difference:\n{f['report']}"
     probe = found["probe"]
     if m.crash and (probe is None or probe["ran"] is None):
@@ -332,14 +337,17 @@ SHRUNK = [
 
 
 @pytest.mark.parametrize(("stem", "region"), SHRUNK, ids=[s for s, _ in SHRUNK])
-def test_shrunk_reproducer_is_small(stem, region, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles,
+def test_shrunk_reproducer_is_small(stem, region, mutants, seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles,
                                     monkeypatch):
+    """A seeded bug's finding shrinks to a small reproducer (in its tier: an extended-tier bug's
+    is an edge divergence, shrunk with the extended tier's moves too)."""
     monkeypatch.setenv("EAGLEFUZZ_SHRINK_BUDGET", "600")  # shrunk to the end on any machine, not to a budget
     path = seeded_bugs_dir / f"{stem}.py"
     impls, (name,) = overridden(path)
     stats = fuzz_target(
         name, impls, backend.device, scale,
         seed=derive_seed(fuzz_seed, stem, "shrink"), examples=BUG_EXAMPLES, shrink=True,
+        domain=mutants.BY_NAME[stem].tier,
     )
     assert stats.findings, f"seeded bug not found: {first_doc_line(path)}"
     finding = stats.findings[0]

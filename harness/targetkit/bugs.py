@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 BUNDLED = "bundled"
 """The module of the bundled copy, ``kernels/spec_decode_utils.py``."""
+PRODUCTION_TIER, EXTENDED_TIER = "production", "extended"
+"""The tiers a seeded bug can belong to (:attr:`Mutant.tier`)."""
 V033 = "vllm-release:0.33.0"
 """vLLM 0.33.0's module: for the targets the bundled copy predates."""
 
@@ -30,6 +32,11 @@ class Mutant:
     past the table that production's clamp keeps it from, a shape that no longer matches)
     where production runs, and runs on other inputs. Only such a mutant may be caught by a
     ``crash`` finding; any other must give a ``difference`` (one that raises instead is broken).
+    ``tier``: ``"production"`` for a bug that production-tier inputs expose (a contract
+    violation); ``"extended"`` for one that is identical to the production code on every input
+    of the production tier (docs/CONTRACT.md N.2) and differs only outside it: it is caught as
+    an edge divergence of an extended run (``--domain extended``), never as a contract
+    violation.
     """
 
     name: str
@@ -39,6 +46,7 @@ class Mutant:
     module: str = BUNDLED
     extreme: str = ""
     crash: bool = False
+    tier: str = "production"
 
 
 def edit(old: str, new: str) -> tuple[str, str]:

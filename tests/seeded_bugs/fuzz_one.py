@@ -1,6 +1,6 @@
 """Hunt one seeded bug: fuzz its file, then replay the finding's case on production and on it.
 
-    python tests/seeded_bugs/fuzz_one.py hunt FILE PRODUCTION SEED EXAMPLES [--probe-from S] [--backend B]
+    python tests/seeded_bugs/fuzz_one.py hunt FILE PRODUCTION SEED EXAMPLES [--probe-from S] [--domain D] [--backend B]
     python tests/seeded_bugs/fuzz_one.py replay FILE PRODUCTION CASE_FILE [--backend B]
 
 ``FILE`` is the mutant (a ``--kernels`` file defining one target), ``PRODUCTION`` the source
@@ -68,19 +68,20 @@ def probe(impls: Implementations, name: str, device: str, start: int = 0) -> dic
 
 def replay(case_text: str, mutant: Implementations, production: Implementations, device: str) -> dict[str, Any]:
     """Check the case of ``case_text`` (a corpus file's text) on production, then on the mutant
-    (last: its crash may leave the device unusable): each ``None`` (passes) or a summary."""
+    (last: its crash may leave the device unusable): each ``None`` (passes) or a summary. The
+    case may lie in either tier (an extended-tier bug's finding is an edge divergence)."""
     case = decode(case_text, "the finding's case").case
-    on_production = check_case(case, production, device)
+    on_production = check_case(case, production, device, domain="extended")
     if on_production is not None and on_production.fatal:
         return {"production": summary(on_production), "mutant": None, "mutant_skipped": True}
-    return {"production": summary(on_production), "mutant": summary(check_case(case, mutant, device))}
+    return {"production": summary(on_production), "mutant": summary(check_case(case, mutant, device, domain="extended"))}
 
 
 def hunt(path: Path, production_spec: str, seed: int, examples: int, device: str, scale: Scale,
-         probe_from: int = NO_PROBE) -> dict[str, Any]:
-    """Fuzz the mutant at ``path`` on ``device`` for up to ``examples`` (no shrinking) and
-    replay its first finding: ``{"names", "examples", "features", "finding", "case", "replay",
-    "probe"}``.
+         probe_from: int = NO_PROBE, domain: str = "production") -> dict[str, Any]:
+    """Fuzz the mutant at ``path`` on ``device`` for up to ``examples`` (no shrinking) drawn
+    from ``domain`` and replay its first finding: ``{"names", "examples", "features", "finding",
+    "case", "replay", "probe"}``.
 
     With ``probe_from >= 0`` (a mutant that declares its bug a crash), :func:`probe` runs first;
     a fatal probe case ends the hunt there. ``replay`` is ``None`` when the finding left the
@@ -94,7 +95,7 @@ def hunt(path: Path, production_spec: str, seed: int, examples: int, device: str
         out["probe"] = probe(impls, names[0], device, probe_from)
         if "fatal" in out["probe"]:
             return out
-    stats = fuzz_target(names[0], impls, device, scale, seed=seed, examples=examples, shrink=False)
+    stats = fuzz_target(names[0], impls, device, scale, seed=seed, examples=examples, shrink=False, domain=domain)
     out.update(examples=stats.examples, features=sorted(stats.features))
     if stats.findings:
         f = stats.findings[0]
@@ -116,6 +117,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     h.add_argument("seed", type=int)
     h.add_argument("examples", type=int)
     h.add_argument("--probe-from", type=int, default=NO_PROBE, help="probe a crash bug from this seed first")
+    h.add_argument("--domain", default="production", choices=("production", "extended"))
     r.add_argument("case_file", type=Path)
     for c in (h, r):
         c.add_argument("--backend", default="cuda")
@@ -123,7 +125,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     b = select_backend(a.backend)
     if a.command == "hunt":
         scale = CUDA_SCALE if b.compiled else INTERPRETER_SCALE
-        return hunt(a.file, a.production, a.seed, a.examples, b.device, scale, a.probe_from)
+        return hunt(a.file, a.production, a.seed, a.examples, b.device, scale, a.probe_from, a.domain)
     impls = implementations_for(FileSource(a.file))
     production = implementations_for(parse_source(a.production), sorted(impls)[:1])
     return replay(a.case_file.read_text(), impls, production, b.device)

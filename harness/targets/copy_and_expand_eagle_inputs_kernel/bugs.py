@@ -4,7 +4,7 @@ out as ``--kernels`` files; tests/test_seeded_bugs.py runs a default campaign on
 
 from __future__ import annotations
 
-from ...targetkit.bugs import Mutant, edit
+from ...targetkit.bugs import EXTENDED_TIER, Mutant, edit
 
 BUGS: tuple[Mutant, ...] = (
     Mutant(
@@ -266,5 +266,23 @@ BUGS: tuple[Mutant, ...] = (
             ),
         ),
         extreme='positions_past_2_24',
+    ),
+    Mutant(
+        'ce_padding_id_first_block_only',
+        'copy_and_expand_eagle_inputs_kernel',
+        'copy_and_expand: rejected slots get padding_token_id only in the first token block, 0 in the others '
+        '(identical whenever padding_token_id is 0, the literal at vLLM\'s call site: an extended-tier bug, issue 22)',
+        (
+            edit(
+                """\
+    token_ids = tl.where(is_rejected_region, padding_token_id, token_ids)
+""",
+                """\
+    token_ids = tl.where(is_rejected_region, padding_token_id, token_ids)
+    token_ids = tl.where(is_rejected_region & (token_batch_idx > 0), 0, token_ids)
+""",
+            ),
+        ),
+        tier=EXTENDED_TIER,
     ),
 )

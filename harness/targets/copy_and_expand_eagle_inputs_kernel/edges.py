@@ -7,6 +7,12 @@ without shift, -1 with it) and ``qe = qs - 2``; ``qe >= nqs``; empty requests (b
 last non-empty one); ``total_input_tokens`` other than ``len(target_token_ids)`` where every
 read stays in bounds; grids that do not cover every slot. The oracles model all of them
 (``slots_per_request`` for the grid).
+
+Also here, by the rule that a draw outside a cited production precondition (§1.2) is
+extended: shift with ``P = 1``, ``padding_token_id != 0``, negative ids and the int32
+limits, positions that are not consecutive or pass ``max_model_len`` (near the int64 limits,
+where ``p0 + j`` wraps), and launches other than vLLM's (other block sizes, padded grids).
+:func:`_wide_body` draws them on otherwise production-shaped batches.
 """
 
 from __future__ import annotations
@@ -23,12 +29,14 @@ from ...generation.strategies import (
     INT32_MIN,
     INT64_MAX,
     INT64_MIN,
+    INT64_NEAR_LIMITS,
     POWERS_OF_TWO,
     Scale,
     cdiv,
+    next_power_of_2,
 )
 from ...targetkit.base import ContractViolation, require_arrays
-from .layout import Layout, build, requests_of
+from .layout import Layout, build, positions_from_starts, requests_of
 
 FEATURES = {
     "p_zero": "P = 0: no bonus or parallel slot, no new-token index",
@@ -40,6 +48,15 @@ FEATURES = {
     "short_total_input_tokens": "total_input_tokens < len(target_token_ids): reads clamp to total_input_tokens - 1",
     "long_total_input_tokens": "total_input_tokens > len(target_token_ids) with every read in bounds",
     "partial_grid": "a grid that does not cover every slot: the tail slots (and map entries) stay untouched",
+    "shift_with_p_1": "shift with P = 1 (vLLM takes its plain EAGLE path instead)",
+    "nonzero_padding_id": "padding_token_id != 0 (vLLM passes the literal 0)",
+    "negative_ids": "a negative token, next-token or parallel-drafting id",
+    "int32_extreme_ids": "token ids at the int32 limits",
+    "scrambled_positions": "positions are not consecutive within a request (only p0 is read)",
+    "positions_wrap": "p0 + j wraps around the int64 limit",
+    "custom_block": "a BLOCK_SIZE_TOKENS other than vLLM's",
+    "block_of_1": "BLOCK_SIZE_TOKENS = 1",
+    "padded_launch": "more token blocks than needed (extra programs write nothing)",
 }
 
 
@@ -139,10 +156,95 @@ def features_of(case: Case) -> frozenset[str]:
         f.add("long_total_input_tokens")
     if np.any(np.maximum(b.total, 0) > lay.covered) or (b.shift and np.any(b.qlen > lay.covered)):
         f.add("partial_grid")
+    s = case.scalars
+    if b.shift and b.P == 1:
+        f.add("shift_with_p_1")
+    if s["padding_token_id"] != 0:
+        f.add("nonzero_padding_id")
+    ids = np.concatenate([case.arrays["target_token_ids"], case.arrays["next_token_ids"]])
+    if np.any(ids < 0) or s["parallel_drafting_token_id"] < 0:
+        f.add("negative_ids")
+    if np.any((ids == INT32_MIN) | (ids == INT32_MAX)):
+        f.add("int32_extreme_ids")
+    pos = case.arrays["target_positions"]
+    if b.R and len(pos) and np.all(b.qs < len(pos)):
+        p0 = pos[b.qs].astype(object)
+        if any(int(p) + int(t) - 1 > INT64_MAX for p, t in zip(p0, b.total, strict=True)):
+            f.add("positions_wrap")
+        if np.all(b.qlen > 0) and not np.array_equal(positions_from_starts(pos[b.qs], b.qlen.tolist()), pos):
+            f.add("scrambled_positions")
+    if case.launch.get("block_size_tokens") not in (None, b.vllm_block):
+        f.add("custom_block")
+    if b.block == 1:
+        f.add("block_of_1")
+    if b.blocks > b.min_blocks:
+        f.add("padded_launch")
     return frozenset(f)
 
 
+def _allowed_blocks(R: int, max_tokens: int, scale: Scale) -> list[int]:
+    vllm_block = min(256, next_power_of_2(max_tokens))
+    ok = [b for b in POWERS_OF_TWO if R * cdiv(max_tokens, b) <= scale.max_programs]
+    return ok or [vllm_block]
+
+
+def _wide_launch(c: Chooser, lengths: list[int], P: int, shift: bool, scale: Scale) -> dict[str, int | None]:
+    """vLLM's own launch half the time, else a block size the scale affords (one slot per
+    program a fifth of the time it is affordable) and a grid padded by up to two blocks."""
+    max_tokens = max(lengths) + P - int(shift)
+    if not c.boolean():
+        return {"block_size_tokens": None, "num_blocks": None}
+    allowed = _allowed_blocks(len(lengths), max_tokens, scale)
+    block = 1 if allowed[0] == 1 and c.chance(0.2) else c.choice(allowed)
+    need = cdiv(max_tokens, block)
+    budget = max(0, scale.max_programs // len(lengths) - need)
+    extra = c.integer(0, min(2, budget))
+    return {"block_size_tokens": block, "num_blocks": need + extra if extra else None}
+
+
+def _wide_request(c: Chooser, cap: int, consecutive: bool) -> dict[str, Any]:
+    n = c.integer(1, cap)
+    if consecutive:
+        ranges = (*INT64_NEAR_LIMITS, (INT64_MAX - 8, INT64_MAX))  # the last: p0 + j wraps
+        positions = positions_from_starts(np.array([c.integer_of(ranges)], dtype=np.int64), [n])
+    else:
+        positions = c.array_of(np.int64, n, INT64_NEAR_LIMITS)
+    return {
+        "tokens": c.array(np.int32, n, INT32_MIN, INT32_MAX),
+        "positions": positions,
+        "rejected": c.integer(0, n - 1),
+        "next": c.integer(INT32_MIN, INT32_MAX),
+    }
+
+
+def _wide_body(c: Chooser, scale: Scale) -> Case:
+    """A production-shaped batch with the draws outside §1.2's cited preconditions: P from 1
+    with shift, ids anywhere in int32, any ``padding_token_id``, positions consecutive or not
+    near the int64 limits too, launches other than vLLM's that cover every slot."""
+    shift = c.boolean()
+    P = 1 if shift and c.chance(0.3) else c.integer(1, 8)
+    R = c.integer(1, min(scale.max_requests, 16))
+    cap = c.choice(sorted({4, 16, 64, scale.max_query_len}))
+    consecutive = c.boolean()
+    reqs = c.repeat(R, lambda c: _wide_request(c, cap, consecutive))
+    lengths = [len(q["tokens"]) for q in reqs]
+    return build(
+        lengths,
+        [q["rejected"] for q in reqs],
+        shift=shift,
+        P=P,
+        token_ids=np.concatenate([q["tokens"] for q in reqs]),
+        positions=np.concatenate([q["positions"] for q in reqs]),
+        next_ids=np.array([q["next"] for q in reqs], dtype=np.int32),
+        padding_id=c.integer_of([(1, 1 << 18), (INT32_MIN, INT32_MAX)]),
+        parallel_id=c.integer(INT32_MIN, INT32_MAX),
+        launch=_wide_launch(c, lengths, P, shift, scale),
+    )
+
+
 def _body(c: Chooser, scale: Scale) -> Case:
+    if c.chance(0.4):
+        return _wide_body(c, scale)
     shift = c.chance(0.5)
     P = 0 if c.chance(0.3) else c.integer(1, 6)
     R = c.integer(1, min(scale.max_requests, 8))
@@ -180,7 +282,7 @@ def _body(c: Chooser, scale: Scale) -> Case:
         token_ids=c.array(np.int32, T, INT32_MIN, INT32_MAX),
         positions=c.array(np.int64, T, 0, 1 << 20) if c.chance(0.8) else c.array(np.int64, T, INT64_MIN, INT64_MAX),
         next_ids=c.array(np.int32, R, INT32_MIN, INT32_MAX),
-        padding_id=0,
+        padding_id=c.integer_of([(0, 0), (INT32_MIN, INT32_MAX)]),
         parallel_id=c.integer(INT32_MIN, INT32_MAX),
         launch=launch,
     )

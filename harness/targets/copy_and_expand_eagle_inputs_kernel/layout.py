@@ -14,6 +14,10 @@ from ...generation.strategies import cdiv, next_power_of_2, query_start_loc_from
 
 NAME = "copy_and_expand_eagle_inputs_kernel"
 
+MAX_MODEL_LEN = 2**31
+"""The largest ``max_model_len`` of the production tier: every written position is below it
+(vLLM's token counts are int32; the drafter runs only while its positions fit)."""
+
 
 I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)
 
@@ -48,7 +52,8 @@ class Layout:
         self.max_query_len = int(self.qlen.max()) if self.R else 0
         self.max_tokens = self.max_query_len + self.P - int(self.shift)
         block = case.launch.get("block_size_tokens")
-        self.block = min(256, next_power_of_2(self.max_tokens)) if block is None else int(block)
+        self.vllm_block = min(256, next_power_of_2(self.max_tokens))
+        self.block = self.vllm_block if block is None else int(block)
         blocks = case.launch.get("num_blocks")
         self.min_blocks = cdiv(self.max_tokens, self.block)
         self.blocks = self.min_blocks if blocks is None else int(blocks)

@@ -15,11 +15,8 @@ from ...generation.strategies import (
     INT16_MAX,
     INT32_MAX,
     INT32_MIN,
-    INT64_MAX,
     MAX_NUM_SEQS,
-    POWERS_OF_TWO,
     SPEC_TOKENS,
-    next_power_of_2,
 )
 from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget, require_arrays
 from . import cases, edges
@@ -27,6 +24,7 @@ from .layout import (
     BOOL,
     I32,
     I64,
+    MAX_MODEL_LEN,
     NAME,
     SLOT_OUTPUTS,
     Layout,
@@ -79,7 +77,6 @@ class CopyAndExpand(EdgesInModule, TritonTarget):
         "shift_on": "shift_input_ids = True (parallel-drafting EAGLE)",
         "p_is_1": "one padding slot per request (P = 1): no parallel-drafting slot",
         "p_at_least_2": "parallel-drafting slots present (P >= 2)",
-        "shift_with_p_1": "shift with P = 1 (outside vLLM's production domain, defined by the table)",
         "rejected_tokens": "some request has rejected tokens (qe < nqs - 1)",
         "last_request_rejected": "the last request has rejected tokens: its rejected slots end the output",
         "all_but_one_rejected": "some request rejects all but its first token (qe == qs)",
@@ -88,15 +85,7 @@ class CopyAndExpand(EdgesInModule, TritonTarget):
         "several_requests": "more than one request",
         "many_requests": "more than 64 requests",
         "long_request": "a request longer than two 256-token blocks",
-        "vllm_launch": "vLLM's own BLOCK_SIZE_TOKENS and num_blocks",
-        "custom_block": "a BLOCK_SIZE_TOKENS other than vLLM's",
-        "block_of_1": "BLOCK_SIZE_TOKENS = 1",
-        "padded_launch": "more token blocks than needed (extra programs write nothing)",
         "clamp_engaged": "the last request's valid region reads input token T-1 (the clamp's edge)",
-        "positions_wrap": "p0 + j wraps around the int64 limit",
-        "scrambled_positions": "positions are not consecutive within a request (only p0 is read)",
-        "int32_extreme_ids": "token ids at the int32 limits",
-        "nonzero_padding_id": "padding_token_id != 0",
         # production extremes (reached by every default run: see ``shapes``)
         "beyond_1024_requests": "more than 1024 requests (max_num_seqs of 1024 and more)",
         "starts_past_32767": "a request starting past token 32767 (max_num_batched_tokens of 32k and more)",
@@ -155,23 +144,31 @@ class CopyAndExpand(EdgesInModule, TritonTarget):
             v = s[name]
             if not isinstance(v, int) or isinstance(v, bool) or not INT32_MIN <= v <= INT32_MAX:
                 raise ContractViolation(f"scalars.{name}", "must be an int32")
+        if s["shift_input_ids"] and P < 2:
+            raise ContractViolation("scalars.num_padding_slots_per_request", "must be >= 2 with shift_input_ids (vLLM runs the kernel only when P - shift >= 1; shift with P = 1 is the extended tier)")
+        if s["padding_token_id"] != 0:
+            raise ContractViolation("scalars.padding_token_id", "must be 0, the literal at vLLM's call site (other values are the extended tier)")
+        if s["parallel_drafting_token_id"] < 0:
+            raise ContractViolation("scalars.parallel_drafting_token_id", "must be a vocabulary id >= 0 (negative ids are the extended tier)")
+        for name in ("target_token_ids", "next_token_ids"):
+            if np.any(a[name] < 0):
+                raise ContractViolation(f"arrays.{name}", "must hold vocabulary ids >= 0 (negative ids are the extended tier)")
         lay = Layout(case)
-        block = case.launch.get("block_size_tokens")
-        if block is not None and block not in POWERS_OF_TWO:
-            raise ContractViolation("launch.block_size_tokens", "must be null or a power of two from 1 to 256")
-        blocks = case.launch.get("num_blocks")
-        if blocks is not None and blocks < lay.min_blocks:
-            raise ContractViolation("launch.num_blocks", f"must cover every slot: at least cdiv(max_query_len + P - shift, block) = {lay.min_blocks}")
+        pos = a["target_positions"]
+        if not np.array_equal(pos, positions_from_starts(pos[lay.qs], lay.qlen.tolist())):
+            raise ContractViolation("arrays.target_positions", "must be consecutive within each request (token indices; others are the extended tier)")
+        p0 = pos[lay.qs].astype(np.int64)
+        if np.any(p0 < 0) or np.any(p0 > MAX_MODEL_LEN - lay.total):
+            raise ContractViolation("arrays.target_positions", "every written position p0 + j must lie in [0, max_model_len = 2**31) (others are the extended tier)")
+        if case.launch.get("block_size_tokens") not in (None, lay.vllm_block) or case.launch.get("num_blocks") not in (None, lay.min_blocks):
+            raise ContractViolation("launch", "must be vLLM's launch: block_size_tokens and num_blocks null, or vLLM's values (other launches are the extended tier)")
 
     # -- features ---------------------------------------------------------------------
 
     def features_of(self, case: Case) -> frozenset[str]:
         lay = Layout(case)
-        ids = np.concatenate([case.arrays["target_token_ids"], case.arrays["next_token_ids"]])
         f = {"shift_on" if lay.shift else "shift_off"}
         f.add("p_is_1" if lay.P == 1 else "p_at_least_2")
-        if lay.shift and lay.P == 1:
-            f.add("shift_with_p_1")
         if np.any(lay.rejected > 0):
             f.add("rejected_tokens")
         if lay.rejected[-1] > 0:
@@ -188,27 +185,9 @@ class CopyAndExpand(EdgesInModule, TritonTarget):
             f.add("many_requests")
         if lay.max_query_len > 512:
             f.add("long_request")
-        if case.launch.get("block_size_tokens") is None and case.launch.get("num_blocks") is None:
-            f.add("vllm_launch")
-        if case.launch.get("block_size_tokens") not in (None, min(256, next_power_of_2(lay.max_tokens))):
-            f.add("custom_block")
-        if lay.block == 1:
-            f.add("block_of_1")
-        if lay.blocks > lay.min_blocks:
-            f.add("padded_launch")
         if lay.qe[-1] == len(case.arrays["target_token_ids"]) - 1:
             f.add("clamp_engaged")
         pos = case.arrays["target_positions"]
-        p0 = pos[lay.qs].astype(object)
-        if any(int(p) + int(t) - 1 > INT64_MAX for p, t in zip(p0, lay.total, strict=True)):
-            f.add("positions_wrap")
-        expect = positions_from_starts(pos[lay.qs], lay.qlen.tolist())
-        if not np.array_equal(expect, pos):
-            f.add("scrambled_positions")
-        if np.any((ids == INT32_MIN) | (ids == INT32_MAX)):
-            f.add("int32_extreme_ids")
-        if case.scalars["padding_token_id"] != 0:
-            f.add("nonzero_padding_id")
         if lay.R > MAX_NUM_SEQS:
             f.add("beyond_1024_requests")
         if np.any(lay.qs > INT16_MAX):

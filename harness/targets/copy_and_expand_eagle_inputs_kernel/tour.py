@@ -11,14 +11,12 @@ from ...generation.strategies import (
     FLOAT32_EXACT,
     INT16_MAX,
     INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
     MAX_NUM_SEQS,
     SPEC_TOKENS,
     Scale,
     Shape,
 )
-from .layout import build, positions_from_starts
+from .layout import MAX_MODEL_LEN, build, positions_from_starts
 
 
 def _shape_case(
@@ -30,15 +28,15 @@ def _shape_case(
     P: int,
     p0: np.ndarray,
 ) -> Case:
-    """A case of the given request layout with random ids (half of them past 65535) and
-    consecutive positions from ``p0``, launched as vLLM launches it."""
+    """A case of the given request layout with random vocabulary ids (nearly all past 65535)
+    and consecutive positions from ``p0``, launched as vLLM launches it."""
     T, R = int(sum(lengths)), len(lengths)
     return build(
         lengths,
         rejected,
         shift=shift,
         P=P,
-        token_ids=rng.integers(INT32_MIN, INT32_MAX, size=T, endpoint=True, dtype=np.int32),
+        token_ids=rng.integers(0, INT32_MAX, size=T, endpoint=True, dtype=np.int32),
         positions=positions_from_starts(p0.astype(np.int64), lengths),
         next_ids=rng.integers(0, INT32_MAX, size=R, endpoint=True, dtype=np.int32),
         padding_id=0,
@@ -55,18 +53,19 @@ def _wide(rng: np.random.Generator, scale: Scale) -> Case:
     rejected = [int(rng.integers(0, n)) for n in lengths]
     many = int(rng.integers(0, R))
     rejected[many] = int(rng.integers(16, lengths[many]))
-    p0 = rng.integers(FLOAT32_EXACT, INT32_MAX, size=R)
+    p0 = rng.integers(FLOAT32_EXACT, MAX_MODEL_LEN - 100, size=R)
     return _shape_case(rng, lengths, rejected, shift=bool(rng.integers(0, 2)), P=int(rng.integers(SPEC_TOKENS, 33)), p0=p0)
 
 
 def _long_prefill(rng: np.random.Generator, scale: Scale) -> Case:
-    """A prefill of 2050-6000 tokens beside a few short requests, positions near the int64 limit."""
+    """A prefill of 2050-6000 tokens beside a few short requests, positions up to
+    ``max_model_len`` (2**31)."""
     R = int(rng.integers(1, 4))
     lengths = rng.integers(1, 64, size=R).tolist()
     lengths[int(rng.integers(0, R))] = int(rng.integers(2050, 6001))
     rejected = [int(rng.integers(0, min(n, 8))) for n in lengths]
     shift = bool(rng.integers(0, 2))
-    p0 = INT64_MAX - rng.integers(0, 8192, size=R)
+    p0 = MAX_MODEL_LEN - 6100 - rng.integers(0, 8192, size=R)
     return _shape_case(rng, lengths, rejected, shift=shift, P=int(rng.integers(2 if shift else 1, 5)), p0=p0)
 
 

@@ -4,7 +4,7 @@ out as ``--kernels`` files; tests/test_seeded_bugs.py runs a default campaign on
 
 from __future__ import annotations
 
-from ...targetkit.bugs import Mutant, edit
+from ...targetkit.bugs import EXTENDED_TIER, Mutant, edit
 
 BUGS: tuple[Mutant, ...] = (
     Mutant(
@@ -42,6 +42,7 @@ BUGS: tuple[Mutant, ...] = (
 """,
             ),
         ),
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         'pi_no_draft_where_dropped',

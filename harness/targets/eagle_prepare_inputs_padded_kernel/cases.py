@@ -21,10 +21,9 @@ def _request(c: Chooser, max_d: int) -> tuple[int, int, int]:
 
 def body(c: Chooser, scale: Scale) -> Case:
     """An ordinary production case (docs/CONTRACT.md §2.2): up to 16 drafts per request, any
-    number accepted, prefills and decodes, vLLM's grid or a padded one."""
+    number accepted, prefills and decodes, vLLM's grid (``num_reqs`` programs)."""
     R = c.integer_of(request_count_ranges(scale))
     max_d = c.integer(0, 16)
     reqs = c.repeat(R, lambda c: _request(c, max_d))
-    grid = c.optional(lambda c: c.integer(R + 1, R + 8))
     drafts, valid, extra = (list(x) for x in zip(*reqs, strict=True))
-    return build(drafts, valid, extra, grid)
+    return build(drafts, valid, extra, None)

@@ -25,6 +25,7 @@ FEATURES = {
     "valid_above_drafts": "valid > d + 1: a negative rejected count",
     "decreasing_cu": "cu_num_draft_tokens decreases (d < 0): rejected = 0",
     "short_query": "0 < qlen < d + 1: a request shorter than its drafts",
+    "padded_launch": "a grid larger than num_reqs (extra programs write nothing; vLLM launches num_reqs, §2.2)",
 }
 
 
@@ -54,7 +55,9 @@ def features_of(case: Case) -> frozenset[str]:
     valid = case.arrays["valid_sampled_tokens_count"].astype(np.int64)
     qlen = np.diff(case.arrays["query_start_loc"].astype(np.int64))
     d = np.diff(np.concatenate([[0], cu]))
+    R = case.scalars["num_reqs"]
     checks = {
+        "padded_launch": (case.launch.get("grid_size") or R) > R,
         "empty_request": np.any(qlen == 0),
         "discarded_with_drafts": np.any((d > 0) & (valid == 0)),
         "valid_above_drafts": np.any((d > 0) & (valid > d + 1)),

@@ -58,7 +58,6 @@ class PrepareInputsPadded(EdgesInModule, TritonTarget):
         "long_prefill": "a request longer than its drafts need (qlen > d + 1)",
         "several_requests": "more than one request",
         "many_requests": "more than 64 requests",
-        "padded_launch": "a grid larger than num_reqs (extra programs write nothing)",
         # production extremes (reached by every default run: see ``shapes``)
         "beyond_1024_requests": "more than 1024 requests (max_num_seqs of 1024 and more)",
         "offsets_past_32767": "query_start_loc past 32767 (max_num_batched_tokens of 32k and more)",
@@ -99,8 +98,8 @@ class PrepareInputsPadded(EdgesInModule, TritonTarget):
         if np.any(bad):
             raise ContractViolation("arrays.valid_sampled_tokens_count", "must be 1..d+1 for a request with drafts, 0 or 1 without")
         grid = case.launch.get("grid_size")
-        if grid is not None and (not isinstance(grid, int) or grid < R):
-            raise ContractViolation("launch.grid_size", "must be null or an int >= num_reqs")
+        if grid not in (None, R):
+            raise ContractViolation("launch.grid_size", "must be null or num_reqs, vLLM's grid (padded grids are the extended tier)")
 
     def features_of(self, case: Case) -> frozenset[str]:
         cu = case.arrays["cu_num_draft_tokens"].astype(np.int64)
@@ -118,7 +117,6 @@ class PrepareInputsPadded(EdgesInModule, TritonTarget):
             "long_prefill": np.any(qlen > d + 1),
             "several_requests": R > 1,
             "many_requests": R > 64,
-            "padded_launch": (case.launch.get("grid_size") or R) > R,
             "beyond_1024_requests": R > MAX_NUM_SEQS,
             "offsets_past_32767": int(case.arrays["query_start_loc"].max()) > INT16_MAX,
             "prefill_thousands": int(qlen.max()) >= 2048,

@@ -31,8 +31,7 @@ def _huge_offsets(rng: np.random.Generator, scale: Scale) -> Case:
     others = [_extreme_request(rng, int(rng.integers(SPEC_TOKENS, 32))) for _ in range(int(rng.integers(1, 4)))]
     rest = [all_rejected, *others]
     reqs = [prefill] + [rest[i] for i in rng.permutation(len(rest))]
-    grid = None if rng.random() < 0.7 else len(reqs) + int(rng.integers(1, 5))
-    return build(*(list(x) for x in zip(*reqs, strict=True)), grid)
+    return build(*(list(x) for x in zip(*reqs, strict=True)), None)
 
 
 def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:

@@ -4,7 +4,7 @@ out as ``--kernels`` files; tests/test_seeded_bugs.py runs a default campaign on
 
 from __future__ import annotations
 
-from ...targetkit.bugs import Mutant, edit
+from ...targetkit.bugs import EXTENDED_TIER, Mutant, edit
 
 BUGS: tuple[Mutant, ...] = (
     Mutant(
@@ -68,6 +68,7 @@ BUGS: tuple[Mutant, ...] = (
 """,
             ),
         ),
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         'nt_vocab_size_inclusive',
@@ -83,6 +84,7 @@ BUGS: tuple[Mutant, ...] = (
 """,
             ),
         ),
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         'nt_block_limited_to_16_columns',
@@ -119,17 +121,17 @@ BUGS: tuple[Mutant, ...] = (
     Mutant(
         'nt_vocab_check_overflows',
         'eagle_prepare_next_token_padded_kernel',
-        'prepare_next_token_padded: the vocabulary check is id + 1 <= vocab_size (wraps for id 2**31-1, which then counts as valid)',
+        'prepare_next_token_padded: the vocabulary check is id + 1 < vocab_size + 1 (wraps for vocab_size 2**31-1, where no id counts as valid)',
         (
             edit(
                 """\
         is_valid_mask = (token_ids != -1) & (token_ids < vocab_size) & token_mask
 """,
                 """\
-        is_valid_mask = (token_ids != -1) & (token_ids + 1 <= vocab_size) & token_mask
+        is_valid_mask = (token_ids != -1) & (token_ids + 1 < vocab_size + 1) & token_mask
 """,
             ),
         ),
-        extreme='id_at_int32_max',
+        extreme='id_near_int32_max',
     ),
 )

@@ -6,6 +6,12 @@ an explicit block: vLLM's ``next_power_of_2(0)`` is 0, which no kernel launches 
 ``vocab_size <= 0``. The oracles compute §3.1 on them unchanged: the first
 ``min(S, BLOCK_SIZE_TOKENS)`` columns are read, a column is valid when ``id != -1`` and
 ``id < vocab_size`` (signed).
+
+Also here, by the rule that a draw outside a cited production precondition (§3.2) is
+extended: ids at or past ``vocab_size`` (anywhere in a row, before a valid one too: issue
+22's example), a kept row of ``-1`` only (vLLM's own test has one; its sampler never writes
+one), rows wider than ``S`` (a row stride past ``S``), backup ids outside the vocabulary,
+blocks larger than vLLM's and padded grids. :func:`_wide_body` draws them.
 """
 
 from __future__ import annotations
@@ -33,6 +39,15 @@ FEATURES = {
     "block_below_s": "BLOCK_SIZE_TOKENS < S: only the first BLOCK_SIZE_TOKENS columns are read",
     "no_column": "S = 0: no column is read, the backup is used",
     "vocab_not_positive": "vocab_size <= 0: only negative ids other than -1 are valid",
+    "no_valid_token": "a kept request with no valid column: the backup is used",
+    "id_equals_vocab": "an id equal to vocab_size (invalid)",
+    "id_above_vocab": "an id above vocab_size (invalid)",
+    "invalid_before_valid": "a kept row with an invalid id (>= vocab_size) before a valid one",
+    "id_at_int32_max": "an id of 2**31-1 in a kept request (the int32 limit)",
+    "strided_rows": "row stride larger than S (junk columns must be ignored)",
+    "custom_block": "BLOCK_SIZE_TOKENS larger than next_power_of_2(S)",
+    "padded_launch": "a grid larger than num_reqs (extra programs write nothing)",
+    "backup_outside_vocab": "a backup id outside [0, vocab_size) (-1 and the int32 limits included)",
 }
 
 
@@ -79,7 +94,20 @@ def features_of(case: Case) -> frozenset[str]:
     minus = head == -1
     inside = (minus[:, :-1] & ~minus[:, 1:]).any(axis=1) if S > 1 else np.zeros(R, dtype=bool)
     block = case.launch.get("block_size_tokens") or next_power_of_2(S)
+    valid = (head != -1) & (head < vocab)
+    invalid = ~valid & (head != -1)
+    before = (invalid[:, :-1] & valid[:, 1:]).any(axis=1) if S > 1 else np.zeros(R, dtype=bool)
+    backup = case.arrays["backup_next_token_ids"][:R].astype(np.int64)
     checks = {
+        "no_valid_token": np.any(kept & (valid.sum(axis=1) == 0)),
+        "id_equals_vocab": np.any(head == vocab),
+        "id_above_vocab": np.any(head > vocab),
+        "invalid_before_valid": np.any(kept & before),
+        "id_at_int32_max": np.any(kept[:, None] & (head == INT32_MAX)),
+        "strided_rows": case.arrays["sampled_token_ids"].shape[1] > S,
+        "custom_block": case.launch.get("block_size_tokens") not in (None, next_power_of_2(S)) and block > next_power_of_2(S),
+        "padded_launch": (case.launch.get("grid_size") or R) > R,
+        "backup_outside_vocab": bool(np.any((backup < 0) | (backup >= vocab))),
         "minus_one_inside": np.any(kept & inside),
         "id_below_minus_one": np.any(kept[:, None] & (head < -1)),
         "block_below_s": block < S,
@@ -100,7 +128,39 @@ def _row(c: Chooser, S: int, stride: int, vocab: int) -> list[int]:
     return row + [int(c.integer(0, hi)) for _ in range(stride - S)]
 
 
+def _wide_row(c: Chooser, S: int, stride: int, vocab: int) -> np.ndarray:
+    """``k`` sampled ids (some at or past the vocabulary, anywhere), then ``-1`` up to ``S``,
+    then junk up to the row stride (never read)."""
+    k = c.integer(0, S)
+    head = c.array_of(np.int64, k, [(0, vocab - 1), (vocab, vocab), (vocab, INT32_MAX)])
+    junk = c.array(np.int64, stride - S, 0, vocab - 1)
+    return np.concatenate([head, np.full(S - k, -1, dtype=np.int64), junk])
+
+
+def _wide_body(c: Chooser, scale: Scale) -> Case:
+    """Sampler-shaped batches with the draws outside §3.2's cited preconditions: ids at and
+    past the vocabulary anywhere in a row, rows of ``-1`` only, row strides past ``S``, any
+    int32 backup ids, larger blocks and padded grids."""
+    R = c.integer(1, min(scale.max_requests, 16))
+    S = c.integer_of([(1, 8), (1, 33)])
+    stride = S + c.integer_of([(0, 0), (1, 4)])
+    vocab = c.integer(1, INT32_MAX) if c.boolean() else c.choice([32000, 128256, 1, 2, INT32_MAX])
+    rows = np.stack(c.repeat(R, lambda c: _wide_row(c, S, stride, vocab)))
+    extra = c.integer_of([(0, 0), (1, 8)])
+    mode = c.choice(["none", "some", "all"])
+    if mode == "some":
+        discard = c.array(np.int8, R + extra, 0, 1).astype(bool)
+    else:
+        discard = np.full(R + extra, mode == "all")
+    backup = c.array(np.int32, R + extra, INT32_MIN, INT32_MAX)
+    block = c.optional(lambda c: c.choice([b for b in POWERS_OF_TWO if b >= next_power_of_2(S)]))
+    grid = c.optional(lambda c: c.integer(R + 1, R + 8))
+    return build(rows, discard, backup, vocab, S, block, grid)
+
+
 def _body(c: Chooser, scale: Scale) -> Case:
+    if c.chance(0.4):
+        return _wide_body(c, scale)
     R = c.integer(1, min(scale.max_requests, 12))
     S = 0 if c.chance(0.15) else c.integer(1, 8) if c.chance(0.8) else c.integer(1, 33)
     stride = S + (c.integer(1, 3) if S == 0 or c.chance(0.3) else 0)

@@ -13,7 +13,6 @@ from ...generation.strategies import (
     ID16_MAX,
     INT32_MAX,
     MAX_NUM_SEQS,
-    POWERS_OF_TWO,
     SPEC_TOKENS,
     next_power_of_2,
 )
@@ -45,18 +44,12 @@ class PrepareNextTokenPadded(EdgesInModule, TritonTarget):
         "discard_none": "no request discarded",
         "discard_all": "every request discarded",
         "discard_some": "some but not all requests discarded",
-        "no_valid_token": "a kept request with no valid column: the backup is used",
         "full_row": "a kept request whose every column is valid",
         "several_valid_columns": "a kept request with at least two valid columns (the last one wins)",
         "block_past_stride": "BLOCK_SIZE_TOKENS larger than the row stride (lanes past the row are masked)",
         "minus_one_suffix": "a kept request with -1 padding after its valid ids",
-        "id_equals_vocab": "an id equal to vocab_size (invalid)",
-        "id_above_vocab": "an id above vocab_size (invalid)",
         "single_column": "S = 1 (no drafts)",
-        "strided_rows": "row stride larger than S (junk columns must be ignored)",
         "overallocated_buffers": "discard/backup buffers longer than num_reqs",
-        "custom_block": "BLOCK_SIZE_TOKENS larger than next_power_of_2(S)",
-        "padded_launch": "a grid larger than num_reqs (extra programs write nothing)",
         "several_requests": "more than one request",
         "many_requests": "more than 64 requests",
         # production extremes (reached by every default run: see ``shapes``)
@@ -65,11 +58,11 @@ class PrepareNextTokenPadded(EdgesInModule, TritonTarget):
         "valid_past_column_16": "a kept request with a valid id in column 16 or later",
         "many_rejected": "a kept request with 16 or more rejected (-1) columns",
         "vocab_256k": "vocab_size of 256000 or more",
+        "id_near_int32_max": "an id of 2**31-2 in a kept request (the largest id of a 2**31-1 vocabulary)",
         "ids_past_65535": "a kept request whose next token (its last valid id) is above 65535",
-        "id_at_int32_max": "an id of 2**31-1 in a kept request (the int32 limit)",
     }
     extremes = ("beyond_1024_requests", "spec_tokens_15_plus", "valid_past_column_16", "many_rejected",
-                "vocab_256k", "ids_past_65535", "id_at_int32_max")
+                "vocab_256k", "ids_past_65535", "id_near_int32_max")
     shapes = SHAPES
     cases = cases
 
@@ -105,18 +98,22 @@ class PrepareNextTokenPadded(EdgesInModule, TritonTarget):
         for name in ("discard_request_mask", "backup_next_token_ids"):
             if a[name].ndim != 1 or len(a[name]) < R:
                 raise ContractViolation(f"arrays.{name}", "must be 1-D with at least num_reqs entries")
-        head = ids[:, :S].astype(np.int64)
-        neg = head == -1
-        if np.any(neg[:, :-1] & ~neg[:, 1:]):
-            raise ContractViolation("arrays.sampled_token_ids", "-1 may only appear as a suffix of a row's first S columns")
-        if np.any(head < -1):
-            raise ContractViolation("arrays.sampled_token_ids", "ids must be -1 or >= 0")
+        if ids.shape[1] != S:
+            raise ContractViolation("arrays.sampled_token_ids", "must have exactly S columns: the sampler's fresh buffer has stride(0) = S (wider rows are the extended tier)")
+        head = ids.astype(np.int64)
+        valid = (head >= 0) & (head < vocab)
+        count = valid.sum(axis=1)
+        if np.any(count < 1) or np.any(valid != (np.arange(S) < count[:, None])) or np.any(head[~valid] != -1):
+            raise ContractViolation("arrays.sampled_token_ids", "each row must be the rejection sampler's: at least one vocabulary id (0 <= id < vocab_size), then only -1 (others are the extended tier)")
+        backup = a["backup_next_token_ids"][:R].astype(np.int64)
+        if np.any(backup < 0) or np.any(backup >= vocab):
+            raise ContractViolation("arrays.backup_next_token_ids", "the first num_reqs entries must be vocabulary ids (0 <= id < vocab_size; others are the extended tier)")
         block = case.launch.get("block_size_tokens")
-        if block is not None and (block not in POWERS_OF_TWO or block < S):
-            raise ContractViolation("launch.block_size_tokens", "must be null or a power of two from S to 256")
+        if block not in (None, next_power_of_2(S)):
+            raise ContractViolation("launch.block_size_tokens", "must be null or vLLM's next_power_of_2(S) (other blocks are the extended tier)")
         grid = case.launch.get("grid_size")
-        if grid is not None and (not isinstance(grid, int) or grid < R):
-            raise ContractViolation("launch.grid_size", "must be null or an int >= num_reqs")
+        if grid not in (None, R):
+            raise ContractViolation("launch.grid_size", "must be null or num_reqs, vLLM's grid (padded grids are the extended tier)")
 
     def features_of(self, case: Case) -> frozenset[str]:
         s = case.scalars
@@ -134,18 +131,12 @@ class PrepareNextTokenPadded(EdgesInModule, TritonTarget):
             "discard_none": not disc.any(),
             "discard_all": bool(disc.all()),
             "discard_some": bool(disc.any() and not disc.all()),
-            "no_valid_token": np.any(kept & (count == 0)),
             "full_row": np.any(kept & (count == S)),
             "several_valid_columns": np.any(kept & (count >= 2)),
             "block_past_stride": (case.launch.get("block_size_tokens") or next_power_of_2(S)) > case.arrays["sampled_token_ids"].shape[1],
             "minus_one_suffix": np.any(kept & nonneg.any(axis=1) & (ids[:, -1] == -1)),
-            "id_equals_vocab": np.any(ids == vocab),
-            "id_above_vocab": np.any(ids > vocab),
             "single_column": S == 1,
-            "strided_rows": case.arrays["sampled_token_ids"].shape[1] > S,
             "overallocated_buffers": len(case.arrays["discard_request_mask"]) > R,
-            "custom_block": case.launch.get("block_size_tokens") not in (None, next_power_of_2(S)),
-            "padded_launch": (case.launch.get("grid_size") or R) > R,
             "several_requests": R > 1,
             "many_requests": R > 64,
             "beyond_1024_requests": R > MAX_NUM_SEQS,
@@ -153,8 +144,8 @@ class PrepareNextTokenPadded(EdgesInModule, TritonTarget):
             "valid_past_column_16": np.any(kept & (last_col >= 16)),
             "many_rejected": np.any(kept & ((~nonneg).sum(axis=1) >= 16)),
             "vocab_256k": vocab >= 256000,
+            "id_near_int32_max": np.any(kept[:, None] & (ids == INT32_MAX - 1)),
             "ids_past_65535": np.any(kept & (last_col >= 0) & (last_id > ID16_MAX)),
-            "id_at_int32_max": np.any(kept[:, None] & (ids == INT32_MAX)),
         }
         return frozenset(k for k, v in checks.items() if v)
 
