@@ -29,7 +29,7 @@ from ...generation.strategies import (
     SPEC_TOKENS,
     query_start_loc_from,
 )
-from ...targetkit.base import ContractViolation, Outcome, require_arrays
+from ...targetkit.base import ContractViolation, EdgesInModule, Outcome, require_arrays
 from ...targetkit.block_tables import MAX_BLOCK_SIZE, MAX_POSITION, max_block_id
 from ...targetkit.pyfunc import (
     MUTATED,
@@ -40,7 +40,7 @@ from ...targetkit.pyfunc import (
     field_names,
     snapshot,
 )
-from . import cases
+from . import cases, edges
 from .layout import NAME
 from .tour import SHAPES
 
@@ -84,7 +84,7 @@ class _Tokens:
         self.col = np.minimum(self.pos, self.M - 1) // self.bs
 
 
-class NewSlotMapping(PythonFunctionTarget):
+class NewSlotMapping(EdgesInModule, PythonFunctionTarget):
     name = NAME
     section = 7
     parameters = (
@@ -96,19 +96,13 @@ class NewSlotMapping(PythonFunctionTarget):
         "max_model_len",
     )
     features = {
-        "empty_batch": "no request at all (R = 0: an empty result)",
         "single_request": "one request",
         "several_requests": "more than one request",
         "many_requests": "more than 64 requests",
-        "n_zero": "num_new_tokens = 0 (outside vLLM's use, defined by the contract)",
         "n_one": "num_new_tokens = 1 (draft model)",
         "n_several": "num_new_tokens >= 2 (parallel drafting)",
-        "empty_query": "a request with no query token (qlen = 0: only its N new tokens)",
         "vllm_layout": "positions as section 1 writes them: consecutive per request, 0 on rejected slots",
-        "scattered_positions": "positions not in vLLM's layout (any per token)",
         "rejected_tokens": "some token is rejected (PADDING_SLOT_ID)",
-        "past_max": "an unrejected token at or past max_model_len (PADDING_SLOT_ID)",
-        "rejected_past_max": "a rejected token whose position is past max_model_len",
         "last_position": "an unrejected token at position M - 1",
         "block_start": "an unrejected token at the first slot of a block (p % bs == 0, p > 0)",
         "request_spans_blocks": "a request whose unrejected tokens lie in two or more blocks",
@@ -141,6 +135,26 @@ class NewSlotMapping(PythonFunctionTarget):
     # -- contract ---------------------------------------------------------------------
 
     def validate(self, case: Case) -> None:
+        """The production tier (docs/CONTRACT.md §7.2): :meth:`validate_wide`'s rules, at least
+        one request of at least one token, ``N >= 1``, positions in section 1's layout and every
+        live position below max_model_len (vLLM's drafter gate)."""
+        self.validate_wide(case)
+        a, s = case.arrays, case.scalars
+        R = a["block_table"].shape[0]
+        if R < 1:
+            raise ContractViolation("arrays.block_table", "needs at least one request")
+        if s["num_new_tokens"] < 1:
+            raise ContractViolation("scalars.num_new_tokens", "must be >= 1 (vLLM's net_num_new_slots_per_request)")
+        if np.any(np.diff(a["query_start_loc"].astype(np.int64)) < 1):
+            raise ContractViolation("arrays.query_start_loc", "every request has at least one token")
+        t = _Tokens(case)
+        if not _is_vllm_layout(t):
+            raise ContractViolation("arrays.new_positions", "must be in section 1's layout: consecutive per request, 0 on the rejected tail")
+        if np.any(~t.rejected & t.past):
+            raise ContractViolation("arrays.new_positions", "every unrejected position is below max_model_len (vLLM's drafter gate)")
+
+    def validate_wide(self, case: Case) -> None:
+        """The extended tier's rules (docs/CONTRACT.md §7.4)."""
         a, s = case.arrays, case.scalars
         require_arrays(a, ARRAYS)
         for name in SCALARS:
@@ -186,19 +200,13 @@ class NewSlotMapping(PythonFunctionTarget):
             np.maximum.at(hi, t.owner[t.live], t.col[t.live])
             spans = bool(np.any(hi > lo))
         checks = {
-            "empty_batch": t.R == 0,
             "single_request": t.R == 1,
             "several_requests": t.R > 1,
             "many_requests": t.R > 64,
-            "n_zero": t.N == 0,
             "n_one": t.N == 1,
             "n_several": t.N >= 2,
-            "empty_query": np.any(lens == 0),
             "vllm_layout": t.R > 0 and vllm,
-            "scattered_positions": not vllm,
             "rejected_tokens": t.rejected.any(),
-            "past_max": np.any(~t.rejected & t.past),
-            "rejected_past_max": np.any(t.rejected & t.past),
             "last_position": np.any(t.live & (t.pos == t.M - 1)),
             "block_start": np.any(t.live & (t.pos > 0) & (t.pos % t.bs == 0)),
             "request_spans_blocks": spans,
@@ -217,6 +225,16 @@ class NewSlotMapping(PythonFunctionTarget):
             "own_tensors": not case.launch["views"],
         }
         return frozenset(k for k, v in checks.items() if v)
+
+    # -- extended tier (docs/CONTRACT.md §7.4): edges.py ----------------------------------
+
+    edges = edges
+
+    def validate_extended(self, case: Case) -> None:
+        try:
+            self.validate(case)
+        except ContractViolation:
+            self.validate_wide(case)
 
     # -- running ----------------------------------------------------------------------
 
