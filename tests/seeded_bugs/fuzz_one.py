@@ -70,17 +70,20 @@ def replay(case_text: str, mutant: Implementations, production: Implementations,
     """Check the case of ``case_text`` (a corpus file's text) on production, then on the mutant
     (last: its crash may leave the device unusable): each ``None`` (passes) or a summary."""
     case = decode(case_text, "the finding's case").case
-    on_production = check_case(case, production, device)
+    on_production = check_case(case, production, device, domain="extended")
     if on_production is not None and on_production.fatal:
         return {"production": summary(on_production), "mutant": None, "mutant_skipped": True}
-    return {"production": summary(on_production), "mutant": summary(check_case(case, mutant, device))}
+    return {"production": summary(on_production), "mutant": summary(check_case(case, mutant, device, domain="extended"))}
 
 
 def hunt(path: Path, production_spec: str, seed: int, examples: int, device: str, scale: Scale,
          probe_from: int = NO_PROBE) -> dict[str, Any]:
     """Fuzz the mutant at ``path`` on ``device`` for up to ``examples`` (no shrinking) and
     replay its first finding: ``{"names", "examples", "features", "finding", "case", "replay",
-    "probe"}``.
+    "probe", "domain"}``. A campaign of the production tier comes first; when it finds nothing
+    and the target has an extended tier, one of the extended domain follows (``domain`` says
+    which found it): a bug that only inputs outside vLLM's production show is an edge
+    divergence, caught there.
 
     With ``probe_from >= 0`` (a mutant that declares its bug a crash), :func:`probe` runs first;
     a fatal probe case ends the hunt there. ``replay`` is ``None`` when the finding left the
@@ -95,7 +98,14 @@ def hunt(path: Path, production_spec: str, seed: int, examples: int, device: str
         if "fatal" in out["probe"]:
             return out
     stats = fuzz_target(names[0], impls, device, scale, seed=seed, examples=examples, shrink=False)
-    out.update(examples=stats.examples, features=sorted(stats.features))
+    out.update(examples=stats.examples, features=sorted(stats.features), domain="production")
+    if not stats.findings and TARGETS[names[0]].extended_features:
+        # a bug that shows only outside vLLM's production inputs (a clamp production never
+        # engages): a campaign of the extended domain finds it as an edge divergence
+        stats = fuzz_target(names[0], impls, device, scale, seed=seed, examples=examples, shrink=False,
+                            domain="extended")
+        out.update(examples=out["examples"] + stats.examples, domain="extended",
+                   features=sorted(set(out["features"]) | stats.features))
     if stats.findings:
         f = stats.findings[0]
         out.update(finding=summary(f), case=encode(f.case))

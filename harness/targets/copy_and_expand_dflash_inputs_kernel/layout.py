@@ -52,9 +52,11 @@ def build(
     block_size: int,
     mask_id: int,
     launch: dict[str, int | None],
+    lookahead: int | None = None,
 ) -> Case:
     """The case of ``reqs`` (each: ``positions`` int64 array, ``rejected``, ``next`` and the
-    block-table ``row``, all rows of one width) with the batch settings."""
+    block-table ``row``, all rows of one width) with the batch settings; ``lookahead``: the
+    allocation's lookahead slots (``lookahead_tokens``; none: vLLM's ``K + 1``)."""
     lengths = [len(q["positions"]) for q in reqs]
     qsl = query_start_loc_from(lengths)
     arrays = {
@@ -77,7 +79,7 @@ def build(
             "num_speculative_tokens": int(K),
             "total_input_tokens": int(qsl[-1]),
             "has_num_rejected": bool(has_num_rejected),
-        },
+        } | ({} if lookahead is None else {"lookahead_tokens": int(lookahead)}),
         launch={k: launch.get(k) for k in ("triton_block_size", "max_tokens_per_req", "buffer_spare")},
     )
 
@@ -106,6 +108,7 @@ def settings_of(case: Case) -> dict[str, Any]:
         "block_size": int(s["block_size"]),
         "mask_id": int(s["parallel_drafting_token_id"]),
         "launch": dict(case.launch),
+        "lookahead": s.get("lookahead_tokens"),
     }
 
 
