@@ -124,7 +124,14 @@ def _hazard_body(c: Chooser, scale: Scale) -> Case:
     if keep * bs >= M:
         return case  # M fits one column: no narrower table (a production case, passed over)
     table = (np.arange(R * keep, dtype=np.int64).reshape(R, keep) * 7 + 3).astype(np.int32)  # distinct ids
-    return case.replace(arrays={"block_table": table})
+    arrays = {"block_table": table}
+    if R > 1 and c.boolean():  # the last request starts at 0: only earlier ones run into a next row
+        pos, rej = a["new_positions"].copy(), a["is_rejected_token_mask"]
+        n = lengths[-1] + case.scalars["num_new_tokens"]
+        live = np.flatnonzero(~rej[len(pos) - n :]) + len(pos) - n
+        pos[live] = np.arange(len(live))
+        arrays["new_positions"] = pos
+    return case.replace(arrays=arrays)
 
 
 def hazard_case(rng: np.random.Generator, scale: Scale) -> Case:
