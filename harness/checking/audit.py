@@ -179,14 +179,16 @@ class TargetAudit:
 
 def _tier(target: Any, case: Case) -> str | None:
     """``case``'s tier: production, extended, :data:`BEYOND` (a hazard draw past the extended
-    tier), or ``None`` when it lies in none of them."""
-    try:
-        return target.tier_of(case, EXTENDED)
-    except ContractViolation:
-        pass
+    tier), or ``None`` when it lies in none of them. A case with a hazard draw's own input (one
+    its hazard module's ``hazards_of`` names, such as a caller's buffer length that the target
+    itself ignores) is a beyond-tier case whatever the target's tiers accept."""
     module = _hazard_module(target.name)
-    if module is None:
-        return None
+    if module is None or not module.hazards_of(case):
+        try:
+            return target.tier_of(case, EXTENDED)
+        except ContractViolation:
+            if module is None:
+                return None
     try:
         module.validate_hazard(case)
     except ContractViolation:
