@@ -38,6 +38,8 @@ def nsm_slot_in_own_row(case: Case, o: Observation) -> str | None:
     for i in np.flatnonzero(t.live).tolist():
         r = int(t.owner[i])
         v = int(out[i])
+        if v == -1:
+            continue  # PADDING_SLOT_ID: no KV write
         if v // t.bs not in table[r].tolist() or v % t.bs != int(q[i]) % t.bs:
             return (f"token {i} (request {r}, position {int(t.pos[i])}, column {int(q[i]) // t.bs} of a {t.nb}-column "
                     f"row) gets slot {v}: block {v // t.bs} is not one of request {r}'s")
@@ -55,7 +57,8 @@ def nsm_padding(case: Case, o: Observation) -> str | None:
 
 PROPERTIES: tuple[Property, ...] = (
     completes(hazard_class="block_columns_past_row", source="PR #54296", rests_on=_TABLE),
-    Property("slot_in_own_row", "every live token's slot lies in a block of its own request's row",
+    Property("slot_in_own_row", "every live token's slot lies in a block of its own request's row (or is "
+             "PADDING_SLOT_ID: no KV write)",
              nsm_slot_in_own_row, hazard_class="block_columns_past_row", source="PR #54296", rests_on=_TABLE),
     Property("padding_for_rejected_and_past_max", "rejected tokens and positions past max_model_len get "
              "PADDING_SLOT_ID", nsm_padding),
