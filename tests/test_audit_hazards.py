@@ -119,7 +119,7 @@ def test_block_columns_past_row(release, backend):
     the last row the lookup raises; the search finds the raise in the beyond tier."""
     case = _nsm([[10], [20]], [0, 1, 2], [2, 3, 0, 1], N=1, bs=2, M=4)
     assert observe(NSM, case, release[NSM], backend.device).result.tolist() == [40, 41, 40, 41]
-    assert "block 20 is not one of request 0's" in _broken(NSM, "slot_in_own_row", case, release[NSM], backend.device)
+    assert "block 20 is not request 0's block of that column" in _broken(NSM, "slot_in_own_row", case, release[NSM], backend.device)
     result = audit_target(NSM, release[NSM], backend.device, scale=TINY, examples=4)
     h = {h.prop.name: h for h in result.hazards}["call_completes"]
     assert h.tier == BEYOND and "IndexError" in h.detail and not h.reachable_in_production
@@ -256,7 +256,7 @@ def test_backup_token_of_minus_one(release, backend):
     assert _broken(NT, "backup_next_token_in_vocab", _nt(7), release[NT], backend.device) is None
 
 
-def test_audit_command_on_the_release(needs, capsys, backend):
+def test_audit_command_on_the_release(needs, capsys, backend, warm_oracles):
     """``eaglefuzz audit --vllm-version 0.33.0`` lists a hazard with its class, its minimal
     example and the precondition it rests on."""
     needs.release_files(vsrc.PINNED_RELEASE)

@@ -35,14 +35,14 @@ def nsm_slot_in_own_row(case: Case, o: Observation) -> str | None:
     table = case.arrays["block_table"].astype(np.int64)
     out = np.asarray(o.result).astype(np.int64)
     q = np.minimum(t.pos, t.M - 1)
-    for i in np.flatnonzero(t.live).tolist():
-        r = int(t.owner[i])
-        v = int(out[i])
-        if v == -1:
-            continue  # PADDING_SLOT_ID: no KV write
-        if v // t.bs not in table[r].tolist() or v % t.bs != int(q[i]) % t.bs:
-            return (f"token {i} (request {r}, position {int(t.pos[i])}, column {int(q[i]) // t.bs} of a {t.nb}-column "
-                    f"row) gets slot {v}: block {v // t.bs} is not one of request {r}'s")
+    col = q // t.bs
+    inside = col < t.nb
+    own = table[t.owner, np.minimum(col, t.nb - 1)] * t.bs + q % t.bs if t.owner.size else np.zeros(0, np.int64)
+    bad = t.live & (out != -1) & (~inside | (out != own))
+    for i in np.flatnonzero(bad)[:1].tolist():
+        r, v = int(t.owner[i]), int(out[i])
+        return (f"token {i} (request {r}, position {int(t.pos[i])}, column {int(col[i])} of a {t.nb}-column row) "
+                f"gets slot {v}: block {v // t.bs} is not request {r}'s block of that column")
     return None
 
 
