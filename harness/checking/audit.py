@@ -54,14 +54,31 @@ PROPERTIES: dict[str, tuple[Property, ...]] = {
 (each with :func:`~..targetkit.properties.completes` first, unless it gives its own)."""
 
 
+class _HazardDraws:
+    """A target's hazard draws: each of ``hazard_strategy``, ``validate_hazard``, ``hazards_of``
+    and ``hazard_shrink_candidates`` from its folder's ``audit.py`` when that defines it, else
+    from its ``edges.py`` (the draws live beside the extended tier; the rules that need the
+    target's record live in audit.py, which may import it)."""
+
+    def __init__(self, modules: list[Any]) -> None:
+        self._modules = modules
+
+    def __getattr__(self, name: str) -> Any:
+        for module in self._modules:
+            if hasattr(module, name):
+                return getattr(module, name)
+        raise AttributeError(name)
+
+    def has(self, name: str) -> bool:
+        return any(hasattr(m, name) for m in self._modules)
+
+
 def _hazard_module(target_name: str) -> Any:
-    """The module with the target's hazard draws (``hazard_strategy``, ``validate_hazard``):
-    its ``audit.py`` when that has them, else its ``edges.py``; ``None`` when neither has."""
-    for name in ("audit", "edges"):
-        module = role(target_name, name)
-        if module is not None and hasattr(module, "hazard_strategy"):
-            return module
-    return None
+    """The target's hazard draws (:class:`_HazardDraws`); ``None`` when it has none (no
+    ``hazard_strategy`` in its ``audit.py`` or ``edges.py``)."""
+    draws = _HazardDraws([m for m in (role(target_name, "audit"), role(target_name, "edges")) if m is not None])
+    return draws if draws.has("hazard_strategy") else None
+
 
 AUDIT_SCALE = Scale(max_requests=6, request_tail=12, max_query_len=24, max_programs=96)
 """Batch sizes of the audit's search: small, so minimal examples come fast on any backend."""
@@ -259,7 +276,7 @@ def _shrink_moves(target: Any, case: Case, tier: str) -> Any:
         return
     yield from shrink_candidates_for(target, case, EXTENDED)
     module = _hazard_module(target.name)
-    if hasattr(module, "hazard_shrink_candidates"):
+    if module.has("hazard_shrink_candidates"):
         yield from guarded(module.hazard_shrink_candidates(case))
 
 

@@ -4,13 +4,17 @@ case is run for them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from ...core.case import Case
+from ...generation.strategies import cdiv
+from ...targetkit.base import ContractViolation
 from ...targetkit.properties import Observation, Property, completes
-from .record import TARGET, TENSORS, _Tokens, build_metadata
+from .layout import Tokens
+from .record import TARGET, TENSORS, build_metadata
 
 _TABLE = ("docs/CONTRACT.md §7.2: the table is as wide as max_model_len needs (vLLM: "
           "vllm/v1/worker/block_table.py, get_block_table_width)")
@@ -31,7 +35,7 @@ def run(case: Case, impl: Any, device: str) -> np.ndarray:
 
 
 def nsm_slot_in_own_row(case: Case, o: Observation) -> str | None:
-    t = _Tokens(case)
+    t = Tokens(case)
     table = case.arrays["block_table"].astype(np.int64)
     out = np.asarray(o.result).astype(np.int64)
     q = np.minimum(t.pos, t.M - 1)
@@ -47,7 +51,7 @@ def nsm_slot_in_own_row(case: Case, o: Observation) -> str | None:
 
 
 def nsm_padding(case: Case, o: Observation) -> str | None:
-    t = _Tokens(case)
+    t = Tokens(case)
     out = np.asarray(o.result)
     for i in np.flatnonzero(~t.live).tolist():
         if int(out[i]) != -1:
@@ -64,3 +68,23 @@ PROPERTIES: tuple[Property, ...] = (
              "PADDING_SLOT_ID", nsm_padding),
 )
 """The properties, in the order the audit reports them."""
+
+
+# -- hazard draws (their strategy is in edges.py; the rules that need the record are here) --
+
+
+def validate_hazard(case: Case) -> None:
+    """The hazard draws' rules: a production case but for the table, which may be narrower
+    than max_model_len needs (``nb * bs < M``), with distinct block ids across rows."""
+    a, s = case.arrays, case.scalars
+    R, nb = a["block_table"].shape
+    if nb < 1 or nb * s["block_size"] >= s["max_model_len"]:
+        raise ContractViolation("arrays.block_table", "hazard draws have a table narrower than max_model_len needs")
+    wide = int(cdiv(s["max_model_len"], s["block_size"]))
+    padded = np.concatenate([a["block_table"], np.zeros((R, wide - nb), np.int32)], axis=1)
+    TARGET.validate(case.replace(arrays={"block_table": padded}))
+
+
+def hazard_shrink_candidates(case: Case) -> Iterator[Case]:
+    """The target's own moves (drop requests, no views, no rejections)."""
+    yield from TARGET.shrink_candidates(case)

@@ -21,9 +21,8 @@ import numpy as np
 from ...core.case import Case
 from ...generation.choosers import Chooser, RngChooser, as_strategy
 from ...generation.strategies import Scale, cdiv
-from ...targetkit.base import ContractViolation
 from ...targetkit.block_tables import BLOCK_SIZES
-from .layout import build
+from .layout import Tokens, build, is_vllm_layout
 
 FEATURES = {
     "empty_batch": "no request at all (R = 0: an empty result)",
@@ -42,15 +41,13 @@ HAZARDS = {
 
 
 def features_of(case: Case) -> frozenset[str]:
-    from .record import _is_vllm_layout, _Tokens  # record imports this module
-
-    t = _Tokens(case)
+    t = Tokens(case)
     lens = np.diff(case.arrays["query_start_loc"].astype(np.int64))
     checks = {
         "empty_batch": t.R == 0,
         "n_zero": t.N == 0,
         "empty_query": np.any(lens == 0),
-        "scattered_positions": not _is_vllm_layout(t),
+        "scattered_positions": not is_vllm_layout(t),
         "past_max": np.any(~t.rejected & t.past),
         "rejected_past_max": np.any(t.rejected & t.past),
     }
@@ -90,20 +87,6 @@ def shrink_candidates(case: Case) -> Iterator[Case]:
 # -- hazard draws (the audit's beyond tier) -----------------------------------------------
 
 
-def validate_hazard(case: Case) -> None:
-    """The hazard draws' rules: a production case but for the table, which may be narrower
-    than max_model_len needs (``nb * bs < M``), with distinct block ids across rows."""
-    from .record import TARGET
-
-    a, s = case.arrays, case.scalars
-    R, nb = a["block_table"].shape
-    if nb < 1 or nb * s["block_size"] >= s["max_model_len"]:
-        raise ContractViolation("arrays.block_table", "hazard draws have a table narrower than max_model_len needs")
-    wide = int(cdiv(s["max_model_len"], s["block_size"]))
-    padded = np.concatenate([a["block_table"], np.zeros((R, wide - nb), np.int32)], axis=1)
-    TARGET.validate(case.replace(arrays={"block_table": padded}))
-
-
 def hazards_of(case: Case) -> frozenset[str]:
     a, s = case.arrays, case.scalars
     return frozenset({"block_columns_past_row"} if a["block_table"].shape[1] * s["block_size"] < s["max_model_len"] else ())
@@ -140,10 +123,3 @@ def hazard_case(rng: np.random.Generator, scale: Scale) -> Case:
 
 def hazard_strategy(scale: Scale) -> Any:
     return as_strategy(_hazard_body, scale)
-
-
-def hazard_shrink_candidates(case: Case) -> Iterator[Case]:
-    """The target's own moves (drop requests, no views, no rejections)."""
-    from .record import TARGET
-
-    yield from TARGET.shrink_candidates(case)

@@ -99,3 +99,38 @@ def build(
         scalars={"block_size": int(bs), "num_new_tokens": int(N), "max_model_len": int(M)},
         launch={"views": bool(views)},
     )
+
+
+class Tokens:
+    """Per-token owner request and position regime (int64 arrays), for features and reports."""
+
+    def __init__(self, case: Case) -> None:
+        a, s = case.arrays, case.scalars
+        self.R, self.nb = a["block_table"].shape
+        self.bs, self.N, self.M = s["block_size"], s["num_new_tokens"], s["max_model_len"]
+        self.qlen = np.diff(a["query_start_loc"].astype(np.int64))
+        self.counts = self.qlen + self.N
+        self.owner = np.repeat(np.arange(self.R, dtype=np.int64), np.maximum(self.counts, 0))
+        self.pos = a["new_positions"].astype(np.int64)
+        self.rejected = a["is_rejected_token_mask"].astype(bool)
+        self.past = self.pos >= self.M
+        self.live = ~self.rejected & ~self.past
+        self.col = np.minimum(self.pos, self.M - 1) // self.bs
+
+
+def is_vllm_layout(t: Tokens) -> bool:
+    """Positions as section 1 writes them: per request, consecutive up to its rejected tail,
+    which holds position 0 and a true mask (and nowhere else)."""
+    start = 0
+    for r in range(t.R):
+        n = int(t.counts[r])
+        pos, rej = t.pos[start : start + n], t.rejected[start : start + n]
+        start += n
+        k = int(rej.sum())
+        if n == 0:
+            continue
+        if np.any(rej[: n - k]) or np.any(pos[n - k :] != 0):
+            return False
+        if not np.array_equal(pos[: n - k], pos[0] + np.arange(n - k)):
+            return False
+    return True

@@ -41,7 +41,7 @@ from ...targetkit.pyfunc import (
     snapshot,
 )
 from . import cases, edges
-from .layout import NAME
+from .layout import NAME, Tokens, is_vllm_layout
 from .tour import SHAPES
 
 if TYPE_CHECKING:  # imported where a case runs: a process that only reads cases never loads torch
@@ -65,23 +65,6 @@ SCALARS = ("block_size", "num_new_tokens", "max_model_len")
 
 TENSORS = ("new_positions", "is_rejected_token_mask")
 """The function's own tensor arguments (the rest of ``ARRAYS`` lives in ``cad``)."""
-
-
-class _Tokens:
-    """Per-token owner request and position regime (int64 arrays), for features and reports."""
-
-    def __init__(self, case: Case) -> None:
-        a, s = case.arrays, case.scalars
-        self.R, self.nb = a["block_table"].shape
-        self.bs, self.N, self.M = s["block_size"], s["num_new_tokens"], s["max_model_len"]
-        self.qlen = np.diff(a["query_start_loc"].astype(np.int64))
-        self.counts = self.qlen + self.N
-        self.owner = np.repeat(np.arange(self.R, dtype=np.int64), np.maximum(self.counts, 0))
-        self.pos = a["new_positions"].astype(np.int64)
-        self.rejected = a["is_rejected_token_mask"].astype(bool)
-        self.past = self.pos >= self.M
-        self.live = ~self.rejected & ~self.past
-        self.col = np.minimum(self.pos, self.M - 1) // self.bs
 
 
 class NewSlotMapping(EdgesInModule, PythonFunctionTarget):
@@ -147,8 +130,8 @@ class NewSlotMapping(EdgesInModule, PythonFunctionTarget):
             raise ContractViolation("scalars.num_new_tokens", "must be >= 1 (vLLM's net_num_new_slots_per_request)")
         if np.any(np.diff(a["query_start_loc"].astype(np.int64)) < 1):
             raise ContractViolation("arrays.query_start_loc", "every request has at least one token")
-        t = _Tokens(case)
-        if not _is_vllm_layout(t):
+        t = Tokens(case)
+        if not is_vllm_layout(t):
             raise ContractViolation("arrays.new_positions", "must be in section 1's layout: consecutive per request, 0 on the rejected tail")
         if np.any(~t.rejected & t.past):
             raise ContractViolation("arrays.new_positions", "every unrejected position is below max_model_len (vLLM's drafter gate)")
@@ -188,9 +171,9 @@ class NewSlotMapping(EdgesInModule, PythonFunctionTarget):
             raise ContractViolation("arrays.block_table", "block ids must be >= 0 with slots within int32")
 
     def features_of(self, case: Case) -> frozenset[str]:
-        t = _Tokens(case)
+        t = Tokens(case)
         lens = np.diff(case.arrays["query_start_loc"].astype(np.int64))
-        vllm = _is_vllm_layout(t)
+        vllm = is_vllm_layout(t)
         slots = _slots(case, t)
         spans = False
         if t.live.any():
@@ -269,7 +252,7 @@ class NewSlotMapping(EdgesInModule, PythonFunctionTarget):
             return [Difference("result", None, str(expected.dtype), str(actual.dtype), None, f"{RESULT} (dtype)", versus)]
         if expected.shape != actual.shape:
             return [Difference("result", None, expected.shape, actual.shape, None, f"{RESULT} (shape)", versus)]
-        t = _Tokens(case)
+        t = Tokens(case)
         return [
             Difference("result", i, expected[i].item(), actual[i].item(), int(t.owner[i]), _region(t, i), versus)
             for i in np.flatnonzero(expected != actual).tolist()
@@ -362,7 +345,7 @@ class NewSlotMapping(EdgesInModule, PythonFunctionTarget):
 def _keep(case: Case, rows: list[int]) -> Case:
     """``case`` with the requests ``rows`` (in that order; one may repeat)."""
     a = case.arrays
-    t = _Tokens(case)
+    t = Tokens(case)
     starts = np.concatenate([[0], np.cumsum(t.counts)])
     tok = np.concatenate([np.arange(starts[r], starts[r + 1]) for r in rows]) if rows else np.zeros(0, np.int64)
     lens = [int(t.qlen[r]) for r in rows]
@@ -401,7 +384,7 @@ def build_metadata(case: Case, tensor: Any, cls: type) -> Any:
     return cls(**kwargs)
 
 
-def _region(t: _Tokens, i: int) -> str:
+def _region(t: Tokens, i: int) -> str:
     if t.rejected[i]:
         return "rejected token"
     if t.past[i]:
@@ -409,28 +392,10 @@ def _region(t: _Tokens, i: int) -> str:
     return f"token at position {int(t.pos[i])}, block column {int(t.col[i])}"
 
 
-def _slots(case: Case, t: _Tokens) -> np.ndarray:
+def _slots(case: Case, t: Tokens) -> np.ndarray:
     flat = case.arrays["block_table"].reshape(-1).astype(np.int64)
     q = np.minimum(t.pos, t.M - 1)
     return flat[t.owner * t.nb + q // t.bs] * t.bs + q % t.bs if t.owner.size else np.zeros(0, np.int64)
-
-
-def _is_vllm_layout(t: _Tokens) -> bool:
-    """Positions as section 1 writes them: per request, consecutive up to its rejected tail,
-    which holds position 0 and a true mask (and nowhere else)."""
-    start = 0
-    for r in range(t.R):
-        n = int(t.counts[r])
-        pos, rej = t.pos[start : start + n], t.rejected[start : start + n]
-        start += n
-        k = int(rej.sum())
-        if n == 0:
-            continue
-        if np.any(rej[: n - k]) or np.any(pos[n - k :] != 0):
-            return False
-        if not np.array_equal(pos[: n - k], pos[0] + np.arange(n - k)):
-            return False
-    return True
 
 
 TARGET = NewSlotMapping()

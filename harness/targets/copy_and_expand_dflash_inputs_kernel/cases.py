@@ -20,6 +20,7 @@ from .layout import (
     build,
 )
 
+
 def _request(c: Chooser, cap: int, max_model_len: int, Q: int, width: int, mode: str) -> dict[str, Any]:
     """One request's own draws, together, so shrinking drops a request with its data: ``n``
     context tokens whose last position leaves room for the ``Q`` query slots below

@@ -17,13 +17,21 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.choosers import Chooser, RngChooser, as_strategy
-from ...generation.strategies import INT32_MAX, INT32_MIN, Scale, cdiv, next_power_of_2, request_count_ranges
+from ...generation.strategies import (
+    INT32_MAX,
+    INT32_MIN,
+    Scale,
+    cdiv,
+    next_power_of_2,
+    request_count_ranges,
+)
 from .layout import (
     COMMON_BLOCK_SIZES,
     MAX_BLOCK_SIZE,
     MAX_POSITION,
     MAX_SPEC_TOKENS,
     ODD_BLOCK_SIZES,
+    Layout,
     allowed_blocks,
     block_row,
     build,
@@ -63,9 +71,7 @@ def allocated_blocks(case: Case) -> np.ndarray:
 
 
 def features_of(case: Case) -> frozenset[str]:
-    from .record import _Layout  # record imports this module
-
-    lay = _Layout(case)
+    lay = Layout(case)
     s, launch = case.scalars, case.launch
     ids = np.append(case.arrays["next_token_ids"].astype(np.int64), s["parallel_drafting_token_id"])
     inside = np.arange(lay.T) - np.repeat(lay.qs, lay.qlen) > 0

@@ -8,7 +8,6 @@ Cases are built in :mod:`.layout` and drawn in :mod:`.cases`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -23,8 +22,6 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     POWERS_OF_TWO,
     SPEC_TOKENS,
-    cdiv,
-    next_power_of_2,
 )
 from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget, require_arrays
 from . import cases, edges
@@ -34,6 +31,7 @@ from .layout import (
     MAX_SPARE,
     MAX_SPEC_TOKENS,
     NAME,
+    Layout,
     block_row,
     rebuild,
     requests_of,
@@ -50,63 +48,7 @@ CONTEXT_OUTPUTS = ("out_context_positions", "out_context_slot_mapping")
 QUERY_OUTPUTS = ("out_input_ids", "out_query_positions", "out_query_slot_mapping")
 
 
-class _Layout:
-    """Per-request quantities of §9.1 as int64 arrays (features, reports, output sizes)."""
-
-    def __init__(self, case: Case) -> None:
-        a, s = case.arrays, case.scalars
-        qsl = a["query_start_loc"].astype(np.int64)
-        self.qs, self.nqs = qsl[:-1], qsl[1:]
-        self.qlen = self.nqs - self.qs
-        self.R = len(self.qs)
-        self.T = int(qsl[-1])
-        self.K = int(s["num_speculative_tokens"])
-        self.Q = int(s["num_query_per_req"])
-        self.bs = int(s["block_size"])
-        self.W = int(a["block_table"].shape[1])
-        rej = a.get("num_rejected_tokens")
-        self.rejected = np.zeros(self.R, dtype=np.int64) if rej is None else rej.astype(np.int64)
-        self.max_query_len = int(self.qlen.max())
-        launch = case.launch
-        self.vllm_max_tokens = self.max_query_len + self.Q
-        self.max_tokens = launch.get("max_tokens_per_req") or self.vllm_max_tokens
-        self.block = launch.get("triton_block_size") or min(256, next_power_of_2(self.max_tokens))
-        self.min_blocks = cdiv(self.vllm_max_tokens, self.block)
-        self.blocks = cdiv(self.max_tokens, self.block)
-        self.spare = int(launch.get("buffer_spare") or 0)
-        self.positions = a["target_positions"].astype(np.int64)
-        self.table = a["block_table"].astype(np.int64)
-
-    @cached_property
-    def query_positions(self) -> np.ndarray:
-        """``[R, Q]``: position of every query slot."""
-        last = self.positions[self.nqs - self.rejected - 1]
-        return last[:, None] + 1 + np.arange(self.Q, dtype=np.int64)[None, :]
-
-    @cached_property
-    def context_request(self) -> np.ndarray:
-        return np.repeat(np.arange(self.R), self.qlen)
-
-    def blocks_of(self, positions: np.ndarray) -> np.ndarray:
-        """Unclamped KV block numbers of (non-negative) positions."""
-        return positions // self.bs
-
-    @cached_property
-    def slots(self) -> np.ndarray:
-        """Every slot the kernel computes, context then query (for value features)."""
-        req = np.concatenate([self.context_request, np.repeat(np.arange(self.R), self.Q)])
-        pos = np.concatenate([self.positions, self.query_positions.reshape(-1)])
-        col = np.minimum(self.blocks_of(pos), self.W - 1)
-        return self.table[req, col] * self.bs + pos % self.bs
-
-    @cached_property
-    def read_block_ids(self) -> np.ndarray:
-        req = np.concatenate([self.context_request, np.repeat(np.arange(self.R), self.Q)])
-        pos = np.concatenate([self.positions, self.query_positions.reshape(-1)])
-        return self.table[req, np.minimum(self.blocks_of(pos), self.W - 1)]
-
-
-def _repeats(lay: _Layout) -> np.ndarray:
+def _repeats(lay: Layout) -> np.ndarray:
     """Per context token (but a request's first): whether its position repeats the previous one."""
     inside = np.arange(lay.T) - np.repeat(lay.qs, lay.qlen) > 0
     return inside & (np.diff(lay.positions, prepend=-1) == 0)
@@ -274,7 +216,7 @@ class CopyAndExpandDflash(EdgesInModule, TritonTarget):
         within int32, vocabulary ids >= 0, vLLM's launch, and (when the case gives it) the
         allocation's lookahead ``K + 1``."""
         self.validate_wide(case)
-        lay = _Layout(case)
+        lay = Layout(case)
         s, launch = case.scalars, case.launch
         inside = np.arange(lay.T) - np.repeat(lay.qs, lay.qlen) > 0
         if np.any(np.diff(lay.positions, prepend=0)[inside] < 0):
@@ -305,7 +247,7 @@ class CopyAndExpandDflash(EdgesInModule, TritonTarget):
     # -- features ---------------------------------------------------------------------
 
     def features_of(self, case: Case) -> frozenset[str]:
-        lay = _Layout(case)
+        lay = Layout(case)
         s, launch = case.scalars, case.launch
         has = s["has_num_rejected"]
         rej = lay.rejected
@@ -313,7 +255,6 @@ class CopyAndExpandDflash(EdgesInModule, TritonTarget):
         ctx_blocks = lay.blocks_of(lay.positions)
         q_blocks = lay.blocks_of(qpos)
         ids = np.append(case.arrays["next_token_ids"].astype(np.int64), s["parallel_drafting_token_id"])
-        expected_consecutive = np.repeat(lay.positions[lay.qs], lay.qlen) + (np.arange(lay.T) - np.repeat(lay.qs, lay.qlen))
         first_query_block = lay.qlen // lay.block
         last_query_block = (lay.qlen + lay.Q - 1) // lay.block
         checks = {
@@ -358,11 +299,11 @@ class CopyAndExpandDflash(EdgesInModule, TritonTarget):
     grid_field = "launch.max_tokens_per_req"
 
     def programs(self, case: Case) -> int:
-        lay = _Layout(case)
+        lay = Layout(case)
         return lay.R * lay.blocks
 
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
-        lay = _Layout(case)
+        lay = Layout(case)
         n_query = lay.R * lay.Q + lay.spare
         n_context = lay.T + lay.spare
         return {
@@ -387,7 +328,7 @@ class CopyAndExpandDflash(EdgesInModule, TritonTarget):
             block_size=s["block_size"],
             num_speculative_tokens=s["num_speculative_tokens"],
             total_input_tokens=s["total_input_tokens"],
-            max_query_len=_Layout(case).max_query_len,
+            max_query_len=Layout(case).max_query_len,
             max_tokens_per_req=launch.get("max_tokens_per_req"),
             triton_block_size=launch.get("triton_block_size"),
         )
@@ -402,7 +343,7 @@ class CopyAndExpandDflash(EdgesInModule, TritonTarget):
         )
 
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
-        lay = _Layout(case)
+        lay = Layout(case)
         if array in CONTEXT_OUTPUTS:
             if index >= lay.T:
                 return None, "spare past the context (must stay untouched)"
