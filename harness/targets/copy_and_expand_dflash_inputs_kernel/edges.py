@@ -60,11 +60,11 @@ FEATURES = {
 
 def allocated_blocks(case: Case) -> np.ndarray:
     """Per request, the blocks the scheduler allocated (docs/CONTRACT.md §9.2): its tokens up to
-    its last context position plus ``lookahead_tokens`` (vLLM's ``K + 1`` when the case has
+    its last (largest) context position plus ``lookahead_tokens`` (vLLM's ``K + 1`` when the case has
     none) lookahead slots, within the table."""
     a, s = case.arrays, case.scalars
     qsl = a["query_start_loc"].astype(np.int64)
-    last = a["target_positions"].astype(np.int64)[qsl[1:] - 1]
+    last = np.maximum.reduceat(a["target_positions"].astype(np.int64), qsl[:-1])  # every request has a token
     lookahead = int(s.get("lookahead_tokens", s["num_speculative_tokens"] + 1))
     W, bs = a["block_table"].shape[1], int(s["block_size"])
     return np.minimum((last + lookahead) // bs + 1, W)

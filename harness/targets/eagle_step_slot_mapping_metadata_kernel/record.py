@@ -22,6 +22,7 @@ import numpy as np
 from ...core.case import Case
 from ...generation.strategies import (
     FLOAT32_EXACT,
+    cdiv,
     INT16_MAX,
     INT32_MAX,
     MAX_NUM_SEQS,
@@ -286,6 +287,14 @@ class EagleStep(EdgesInModule, TritonTarget):
         small = a["block_table"] % 1000
         if not np.array_equal(small, a["block_table"]):
             yield case.replace(arrays={"block_table": small.astype(np.int32)})
+        bs, M, nb = s["block_size"], s["max_model_len"], s["n_blocks_per_req"]
+        shorter = int(max(a["seq_lens"].max(initial=0), a["positions"].max(initial=0) + 1)) + 1
+        keep = cdiv(shorter, bs)
+        if shorter < M and keep < nb:  # the model length the requests need, and its table
+            arrays = {"block_table": a["block_table"][:, :keep]}
+            if "num_allocated_blocks" in a:
+                arrays["num_allocated_blocks"] = np.minimum(a["num_allocated_blocks"], keep).astype(np.int32)
+            yield case.replace(arrays=arrays, scalars={"max_model_len": shorter, "n_blocks_per_req": keep})
 
 
 TARGET = EagleStep()
