@@ -168,9 +168,17 @@ def _wide_body(c: Chooser, scale: Scale) -> Case:
 
 def _body(c: Chooser, scale: Scale) -> Case:
     case = _wide_body(c, scale)
-    if c.chance(0.35):  # an allocation short of vLLM's K + 1 lookahead
-        K = case.scalars["num_speculative_tokens"]
-        case = case.replace(scalars={"lookahead_tokens": c.integer(0, K)})
+    if c.chance(0.5):  # an allocation short of vLLM's K + 1 lookahead, the first context ending a block
+        K, bs = case.scalars["num_speculative_tokens"], case.scalars["block_size"]
+        a = case.arrays
+        qsl = a["query_start_loc"].astype(np.int64)
+        pos = a["target_positions"].astype(np.int64)
+        top = int(pos[qsl[0] : qsl[1]].max())
+        shift = bs - 1 - top % bs
+        arrays = {}
+        if int(pos.max()) + shift + K + 1 <= MAX_POSITION:
+            arrays["target_positions"] = pos + shift
+        case = case.replace(arrays=arrays, scalars={"lookahead_tokens": 0 if c.chance(0.6) else c.integer(0, K)})
     return case
 
 
