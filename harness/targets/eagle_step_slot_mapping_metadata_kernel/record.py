@@ -22,10 +22,10 @@ import numpy as np
 from ...core.case import Case
 from ...generation.strategies import (
     FLOAT32_EXACT,
-    cdiv,
     INT16_MAX,
     INT32_MAX,
     MAX_NUM_SEQS,
+    cdiv,
 )
 from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget, require_arrays
 from ...targetkit.block_tables import (
