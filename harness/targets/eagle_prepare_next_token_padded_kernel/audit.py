@@ -1,16 +1,12 @@
 """What a caller of ``eagle_prepare_next_token_padded_kernel`` relies on (docs/CONTRACT.md §3): the properties ``eaglefuzz audit``
-checks on one implementation's outputs (:mod:`...checking.audit`), and its hazard draws: a
-discarded request whose backup next token is -1 (PR #38556)."""
+checks on one implementation's outputs (:mod:`...checking.audit`). A backup next token of -1
+(PR #38556) needs no draws of its own: the tiers' backups (any int32) include it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
-from hypothesis import strategies as st
 
 from ...core.case import Case
-from ...targetkit.base import ContractViolation
 from ...targetkit.properties import Observation, Property, nothing_past_num_reqs
 
 
@@ -86,31 +82,3 @@ PROPERTIES: tuple[Property, ...] = (
     )
 """The properties, in the order the audit reports them."""
 
-
-# -- hazard draws -------------------------------------------------------------------------
-
-
-def _minus_one_backup(case: Case, k: int) -> Case:
-    """``case`` with request ``k % R`` discarded and its backup token -1."""
-    R = int(case.scalars["num_reqs"])
-    r = k % R
-    disc, backup = case.arrays["discard_request_mask"].copy(), case.arrays["backup_next_token_ids"].copy()
-    disc[r], backup[r] = True, -1
-    return case.replace(arrays={"discard_request_mask": disc, "backup_next_token_ids": backup})
-
-
-def hazard_strategy(scale: Any) -> Any:
-    """Cases of either tier with a discarded request whose backup token is -1 (an async
-    placeholder, PR #38556); each lies in its own tier (no beyond-tier draws)."""
-    from .record import TARGET
-
-    return st.tuples(TARGET.extended_strategy(scale), st.integers(0, 63)).map(lambda ck: _minus_one_backup(*ck))
-
-
-def validate_hazard(case: Case) -> None:
-    """No hazard draw of this target lies past the extended tier."""
-    raise ContractViolation("arrays", "outside the extended tier")
-
-
-def hazards_of(case: Case) -> frozenset[str]:
-    return frozenset()
