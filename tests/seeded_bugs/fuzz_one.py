@@ -80,7 +80,8 @@ def hunt(path: Path, production_spec: str, seed: int, examples: int, device: str
          probe_from: int = NO_PROBE) -> dict[str, Any]:
     """Fuzz the mutant at ``path`` on ``device`` for up to ``examples`` (no shrinking) and
     replay its first finding: ``{"names", "examples", "features", "finding", "case", "replay",
-    "probe", "domain"}``. A campaign of the production tier comes first; when it finds nothing
+    "probe", "domain", "extended_examples"}``. A campaign of the production tier comes first
+(``examples`` is its count); when it finds nothing
     and the target has an extended tier, one of the extended domain follows (``domain`` says
     which found it): a bug that only inputs outside vLLM's production show is an edge
     divergence, caught there.
@@ -104,7 +105,7 @@ def hunt(path: Path, production_spec: str, seed: int, examples: int, device: str
         # engages): a campaign of the extended domain finds it as an edge divergence
         stats = fuzz_target(names[0], impls, device, scale, seed=seed, examples=examples, shrink=False,
                             domain="extended")
-        out.update(examples=out["examples"] + stats.examples, domain="extended",
+        out.update(extended_examples=stats.examples, domain="extended",
                    features=sorted(set(out["features"]) | stats.features))
     if stats.findings:
         f = stats.findings[0]
