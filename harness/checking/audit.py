@@ -2,10 +2,17 @@
 
 The properties (each target folder's ``audit.py``, :data:`PROPERTIES`) need no second implementation: each is checked on
 the outputs of the implementation under test alone. For every target the search draws cases
-from the production tier's strategy and from the extended tier's (:mod:`.domains`), runs the
-implementation on each, and checks every property. A property that fails is a *hazard*: it is
-shrunk to a minimal example (the target's shrink moves, like findings; a production example
-stays in the production tier) and reported with whether the production tier reaches it.
+from the production tier's strategy and from the extended tier's (:mod:`.domains`), and from
+its *hazard draws* (``hazard_strategy`` of the folder's ``audit.py`` or ``edges.py``: the inputs
+of vLLM's real reports, classified by their own tier, :data:`BEYOND` when they lie past the
+extended tier), runs the implementation on each, and checks every property. A property that
+fails is a *hazard*: it is shrunk to a minimal example (the target's shrink moves, like
+findings; a production example stays in the production tier) and reported with whether the
+production tier reaches it and the precondition that keeps production from it.
+
+Every target has the property :func:`~..targetkit.properties.completes`: a run that raises
+(an out-of-range gather raises ``IndexError`` eagerly) is that hazard, reported with its case,
+never skipped.
 
 A hazard is a fact about the code under test and its contract, not a difference from the
 reference: on the bundled production copy every hazard is the reference's own behaviour.
@@ -26,15 +33,52 @@ from ..core.case import Case
 from ..generation.strategies import Scale, derive_seed
 from ..sources import device_for
 from ..targetkit.base import TritonTarget
-from ..targetkit.properties import Observation, Property
+from ..targetkit.properties import COMPLETES, Observation, Property, completes
 from ..targets import TARGETS, ContractViolation, has_role, role
 from .check import warm_oracles
-from .domains import EXTENDED, PRODUCTION, shrink_candidates_for, strategy_for
+from .domains import EXTENDED, PRODUCTION, guarded, shrink_candidates_for, strategy_for
+
+BEYOND = "beyond"
+"""The tier of a hazard draw outside the extended tier (an out-of-range read: no oracle models
+it, the audit alone runs it)."""
+
+
+def _with_completes(props: tuple[Property, ...]) -> tuple[Property, ...]:
+    return props if any(p.name == COMPLETES for p in props) else (completes(), *props)
+
 
 PROPERTIES: dict[str, tuple[Property, ...]] = {
-    name: role(name, "audit").PROPERTIES for name in TARGETS if has_role(name, "audit")
+    name: _with_completes(role(name, "audit").PROPERTIES) for name in TARGETS if has_role(name, "audit")
 }
-"""Target -> the properties the audit checks: a view of the target folders' ``audit.py``."""
+"""Target -> the properties the audit checks: a view of the target folders' ``audit.py``
+(each with :func:`~..targetkit.properties.completes` first, unless it gives its own)."""
+
+
+class _HazardDraws:
+    """A target's hazard draws: each of ``hazard_strategy``, ``validate_hazard``, ``hazards_of``
+    and ``hazard_shrink_candidates`` from its folder's ``audit.py`` when that defines it, else
+    from its ``edges.py`` (the draws live beside the extended tier; the rules that need the
+    target's record live in audit.py, which may import it)."""
+
+    def __init__(self, modules: list[Any]) -> None:
+        self._modules = modules
+
+    def __getattr__(self, name: str) -> Any:
+        for module in self._modules:
+            if hasattr(module, name):
+                return getattr(module, name)
+        raise AttributeError(name)
+
+    def has(self, name: str) -> bool:
+        return any(hasattr(m, name) for m in self._modules)
+
+
+def _hazard_module(target_name: str) -> Any:
+    """The target's hazard draws (:class:`_HazardDraws`); ``None`` when it has none (no
+    ``hazard_strategy`` in its ``audit.py`` or ``edges.py``)."""
+    draws = _HazardDraws([m for m in (role(target_name, "audit"), role(target_name, "edges")) if m is not None])
+    return draws if draws.has("hazard_strategy") else None
+
 
 AUDIT_SCALE = Scale(max_requests=6, request_tail=12, max_query_len=24, max_programs=96)
 """Batch sizes of the audit's search: small, so minimal examples come fast on any backend."""
@@ -56,7 +100,8 @@ def observe(target_name: str, case: Case, impl: Any, device: str) -> Observation
 def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) -> Observation:
     import torch
 
-    specs = target.output_specs(case)
+    audit_module = role(target.name, "audit")
+    specs = getattr(audit_module, "output_specs", target.output_specs)(case)
     runs = []
     for fill, fill_bool in _FILLS:  # an element is written when both runs agree on it
         bufs = {n: Guarded(a.dtype, a.shape, device, poison(a.dtype), content=a) for n, a in case.arrays.items()}
@@ -78,8 +123,9 @@ def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) ->
 
 
 def violation(prop: Property, case: Case, o: Observation) -> str | None:
-    """Where ``prop`` fails on ``o`` (``None``: it holds, or the run raised)."""
-    if o.error is not None:
+    """Where ``prop`` fails on ``o`` (``None``: it holds). A run that raised breaks
+    :func:`~..targetkit.properties.completes` and leaves the others unchecked."""
+    if o.error is not None and prop.name != COMPLETES:
         return None
     return prop.check(case, o)
 
@@ -112,18 +158,27 @@ class Hazard:
 
     def report(self) -> str:
         prod = self.searched.get(PRODUCTION, 0)
+        others = "; ".join(f"{self.violating.get(t, 0)} of {self.searched[t]} {t}-tier ones do"
+                           for t in (EXTENDED, BEYOND) if self.searched.get(t))
         reach = (
             f"yes ({self.violating.get(PRODUCTION, 0)} of {prod} production-tier examples break it)"
             if self.reachable_in_production
-            else f"no (none of {prod} production-tier examples breaks it; "
-            f"{self.violating.get(EXTENDED, 0)} of {self.searched.get(EXTENDED, 0)} extended-tier ones do)"
+            else f"no (none of {prod} production-tier examples breaks it" + (f"; {others}" if others else "") + ")"
         )
-        lines = [
-            f"hazard: {self.target}: {self.prop.name}",
+        lines = [f"hazard: {self.target}: {self.prop.name}"]
+        if self.prop.hazard_class:
+            lines.append(f"  class: {self.prop.hazard_class}" + (f" ({self.prop.source})" if self.prop.source else ""))
+        lines += [
             f"  a caller relies on: {self.prop.says}",
             f"  broken: {self.detail}",
             f"  production can reach it: {reach}",
-            f"  minimal example ({self.tier} tier" + (f"; edges: {', '.join(sorted(self.edges))}" if self.edges else "") + "):",
+        ]
+        if self.prop.rests_on:
+            lines.append(f"  {'production' if self.reachable_in_production else 'it rests on'}: {self.prop.rests_on}")
+        lines += [
+            f"  minimal example ({self.tier} tier"
+            + (f"; {'hazard draws' if self.tier == BEYOND else 'edges'}: {', '.join(sorted(self.edges))}" if self.edges else "")
+            + "):",
             EXAMPLE_BEGIN,
             *example_source(self.case).splitlines(),
             EXAMPLE_END,
@@ -133,6 +188,7 @@ class Hazard:
     def to_json(self) -> dict[str, Any]:
         return {
             "target": self.target, "property": self.prop.name, "says": self.prop.says, "detail": self.detail,
+            "hazard_class": self.prop.hazard_class, "source": self.prop.source, "rests_on": self.prop.rests_on,
             "tier": self.tier, "reachable_in_production": self.reachable_in_production,
             "edges": sorted(self.edges), "searched": self.searched, "violating": self.violating,
             "example": self.case.to_python(),
@@ -146,24 +202,41 @@ class TargetAudit:
     target: str
     searched: dict[str, int] = field(default_factory=dict)
     errors: int = 0
+    """Examples whose run raised (each breaks ``call_completes``: a hazard, never skipped)."""
     hazards: list[Hazard] = field(default_factory=list)
     holds: list[str] = field(default_factory=list)
 
 
 def _tier(target: Any, case: Case) -> str | None:
+    """``case``'s tier: production, extended, :data:`BEYOND` (a hazard draw past the extended
+    tier), or ``None`` when it lies in none of them. A case with a hazard draw's own input (one
+    its hazard module's ``hazards_of`` names, such as a caller's buffer length that the target
+    itself ignores) is a beyond-tier case whatever the target's tiers accept."""
+    module = _hazard_module(target.name)
+    if module is None or not module.hazards_of(case):
+        try:
+            return target.tier_of(case, EXTENDED)
+        except ContractViolation:
+            if module is None:
+                return None
     try:
-        return target.tier_of(case, EXTENDED)
+        module.validate_hazard(case)
     except ContractViolation:
         return None
+    return BEYOND
 
 
 def _draw(target_name: str, tier: str, scale: Scale, examples: int, seed: int) -> list[Case]:
     """``examples`` cases of ``tier`` (fewer only when its strategy has no more distinct ones):
     the extended tier's strategy also draws production cases, which are passed over, so that
-    "N examples per tier" is what each tier gets."""
+    "N examples per tier" is what each tier gets. ``hazard``: the hazard draws, whatever their
+    tier."""
     cases: list[Case] = []
     target = TARGETS[target_name]
-    strategy = strategy_for(target, tier, scale).filter(lambda c: _tier(target, c) == tier)
+    if tier == "hazard":
+        strategy = _hazard_module(target_name).hazard_strategy(scale).filter(lambda c: _tier(target, c) is not None)
+    else:
+        strategy = strategy_for(target, tier, scale).filter(lambda c: _tier(target, c) == tier)
 
     @settings(max_examples=examples, phases=[Phase.generate], database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
@@ -188,21 +261,18 @@ def shrink_hazard(target_name: str, prop: Property, case: Case, tier: str, impl:
     """The smallest variant of ``case`` (in ``tier``) that still breaks ``prop``, and where."""
     target = TARGETS[target_name]
     detail = violation(prop, case, observe(target_name, case, impl, device)) or ""
+    order = (PRODUCTION, EXTENDED, BEYOND)
     checks, improved = 0, True
     while improved and checks < max_checks:
         improved = False
-        for candidate in shrink_candidates_for(target, case, tier):
+        for candidate in _shrink_moves(target, case, tier):
             if checks >= max_checks:
                 break
             if size_key(candidate) >= size_key(case):
                 continue  # only strictly smaller: no move and its inverse taking turns
-            try:
-                if target.tier_of(candidate, EXTENDED) not in (tier, PRODUCTION):
-                    continue
-                if tier == PRODUCTION and target.tier_of(candidate, EXTENDED) != PRODUCTION:
-                    continue
-            except ContractViolation:
-                continue
+            got = _tier(target, candidate)
+            if got is None or order.index(got) > order.index(tier):
+                continue  # a minimal example stays in its tier (or a narrower one)
             checks += 1
             found = violation(prop, candidate, observe(target_name, candidate, impl, device))
             if found is not None:
@@ -211,36 +281,51 @@ def shrink_hazard(target_name: str, prop: Property, case: Case, tier: str, impl:
     return case, detail
 
 
+def _shrink_moves(target: Any, case: Case, tier: str) -> Any:
+    """The shrink moves of a finding of ``tier``; a :data:`BEYOND` one also has its hazard
+    module's ``hazard_shrink_candidates``."""
+    if tier != BEYOND:
+        yield from shrink_candidates_for(target, case, tier)
+        return
+    yield from shrink_candidates_for(target, case, EXTENDED)
+    module = _hazard_module(target.name)
+    if module.has("hazard_shrink_candidates"):
+        yield from guarded(module.hazard_shrink_candidates(case))
+
+
 def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUDIT_SCALE,
                  examples: int = 60, seed: int = 0) -> TargetAudit:
     """Search both tiers of ``target_name`` for inputs that break its properties."""
     target = TARGETS[target_name]
     props = PROPERTIES.get(target_name, ())
     result = TargetAudit(target_name)
-    first: dict[str, dict[str, Case]] = {PRODUCTION: {}, EXTENDED: {}}
+    first: dict[str, dict[str, Case]] = {PRODUCTION: {}, EXTENDED: {}, BEYOND: {}}
     violating: dict[str, dict[str, int]] = {p.name: {} for p in props}
-    for draw_tier in (PRODUCTION, EXTENDED) if target.extended_features else (PRODUCTION,):
-        result.searched[draw_tier] = 0
-        for case in _draw(target_name, draw_tier, scale, examples, seed):
-            tier = draw_tier
-            result.searched[tier] += 1
+    draws = [PRODUCTION] + ([EXTENDED] if target.extended_features else [])
+    draws += ["hazard"] if _hazard_module(target_name) is not None else []
+    for draw in draws:
+        for case in _draw(target_name, draw, scale, examples, seed):
+            tier = draw if draw != "hazard" else _tier(target, case)
+            result.searched[tier] = result.searched.get(tier, 0) + 1
             o = observe(target_name, case, impl, device)
             if o.error is not None:
                 result.errors += 1
-                continue
             for p in props:
                 if violation(p, case, o) is not None:
                     violating[p.name][tier] = violating[p.name].get(tier, 0) + 1
                     first[tier].setdefault(p.name, case)
     for p in props:
-        tier = PRODUCTION if p.name in first[PRODUCTION] else EXTENDED if p.name in first[EXTENDED] else None
+        tier = next((t for t in (PRODUCTION, EXTENDED, BEYOND) if p.name in first[t]), None)
         if tier is None:
             result.holds.append(p.name)
             continue
         case, detail = shrink_hazard(target_name, p, first[tier][p.name], tier, impl, device)
-        edges = target.extended_features_of(case) if target.tier_of(case, EXTENDED) == EXTENDED else frozenset()
+        found = _tier(target, case) or tier
+        edges = target.extended_features_of(case) if found == EXTENDED else frozenset()
+        if found == BEYOND:
+            edges = _hazard_module(target_name).hazards_of(case)
         result.hazards.append(Hazard(
-            target_name, p, case, target.tier_of(case, EXTENDED), detail, tier == PRODUCTION,
+            target_name, p, case, found, detail, tier == PRODUCTION,
             dict(result.searched), violating[p.name], edges,
         ))
     return result

@@ -29,7 +29,7 @@ from ...generation.strategies import (
     SPEC_TOKENS,
     query_start_loc_from,
 )
-from ...targetkit.base import ContractViolation, Outcome, require_arrays
+from ...targetkit.base import ContractViolation, EdgesInModule, Outcome, require_arrays
 from ...targetkit.block_tables import MAX_BLOCK_SIZE, MAX_POSITION, max_block_id
 from ...targetkit.pyfunc import (
     MUTATED,
@@ -40,8 +40,8 @@ from ...targetkit.pyfunc import (
     field_names,
     snapshot,
 )
-from . import cases
-from .layout import NAME
+from . import cases, edges
+from .layout import NAME, Tokens, is_vllm_layout
 from .tour import SHAPES
 
 if TYPE_CHECKING:  # imported where a case runs: a process that only reads cases never loads torch
@@ -67,24 +67,7 @@ TENSORS = ("new_positions", "is_rejected_token_mask")
 """The function's own tensor arguments (the rest of ``ARRAYS`` lives in ``cad``)."""
 
 
-class _Tokens:
-    """Per-token owner request and position regime (int64 arrays), for features and reports."""
-
-    def __init__(self, case: Case) -> None:
-        a, s = case.arrays, case.scalars
-        self.R, self.nb = a["block_table"].shape
-        self.bs, self.N, self.M = s["block_size"], s["num_new_tokens"], s["max_model_len"]
-        self.qlen = np.diff(a["query_start_loc"].astype(np.int64))
-        self.counts = self.qlen + self.N
-        self.owner = np.repeat(np.arange(self.R, dtype=np.int64), np.maximum(self.counts, 0))
-        self.pos = a["new_positions"].astype(np.int64)
-        self.rejected = a["is_rejected_token_mask"].astype(bool)
-        self.past = self.pos >= self.M
-        self.live = ~self.rejected & ~self.past
-        self.col = np.minimum(self.pos, self.M - 1) // self.bs
-
-
-class NewSlotMapping(PythonFunctionTarget):
+class NewSlotMapping(EdgesInModule, PythonFunctionTarget):
     name = NAME
     section = 7
     parameters = (
@@ -96,19 +79,13 @@ class NewSlotMapping(PythonFunctionTarget):
         "max_model_len",
     )
     features = {
-        "empty_batch": "no request at all (R = 0: an empty result)",
         "single_request": "one request",
         "several_requests": "more than one request",
         "many_requests": "more than 64 requests",
-        "n_zero": "num_new_tokens = 0 (outside vLLM's use, defined by the contract)",
         "n_one": "num_new_tokens = 1 (draft model)",
         "n_several": "num_new_tokens >= 2 (parallel drafting)",
-        "empty_query": "a request with no query token (qlen = 0: only its N new tokens)",
         "vllm_layout": "positions as section 1 writes them: consecutive per request, 0 on rejected slots",
-        "scattered_positions": "positions not in vLLM's layout (any per token)",
         "rejected_tokens": "some token is rejected (PADDING_SLOT_ID)",
-        "past_max": "an unrejected token at or past max_model_len (PADDING_SLOT_ID)",
-        "rejected_past_max": "a rejected token whose position is past max_model_len",
         "last_position": "an unrejected token at position M - 1",
         "block_start": "an unrejected token at the first slot of a block (p % bs == 0, p > 0)",
         "request_spans_blocks": "a request whose unrejected tokens lie in two or more blocks",
@@ -141,6 +118,26 @@ class NewSlotMapping(PythonFunctionTarget):
     # -- contract ---------------------------------------------------------------------
 
     def validate(self, case: Case) -> None:
+        """The production tier (docs/CONTRACT.md §7.2): :meth:`validate_wide`'s rules, at least
+        one request of at least one token, ``N >= 1``, positions in section 1's layout and every
+        live position below max_model_len (vLLM's drafter gate)."""
+        self.validate_wide(case)
+        a, s = case.arrays, case.scalars
+        R = a["block_table"].shape[0]
+        if R < 1:
+            raise ContractViolation("arrays.block_table", "needs at least one request")
+        if s["num_new_tokens"] < 1:
+            raise ContractViolation("scalars.num_new_tokens", "must be >= 1 (vLLM's net_num_new_slots_per_request)")
+        if np.any(np.diff(a["query_start_loc"].astype(np.int64)) < 1):
+            raise ContractViolation("arrays.query_start_loc", "every request has at least one token")
+        t = Tokens(case)
+        if not is_vllm_layout(t):
+            raise ContractViolation("arrays.new_positions", "must be in section 1's layout: consecutive per request, 0 on the rejected tail")
+        if np.any(~t.rejected & t.past):
+            raise ContractViolation("arrays.new_positions", "every unrejected position is below max_model_len (vLLM's drafter gate)")
+
+    def validate_wide(self, case: Case) -> None:
+        """The extended tier's rules (docs/CONTRACT.md §7.4)."""
         a, s = case.arrays, case.scalars
         require_arrays(a, ARRAYS)
         for name in SCALARS:
@@ -174,9 +171,9 @@ class NewSlotMapping(PythonFunctionTarget):
             raise ContractViolation("arrays.block_table", "block ids must be >= 0 with slots within int32")
 
     def features_of(self, case: Case) -> frozenset[str]:
-        t = _Tokens(case)
+        t = Tokens(case)
         lens = np.diff(case.arrays["query_start_loc"].astype(np.int64))
-        vllm = _is_vllm_layout(t)
+        vllm = is_vllm_layout(t)
         slots = _slots(case, t)
         spans = False
         if t.live.any():
@@ -186,19 +183,13 @@ class NewSlotMapping(PythonFunctionTarget):
             np.maximum.at(hi, t.owner[t.live], t.col[t.live])
             spans = bool(np.any(hi > lo))
         checks = {
-            "empty_batch": t.R == 0,
             "single_request": t.R == 1,
             "several_requests": t.R > 1,
             "many_requests": t.R > 64,
-            "n_zero": t.N == 0,
             "n_one": t.N == 1,
             "n_several": t.N >= 2,
-            "empty_query": np.any(lens == 0),
             "vllm_layout": t.R > 0 and vllm,
-            "scattered_positions": not vllm,
             "rejected_tokens": t.rejected.any(),
-            "past_max": np.any(~t.rejected & t.past),
-            "rejected_past_max": np.any(t.rejected & t.past),
             "last_position": np.any(t.live & (t.pos == t.M - 1)),
             "block_start": np.any(t.live & (t.pos > 0) & (t.pos % t.bs == 0)),
             "request_spans_blocks": spans,
@@ -217,6 +208,16 @@ class NewSlotMapping(PythonFunctionTarget):
             "own_tensors": not case.launch["views"],
         }
         return frozenset(k for k, v in checks.items() if v)
+
+    # -- extended tier (docs/CONTRACT.md §7.4): edges.py ----------------------------------
+
+    edges = edges
+
+    def validate_extended(self, case: Case) -> None:
+        try:
+            self.validate(case)
+        except ContractViolation:
+            self.validate_wide(case)
 
     # -- running ----------------------------------------------------------------------
 
@@ -251,7 +252,7 @@ class NewSlotMapping(PythonFunctionTarget):
             return [Difference("result", None, str(expected.dtype), str(actual.dtype), None, f"{RESULT} (dtype)", versus)]
         if expected.shape != actual.shape:
             return [Difference("result", None, expected.shape, actual.shape, None, f"{RESULT} (shape)", versus)]
-        t = _Tokens(case)
+        t = Tokens(case)
         return [
             Difference("result", i, expected[i].item(), actual[i].item(), int(t.owner[i]), _region(t, i), versus)
             for i in np.flatnonzero(expected != actual).tolist()
@@ -344,7 +345,7 @@ class NewSlotMapping(PythonFunctionTarget):
 def _keep(case: Case, rows: list[int]) -> Case:
     """``case`` with the requests ``rows`` (in that order; one may repeat)."""
     a = case.arrays
-    t = _Tokens(case)
+    t = Tokens(case)
     starts = np.concatenate([[0], np.cumsum(t.counts)])
     tok = np.concatenate([np.arange(starts[r], starts[r + 1]) for r in rows]) if rows else np.zeros(0, np.int64)
     lens = [int(t.qlen[r]) for r in rows]
@@ -383,7 +384,7 @@ def build_metadata(case: Case, tensor: Any, cls: type) -> Any:
     return cls(**kwargs)
 
 
-def _region(t: _Tokens, i: int) -> str:
+def _region(t: Tokens, i: int) -> str:
     if t.rejected[i]:
         return "rejected token"
     if t.past[i]:
@@ -391,28 +392,10 @@ def _region(t: _Tokens, i: int) -> str:
     return f"token at position {int(t.pos[i])}, block column {int(t.col[i])}"
 
 
-def _slots(case: Case, t: _Tokens) -> np.ndarray:
+def _slots(case: Case, t: Tokens) -> np.ndarray:
     flat = case.arrays["block_table"].reshape(-1).astype(np.int64)
     q = np.minimum(t.pos, t.M - 1)
     return flat[t.owner * t.nb + q // t.bs] * t.bs + q % t.bs if t.owner.size else np.zeros(0, np.int64)
-
-
-def _is_vllm_layout(t: _Tokens) -> bool:
-    """Positions as section 1 writes them: per request, consecutive up to its rejected tail,
-    which holds position 0 and a true mask (and nowhere else)."""
-    start = 0
-    for r in range(t.R):
-        n = int(t.counts[r])
-        pos, rej = t.pos[start : start + n], t.rejected[start : start + n]
-        start += n
-        k = int(rej.sum())
-        if n == 0:
-            continue
-        if np.any(rej[: n - k]) or np.any(pos[n - k :] != 0):
-            return False
-        if not np.array_equal(pos[: n - k], pos[0] + np.arange(n - k)):
-            return False
-    return True
 
 
 TARGET = NewSlotMapping()

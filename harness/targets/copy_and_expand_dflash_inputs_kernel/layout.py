@@ -5,6 +5,7 @@ split back into them.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -52,9 +53,11 @@ def build(
     block_size: int,
     mask_id: int,
     launch: dict[str, int | None],
+    lookahead: int | None = None,
 ) -> Case:
     """The case of ``reqs`` (each: ``positions`` int64 array, ``rejected``, ``next`` and the
-    block-table ``row``, all rows of one width) with the batch settings."""
+    block-table ``row``, all rows of one width) with the batch settings; ``lookahead``: the
+    allocation's lookahead slots (``lookahead_tokens``; none: vLLM's ``K + 1``)."""
     lengths = [len(q["positions"]) for q in reqs]
     qsl = query_start_loc_from(lengths)
     arrays = {
@@ -77,7 +80,7 @@ def build(
             "num_speculative_tokens": int(K),
             "total_input_tokens": int(qsl[-1]),
             "has_num_rejected": bool(has_num_rejected),
-        },
+        } | ({} if lookahead is None else {"lookahead_tokens": int(lookahead)}),
         launch={k: launch.get(k) for k in ("triton_block_size", "max_tokens_per_req", "buffer_spare")},
     )
 
@@ -106,6 +109,7 @@ def settings_of(case: Case) -> dict[str, Any]:
         "block_size": int(s["block_size"]),
         "mask_id": int(s["parallel_drafting_token_id"]),
         "launch": dict(case.launch),
+        "lookahead": s.get("lookahead_tokens"),
     }
 
 
@@ -135,3 +139,59 @@ def rebuild(case: Case, reqs: list[dict[str, Any]], **overrides: Any) -> Case:
         launch["max_tokens_per_req"] = None
     s["launch"] = launch
     return build(reqs, **s)
+
+
+class Layout:
+    """Per-request quantities of §9.1 as int64 arrays (features, reports, output sizes)."""
+
+    def __init__(self, case: Case) -> None:
+        a, s = case.arrays, case.scalars
+        qsl = a["query_start_loc"].astype(np.int64)
+        self.qs, self.nqs = qsl[:-1], qsl[1:]
+        self.qlen = self.nqs - self.qs
+        self.R = len(self.qs)
+        self.T = int(qsl[-1])
+        self.K = int(s["num_speculative_tokens"])
+        self.Q = int(s["num_query_per_req"])
+        self.bs = int(s["block_size"])
+        self.W = int(a["block_table"].shape[1])
+        rej = a.get("num_rejected_tokens")
+        self.rejected = np.zeros(self.R, dtype=np.int64) if rej is None else rej.astype(np.int64)
+        self.max_query_len = int(self.qlen.max())
+        launch = case.launch
+        self.vllm_max_tokens = self.max_query_len + self.Q
+        self.max_tokens = launch.get("max_tokens_per_req") or self.vllm_max_tokens
+        self.block = launch.get("triton_block_size") or min(256, next_power_of_2(self.max_tokens))
+        self.min_blocks = cdiv(self.vllm_max_tokens, self.block)
+        self.blocks = cdiv(self.max_tokens, self.block)
+        self.spare = int(launch.get("buffer_spare") or 0)
+        self.positions = a["target_positions"].astype(np.int64)
+        self.table = a["block_table"].astype(np.int64)
+
+    @cached_property
+    def query_positions(self) -> np.ndarray:
+        """``[R, Q]``: position of every query slot."""
+        last = self.positions[self.nqs - self.rejected - 1]
+        return last[:, None] + 1 + np.arange(self.Q, dtype=np.int64)[None, :]
+
+    @cached_property
+    def context_request(self) -> np.ndarray:
+        return np.repeat(np.arange(self.R), self.qlen)
+
+    def blocks_of(self, positions: np.ndarray) -> np.ndarray:
+        """Unclamped KV block numbers of (non-negative) positions."""
+        return positions // self.bs
+
+    @cached_property
+    def slots(self) -> np.ndarray:
+        """Every slot the kernel computes, context then query (for value features)."""
+        req = np.concatenate([self.context_request, np.repeat(np.arange(self.R), self.Q)])
+        pos = np.concatenate([self.positions, self.query_positions.reshape(-1)])
+        col = np.minimum(self.blocks_of(pos), self.W - 1)
+        return self.table[req, col] * self.bs + pos % self.bs
+
+    @cached_property
+    def read_block_ids(self) -> np.ndarray:
+        req = np.concatenate([self.context_request, np.repeat(np.arange(self.R), self.Q)])
+        pos = np.concatenate([self.positions, self.query_positions.reshape(-1)])
+        return self.table[req, np.minimum(self.blocks_of(pos), self.W - 1)]

@@ -8,7 +8,6 @@ Cases are built in :mod:`.layout` and drawn in :mod:`.cases`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -23,17 +22,16 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     POWERS_OF_TWO,
     SPEC_TOKENS,
-    cdiv,
-    next_power_of_2,
 )
-from ...targetkit.base import ContractViolation, TritonTarget, require_arrays
-from . import cases
+from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget, require_arrays
+from . import cases, edges
 from .layout import (
     MAX_BLOCK_SIZE,
     MAX_POSITION,
     MAX_SPARE,
     MAX_SPEC_TOKENS,
     NAME,
+    Layout,
     block_row,
     rebuild,
     requests_of,
@@ -50,63 +48,13 @@ CONTEXT_OUTPUTS = ("out_context_positions", "out_context_slot_mapping")
 QUERY_OUTPUTS = ("out_input_ids", "out_query_positions", "out_query_slot_mapping")
 
 
-class _Layout:
-    """Per-request quantities of §9.1 as int64 arrays (features, reports, output sizes)."""
-
-    def __init__(self, case: Case) -> None:
-        a, s = case.arrays, case.scalars
-        qsl = a["query_start_loc"].astype(np.int64)
-        self.qs, self.nqs = qsl[:-1], qsl[1:]
-        self.qlen = self.nqs - self.qs
-        self.R = len(self.qs)
-        self.T = int(qsl[-1])
-        self.K = int(s["num_speculative_tokens"])
-        self.Q = int(s["num_query_per_req"])
-        self.bs = int(s["block_size"])
-        self.W = int(a["block_table"].shape[1])
-        rej = a.get("num_rejected_tokens")
-        self.rejected = np.zeros(self.R, dtype=np.int64) if rej is None else rej.astype(np.int64)
-        self.max_query_len = int(self.qlen.max())
-        launch = case.launch
-        self.vllm_max_tokens = self.max_query_len + self.Q
-        self.max_tokens = launch.get("max_tokens_per_req") or self.vllm_max_tokens
-        self.block = launch.get("triton_block_size") or min(256, next_power_of_2(self.max_tokens))
-        self.min_blocks = cdiv(self.vllm_max_tokens, self.block)
-        self.blocks = cdiv(self.max_tokens, self.block)
-        self.spare = int(launch.get("buffer_spare") or 0)
-        self.positions = a["target_positions"].astype(np.int64)
-        self.table = a["block_table"].astype(np.int64)
-
-    @cached_property
-    def query_positions(self) -> np.ndarray:
-        """``[R, Q]``: position of every query slot."""
-        last = self.positions[self.nqs - self.rejected - 1]
-        return last[:, None] + 1 + np.arange(self.Q, dtype=np.int64)[None, :]
-
-    @cached_property
-    def context_request(self) -> np.ndarray:
-        return np.repeat(np.arange(self.R), self.qlen)
-
-    def blocks_of(self, positions: np.ndarray) -> np.ndarray:
-        """Unclamped KV block numbers of (non-negative) positions."""
-        return positions // self.bs
-
-    @cached_property
-    def slots(self) -> np.ndarray:
-        """Every slot the kernel computes, context then query (for value features)."""
-        req = np.concatenate([self.context_request, np.repeat(np.arange(self.R), self.Q)])
-        pos = np.concatenate([self.positions, self.query_positions.reshape(-1)])
-        col = np.minimum(self.blocks_of(pos), self.W - 1)
-        return self.table[req, col] * self.bs + pos % self.bs
-
-    @cached_property
-    def read_block_ids(self) -> np.ndarray:
-        req = np.concatenate([self.context_request, np.repeat(np.arange(self.R), self.Q)])
-        pos = np.concatenate([self.positions, self.query_positions.reshape(-1)])
-        return self.table[req, np.minimum(self.blocks_of(pos), self.W - 1)]
+def _repeats(lay: Layout) -> np.ndarray:
+    """Per context token (but a request's first): whether its position repeats the previous one."""
+    inside = np.arange(lay.T) - np.repeat(lay.qs, lay.qlen) > 0
+    return inside & (np.diff(lay.positions, prepend=-1) == 0)
 
 
-class CopyAndExpandDflash(TritonTarget):
+class CopyAndExpandDflash(EdgesInModule, TritonTarget):
     name = NAME
     section = 9
     parameters = (
@@ -163,23 +111,14 @@ class CopyAndExpandDflash(TritonTarget):
         "multi_block_request": "some request's context and query slots span several token blocks",
         "query_straddles_blocks": "some request's query slots straddle a token-block boundary",
         "vllm_launch": "vLLM's own triton_block_size and max_tokens_per_req",
-        "custom_block": "a triton_block_size other than vLLM's",
-        "block_of_1": "triton_block_size = 1",
-        "padded_launch": "more token blocks than needed (extra programs write nothing)",
-        "query_block_clamp": "a query position's KV block number exceeds W - 1 (clamped to the row's last entry)",
-        "context_block_clamp": "a context position's KV block number exceeds W - 1 (outside vLLM's positions)",
         "query_crosses_kv_block": "a request's query positions span two KV blocks",
         "kv_block_size_1": "block_size = 1",
         "kv_block_size_odd": "block_size not a power of two (hybrid models)",
         "stride_1": "block_table_stride = 1 (specialised as the constant 1)",
         "stride_multiple_of_16": "block_table_stride a multiple of 16 (specialised as divisible by 16)",
         "total_tokens_specialised": "total_input_tokens 1 or a multiple of 16 (Triton specialises it)",
-        "slot_beyond_int32": "a slot above 2**31 - 1 (the int64 arithmetic matters)",
-        "negative_block_ids": "a block-table entry read is negative",
-        "scrambled_positions": "positions not consecutive within a request",
-        "large_positions": "positions of 2**31 and beyond",
-        "int32_extreme_ids": "a next-token or mask id at the int32 limits",
         "spare_buffers": "the persistent output buffers are longer than what is written",
+        "mrope_positions": "a request whose positions repeat (an M-RoPE target's temporal coordinates: image patches)",
         # production extremes (reached by every default run: see ``shapes``)
         "beyond_1024_requests": "more than 1024 requests (max_num_seqs of 1024 and more)",
         "offsets_past_32767": "query_start_loc past 32767 (max_num_batched_tokens of 32k and more)",
@@ -213,7 +152,8 @@ class CopyAndExpandDflash(TritonTarget):
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
+    def validate_wide(self, case: Case) -> None:
+        """The extended tier's rules (docs/CONTRACT.md §9.4)."""
         a, s, launch = case.arrays, case.scalars, case.launch
         dtypes = {**self.inputs, **self.optional_inputs}
         require_arrays(a, dtypes | {"block_table": (dtypes["block_table"], 2)}, optional=self.optional_inputs)
@@ -265,11 +205,49 @@ class CopyAndExpandDflash(TritonTarget):
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < need):
             raise ContractViolation("launch.max_tokens_per_req", f"must be null or cover every slot: at least max_query_len + Q = {need}")
         _int_in(launch, "buffer_spare", 0, MAX_SPARE, section="launch", nullable=True)
+        if "lookahead_tokens" in s:
+            _int_in(s, "lookahead_tokens", 0, s["num_speculative_tokens"] + 1)
+
+    def validate(self, case: Case) -> None:
+        """The production tier (docs/CONTRACT.md §9.2): :meth:`validate_wide`'s rules, and what
+        DFlash's first pass hands the kernel: positions that never decrease within a request
+        (consecutive for a text target), every query position inside the table (the drafter
+        gate: the block clamp never engages), vLLM's block sizes, block ids >= 0 with slots
+        within int32, vocabulary ids >= 0, vLLM's launch, and (when the case gives it) the
+        allocation's lookahead ``K + 1``."""
+        self.validate_wide(case)
+        lay = Layout(case)
+        s, launch = case.scalars, case.launch
+        inside = np.arange(lay.T) - np.repeat(lay.qs, lay.qlen) > 0
+        if np.any(np.diff(lay.positions, prepend=0)[inside] < 0):
+            raise ContractViolation("arrays.target_positions", "never decrease within a request (token indices, or M-RoPE temporal coordinates)")
+        if np.any(lay.query_positions > lay.W * lay.bs - 1) or np.any(lay.positions > lay.W * lay.bs - 1):
+            raise ContractViolation("arrays.target_positions", "every query position p_last + 1 + q must lie in the table (vLLM's drafter gate)")
+        if not (lay.bs & (lay.bs - 1) == 0 or lay.bs % 16 == 0):
+            raise ContractViolation("scalars.block_size", "must be a power of two or a multiple of 16")
+        table = case.arrays["block_table"].astype(np.int64)
+        if np.any(table < 0) or np.any(table * lay.bs + lay.bs - 1 > INT32_MAX):
+            raise ContractViolation("arrays.block_table", "block ids must be >= 0 with slots within int32")
+        ids = np.append(case.arrays["next_token_ids"].astype(np.int64), s["parallel_drafting_token_id"])
+        if np.any(ids < 0):
+            raise ContractViolation("arrays.next_token_ids", "token ids (and the mask id) are vocabulary ids >= 0")
+        if launch.get("triton_block_size") is not None or launch.get("max_tokens_per_req") is not None:
+            raise ContractViolation("launch.triton_block_size", "vLLM's launch: triton_block_size and max_tokens_per_req null")
+        if "lookahead_tokens" in s and s["lookahead_tokens"] != lay.K + 1:
+            raise ContractViolation("scalars.lookahead_tokens", "vLLM allocates K + 1 lookahead slots for DFlash (num_lookahead_tokens)")
+
+    def validate_extended(self, case: Case) -> None:
+        try:
+            self.validate(case)
+        except ContractViolation:
+            self.validate_wide(case)
+
+    edges = edges
 
     # -- features ---------------------------------------------------------------------
 
     def features_of(self, case: Case) -> frozenset[str]:
-        lay = _Layout(case)
+        lay = Layout(case)
         s, launch = case.scalars, case.launch
         has = s["has_num_rejected"]
         rej = lay.rejected
@@ -277,7 +255,6 @@ class CopyAndExpandDflash(TritonTarget):
         ctx_blocks = lay.blocks_of(lay.positions)
         q_blocks = lay.blocks_of(qpos)
         ids = np.append(case.arrays["next_token_ids"].astype(np.int64), s["parallel_drafting_token_id"])
-        expected_consecutive = np.repeat(lay.positions[lay.qs], lay.qlen) + (np.arange(lay.T) - np.repeat(lay.qs, lay.qlen))
         first_query_block = lay.qlen // lay.block
         last_query_block = (lay.qlen + lay.Q - 1) // lay.block
         checks = {
@@ -297,23 +274,14 @@ class CopyAndExpandDflash(TritonTarget):
             "multi_block_request": bool(np.any(lay.qlen + lay.Q > lay.block)),
             "query_straddles_blocks": bool(np.any(first_query_block != last_query_block)),
             "vllm_launch": launch.get("triton_block_size") is None and launch.get("max_tokens_per_req") is None,
-            "custom_block": launch.get("triton_block_size") not in (None, min(256, next_power_of_2(lay.max_tokens))),
-            "block_of_1": lay.block == 1,
-            "padded_launch": lay.blocks > lay.min_blocks,
-            "query_block_clamp": bool(np.any(q_blocks > lay.W - 1)),
-            "context_block_clamp": bool(np.any(ctx_blocks > lay.W - 1)),
             "query_crosses_kv_block": bool(np.any(q_blocks[:, 0] != q_blocks[:, -1])),
             "kv_block_size_1": lay.bs == 1,
             "kv_block_size_odd": lay.bs & (lay.bs - 1) != 0,
             "stride_1": lay.W == 1,
             "stride_multiple_of_16": lay.W % 16 == 0,
             "total_tokens_specialised": lay.T == 1 or lay.T % 16 == 0,
-            "slot_beyond_int32": bool(np.any(lay.slots > INT32_MAX)),
-            "negative_block_ids": bool(np.any(lay.read_block_ids < 0)),
-            "scrambled_positions": not np.array_equal(expected_consecutive, lay.positions),
-            "large_positions": bool(np.any(lay.positions > INT32_MAX)),
-            "int32_extreme_ids": bool(np.any((ids == INT32_MIN) | (ids == INT32_MAX))),
             "spare_buffers": lay.spare > 0,
+            "mrope_positions": bool(np.any(_repeats(lay))),
             "beyond_1024_requests": lay.R > MAX_NUM_SEQS,
             "offsets_past_32767": lay.T > INT16_MAX,
             "query_slots_past_32767": lay.R * lay.Q > INT16_MAX,
@@ -331,11 +299,11 @@ class CopyAndExpandDflash(TritonTarget):
     grid_field = "launch.max_tokens_per_req"
 
     def programs(self, case: Case) -> int:
-        lay = _Layout(case)
+        lay = Layout(case)
         return lay.R * lay.blocks
 
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
-        lay = _Layout(case)
+        lay = Layout(case)
         n_query = lay.R * lay.Q + lay.spare
         n_context = lay.T + lay.spare
         return {
@@ -360,7 +328,7 @@ class CopyAndExpandDflash(TritonTarget):
             block_size=s["block_size"],
             num_speculative_tokens=s["num_speculative_tokens"],
             total_input_tokens=s["total_input_tokens"],
-            max_query_len=_Layout(case).max_query_len,
+            max_query_len=Layout(case).max_query_len,
             max_tokens_per_req=launch.get("max_tokens_per_req"),
             triton_block_size=launch.get("triton_block_size"),
         )
@@ -375,7 +343,7 @@ class CopyAndExpandDflash(TritonTarget):
         )
 
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
-        lay = _Layout(case)
+        lay = Layout(case)
         if array in CONTEXT_OUTPUTS:
             if index >= lay.T:
                 return None, "spare past the context (must stay untouched)"

@@ -1,11 +1,18 @@
 """What a caller of ``copy_and_expand_eagle_inputs_kernel`` relies on (docs/CONTRACT.md §1): the properties ``eaglefuzz audit``
-checks on one implementation's outputs (:mod:`...checking.audit`)."""
+checks on one implementation's outputs (:mod:`...checking.audit`), and its hazard draws: a
+caller's output buffer shorter than the kernel writes (``launch.caller_buffer_len``; the
+kernel's stores have no bound on ``out_idx``, raised in review of PR #32887)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
+from hypothesis import strategies as st
 
 from ...core.case import Case
+from ...targetkit.base import ContractViolation
 from ...targetkit.properties import Observation, Property
 
 
@@ -82,6 +89,8 @@ def ce_ranges_tile(case: Case, o: Observation) -> str | None:
 
 
 def ce_nothing_past_last(case: Case, o: Observation) -> str | None:
+    if "caller_buffer_len" in case.launch:
+        return None  # a caller's short buffer: stores_within_caller_buffer's subject
     _, _, end = _ranges(case)
     for name in SLOTS:
         past = np.flatnonzero(o.written[name][max(end, 0):])
@@ -90,6 +99,15 @@ def ce_nothing_past_last(case: Case, o: Observation) -> str | None:
     for name, stray in o.stray.items():
         if stray:
             return f"{name}: a write lands outside the buffer (a guard band)"
+    return None
+
+
+def ce_within_caller_buffer(case: Case, o: Observation) -> str | None:
+    L = case.launch.get("caller_buffer_len")
+    for name in SLOTS:
+        if o.stray.get(name):
+            where = f"past the caller's {L}-entry buffer" if L is not None else "outside the buffer"
+            return f"{name}: a store lands {where} (no bound on out_idx)"
     return None
 
 
@@ -103,5 +121,76 @@ PROPERTIES: tuple[Property, ...] = (
                  "[0, T + R*(P - s)) without gap or overlap, every slot written", ce_ranges_tile),
         Property("nothing_past_last_request", "nothing is written past the last request's range, nor outside "
                  "any buffer", ce_nothing_past_last),
+        Property("stores_within_caller_buffer", "every store index out_idx is below the caller's buffer length "
+                 "(max_num_tokens)", ce_within_caller_buffer,
+                 hazard_class="output_buffer_unbounded", source="review of PR #32887",
+                 rests_on="docs/CONTRACT.md §1.2: the scheduler charges every request num_new_tokens + P - s slots "
+                          "against max_num_batched_tokens, the buffers' length (vLLM: "
+                          "vllm/v1/core/sched/scheduler.py, Scheduler.schedule)"),
     )
 """The properties, in the order the audit reports them."""
+
+
+# -- hazard draws (the audit's beyond tier) ----------------------------------------------
+
+
+def _needed(case: Case) -> int:
+    return max(_ranges(case)[2], 0)
+
+
+def output_specs(case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+    """The target's output buffers, the four slot buffers cut to ``launch.caller_buffer_len``
+    when the case gives one (the caller's buffer, shorter than the kernel writes)."""
+    from .record import TARGET
+
+    L = case.launch.get("caller_buffer_len")
+    specs = TARGET.output_specs(case.replace(launch={k: v for k, v in case.launch.items() if k != "caller_buffer_len"}))
+    if L is not None:
+        specs |= {n: (specs[n][0], (int(L),)) for n in SLOTS}
+    return specs
+
+
+def validate_hazard(case: Case) -> None:
+    """A case of the production or extended tier with a caller buffer from 1 to one short of
+    what its requests write (the overrun stays within the guard bands)."""
+    from .record import TARGET
+
+    L = case.launch.get("caller_buffer_len")
+    if not isinstance(L, int) or isinstance(L, bool):
+        raise ContractViolation("launch.caller_buffer_len", "hazard draws give the caller's buffer length")
+    base = case.replace(launch={k: v for k, v in case.launch.items() if k != "caller_buffer_len"})
+    TARGET.tier_of(base, "extended")
+    need = _needed(base)
+    if not max(1, need - 64) <= L < need:
+        raise ContractViolation("launch.caller_buffer_len", f"must be from max(1, {need} - 64) to {need - 1}")
+
+
+def hazards_of(case: Case) -> frozenset[str]:
+    return frozenset({"output_buffer_unbounded"} if "caller_buffer_len" in case.launch else ())
+
+
+def _shorten(case: Case, k: int) -> Case:
+    need = _needed(case)
+    if need < 2:
+        return case
+    return case.replace(launch={**case.launch, "caller_buffer_len": need - 1 - k % min(need - 1, 8)})
+
+
+def hazard_strategy(scale: Any) -> Any:
+    """Production cases whose caller buffer is 1 to 8 entries short of what they write."""
+    from .record import TARGET
+
+    return st.tuples(TARGET.strategy(scale), st.integers(0, 7)).map(lambda ck: _shorten(*ck))
+
+
+def hazard_shrink_candidates(case: Case) -> Iterator[Case]:
+    """The target's moves on the case without its caller buffer, the buffer cut again."""
+    from .record import TARGET
+
+    L = case.launch["caller_buffer_len"]
+    base = case.replace(launch={k: v for k, v in case.launch.items() if k != "caller_buffer_len"})
+    over = _needed(base) - L
+    for smaller in TARGET.shrink_candidates(base):
+        need = _needed(smaller)
+        if need >= 2:
+            yield smaller.replace(launch={**smaller.launch, "caller_buffer_len": max(1, need - over)})

@@ -1,5 +1,6 @@
 """What a caller of ``eagle_prepare_next_token_padded_kernel`` relies on (docs/CONTRACT.md §3): the properties ``eaglefuzz audit``
-checks on one implementation's outputs (:mod:`...checking.audit`)."""
+checks on one implementation's outputs (:mod:`...checking.audit`). A backup next token of -1
+(PR #38556) needs no draws of its own: the tiers' backups (any int32) include it."""
 
 from __future__ import annotations
 
@@ -53,6 +54,16 @@ def nt_discarded_uses_backup(case: Case, o: Observation) -> str | None:
     return None
 
 
+def nt_every_next_in_vocab(case: Case, o: Observation) -> str | None:
+    R, _, vocab, disc = _nt(case)
+    nxt = o.out["next_token_ids"]
+    for r in range(R):
+        if disc[r] and not 0 <= nxt[r] < vocab:
+            return (f"next_token_ids[{r}] = {int(nxt[r])} (request {r} is discarded: its backup token), outside "
+                    f"[0, vocab_size = {vocab}): it becomes the drafter's bonus input id")
+    return None
+
+
 PROPERTIES: tuple[Property, ...] = (
         Property("count_within_columns", "0 <= valid_sampled_tokens_count <= S", nt_count_within_columns),
         Property("kept_request_has_valid_token", "a kept request gets valid_sampled_tokens_count >= 1 "
@@ -62,5 +73,12 @@ PROPERTIES: tuple[Property, ...] = (
         Property("discarded_uses_backup", "a discarded request gets count 0 and its backup token",
                  nt_discarded_uses_backup),
         Property("nothing_past_num_reqs", "nothing is written outside the num_reqs entries", nothing_past_num_reqs),
+        Property("backup_next_token_in_vocab", "a discarded request's next token (its backup) is a vocabulary id in "
+                 "[0, vocab_size)", nt_every_next_in_vocab, hazard_class="backup_token_minus_one", source="PR #38556",
+                 rests_on="docs/CONTRACT.md §3.2: backup ids are get_token_id(num_tokens_no_spec - 1), a token of the "
+                          "prompt for a discarded (partially prefilled) request (vLLM: "
+                          "vllm/v1/spec_decode/llm_base_proposer.py, SpecDecodeBaseProposer.prepare_next_token_ids_padded; "
+                          "vllm/v1/worker/gpu_model_runner.py, GPUModelRunner._prepare_inputs); async placeholders are -1"),
     )
 """The properties, in the order the audit reports them."""
+

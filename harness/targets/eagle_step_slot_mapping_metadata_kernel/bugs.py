@@ -4,7 +4,7 @@ out as ``--kernels`` files; tests/test_seeded_bugs.py runs a default campaign on
 
 from __future__ import annotations
 
-from ...targetkit.bugs import V033, Mutant, edit
+from ...targetkit.bugs import EXTENDED_TIER, V033, Mutant, edit
 
 BUGS: tuple[Mutant, ...] = (
     Mutant(
@@ -13,6 +13,7 @@ BUGS: tuple[Mutant, ...] = (
         "eagle_step: exceeds uses > max_model_len, so a step onto position max_model_len gets a real slot",
         (edit("    exceeds_max = new_position >= max_model_len\n", "    exceeds_max = new_position > max_model_len\n"),),
         V033,
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         "es_slot_of_current_position",
@@ -41,6 +42,7 @@ BUGS: tuple[Mutant, ...] = (
             ),
         ),
         V033,
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         "es_padding_unwritten",
@@ -72,6 +74,7 @@ BUGS: tuple[Mutant, ...] = (
             ),
         ),
         V033,
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         "es_no_column_clamp",
@@ -79,6 +82,7 @@ BUGS: tuple[Mutant, ...] = (
         "eagle_step: the block column is not clamped to n_blocks_per_req - 1",
         (edit("    block_number = tl.minimum(block_number, n_blocks_per_req - 1)\n", ""),),
         V033,
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         "es_seq_len_not_reset",
@@ -91,6 +95,7 @@ BUGS: tuple[Mutant, ...] = (
             ),
         ),
         V033,
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         "es_seq_len_uncapped",
@@ -98,6 +103,7 @@ BUGS: tuple[Mutant, ...] = (
         "eagle_step: seq_lens + 1 is not capped at max_model_len",
         (edit("    new_seq_len = tl.minimum(new_seq_len, max_model_len)\n", ""),),
         V033,
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         "es_alias_reload",

@@ -52,6 +52,17 @@ class Step:
         self.slot = np.where(self.exceeds, PAD_ID, self.block * self.bs + self.clamped % self.bs)
 
 
+def vllm_block_size(bs: int) -> bool:
+    """A block size vLLM's KV caches use: a power of two, or a multiple of 16 (hybrid models)."""
+    return bs & (bs - 1) == 0 or bs % 16 == 0
+
+
+def allocated_columns(case: Case) -> np.ndarray | None:
+    """The case's ``num_allocated_blocks`` (int64), ``None`` when it has none."""
+    a = case.arrays.get("num_allocated_blocks")
+    return None if a is None else a.astype(np.int64)
+
+
 def table_shape(B: int, nb: int, extra: int) -> tuple[int, int]:
     """``(n_blocks_per_req, extra columns)`` cut so that the table stays within MAX_TABLE."""
     width = max(1, MAX_TABLE // B)
@@ -68,6 +79,27 @@ def max_model_len_for(nb: int, bs: int, regime: str, k: int) -> int:
     if regime == "fits":
         return 1 + k % full
     return full + 1 + k % (3 * full)
+
+
+def production_position(kind: str, M: int, bs: int, k: int) -> int:
+    """A position of the production tier (docs/CONTRACT.md §6.2: ``positions + 1 <= M - 1``,
+    the drafter gate): ``end`` at most ``M - 2``, ``block`` one short of a block start,
+    ``any`` anywhere up to ``M - 2``."""
+    top = max(0, M - 2)
+    if kind == "end":
+        return max(0, top - k % 4)
+    if kind == "block":
+        blocks = cdiv(M, bs)
+        return max(0, min(top, (k % blocks) * bs - 1))
+    return k % (top + 1)
+
+
+def production_seq_len(mode: str, position: int, M: int, k: int) -> int:
+    """``follow``: position + 1 (a text target); ``mrope``: from position + 1 up to ``M - 1``
+    (an M-RoPE target: the position is the temporal coordinate, at most the token index)."""
+    if mode == "follow":
+        return position + 1
+    return position + 1 + k % max(1, M - 1 - position)
 
 
 def position_of(kind: str, M: int, bs: int, k: int) -> int:
@@ -110,7 +142,10 @@ def build(
     seed: int,
     input_batch_size: int | None,
     aliased: bool,
+    allocated: list[int] | None = None,
 ) -> Case:
+    """The case; ``allocated``: each request's ``num_allocated_blocks`` (none: the case has no
+    such array, the audit then cannot tell a request's blocks from stale columns)."""
     B = len(positions)
     rng = np.random.default_rng(seed)
     top = max_block_id(bs)
@@ -121,13 +156,16 @@ def build(
     else:
         table = rng.integers(0, top, size=(B, nb + extra), endpoint=True)
     table[:, nb:] = rng.integers(-(2**31), INT32_MAX, size=(B, extra), endpoint=True)  # never read
+    arrays = {
+        "positions": np.asarray(positions, dtype=np.int64),
+        "block_table": table.astype(np.int32),
+        "seq_lens": np.asarray(seqs, dtype=np.int64).astype(np.int32),
+    }
+    if allocated is not None:
+        arrays["num_allocated_blocks"] = np.asarray(allocated, dtype=np.int32)
     return Case(
         kernel=NAME,
-        arrays={
-            "positions": np.asarray(positions, dtype=np.int64),
-            "block_table": table.astype(np.int32),
-            "seq_lens": np.asarray(seqs, dtype=np.int64).astype(np.int32),
-        },
+        arrays=arrays,
         scalars={"block_size": int(bs), "max_model_len": int(M), "n_blocks_per_req": int(nb)},
         launch={"input_batch_size": input_batch_size, "aliased_positions": bool(aliased)},
     )

@@ -25,25 +25,28 @@ from ...generation.strategies import (
     INT16_MAX,
     INT32_MAX,
     MAX_NUM_SEQS,
+    cdiv,
 )
-from ...targetkit.base import ContractViolation, TritonTarget, require_arrays
+from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget, require_arrays
 from ...targetkit.block_tables import (
     MAX_BLOCK_SIZE,
     MAX_POSITION,
     max_block_id,
 )
-from . import cases
+from . import cases, edges
 from .layout import (
     I32,
     I64,
     NAME,
     PAD_ID,
     Step,
+    allocated_columns,
+    vllm_block_size,
 )
 from .tour import SHAPES
 
 
-class EagleStep(TritonTarget):
+class EagleStep(EdgesInModule, TritonTarget):
     name = NAME
     section = 6
     parameters = (
@@ -71,16 +74,12 @@ class EagleStep(TritonTarget):
         "single_request": "one request",
         "several_requests": "more than one request",
         "many_requests": "more than 64 requests",
-        "reaches_max": "a request at position M - 1: the step reaches max_model_len and is parked",
-        "past_max": "a request already at or past max_model_len (exceeds: parked at 0)",
         "last_position": "a request stepping onto position M - 1, the last one in range",
         "block_start": "a request stepping onto the first slot of a block (p % bs == 0, p > 0)",
         "later_block": "a request whose slot is in block column >= 1",
         "last_column": "a request whose slot is in the table's last column (nb - 1), unclamped",
-        "column_clamped": "a table narrower than max_model_len needs: the column clamp nb - 1 engages",
-        "strided_table": "block_table_stride > n_blocks_per_req (a column slice of a wider table)",
-        "seq_follows_position": "every seq_lens[r] = positions[r] + 1, as vLLM keeps them",
-        "seq_len_capped": "an in-range request with seq_lens + 1 > max_model_len (the cap engages)",
+        "seq_follows_position": "every seq_lens[r] = positions[r] + 1, as vLLM keeps them for a text target",
+        "mrope_positions": "a request with seq_lens > positions + 1: an M-RoPE target's temporal coordinate",
         "block_size_one": "block_size = 1",
         "odd_block_size": "a block size that is not a power of two (hybrid models: 528)",
         "partial_last_block": "max_model_len is not a multiple of block_size",
@@ -106,6 +105,29 @@ class EagleStep(TritonTarget):
     # -- contract ---------------------------------------------------------------------
 
     def validate(self, case: Case) -> None:
+        """The production tier (docs/CONTRACT.md §6.2): :meth:`validate_wide`'s rules, and what
+        vLLM's draft loop hands the kernel: positions + 1 <= M - 1 (the drafter gate: nothing
+        exceeds), positions + 1 <= seq_lens <= M - 1 (equal for a text target), a contiguous
+        table as wide as M needs, vLLM's block sizes, and each request's allocation (when the
+        case gives ``num_allocated_blocks``) covering its step slot."""
+        self.validate_wide(case)
+        t = Step(case)
+        if np.any(t.p > t.M - 1):
+            raise ContractViolation("arrays.positions", "positions + 1 must stay below max_model_len (vLLM's drafter gate)")
+        if np.any(t.seq < t.p) or np.any(t.seq > t.M - 1):
+            raise ContractViolation("arrays.seq_lens", "must be from positions + 1 (a text target) to max_model_len - 1")
+        if case.arrays["block_table"].shape[1] != t.nb:
+            raise ContractViolation("arrays.block_table", "vLLM's table is contiguous: exactly n_blocks_per_req columns")
+        if t.nb * t.bs < t.M:
+            raise ContractViolation("scalars.n_blocks_per_req", "n_blocks_per_req * block_size must cover max_model_len (vLLM's table width)")
+        if not vllm_block_size(t.bs):
+            raise ContractViolation("scalars.block_size", "must be a power of two or a multiple of 16")
+        alloc = allocated_columns(case)
+        if alloc is not None and np.any(alloc <= t.col):
+            raise ContractViolation("arrays.num_allocated_blocks", "the scheduler allocates every step slot's block (lookahead K)")
+
+    def validate_wide(self, case: Case) -> None:
+        """The extended tier's rules (docs/CONTRACT.md §6.4)."""
         a, s = case.arrays, case.scalars
         require_arrays(a, self.inputs | {"block_table": (self.inputs["block_table"], 2)})
         for name in self.scalar_names:
@@ -136,6 +158,9 @@ class EagleStep(TritonTarget):
             raise ContractViolation(
                 "arrays.block_table", "block ids (the first n_blocks_per_req columns) must be >= 0 with slots within int32"
             )
+        alloc = a.get("num_allocated_blocks")
+        if alloc is not None and (alloc.dtype != I32 or alloc.shape != (B,) or np.any(alloc < 0) or np.any(alloc > nb)):
+            raise ContractViolation("arrays.num_allocated_blocks", "must be int32, one per request, from 0 to n_blocks_per_req")
         ib = case.launch.get("input_batch_size")
         if ib is not None and (not isinstance(ib, int) or isinstance(ib, bool) or not B <= ib <= B + 4096):
             raise ContractViolation("launch.input_batch_size", "must be null or an int from batch_size to batch_size + 4096")
@@ -153,16 +178,12 @@ class EagleStep(TritonTarget):
             "single_request": t.B == 1,
             "several_requests": t.B > 1,
             "many_requests": t.B > 64,
-            "reaches_max": np.any(t.p == t.M),
-            "past_max": np.any(t.p > t.M),
             "last_position": np.any(t.p == t.M - 1),
             "block_start": np.any(inside & (t.p > 0) & (t.p % t.bs == 0)),
             "later_block": np.any(inside & (t.col >= 1)),
             "last_column": np.any(inside & (t.raw_col == t.nb - 1)),
-            "column_clamped": np.any(inside & (t.raw_col > t.nb - 1)),
-            "strided_table": case.arrays["block_table"].shape[1] > t.nb,
             "seq_follows_position": bool(np.all(t.seq == t.pos + 1)),
-            "seq_len_capped": np.any(inside & (t.seq + 1 > t.M)),
+            "mrope_positions": bool(np.any(t.seq > t.pos + 1)),
             "block_size_one": t.bs == 1,
             "odd_block_size": t.bs & (t.bs - 1) != 0,
             "partial_last_block": t.M % t.bs != 0,
@@ -172,6 +193,16 @@ class EagleStep(TritonTarget):
             "block_id_past_int16": np.any(t.block > INT16_MAX),
         }
         return frozenset(k for k, v in checks.items() if v)
+
+    # -- extended tier (docs/CONTRACT.md §6.4): edges.py ----------------------------------
+
+    edges = edges
+
+    def validate_extended(self, case: Case) -> None:
+        try:
+            self.validate(case)
+        except ContractViolation:
+            self.validate_wide(case)
 
     # -- running ----------------------------------------------------------------------
 
@@ -236,7 +267,7 @@ class EagleStep(TritonTarget):
         def keep(rows: list[int]) -> Case:
             new_ib = None if ib is None else len(rows) + (ib - B)
             return case.replace(
-                arrays={n: a[n][rows] for n in self.inputs}, launch={"input_batch_size": new_ib}
+                arrays={n: a[n][rows] for n in a}, launch={"input_batch_size": new_ib}
             )
 
         every = list(range(B))
@@ -256,6 +287,14 @@ class EagleStep(TritonTarget):
         small = a["block_table"] % 1000
         if not np.array_equal(small, a["block_table"]):
             yield case.replace(arrays={"block_table": small.astype(np.int32)})
+        bs, M, nb = s["block_size"], s["max_model_len"], s["n_blocks_per_req"]
+        shorter = int(max(a["seq_lens"].max(initial=0), a["positions"].max(initial=0) + 1)) + 1
+        keep = cdiv(shorter, bs)
+        if shorter < M and keep < nb:  # the model length the requests need, and its table
+            arrays = {"block_table": a["block_table"][:, :keep]}
+            if "num_allocated_blocks" in a:
+                arrays["num_allocated_blocks"] = np.minimum(a["num_allocated_blocks"], keep).astype(np.int32)
+            yield case.replace(arrays=arrays, scalars={"max_model_len": shorter, "n_blocks_per_req": keep})
 
 
 TARGET = EagleStep()

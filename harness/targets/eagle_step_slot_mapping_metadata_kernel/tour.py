@@ -18,18 +18,18 @@ from ...generation.strategies import (
     Shape,
 )
 from ...targetkit.block_tables import max_block_id, table_width
-from .layout import build, position_of
+from .layout import build, production_position
 
 
 def _long_context(rng: np.random.Generator, scale: Scale) -> Case:
     """max_model_len in the millions (past 2**24) with a table as wide as vLLM's: one or two
     requests, one stepping onto M - 1 (its slot within 2**16 of the int32 limit), the other
-    reaching M and parked. Columns not looked up hold the null block 0."""
+    onto M - 2. Columns not looked up hold the null block 0."""
     bs = int(rng.choice([1024, 528, 512]))
     M = FLOAT32_EXACT + int(rng.integers(2048, 1 << 16))
     nb = table_width(M, bs)
     B = int(rng.integers(1, 3))
-    positions = [M - 2, M - 1][:B]
+    positions = [M - 2, M - 3][:B]
     positions = [positions[i] for i in rng.permutation(B)]
     ib = None if rng.random() < 0.7 else B + int(rng.integers(1, 5))
     case = build(positions, [p + 1 for p in positions], bs, M, nb, 0, ids="small", seed=int(rng.integers(0, 1 << 32)),
@@ -48,10 +48,10 @@ def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
     B = int(rng.integers(MAX_NUM_SEQS + 1, MAX_NUM_SEQS + 65))
     bs = int(rng.choice([16, 32, 64]))
     nb = int(rng.integers(1, 17))
-    M = nb * bs - int(rng.integers(0, bs))
-    kinds = rng.choice(["end", "past", "any", "block"], size=B, p=[0.2, 0.05, 0.55, 0.2])
-    positions = [position_of(str(k), M, bs, int(o)) for k, o in zip(kinds, rng.integers(0, 1 << 20, size=B), strict=True)]
-    seqs = [min(p + 1, M) for p in positions]
+    M = max(2, nb * bs - int(rng.integers(0, bs)))
+    kinds = rng.choice(["end", "any", "block"], size=B, p=[0.25, 0.55, 0.2])
+    positions = [production_position(str(k), M, bs, int(o)) for k, o in zip(kinds, rng.integers(0, 1 << 20, size=B), strict=True)]
+    seqs = [p + 1 for p in positions]
     ib = None if rng.random() < 0.5 else B + int(rng.integers(1, 17))
     return build(positions, seqs, bs, M, nb, 0, ids="any", seed=int(rng.integers(0, 1 << 32)),
                   input_batch_size=ib, aliased=bool(rng.random() < 0.5))  # fmt: skip

@@ -41,6 +41,15 @@ MODES = ("eager", "compiled")
 NEAR_LIMIT = 1 << 16
 
 
+MAX_COUNT = (1 << 30)
+"""Largest token count of the production tier (docs/CONTRACT.md §8.2: counts are token counts,
+``0 .. max_model_len``, far below 2**31; max_model_len in the billions is out of reach)."""
+
+
+MAX_DRAFTS = 64
+"""Most drafts a previous row has in the production tier (``num_speculative_tokens``)."""
+
+
 class Rows:
     """Per-row quantities of the contract's table (int64 arrays), for features and reports."""
 
@@ -80,11 +89,15 @@ def build(
     values: str,
     seed: int,
     K: int | None = None,
+    valid_mode: str = "prefix",
 ) -> Case:
     """A case: ``n`` requests, a previous batch of ``P``, buffers ``max(n, P) + extra`` long;
     ``order`` maps requests to previous rows (``identity``, ``shuffled``, ``shared``: some share
-    one), ``new_share`` of them new; ``values``: ``small`` counts, ``large`` ones, or
-    ``near_limit`` (corrected counts just below 2**31)."""
+    one, extended tier), ``new_share`` of them new; ``values``: ``small`` counts, ``long`` ones
+    (up to :data:`MAX_COUNT`), ``large`` ones (any int32, extended tier) or ``near_limit``
+    (corrected counts just below 2**31, extended tier); ``valid_mode``: ``prefix`` (a row with
+    ``d`` drafts has ``1 .. d + 1`` valid tokens, as the rejection sampler makes them) or
+    ``any`` (``0 .. K + 1`` whatever ``d``, extended tier)."""
     rng = np.random.default_rng(seed)
     Mx = max(n, P) + extra
     rows = np.arange(n) if order == "identity" else rng.permutation(max(n, P))[:n]
@@ -98,11 +111,17 @@ def build(
     K = int(rng.integers(1, 8)) if K is None else K
     drafts = rng.integers(0, K + 1, size=Mx)
     drafts[rng.random(Mx) < 0.2] = 0
-    valid = np.where(drafts[:P] > 0, rng.integers(1, K + 2, size=P), rng.integers(0, 2, size=P))
-    valid[rng.random(P) < 0.05] = 0
+    if valid_mode == "prefix":
+        valid = np.where(drafts[:P] > 0, rng.integers(1, drafts[:P] + 2), rng.integers(0, 2, size=P))
+    else:
+        valid = np.where(drafts[:P] > 0, rng.integers(1, K + 2, size=P), rng.integers(0, 2, size=P))
+        valid[rng.random(P) < 0.05] = 0
     if values == "small":
         computed = rng.integers(0, 4097, size=Mx)
         cpu = rng.integers(0, 4097, size=n)
+    elif values == "long":
+        computed = rng.integers(0, MAX_COUNT - K - 1, size=Mx, endpoint=True)
+        cpu = rng.integers(0, MAX_COUNT, size=n, endpoint=True)
     elif values == "large":
         computed = rng.integers(0, INT32_MAX - K - 1, size=Mx, endpoint=True)
         cpu = rng.integers(INT32_MIN, INT32_MAX, size=n, endpoint=True)

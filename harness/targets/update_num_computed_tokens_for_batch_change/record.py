@@ -30,10 +30,10 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     SPEC_TOKENS,
 )
-from ...targetkit.base import ContractViolation, Outcome, require_arrays
+from ...targetkit.base import ContractViolation, EdgesInModule, Outcome, require_arrays
 from ...targetkit.pyfunc import PythonFunctionTarget
-from . import cases
-from .layout import ARRAYS, INOUT, MODES, NAME, NEAR_LIMIT, Rows
+from . import cases, edges
+from .layout import ARRAYS, INOUT, MAX_COUNT, MAX_DRAFTS, MODES, NAME, Rows
 from .tour import SHAPES
 
 
@@ -43,7 +43,7 @@ def variants(impl: Any) -> dict[str, Any]:
     return {"eager": orig if callable(orig) else impl, "compiled": impl}
 
 
-class BatchChange(PythonFunctionTarget):
+class BatchChange(EdgesInModule, PythonFunctionTarget):
     name = NAME
     section = 8
     parameters = tuple(ARRAYS)
@@ -56,22 +56,18 @@ class BatchChange(PythonFunctionTarget):
         "new_request": "a request new to the batch (prev_positions = -1): the CPU value",
         "with_drafts": "a request that had drafts: previous count + valid count",
         "without_drafts": "a request from the previous batch without drafts: the CPU value",
-        "none_valid": "a request with drafts and valid count 0",
         "reordered": "a request with drafts whose previous row is another row (the batch moved)",
         "overwritten_source": "a request with drafts reads a row that the call also writes (in-place hazard)",
         "smaller_previous_batch": "the previous batch had fewer requests (P < n)",
         "larger_previous_batch": "the previous batch had more requests (P > n)",
         "exact_buffers": "num_computed_tokens is exactly n long (max_num_reqs = n)",
         "longer_buffers": "num_computed_tokens is longer than n (rows past n stay untouched)",
-        "near_int32_limit": "a corrected count within 2**16 of the int32 limit",
-        "other_negative_prev": "a new request marked by a negative prev_position other than -1",
-        "shared_previous_row": "two requests with the same previous row",
         # production extremes (reached by every default run: see ``shapes``)
         "beyond_1024_requests": "more than 1024 requests (max_num_seqs of 1024 and more)",
         "counts_past_2_24": "a corrected count past 2**24 (max_model_len in the millions)",
         "spec_tokens_15_plus": "a request with 15 or more drafts (num_speculative_tokens >= 15)",
     }
-    extremes = ("beyond_1024_requests", "counts_past_2_24", "spec_tokens_15_plus", "near_int32_limit")
+    extremes = ("beyond_1024_requests", "counts_past_2_24", "spec_tokens_15_plus")
     shapes = SHAPES
     cases = cases
 
@@ -87,6 +83,38 @@ class BatchChange(PythonFunctionTarget):
     # -- contract ---------------------------------------------------------------------
 
     def validate(self, case: Case) -> None:
+        """The production tier (docs/CONTRACT.md §8.2): :meth:`validate_wide`'s rules, and what
+        vLLM's runner makes: ``-1`` for a new request and distinct previous rows, valid counts
+        of the rejection sampler's rows (``1 .. d + 1`` with ``d`` drafts, ``0 .. 1`` without),
+        token counts ``0 .. MAX_COUNT``, accepted counts ``>= 1``."""
+        self.validate_wide(case)
+        a = case.arrays
+        prev = a["prev_positions"]
+        if np.any(prev < -1):
+            raise ContractViolation("arrays.prev_positions", "a new request is -1 (vLLM's prev_req_id_to_index.get(req_id, -1))")
+        nonneg = prev[prev >= 0]
+        if len(np.unique(nonneg)) < len(nonneg):
+            raise ContractViolation("arrays.prev_positions", "two requests cannot have the same previous row")
+        P = len(a["valid_sampled_token_count"])
+        drafts = a["prev_num_draft_tokens"].astype(np.int64)
+        if np.any(drafts < 0) or np.any(drafts > MAX_DRAFTS):
+            raise ContractViolation("arrays.prev_num_draft_tokens", f"draft counts must be from 0 to {MAX_DRAFTS}")
+        valid, d = a["valid_sampled_token_count"].astype(np.int64), drafts[:P]
+        if np.any((d > 0) & ((valid < 1) | (valid > d + 1))) or np.any((d == 0) & (valid > 1)):
+            raise ContractViolation("arrays.valid_sampled_token_count",
+                                    "a previous row with d drafts has 1 to d + 1 valid tokens (0 or 1 without drafts)")
+        if np.any(a["num_accepted_tokens"] < 1) or np.any(a["num_accepted_tokens"] > MAX_DRAFTS + 1):
+            raise ContractViolation("arrays.num_accepted_tokens", f"must be from 1 to {MAX_DRAFTS + 1}")
+        for name in ("num_computed_tokens", "cpu_num_computed_tokens"):
+            if np.any(a[name] < 0) or np.any(a[name] > MAX_COUNT):
+                raise ContractViolation(f"arrays.{name}", f"token counts must be from 0 to {MAX_COUNT}")
+        t = Rows(case)
+        if np.any(t.participating & (t.corrected > MAX_COUNT)):
+            raise ContractViolation("arrays.num_computed_tokens", f"a corrected count must stay within {MAX_COUNT}")
+
+    def validate_wide(self, case: Case) -> None:
+        """The rules of the extended tier (docs/CONTRACT.md §8.4): every row read is in its
+        buffer, counts within int32."""
         a = case.arrays
         require_arrays(a, ARRAYS)
         if case.launch.get("mode") not in MODES:
@@ -115,7 +143,6 @@ class BatchChange(PythonFunctionTarget):
         t = Rows(case)
         part = t.participating
         idx = np.arange(t.n)
-        nonneg = t.prev[t.prev >= 0]
         checks = {
             "eager": case.launch["mode"] == "eager",
             "compiled": case.launch["mode"] == "compiled",
@@ -125,21 +152,27 @@ class BatchChange(PythonFunctionTarget):
             "new_request": np.any(t.prev < 0),
             "with_drafts": part.any(),
             "without_drafts": np.any((t.prev >= 0) & ~part),
-            "none_valid": np.any(part & (t.valid == 0)),
             "reordered": np.any(part & (t.prev != idx)),
             "overwritten_source": np.any(part & (t.prev != idx) & (t.prev < t.n)),
             "smaller_previous_batch": t.P < t.n,
             "larger_previous_batch": t.P > t.n,
             "exact_buffers": t.Mx == t.n,
             "longer_buffers": t.Mx > t.n,
-            "near_int32_limit": np.any(part & (t.corrected > INT32_MAX - NEAR_LIMIT)),
-            "other_negative_prev": np.any(t.prev < -1),
-            "shared_previous_row": len(np.unique(nonneg)) < len(nonneg),
             "beyond_1024_requests": t.n > MAX_NUM_SEQS,
             "counts_past_2_24": np.any(part & (t.corrected > FLOAT32_EXACT)),
             "spec_tokens_15_plus": np.any(part & (t.drafts >= SPEC_TOKENS)),
         }
         return frozenset(k for k, v in checks.items() if v)
+
+    # -- extended tier (docs/CONTRACT.md §8.4): edges.py ----------------------------------
+
+    edges = edges
+
+    def validate_extended(self, case: Case) -> None:
+        try:
+            self.validate(case)
+        except ContractViolation:
+            self.validate_wide(case)
 
     # -- running ----------------------------------------------------------------------
 
