@@ -92,14 +92,18 @@ def test_audit_of_prepare_inputs_padded(ref, backend, tmp_path):
     assert proc.stdout.strip() == h.case.to_python()
 
 
-def test_a_hazard_reachable_in_production(ref, backend):
-    """A kept request can get valid_sampled_tokens_count = 0 in the production tier (no id
-    below vocab_size): prepare_inputs_padded's contract assumes >= 1 for a request with drafts."""
+def test_a_kept_request_without_a_valid_token_lies_outside_production(ref, backend):
+    """A kept request with valid_sampled_tokens_count = 0 (no id below vocab_size) breaks what
+    prepare_inputs_padded's contract assumes (>= 1 for a request with drafts); vLLM's rejection
+    sampler never emits such a row (§3.2: a row is a valid prefix), so the audit finds it in the
+    extended tier only and says production does not reach it."""
     result = audit_target(NT, ref[NT], backend.device, examples=10)
     found = {h.prop.name: h for h in result.hazards}
     h = found["kept_request_has_valid_token"]
-    assert h.reachable_in_production and h.tier == "production"
+    assert not h.reachable_in_production and h.tier == "extended"
+    assert h.violating.get("production", 0) == 0 and h.searched["production"] >= 10
     assert size_key(h.case)[0] <= 4, f"not minimal: {h.case}"
+    assert "production can reach it: no" in h.report()
     assert "next_token_in_vocab" not in found or not found["next_token_in_vocab"].reachable_in_production
 
 

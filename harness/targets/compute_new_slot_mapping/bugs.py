@@ -131,7 +131,6 @@ BUGS: tuple[Mutant, ...] = (
             ),
         ),
         V033,
-        extreme="block_id_past_int16",
     ),
     Mutant(
         "ns_positions_via_float32",

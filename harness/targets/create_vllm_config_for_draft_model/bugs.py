@@ -90,4 +90,24 @@ BUGS: tuple[Mutant, ...] = (
             ),
         ),
     ),
+    Mutant(
+        'draft_config_max_num_seqs_capped_at_1023',
+        'create_vllm_config_for_draft_model',
+        "create_vllm_config_for_draft_model: the drafter's scheduler config caps max_num_seqs at 1023 "
+        "(a 10-bit request index): a deployment of 1024 or more sequences gets a smaller drafter batch",
+        (
+            edit(
+                """\
+        model_config=old_spec_config.draft_model_config,
+""",
+                """\
+        model_config=old_spec_config.draft_model_config,
+        scheduler_config=replace(  # BUG: capped
+            old.scheduler_config, max_num_seqs=min(old.scheduler_config.max_num_seqs, 1023)
+        ),
+""",
+            ),
+        ),
+        extreme='max_num_seqs_1024_plus',
+    ),
 )

@@ -145,7 +145,6 @@ BUGS: tuple[Mutant, ...] = (
             ),
         ),
         V033,
-        extreme="block_id_past_int16",
     ),
     Mutant(
         "es_position_via_float32",
