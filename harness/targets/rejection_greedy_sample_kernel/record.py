@@ -15,7 +15,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
-from ...targetkit.base import ContractViolation, TritonTarget
+from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
 from ...targetkit.draft_rows import (
     MAX_SPEC_LEN,
     Rows,
@@ -25,7 +25,7 @@ from ...targetkit.draft_rows import (
     join,
     split,
 )
-from . import cases
+from . import cases, edges
 from .layout import BOOL, F32, F64, I32, I64, NAME, PER_REQUEST, PER_TOKEN
 from .tour import SHAPES
 
@@ -58,7 +58,7 @@ def first_rejections(case: Case) -> dict[int, int | None]:
     return out
 
 
-class RejectionGreedy(TritonTarget):
+class RejectionGreedy(EdgesInModule, TritonTarget):
     name = NAME
     section = 10
     module = MODULE
@@ -179,7 +179,7 @@ class RejectionGreedy(TritonTarget):
         return len(case.arrays["cu_num_draft_tokens"])
 
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
-        B = len(case.arrays["cu_num_draft_tokens"])
+        B = case.scalars.get("output_rows", len(case.arrays["cu_num_draft_tokens"]))  # extended tier: more rows
         return {"output_token_ids": (I32, (B, case.scalars["max_spec_len"] + 1))}
 
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
@@ -217,6 +217,8 @@ class RejectionGreedy(TritonTarget):
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
         width = case.scalars["max_spec_len"] + 1
         r, j = divmod(index, width)
+        if r >= len(case.arrays["cu_num_draft_tokens"]):
+            return None, f"slot {j} of an output row past the last request (extended tier)"
         rows = Rows.of(case.arrays["cu_num_draft_tokens"])
         greedy = case.arrays.get("is_greedy")
         if greedy is not None and not greedy[r]:
@@ -234,6 +236,11 @@ class RejectionGreedy(TritonTarget):
         rows = Rows.of(case.arrays["cu_num_draft_tokens"])
         if case.scalars["max_spec_len"] > rows.longest:
             yield case.replace(scalars={"max_spec_len": rows.longest})
+
+
+    # -- extended tier (docs/CONTRACT.md §10.4): edges.py ----------------------------------
+
+    edges = edges
 
 
 TARGET = RejectionGreedy()
