@@ -72,9 +72,8 @@ def run_release(version: str, examples: int, backend: str, findings: Path, kerne
         return Row(version, time.monotonic() - start, "-", f"cannot fetch: {exc}", 0.0)
     fetch_s = time.monotonic() - start
     if kernels:  # only those the release defines (naming an absent one is a usage error)
-        from eaglefuzz.harness.sources.vllm import release_module_file
-
         from eaglefuzz.harness.core.errors import UserError as NoModule
+        from eaglefuzz.harness.sources.vllm import release_module_file
         from eaglefuzz.harness.targets import TARGETS
 
         def defines(k: str) -> bool:  # in its target's own module (the rejection sampler's, the spec-decode one)

@@ -19,7 +19,18 @@ from ...core.case import Case
 from ...generation.choosers import Chooser, RngChooser, as_strategy
 from ...generation.strategies import Scale
 from ...targetkit.base import ContractViolation
-from ...targetkit.draft_rows import BOOL, F32, F64, I32, I64, MAX_SPEC_LEN, Rows, check_array, check_int, check_rows
+from ...targetkit.draft_rows import (
+    BOOL,
+    F32,
+    F64,
+    I32,
+    I64,
+    MAX_SPEC_LEN,
+    Rows,
+    check_array,
+    check_int,
+    check_rows,
+)
 from .layout import build
 
 FEATURES = {

@@ -143,7 +143,7 @@ class RejectionGreedy(EdgesInModule, TritonTarget):
             s, d = int(rows.s[r]), int(rows.d[r])
             upto = d if k is None else k + 1
             visited_minus |= bool(np.any(a["draft_token_ids"][s : s + upto] == -1))
-        out = np.full((rows.B, L + 1), -1, dtype=np.int32)
+        out = np.full(self.output_specs(case)["output_token_ids"][1], -1, dtype=np.int32)
         self.call_oracle(self.oracles["numpy"], case, {"output_token_ids": out})
         rates = a.get("synthetic_conditional_rates")
         at_rate = False
@@ -183,11 +183,13 @@ class RejectionGreedy(EdgesInModule, TritonTarget):
         return {"output_token_ids": (I32, (B, case.scalars["max_spec_len"] + 1))}
 
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
-        """As ``_rejection_greedy_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],)``,
+        """As ``_rejection_greedy_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],) = (B,)``,
         ``SYNTHETIC_MODE = synthetic_conditional_rates is not None``."""
         out = tensors["output_token_ids"]
         rates = tensors.get("synthetic_conditional_rates")
-        kernel[(out.shape[0],)](
+        # vLLM's grid is output_token_ids.shape[0], which is B; the extended tier's output has
+        # more rows than requests (output_rows), so the grid is counted in requests.
+        kernel[(tensors["cu_num_draft_tokens"].shape[0],)](
             out,
             tensors["cu_num_draft_tokens"],
             tensors["draft_token_ids"],

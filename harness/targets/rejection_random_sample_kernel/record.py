@@ -225,13 +225,15 @@ class RejectionRandom(EdgesInModule, TritonTarget):
         return {"output_token_ids": (I32, (B, case.scalars["max_spec_len"] + 1))}
 
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
-        """As ``_rejection_random_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],)``,
+        """As ``_rejection_random_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],) = (B,)``,
         ``vocab_size = target_probs.shape[1]``, ``NO_DRAFT_PROBS = draft_probs is None``,
         ``SYNTHETIC_MODE = synthetic_conditional_rates is not None``."""
         out = tensors["output_token_ids"]
         draft = tensors.get("draft_probs")
         rates = tensors.get("synthetic_conditional_rates")
-        kernel[(out.shape[0],)](
+        # vLLM's grid is output_token_ids.shape[0], which is B; the extended tier's output has
+        # more rows than requests (output_rows), so the grid is counted in requests.
+        kernel[(tensors["cu_num_draft_tokens"].shape[0],)](
             out,
             tensors["cu_num_draft_tokens"],
             tensors["draft_token_ids"],
