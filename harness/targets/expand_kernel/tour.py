@@ -17,7 +17,10 @@ def _full_rows(rng: np.random.Generator, scale: Scale) -> Case:
     B = int(rng.integers(1, 9))
     counts = [int(x) for x in rng.integers(0, MAX_SPEC_LEN + 1, size=B)]
     counts[int(rng.integers(0, B))] = MAX_SPEC_LEN
-    return build(counts, use="top_k", seed=int(rng.integers(0, 1 << 32)), V=MAX_VOCAB)
+    case = build(counts, use="top_k", seed=int(rng.integers(0, 1 << 32)), V=MAX_VOCAB)
+    x = case.arrays["input"].copy()
+    x[int(rng.integers(0, B))] = MAX_VOCAB  # "no top-k" of Gemma 3's vocabulary
+    return case.replace(arrays={"input": x})
 
 
 def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:

@@ -21,11 +21,19 @@ def _tile_tie(rng: np.random.Generator, scale: Scale) -> Case:
 
 
 def _big_vocab(rng: np.random.Generator, scale: Scale) -> Case:
-    """Gemma 3's vocabulary (32 tiles): one request of 1 to 3 drafts, sparse rows (winners
-    anywhere, most past 32767; zeros elsewhere keep the case's file small)."""
+    """Gemma 3's vocabulary (32 tiles): one request of 1 to 3 drafts, sparse rows (zeros keep
+    the case's file small), each token's largest residual (1.0, noise of ones) past 32767."""
     n = int(rng.integers(1, 4))
-    return build([n], n, V=MAX_VOCAB, seed=int(rng.integers(0, 1 << 32)), target_kind="sparse",
-                 draft_kind=None if rng.random() < 0.5 else "sparse", fp64=bool(rng.random() < 0.3))  # fmt: skip
+    case = build([n], n, V=MAX_VOCAB, seed=int(rng.integers(0, 1 << 32)), target_kind="sparse",
+                 draft_kind=None if rng.random() < 0.5 else "sparse", fp64=bool(rng.random() < 0.3),
+                 noise="ones")  # fmt: skip
+    a = {k: v.copy() for k, v in case.arrays.items()}
+    cols = rng.integers(32768, MAX_VOCAB, size=n)  # each token's winner: past 32767, the largest residual
+    a["target_probs"][np.arange(n), cols] = 1.0
+    if "draft_probs" in a:
+        a["draft_probs"][np.arange(n), cols] = 0.0
+    a["draft_token_ids"][a["draft_token_ids"] == cols.astype(np.int32)] = -1
+    return case.replace(arrays=a)
 
 
 def _sixteen_drafts(rng: np.random.Generator, scale: Scale) -> Case:
