@@ -156,6 +156,8 @@ def test_round_trip_with_a_finding(name, tmp_path):
 def _elements(dtype: np.dtype) -> st.SearchStrategy[Any]:
     if dtype == np.bool_:
         return st.booleans()
+    if dtype.kind == "f":  # NaN round-trips as a NaN, but a case holding one never equals itself
+        return st.floats(width=dtype.itemsize * 8, allow_nan=False)
     info = np.iinfo(dtype)
     lo, hi = int(info.min), int(info.max)
     edges = sorted({v for v in (lo, lo + 1, -1, 0, 1, hi - 1, hi) if lo <= v <= hi})
@@ -329,7 +331,7 @@ MALFORMED = {
     "arrays_not_object": (_set("arrays", []), "arrays", ["must be an object"]),
     "array_key_missing": (_set("arrays/ids/shape", _DELETE), "arrays.ids.shape", ["missing field"]),
     "array_key_extra": (_set("arrays/ids/order", "C"), "arrays.ids.order", ["unknown field"]),
-    "dtype_unknown": (_set("arrays/ids/dtype", "float32"), "arrays.ids.dtype", ["not an allowed dtype", "int32"]),
+    "dtype_unknown": (_set("arrays/ids/dtype", "float16"), "arrays.ids.dtype", ["not an allowed dtype", "int32"]),
     "shape_not_list": (_set("arrays/ids/shape", 3), "arrays.ids.shape", ["non-negative integers"]),
     "shape_mismatch_length": (_set("arrays/ids/shape", [4]), "arrays.ids.data", ["shape mismatch"]),
     "shape_mismatch_rank": (_set("arrays/ids/shape", [3, 1]), "arrays.ids.data[0]", ["shape mismatch"]),

@@ -301,17 +301,17 @@ def test_shrink_moves_apply_to_edge_cases(name):
 @pytest.mark.kernel
 @pytest.mark.parametrize("name", EXTENDED)
 def test_the_reference_agrees_with_the_oracles_in_the_extended_tier(name, backend, warm_oracles, needs):
-    """The bundled production copy is the reference (for a target newer than it, the pinned
-    vLLM release): the oracles model it at the edges too."""
-    from eaglefuzz.harness.sources import parse_source
-    from eaglefuzz.harness.sources import vllm as vsrc
-
+    """The production code is the reference (the bundled copy; for a target it lacks, the pinned
+    vLLM release's module): the oracles model it at the edges too."""
     target = TARGETS[name]
-    if name in BundledSource().load().funcs:
+    if name in BundledSource().load([name]).funcs:
         impls = implementations_for(BundledSource(), [name])
     else:
-        needs.release_files(vsrc.PINNED_RELEASE)
-        impls = implementations_for(parse_source(f"vllm-release:{vsrc.PINNED_RELEASE}"), [name])
+        from eaglefuzz.harness.sources import parse_source
+        from eaglefuzz.harness.sources.vllm import PINNED_RELEASE
+
+        needs.release_files(PINNED_RELEASE)
+        impls = implementations_for(parse_source(f"vllm-release:{PINNED_RELEASE}"), [name])
     rng = np.random.default_rng(derive_seed(0, "edges-reference", name))
     n = 12 if isinstance(target, TritonTarget) else 60
     for _ in range(n):

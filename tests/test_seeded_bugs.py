@@ -83,6 +83,9 @@ def test_seeded_bugs_present(mutants):
     assert per_target["eagle_step_slot_mapping_metadata_kernel"] >= 5
     assert per_target["compute_new_slot_mapping"] >= 5
     assert per_target["update_num_computed_tokens_for_batch_change"] >= 5
+    for name in ("rejection_greedy_sample_kernel", "rejection_random_sample_kernel", "expand_kernel",
+                 "sample_recovered_tokens_kernel"):  # the rejection sampler's (issue 23: at least 8 each)
+        assert per_target[name] >= 8, name
 
 
 def test_extreme_bugs_present(mutants):

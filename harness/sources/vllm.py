@@ -67,8 +67,11 @@ def release_module_file(version: str, module: str = MODULE) -> Path:
 def _load(root: Path, tag: str, what: str, module: str = MODULE) -> tuple[ModuleType, tuple[str, ...]]:
     key = (str(root), tag, module)
     if key not in _LOADED:
+        # A module of its own namespace: another target module's imports (the rejection sampler
+        # imports vllm.v1.spec_decode.utils, a placeholder there) must not replace this one's.
+        own = tag if module == MODULE else tag + "_" + re.sub(r"\W", "_", module[:-3])
         try:
-            loaded, notes = load_module(root, tag, module)
+            loaded, notes = load_module(root, own, module)
         except LoadFailed as exc:
             raise UserError(f"{what}: cannot load {module}: {exc}") from None
         _LOADED[key] = (loaded, tuple(notes))
