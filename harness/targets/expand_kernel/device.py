@@ -46,18 +46,18 @@ class ExpandDevice(DeviceTarget):
             frm, to = 0, 0
         inputs = {"input": x, "cu_num_tokens": step.cu}
         outputs = {"output": ({np.dtype(np.float32): torch.float32, np.dtype(np.int32): torch.int32}[x.dtype], step.N)}
-        return DeviceCase(inputs, outputs, {"replace_from": frm, "replace_to": to, "MAX_NUM_TOKENS": MAX_NUM_TOKENS})
+        return DeviceCase(inputs, outputs, {"replace_from": frm, "replace_to": to, "num_tokens": step.N})
 
     def oracle(self, dc: DeviceCase) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         s = dc.scalars
         writes = tensor_ops.expand(
             input=torch.from_numpy(dc.inputs["input"]), cu_num_tokens=torch.from_numpy(dc.inputs["cu_num_tokens"]),
-            replace_from=s["replace_from"], replace_to=s["replace_to"], MAX_NUM_TOKENS=s["MAX_NUM_TOKENS"],
+            replace_from=s["replace_from"], replace_to=s["replace_to"], MAX_NUM_TOKENS=MAX_NUM_TOKENS,
         )
         return {n: (i.numpy(), v.numpy()) for n, (i, v) in writes.items()}
 
     def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
-        TARGET.launch(impl, views, Case(kernel=self.name, arrays={}, scalars=dict(dc.scalars)))
+        TARGET.launch(impl, views, Case(kernel=self.name, arrays={}, scalars=dict(dc.scalars), launch=dict.fromkeys(self.launch_names)))
 
 
 DEVICE = ExpandDevice()

@@ -67,7 +67,7 @@ class GreedyDevice(DeviceTarget):
     def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
         L = dc.scalars["max_spec_len"]
         views = dict(views, output_token_ids=views["output_token_ids"].view(-1, L + 1))
-        TARGET.launch(impl, views, Case(kernel=self.name, arrays={}, scalars=dict(dc.scalars)))
+        TARGET.launch(impl, views, Case(kernel=self.name, arrays={}, scalars=dict(dc.scalars), launch=dict.fromkeys(self.launch_names)))
 
 
 DEVICE = GreedyDevice()

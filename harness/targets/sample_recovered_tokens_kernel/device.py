@@ -56,7 +56,7 @@ class RecoveredDevice(DeviceTarget):
         )
 
     def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
-        TARGET.launch(impl, views, Case(kernel=self.name, arrays={}, scalars=dict(dc.scalars)))
+        TARGET.launch(impl, views, Case(kernel=self.name, arrays={}, scalars=dict(dc.scalars), launch=dict.fromkeys(self.launch_names)))
 
 
 DEVICE = RecoveredDevice()
