@@ -38,9 +38,19 @@ BOOL_SENTINEL = 0xA5
 _CANDIDATES = (-0x5A5A5A5B, 0x5A5A5A5A, -0x21524111, 0x3EADBEEF, -0x0BADF00D, 0x1337C0DE)
 """Sentinel candidates for integer buffers: odd values that generated cases rarely contain."""
 
-_POISON = {np.dtype(np.int32): 0x4B4B4B4B, np.dtype(np.int64): 0x4B4B4B4B4B4B4B4B}
+_POISON = {
+    np.dtype(np.int32): 0x4B4B4B4B,
+    np.dtype(np.int64): 0x4B4B4B4B4B4B4B4B,
+    np.dtype(np.float32): 0x4B4B4B4B,  # the bits of 13323083.0: a float no probability holds
+    np.dtype(np.float64): 0x4B4B4B4B4B4B4B4B,
+}
 POISONS = frozenset(_POISON.values())
-"""What the guard bands of integer inputs hold: an output holding one read outside an input."""
+"""What the guard bands of inputs hold (of a float array: these bits): an output holding one
+read outside an input."""
+
+_BITS = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.int64)}
+"""Float arrays are filled and compared through their bits, as integers of their width (so
+``-0.0``, NaN and every payload compare exactly)."""
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
@@ -51,6 +61,8 @@ def _torch_dtype(dtype: np.dtype) -> torch.dtype:
         np.dtype(np.int32): torch.int32,
         np.dtype(np.int64): torch.int64,
         np.dtype(np.uint8): torch.uint8,
+        np.dtype(np.float32): torch.float32,
+        np.dtype(np.float64): torch.float64,
     }[np.dtype(dtype)]
 
 
@@ -79,12 +91,17 @@ def filled(dtype: np.dtype, shape: tuple[int, ...], fill: int) -> np.ndarray:
         a = np.zeros(shape, dtype=np.bool_)
         a.view(np.uint8)[...] = fill
         return a
+    if dtype in _BITS:
+        return np.full(shape, fill, dtype=_BITS[dtype]).view(dtype)
     return np.full(shape, fill, dtype=dtype)
 
 
 def raw(a: np.ndarray) -> np.ndarray:
-    """The array as compared: bool arrays by their bytes, so the sentinel byte stays visible."""
-    return a.view(np.uint8) if a.dtype == np.bool_ else a
+    """The array as compared: bool arrays by their bytes, so the sentinel byte stays visible;
+    float arrays by their bits."""
+    if a.dtype == np.bool_:
+        return a.view(np.uint8)
+    return a.view(_BITS[a.dtype]) if a.dtype in _BITS else a
 
 
 class Guarded:

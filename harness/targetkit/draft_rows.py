@@ -1,0 +1,124 @@
+"""The request layout the rejection sampler's kernels share (docs/CONTRACT.md §10-§13).
+
+Request ``r`` owns draft tokens ``[s_r, e_r)`` of an inclusive cumulative sum ``cu`` (no
+leading zero): ``s_r = cu[r-1]`` (``0`` for ``r = 0``), ``e_r = cu[r]``, ``d_r = e_r - s_r``.
+A case's per-request arrays have one row per request, its per-token arrays one row per draft
+token; splitting a case into requests and joining a sub-list back rebuilds ``cu``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..core.case import Case
+from ..core.errors import ContractViolation
+
+MAX_SPEC_LEN = 128
+"""vLLM's ``MAX_SPEC_LEN`` (``RejectionSampler.forward`` asserts ``max_spec_len`` <= it; the
+expand kernel's ``MAX_NUM_TOKENS``)."""
+
+MAX_VOCAB = 262144
+"""The largest vocabulary of current models (Gemma 3's), the production extreme."""
+
+I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+BOOL = np.dtype(np.bool_)
+
+
+def cu_of(counts: Sequence[int]) -> np.ndarray:
+    """``np.cumsum(counts)`` as int32, as ``_calc_spec_decode_metadata`` makes it."""
+    return np.cumsum(np.asarray(counts, dtype=np.int64)).astype(np.int32)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The rows of ``cu``: starts ``s``, counts ``d`` (int64), ``B`` requests, ``N = cu[-1]``."""
+
+    cu: np.ndarray
+    s: np.ndarray
+    d: np.ndarray
+
+    @classmethod
+    def of(cls, cu: np.ndarray) -> Rows:
+        c = np.asarray(cu, dtype=np.int64).reshape(-1)
+        s = np.concatenate([[0], c[:-1]]).astype(np.int64) if c.size else np.zeros(0, np.int64)
+        return cls(c, s, c - s)
+
+    @property
+    def B(self) -> int:  # noqa: N802 - the contract's name
+        return int(self.cu.size)
+
+    @property
+    def N(self) -> int:  # noqa: N802
+        return int(self.cu[-1]) if self.cu.size else 0
+
+    @property
+    def longest(self) -> int:
+        return int(self.d.max()) if self.d.size else 0
+
+    def owner(self) -> np.ndarray:
+        """The request of every token ``0 .. N-1``."""
+        return np.repeat(np.arange(self.B, dtype=np.int64), np.maximum(self.d, 0))
+
+
+def check_cu(cu: Any, field: str = "arrays.cu_num_draft_tokens") -> Rows:
+    """The rows of a production ``cu``: int32 ``[B]``, ``B >= 1``, non-negative counts."""
+    if not isinstance(cu, np.ndarray) or cu.dtype != I32 or cu.ndim != 1:
+        raise ContractViolation(field, "must be a 1-D int32 array")
+    if cu.size < 1:
+        raise ContractViolation(field, "needs at least one request")
+    rows = Rows.of(cu)
+    if cu[0] < 0 or np.any(rows.d < 0):
+        raise ContractViolation(field, "must be a non-decreasing cumulative sum of draft counts >= 0")
+    return rows
+
+
+def check_array(arrays: Mapping[str, np.ndarray], name: str, dtypes: Sequence[np.dtype], shape: tuple[int, ...],
+                optional: bool = False) -> np.ndarray | None:
+    """``arrays[name]`` when it has one of ``dtypes`` and ``shape``; ``None`` when it is
+    absent and ``optional``; else :class:`ContractViolation`."""
+    a = arrays.get(name)
+    if a is None:
+        if optional:
+            return None
+        raise ContractViolation(f"arrays.{name}", "is required")
+    if a.dtype not in dtypes:
+        raise ContractViolation(f"arrays.{name}", f"must be {' or '.join(str(d) for d in dtypes)}")
+    if a.shape != shape:
+        raise ContractViolation(f"arrays.{name}", f"must have shape {list(shape)}")
+    return a
+
+
+def check_int(scalars: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
+    v = scalars.get(name)
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise ContractViolation(f"scalars.{name}", f"must be an int from {lo} to {hi}")
+    return v
+
+
+def split(case: Case, per_request: Sequence[str], per_token: Sequence[str]) -> list[dict[str, np.ndarray]]:
+    """``case`` as one piece per request: its rows of the per-request and per-token arrays
+    (those the case has), by name."""
+    rows = Rows.of(case.arrays["cu_num_draft_tokens"])
+    pieces = []
+    for r in range(rows.B):
+        s, e = int(rows.s[r]), int(rows.cu[r])
+        piece = {n: case.arrays[n][r : r + 1] for n in per_request if n in case.arrays}
+        piece |= {n: case.arrays[n][s:e] for n in per_token if n in case.arrays}
+        piece["__count__"] = np.array([e - s])
+        pieces.append(piece)
+    return pieces
+
+
+def join(case: Case, pieces: list[dict[str, np.ndarray]], per_request: Sequence[str],
+         per_token: Sequence[str]) -> Case:
+    """``case`` rebuilt from a sub-list of its :func:`split` pieces (``cu`` recomputed)."""
+    arrays: dict[str, np.ndarray] = {"cu_num_draft_tokens": cu_of([int(p["__count__"][0]) for p in pieces])}
+    for n in [*per_request, *per_token]:
+        if n in case.arrays:
+            arrays[n] = np.concatenate([p[n] for p in pieces]) if pieces else case.arrays[n][:0]
+    return case.replace(arrays=arrays)

@@ -1,0 +1,1 @@
+"""``expand_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""

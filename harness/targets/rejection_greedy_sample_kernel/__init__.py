@@ -1,0 +1,1 @@
+"""``rejection_greedy_sample_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""

@@ -1,0 +1,239 @@
+"""``rejection_greedy_sample_kernel``: docs/CONTRACT.md §10.
+
+The greedy half of vLLM's rejection sampler: per greedy request, drafts are accepted while
+they equal the target's argmax; the first mismatch gets the argmax, a fully accepted row the
+bonus id. With ``SYNTHETIC_MODE`` a draft is accepted when ``uniform < rate``. Launched as
+vLLM's dispatcher ``_rejection_greedy_sample`` launches it (grid ``(B,)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from ...core.case import Case
+from ...generation.strategies import MAX_NUM_SEQS
+from ...targetkit.base import ContractViolation, TritonTarget
+from ...targetkit.draft_rows import (
+    MAX_SPEC_LEN,
+    Rows,
+    check_array,
+    check_cu,
+    check_int,
+    join,
+    split,
+)
+from . import cases
+from .layout import BOOL, F32, F64, I32, I64, NAME, PER_REQUEST, PER_TOKEN
+from .tour import SHAPES
+
+MODULE = "vllm/v1/sample/rejection_sampler.py"
+
+
+def first_rejections(case: Case) -> dict[int, int | None]:
+    """Per processed request, the position of its first rejected draft (``None``: all
+    accepted), as §10.1 decides."""
+    a = case.arrays
+    rows = Rows.of(a["cu_num_draft_tokens"])
+    greedy = a.get("is_greedy")
+    rates = a.get("synthetic_conditional_rates")
+    out: dict[int, int | None] = {}
+    for r in range(rows.B):
+        if greedy is not None and not greedy[r]:
+            continue
+        k = None
+        for j in range(int(rows.d[r])):
+            t = int(rows.s[r]) + j
+            did = int(a["draft_token_ids"][t])
+            if rates is not None:
+                ok = bool(np.float64(a["uniform_probs"][t]) < np.float64(rates[j])) and did >= 0
+            else:
+                ok = did == int(np.int64(a["target_argmax"][t]).astype(np.int32))
+            if not ok:
+                k = j
+                break
+        out[r] = k
+    return out
+
+
+class RejectionGreedy(TritonTarget):
+    name = NAME
+    section = 10
+    module = MODULE
+    parameters = (
+        "output_token_ids_ptr",
+        "cu_num_draft_tokens_ptr",
+        "draft_token_ids_ptr",
+        "target_argmax_ptr",
+        "bonus_token_ids_ptr",
+        "is_greedy_ptr",
+        "max_spec_len",
+        "uniform_probs_ptr",
+        "synthetic_conditional_rates_ptr",
+        "SYNTHETIC_MODE",
+    )
+    inputs = {"cu_num_draft_tokens": I32, "draft_token_ids": I32, "target_argmax": I64, "bonus_token_ids": I32}
+    features = {
+        "all_greedy": "is_greedy is None (vLLM's all-greedy batch)",
+        "mixed_batch": "is_greedy is a tensor with greedy and random requests (random rows untouched)",
+        "greedy_tensor_all_true": "is_greedy is a tensor, every request greedy",
+        "synthetic_mode": "SYNTHETIC_MODE: acceptance by uniform < rate",
+        "no_drafts_row": "a processed request without drafts (the bonus in slot 0)",
+        "all_accepted": "a processed request with drafts, every one accepted (the bonus follows)",
+        "first_rejected": "a processed request whose first draft is rejected",
+        "later_rejected": "a processed request rejected after one or more accepted drafts",
+        "minus_one_draft": "a -1 (padding) draft visited",
+        "wider_rows": "max_spec_len larger than every request's draft count",
+        "ragged": "requests with different draft counts",
+        "several_requests": "more than one request",
+        "many_requests": "more than 64 requests",
+        "uniform_at_rate": "synthetic mode: a uniform exactly equal to its rate (u < c rejects)",
+        # production extremes (reached by every default run: see ``shapes``)
+        "beyond_1024_requests": "more than 1024 requests",
+        "sixteen_drafts": "a request with 16 drafts (num_speculative_tokens = 16)",
+        "ids_past_32767": "an argmax or bonus id past 32767 written (vocabularies of 262144)",
+    }
+    extremes = ("beyond_1024_requests", "sixteen_drafts", "ids_past_32767")
+    shapes = SHAPES
+    cases = cases
+
+    @property
+    def oracles(self) -> Mapping[str, Any]:
+        from ....oracles import loops, vectorized
+
+        return {"numpy": vectorized.rejection_greedy_sample, "numba": loops.rejection_greedy_sample}
+
+    # -- contract ---------------------------------------------------------------------
+
+    def validate(self, case: Case) -> None:
+        a = case.arrays
+        rows = check_cu(a.get("cu_num_draft_tokens"))
+        B, N = rows.B, rows.N
+        L = check_int(case.scalars, "max_spec_len", 0, MAX_SPEC_LEN)
+        if L < rows.longest:
+            raise ContractViolation("scalars.max_spec_len", "must be at least every request's draft count")
+        check_array(a, "draft_token_ids", (I32,), (N,))
+        check_array(a, "target_argmax", (I64, I32), (N,))
+        bonus = a.get("bonus_token_ids")
+        if bonus is None or bonus.dtype not in (I32, I64) or bonus.shape not in ((B, 1), (B,)):
+            raise ContractViolation("arrays.bonus_token_ids", "must be int32 or int64 of shape [B, 1] or [B]")
+        check_array(a, "is_greedy", (BOOL,), (B,), optional=True)
+        check_array(a, "uniform_probs", (F64, F32), (N,), optional=True)
+        rates = a.get("synthetic_conditional_rates")
+        if rates is not None:
+            if rates.dtype != F32 or rates.ndim != 1 or rates.size < max(rows.longest, 1):
+                raise ContractViolation("arrays.synthetic_conditional_rates",
+                                        "must be float32 [K] with K >= every request's draft count (and >= 1)")
+            if "uniform_probs" not in a:
+                raise ContractViolation("arrays.uniform_probs", "is required in synthetic mode")
+        extra = sorted(set(a) - {*self.inputs, "is_greedy", "uniform_probs", "synthetic_conditional_rates"})
+        if extra:
+            raise ContractViolation(f"arrays.{extra[0]}", "is not an input of this kernel")
+
+    def features_of(self, case: Case) -> frozenset[str]:
+        a = case.arrays
+        rows = Rows.of(a["cu_num_draft_tokens"])
+        firsts = first_rejections(case)
+        L = case.scalars["max_spec_len"]
+        greedy = a.get("is_greedy")
+        visited_minus = False
+        for r, k in firsts.items():
+            s, d = int(rows.s[r]), int(rows.d[r])
+            upto = d if k is None else k + 1
+            visited_minus |= bool(np.any(a["draft_token_ids"][s : s + upto] == -1))
+        out = np.full((rows.B, L + 1), -1, dtype=np.int32)
+        self.call_oracle(self.oracles["numpy"], case, {"output_token_ids": out})
+        rates = a.get("synthetic_conditional_rates")
+        at_rate = False
+        if rates is not None:
+            pos = np.concatenate([np.arange(max(int(n), 0)) for n in rows.d]) if rows.N else np.zeros(0, np.int64)
+            at_rate = bool(np.any(a["uniform_probs"].astype(np.float64) == rates[pos].astype(np.float64)))
+        checks = {
+            "all_greedy": greedy is None,
+            "mixed_batch": greedy is not None and bool(greedy.any()) and not bool(greedy.all()),
+            "greedy_tensor_all_true": greedy is not None and bool(greedy.all()),
+            "synthetic_mode": rates is not None,
+            "no_drafts_row": any(rows.d[r] == 0 for r in firsts),
+            "all_accepted": any(k is None and rows.d[r] > 0 for r, k in firsts.items()),
+            "first_rejected": any(k == 0 for k in firsts.values()),
+            "later_rejected": any(k is not None and k > 0 for k in firsts.values()),
+            "minus_one_draft": visited_minus,
+            "wider_rows": L > rows.longest,
+            "ragged": len(set(rows.d.tolist())) > 1,
+            "several_requests": rows.B > 1,
+            "many_requests": rows.B > 64,
+            "uniform_at_rate": at_rate,
+            "beyond_1024_requests": rows.B > MAX_NUM_SEQS,
+            "sixteen_drafts": rows.longest >= 16,
+            "ids_past_32767": bool(np.any(out > 32767)),
+        }
+        return frozenset(k for k, v in checks.items() if v)
+
+    # -- running ----------------------------------------------------------------------
+
+    grid_field = "arrays.cu_num_draft_tokens"
+
+    def programs(self, case: Case) -> int:
+        return len(case.arrays["cu_num_draft_tokens"])
+
+    def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        B = len(case.arrays["cu_num_draft_tokens"])
+        return {"output_token_ids": (I32, (B, case.scalars["max_spec_len"] + 1))}
+
+    def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
+        """As ``_rejection_greedy_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],)``,
+        ``SYNTHETIC_MODE = synthetic_conditional_rates is not None``."""
+        out = tensors["output_token_ids"]
+        rates = tensors.get("synthetic_conditional_rates")
+        kernel[(out.shape[0],)](
+            out,
+            tensors["cu_num_draft_tokens"],
+            tensors["draft_token_ids"],
+            tensors["target_argmax"],
+            tensors["bonus_token_ids"],
+            tensors.get("is_greedy"),
+            case.scalars["max_spec_len"],
+            tensors.get("uniform_probs"),
+            rates,
+            SYNTHETIC_MODE=rates is not None,
+        )
+
+    def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
+        a = case.arrays
+        oracle(
+            output_token_ids=outputs["output_token_ids"],
+            cu_num_draft_tokens=a["cu_num_draft_tokens"],
+            draft_token_ids=a["draft_token_ids"],
+            target_argmax=a["target_argmax"],
+            bonus_token_ids=a["bonus_token_ids"],
+            is_greedy=a.get("is_greedy"),
+            max_spec_len=case.scalars["max_spec_len"],
+            uniform_probs=a.get("uniform_probs"),
+            synthetic_conditional_rates=a.get("synthetic_conditional_rates"),
+        )
+
+    def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
+        width = case.scalars["max_spec_len"] + 1
+        r, j = divmod(index, width)
+        rows = Rows.of(case.arrays["cu_num_draft_tokens"])
+        greedy = case.arrays.get("is_greedy")
+        if greedy is not None and not greedy[r]:
+            return r, f"slot {j} of a random request's row (untouched)"
+        d = int(rows.d[r])
+        return r, f"slot {j} ({'draft position' if j < d else 'bonus slot' if j == d else 'past the row'}, {d} drafts)"
+
+    def split_requests(self, case: Case) -> list[Any]:
+        return split(case, PER_REQUEST, PER_TOKEN)
+
+    def join_requests(self, case: Case, pieces: list[Any]) -> Case:
+        return join(case, pieces, PER_REQUEST, PER_TOKEN)
+
+    def shrink_moves(self, case: Case) -> Iterator[Case]:
+        rows = Rows.of(case.arrays["cu_num_draft_tokens"])
+        if case.scalars["max_spec_len"] > rows.longest:
+            yield case.replace(scalars={"max_spec_len": rows.longest})
+
+
+TARGET = RejectionGreedy()

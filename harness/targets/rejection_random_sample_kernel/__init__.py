@@ -1,0 +1,1 @@
+"""``rejection_random_sample_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""

@@ -1,0 +1,35 @@
+"""The production tier of ``rejection_random_sample_kernel`` (docs/CONTRACT.md §11.2):
+in-contract cases by construction, one body for the Hypothesis and the bulk driver."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.case import Case
+from ...generation.choosers import Chooser
+from ...generation.probabilities import KINDS
+from ...generation.strategies import Scale
+from .layout import GREEDY_MODES, build
+
+VOCABS = (1, 2, 16, 100, 1000, 4096)
+"""Vocabulary sizes of ordinary cases (the tables cost ``N * V``; the tour has 262144)."""
+
+
+def body(c: Chooser, scale: Scale) -> Case:
+    """An ordinary production case: ragged draft counts up to 16, ``max_spec_len`` the largest
+    (now and then larger), target and draft rows peaked, flat, sparse, tied, subnormal or
+    random (equal or within ulps of each other now and then), ``NO_DRAFT_PROBS`` or not,
+    uniforms at the acceptance boundary, ``-1`` padding, mixed batches, synthetic mode."""
+    regime = c.choice(["small"] * 7 + ["medium"] * 3)
+    B = c.integer(1, 8 if regime == "small" else max(1, scale.max_requests))
+    K = c.integer_of([(1, 4), (0, 16)])
+    counts = [int(x) for x in c.array(np.int64, B, 0, K)]
+    L = max(counts)
+    if c.chance(0.15):
+        L += c.integer(1, 8)
+    return build(
+        counts, L, V=c.choice(VOCABS), seed=c.integer(0, (1 << 32) - 1),
+        target_kind=c.choice(KINDS), draft_kind=c.choice([*KINDS, None]),
+        relation=c.choice(["independent", "independent", "equal", "close"]), greedy=c.choice(GREEDY_MODES),
+        boundary=c.choice([0.0, 0.0, 0.5, 1.0]), pad=c.choice([0.0, 0.0, 0.2]), synthetic=c.chance(0.15),
+    )  # fmt: skip

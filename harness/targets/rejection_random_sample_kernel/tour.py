@@ -1,0 +1,42 @@
+"""The tour of production extremes of ``rejection_random_sample_kernel`` (docs/CONTRACT.md
+§11): cheap-but-large shapes, cheapest first. A case costs its programs (one per request) and
+its tables (``N * V`` float32, copied into guarded buffers)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.case import Case
+from ...generation.probabilities import KINDS
+from ...generation.strategies import MAX_NUM_SEQS, Scale, Shape
+from ...targetkit.draft_rows import MAX_VOCAB
+from .layout import build
+
+
+def _big_vocab(rng: np.random.Generator, scale: Scale) -> Case:
+    """Gemma 3's vocabulary with 16 speculative tokens: one or two requests, one of 16
+    drafts; draft ids drawn from peaked or flat rows over 262144 ids (most past 32767)."""
+    B = int(rng.integers(1, 3))
+    counts = [16] + [int(rng.integers(0, 17)) for _ in range(B - 1)]
+    counts = [counts[i] for i in rng.permutation(B)]
+    return build(counts, 16, V=MAX_VOCAB, seed=int(rng.integers(0, 1 << 32)),
+                 target_kind=str(rng.choice(["peaked", "flat", "random"])),
+                 draft_kind=None if rng.random() < 0.3 else str(rng.choice(["flat", "random", "peaked"])),
+                 relation=str(rng.choice(["independent", "equal"])), boundary=0.5)  # fmt: skip
+
+
+def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
+    """max_num_seqs and more: 1025-1088 requests with 0 to 3 drafts, a small vocabulary."""
+    B = int(rng.integers(MAX_NUM_SEQS + 1, MAX_NUM_SEQS + 65))
+    L = int(rng.integers(1, 4))
+    counts = [int(x) for x in rng.integers(0, L + 1, size=B)]
+    counts[-1] = L
+    return build(counts, L, V=int(rng.choice([16, 64])), seed=int(rng.integers(0, 1 << 32)),
+                 target_kind=str(rng.choice(KINDS)), draft_kind=str(rng.choice(KINDS)),
+                 greedy=str(rng.choice(["all_random", "mixed"])), boundary=0.3, pad=0.1)  # fmt: skip
+
+
+SHAPES = (
+    Shape("big_vocab", 2, _big_vocab),
+    Shape("many_requests", MAX_NUM_SEQS + 64, _many_requests),
+)
