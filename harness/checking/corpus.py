@@ -55,8 +55,14 @@ DTYPES: dict[str, np.dtype] = {
     "int32": np.dtype(np.int32),
     "int64": np.dtype(np.int64),
     "uint8": np.dtype(np.uint8),
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
 }
-_RANGES = {name: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for name, dt in DTYPES.items() if name != "bool"}
+FLOATS = ("float32", "float64")
+_RANGES = {name: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for name, dt in DTYPES.items()
+           if name not in ("bool", *FLOATS)}
+NON_FINITE = {"nan": np.nan, "inf": np.inf, "-inf": -np.inf}
+"""How a float array's non-finite elements are written (JSON has no NaN): as these strings."""
 
 REQUIRED = ("schema", "kernel", "arrays", "scalars", "launch")
 REQUIRED_BY_SCHEMA = {1: REQUIRED, 2: ("schema", "kernel", "tier", "arrays", "scalars", "launch")}
@@ -87,7 +93,32 @@ def _encode_array(name: str, arr: Any) -> dict[str, Any]:
         raise UserError(f"case: arrays.{name}: must be a NumPy array, not {type(arr).__name__}")
     if arr.dtype.name not in DTYPES or arr.dtype != DTYPES[arr.dtype.name]:
         raise UserError(f"case: arrays.{name}: dtype {arr.dtype} is not one of {', '.join(DTYPES)}")
-    return {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": arr.tolist()}
+    data = _float_data(arr) if arr.dtype.name in FLOATS else arr.tolist()
+    return {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": data}
+
+
+def _float_element(x: np.floating) -> float | str:
+    """A float element as JSON: the shortest decimal that reads back as the same value of its
+    dtype (``-0.0`` kept), or ``"nan"``, ``"inf"``, ``"-inf"`` (a NaN's payload is not kept)."""
+    if np.isnan(x):
+        return "nan"
+    if np.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    short = float(str(x))
+    return short if np.array(short, dtype=x.dtype).tobytes() == x.tobytes() else float(x)
+
+
+SHORTEST_UP_TO = 4096
+"""Float arrays of at most this many elements are written in their shortest decimals; larger
+ones (probability tables) as the exact float64 value of each element, which is much faster."""
+
+
+def _float_data(arr: np.ndarray) -> Any:
+    if arr.size > SHORTEST_UP_TO and np.isfinite(arr).all():
+        return arr.astype(np.float64).tolist()
+    if arr.ndim == 0:
+        return _float_element(arr[()])
+    return [_float_data(row) if arr.ndim > 1 else _float_element(row) for row in arr]
 
 
 def _plain(value: Any) -> Any:
@@ -273,6 +304,13 @@ def _check_elements(src: str, where: str, dtype: str, flat: list[Any], base: str
             return
         i = next(i for i, x in enumerate(flat) if type(x) is not bool)
         raise UserError(f"{src}: {where}.data{base}[{i}]: a bool array holds true/false only, not {_line(flat[i])}")
+    if dtype in FLOATS:
+        bad = next((i for i, x in enumerate(flat)
+                    if not (type(x) in (int, float) or (isinstance(x, str) and x in NON_FINITE))), None)
+        if bad is None:
+            return
+        raise UserError(f"{src}: {where}.data{base}[{bad}]: a {dtype} array holds numbers and "
+                        f"\"nan\", \"inf\", \"-inf\" only, not {_line(flat[bad])}")
     lo, hi = _RANGES[dtype]
     if all(type(x) is int for x in flat):
         if not flat or (lo <= min(flat) and max(flat) <= hi):
@@ -325,6 +363,11 @@ def _decode_array(src: str, name: str, spec: Any) -> np.ndarray:
     except LimitExceeded as exc:
         raise UserError(f"{src}: {exc.field}: {exc.rule}") from None
     _check_data(src, where, dtype, data, shape)
+    if dtype in FLOATS:
+        flat = np.array(data, dtype=object).reshape(-1) if shape else np.array([data], dtype=object)
+        with np.errstate(over="ignore"):  # a number past float32's range reads as inf, as in NumPy
+            values = [NON_FINITE[x] if isinstance(x, str) else float(x) for x in flat]
+            return np.array(values, dtype=DTYPES[dtype]).reshape(shape)
     return np.array(data, dtype=DTYPES[dtype]).reshape(shape)
 
 

@@ -232,6 +232,8 @@ class VllmLoad:
         self.prefix = f"_eaglefuzz_vllm_{tag}"
         self.modules: dict[str, ModuleType] = {}
         self.notes: list[str] = []
+        self.placeholders: list[str] = []
+        """The ``vllm.*`` modules without a stand-in whose names were handed out as placeholders."""
         self.builtins = dict(builtins.__dict__, __import__=self.import_)
         self._files = {f[:-3].replace("/", "."): f for f in REAL_FILES}
         known = [*SHIMS, *self._files, module[:-3].replace("/", ".")]
@@ -297,7 +299,7 @@ class VllmLoad:
         elif name in self._packages or name == "vllm":
             m.__path__ = []  # a package, so that its submodules can be imported
         else:
-            self.notes.append(f"{name} has no stand-in in eaglefuzz: its names are placeholders")
+            self.placeholders.append(name)
             m.__getattr__ = _placeholders(name)  # type: ignore[attr-defined]
         m.__package__ = m.__name__ if hasattr(m, "__path__") else m.__name__.rpartition(".")[0]
         return self._register(name, m)
@@ -388,4 +390,8 @@ def load_module(root: Path, tag: str, module: str = MODULE) -> tuple[ModuleType,
     with _lazy_torch_compile():
         loaded = load.run_file(name, root / module)
     setattr(load.modules[parent], name.rpartition(".")[2], loaded)
+    if load.placeholders:  # one line per load: a module importing many (the rejection sampler's) says so once
+        leaves = [p for p in load.placeholders if not any(q.startswith(p + ".") for q in load.placeholders)]
+        load.notes.append(f"{module}: {', '.join(leaves)} {'has' if len(leaves) == 1 else 'have'} no stand-in in "
+                          f"eaglefuzz: {'its' if len(leaves) == 1 else 'their'} names are placeholders")
     return loaded, load.notes

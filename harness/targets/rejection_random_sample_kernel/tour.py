@@ -14,15 +14,25 @@ from .layout import build
 
 
 def _big_vocab(rng: np.random.Generator, scale: Scale) -> Case:
-    """Gemma 3's vocabulary with 16 speculative tokens: one or two requests, one of 16
-    drafts; draft ids drawn from peaked or flat rows over 262144 ids (most past 32767)."""
+    """Gemma 3's vocabulary: one or two requests of 1 to 3 drafts drawn from sparse rows over
+    262144 ids (most past 32767; zeros elsewhere keep the case's file small), uniforms at the
+    acceptance boundary."""
     B = int(rng.integers(1, 3))
-    counts = [16] + [int(rng.integers(0, 17)) for _ in range(B - 1)]
-    counts = [counts[i] for i in rng.permutation(B)]
-    return build(counts, 16, V=MAX_VOCAB, seed=int(rng.integers(0, 1 << 32)),
-                 target_kind=str(rng.choice(["peaked", "flat", "random"])),
-                 draft_kind=None if rng.random() < 0.3 else str(rng.choice(["flat", "random", "peaked"])),
+    counts = [int(rng.integers(1, 4)) for _ in range(B)]
+    return build(counts, max(counts), V=MAX_VOCAB, seed=int(rng.integers(0, 1 << 32)),
+                 target_kind="sparse", draft_kind=None if rng.random() < 0.3 else "sparse",
                  relation=str(rng.choice(["independent", "equal"])), boundary=0.5)  # fmt: skip
+
+
+def _sixteen_drafts(rng: np.random.Generator, scale: Scale) -> Case:
+    """num_speculative_tokens = 16: up to 4 requests, one of 16 drafts, the others ragged;
+    tables close to each other (acceptance runs long), uniforms at the boundary."""
+    B = int(rng.integers(1, 5))
+    counts = [int(x) for x in rng.integers(0, 17, size=B)]
+    counts[int(rng.integers(0, B))] = 16
+    return build(counts, 16, V=int(rng.choice([100, 1000])), seed=int(rng.integers(0, 1 << 32)),
+                 target_kind=str(rng.choice(["peaked", "random"])), draft_kind=str(rng.choice(["peaked", "random"])),
+                 relation=str(rng.choice(["equal", "close"])), boundary=0.5, pad=0.1)  # fmt: skip
 
 
 def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
@@ -38,5 +48,6 @@ def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
 
 SHAPES = (
     Shape("big_vocab", 2, _big_vocab),
+    Shape("sixteen_drafts", 4, _sixteen_drafts),
     Shape("many_requests", MAX_NUM_SEQS + 64, _many_requests),
 )

@@ -21,10 +21,20 @@ def _tile_tie(rng: np.random.Generator, scale: Scale) -> Case:
 
 
 def _big_vocab(rng: np.random.Generator, scale: Scale) -> Case:
-    """Gemma 3's vocabulary (32 tiles) with 16 speculative tokens: one request of 16 drafts,
-    peaked or random rows (winners past 32767)."""
-    return build([16], 16, V=MAX_VOCAB, seed=int(rng.integers(0, 1 << 32)),
-                 target_kind=str(rng.choice(["peaked", "random"])),
+    """Gemma 3's vocabulary (32 tiles): one request of 1 to 3 drafts, sparse rows (winners
+    anywhere, most past 32767; zeros elsewhere keep the case's file small)."""
+    n = int(rng.integers(1, 4))
+    return build([n], n, V=MAX_VOCAB, seed=int(rng.integers(0, 1 << 32)), target_kind="sparse",
+                 draft_kind=None if rng.random() < 0.5 else "sparse", fp64=bool(rng.random() < 0.3))  # fmt: skip
+
+
+def _sixteen_drafts(rng: np.random.Generator, scale: Scale) -> Case:
+    """num_speculative_tokens = 16: up to 3 requests, one of 16 drafts, the others ragged."""
+    B = int(rng.integers(1, 4))
+    counts = [int(x) for x in rng.integers(0, 17, size=B)]
+    counts[int(rng.integers(0, B))] = 16
+    return build(counts, 16, V=int(rng.choice([100, 1000])), seed=int(rng.integers(0, 1 << 32)),
+                 target_kind=str(rng.choice(["peaked", "random", "tied"])),
                  draft_kind=None if rng.random() < 0.5 else "random", fp64=bool(rng.random() < 0.3))  # fmt: skip
 
 
@@ -38,6 +48,7 @@ def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
 
 SHAPES = (
     Shape("tile_tie", 2, _tile_tie),
-    Shape("big_vocab", 16, _big_vocab),
+    Shape("big_vocab", 3, _big_vocab),
+    Shape("sixteen_drafts", 48, _sixteen_drafts),
     Shape("many_requests", MAX_NUM_SEQS + 64, _many_requests),
 )
