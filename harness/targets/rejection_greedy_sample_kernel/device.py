@@ -23,7 +23,7 @@ MAX_REQUESTS = 1024
 
 class GreedyDevice(DeviceTarget):
     name = "rejection_greedy_sample_kernel"
-    launch_names = TARGET.launch_names
+    launch_names = ()  # a case of this target has no launch fields
     checked_on = "host"
     oracle_name = "torch oracle (oracles/tensor_ops.py), on the host"
 

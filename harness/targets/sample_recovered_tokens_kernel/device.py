@@ -24,7 +24,7 @@ MAX_REQUESTS = 1024
 
 class RecoveredDevice(DeviceTarget):
     name = "sample_recovered_tokens_kernel"
-    launch_names = TARGET.launch_names
+    launch_names = ("block_size",)  # null: vLLM's 8192 (the record's layout)
 
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
         step = draw_step(rng, max_requests, device == "cpu", tables=True)
