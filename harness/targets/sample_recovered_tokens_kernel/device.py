@@ -1,7 +1,8 @@
 """``sample_recovered_tokens_kernel`` on the device (docs/CONTRACT.md §13): steps of up to 1024
 requests (a quarter up to 4096), up to 16 drafts each, vocabularies up to 262144 and
 probability tables of up to 2**28 elements (1 GiB each) drawn on the GPU as softmax rows
-(peaked, flat, sparse), with and without draft probabilities, ``-1`` padding, and the noise
+(peaked, flat, sparse), with and without draft probabilities, ``-1`` padding, rows whose scores
+are all zero (the recovered id is then 0, a tie of every token), and the noise
 as vLLM draws it (``inv_q = 1 / Exp(1)``, ``[B, V]``), float64 in one step in four
 (``USE_FP64_GUMBEL``). Launched with vLLM's ``BLOCK_SIZE = 8192``; checked on the device
 against the torch oracle."""
@@ -33,6 +34,13 @@ class RecoveredDevice(DeviceTarget):
         with_draft = rng.random() < 0.6
         draft = softmax_table(rng, gen, N, V, device) if with_draft else None
         ids = pad_drafts(rng, sample_from(draft if with_draft else target, gen), step)
+        if N and V and rng.random() < 0.5:  # rows whose scores are all 0 (recovered id 0: docs/CONTRACT.md §13.2)
+            empty = torch.rand((N, 1), generator=gen, device=device) < 0.5
+            if with_draft:  # the draft's row equals the target's: an empty residual
+                draft = torch.where(empty, target, draft)
+            else:  # a one-hot target on the draft token (a row of one finite logit)
+                hot = torch.nn.functional.one_hot(ids.long().clamp(0, V - 1), V).to(torch.float32)
+                target = torch.where(empty & (ids >= 0)[:, None], hot, target)
         dtype = torch.float64 if rng.random() < 0.25 else torch.float32
         q = torch.empty((B, V), dtype=dtype, device=device).exponential_(generator=gen)
         q.clamp_(min=float(torch.finfo(dtype).tiny))  # an exponential sample of 0 would make inv_q inf
