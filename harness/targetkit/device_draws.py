@@ -55,7 +55,7 @@ def draw_step(rng: np.random.Generator, max_requests: int, on_cpu: bool, tables:
     """Up to ``max_requests`` requests (a quarter of the steps up to four times as many), up to
     16 drafts each (``num_speculative_tokens``), some requests without drafts (prefills);
     a vocabulary log-uniform up to 262144 (:data:`CPU_VOCAB` on the CPU). With ``tables``, the
-    requests are cut until ``N * V`` fits :data:`MAX_TABLE`."""
+    requests are cut until ``(N + B) * V`` fits :data:`MAX_TABLE` (``16 * V`` always does)."""
     top = max_requests if rng.random() < 0.75 else 4 * max_requests
     B = int(np.exp(rng.uniform(0, np.log(top + 1))))
     K = int(rng.integers(1, 17))
@@ -64,11 +64,9 @@ def draw_step(rng: np.random.Generator, max_requests: int, on_cpu: bool, tables:
     V = int(np.exp(rng.uniform(np.log(2), np.log((CPU_VOCAB if on_cpu else MAX_VOCAB) + 1))))
     if rng.random() < 0.1:
         V = CPU_VOCAB if on_cpu else MAX_VOCAB
-    if tables:
-        while d.size > 1 and int(d.sum()) * V > MAX_TABLE:
+    if tables:  # the [N, V] tables and the [B, V] noise each within MAX_TABLE elements
+        while d.size > 1 and (int(d.sum()) + d.size) * V > MAX_TABLE:
             d = d[: d.size // 2]
-        while int(d.sum()) * V > MAX_TABLE:
-            d[0] = max(0, d[0] // 2)
     return Step(d.astype(np.int64), int(d.max()) if d.size else 0, V)
 
 

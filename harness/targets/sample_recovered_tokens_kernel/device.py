@@ -39,7 +39,7 @@ class RecoveredDevice(DeviceTarget):
             if with_draft:  # the draft's row equals the target's: an empty residual
                 draft = torch.where(empty, target, draft)
             else:  # a one-hot target on the draft token (a row of one finite logit)
-                hot = torch.nn.functional.one_hot(ids.long().clamp(0, V - 1), V).to(torch.float32)
+                hot = torch.zeros_like(target).scatter_(1, ids.long().clamp(0, V - 1)[:, None], 1.0)
                 target = torch.where(empty & (ids >= 0)[:, None], hot, target)
         dtype = torch.float64 if rng.random() < 0.25 else torch.float32
         q = torch.empty((B, V), dtype=dtype, device=device).exponential_(generator=gen)
