@@ -72,10 +72,18 @@ def run_release(version: str, examples: int, backend: str, findings: Path, kerne
         return Row(version, time.monotonic() - start, "-", f"cannot fetch: {exc}", 0.0)
     fetch_s = time.monotonic() - start
     if kernels:  # only those the release defines (naming an absent one is a usage error)
+        from eaglefuzz.harness.core.errors import UserError as NoModule
         from eaglefuzz.harness.sources.vllm import release_module_file
+        from eaglefuzz.harness.targets import TARGETS
 
-        text = release_module_file(version).read_text()
-        kernels = [k for k in kernels if re.search(rf"^def {re.escape(k)}\b", text, re.M)]
+        def defines(k: str) -> bool:  # in its target's own module (the rejection sampler's, the spec-decode one)
+            try:
+                text = release_module_file(version, TARGETS[k].module).read_text()
+            except NoModule:
+                return False
+            return re.search(rf"^def {re.escape(k)}\b", text, re.M) is not None
+
+        kernels = [k for k in kernels if k in TARGETS and defines(k)]
         if not kernels:
             return Row(version, fetch_s, "-", "defines none of the targets asked for", 0.0)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}

@@ -122,3 +122,19 @@ def join(case: Case, pieces: list[dict[str, np.ndarray]], per_request: Sequence[
         if n in case.arrays:
             arrays[n] = np.concatenate([p[n] for p in pieces]) if pieces else case.arrays[n][:0]
     return case.replace(arrays=arrays)
+
+
+def check_rows(arrays: Mapping[str, np.ndarray], name: str, dtypes: Sequence[np.dtype], n: int,
+               tail: tuple[int, ...] = (), optional: bool = False) -> np.ndarray | None:
+    """As :func:`check_array` for a per-token array of the extended tier: at least ``n`` rows
+    (the largest ``cu``; a decreasing ``cu`` leaves later rows unread), each of shape ``tail``."""
+    a = arrays.get(name)
+    if a is None:
+        if optional:
+            return None
+        raise ContractViolation(f"arrays.{name}", "is required")
+    if a.dtype not in dtypes:
+        raise ContractViolation(f"arrays.{name}", f"must be {' or '.join(str(d) for d in dtypes)}")
+    if a.ndim != 1 + len(tail) or a.shape[0] < n or a.shape[1:] != tail:
+        raise ContractViolation(f"arrays.{name}", f"must have at least {n} rows of shape {list(tail)}")
+    return a

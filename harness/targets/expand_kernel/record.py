@@ -15,9 +15,9 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
-from ...targetkit.base import ContractViolation, TritonTarget
+from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
 from ...targetkit.draft_rows import MAX_SPEC_LEN, Rows, check_cu, check_int
-from . import cases
+from . import cases, edges
 from .layout import DTYPES, F32, I32, NAME
 from .tour import SHAPES
 
@@ -32,7 +32,7 @@ def _m(case: Case) -> int:
     return MAX_SPEC_LEN if m is None else int(m)
 
 
-class Expand(TritonTarget):
+class Expand(EdgesInModule, TritonTarget):
     name = NAME
     section = 12
     module = MODULE
@@ -147,7 +147,7 @@ class Expand(TritonTarget):
         rows = Rows.of(case.arrays["cu_num_tokens"])
         if index >= rows.N:
             return None, "past cu[B-1] (untouched)"
-        r = int(np.searchsorted(rows.cu, index, side="right"))
+        r = min(int(np.searchsorted(rows.cu, index, side="right")), rows.B - 1)
         return r, f"token {index - int(rows.s[r])} of {int(rows.d[r])}"
 
     def split_requests(self, case: Case) -> list[Any]:
@@ -169,6 +169,11 @@ class Expand(TritonTarget):
             yield case.replace(scalars={"num_tokens": rows.N})
         if case.launch.get("max_num_tokens") is not None:
             yield case.replace(launch={"max_num_tokens": None})
+
+
+    # -- extended tier (docs/CONTRACT.md §12.4): edges.py ----------------------------------
+
+    edges = edges
 
 
 TARGET = Expand()

@@ -68,7 +68,7 @@ def build(counts: Sequence[int], L: int, *, V: int, seed: int, greedy: str = "no
     if synthetic or greedy == "mixed":
         arrays["uniform_probs"] = uniforms(rng, N)
     if synthetic:
-        K = max(L, 1)
+        K = max(L, *counts, 1)
         if rates == "edges":
             r = rng.choice(np.array([0.0, 1.0, 0.5], dtype=F32), size=K)
         else:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
-from ...targetkit.base import ContractViolation, TritonTarget
+from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
 from ...targetkit.draft_rows import (
     MAX_SPEC_LEN,
     Rows,
@@ -25,7 +25,7 @@ from ...targetkit.draft_rows import (
     join,
     split,
 )
-from . import cases
+from . import cases, edges
 from .layout import BOOL, F32, F64, I32, I64, NAME, PER_REQUEST, PER_TOKEN
 from .tour import SHAPES
 
@@ -58,7 +58,7 @@ def first_rejections(case: Case) -> dict[int, int | None]:
     return out
 
 
-class RejectionGreedy(TritonTarget):
+class RejectionGreedy(EdgesInModule, TritonTarget):
     name = NAME
     section = 10
     module = MODULE
@@ -143,7 +143,7 @@ class RejectionGreedy(TritonTarget):
             s, d = int(rows.s[r]), int(rows.d[r])
             upto = d if k is None else k + 1
             visited_minus |= bool(np.any(a["draft_token_ids"][s : s + upto] == -1))
-        out = np.full((rows.B, L + 1), -1, dtype=np.int32)
+        out = np.full(self.output_specs(case)["output_token_ids"][1], -1, dtype=np.int32)
         self.call_oracle(self.oracles["numpy"], case, {"output_token_ids": out})
         rates = a.get("synthetic_conditional_rates")
         at_rate = False
@@ -179,15 +179,17 @@ class RejectionGreedy(TritonTarget):
         return len(case.arrays["cu_num_draft_tokens"])
 
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
-        B = len(case.arrays["cu_num_draft_tokens"])
+        B = case.scalars.get("output_rows", len(case.arrays["cu_num_draft_tokens"]))  # extended tier: more rows
         return {"output_token_ids": (I32, (B, case.scalars["max_spec_len"] + 1))}
 
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
-        """As ``_rejection_greedy_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],)``,
+        """As ``_rejection_greedy_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],) = (B,)``,
         ``SYNTHETIC_MODE = synthetic_conditional_rates is not None``."""
         out = tensors["output_token_ids"]
         rates = tensors.get("synthetic_conditional_rates")
-        kernel[(out.shape[0],)](
+        # vLLM's grid is output_token_ids.shape[0], which is B; the extended tier's output has
+        # more rows than requests (output_rows), so the grid is counted in requests.
+        kernel[(tensors["cu_num_draft_tokens"].shape[0],)](
             out,
             tensors["cu_num_draft_tokens"],
             tensors["draft_token_ids"],
@@ -217,6 +219,8 @@ class RejectionGreedy(TritonTarget):
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
         width = case.scalars["max_spec_len"] + 1
         r, j = divmod(index, width)
+        if r >= len(case.arrays["cu_num_draft_tokens"]):
+            return None, f"slot {j} of an output row past the last request (extended tier)"
         rows = Rows.of(case.arrays["cu_num_draft_tokens"])
         greedy = case.arrays.get("is_greedy")
         if greedy is not None and not greedy[r]:
@@ -234,6 +238,11 @@ class RejectionGreedy(TritonTarget):
         rows = Rows.of(case.arrays["cu_num_draft_tokens"])
         if case.scalars["max_spec_len"] > rows.longest:
             yield case.replace(scalars={"max_spec_len": rows.longest})
+
+
+    # -- extended tier (docs/CONTRACT.md §10.4): edges.py ----------------------------------
+
+    edges = edges
 
 
 TARGET = RejectionGreedy()

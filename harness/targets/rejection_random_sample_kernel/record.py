@@ -16,7 +16,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
-from ...targetkit.base import ContractViolation, TritonTarget
+from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
 from ...targetkit.draft_rows import (
     MAX_SPEC_LEN,
     MAX_VOCAB,
@@ -27,7 +27,7 @@ from ...targetkit.draft_rows import (
     join,
     split,
 )
-from . import cases
+from . import cases, edges
 from .layout import BOOL, F32, F64, I32, I64, NAME, PER_REQUEST, PER_TOKEN
 from .tour import SHAPES
 
@@ -81,7 +81,7 @@ def visits(case: Case) -> list[Visit]:
     return out
 
 
-class RejectionRandom(TritonTarget):
+class RejectionRandom(EdgesInModule, TritonTarget):
     name = NAME
     section = 11
     module = MODULE
@@ -221,17 +221,19 @@ class RejectionRandom(TritonTarget):
         return len(case.arrays["cu_num_draft_tokens"])
 
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
-        B = len(case.arrays["cu_num_draft_tokens"])
+        B = case.scalars.get("output_rows", len(case.arrays["cu_num_draft_tokens"]))  # extended tier: more rows
         return {"output_token_ids": (I32, (B, case.scalars["max_spec_len"] + 1))}
 
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
-        """As ``_rejection_random_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],)``,
+        """As ``_rejection_random_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],) = (B,)``,
         ``vocab_size = target_probs.shape[1]``, ``NO_DRAFT_PROBS = draft_probs is None``,
         ``SYNTHETIC_MODE = synthetic_conditional_rates is not None``."""
         out = tensors["output_token_ids"]
         draft = tensors.get("draft_probs")
         rates = tensors.get("synthetic_conditional_rates")
-        kernel[(out.shape[0],)](
+        # vLLM's grid is output_token_ids.shape[0], which is B; the extended tier's output has
+        # more rows than requests (output_rows), so the grid is counted in requests.
+        kernel[(tensors["cu_num_draft_tokens"].shape[0],)](
             out,
             tensors["cu_num_draft_tokens"],
             tensors["draft_token_ids"],
@@ -268,6 +270,8 @@ class RejectionRandom(TritonTarget):
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
         width = case.scalars["max_spec_len"] + 1
         r, j = divmod(index, width)
+        if r >= len(case.arrays["cu_num_draft_tokens"]):
+            return None, f"slot {j} of an output row past the last request (extended tier)"
         if case.arrays["is_greedy"][r]:
             return r, f"slot {j} of a greedy request's row (untouched)"
         d = int(Rows.of(case.arrays["cu_num_draft_tokens"]).d[r])
@@ -283,6 +287,11 @@ class RejectionRandom(TritonTarget):
         rows = Rows.of(case.arrays["cu_num_draft_tokens"])
         if case.scalars["max_spec_len"] > rows.longest:
             yield case.replace(scalars={"max_spec_len": rows.longest})
+
+
+    # -- extended tier (docs/CONTRACT.md §11.4): edges.py ----------------------------------
+
+    edges = edges
 
 
 TARGET = RejectionRandom()

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
-from ...targetkit.base import ContractViolation, TritonTarget
+from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
 from ...targetkit.draft_rows import (
     MAX_SPEC_LEN,
     MAX_VOCAB,
@@ -27,7 +27,7 @@ from ...targetkit.draft_rows import (
     join,
     split,
 )
-from . import cases
+from . import cases, edges
 from .layout import BLOCK_SIZE, F32, F64, I32, NAME, PER_REQUEST, PER_TOKEN
 from .tour import SHAPES
 
@@ -65,7 +65,7 @@ def scores(case: Case) -> np.ndarray:
         return (p.astype(iq.dtype) * iq).astype(iq.dtype)
 
 
-class SampleRecovered(TritonTarget):
+class SampleRecovered(EdgesInModule, TritonTarget):
     name = NAME
     section = 13
     module = MODULE
@@ -236,6 +236,11 @@ class SampleRecovered(TritonTarget):
             yield case.replace(scalars={"max_spec_len": rows.longest})
         if case.launch.get("block_size") is not None:
             yield case.replace(launch={"block_size": None})
+
+
+    # -- extended tier (docs/CONTRACT.md §13.4): edges.py ----------------------------------
+
+    edges = edges
 
 
 TARGET = SampleRecovered()
