@@ -68,9 +68,13 @@ def main() -> int:
     backend = select_backend("cuda")
     from eaglefuzz.harness.checking.device_mode import device_targets
     from eaglefuzz.harness.checking.device_mode.engine import STAGES, device_fuzz_target
-    from eaglefuzz.harness.sources import implementations_for, parse_source
-
-    from eaglefuzz.harness.sources import Implementations, bundled, vllm
+    from eaglefuzz.harness.sources import (
+        Implementations,
+        bundled,
+        implementations_for,
+        parse_source,
+        vllm,
+    )
     from eaglefuzz.harness.targets import TARGETS
 
     names = args.kernel or list(device_targets())

@@ -23,8 +23,8 @@ from eaglefuzz.harness.core.errors import ContractViolation
 from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE, derive_seed
 from eaglefuzz.harness.sources import Implementations, Origin
 from eaglefuzz.harness.sources import vllm_cpu_adapters as A
-from eaglefuzz.harness.targets import TARGETS, has_role
 from eaglefuzz.harness.targetkit.draft_rows import Rows
+from eaglefuzz.harness.targets import TARGETS, has_role
 
 VERSION = "0.32.0"
 GREEDY, RANDOM = "rejection_greedy_sample_kernel", "rejection_random_sample_kernel"

@@ -18,7 +18,14 @@ import torch
 from ....oracles import tensor_ops
 from ...core.case import Case
 from ...targetkit.device import DeviceCase, DeviceTarget
-from ...targetkit.device_draws import draw_step, greedy_mask, pad_drafts, sample_from, softmax_table, synthetic_rates
+from ...targetkit.device_draws import (
+    draw_step,
+    greedy_mask,
+    pad_drafts,
+    sample_from,
+    softmax_table,
+    synthetic_rates,
+)
 from .record import TARGET
 
 MAX_REQUESTS = 1024
