@@ -1,7 +1,7 @@
 """Device campaign throughput (not a test): examples/s and output tokens verified/s end to end,
 per stage, against the kernel alone. Needs a CUDA device.
 
-    python benchmarks/device_throughput.py [--seconds S] [--kernel NAME ...] [--output FILE]
+    python benchmarks/device_throughput.py [--seconds S] [--kernel NAME ...] [--source SPEC] [--output FILE]
 
 Per target: a warm-up run (``--warmup`` examples, where Triton compiles the specializations
 the campaign meets: its time is the JIT column; Triton's on-disk cache keeps them for later runs), then a steady-state run of ``S``
@@ -58,6 +58,9 @@ def main() -> int:
                    help="examples of the warm-up run, where Triton compiles the specializations a campaign meets "
                         "(timed apart: the JIT column)")
     p.add_argument("--output", type=Path, help="also write the Markdown here")
+    p.add_argument("--source", default="bundled",
+                   help="where the kernels come from (a source spec: bundled, vllm-release:0.33.0, file:PATH); "
+                        "targets the bundled copy lacks (the rejection sampler's) come from vLLM's pinned release")
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
     from eaglefuzz.harness.sources.triton_backend import select_backend
@@ -65,10 +68,20 @@ def main() -> int:
     backend = select_backend("cuda")
     from eaglefuzz.harness.checking.device_mode import device_targets
     from eaglefuzz.harness.checking.device_mode.engine import STAGES, device_fuzz_target
-    from eaglefuzz.harness.sources import implementations_for, parse_source
+    from eaglefuzz.harness.sources import (
+        Implementations,
+        bundled,
+        implementations_for,
+        parse_source,
+        vllm,
+    )
+    from eaglefuzz.harness.targets import TARGETS
 
     names = args.kernel or list(device_targets())
-    impls = implementations_for(parse_source("bundled"), names)
+    spec = {n: args.source if args.source != "bundled" or TARGETS[n].module == bundled.MODULE
+            else f"vllm-release:{vllm.PINNED_RELEASE}" for n in names}
+    loaded = {s: implementations_for(parse_source(s), [n for n in names if spec[n] == s]) for s in set(spec.values())}
+    impls = Implementations({n: loaded[spec[n]][n] for n in names}, {n: loaded[spec[n]].origin[n] for n in names})
     rows = ["| target | examples/s | output tokens verified/s | kernel alone, tokens/s | ratio | JIT warm-up s | "
             "examples | cross-checked | findings |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     stage_rows = ["| target | " + " | ".join(STAGES) + " |", "| --- |" + " ---: |" * len(STAGES)]

@@ -1,4 +1,5 @@
-"""Torch oracles for the EAGLE helper kernels, written from docs/CONTRACT.md §1, to run on the
+"""Torch oracles for the EAGLE helper kernels (docs/CONTRACT.md §1) and the rejection sampler's
+kernels (§10-§13), written from the contract, to run on the
 GPU beside the kernel (the device campaign, :mod:`eaglefuzz.harness.checking.device_mode`). The prepare
 kernels' cases are small and checked on the host with the NumPy oracle instead.
 
@@ -85,3 +86,182 @@ def copy_and_expand_eagle_inputs(
         tr, tj = _ragged(nqs - qs, tokens)
         writes["out_hidden_state_mapping"] = (qs[tr] + tj, (out_start[tr] + tj).to(torch.int32))
     return writes
+
+
+# --------------------------------------------------------------------------------------------
+# §10-§13: the rejection sampler's kernels (production domain: 0 <= d_r <= max_spec_len, ids
+# and tables as vLLM passes them, no NaN score in §13)
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["expand", "rejection_greedy_sample", "rejection_random_sample", "sample_recovered_tokens"]
+
+
+def _draft_positions(cu: torch.Tensor, rows: torch.Tensor, tokens: int | None = None) -> tuple[torch.Tensor, ...]:
+    """For the requests ``rows`` (int64 indices) of the inclusive cumsum ``cu``: each of their
+    draft positions' request, its index ``j`` in the request and its token ``t = s_r + j``;
+    and every request's start and draft count."""
+    cu = cu.long()
+    start = torch.cat([cu.new_zeros(1), cu[:-1]])
+    d = cu - start
+    total = None if tokens is None or rows.numel() != cu.numel() else tokens
+    k, j = _ragged(d[rows], total)
+    r = rows[k]
+    return r, j, start[r] + j, start, d
+
+
+def _first_rejection(r: torch.Tensor, rejected: torch.Tensor, B: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions visited (none of the request's earlier drafts rejected; ``r`` is sorted) and,
+    per request, whether any of its drafts was rejected."""
+    c = torch.cumsum(rejected.long(), 0)
+    counts = torch.zeros(B, dtype=torch.long, device=r.device).index_add_(0, r, rejected.long())
+    before_row = torch.cumsum(counts, 0) - counts
+    visited = (c - rejected.long() - before_row[r]) == 0
+    return visited, counts > 0
+
+
+def _row_writes(rows, r, j, t_vals, visited, any_rejected, d, bonus, L) -> Writes:
+    stride = L + 1
+    keep = ~any_rejected[rows]
+    bonus_rows = rows[keep]
+    index = torch.cat([r[visited] * stride + j[visited], bonus_rows * stride + d[bonus_rows]])
+    value = torch.cat([t_vals[visited].to(torch.int32), bonus.reshape(-1)[bonus_rows].to(torch.int32)])
+    return {"output_token_ids": (index, value)}
+
+
+def rejection_greedy_sample(
+    *,
+    cu_num_draft_tokens: torch.Tensor,
+    draft_token_ids: torch.Tensor,
+    target_argmax: torch.Tensor,
+    bonus_token_ids: torch.Tensor,
+    is_greedy: torch.Tensor | None,
+    max_spec_len: int,
+    uniform_probs: torch.Tensor | None = None,
+    synthetic_conditional_rates: torch.Tensor | None = None,
+    tokens: int | None = None,
+) -> Writes:
+    """§10.1 in scatter form on ``output_token_ids`` (flat, rows ``max_spec_len + 1`` apart):
+    per processed request, positions up to the first rejection get the argmax (or, in
+    synthetic mode, the accepted draft), the bonus follows when none was rejected."""
+    B = cu_num_draft_tokens.numel()
+    dev = cu_num_draft_tokens.device
+    rows = torch.arange(B, device=dev) if is_greedy is None else torch.nonzero(is_greedy, as_tuple=True)[0]
+    r, j, t, _, d = _draft_positions(cu_num_draft_tokens, rows, tokens)
+    did = draft_token_ids[t].long()
+    a = target_argmax[t].to(torch.int32).long()
+    if synthetic_conditional_rates is None:
+        rejected, val = did != a, a
+    else:
+        accepted = (uniform_probs[t].double() < synthetic_conditional_rates[j].double()) & (did >= 0)
+        rejected, val = ~accepted, torch.where(accepted, did, a)
+    visited, any_rejected = _first_rejection(r, rejected, B)
+    return _row_writes(rows, r, j, val, visited, any_rejected, d, bonus_token_ids, max_spec_len)
+
+
+def rejection_random_sample(
+    *,
+    cu_num_draft_tokens: torch.Tensor,
+    draft_token_ids: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_probs: torch.Tensor,
+    bonus_token_ids: torch.Tensor,
+    recovered_token_ids: torch.Tensor,
+    uniform_probs: torch.Tensor,
+    is_greedy: torch.Tensor,
+    max_spec_len: int,
+    vocab_size: int,
+    synthetic_conditional_rates: torch.Tensor | None = None,
+) -> Writes:
+    """§11.1 in scatter form: per request with ``not is_greedy[r]``, a ``-1`` draft rejected,
+    else (synthetic) ``u < rate[j]``, else ``q > 0 and float32(p / q) >= u`` (``q = 1``
+    without draft probabilities); the recovered id at the first rejection, the bonus when none."""
+    B = cu_num_draft_tokens.numel()
+    rows = torch.nonzero(~is_greedy, as_tuple=True)[0]
+    r, j, t, _, d = _draft_positions(cu_num_draft_tokens, rows)
+    did = draft_token_ids[t].long()
+    u = uniform_probs[t]
+    if synthetic_conditional_rates is not None:
+        accepted = (did >= 0) & (u.double() < synthetic_conditional_rates[j].double())
+    else:
+        flat = t * vocab_size + did.clamp(min=0)
+        p = target_probs.reshape(-1)[flat]
+        if draft_probs is None:
+            accepted = p.double() >= u.double()
+        else:
+            q = draft_probs.reshape(-1)[flat]
+            accepted = (q > 0) & ((p / q).double() >= u.double())
+        accepted &= did >= 0
+    val = torch.where(accepted, did, recovered_token_ids[t].long())
+    visited, any_rejected = _first_rejection(r, ~accepted, B)
+    return _row_writes(rows, r, j, val, visited, any_rejected, d, bonus_token_ids, max_spec_len)
+
+
+def expand(
+    *,
+    input: torch.Tensor,  # noqa: A002 - the contract's name
+    cu_num_tokens: torch.Tensor,
+    replace_from: int,
+    replace_to: int,
+    MAX_NUM_TOKENS: int = 128,  # noqa: N803 - the kernel's name
+) -> Writes:
+    """§12.1 in scatter form on ``output``: ``input[r]`` (``replace_to`` where it equals
+    ``replace_from``, compared in the data's dtype: float32 after rounding both ints) at
+    ``s_r + k`` for ``k < min(n_r, MAX_NUM_TOKENS)``."""
+    cu = cu_num_tokens.long()
+    start = torch.cat([cu.new_zeros(1), cu[:-1]])
+    n = (cu - start).clamp(0, MAX_NUM_TOKENS)
+    to = torch.tensor(replace_to, dtype=torch.int64).to(input.dtype).to(input.device)  # rounded or truncated
+    if input.dtype.is_floating_point:
+        hit = input == torch.tensor(replace_from, dtype=torch.int64).to(input.dtype).to(input.device)
+    else:
+        hit = input.long() == replace_from  # exact
+    x = torch.where(hit, to, input)
+    r, k = _ragged(n)
+    return {"output": (start[r] + k, x[r])}
+
+
+RECOVERED_CHUNK = 1 << 26
+"""Score elements (tokens x vocabulary) :func:`sample_recovered_tokens` computes at once."""
+
+
+def sample_recovered_tokens(
+    *,
+    cu_num_draft_tokens: torch.Tensor,
+    draft_token_ids: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_probs: torch.Tensor,
+    inv_q: torch.Tensor,
+    vocab_size: int,
+    max_spec_len: int,
+) -> Writes:
+    """§13.1 in scatter form on ``output_token_ids``, for production inputs (``V >= 1``, no NaN
+    score): per token of position ``j < max_spec_len``, the first index of the maximum of
+    ``p_v * inv_q[r, v]`` over the vocabulary, ``p`` the target with the draft id zeroed
+    (without draft probabilities) or ``fmax(target - draft, 0)`` in float32; the product in
+    float64 when ``inv_q`` is float64 (``USE_FP64_GUMBEL``). ``torch.argmax`` returns the first
+    index of the maximum, as the kernel's tiles do."""
+    B = cu_num_draft_tokens.numel()
+    V = vocab_size
+    rows = torch.arange(B, device=cu_num_draft_tokens.device)
+    r, j, t, _, _ = _draft_positions(cu_num_draft_tokens, rows)
+    keep = j < max_spec_len
+    r, t = r[keep], t[keep]
+    target = target_probs.reshape(-1, V)
+    draft = None if draft_probs is None else draft_probs.reshape(-1, V)
+    iq = inv_q.reshape(-1, V)
+    out = torch.empty(t.numel(), dtype=torch.int64, device=t.device)
+    step = max(1, RECOVERED_CHUNK // max(V, 1))
+    for c in range(0, t.numel(), step):
+        tt, rr = t[c : c + step], r[c : c + step]
+        if draft is None:
+            p = target[tt].clone()
+            did = draft_token_ids[tt].long()
+            inside = (did >= 0) & (did < V)
+            p[torch.nonzero(inside, as_tuple=True)[0], did[inside]] = 0
+        else:
+            diff = target[tt] - draft[tt]
+            p = torch.where(diff > 0, diff, torch.zeros_like(diff))  # fmax(x, 0): NaN gives 0
+        q = iq[rr]
+        score = p.to(q.dtype) * q
+        out[c : c + step] = torch.argmax(score, dim=1)
+    return {"output_token_ids": (t, out.clamp(max=V - 1).to(torch.int32))}

@@ -96,8 +96,25 @@ class DeviceTarget:
         )
 
 
+_NUMPY_OF = {torch.int32: np.int32, torch.int64: np.int64, torch.uint8: np.uint8,
+             torch.float32: np.float32, torch.float64: np.float64}
+_STORAGE = {torch.bool: torch.uint8, torch.float32: torch.int32, torch.float64: torch.int64}
+"""Arrays of these dtypes live in the buffer of an integer dtype of their width, as its bits:
+one buffer fewer, and the comparison is bit for bit (NaN, ``-0.0``, a table left as given)."""
+
+
 def _storage(dtype: torch.dtype) -> torch.dtype:
-    return torch.uint8 if dtype == torch.bool else dtype
+    return _STORAGE.get(dtype, dtype)
+
+
+def _bits(value: Any, dtype: torch.dtype) -> Any:
+    """``value`` (a tensor or a NumPy array) converted to the array's ``dtype``, as the bits
+    of its storage dtype (bool as is)."""
+    if dtype == torch.bool:
+        return value
+    if isinstance(value, np.ndarray):
+        return value.astype(_NUMPY_OF[dtype], copy=False).view(_NUMPY[_storage(dtype)])
+    return value.to(dtype).view(_storage(dtype))
 
 
 def _layout(shapes: dict[str, tuple[torch.dtype, int]]) -> tuple[dict[str, int], dict[torch.dtype, int]]:
@@ -125,17 +142,18 @@ class Arenas:
         for n, (dt, k) in shapes.items():
             buf = self.full[_storage(dt)]
             v = buf[self.offset[n] : self.offset[n] + k]
-            self.views[n] = v.view(torch.bool) if dt == torch.bool else v
+            self.views[n] = v.view(dt) if dt != _storage(dt) else v
         for n, t in dc.inputs.items():
             self.views[n].copy_(t.reshape(-1))
         for n, (index, value) in writes.items():
+            s = _storage(shapes[n][0])
             if value.dtype != torch.bool:
-                self.views[n][index] = value ^ 1
+                self.full[s][self.offset[n] : self.offset[n] + shapes[n][1]][index] = _bits(value, shapes[n][0]) ^ 1
         self.expected = {s: b.clone() for s, b in self.full.items()}
         for n, (index, value) in writes.items():
             dt = shapes[n][0]
             e = self.expected[_storage(dt)][self.offset[n] : self.offset[n] + shapes[n][1]]
-            e[index] = value.to(torch.uint8) if dt == torch.bool else value
+            e[index] = value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)
         self.shapes = {n: t.shape for n, t in dc.inputs.items()}
         self.views = self._shaped(self.views)
 
@@ -148,8 +166,9 @@ class Arenas:
         return sum((self.full[s] != self.expected[s]).sum() for s in self.full)
 
 
-_NUMPY = {torch.int32: np.int32, torch.int64: np.int64, torch.uint8: np.uint8}
-_TORCH = {np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.bool_): torch.bool}
+_NUMPY = _NUMPY_OF
+_TORCH = {np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.bool_): torch.bool,
+          np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
 
 
 class HostArenas:
@@ -165,12 +184,13 @@ class HostArenas:
         self.shapes = {n: a.shape for n, a in dc.inputs.items() if a.ndim > 1}
         self.full = {s: np.full(size + GUARD, _SENTINEL[s], dtype=_NUMPY[s]) for s, size in sizes.items()}
         for n, a in dc.inputs.items():
-            self._view(self.full, n)[:] = a.reshape(-1)
+            self._view(self.full, n)[:] = _bits(a.reshape(-1), self.dtypes[n])
         self.expected = {s: b.copy() for s, b in self.full.items()}
         for n, (index, value) in writes.items():
-            self._view(self.expected, n)[index] = value
+            bits = _bits(value, self.dtypes[n])
+            self._view(self.expected, n)[index] = bits
             if self.dtypes[n] != torch.bool:
-                self._view(self.full, n)[index] = value ^ 1
+                self._view(self.full, n)[index] = bits ^ 1
 
     def _view(self, bufs: dict[torch.dtype, np.ndarray], n: str) -> np.ndarray:
         return bufs[_storage(self.dtypes[n])][self.offset[n] : self.offset[n] + self.sizes[n]]
@@ -181,7 +201,7 @@ class HostArenas:
         views = {}
         for n, dt in self.dtypes.items():
             d = self.on_device[_storage(dt)][self.offset[n] : self.offset[n] + self.sizes[n]]
-            d = d.view(torch.bool) if dt == torch.bool else d
+            d = d.view(dt) if dt != _storage(dt) else d
             views[n] = d.view(self.shapes[n]) if n in self.shapes else d
         return views
 

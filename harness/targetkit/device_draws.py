@@ -1,0 +1,118 @@
+"""What the rejection sampler's device targets draw (docs/CONTRACT.md §10-§13, production
+domain): a step's draft counts on the host, its probability tables and noise on the device.
+
+Sizes and modes come from a NumPy generator (host), contents from a torch generator on the
+device, so one seed makes one case on any device of one kind. The tables are softmax rows of
+random logits, as ``target_logits.softmax(dim=-1, dtype=torch.float32)`` makes them: peaked or
+flat by the logits' scale, sparse by masking entries to ``-inf`` (top-k, top-p, bad words),
+the largest entry of a row always kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+MAX_VOCAB = 262144
+"""The largest vocabulary of current models."""
+MAX_TABLE = 1 << 28
+"""Elements of one ``[N, V]`` table at most on a GPU (1 GiB of float32; vLLM's own int32 flat
+indices stop at ``2**31``: docs/CONTRACT.md §11.4)."""
+CPU_VOCAB = 512
+"""The largest vocabulary drawn on the CPU (the interpreter: tests only)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step's requests: draft counts ``d`` (int64, ``0 <= d_r <= L``), ``L = max(d)``
+    (vLLM's ``max_spec_len``), the vocabulary ``V``."""
+
+    d: np.ndarray
+    L: int  # noqa: N815 - the contract's names
+    V: int  # noqa: N815
+
+    @property
+    def B(self) -> int:  # noqa: N802
+        return int(self.d.size)
+
+    @property
+    def N(self) -> int:  # noqa: N802
+        return int(self.d.sum())
+
+    @property
+    def cu(self) -> np.ndarray:
+        """``np.cumsum(d)`` as int32 (``_calc_spec_decode_metadata``)."""
+        return np.cumsum(self.d).astype(np.int32)
+
+    def tokens_of(self) -> np.ndarray:
+        """Each draft token's request."""
+        return np.repeat(np.arange(self.B), self.d)
+
+
+def draw_step(rng: np.random.Generator, max_requests: int, on_cpu: bool, tables: bool) -> Step:
+    """Up to ``max_requests`` requests (a quarter of the steps up to four times as many), up to
+    16 drafts each (``num_speculative_tokens``), some requests without drafts (prefills);
+    a vocabulary log-uniform up to 262144 (:data:`CPU_VOCAB` on the CPU). With ``tables``, the
+    requests are cut until ``(N + B) * V`` fits :data:`MAX_TABLE` (``16 * V`` always does)."""
+    top = max_requests if rng.random() < 0.75 else 4 * max_requests
+    B = int(np.exp(rng.uniform(0, np.log(top + 1))))
+    K = int(rng.integers(1, 17))
+    d = rng.integers(0, K + 1, size=B)
+    d[rng.random(B) < rng.choice([0.0, 0.1, 0.5])] = 0
+    V = int(np.exp(rng.uniform(np.log(2), np.log((CPU_VOCAB if on_cpu else MAX_VOCAB) + 1))))
+    if rng.random() < 0.1:
+        V = CPU_VOCAB if on_cpu else MAX_VOCAB
+    if tables:  # the [N, V] tables and the [B, V] noise each within MAX_TABLE elements
+        while d.size > 1 and (int(d.sum()) + d.size) * V > MAX_TABLE:
+            d = d[: d.size // 2]
+    return Step(d.astype(np.int64), int(d.max()) if d.size else 0, V)
+
+
+def softmax_table(rng: np.random.Generator, gen: torch.Generator, rows: int, V: int, device: str) -> torch.Tensor:  # noqa: N803
+    """A float32 ``[rows, V]`` table of softmax rows: logits of a scale from flat (0.01) to
+    peaked (20), a share of them masked to ``-inf`` (each row's largest kept)."""
+    logits = torch.randn((rows, V), generator=gen, device=device) * float(rng.choice([0.01, 1.0, 5.0, 20.0]))
+    sparsity = float(rng.choice([0.0, 0.0, 0.5, 0.99]))
+    if sparsity and rows and V:
+        drop = torch.rand((rows, V), generator=gen, device=device) < sparsity
+        drop &= logits < logits.amax(dim=1, keepdim=True)
+        logits.masked_fill_(drop, float("-inf"))
+    return logits.softmax(dim=-1, dtype=torch.float32)
+
+
+def sample_from(table: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """One id per row of ``table`` drawn from it (the exponential race: ``argmax p / e``),
+    int32; ids of positive probability."""
+    if table.numel() == 0:
+        return torch.zeros(table.shape[0], dtype=torch.int32, device=table.device)
+    e = torch.empty_like(table).exponential_(generator=gen).clamp_(min=float(np.finfo(np.float32).tiny))
+    return torch.argmax(table / e, dim=1).to(torch.int32)
+
+
+def pad_drafts(rng: np.random.Generator, ids: torch.Tensor, step: Step) -> torch.Tensor:
+    """``ids`` with a suffix of some requests' drafts replaced by ``-1`` (grammar-invalid or
+    padded drafts, docs/CONTRACT.md §10.2): one step in four has some."""
+    if rng.random() >= 0.25 or step.N == 0:
+        return ids
+    k = np.minimum(rng.integers(0, step.d + 1), step.d) * (rng.random(step.B) < 0.3)
+    start = np.cumsum(step.d) - step.d
+    j = np.arange(step.N) - np.repeat(start, step.d)
+    pad = j >= np.repeat(step.d - k, step.d)
+    return torch.where(torch.from_numpy(pad).to(ids.device), torch.full_like(ids, -1), ids)
+
+
+def greedy_mask(rng: np.random.Generator, B: int) -> np.ndarray:  # noqa: N803
+    """``temperature == 0`` of a mixed batch: every request greedy, none, or a share."""
+    share = float(rng.choice([0.0, 0.5, 0.9, 1.0]))
+    return rng.random(B) < share
+
+
+def synthetic_rates(rng: np.random.Generator, K: int) -> np.ndarray:  # noqa: N803
+    """``synthetic_conditional_rates``: ``K`` float32 rates in ``[0, 1]`` (conditional rates of
+    non-increasing unconditional ones), ``0`` and ``1`` among them."""
+    r = rng.random(max(K, 1)).astype(np.float32)
+    edge = rng.random(r.size) < 0.2
+    r[edge] = rng.choice(np.array([0.0, 1.0], dtype=np.float32), size=int(edge.sum()))
+    return r

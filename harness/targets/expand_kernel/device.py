@@ -1,0 +1,64 @@
+"""``expand_kernel`` on the device (docs/CONTRACT.md §12): ``expand_batch_to_tokens``'s three
+calls on steps of up to 1024 requests (a quarter up to 4096) of up to 16 drafts each:
+temperatures (float32, ``0`` for greedy requests, ``0 -> 1``), top-k (int32 ``1 .. V``) and
+top-p (float32 ``(0, 1]``), ``MAX_NUM_TOKENS = 128``, into a fresh output of ``N`` elements.
+Checked on the host: the expected writes come from the torch oracle run on the host
+(cross-checked against the NumPy and Numba oracles on a share), only the launch runs on the
+device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ....oracles import tensor_ops
+from ...core.case import Case
+from ...targetkit.device import DeviceCase, DeviceTarget
+from ...targetkit.device_draws import draw_step, greedy_mask
+from .record import TARGET
+
+MAX_REQUESTS = 1024
+MAX_NUM_TOKENS = 128
+"""vLLM's ``MAX_SPEC_LEN``, the dispatcher's ``MAX_NUM_TOKENS``."""
+
+
+class ExpandDevice(DeviceTarget):
+    name = "expand_kernel"
+    launch_names = ("max_num_tokens",)  # null: vLLM's 128 (the record's layout)
+    checked_on = "host"
+    oracle_name = "torch oracle (oracles/tensor_ops.py), on the host"
+
+    def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
+        step = draw_step(rng, max_requests, max_requests != MAX_REQUESTS, tables=False)
+        B = step.B
+        which = rng.integers(3)
+        if which == 0:  # temperature: greedy requests hold 0.0, the others >= 0.01
+            x = np.maximum(rng.random(B) * 2, 0.01).astype(np.float32)
+            x[greedy_mask(rng, B)] = 0.0
+            frm, to = 0, 1
+        elif which == 1:  # top_k: V for "no top-k"
+            x = np.where(rng.random(B) < 0.5, step.V, rng.integers(1, step.V + 1, size=B)).astype(np.int32)
+            frm, to = 0, 0
+        else:  # top_p in (0, 1]
+            x = np.where(rng.random(B) < 0.5, 1.0, 1.0 - rng.random(B)).astype(np.float32)
+            frm, to = 0, 0
+        inputs = {"input": x, "cu_num_tokens": step.cu}
+        outputs = {"output": ({np.dtype(np.float32): torch.float32, np.dtype(np.int32): torch.int32}[x.dtype], step.N)}
+        return DeviceCase(inputs, outputs, {"replace_from": frm, "replace_to": to, "num_tokens": step.N})
+
+    def oracle(self, dc: DeviceCase) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        s = dc.scalars
+        writes = tensor_ops.expand(
+            input=torch.from_numpy(dc.inputs["input"]), cu_num_tokens=torch.from_numpy(dc.inputs["cu_num_tokens"]),
+            replace_from=s["replace_from"], replace_to=s["replace_to"], MAX_NUM_TOKENS=MAX_NUM_TOKENS,
+        )
+        return {n: (i.numpy(), v.numpy()) for n, (i, v) in writes.items()}
+
+    def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
+        TARGET.launch(impl, views, Case(kernel=self.name, arrays={}, scalars=dict(dc.scalars), launch=dict.fromkeys(self.launch_names)))
+
+
+DEVICE = ExpandDevice()
+"""This target's device mode (``--mode device``)."""

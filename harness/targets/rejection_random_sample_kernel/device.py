@@ -1,0 +1,87 @@
+"""``rejection_random_sample_kernel`` on the device (docs/CONTRACT.md §11): steps of up to 1024
+requests (a quarter up to 4096), up to 16 drafts each, mixed batches, vocabularies up to 262144
+and probability tables of up to 2**28 elements (1 GiB each) drawn on the GPU as softmax rows
+(peaked, flat, sparse), with and without draft probabilities, ``-1`` padding, synthetic mode in
+one step in eight. The uniforms are ``torch.rand`` float64, as vLLM draws them; without draft
+probabilities two thirds of them sit on the acceptance boundary (``u = p`` and the next float64
+above it). With draft probabilities they stay off it: compiled Triton's approximate division may
+decide otherwise within 2 ulp of the quotient (docs/CONTRACT.md §11.3). Checked on the device
+against the torch oracle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ....oracles import tensor_ops
+from ...core.case import Case
+from ...targetkit.device import DeviceCase, DeviceTarget
+from ...targetkit.device_draws import (
+    draw_step,
+    greedy_mask,
+    pad_drafts,
+    sample_from,
+    softmax_table,
+    synthetic_rates,
+)
+from .record import TARGET
+
+MAX_REQUESTS = 1024
+
+
+class RandomDevice(DeviceTarget):
+    name = "rejection_random_sample_kernel"
+    launch_names = ()  # a case of this target has no launch fields
+
+    def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
+        step = draw_step(rng, max_requests, device == "cpu", tables=True)
+        N, V, B = step.N, step.V, step.B
+        target = softmax_table(rng, gen, N, V, device)
+        with_draft = rng.random() < 0.6
+        draft = softmax_table(rng, gen, N, V, device) if with_draft else None
+        ids = sample_from(draft if with_draft else target, gen)
+        if not with_draft and rng.random() < 0.5:  # n-gram drafts: any id
+            ids = torch.randint(0, V, (N,), generator=gen, device=device, dtype=torch.int32)
+        ids = pad_drafts(rng, ids, step)
+        u = torch.rand((N,), generator=gen, device=device, dtype=torch.float64)
+        if not with_draft and N:  # a third of the uniforms at u = p / 1 (accept) or just above it (reject)
+            p = target.reshape(-1)[torch.arange(N, device=device) * V + ids.long().clamp(min=0)].double()
+            above = torch.nextafter(p, torch.full_like(p, 2.0))
+            pick = torch.randint(0, 3, (N,), generator=gen, device=device)
+            u = torch.where(pick == 0, p, torch.where(pick == 1, above, u))
+        inputs = {
+            "cu_num_draft_tokens": torch.from_numpy(step.cu).to(device),
+            "draft_token_ids": ids,
+            "target_probs": target,
+            "bonus_token_ids": torch.randint(0, V, (B, 1), generator=gen, device=device, dtype=torch.int32),
+            "recovered_token_ids": torch.randint(0, V, (N,), generator=gen, device=device, dtype=torch.int32),
+            "uniform_probs": u,
+            "is_greedy": torch.from_numpy(greedy_mask(rng, B) & (rng.random() < 0.5)).to(device),
+        }
+        if draft is not None:
+            inputs["draft_probs"] = draft
+        if rng.random() < 0.125:
+            inputs["synthetic_conditional_rates"] = torch.from_numpy(synthetic_rates(rng, step.L)).to(device)
+        outputs = {"output_token_ids": (torch.int32, B * (step.L + 1))}
+        return DeviceCase(inputs, outputs, {"max_spec_len": step.L, "vocab_size": V})
+
+    def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        a = dc.inputs
+        return tensor_ops.rejection_random_sample(
+            cu_num_draft_tokens=a["cu_num_draft_tokens"], draft_token_ids=a["draft_token_ids"],
+            draft_probs=a.get("draft_probs"), target_probs=a["target_probs"], bonus_token_ids=a["bonus_token_ids"],
+            recovered_token_ids=a["recovered_token_ids"], uniform_probs=a["uniform_probs"], is_greedy=a["is_greedy"],
+            max_spec_len=dc.scalars["max_spec_len"], vocab_size=dc.scalars["vocab_size"],
+            synthetic_conditional_rates=a.get("synthetic_conditional_rates"),
+        )
+
+    def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
+        L = dc.scalars["max_spec_len"]
+        views = dict(views, output_token_ids=views["output_token_ids"].view(-1, L + 1))
+        TARGET.launch(impl, views, Case(kernel=self.name, arrays={}, scalars=dict(dc.scalars), launch=dict.fromkeys(self.launch_names)))
+
+
+DEVICE = RandomDevice()
+"""This target's device mode (``--mode device``)."""
