@@ -269,3 +269,25 @@ def test_audit_command_on_the_release(needs, capsys, backend, warm_oracles):
     h = hazards["call_completes"]
     assert h["hazard_class"] == "block_columns_past_row" and h["tier"] == BEYOND and not h["reachable_in_production"]
     assert "get_block_table_width" in h["rests_on"] and "Case(" in h["example"]
+
+
+def test_an_out_of_range_draw_of_a_torch_function_runs_on_the_cpu():
+    """A beyond-tier draw of a torch function (one that gathers out of range on purpose) runs
+    on the CPU even when the audit runs on a GPU: there the gather is a device-side assert that
+    leaves the CUDA context unusable, and every later example and target would "raise" too.
+    Production and extended cases, and every case of a Triton kernel, stay on the device."""
+    from eaglefuzz.harness.checking.audit import _draw, _tier, observe_device
+
+    for name in (BC, NSM):
+        target = TARGETS[name]
+        cases = _draw(name, "hazard", TINY, 12, 0) + _draw(name, "production", TINY, 4, 0)
+        tiers = {_tier(target, c) for c in cases}
+        assert BEYOND in tiers and "production" in tiers, tiers
+        for case in cases:
+            want = "cpu" if _tier(target, case) == BEYOND else "cuda:0"
+            assert observe_device(target, case, "cuda:0") == want, (name, _tier(target, case))
+            assert observe_device(target, case, "cpu") == "cpu"
+    kernel = TARGETS["copy_and_expand_dflash_inputs_kernel"]
+    for tier in ("production", "extended"):
+        for case in _draw(kernel.name, tier, TINY, 4, 0):
+            assert observe_device(kernel, case, "cuda:0") == "cuda:0"

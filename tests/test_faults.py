@@ -141,6 +141,7 @@ def test_a_hanging_kernel_is_a_hang_finding_and_the_campaign_goes_on(tmp_path):
 def _grid_bomb(tmp_path: Path) -> Path:
     doc = json.loads(CASE.read_text())
     doc["launch"]["grid_size"] = 1_000_000_000
+    doc["schema"], doc["tier"] = 2, "extended"  # a padded grid is outside vLLM's (§2.2): the cost check must still refuse it
     bomb = tmp_path / "bomb.json"
     bomb.write_text(json.dumps(doc))
     return bomb

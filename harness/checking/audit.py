@@ -86,9 +86,21 @@ AUDIT_SCALE = Scale(max_requests=6, request_tail=12, max_query_len=24, max_progr
 _FILLS = ((-0x5A5A5A5B, 0xA5), (0x5A5A5A5A, 0x5A))
 
 
+def observe_device(target: Any, case: Case, device: str) -> str:
+    """Where :func:`observe` runs ``case``: on ``device``, except a :data:`BEYOND` case of a torch
+    function on a GPU, which runs on the CPU. Such a case gathers out of range on purpose; on a GPU
+    the gather is a device-side assert, which leaves the CUDA context unusable for every later
+    call (the next examples and targets would all "raise"), while on the CPU it raises at once."""
+    if device != "cpu" and not isinstance(target, TritonTarget) and _tier(target, case) == BEYOND:
+        return "cpu"
+    return device
+
+
 def observe(target_name: str, case: Case, impl: Any, device: str) -> Observation:
-    """Run ``impl`` on ``case`` and record what it did (see :class:`Observation`)."""
+    """Run ``impl`` on ``case`` (on :func:`observe_device`) and record what it did (see
+    :class:`Observation`)."""
     target = TARGETS[target_name]
+    device = observe_device(target, case, device)
     try:
         if isinstance(target, TritonTarget):
             return _observe_kernel(target, case, impl, device)

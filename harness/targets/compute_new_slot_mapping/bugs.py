@@ -4,7 +4,7 @@ out as ``--kernels`` files; tests/test_seeded_bugs.py runs a default campaign on
 
 from __future__ import annotations
 
-from ...targetkit.bugs import V033, Mutant, edit
+from ...targetkit.bugs import EXTENDED_TIER, V033, Mutant, edit
 
 BUGS: tuple[Mutant, ...] = (
     Mutant(
@@ -20,6 +20,7 @@ BUGS: tuple[Mutant, ...] = (
         ),
         V033,
         crash=True,
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         "ns_rejected_not_masked",
@@ -39,6 +40,7 @@ BUGS: tuple[Mutant, ...] = (
             ),
         ),
         V033,
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         "ns_new_tokens_forgotten",
@@ -103,6 +105,7 @@ BUGS: tuple[Mutant, ...] = (
             ),
         ),
         V033,
+        tier=EXTENDED_TIER,
     ),
     # -- bugs that need a production extreme (each names the one of ``extremes`` it needs)
     Mutant(

@@ -4,7 +4,7 @@ out as ``--kernels`` files; tests/test_seeded_bugs.py runs a default campaign on
 
 from __future__ import annotations
 
-from ...targetkit.bugs import V033, Mutant, edit
+from ...targetkit.bugs import EXTENDED_TIER, V033, Mutant, edit
 
 # Mutants of vLLM 0.33's module (the bundled copy predates the kernel). "(variant on)" marks the
 # bugs only the has_num_rejected variant can show; the others show in both.
@@ -17,6 +17,7 @@ BUGS: tuple[Mutant, ...] = (
         (edit("block_num = tl.minimum(block_num, block_table_stride - 1)",
                "block_num = tl.minimum(block_num, block_table_stride)"),),
         V033,
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         "dfl_block_table_row_0",
@@ -86,6 +87,7 @@ BUGS: tuple[Mutant, ...] = (
     )
     slot = block_id"""),),
         V033,
+        tier=EXTENDED_TIER,
     ),
     # -- bugs that need a production extreme (each names the one of ``extremes`` it needs)
     Mutant(
