@@ -110,3 +110,17 @@ def test_file_defining_no_target(tmp_path):
 def test_file_raising_at_import(tmp_path):
     message = one_line_error(tmp_path / "boom.py", 'raise RuntimeError("boom")\n')
     assert "RuntimeError" in message and "boom" in message
+
+
+def test_a_utils_file_names_the_rejection_samplers_targets_as_another_files():
+    """A copy of vllm/v1/spec_decode/utils.py lacks the rejection sampler's kernels because they
+    live in another file of vLLM: the note says which, not that the copy should define them."""
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+
+    path = Path(__file__).resolve().parents[1] / "kernels" / "spec_decode_utils.py"
+    notes = implementations_for(parse_source(f"file:{path}"), None).notes
+    other = [n for n in notes if "rejection_sampler.py" in n]
+    assert len(other) == 1 and other[0].startswith("rejection_greedy_sample_kernel, "), notes
+    assert "another file: --kernels that file" in other[0]
+    utils = [n for n in notes if "does not define" in n and "copy_and_expand_dflash_inputs_kernel" in n]
+    assert len(utils) == 1 and "rejection" not in utils[0], notes

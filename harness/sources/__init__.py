@@ -204,10 +204,20 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
             if older:
                 notes.append(f"{base.path} does not define {', '.join(older)}: not tested "
                              f"(name one with --kernel to test the bundled production copy of it)")
-            if newer:
-                notes.append(f"{base.path} does not define {', '.join(newer)}: not tested (newer vLLM "
+            defined = [n for n in funcs if n in TARGETS]
+            home = TARGETS[(defined or newer or [""])[0]].module if (defined or newer) else ""
+            same = [n for n in newer if TARGETS[n].module == home]
+            if same:
+                notes.append(f"{base.path} does not define {', '.join(same)}: not tested (newer vLLM "
                              f"targets, not in the bundled copy either: --vllm-version X.Y.Z or --vllm test "
                              f"vLLM's own)")
+            by_module: dict[str, list[str]] = {}
+            for n in newer:
+                if TARGETS[n].module != home:
+                    by_module.setdefault(TARGETS[n].module, []).append(n)
+            for module, names_of in by_module.items():
+                notes.append(f"{', '.join(names_of)}: not tested (their code is vLLM's {module}, another "
+                             f"file: --kernels that file, --vllm-version X.Y.Z or --vllm test it)")
     else:
         missing = [n for n in names if n not in funcs]
         if missing and isinstance(base, file.FileSource):
