@@ -104,7 +104,7 @@ def _nsm(table: list[list[int]], qsl: list[int], positions: list[int], N: int, b
 def _masked_slot_mapping(cad, new_positions, is_rejected_token_mask, block_size, num_new_tokens, max_model_len):
     """vLLM 0.33.0's function with PR #54296's guard: a column past the row is PADDING_SLOT_ID."""
     batch_size, nb = cad.block_table_tensor.shape
-    req = torch.repeat_interleave(torch.arange(batch_size), cad.naive_query_lens() + num_new_tokens,
+    req = torch.repeat_interleave(torch.arange(batch_size, device=new_positions.device), cad.naive_query_lens() + num_new_tokens,
                                   output_size=len(new_positions))
     q = torch.clamp(new_positions, max=max_model_len - 1)
     col = q // block_size
