@@ -469,7 +469,8 @@ class TritonTarget(Target):
             outcome.differences += compare_all(e, actual, locate=locate, versus=f"{oname} oracle", guards=guards,
                                                sentinels=sentinels)
         if outcome.differences and not outcome.oracle_disagreements:
-            settled = self.settle(case, {n: actual[n][guards[n] : actual[n].size - guards[n]] for n in fills}, fills, device)
+            written = {n: actual[n][guards[n] : actual[n].size - guards[n]] for n in sentinels if n in actual}
+            settled = self.settle(case, written, sentinels, device)
             if settled is not None:
                 refills, again = self.expected(settled)
                 e = {n: a for n, a in next(iter(again.values())).items() if n not in lacks}

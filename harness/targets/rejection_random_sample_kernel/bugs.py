@@ -37,6 +37,6 @@ BUGS: tuple[Mutant, ...] = (
            extreme="beyond_1024_requests"),
     Mutant("rr_draft_id_int16", T, "random: the draft id is narrowed to int16 (ids past 32767 turn negative: rejected)",
            (edit("            draft_token_id = tl.load(draft_token_ids_ptr + start_idx + pos)\n",
-                 "            draft_token_id = tl.load(draft_token_ids_ptr + start_idx + pos).to(tl.int16)\n"),), V033,
+                 "            draft_token_id = tl.load(draft_token_ids_ptr + start_idx + pos).to(tl.int16).to(tl.int32)\n"),), V033,
            extreme="ids_past_32767"),
 )
