@@ -9,7 +9,7 @@ import numpy as np
 from ...core.case import Case
 from ...generation.choosers import Chooser
 from ...generation.strategies import Scale
-from .layout import MAX_BATCH, build
+from .layout import MAX_BATCH, PRODUCTION_LIMIT, build
 
 
 def body(c: Chooser, scale: Scale) -> Case:
@@ -21,9 +21,10 @@ def body(c: Chooser, scale: Scale) -> Case:
     on the device), with or without its optional fields."""
     R = c.integer_of([(1, 8), (1, 1), (1, scale.max_requests), (1, MAX_BATCH)])
     if c.choice(["small", "large"]) == "large":
-        lengths = c.array(np.int64, R, 1, 1 << 20).tolist()
+        share = max(1, (PRODUCTION_LIMIT // 2) // R)  # the tokens and the drafts stay below 2**30
+        lengths = c.array(np.int64, R, 1, min(1 << 20, share)).tolist()
         context = c.array(np.int64, R, 0, 1 << 24).tolist()
-        N = c.integer(1, 1 << 16)
+        N = c.integer(1, min(1 << 16, share))
     else:
         cap = c.choice(sorted({4, 16, 64, scale.max_query_len}))
         lengths = c.array(np.int64, R, 1, max(cap, 1)).tolist()
