@@ -89,8 +89,13 @@ def test_grid_kernel_binds_by_name_with_or_without_ptr():
                                       "num_rejected_tokens_gpu_ptr")), "takes extra"),
         (lambda: grid_kernel(lambda num_reqs: None, name=PI, ignores=("num_reqs",)), "both taken and ignored"),
         (lambda: grid_kernel(lambda: None, name="extend_all_queries_by_N"), "is not a kernel target"),
+        (lambda: grid_kernel(lambda num_reqs: None, name=PI, variant="no such variant"), "has no variant 'no such"),
+        (lambda: grid_kernel(lambda cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc_gpu,
+                             token_indices_to_sample, num_rejected_tokens_gpu, num_reqs: None, name=PI,
+                             variant="without num_rejected_tokens"), "takes num_rejected_tokens_gpu, which"),
     ],
-    ids=["missing", "unknown_target", "unknown_parameter", "taken_and_ignored", "not_a_kernel"],
+    ids=["missing", "unknown_target", "unknown_parameter", "taken_and_ignored", "not_a_kernel", "unknown_variant",
+         "not_the_variants_parameters"],
 )
 def test_grid_kernel_refuses_what_does_not_line_up(make, message):
     with pytest.raises(TypeError, match=message):

@@ -164,16 +164,18 @@ def test_cases_round_trip(name):
 # -- extend_all_queries_by_N: what the check reports ---------------------------------------------
 
 
-def _run(case: Case, fn, device: str = "cpu"):
+def _run(case: Case, fn, device: str = "cpu", tier: str = "production"):
     target = TARGETS[case.kernel]
-    target.validate(case)
+    target.validate(case, tier)
     outcome = target.check(case, fn, device)
     return outcome
 
 
 def test_extend_hand_case_passes(impls, backend):
-    for scalars in ({}, {"optional_fields": False}, {"N": 0}, {"num_reqs": 1}, {"device_copies_on_device": False}):
+    for scalars in ({}, {"optional_fields": False}):
         assert check_case(_extend_case(**scalars), impls, backend.device) is None
+    for scalars in ({"N": 0}, {"num_reqs": 1}, {"device_copies_on_device": False}):  # the extended tier (§4.4)
+        assert check_case(_extend_case(**scalars), impls, backend.device, domain="extended") is None
 
 
 def test_extend_in_place_mutation_is_reported(impls):
@@ -285,24 +287,31 @@ def test_extend_contract_limits(change, field):
     assert exc.value.field == field
 
 
-def test_extend_at_the_int32_limit_passes(impls, backend):
+def test_extend_at_the_int32_limit_passes_in_the_extended_tier(impls, backend):
+    """Values at the int32 limit are outside vLLM's range (docs/CONTRACT.md §4.2: far below
+    2**31): the extended tier, where the function still matches the oracles."""
     case = _extend_case().replace(
         arrays={
             "query_start_loc": np.array([0, 3, INT32_MAX - 6], dtype=np.int32),
             "seq_lens": np.array([10, INT32_MAX - 3], dtype=np.int32),
-        }
+        },
+        scalars={"num_actual_tokens": INT32_MAX - 6, "max_query_len": INT32_MAX - 9, "max_seq_len": INT32_MAX - 3},
     )
-    TARGETS[EXTEND].validate(case)
-    assert "at_int32_limit" in TARGETS[EXTEND].features_of(case)
-    assert check_case(case, impls, backend.device) is None
+    with pytest.raises(ContractViolation, match="at most 2\\*\\*30"):
+        TARGETS[EXTEND].validate(case)
+    TARGETS[EXTEND].validate(case, "extended")
+    assert "at_int32_limit" in TARGETS[EXTEND].extended_features_of(case)
+    assert check_case(case, impls, backend.device, domain="extended") is None
 
 
 # -- create_vllm_config_for_draft_model: what the check reports ----------------------------------
 
 
 def test_draft_assertion_is_expected(impls, backend):
+    """Without a speculative config (the extended tier: vLLM's proposer asserts one first,
+    docs/CONTRACT.md §5.2) the function must raise AssertionError."""
     case = _draft_case(speculative_config_present=False)
-    assert check_case(case, impls, backend.device) is None
+    assert check_case(case, impls, backend.device, domain="extended") is None
 
     def returns(cfg):
         return cfg
@@ -311,7 +320,7 @@ def test_draft_assertion_is_expected(impls, backend):
         raise ValueError("no speculative config")
 
     for fn, actual in ((returns, "returned VllmConfig"), (raises_other, "ValueError: no speculative config")):
-        outcome = _run(case, fn)
+        outcome = _run(case, fn, tier="extended")
         assert outcome.crash is None
         assert [(d.array, d.expected, d.actual) for d in outcome.differences] == [("result", "AssertionError", actual)]
 

@@ -19,7 +19,11 @@ tensor itself) are listed in ``ignores``; any other missing or unknown parameter
 when the file loads, so a port cannot silently drop an argument. A parameter named ``grid``
 receives the launch grid (a port that honours padded or partial grids needs it; most do not).
 ``numpy=True`` hands the function NumPy arrays instead of tensors (views of the same memory on
-the CPU; on a GPU, host copies that are copied back after the call).
+the CPU; on a GPU, host copies that are copied back after the call). ``variant=`` declares one of
+the target's older interfaces instead of its own (a target's ``variants``: for example
+``eagle_prepare_inputs_padded_kernel``'s ``"without num_rejected_tokens"``): the function then
+takes that interface's parameters, and the harness launches it, compares it and names it in its
+reports as that variant (the outputs the variant lacks are neither given nor compared).
 """
 
 from __future__ import annotations
@@ -103,22 +107,31 @@ def grid_kernel(
     name: str | None = None,
     ignores: Sequence[str] = (),
     numpy: bool = False,
+    variant: str | None = None,
 ) -> Any:
     """A plain function as a kernel target's implementation (see the module's docstring).
 
     Usable as ``@grid_kernel``, ``@grid_kernel(...)`` or ``grid_kernel(fn, name=...)``.
     ``name``: the kernel target (default: the function's name); ``ignores``: kernel
-    parameters the function does not take; ``numpy``: pass NumPy arrays. Raises
-    ``TypeError`` naming every parameter that does not line up.
+    parameters the function does not take; ``numpy``: pass NumPy arrays; ``variant``: the
+    name of one of the target's ``variants``, whose parameters the function takes instead of
+    the target's own. Raises ``TypeError`` naming every parameter that does not line up (and a
+    variant the target has not).
     """
     if fn is None:
-        return lambda f: grid_kernel(f, name=name, ignores=ignores, numpy=numpy)
+        return lambda f: grid_kernel(f, name=name, ignores=ignores, numpy=numpy, variant=variant)
 
     target = name or fn.__name__
     if target not in TARGETS or TARGETS[target].kind != "triton kernel" or TARGETS[target].parameters is None:
         kernels = [n for n, t in TARGETS.items() if t.kind == "triton kernel"]
         raise TypeError(f"grid_kernel({fn.__name__}): {target!r} is not a kernel target (name= one of {', '.join(kernels)})")
-    params = tuple(TARGETS[target].parameters or ())
+    if variant is None:
+        params = tuple(TARGETS[target].parameters or ())
+    elif variant in TARGETS[target].variants:
+        params = tuple(TARGETS[target].variants[variant].parameters)
+    else:
+        known = ", ".join(repr(v) for v in TARGETS[target].variants) or "none"
+        raise TypeError(f"grid_kernel({fn.__name__}): {target} has no variant {variant!r} (its variants: {known})")
     ours = [p.name for p in inspect.signature(fn).parameters.values()
             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     wants_grid = GRID in ours

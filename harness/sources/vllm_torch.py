@@ -1,21 +1,31 @@
 """The torch predecessors of vLLM's Triton kernels, from a release wheel (``--vllm-torch X.Y.Z``,
 spec ``vllm-torch:X.Y.Z``).
 
-Up to vLLM 0.11.x, ``EagleProposer.prepare_next_token_ids_padded`` in
-``vllm/v1/spec_decode/eagle.py`` computed in torch what ``eagle_prepare_next_token_padded_kernel``
-computes since vLLM replaced it by that kernel and declared the two equivalent (PR #28597). This
-source takes the method out of that release's wheel at run time (only ``eagle.py`` is taken out,
-through :func:`.wheels.fetch_members`; nothing of vLLM's enters the repository), writes it as a
-function of its own generated module file, and puts an adapter in front of it
-(:func:`.adapters.grid_kernel`) that maps the method's interface (a proposer, the batch's requests,
-the indices of the discarded requests) onto the kernel's, so that it is fuzzed as the kernel is.
+Up to vLLM 0.11.x, ``EagleProposer.prepare_next_token_ids_padded`` and
+``EagleProposer.prepare_inputs_padded`` in ``vllm/v1/spec_decode/eagle.py`` computed in torch
+what ``eagle_prepare_next_token_padded_kernel`` and ``eagle_prepare_inputs_padded_kernel``
+compute since vLLM replaced them by those kernels and declared the two equivalent (PR #28597).
+This source takes the methods out of that release's wheel at run time (only ``eagle.py`` is
+taken out, through :func:`.wheels.fetch_members`; nothing of vLLM's enters the repository),
+writes each as a function of its own generated module file, and puts an adapter in front of it
+(:func:`.adapters.grid_kernel`) that maps the method's interface (a proposer, the batch's
+requests, the indices of the discarded requests, attention metadata) onto the kernel's, so that
+it is fuzzed as the kernel is.
 
-The adapter's stand-ins hold what the kernel receives: request ``i``'s ``get_token_id`` is the
-kernel's ``backup_next_token_ids[i]``; the discarded requests are those of
+``prepare_next_token_ids_padded``'s adapter: request ``i``'s ``get_token_id`` is the kernel's
+``backup_next_token_ids[i]``; the discarded requests are those of
 ``discard_request_mask[:num_reqs]``; the method sees the first ``num_sampled_tokens_per_req``
 columns of the first ``num_reqs`` rows (every column of them: it has no tile size) and its
-int64 count is stored as the kernel's int32 output. A release without the method (0.12 and
-later) is a one-line error.
+int64 count is stored as the kernel's int32 output.
+
+``prepare_inputs_padded`` returns no rejected counts: its adapter has the kernel's variant
+interface ``"without num_rejected_tokens"`` (the target's ``variants``). The method gets
+``cu_num_draft_tokens[:num_reqs]`` as the speculative metadata's, ``valid_sampled_tokens_count
+[:num_reqs]``, and attention metadata whose ``query_start_loc`` (and its CPU copy) is
+``query_start_loc_gpu[:num_reqs + 1]`` (the rest stand-ins: a zero slot mapping, ones for the
+sequence lengths); its third result is stored as ``token_indices_to_sample[:num_reqs]``.
+
+A release without the methods (0.12 and later) is a one-line error.
 """
 
 from __future__ import annotations
@@ -35,7 +45,8 @@ from .file import cache_dir, exec_module
 KIND = "vllm-torch"
 MEMBER = "vllm/v1/spec_decode/eagle.py"
 CLASS = "EagleProposer"
-METHODS = {"eagle_prepare_next_token_padded_kernel": "prepare_next_token_ids_padded"}
+METHODS = {"eagle_prepare_inputs_padded_kernel": "prepare_inputs_padded",
+           "eagle_prepare_next_token_padded_kernel": "prepare_next_token_ids_padded"}
 """Target -> the method of :data:`CLASS` that was its torch predecessor."""
 
 _HEADER = '''\
@@ -45,6 +56,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+
+from eaglefuzz.kernels.vllm_types import CommonAttentionMetadata
 
 '''
 
@@ -133,7 +146,42 @@ def next_token_adapter(method: Any) -> Any:
     return adapter
 
 
-ADAPTERS = {"eagle_prepare_next_token_padded_kernel": next_token_adapter}
+VARIANT = "without num_rejected_tokens"
+"""The variant interface of ``eagle_prepare_inputs_padded_kernel`` that the method has."""
+
+
+def inputs_padded_adapter(method: Any) -> Any:
+    """``prepare_inputs_padded`` behind the variant interface ``"without num_rejected_tokens"``
+    of ``eagle_prepare_inputs_padded_kernel`` (see the module's docstring)."""
+    from .adapters import grid_kernel
+
+    @grid_kernel(name="eagle_prepare_inputs_padded_kernel", variant=VARIANT)
+    def adapter(cu_num_draft_tokens: Any, valid_sampled_tokens_count: Any, query_start_loc_gpu: Any,
+                token_indices_to_sample: Any, num_reqs: int) -> None:
+        import torch
+
+        from ...kernels.vllm_types import CommonAttentionMetadata
+
+        R, device = num_reqs, query_start_loc_gpu.device
+        qsl = query_start_loc_gpu[: R + 1]
+        qsl_cpu = qsl.cpu()
+        n = max(int(qsl_cpu[-1]), R, 0) + 1  # the proposer's arange and the slot mapping cover every token
+        seq_lens = torch.ones(R, dtype=torch.int32)
+        metadata = CommonAttentionMetadata(
+            query_start_loc=qsl, query_start_loc_cpu=qsl_cpu, seq_lens=seq_lens.to(device), seq_lens_cpu=seq_lens,
+            num_computed_tokens_cpu=torch.zeros(R, dtype=torch.int32), num_reqs=R, num_actual_tokens=n - 1,
+            max_query_len=0, max_seq_len=1, block_table_tensor=torch.zeros((R, 1), dtype=torch.int32, device=device),
+            slot_mapping=torch.zeros(n, dtype=torch.int64, device=device), causal=True)
+        proposer = SimpleNamespace(arange=torch.arange(n, dtype=torch.int32, device=device))
+        spec = SimpleNamespace(cu_num_draft_tokens=cu_num_draft_tokens[:R])
+        _, _, to_sample = method(proposer, metadata, spec, valid_sampled_tokens_count[:R])
+        token_indices_to_sample[:R] = to_sample.to(torch.int32)
+
+    return adapter
+
+
+ADAPTERS = {"eagle_prepare_inputs_padded_kernel": inputs_padded_adapter,
+            "eagle_prepare_next_token_padded_kernel": next_token_adapter}
 
 
 class VllmTorchSource(Source):
@@ -173,7 +221,7 @@ class VllmTorchSource(Source):
         path = self.module_file()
         funcs = {n: ADAPTERS[n](load_method(self.version, path, METHODS[n])) for n in wanted}
         origin = {n: self.origin(n) for n in funcs}
-        note = f"{self.describe()}: only {', '.join(METHODS)} has a torch predecessor here; the other targets are not tested"
+        note = f"{self.describe()}: only {', '.join(METHODS)} have a torch predecessor here; the other targets are not tested"
         return Implementations(funcs, origin, self, (note,) if names is None else ())
 
 

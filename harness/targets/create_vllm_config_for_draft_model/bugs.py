@@ -4,7 +4,7 @@ out as ``--kernels`` files; tests/test_seeded_bugs.py runs a default campaign on
 
 from __future__ import annotations
 
-from ...targetkit.bugs import Mutant, edit
+from ...targetkit.bugs import EXTENDED_TIER, Mutant, edit
 
 BUGS: tuple[Mutant, ...] = (
     Mutant(
@@ -54,6 +54,9 @@ BUGS: tuple[Mutant, ...] = (
 """,
             ),
         ),
+        # the proposer asserts the speculative config before it calls the function
+        # (docs/CONTRACT.md §5.2): only the extended tier's missing config shows the assertion gone
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         'draft_config_parallel_from_target',

@@ -9,7 +9,7 @@ from typing import Any
 from ...core.case import Case
 from ...generation.choosers import Chooser
 from ...generation.strategies import Scale
-from .layout import NAME, OTHER_SCALARS, SIDES
+from .layout import NAME, OTHER_SCALARS, PRODUCTION_METHOD, SAME_AS_TARGET, SIDES, SPEC_METHODS
 
 
 def _value(c: Chooser, enc: Any) -> Any:
@@ -51,18 +51,20 @@ def _next_to(enc: Any, other: Any) -> Any:
 
 
 def body(c: Chooser, scale: Scale) -> Case:
-    """An ordinary production case (docs/CONTRACT.md §5.2): a target config and a speculative
-    config (absent a quarter of the time), the drafter's fields differing from the target's in
-    every field or, field by field, equal to them or not."""
-    # choice() shrinks toward its first entry: toward a present speculative config and draft
-    # configs that differ from the target's in every field (what exposes most bugs).
-    present = c.choice([True, True, True, False])
+    """An ordinary production case (docs/CONTRACT.md §5.2), as ``DraftModelProposer`` hands it
+    over: a target config with a speculative config of the ``draft_model`` method, the drafter's
+    tensor-parallel size the target's, and the drafter's other fields differing from the target's
+    in every field or, field by field, equal to them or not."""
+    # choice() shrinks toward its first entry: toward draft configs that differ from the
+    # target's in every field vLLM lets differ (what exposes most bugs).
     differ = c.choice([True, False])
     scalars: dict[str, Any] = {}
     for side, fields in SIDES.items():
         twin = "target" + side[5:] if side.startswith("draft") else None
         for f, enc in fields.items():
-            if twin is not None and differ:
+            if twin is not None and f in SAME_AS_TARGET:
+                scalars[f"{side}.{f}"] = scalars[f"{twin}.{f}"]
+            elif twin is not None and differ:
                 scalars[f"{side}.{f}"] = _differing(c, enc, scalars[f"{twin}.{f}"])
             elif twin is not None:  # equal to the target's or not, field by field (same_rank)
                 scalars[f"{side}.{f}"] = scalars[f"{twin}.{f}"] if c.boolean() else _value(c, enc)
@@ -70,6 +72,7 @@ def body(c: Chooser, scale: Scale) -> Case:
                 scalars[f"{side}.{f}"] = _value(c, enc)
     for key, enc in OTHER_SCALARS.items():
         scalars[key] = _value(c, enc)
-    scalars["speculative_config_present"] = present
+    scalars["speculative_config_present"] = True
+    scalars["spec.method"] = SPEC_METHODS.index(PRODUCTION_METHOD)
     scalars["quant_config_present"] = c.choice([True, False])
     return Case(NAME, {}, scalars)

@@ -24,6 +24,16 @@ EXECUTOR_BACKENDS = ("mp", "ray", "uni", "external_launcher")
 SPEC_METHODS = ("eagle", "eagle3", "draft_model", "mtp")
 
 
+PRODUCTION_METHOD = "draft_model"
+"""The speculative method of every production case: only ``DraftModelProposer`` calls the
+function (docs/CONTRACT.md §5.2)."""
+
+
+SAME_AS_TARGET = ("tensor_parallel_size",)
+"""Parallel fields whose draft value is the target's in production: ``DraftModelProposer``
+refuses a drafter of another tensor-parallel size (docs/CONTRACT.md §5.2)."""
+
+
 DEVICES = ("cuda", "cpu", "xpu")
 
 

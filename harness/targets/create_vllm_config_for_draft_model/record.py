@@ -43,7 +43,18 @@ from ...targetkit.pyfunc import (
     StandInGap,
 )
 from . import cases, edges
-from .layout import MODEL_FIELDS, NAME, PARALLEL_FIELDS, SCALARS, decode, rule, value_ok
+from .layout import (
+    MODEL_FIELDS,
+    NAME,
+    PARALLEL_FIELDS,
+    PRODUCTION_METHOD,
+    SAME_AS_TARGET,
+    SCALARS,
+    SPEC_METHODS,
+    decode,
+    rule,
+    value_ok,
+)
 from .tour import SHAPES
 
 
@@ -167,13 +178,12 @@ class DraftConfig(PythonFunctionTarget):
     section = 5
     parameters = ("target_model_vllm_config",)
     features = {
-        "no_speculative_config": "speculative_config is None: the function must assert",
         "quantized_target": "the target has a quant_config (the drafter's must be None)",
         "unquantized_target": "the target has no quant_config",
-        "all_fields_differ": "every field of the draft model and parallel configs differs from the target's",
+        "all_fields_differ": "every field of the draft model and parallel configs that vLLM lets differ (all but "
+                             "tensor_parallel_size) differs from the target's",
         "some_fields_equal": "some draft model or parallel field equals the target's",
         "same_rank": "the draft parallel config's rank already equals the target's",
-        "draft_tp_differs": "the drafter's tensor_parallel_size differs from the target's",
         "quantized_draft_model": "the draft model config names a quantization method",
         "additional_config_set": "additional_config is not empty",
         "parallel_drafting": "spec.parallel_drafting is set",
@@ -197,6 +207,21 @@ class DraftConfig(PythonFunctionTarget):
     def validate(self, case: Case, tier: str = "production") -> None:
         if tier == "extended":
             return self.validate_extended(case)
+        self.validate_fields(case)
+        s = case.scalars
+        if not s["speculative_config_present"]:
+            raise ContractViolation("scalars.speculative_config_present", "must be true (the proposer asserts a "
+                                    "speculative config before it loads the draft)")
+        if decode(SCALARS["spec.method"], s["spec.method"]) != PRODUCTION_METHOD:
+            raise ContractViolation("scalars.spec.method", f"must be {SPEC_METHODS.index(PRODUCTION_METHOD)} "
+                                    f"({PRODUCTION_METHOD}: only DraftModelProposer calls the function)")
+        for f in SAME_AS_TARGET:
+            if s[f"draft_parallel.{f}"] != s[f"target_parallel.{f}"]:
+                raise ContractViolation(f"scalars.draft_parallel.{f}", f"must equal target_parallel.{f} "
+                                        "(DraftModelProposer refuses another drafter tensor-parallel size)")
+
+    def validate_fields(self, case: Case) -> None:
+        """Every field present, of its encoding, and no other (both tiers)."""
         if case.arrays:
             raise ContractViolation(f"arrays.{next(iter(case.arrays))}", "this function takes no arrays")
         for key, enc in SCALARS.items():
@@ -212,15 +237,14 @@ class DraftConfig(PythonFunctionTarget):
 
     def features_of(self, case: Case) -> frozenset[str]:
         s = case.scalars
-        if not s["speculative_config_present"]:
-            return frozenset({"no_speculative_config"})
+        if not s["speculative_config_present"]:  # the extended tier (edges.py)
+            return frozenset()
         f = {"quantized_target" if s["quant_config_present"] else "unquantized_target"}
-        pairs = [(f"target_{k}.{n}", f"draft_{k}.{n}") for k, fields in (("model", MODEL_FIELDS), ("parallel", PARALLEL_FIELDS)) for n in fields]
+        pairs = [(f"target_{k}.{n}", f"draft_{k}.{n}") for k, fields in (("model", MODEL_FIELDS), ("parallel", PARALLEL_FIELDS))
+                 for n in fields if not (k == "parallel" and n in SAME_AS_TARGET)]
         f.add("all_fields_differ" if all(s[t] != s[d] for t, d in pairs) else "some_fields_equal")
         if s["target_parallel.rank"] == s["draft_parallel.rank"]:
             f.add("same_rank")
-        if s["target_parallel.tensor_parallel_size"] != s["draft_parallel.tensor_parallel_size"]:
-            f.add("draft_tp_differs")
         if s["draft_model.quantization"] is not None:
             f.add("quantized_draft_model")
         if s["additional_config"] is not None:
@@ -313,7 +337,7 @@ class DraftConfig(PythonFunctionTarget):
     extended_features = edges.FEATURES
 
     def validate_extended(self, case: Case) -> None:
-        edges.validate(case, self.validate)
+        edges.validate(case, self.validate_fields)
 
     def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
         return edges.strategy(self.production_case, scale)

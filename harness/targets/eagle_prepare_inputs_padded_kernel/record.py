@@ -42,7 +42,7 @@ class PrepareInputsPadded(EdgesInModule, TritonTarget):
             parameters=("cu_num_draft_tokens_ptr", "valid_sampled_tokens_count_ptr",
                         "query_start_loc_gpu_ptr", "token_indices_to_sample_ptr", "num_reqs"),
             lacks=("num_rejected_tokens",),
-            found_in="vLLM 0.12-0.13 (the rejected counts came later)",
+            found_in="vLLM 0.12-0.13, and the torch prepare_inputs_padded of 0.11 (the rejected counts came later)",
         ),
     }
     inputs = {"cu_num_draft_tokens": I32, "valid_sampled_tokens_count": I32, "query_start_loc": I32}

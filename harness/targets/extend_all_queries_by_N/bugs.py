@@ -4,7 +4,7 @@ out as ``--kernels`` files; tests/test_seeded_bugs.py runs a default campaign on
 
 from __future__ import annotations
 
-from ...targetkit.bugs import Mutant, edit
+from ...targetkit.bugs import EXTENDED_TIER, Mutant, edit
 
 BUGS: tuple[Mutant, ...] = (
     Mutant(
@@ -112,6 +112,9 @@ BUGS: tuple[Mutant, ...] = (
 """,
             ),
         ),
+        # vLLM hands the function the drafter's unpadded metadata (num_reqs = batch_size(),
+        # docs/CONTRACT.md §4.2): only a padded batch of the extended tier tells the two apart
+        tier=EXTENDED_TIER,
     ),
     Mutant(
         'extend_arange_capped_at_1025',

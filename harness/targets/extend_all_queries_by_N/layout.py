@@ -32,6 +32,15 @@ free; capping it keeps cases (and their reproducers) small."""
 NEAR_LIMIT = 1 << 16
 
 
+PRODUCTION_LIMIT = 1 << 30
+"""The production tier's bound on every value after extension (``query_start_loc[i] + i*N``,
+``seq_lens + N``): vLLM's token counts are far below 2**31 (docs/CONTRACT.md §4.2)."""
+
+
+SLOT_ID_LIMIT = 1 << 31
+"""Slot ids of the production tier are below this (int32 slots, docs/CONTRACT.md §7.2), or -1."""
+
+
 ARRAYS = {
     "query_start_loc": (I32, 1),
     "seq_lens": (I32, 1),
@@ -52,8 +61,8 @@ ALIASES = {"_seq_lens_cpu": "seq_lens_cpu", "_num_computed_tokens_cpu": "num_com
 """vLLM's newer field names for the CPU caches -> ours."""
 
 
-def _slots(rng: np.random.Generator, n: int) -> np.ndarray:
-    out = rng.integers(0, 1 << 40, size=n, dtype=np.int64)
+def _slots(rng: np.random.Generator, n: int, wide: bool) -> np.ndarray:
+    out = rng.integers(0, 1 << 40 if wide else SLOT_ID_LIMIT, size=n, dtype=np.int64)
     out[rng.random(n) < 0.1] = -1
     return out
 
@@ -73,7 +82,11 @@ def build(
     causal: bool,
     optional_fields: bool,
     on_device: bool,
+    wide_ids: bool = False,
 ) -> Case:
+    """The case of requests with query ``lengths`` and sequence lengths ``seq``; the block table
+    and slot mappings random from ``seed``: block ids ``>= 0`` and slot ids below 2**31 (or -1)
+    as vLLM's, or (``wide_ids``, the extended tier) any int32 block ids and slots up to 2**40."""
     R = len(lengths)
     qsl = query_start_loc_from(lengths) if R else np.zeros(1, dtype=np.int32)
     tokens = int(qsl[-1]) + token_pad
@@ -83,9 +96,10 @@ def build(
         arrays={
             "query_start_loc": qsl,
             "seq_lens": np.asarray(seq, dtype=np.int64).astype(np.int32).reshape(R),
-            "block_table": rng.integers(INT32_MIN, INT32_MAX, size=(R, width), endpoint=True, dtype=np.int32),
-            "slot_mapping": _slots(rng, min(tokens, SLOT_CAP)),
-            "new_slot_mapping": _slots(rng, min(tokens + R * N, SLOT_CAP)),
+            "block_table": rng.integers(INT32_MIN if wide_ids else 0, INT32_MAX, size=(R, width), endpoint=True,
+                                        dtype=np.int32),
+            "slot_mapping": _slots(rng, min(tokens, SLOT_CAP), wide_ids),
+            "new_slot_mapping": _slots(rng, min(tokens + R * N, SLOT_CAP), wide_ids),
             "arange": np.arange(R + 1 + arange_extra, dtype=np.int32),
         },
         scalars={

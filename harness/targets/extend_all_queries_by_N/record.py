@@ -10,8 +10,8 @@ alone.
 
 In-contract values never overflow int32: torch adds ``N`` to the int32 ``seq_lens`` and
 ``i*N`` to the int32 ``query_start_loc`` in int32, and vLLM's token counts stay far below
-2**31; ``validate`` rejects a case whose results would wrap. Cases whose results come within
-2**16 of the limit (feature ``near_int32_limit``) are generated on purpose.
+2**31: the production tier keeps every extended value at most 2**30 (``PRODUCTION_LIMIT``).
+Values near and at the int32 limit, and results that wrap, are the extended tier (edges.py).
 """
 
 from __future__ import annotations
@@ -47,7 +47,15 @@ from ...targetkit.pyfunc import (
     snapshot,
 )
 from . import cases, edges
-from .layout import ALIASES, ARRAYS, BOOL_SCALARS, INT_SCALARS, NAME, NEAR_LIMIT
+from .layout import (
+    ALIASES,
+    ARRAYS,
+    BOOL_SCALARS,
+    INT_SCALARS,
+    NAME,
+    PRODUCTION_LIMIT,
+    SLOT_ID_LIMIT,
+)
 from .tour import SHAPES
 
 if TYPE_CHECKING:  # imported where a case runs: a process that only reads cases never loads torch
@@ -111,26 +119,18 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
         "new_slot_mapping",
     )
     features = {
-        "empty_batch": "no request at all (query_start_loc = [0])",
         "one_request": "a single request",
         "several_requests": "more than one request",
         "many_requests": "more than 64 requests",
         "large_batch": "more than 256 requests",
-        "n_zero": "N = 0 (nothing added; outside vLLM's use, defined by the contract)",
         "n_one": "N = 1",
         "n_several": "2 <= N <= 64",
         "n_large": "N > 64",
-        "padded_batch": "num_reqs < len(seq_lens): batch_size() is not num_reqs",
-        "empty_query": "some request has no query token (query_start_loc repeats)",
         "exact_arange": "arange exactly len(query_start_loc) long",
         "long_arange": "arange longer than needed (vLLM's persistent buffer)",
-        "near_int32_limit": "some extended int32 value within 2**16 of INT32_MAX",
-        "at_int32_limit": "some extended int32 value equal to INT32_MAX",
         "large_values": "token counts above 2**20",
-        "upper_bound_maxima": "max_query_len / max_seq_len above the true maxima (upper bounds)",
+        "upper_bound_max_seq_len": "max_seq_len above the longest sequence (an upper bound, as vLLM allows)",
         "optional_fields": "the optional fields (CPU caches, encoder, DCP, logits) are set",
-        "non_causal": "causal = False",
-        "device_copies_on_cpu": "the 'device' copies live on the CPU",
         "slot_mapping_resized": "new_slot_mapping is not as long as the old slot mapping",
         "padding_slots": "new_slot_mapping holds padding slots (-1)",
         # production extremes (reached by every default run: see ``shapes``)
@@ -139,8 +139,7 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
         "seq_lens_past_2_24": "an extended seq_len past 2**24 (long-context max_model_len)",
         "spec_tokens_15_plus": "N >= 15 (num_speculative_tokens >= 15)",
     }
-    extremes = ("beyond_1024_requests", "offsets_past_32767", "seq_lens_past_2_24", "spec_tokens_15_plus",
-                "at_int32_limit")
+    extremes = ("beyond_1024_requests", "offsets_past_32767", "seq_lens_past_2_24", "spec_tokens_15_plus")
     shapes = SHAPES
     cases = cases
 
@@ -185,6 +184,45 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
             raise ContractViolation("scalars.N", "query_start_loc[i] + i*N must fit in int32 (torch would wrap)")
         if B and int(seq.max()) + N > INT32_MAX:
             raise ContractViolation("scalars.N", "seq_lens + N must fit in int32 (torch would wrap)")
+        self._validate_vllm(case)
+
+    def _validate_vllm(self, case: Case) -> None:
+        """What vLLM's call site hands the function beyond the types (docs/CONTRACT.md §4.2):
+        the drafter's unpadded metadata of a non-empty batch, ``N >= 1``, values far below 2**31,
+        vLLM's block and slot ids."""
+        a, s = case.arrays, case.scalars
+        qsl, seq = a["query_start_loc"].astype(np.int64), a["seq_lens"].astype(np.int64)
+        B, N, qlen = len(seq), s["N"], np.diff(qsl)
+        if B == 0:
+            raise ContractViolation("arrays.seq_lens", "must hold at least one request (vLLM drafts for a non-empty batch)")
+        if np.any(qlen < 1):
+            raise ContractViolation("arrays.query_start_loc", "must be strictly increasing (every query has a token)")
+        if np.any(seq < qlen):
+            raise ContractViolation("arrays.seq_lens", "must be at least each request's query length")
+        if N < 1:
+            raise ContractViolation("scalars.N", "must be at least 1 (P - s of a drafter with extra input slots)")
+        if s["num_reqs"] != B:
+            raise ContractViolation("scalars.num_reqs", "must equal len(seq_lens) (the drafter's metadata is unpadded)")
+        if s["num_actual_tokens"] != int(qsl[-1]):
+            raise ContractViolation("scalars.num_actual_tokens", "must equal query_start_loc[-1] (unpadded metadata)")
+        if s["max_query_len"] != int(qlen.max()):
+            raise ContractViolation("scalars.max_query_len", "must be the longest query (vLLM computes it exactly)")
+        if s["max_seq_len"] < int(seq.max()):
+            raise ContractViolation("scalars.max_seq_len", "must be at least the longest sequence (an upper bound)")
+        top = max(int((qsl + np.arange(B + 1, dtype=np.int64) * N).max()), int(seq.max()) + N)
+        if top > PRODUCTION_LIMIT:
+            raise ContractViolation("scalars.N", f"every value after extension must be at most 2**30, is {top} "
+                                    "(vLLM's token counts are far below 2**31; near the int32 limit is the extended tier)")
+        if not s["causal"]:
+            raise ContractViolation("scalars.causal", "must be true (the drafter's metadata is causal)")
+        if not s["device_copies_on_device"]:
+            raise ContractViolation("scalars.device_copies_on_device", "must be true (vLLM's tensors are on the device)")
+        if np.any(a["block_table"] < 0):
+            raise ContractViolation("arrays.block_table", "must hold block ids >= 0")
+        for name in ("slot_mapping", "new_slot_mapping"):
+            v = a[name]
+            if np.any((v < -1) | (v >= SLOT_ID_LIMIT)):
+                raise ContractViolation(f"arrays.{name}", "must hold slot ids below 2**31, or -1 (PADDING_SLOT_ID)")
 
     # -- features ---------------------------------------------------------------------
 
@@ -192,34 +230,23 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
         a, s = case.arrays, case.scalars
         qsl, seq = a["query_start_loc"].astype(np.int64), a["seq_lens"].astype(np.int64)
         B, N = len(seq), s["N"]
+        smax = int(seq.max()) if B else 0  # an extended-tier case may have no request
         f = set()
-        f.add("empty_batch" if B == 0 else "one_request" if B == 1 else "several_requests")
+        if B:
+            f.add("one_request" if B == 1 else "several_requests")
         if B > 64:
             f.add("many_requests")
         if B > 256:
             f.add("large_batch")
-        f.add("n_zero" if N == 0 else "n_one" if N == 1 else "n_several" if N <= 64 else "n_large")
-        if s["num_reqs"] < B:
-            f.add("padded_batch")
-        if np.any(np.diff(qsl) == 0):
-            f.add("empty_query")
+        if N >= 1:
+            f.add("n_one" if N == 1 else "n_several" if N <= 64 else "n_large")
         f.add("exact_arange" if len(a["arange"]) == B + 1 else "long_arange")
-        top = max(int((qsl + np.arange(B + 1) * N).max()), int(seq.max()) + N if B else 0)
-        if top >= INT32_MAX - NEAR_LIMIT:
-            f.add("near_int32_limit")
-        if top == INT32_MAX:
-            f.add("at_int32_limit")
-        if int(qsl[-1]) > 1 << 20 or (B and int(seq.max()) > 1 << 20):
+        if int(qsl[-1]) > 1 << 20 or smax > 1 << 20:
             f.add("large_values")
-        qlen = np.diff(qsl)
-        if s["max_query_len"] > (int(qlen.max()) if B else 0) or s["max_seq_len"] > (int(seq.max()) if B else 0):
-            f.add("upper_bound_maxima")
+        if s["max_seq_len"] > smax:
+            f.add("upper_bound_max_seq_len")
         if s["optional_fields"]:
             f.add("optional_fields")
-        if not s["causal"]:
-            f.add("non_causal")
-        if not s["device_copies_on_device"]:
-            f.add("device_copies_on_cpu")
         if len(a["new_slot_mapping"]) != len(a["slot_mapping"]):
             f.add("slot_mapping_resized")
         if np.any(a["new_slot_mapping"] == -1):
@@ -228,7 +255,7 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
             f.add("beyond_1024_requests")
         if int(qsl[-1]) + B * N > INT16_MAX:
             f.add("offsets_past_32767")
-        if B and int(seq.max()) + N > FLOAT32_EXACT:
+        if B and smax + N > FLOAT32_EXACT:
             f.add("seq_lens_past_2_24")
         if N >= SPEC_TOKENS:
             f.add("spec_tokens_15_plus")
@@ -330,16 +357,35 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
         a, s = case.arrays, case.scalars
         B = len(a["seq_lens"])
         if B:
+            qsl0, seq0 = a["query_start_loc"].astype(np.int64), a["seq_lens"].astype(np.int64)
+            query_pad = s["max_query_len"] - int(np.diff(qsl0).max())
+            seq_pad = s["max_seq_len"] - int(seq0.max())
             for keep in [0, *shorter(B)]:
                 qsl = a["query_start_loc"][: keep + 1]
+                # the counts and maxima follow the requests kept (their padding, if any, stays)
                 yield case.replace(
                     arrays={
                         "query_start_loc": qsl,
                         "seq_lens": a["seq_lens"][:keep],
                         "block_table": a["block_table"][:keep],
                     },
-                    scalars={"num_reqs": min(s["num_reqs"], keep)},
+                    scalars={
+                        "num_reqs": min(s["num_reqs"], keep),
+                        "num_actual_tokens": s["num_actual_tokens"] - int(qsl0[-1]) + int(qsl[-1]),
+                        "max_query_len": max(0, (int(np.diff(qsl0[: keep + 1]).max()) if keep else 0) + query_pad),
+                        "max_seq_len": max(0, (int(seq0[:keep].max()) if keep else 0) + seq_pad),
+                    },
                 )
+        if B and np.any(np.diff(a["query_start_loc"].astype(np.int64)) != 1):
+            # one token per query (a decode batch): query_start_loc reads as an arange
+            qsl0 = a["query_start_loc"].astype(np.int64)
+            qsl = np.arange(B + 1, dtype=np.int32)
+            yield case.replace(
+                arrays={"query_start_loc": qsl, "seq_lens": np.maximum(a["seq_lens"], 1).astype(np.int32)},
+                scalars={"num_actual_tokens": s["num_actual_tokens"] - int(qsl0[-1]) + B,
+                         "max_query_len": s["max_query_len"] - int(np.diff(qsl0).max()) + 1,
+                         "max_seq_len": max(s["max_seq_len"], 1)},
+            )
         for n in sorted({0, 1, s["N"] // 2} - {s["N"]}):
             yield case.replace(scalars={"N": n})
         if len(a["arange"]) > B + 1:
@@ -350,6 +396,29 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
         for name, plain in (("optional_fields", False), ("device_copies_on_device", True), ("causal", True)):
             if s[name] != plain:
                 yield case.replace(scalars={name: plain})
+
+    def alike(self, case: Case, k: int) -> Case:
+        """``case`` with every request like request ``k`` (its query and sequence length and its
+        block-table row); the token count and the maxima follow, their padding kept."""
+        a, s = case.arrays, case.scalars
+        B = len(a["seq_lens"])
+        if B < 2 or not -B <= k < B or "query_start_loc_cpu" in a:
+            return case
+        qsl0, seq0 = a["query_start_loc"].astype(np.int64), a["seq_lens"].astype(np.int64)
+        lens = np.diff(qsl0)
+        L, S = int(lens[k]), int(seq0[k])
+        return case.replace(
+            arrays={
+                "query_start_loc": (np.arange(B + 1, dtype=np.int64) * L).astype(np.int32),
+                "seq_lens": np.full(B, S, dtype=np.int32),
+                "block_table": np.broadcast_to(a["block_table"][k], a["block_table"].shape).copy(),
+            },
+            scalars={
+                "num_actual_tokens": max(0, s["num_actual_tokens"] - int(qsl0[-1]) + B * L),
+                "max_query_len": max(0, s["max_query_len"] - int(lens.max()) + L),
+                "max_seq_len": max(0, s["max_seq_len"] - int(seq0.max()) + S),
+            },
+        )
 
     # -- extended tier (docs/CONTRACT.md §4.4): edges.py ----------------------------------
 

@@ -10,7 +10,6 @@ from ...core.case import Case
 from ...generation.strategies import (
     FLOAT32_EXACT,
     INT16_MAX,
-    INT32_MAX,
     MAX_NUM_SEQS,
     SPEC_TOKENS,
     Scale,
@@ -44,20 +43,7 @@ def _huge_offsets(rng: np.random.Generator, scale: Scale) -> Case:
     return _shape(rng, lengths, seq, int(rng.integers(SPEC_TOKENS, 65)))
 
 
-def _int32_limits(rng: np.random.Generator, scale: Scale) -> Case:
-    """Extended values exactly at INT32_MAX: the last start and one seq_len."""
-    R = int(rng.integers(1, 9))
-    N = int(rng.integers(SPEC_TOKENS, 65))
-    lengths = rng.integers(0, 64, size=R).tolist()
-    lengths[int(rng.integers(0, R))] += INT32_MAX - R * N - sum(lengths)
-    seq = [q + int(c) for q, c in zip(lengths, rng.integers(0, 4096, size=R), strict=True)]
-    seq = [min(x, INT32_MAX - N) for x in seq]
-    seq[int(rng.integers(0, R))] = INT32_MAX - N
-    return _shape(rng, lengths, seq, N)
-
-
 SHAPES = (
-    Shape("int32_limits", 1, _int32_limits),
     Shape("huge_offsets", 1, _huge_offsets),
     Shape("many_requests", 1, _many_requests),
 )
