@@ -259,7 +259,8 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
                 notes.append(bound.said)
                 continue
             hint = bound.said
-        untested[n] = interface_problem(n, impl, target.parameters, origin[n].file, hint) or ""
+        where = origin[n].file if isinstance(base, file.FileSource) else f"{origin[n].source}, {origin[n].file}"
+        untested[n] = interface_problem(n, impl, target.parameters, where, hint) or ""
         del funcs[n]
     unused = [p for p in params if p not in extras]
     if unused:
