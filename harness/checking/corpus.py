@@ -72,7 +72,7 @@ FINDING_FIELDS = ("report", "replay", "found_by", "found_at")
 ARRAY_FIELDS = ("dtype", "shape", "data")
 COMPACT_FIELDS = ("dtype", "shape", "fill", "entries")
 """The compact form of an array (schema 2): a fill value and the entries that differ from it."""
-COMPACT_MIN = 1024
+COMPACT_MIN = 128
 """An array of at least this many elements, of which at most :data:`COMPACT_SHARE` differ from
 its most common value, is written in the compact form (schema 2); every other array, and every
 array of a schema-1 file, as nested ``data`` lists."""
