@@ -3,7 +3,9 @@
 A file holds one :class:`~..core.case.Case` (schema 2, see ``corpus/README.md``): plain JSON, a
 stable key order, two-space indent and one array per line, so it reads and diffs well. Schema
 2 adds the case's domain tier (``production`` or ``extended``, :mod:`.domains`); a schema-1
-file (no tier) still loads, as a production case. The name is ``<hash12>.json``: the first 12
+file (no tier) still loads, as a production case. A large array that is mostly one value is
+written in schema 2's compact form (its fill and the entries that differ: :func:`compact_form`);
+the name does not depend on the form. The name is ``<hash12>.json``: the first 12
 hex digits of the SHA-256 of the canonical JSON of ``(schema 1, kernel, arrays, scalars,
 launch)``; the note, the finding and the tier are not part of it (the tier follows from the
 content), so the same case is stored once whatever was said about it, and the names of
