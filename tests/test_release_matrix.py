@@ -16,8 +16,8 @@ from types import ModuleType
 import pytest
 
 from eaglefuzz.harness import cli
+from eaglefuzz.harness.core.errors import UserError
 from eaglefuzz.harness.sources import implementations_for, parse_source
-from eaglefuzz.harness.sources import vllm as vsrc
 
 ROOT = Path(__file__).resolve().parents[1]
 GREEDY = "rejection_greedy_sample_kernel"
@@ -141,3 +141,25 @@ def test_the_release_matrix_gives_each_target_its_verdict(older_release: str, tm
     # nothing else to test: the run's one-line verdicts are the cells
     row = releases.run_release(older_release, 1, "interpreter", tmp_path / "found", [GREEDY])
     assert row.verdicts == {GREEDY: f"interface: {GREEDY_DIFF}"} and not row.whole
+
+
+def test_a_rejection_module_that_cannot_load_stops_its_targets_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spec-decode targets are still tested; each rejection target the file defines gets the
+    load's one-line reason."""
+    fake = _module("eaglefuzz_test_vllm_sources", ROOT / "tests" / "test_vllm_sources.py")
+    monkeypatch.setenv("EAGLEFUZZ_WHEELS", str(tmp_path))
+    wheel = fake.fake_wheel(tmp_path, "9.6.2")
+    with zipfile.ZipFile(wheel, "a") as z:
+        z.writestr("vllm/v1/sample/rejection_sampler.py",
+                   "from vllm.v1.outputs import SamplerOutput\n\nDEFAULT = SamplerOutput()  # no stand-in: it raises\n\n\n"
+                   "def rejection_greedy_sample_kernel(output_token_ids_ptr):\n    pass\n")
+    impls = implementations_for(parse_source("vllm-release:9.6.2"))
+    assert NT in impls.funcs and list(impls.untested) == [GREEDY]
+    line = impls.untested[GREEDY]
+    assert line.startswith("vLLM 9.6.2: cannot load vllm/v1/sample/rejection_sampler.py: ") and "\n" not in line
+    assert "SamplerOutput is not available to eaglefuzz" in line and line.endswith(f": {GREEDY} not tested")
+    absent = next(n for n in impls.notes if "does not define" in n)
+    assert RECOVERED in absent and GREEDY not in absent  # it defines the one, not the other
+    with pytest.raises(UserError) as exc:  # nothing else asked for: the verdict is the error
+        implementations_for(parse_source("vllm-release:9.6.2"), [GREEDY])
+    assert str(exc.value) == line
