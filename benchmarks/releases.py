@@ -125,6 +125,15 @@ def verdicts_of(report: dict, kernels: list[str] | None) -> tuple[dict[str, str]
     return {n: cells[n][0] for n in order}, any(cells[n][1] for n in order)
 
 
+def verdicts_from_errors(lines: list[str]) -> dict[str, str] | None:
+    """Target -> cell text from the error lines of a run that had nothing else to test (each
+    an interface verdict), or ``None`` when they are something else."""
+    found = [re.search(r"(\w+) has another interface", e) for e in lines]
+    if not lines or not all(found) or not all(_INTERFACE.search(e) for e in lines):
+        return None
+    return {m.group(1): interface_cell(e) for m, e in zip(found, lines, strict=True) if m}
+
+
 def run_release(version: str, examples: int, backend: str, findings: Path, kernels: list[str] | None = None) -> Row:
     """Fetch (timed alone), then fuzz one release in a child process and give each target
     its verdict: clean, a finding (its first difference and its case), or the interface
@@ -161,10 +170,8 @@ def run_release(version: str, examples: int, backend: str, findings: Path, kerne
     if isinstance(report, dict) and "targets" in report:  # exit 0, 1, 2 (a target untested) or 4
         cells, found = verdicts_of(report, kernels)
         return Row(version, fetch_s, fuzz_s, cells, finding=found)
-    if proc.returncode == 2 and err and all(_INTERFACE.search(e) for e in err):  # nothing else to test
-        cells = {}
-        for e in err:
-            cells[re.search(r"(\w+) has another interface", e).group(1)] = interface_cell(e)
+    cells = verdicts_from_errors(err) if proc.returncode == 2 else None
+    if cells:  # nothing else to test: the run's error lines are the verdicts
         return Row(version, fetch_s, fuzz_s, cells)
     if proc.returncode == 2 and err:
         return Row(version, fetch_s, fuzz_s, whole=f"cannot load: {err[-1]}")
