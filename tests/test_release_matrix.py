@@ -165,3 +165,14 @@ def test_a_rejection_module_that_cannot_load_stops_its_targets_alone(tmp_path: P
     with pytest.raises(UserError) as exc:  # nothing else asked for: the verdict is the error
         implementations_for(parse_source("vllm-release:9.6.2"), [GREEDY])
     assert str(exc.value) == line
+
+
+def test_the_tables_go_between_their_markers(tmp_path: Path) -> None:
+    releases = _module("eaglefuzz_test_releases", ROOT / "benchmarks" / "releases.py")
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Results\n\nbefore\n<!-- releases:x -->\nold table\n<!-- /releases:x -->\nafter\n")
+    releases.write_results("new table\n", "x", results)
+    assert results.read_text() == "# Results\n\nbefore\n<!-- releases:x -->\nnew table\n<!-- /releases:x -->\nafter\n"
+    releases.write_results("other", "y", results)  # no markers yet: a section at the end
+    assert results.read_text().endswith("after\n\n### The release matrix: y\n\n<!-- releases:y -->\nother\n"
+                                        "<!-- /releases:y -->\n")
