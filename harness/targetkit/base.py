@@ -354,6 +354,15 @@ class TritonTarget(Target):
         self.call_oracle(oracle, case.replace(arrays=inputs), outs)
         return outs | {n: inputs[n] for n in self.inout}
 
+    def settle(self, case: Case, written: Mapping[str, np.ndarray], fills: Mapping[str, int], device: str) -> Case | None:
+        """Where the contract leaves a decision to the backend's arithmetic (docs/CONTRACT.md
+        §11.3: compiled division within 2 ulps), ``case`` with those decisions made as the run
+        made them, read from ``written`` (each output without its guards; ``fills``: the
+        sentinel of an element not written), so that the oracles of the settled case are what
+        the contract allows this run to give. ``None`` (the default) where nothing is left
+        open: every difference stands."""
+        return None
+
     def expected(self, case: Case) -> tuple[dict[str, int], dict[str, dict[str, np.ndarray]]]:
         """Per output, a sentinel fill that no written element equals; and, per oracle, the
         expected whole buffers (guards included) when every buffer starts full of its sentinel.
@@ -459,6 +468,14 @@ class TritonTarget(Target):
         for oname, e in exp.items():
             outcome.differences += compare_all(e, actual, locate=locate, versus=f"{oname} oracle", guards=guards,
                                                sentinels=sentinels)
+        if outcome.differences and not outcome.oracle_disagreements:
+            written = {n: actual[n][guards[n] : actual[n].size - guards[n]] for n in sentinels if n in actual}
+            settled = self.settle(case, written, sentinels, device)
+            if settled is not None:
+                refills, again = self.expected(settled)
+                e = {n: a for n, a in next(iter(again.values())).items() if n not in lacks}
+                if refills == fills and not compare_all(e, actual, locate=locate, versus="oracle", guards=guards, sentinels=sentinels):
+                    outcome.differences = []
         changed = self._changed_inputs(case)
         inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays and n not in changed}
         outcome.differences += compare_all(inputs_expected, actual, locate=locate, versus="input as given", guards=guards)

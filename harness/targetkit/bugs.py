@@ -47,6 +47,11 @@ class Mutant:
     extreme: str = ""
     crash: bool = False
     tier: str = "production"
+    exact_division: bool = False
+    """The bug shows only where the contract fixes a quotient bit for bit (the division window
+    of docs/CONTRACT.md §11.3): compiled, a division within 2 ulps may decide such an input
+    either way, so the bug cannot be told from production there; it is caught under the
+    interpreter (and on the CPU port), which divides exactly."""
 
 
 def edit(old: str, new: str) -> tuple[str, str]:

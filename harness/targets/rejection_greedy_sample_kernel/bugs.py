@@ -38,6 +38,6 @@ BUGS: tuple[Mutant, ...] = (
            extreme="beyond_1024_requests"),
     Mutant("gr_argmax_int16", T, "greedy: the argmax is narrowed to int16 (ids past 32767 wrap)",
            (edit("            target_argmax_id = tl.load(target_argmax_ptr + start_idx + pos).to(tl.int32)\n",
-                 "            target_argmax_id = tl.load(target_argmax_ptr + start_idx + pos).to(tl.int16)\n"),), V033,
+                 "            target_argmax_id = tl.load(target_argmax_ptr + start_idx + pos).to(tl.int16).to(tl.int32)\n"),), V033,
            extreme="ids_past_32767"),
 )

@@ -4,14 +4,15 @@ writes them out as ``--kernels`` files; tests/test_seeded_bugs.py runs a default
 
 from __future__ import annotations
 
-from ...targetkit.bugs import V033, Mutant, edit
+from ...targetkit.bugs import EXTENDED_TIER, V033, Mutant, edit
 
 T = "rejection_random_sample_kernel"
 ACCEPT = "                accepted = draft_prob > 0 and target_prob / draft_prob >= uniform_prob\n"
 
 BUGS: tuple[Mutant, ...] = (
     Mutant("rr_strict_boundary", T, "random: accepted only when p / q > u (u equal to the quotient is rejected)",
-           (edit(ACCEPT, ACCEPT.replace(">= uniform_prob", "> uniform_prob")),), V033),
+           (edit(ACCEPT, ACCEPT.replace(">= uniform_prob", "> uniform_prob")),), V033, tier=EXTENDED_TIER,
+           exact_division=True),
     Mutant("rr_uniform_float32", T, "random: the float64 uniform is rounded to float32 before the comparison",
            (edit("            uniform_prob = tl.load(uniform_probs_ptr + start_idx + pos)\n",
                  "            uniform_prob = tl.load(uniform_probs_ptr + start_idx + pos).to(tl.float32)\n"),), V033),
@@ -36,6 +37,6 @@ BUGS: tuple[Mutant, ...] = (
            extreme="beyond_1024_requests"),
     Mutant("rr_draft_id_int16", T, "random: the draft id is narrowed to int16 (ids past 32767 turn negative: rejected)",
            (edit("            draft_token_id = tl.load(draft_token_ids_ptr + start_idx + pos)\n",
-                 "            draft_token_id = tl.load(draft_token_ids_ptr + start_idx + pos).to(tl.int16)\n"),), V033,
+                 "            draft_token_id = tl.load(draft_token_ids_ptr + start_idx + pos).to(tl.int16).to(tl.int32)\n"),), V033,
            extreme="ids_past_32767"),
 )

@@ -19,7 +19,8 @@ def body(c: Chooser, scale: Scale) -> Case:
     """An ordinary production case: ragged draft counts up to 16, ``max_spec_len`` the largest
     (now and then larger), target and draft rows peaked, flat, sparse, tied, subnormal or
     random (equal or within ulps of each other now and then), ``NO_DRAFT_PROBS`` or not,
-    uniforms at the acceptance boundary, ``-1`` padding, mixed batches, synthetic mode."""
+    uniforms at the acceptance boundary ``u = p`` without draft probabilities (with them no
+    uniform in the division window: §11.2), ``-1`` padding, mixed batches, synthetic mode."""
     regime = c.choice(["small"] * 7 + ["medium"] * 3)
     B = c.integer(1, 8 if regime == "small" else max(1, scale.max_requests))
     K = c.integer_of([(1, 4), (0, 16)])

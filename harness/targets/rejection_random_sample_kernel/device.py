@@ -4,8 +4,9 @@ and probability tables of up to 2**28 elements (1 GiB each) drawn on the GPU as 
 (peaked, flat, sparse), with and without draft probabilities, ``-1`` padding, synthetic mode in
 one step in eight. The uniforms are ``torch.rand`` float64, as vLLM draws them; without draft
 probabilities two thirds of them sit on the acceptance boundary (``u = p`` and the next float64
-above it). With draft probabilities they stay off it: compiled Triton's approximate division may
-decide otherwise within 2 ulp of the quotient (docs/CONTRACT.md §11.3). Checked on the device
+above it). With draft probabilities they stay off it, and out of the division window: compiled
+Triton's approximate division may decide otherwise within 2 ulp of the quotient
+(docs/CONTRACT.md §11.3). Checked on the device
 against the torch oracle."""
 
 from __future__ import annotations
@@ -26,9 +27,27 @@ from ...targetkit.device_draws import (
     softmax_table,
     synthetic_rates,
 )
+from .layout import WINDOW_ULPS
 from .record import TARGET
 
 MAX_REQUESTS = 1024
+
+
+def clear_window(u: torch.Tensor, ids: torch.Tensor, target: torch.Tensor, draft: torch.Tensor, V: int) -> torch.Tensor:  # noqa: N803
+    """``u`` with every uniform in its draft's division window (``layout.window_bounds``: within
+    ``WINDOW_ULPS`` float32 steps of the IEEE quotient ``p / q``) moved to the window's lower end,
+    as the CPU's generators do: torch.rand does land there now and then, and a compiled division
+    may decide such a uniform either way (docs/CONTRACT.md §11.2-§11.3)."""
+    at = torch.arange(ids.numel(), device=u.device) * V + ids.long().clamp(min=0)
+    p, q = target.reshape(-1)[at], draft.reshape(-1)[at]
+    quot = p / q  # torch's float32 division is correctly rounded, on the CPU and on CUDA
+    lo, hi = quot.clone(), quot.clone()
+    for _ in range(WINDOW_ULPS):
+        lo = torch.nextafter(lo, torch.full_like(lo, -float("inf")))
+        hi = torch.nextafter(hi, torch.full_like(hi, float("inf")))
+    lo, hi = lo.double().clamp(min=0), hi.double()
+    inside = (ids >= 0) & (q > 0) & torch.isfinite(quot) & (quot >= 0) & (u > lo) & (u <= hi)
+    return torch.where(inside, lo, u)
 
 
 class RandomDevice(DeviceTarget):
@@ -51,6 +70,8 @@ class RandomDevice(DeviceTarget):
             above = torch.nextafter(p, torch.full_like(p, 2.0))
             pick = torch.randint(0, 3, (N,), generator=gen, device=device)
             u = torch.where(pick == 0, p, torch.where(pick == 1, above, u))
+        if with_draft and N:
+            u = clear_window(u, ids, target, draft, V)
         inputs = {
             "cu_num_draft_tokens": torch.from_numpy(step.cu).to(device),
             "draft_token_ids": ids,

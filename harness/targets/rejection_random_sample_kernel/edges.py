@@ -5,7 +5,11 @@ every read inside its table): the last random request with more drafts than ``ma
 (its positions past the row and its bonus land in the rows after it: the output then has
 ``output_rows`` rows), and a decreasing ``cu_num_draft_tokens`` (``d_r < 0``: no draft is
 visited and the bonus lands ``-d_r`` slots before row ``r``, in a greedy request's row, which no
-program writes). The oracles compute §11.1 on them unchanged.
+program writes). And uniforms vLLM does produce, but where the contract fixes the decision only
+for a correctly rounded division: with draft probabilities, a uniform within 3 float32 steps of
+its draft's quotient ``p / q`` (on it, or one float64 ulp off: the division window of §11.3). The
+oracles compute §11.1 on them unchanged; a compiled run may decide a window's uniform either way
+(``RejectionRandom.settle``).
 """
 
 from __future__ import annotations
@@ -32,11 +36,12 @@ from ...targetkit.draft_rows import (
     check_int,
     check_rows,
 )
-from .layout import build
+from .layout import build, drafted, in_window
 
 FEATURES = {
     "past_the_row": "the last random request has more drafts than max_spec_len (writes past its row)",
     "decreasing_cu": "cu_num_draft_tokens decreases (d_r < 0): the bonus lands before the row",
+    "division_window": "with draft probabilities, a visited uniform within 3 float32 steps of p / q (on it, or one ulp off)",
 }
 
 
@@ -116,19 +121,26 @@ def validate(case: Case, dtypes: dict) -> None:
 
 def features_of(case: Case) -> frozenset[str]:
     rows = Rows.of(case.arrays["cu_num_draft_tokens"])
-    checks = {"past_the_row": rows.longest > case.scalars["max_spec_len"], "decreasing_cu": bool(np.any(rows.d < 0))}
+    t, p, q = drafted(case.arrays, case.scalars["vocab_size"])
+    checks = {"past_the_row": rows.longest > case.scalars["max_spec_len"], "decreasing_cu": bool(np.any(rows.d < 0)),
+              "division_window": bool(np.any(in_window(case.arrays["uniform_probs"][t], p, q)))}
     return frozenset(k for k, v in checks.items() if v)
 
 
 def body(c: Chooser, scale: Scale) -> Case:
     """A production case made an edge: its last request random with ``max_spec_len + 1 + k``
-    drafts (and rows enough for its writes), or a request ``r >= 1`` after a greedy one given
-    ``d_r = -m`` (its bonus lands in that request's row)."""
+    drafts (and rows enough for its writes), a request ``r >= 1`` after a greedy one given
+    ``d_r = -m`` (its bonus lands in that request's row), or uniforms on the acceptance
+    boundary of ``p / q`` with draft probabilities (the division window of §11.3)."""
     B = c.integer(1, 6)
     L = c.integer(1, 6)
     counts = [int(x) for x in c.array(np.int64, B, 0, L)]
-    kind = c.choice(["past_the_row", "decreasing_cu"]) if B >= 2 else "past_the_row"
+    kind = c.choice(["past_the_row", "decreasing_cu", "division_window"] if B >= 2 else ["past_the_row", "division_window"])
     seed = c.integer(0, (1 << 32) - 1)
+    if kind == "division_window":
+        return build(counts, L, V=c.choice([16, 100]), seed=seed, target_kind=c.choice(KINDS),
+                     draft_kind=c.choice(KINDS), relation=c.choice(["independent", "equal", "close"]),
+                     greedy=c.choice(["all_random", "mixed"]), boundary=c.choice([0.5, 1.0]), window=True)
     kinds = {"target_kind": c.choice(KINDS), "draft_kind": c.choice([*KINDS, None]),
              "relation": c.choice(["independent", "equal"]), "boundary": c.choice([0.0, 0.5])}
     if kind == "past_the_row":

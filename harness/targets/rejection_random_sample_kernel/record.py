@@ -28,7 +28,20 @@ from ...targetkit.draft_rows import (
     split,
 )
 from . import cases, edges
-from .layout import BOOL, F32, F64, I32, I64, NAME, PER_REQUEST, PER_TOKEN
+from .layout import (
+    BOOL,
+    F32,
+    F64,
+    I32,
+    I64,
+    NAME,
+    PER_REQUEST,
+    PER_TOKEN,
+    WINDOW_ULPS,
+    drafted,
+    in_window,
+    window_bounds,
+)
 from .tour import SHAPES
 
 MODULE = "vllm/v1/sample/rejection_sampler.py"
@@ -170,6 +183,14 @@ class RejectionRandom(EdgesInModule, TritonTarget):
         extra = sorted(set(a) - {*self.inputs, "draft_probs", "synthetic_conditional_rates"})
         if extra:
             raise ContractViolation(f"arrays.{extra[0]}", "is not an input of this kernel")
+        t, p, q = drafted(a, V)
+        at = np.flatnonzero(in_window(a["uniform_probs"][t], p, q))
+        if at.size:
+            raise ContractViolation(
+                "arrays.uniform_probs",
+                f"must not lie within {WINDOW_ULPS} float32 steps of its draft's quotient p / q (token {int(t[at[0]])}): "
+                "a compiled division may decide it either way (docs/CONTRACT.md §11.3); the extended tier draws it",
+            )
 
     def features_of(self, case: Case) -> frozenset[str]:
         a = case.arrays
@@ -282,6 +303,38 @@ class RejectionRandom(EdgesInModule, TritonTarget):
 
     def join_requests(self, case: Case, pieces: list[Any]) -> Case:
         return join(case, pieces, PER_REQUEST, PER_TOKEN)
+
+    def settle(self, case: Case, written: Mapping[str, np.ndarray], fills: Mapping[str, int], device: str) -> Case | None:
+        """Compiled (``device`` not the CPU: docs/CONTRACT.md §11.3), a uniform in its draft's
+        division window may be decided either way: the case with each such uniform moved out of
+        the window to the side the run decided (read from where the request's row stops: a
+        rejection at slot ``j`` writes slots ``0..j``, a request with every draft accepted
+        ``0..d``). Every other decision stays as §11.1 makes it."""
+        a = case.arrays
+        if device == "cpu" or "draft_probs" not in a or "synthetic_conditional_rates" in a:
+            return None
+        rows = Rows.of(a["cu_num_draft_tokens"])
+        V, L = case.scalars["vocab_size"], case.scalars["max_spec_len"]
+        out = written["output_token_ids"].reshape(-1, L + 1)
+        u = a["uniform_probs"].copy()
+        moved = False
+        for r in range(rows.B):
+            if a["is_greedy"][r] or rows.d[r] <= 0 or r >= out.shape[0]:
+                continue
+            stop = int(np.argmax(out[r] == fills["output_token_ids"])) - 1 if np.any(out[r] == fills["output_token_ids"]) else L
+            for j in range(min(int(rows.d[r]), stop + 1)):
+                t = int(rows.s[r]) + j
+                did = int(a["draft_token_ids"][t])
+                if not 0 <= did < V:
+                    continue
+                p, q = a["target_probs"][t, did], a["draft_probs"][t, did]
+                if not in_window(u[t : t + 1], np.array([p]), np.array([q]))[0]:
+                    continue
+                lo, hi, _ = window_bounds(np.array([p]), np.array([q]))
+                accept = j < stop
+                u[t] = max(float(lo[0]), 0.0) if accept else np.nextafter(u.dtype.type(hi[0]), u.dtype.type(np.inf))
+                moved = True
+        return case.replace(arrays={"uniform_probs": u}) if moved else None
 
     def shrink_moves(self, case: Case) -> Iterator[Case]:
         rows = Rows.of(case.arrays["cu_num_draft_tokens"])

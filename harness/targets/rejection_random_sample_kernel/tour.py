@@ -16,21 +16,23 @@ from .layout import build
 def _big_vocab(rng: np.random.Generator, scale: Scale) -> Case:
     """Gemma 3's vocabulary: one or two requests of 1 to 3 drafts drawn from sparse rows over
     262144 ids (most past 32767; zeros elsewhere keep the case's file small), the target's rows
-    equal to the draft's: every quotient is 1, so every draft is accepted, its id written."""
+    equal to the draft's: every quotient is 1, so every draft is accepted, its id written
+    (no uniform lies in the division window: §11.2)."""
     B = int(rng.integers(1, 3))
     counts = [int(rng.integers(1, 4)) for _ in range(B)]
     return build(counts, max(counts), V=MAX_VOCAB, seed=int(rng.integers(0, 1 << 32)),
-                 target_kind="sparse", draft_kind="sparse", relation="equal", boundary=0.5)  # fmt: skip
+                 target_kind="sparse", draft_kind="sparse", relation="equal")  # fmt: skip
 
 
 def _sixteen_drafts(rng: np.random.Generator, scale: Scale) -> Case:
     """num_speculative_tokens = 16: up to 4 requests, one of 16 drafts, the others ragged;
-    tables close to each other (acceptance runs long), uniforms at the boundary."""
+    tables close to each other (acceptance runs long); without draft probabilities now and
+    then, the uniforms then at the boundary ``u = p``."""
     B = int(rng.integers(1, 5))
     counts = [int(x) for x in rng.integers(0, 17, size=B)]
     counts[int(rng.integers(0, B))] = 16
     return build(counts, 16, V=int(rng.choice([100, 1000])), seed=int(rng.integers(0, 1 << 32)),
-                 target_kind=str(rng.choice(["peaked", "random"])), draft_kind=str(rng.choice(["peaked", "random"])),
+                 target_kind=str(rng.choice(["peaked", "random"])), draft_kind=[None, "peaked", "random"][int(rng.integers(0, 3))],
                  relation=str(rng.choice(["equal", "close"])), boundary=0.5, pad=0.1)  # fmt: skip
 
 
