@@ -1,18 +1,26 @@
-"""The release matrix (not a test): fuzz every vLLM release's module, print a Markdown table.
+"""The release matrix (not a test): fuzz every vLLM release's targets, print Markdown tables.
 
 For each release from ``--since`` (0.12.0) to the newest on the package index
 (``pip index versions vllm``; or the ``--versions`` given), its files are fetched once
-(``~/.cache/eaglefuzz/wheels``: the extracted files only) and
+(``~/.cache/eaglefuzz/wheels``: the extracted files only: every target's module, the
+spec-decode utils and the rejection sampler, with the files they run with) and
 ``eaglefuzz fuzz --vllm-version X --examples N --json`` runs in a child process. One row per
-release: the targets the module defines, the verdict (clean / finding / interface mismatch /
-cannot load, with the reason) and the times. Findings go to a temporary folder, not ``corpus/``.
+release, one column per target, each cell that target's verdict in that release: clean (its
+examples), a finding (its kind, first difference and case file), an interface verdict (the
+release's function has other parameters than the contract's: what is missing and extra; not
+tested, not a finding) or ``-`` (the release does not define it); a release that cannot be
+fetched or loaded gets one verdict. A second table gives each target's parameter lists across
+the releases, parsed from the files. Findings go to a temporary folder (or
+``$EAGLEFUZZ_RELEASES_FINDINGS``), not ``corpus/``.
 
     python benchmarks/releases.py [--examples N] [--since X.Y.Z] [--versions X.Y.Z ...]
                                   [--kernel NAME ...] [--jobs J] [--backend B] [--output FILE]
+                                  [--results SECTION]
 
 With ``--kernel``, only those targets are fuzzed (a release that defines none of them says so).
+``--results SECTION`` writes the tables into ``benchmarks/RESULTS.md`` too.
 
-Exit status: 0 when no release has a finding, 1 when one has (a table is printed either way).
+Exit status: 0 when no release has a finding, 1 when one has (the tables are printed either way).
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,16 +60,84 @@ def index_versions(since: str) -> list[str]:
 
 @dataclass
 class Row:
+    """One release: a verdict per target (``verdicts``: target -> cell text), or one verdict
+    for the whole release (``whole``: it cannot be fetched or loaded)."""
+
     version: str
     fetch_s: float
-    targets: str
-    verdict: str
-    fuzz_s: float
+    fuzz_s: float = 0.0
+    verdicts: dict[str, str] = field(default_factory=dict)
+    whole: str = ""
     finding: bool = False
+
+    @property
+    def verdict(self) -> str:
+        """The row in one phrase (the progress line)."""
+        if self.whole:
+            return self.whole
+        return "; ".join(f"{n}: {v}" for n, v in self.verdicts.items()) or "no target"
+
+
+def _value(v: object) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def finding_cell(f: dict) -> str:
+    """A finding, in a table cell: its kind, its first difference (or its crash) and its case."""
+    what = f["kind"]
+    if f.get("differences"):
+        d = f["differences"][0]
+        where = d["array"] if d["index"] is None else f"{d['array']}[{d['index']}]"
+        req = "" if d.get("request") is None else f" (request {d['request']})"
+        more = f", {f['differences_total'] - 1} more" if f.get("differences_total", 1) > 1 else ""
+        what += f": {where}{req} expected {_value(d['expected'])}, actual {_value(d['actual'])}{more}"
+    elif f.get("crash") or f.get("hang"):
+        what += ": " + " ".join(str(f.get("crash") or f.get("hang")).split())[:120]
+    case = f" (case {Path(f['file']).name})" if f.get("file") else ""
+    return f"**{what}**{case}"
+
+
+_INTERFACE = re.compile(r"has another interface than the contract's \((.*?)\): not a bug finding")
+
+
+def interface_cell(line: str) -> str:
+    """An interface verdict (one line of the run), in a table cell: what differs."""
+    m = _INTERFACE.search(line)
+    return f"interface: {m.group(1)}" if m else f"not tested: {line}"
+
+
+def verdicts_of(report: dict, kernels: list[str] | None) -> tuple[dict[str, str], bool]:
+    """Target -> cell text from a run's JSON document, and whether any target has a finding."""
+    variants = {n.split(": ")[0]: n.split("variant '")[1].split("'")[0]
+                for n in report["notes"] if "tested as variant '" in n}
+    cells: dict[str, tuple[str, bool]] = {}
+    for n, t in report["targets"].items():
+        if t["findings"]:
+            cells[n] = ("; ".join(finding_cell(f) for f in t["findings"][:1]), True)
+        else:
+            edge = f", {len(t['edge_divergences'])} edge divergence(s)" if t.get("edge_divergences") else ""
+            var = f"; variant {variants[n]}" if n in variants else ""
+            cells[n] = (f"clean ({t['examples']}{var}{edge})", False)
+    for n, line in report.get("untested", {}).items():
+        cells[n] = (interface_cell(line), False)
+    order = [n for n in (kernels or list(cells)) if n in cells] + [n for n in cells if kernels and n not in kernels]
+    return {n: cells[n][0] for n in order}, any(cells[n][1] for n in order)
+
+
+def verdicts_from_errors(lines: list[str]) -> dict[str, str] | None:
+    """Target -> cell text from the error lines of a run that had nothing else to test (each
+    an interface verdict), or ``None`` when they are something else."""
+    found = [re.search(r"(\w+) has another interface", e) for e in lines]
+    if not lines or not all(found) or not all(_INTERFACE.search(e) for e in lines):
+        return None
+    return {m.group(1): interface_cell(e) for m, e in zip(found, lines, strict=True) if m}
 
 
 def run_release(version: str, examples: int, backend: str, findings: Path, kernels: list[str] | None = None) -> Row:
-    """Fetch (timed alone), then fuzz one release in a child process and classify the result."""
+    """Fetch (timed alone), then fuzz one release in a child process and give each target
+    its verdict: clean, a finding (its first difference and its case), or the interface
+    verdict (what differs from the contract's parameters)."""
     from eaglefuzz.harness.core.errors import UserError
     from eaglefuzz.harness.sources.vllm import release_files
 
@@ -69,23 +145,12 @@ def run_release(version: str, examples: int, backend: str, findings: Path, kerne
     try:
         release_files(version)
     except UserError as exc:
-        return Row(version, time.monotonic() - start, "-", f"cannot fetch: {exc}", 0.0)
+        return Row(version, time.monotonic() - start, whole=f"cannot fetch: {exc}")
     fetch_s = time.monotonic() - start
     if kernels:  # only those the release defines (naming an absent one is a usage error)
-        from eaglefuzz.harness.core.errors import UserError as NoModule
-        from eaglefuzz.harness.sources.vllm import release_module_file
-        from eaglefuzz.harness.targets import TARGETS
-
-        def defines(k: str) -> bool:  # in its target's own module (the rejection sampler's, the spec-decode one)
-            try:
-                text = release_module_file(version, TARGETS[k].module).read_text()
-            except NoModule:
-                return False
-            return re.search(rf"^def {re.escape(k)}\b", text, re.M) is not None
-
-        kernels = [k for k in kernels if k in TARGETS and defines(k)]
+        kernels = [k for k in kernels if defines(version, k)]
         if not kernels:
-            return Row(version, fetch_s, "-", "defines none of the targets asked for", 0.0)
+            return Row(version, fetch_s, whole="defines none of the targets asked for")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     start = time.monotonic()
     proc = subprocess.run(
@@ -96,35 +161,127 @@ def run_release(version: str, examples: int, backend: str, findings: Path, kerne
     )
     fuzz_s = time.monotonic() - start
     err = [ln.removeprefix("eaglefuzz: error: ") for ln in proc.stderr.splitlines() if ln.startswith("eaglefuzz: error:")]
-    if proc.returncode in (0, 1):
+    report = None
+    if proc.stdout.strip():
         try:
             report = json.loads(proc.stdout)
         except ValueError:
-            return Row(version, fetch_s, "?", f"no report (exit {proc.returncode})", fuzz_s)
-        names = list(report["targets"])
-        variants = [n.split(": ")[0] for n in report["notes"] if "tested as variant" in n]
-        targets = ", ".join(f"{n} (variant)" if n in variants else n for n in names)
-        found = {n: len(t["findings"]) for n, t in report["targets"].items() if t["findings"]}
-        if found:
-            kinds = "; ".join(f"{n}: {t['findings'][0]['kind']}" for n, t in report["targets"].items() if t["findings"])
-            return Row(version, fetch_s, targets, f"**finding** ({kinds}; saved in {findings / version})", fuzz_s, True)
-        n_ex = sum(t["examples"] for t in report["targets"].values())
-        return Row(version, fetch_s, targets, f"clean ({n_ex} examples)", fuzz_s)
+            report = None
+    if isinstance(report, dict) and "targets" in report:  # exit 0, 1, 2 (a target untested) or 4
+        cells, found = verdicts_of(report, kernels)
+        return Row(version, fetch_s, fuzz_s, cells, finding=found)
+    cells = verdicts_from_errors(err) if proc.returncode == 2 else None
+    if cells:  # nothing else to test: the run's error lines are the verdicts
+        return Row(version, fetch_s, fuzz_s, cells)
     if proc.returncode == 2 and err:
-        what = "interface mismatch" if "another interface" in err[-1] else "cannot load"
-        return Row(version, fetch_s, "-", f"{what}: {err[-1]}", fuzz_s)
+        return Row(version, fetch_s, fuzz_s, whole=f"cannot load: {err[-1]}")
     tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-    return Row(version, fetch_s, "-", f"error (exit {proc.returncode}): {tail}", fuzz_s)
+    return Row(version, fetch_s, fuzz_s, whole=f"error (exit {proc.returncode}): {tail}")
 
 
-def table(rows: list[Row], examples: int, backend: str) -> str:
+def defines(version: str, name: str) -> bool:
+    """Whether vLLM ``version``'s module of target ``name`` defines it (its file is parsed,
+    not run)."""
+    from eaglefuzz.harness.core.errors import UserError
+    from eaglefuzz.harness.sources.vllm import release_module_file
+    from eaglefuzz.harness.targets import TARGETS
+
+    if name not in TARGETS:
+        return False
+    try:
+        text = release_module_file(version, TARGETS[name].module).read_text()
+    except UserError:
+        return False
+    return re.search(rf"^def {re.escape(name)}\b", text, re.M) is not None
+
+
+def signatures(versions: list[str], kernels: list[str] | None) -> dict[str, list[tuple[list[str], tuple[str, ...]]]]:
+    """Per target (``kernels``, else every target), the releases of each parameter list its
+    function has (from the files, parsed, not run), oldest first: ``[(releases, params)]``."""
+    import ast
+
+    from eaglefuzz.harness.core.errors import UserError
+    from eaglefuzz.harness.sources.vllm import release_module_file
+    from eaglefuzz.harness.targets import TARGETS
+
+    out: dict[str, list[tuple[list[str], tuple[str, ...]]]] = {}
+    for name in kernels or list(TARGETS):
+        groups: list[tuple[list[str], tuple[str, ...]]] = []
+        for v in versions:
+            try:
+                tree = ast.parse(release_module_file(v, TARGETS[name].module).read_text())
+            except UserError:
+                continue
+            node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+            if node is None:
+                continue
+            params = tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs))
+            if groups and groups[-1][1] == params:
+                groups[-1][0].append(v)
+            else:
+                groups.append(([v], params))
+        out[name] = groups
+    return out
+
+
+def signature_table(sigs: dict[str, list[tuple[list[str], tuple[str, ...]]]]) -> str:
+    """The parameter lists of each target across the releases, and how each differs from the
+    contract's (``Target.parameters``)."""
+    from eaglefuzz.harness.targets import TARGETS
+
+    lines = ["| target | releases | parameters against the contract's |", "| --- | --- | --- |"]
+    for name, groups in sigs.items():
+        expected = list(TARGETS[name].parameters or ())
+        for vs, params in groups:
+            span = vs[0] if len(vs) == 1 else f"{vs[0]} to {vs[-1]} ({len(vs)})"
+            missing = [p for p in expected if p not in params]
+            extra = [p for p in params if p not in expected]
+            if not expected or list(params) == expected:
+                diff = "the contract's"
+            elif missing or extra:
+                diff = "; ".join(filter(None, ["missing " + ", ".join(missing) if missing else "",
+                                               "extra " + ", ".join(extra) if extra else ""]))
+            else:
+                diff = "the contract's names in another order"
+            lines.append(f"| {name} | {span} | {diff} |")
+    return "\n".join(lines)
+
+
+def table(rows: list[Row], examples: int, backend: str, kernels: list[str] | None = None) -> str:
+    """One row per release, one column per target: its verdict there (``-``: not defined)."""
+    from eaglefuzz.harness.targets import TARGETS
+
+    seen = {n for r in rows for n in r.verdicts}
+    names = [n for n in (kernels or list(TARGETS)) if n in seen] or list(kernels or ())
     lines = [
-        f"| release | targets found | verdict ({examples} examples per target, {backend}) | fetch s | fuzz s |",
-        "| --- | --- | --- | ---: | ---: |",
+        f"verdicts: {examples} examples per target, backend {backend}; `-`: the release does not define it",
+        "",
+        "| release | " + " | ".join(names) + " | fetch s | fuzz s |",
+        "| --- | " + " | ".join("---" for _ in names) + " | ---: | ---: |",
     ]
     for r in rows:
-        lines.append(f"| {r.version} | {r.targets} | {r.verdict.replace('|', '/')} | {r.fetch_s:.1f} | {r.fuzz_s:.1f} |")
+        cells = [r.whole] + [""] * (len(names) - 1) if r.whole else [r.verdicts.get(n, "-") for n in names]
+        cells = [c.replace("|", "/") for c in cells]
+        lines.append(f"| {r.version} | " + " | ".join(cells) + f" | {r.fetch_s:.1f} | {r.fuzz_s:.1f} |")
     return "\n".join(lines)
+
+
+RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+
+
+def write_results(text: str, section: str, path: Path = RESULTS) -> None:
+    """Put ``text`` between the markers ``<!-- releases:SECTION -->`` and
+    ``<!-- /releases:SECTION -->`` of ``path`` (replacing what was there), or append a section
+    with them at its end."""
+    begin, end = f"<!-- releases:{section} -->", f"<!-- /releases:{section} -->"
+    doc = path.read_text() if path.exists() else ""
+    block = f"{begin}\n{text.rstrip()}\n{end}"
+    if begin in doc and end in doc.split(begin, 1)[1]:
+        head, rest = doc.split(begin, 1)
+        doc = head + block + rest.split(end, 1)[1]
+    else:
+        doc = doc.rstrip() + f"\n\n### The release matrix: {section}\n\n{block}\n"
+    path.write_text(doc)
 
 
 def main() -> int:
@@ -135,9 +292,18 @@ def main() -> int:
     p.add_argument("--kernel", nargs="+", metavar="NAME", help="only these targets (default: every target)")
     p.add_argument("--jobs", type=int, default=1, help="releases fuzzed at once (default 1)")
     p.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpreter"])
-    p.add_argument("--output", type=Path, help="also write the table to this file")
+    p.add_argument("--output", type=Path, help="also write the tables to this file")
+    p.add_argument("--results", metavar="SECTION",
+                   help="also write the tables into benchmarks/RESULTS.md, between its markers "
+                        "<!-- releases:SECTION --> and <!-- /releases:SECTION --> (a new section at "
+                        "its end if it has none)")
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
+    from eaglefuzz.harness.targets import TARGETS
+
+    unknown = [k for k in args.kernel or () if k not in TARGETS]
+    if unknown:
+        sys.exit(f"releases: --kernel {unknown[0]}: unknown target (known: {', '.join(TARGETS)})")
     versions = args.versions or index_versions(args.since)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="eaglefuzz-releases-") as tmp:
@@ -152,11 +318,16 @@ def main() -> int:
         if any(r.finding for r in rows) and "EAGLEFUZZ_RELEASES_FINDINGS" not in os.environ:
             print("(findings were saved in a temporary folder; set EAGLEFUZZ_RELEASES_FINDINGS to keep them)",
                   file=sys.stderr)
-    text = table(rows, args.examples, args.backend)
+    fetched = [r.version for r in rows if not r.whole.startswith("cannot fetch")]
+    text = table(rows, args.examples, args.backend, args.kernel)
     text += f"\n\n{len(rows)} releases in {time.monotonic() - start:.0f} s\n"
+    text += "\nThe parameters of each target's function in those releases (parsed from the files):\n\n"
+    text += signature_table(signatures(fetched, args.kernel)) + "\n"
     print(text)
     if args.output:
         args.output.write_text(text)
+    if args.results:
+        write_results(text, args.results)
     return 1 if any(r.finding for r in rows) else 0
 
 

@@ -3,7 +3,9 @@
 A file holds one :class:`~..core.case.Case` (schema 2, see ``corpus/README.md``): plain JSON, a
 stable key order, two-space indent and one array per line, so it reads and diffs well. Schema
 2 adds the case's domain tier (``production`` or ``extended``, :mod:`.domains`); a schema-1
-file (no tier) still loads, as a production case. The name is ``<hash12>.json``: the first 12
+file (no tier) still loads, as a production case. A large array that is mostly one value is
+written in schema 2's compact form (its fill and the entries that differ: :func:`compact_form`);
+the name does not depend on the form. The name is ``<hash12>.json``: the first 12
 hex digits of the SHA-256 of the canonical JSON of ``(schema 1, kernel, arrays, scalars,
 launch)``; the note, the finding and the tier are not part of it (the tier follows from the
 content), so the same case is stored once whatever was said about it, and the names of
@@ -70,6 +72,13 @@ OPTIONAL = ("note", "finding")
 FIELD_ORDER = ("schema", "kernel", "tier", "note", "arrays", "scalars", "launch", "finding")
 FINDING_FIELDS = ("report", "replay", "found_by", "found_at")
 ARRAY_FIELDS = ("dtype", "shape", "data")
+COMPACT_FIELDS = ("dtype", "shape", "fill", "entries")
+"""The compact form of an array (schema 2): a fill value and the entries that differ from it."""
+COMPACT_MIN = 128
+"""An array of at least this many elements, of which at most :data:`COMPACT_SHARE` differ from
+its most common value, is written in the compact form (schema 2); every other array, and every
+array of a schema-1 file, as nested ``data`` lists."""
+COMPACT_SHARE = 1 / 16
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,37 @@ def _encode_array(name: str, arr: Any) -> dict[str, Any]:
         raise UserError(f"case: arrays.{name}: dtype {arr.dtype} is not one of {', '.join(DTYPES)}")
     data = _float_data(arr) if arr.dtype.name in FLOATS else arr.tolist()
     return {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": data}
+
+
+def _element(x: np.generic) -> Any:
+    """One element as JSON (a float as :func:`_float_element` writes it)."""
+    return _float_element(x) if x.dtype.name in FLOATS else x.item()
+
+
+def _bits(flat: np.ndarray) -> np.ndarray:
+    """The elements' bit patterns (so that ``-0.0`` and ``0.0``, or two NaNs, are told apart
+    exactly as their bytes are)."""
+    return flat if flat.dtype == np.bool_ else flat.view(np.dtype(f"u{flat.dtype.itemsize}"))
+
+
+def compact_form(arr: np.ndarray) -> dict[str, Any] | None:
+    """``arr`` in the compact form (``fill``: its most common value, the smallest bit pattern
+    of those equally common; ``entries``: ``[i0, ..., value]`` for every element that is not
+    the fill, in index order), or ``None`` when :data:`COMPACT_MIN` and :data:`COMPACT_SHARE`
+    say it is written as nested lists."""
+    if arr.size < COMPACT_MIN or arr.ndim == 0:
+        return None
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    bits = _bits(flat)
+    values, first, counts = np.unique(bits, return_index=True, return_counts=True)
+    k = int(np.argmax(counts))  # the first of the most common, in bit order
+    if arr.size - int(counts[k]) > arr.size * COMPACT_SHARE:
+        return None
+    fill = flat[first[k]]
+    where = np.flatnonzero(bits != values[k])
+    index = np.unravel_index(where, arr.shape)
+    entries = [[*(int(i[n]) for i in index), _element(flat[w])] for n, w in enumerate(where)]
+    return {"dtype": arr.dtype.name, "shape": list(arr.shape), "fill": _element(fill), "entries": entries}
 
 
 def _float_element(x: np.floating) -> float | str:
@@ -190,7 +230,10 @@ def encode(
     if schema >= 2:
         doc["tier"] = tier if tier is not None else tier_of(case)
     doc["note"] = case.note
-    doc.update(arrays=payload["arrays"], scalars=payload["scalars"], launch=payload["launch"])
+    arrays = payload["arrays"]
+    if schema >= 2:
+        arrays = {n: compact_form(case.arrays[n]) or spec for n, spec in arrays.items()}
+    doc.update(arrays=arrays, scalars=payload["scalars"], launch=payload["launch"])
     if finding:
         doc["finding"] = {k: finding[k] for k in FINDING_FIELDS if k in finding}
         doc["finding"].update({k: v for k, v in finding.items() if k not in FINDING_FIELDS})
@@ -343,16 +386,75 @@ def _check_data(src: str, where: str, dtype: str, data: Any, shape: list[int], b
         _check_data(src, where, dtype, row, shape[1:], f"{base}[{i}]")
 
 
+def _decode_compact(src: str, where: str, dtype: str, shape: list[int], spec: dict[str, Any]) -> np.ndarray:
+    """The array of a compact form (fill and entries), every field checked."""
+    fill, entries = spec["fill"], spec["entries"]
+    _check_elements_at(src, f"{where}.fill", dtype, fill)
+    if not shape:
+        raise UserError(f"{src}: {where}.fill: a 0-d array (shape []) is written with data, not fill and entries")
+    if not isinstance(entries, list):
+        raise UserError(f"{src}: {where}.entries: must be a list of [index..., value] items, not {_kind(entries)}")
+    size = math.prod(shape)
+    if len(entries) > size:
+        raise UserError(f"{src}: {where}.entries: {len(entries)} entries for {size} elements")
+    n = len(shape)
+    flat_index = np.empty(len(entries), dtype=np.int64)
+    values: list[Any] = []
+    for k, item in enumerate(entries):
+        at = f"{where}.entries[{k}]"
+        if not isinstance(item, list) or len(item) != n + 1:
+            raise UserError(f"{src}: {at}: must be [{', '.join(f'i{d}' for d in range(n))}, value] "
+                            f"({n} indices for shape {_line(shape)}, then the value), not {_line(item)}")
+        for d in range(n):
+            i = item[d]
+            if type(i) is not int or not 0 <= i < shape[d]:
+                raise UserError(f"{src}: {at}[{d}]: index {_line(i)} is not an integer in 0..{shape[d] - 1} "
+                                f"(shape[{d}] = {shape[d]})")
+        _check_elements_at(src, f"{at}[{n}]", dtype, item[n])
+        flat_index[k] = int(np.ravel_multi_index(tuple(item[:n]), shape))
+        values.append(item[n])
+        if k and flat_index[k] <= flat_index[k - 1]:
+            raise UserError(f"{src}: {at}: entries must be in increasing index order (row-major), each "
+                            f"index once: {_line(item[:n])} follows {_line(entries[k - 1][:n])}")
+    out = np.full(size, _value_of(dtype, fill), dtype=DTYPES[dtype])
+    if values:
+        with np.errstate(over="ignore"):
+            out[flat_index] = np.array([_value_of(dtype, v) for v in values], dtype=DTYPES[dtype])
+    return out.reshape(shape)
+
+
+def _value_of(dtype: str, x: Any) -> Any:
+    """A checked JSON element as the value NumPy stores (a float's ``"nan"``, ``"inf"`` strings
+    read back)."""
+    if dtype in FLOATS:
+        return NON_FINITE[x] if isinstance(x, str) else float(x)
+    return x
+
+
+def _check_elements_at(src: str, at: str, dtype: str, x: Any) -> None:
+    """One element of ``dtype`` at field ``at`` (the rules of :func:`_check_elements`)."""
+    if isinstance(x, list | dict):
+        raise UserError(f"{src}: {at}: must be one element of {dtype}, not {_kind(x)}")
+    try:
+        _check_elements("", "", dtype, [x], "")
+    except UserError as exc:  # the same rule, named at this field (": .data[0]: RULE")
+        rule = str(exc).split(": ", 2)[2]
+        raise UserError(f"{src}: {at}: {rule}") from None
+
+
 def _decode_array(src: str, name: str, spec: Any) -> np.ndarray:
     where = f"arrays.{name}"
     if not isinstance(spec, dict):
         raise UserError(f"{src}: {where}: must be an object with dtype, shape and data, not {_kind(spec)}")
+    if "data" not in spec and ("fill" in spec or "entries" in spec):
+        return _decode_compact_spec(src, name, spec)
     for key in ARRAY_FIELDS:
         if key not in spec:
             raise UserError(f"{src}: {where}.{key}: missing field (an array needs dtype, shape and data)")
     extra = sorted(set(spec) - set(ARRAY_FIELDS))
     if extra:
-        raise UserError(f"{src}: {where}.{extra[0]}: unknown field (an array has dtype, shape and data only)")
+        raise UserError(f"{src}: {where}.{extra[0]}: unknown field (an array has dtype, shape and data, or "
+                        "dtype, shape, fill and entries)")
     dtype, shape, data = spec["dtype"], spec["shape"], spec["data"]
     if not isinstance(dtype, str) or dtype not in DTYPES:
         raise UserError(f"{src}: {where}.dtype: {_line(dtype)} is not an allowed dtype ({', '.join(DTYPES)})")
@@ -369,6 +471,28 @@ def _decode_array(src: str, name: str, spec: Any) -> np.ndarray:
             values = [NON_FINITE[x] if isinstance(x, str) else float(x) for x in flat]
             return np.array(values, dtype=DTYPES[dtype]).reshape(shape)
     return np.array(data, dtype=DTYPES[dtype]).reshape(shape)
+
+
+def _decode_compact_spec(src: str, name: str, spec: dict[str, Any]) -> np.ndarray:
+    where = f"arrays.{name}"
+    for key in COMPACT_FIELDS:
+        if key not in spec:
+            raise UserError(f"{src}: {where}.{key}: missing field (an array in the compact form needs dtype, "
+                            "shape, fill and entries)")
+    extra = sorted(set(spec) - set(COMPACT_FIELDS))
+    if extra:
+        raise UserError(f"{src}: {where}.{extra[0]}: unknown field (an array in the compact form has dtype, "
+                        "shape, fill and entries only)")
+    dtype, shape = spec["dtype"], spec["shape"]
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise UserError(f"{src}: {where}.dtype: {_line(dtype)} is not an allowed dtype ({', '.join(DTYPES)})")
+    if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+        raise UserError(f"{src}: {where}.shape: must be a list of non-negative integers, not {_line(shape)}")
+    try:
+        check_shape(name, shape)
+    except LimitExceeded as exc:
+        raise UserError(f"{src}: {exc.field}: {exc.rule}") from None
+    return _decode_compact(src, where, dtype, shape, spec)
 
 
 def _check_section(src: str, name: str, value: Any) -> dict[str, Any]:

@@ -219,7 +219,7 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
                 notes.append(f"{', '.join(names_of)}: not tested (their code is vLLM's {module}, another "
                              f"file: --kernels that file, --vllm-version X.Y.Z or --vllm test it)")
     else:
-        missing = [n for n in names if n not in funcs]
+        missing = [n for n in names if n not in funcs and n not in impls.untested]
         if missing and isinstance(base, file.FileSource):
             found = bundled.BundledSource().load(missing)
             funcs.update(found.funcs)
@@ -229,10 +229,10 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
             missing = [n for n in missing if n not in funcs]
         if missing:
             raise UserError(f"--kernel {missing[0]}: {source.describe()} does not define it")
-        funcs = {n: funcs[n] for n in names}
+        funcs = {n: funcs[n] for n in names if n in funcs}
     params = dict(getattr(source, "params", None) or {})
     extras: set[str] = set()
-    untested: dict[str, str] = {}
+    untested: dict[str, str] = dict(impls.untested)  # a target the source has but cannot load
     for n, impl in list(funcs.items()):
         target = TARGETS[n]
         diff = differences(impl, target.parameters)
@@ -259,7 +259,8 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
                 notes.append(bound.said)
                 continue
             hint = bound.said
-        untested[n] = interface_problem(n, impl, target.parameters, origin[n].file, hint) or ""
+        where = origin[n].file if isinstance(base, file.FileSource) else f"{origin[n].source}, {origin[n].file}"
+        untested[n] = interface_problem(n, impl, target.parameters, where, hint) or ""
         del funcs[n]
     unused = [p for p in params if p not in extras]
     if unused:

@@ -241,7 +241,7 @@ class BoundSource(Source):
     def load(self, names: list[str] | None = None) -> Implementations:
         impls = self.inner.load(names)
         origin = {n: dataclasses.replace(o, spec=self.spec) for n, o in impls.origin.items()}
-        return Implementations(impls.funcs, origin, self, impls.notes)
+        return Implementations(impls.funcs, origin, self, impls.notes, impls.untested)
 
 
 def from_spec(argument: str | None, parse_source: Callable[[str], Source]) -> Source:

@@ -78,44 +78,74 @@ def _load(root: Path, tag: str, what: str, module: str = MODULE) -> tuple[Module
     return _LOADED[key]
 
 
-def _load_modules(root: Path, tag: str, what: str, names: list[str] | None) -> tuple[dict[str, ModuleType], tuple[str, ...]]:
-    """The modules of the targets ``names`` (every target's: ``None``) under ``root``, by their
-    path, and the loads' notes. The spec-decode module must be there (a vLLM without it is no
-    vLLM eaglefuzz knows); another target's module that a release lacks is passed over: its
-    targets are not defined there."""
+@dataclass(frozen=True)
+class _Loaded:
+    """The target modules loaded from one vLLM, by path; the loads' notes; and, for a target
+    module other than the spec-decode one that could not be loaded, the one-line reason."""
+
+    modules: dict[str, ModuleType]
+    notes: tuple[str, ...]
+    failed: dict[str, str]
+    root: Path
+
+
+def _load_modules(root: Path, tag: str, what: str, names: list[str] | None) -> _Loaded:
+    """The modules of the targets ``names`` (every target's: ``None``) under ``root``. The
+    spec-decode module must be there and load (a vLLM without it is no vLLM eaglefuzz knows);
+    another target's module that a release lacks is passed over (its targets are not defined
+    there), and one that cannot be loaded gives its targets a verdict, not the whole run."""
     from ..targets import TARGETS
 
     wanted = {TARGETS[n].module for n in (TARGETS if names is None else names)}
     modules: dict[str, ModuleType] = {}
     notes: list[str] = []
+    failed: dict[str, str] = {}
     for module in target_modules():
         if module not in wanted and module != MODULE:
             continue
         if module != MODULE and not (root / module).is_file():
             continue
-        loaded, more = _load(root, tag, what, module)
+        try:
+            loaded, more = _load(root, tag, what, module)
+        except UserError as exc:
+            if module == MODULE:
+                raise
+            failed[module] = str(exc)
+            continue
         modules[module] = loaded
         notes += [n for n in more if n not in notes]
-    return modules, tuple(notes)
+    return _Loaded(modules, tuple(notes), failed, root)
 
 
-def _implementations(source: Source, modules: dict[str, ModuleType], notes: tuple[str, ...],
-                     names: list[str] | None) -> Implementations:
+def _defines(path: Path, name: str) -> bool:
+    """Whether the module file ``path`` defines ``name`` at top level (parsed, not run; a file
+    that does not parse is taken to define it)."""
+    try:
+        return any(d.name == name for d in module_definitions(path))
+    except (SyntaxError, ValueError, OSError):
+        return True
+
+
+def _implementations(source: Source, loaded: _Loaded, names: list[str] | None) -> Implementations:
     from ..targets import TARGETS
 
     wanted = list(TARGETS) if names is None else names
     funcs = {}
+    untested: dict[str, str] = {}
     for n in wanted:
-        module = modules.get(TARGETS[n].module)
+        home = TARGETS[n].module
+        module = loaded.modules.get(home)
         if module is not None and n in vars(module):
             funcs[n] = getattr(module, n)
+        elif home in loaded.failed and _defines(loaded.root / home, n):
+            untested[n] = f"{loaded.failed[home]}: {n} not tested"
     origin = {n: source.origin(n) for n in funcs}
-    notes = list(notes)
+    notes = list(loaded.notes)
     if names is None:
-        absent = [n for n in TARGETS if n not in funcs]
+        absent = [n for n in TARGETS if n not in funcs and n not in untested]
         if absent:
             notes.append(f"{source.describe()} does not define {', '.join(absent)}: not tested")
-    return Implementations(funcs, origin, source, tuple(notes))
+    return Implementations(funcs, origin, source, tuple(notes), untested)
 
 
 class VllmReleaseSource(Source):
@@ -152,9 +182,8 @@ class VllmReleaseSource(Source):
 
     def load(self, names: list[str] | None = None) -> Implementations:
         path = self.module_file()
-        modules, notes = _load_modules(path.parents[3], "r" + re.sub(r"\W", "_", self.version),
-                                       f"vLLM {self.version}", names)
-        return _implementations(self, modules, notes, names)
+        loaded = _load_modules(path.parents[3], "r" + re.sub(r"\W", "_", self.version), f"vLLM {self.version}", names)
+        return _implementations(self, loaded, names)
 
 
 @dataclass(frozen=True)
@@ -232,8 +261,8 @@ class InstalledVllmSource(Source):
     def load(self, names: list[str] | None = None) -> Implementations:
         path = self.found.module_file
         tag = "i" + hashlib.sha256(f"{path}:{self.found.version}".encode()).hexdigest()[:10]
-        modules, notes = _load_modules(path.parents[3], tag, f"installed vLLM {self.found.version}", names)
-        return _implementations(self, modules, notes, names)
+        loaded = _load_modules(path.parents[3], tag, f"installed vLLM {self.found.version}", names)
+        return _implementations(self, loaded, names)
 
 
 def release_from_spec(argument: str | None) -> VllmReleaseSource:

@@ -71,6 +71,17 @@ class Unavailable:
     def __repr__(self) -> str:
         return f"<unavailable {self._name}>"
 
+    # An annotation evaluated when its function is defined (a module without ``from __future__
+    # import annotations``, vLLM 0.14-0.19's rejection sampler): ``X | None``, ``X[int]``.
+    def __or__(self, other: Any) -> Unavailable:
+        return Unavailable(f"{self._name} | {other!r}")
+
+    def __ror__(self, other: Any) -> Unavailable:
+        return Unavailable(f"{other!r} | {self._name}")
+
+    def __getitem__(self, item: Any) -> Unavailable:
+        return Unavailable(f"{self._name}[{item!r}]")
+
 
 def _placeholders(module: str) -> Callable[[str], Unavailable]:
     """A module ``__getattr__`` handing out :class:`Unavailable` names (not dunders: tools that
