@@ -30,6 +30,12 @@ GREEDY_MODES = ("none", "mixed", "all_true")
 of a mixed batch), ``all_true`` (a tensor, every request greedy)."""
 
 
+def processed(case: Case) -> np.ndarray:
+    """The requests the kernel handles: every one when ``is_greedy`` is absent, else the greedy ones."""
+    g = case.arrays.get("is_greedy")
+    return np.ones(len(case.arrays["cu_num_draft_tokens"]), dtype=bool) if g is None else g.astype(bool)
+
+
 def draft_ids(rng: np.random.Generator, argmax: np.ndarray, counts: Sequence[int], V: int, match: float,  # noqa: N803
               pad: float) -> np.ndarray:
     """Draft ids that equal the argmax with probability ``match`` (runs of acceptance), else
@@ -81,4 +87,4 @@ def build(counts: Sequence[int], L: int, *, V: int, seed: int, greedy: str = "no
     return Case(kernel=NAME, arrays=arrays, scalars={"max_spec_len": int(L)}, launch={})
 
 
-__all__ = ["BOOL", "F32", "F64", "I32", "I64", "NAME", "build"]
+__all__ = ["BOOL", "F32", "F64", "I32", "I64", "NAME", "build", "processed"]

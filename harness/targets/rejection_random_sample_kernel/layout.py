@@ -34,6 +34,11 @@ WINDOW_ULPS = 3
 within 2.5 float32 steps of the correctly rounded one; 3 steps cover it."""
 
 
+def processed(case: Case) -> np.ndarray:
+    """The requests the kernel handles: the random ones (``is_greedy`` false)."""
+    return ~case.arrays["is_greedy"].astype(bool)
+
+
 def window_bounds(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(lo, hi, defined)`` of the division window of ``p / q`` (float32 tables' entries at the
     drafted ids): ``lo`` and ``hi`` are the correctly rounded float32 quotient moved
@@ -150,4 +155,5 @@ def build(counts: Sequence[int], L: int, *, V: int, seed: int, target_kind: str 
     return Case(kernel=NAME, arrays=arrays, scalars={"max_spec_len": int(L), "vocab_size": int(V)}, launch={})
 
 
-__all__ = ["BOOL", "F32", "F64", "I32", "I64", "NAME", "WINDOW_ULPS", "build", "clear_window", "drafted", "in_window", "window_bounds"]
+__all__ = ["BOOL", "F32", "F64", "I32", "I64", "NAME", "WINDOW_ULPS", "build", "clear_window", "drafted", "in_window",
+           "processed", "window_bounds"]
