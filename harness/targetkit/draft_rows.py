@@ -161,3 +161,16 @@ class DraftRowMoves:
         rows = Rows.of(case.arrays["cu_num_draft_tokens"])
         if case.scalars["max_spec_len"] > rows.longest:
             yield case.replace(scalars={"max_spec_len": rows.longest})
+
+
+def pad_tails(rng: np.random.Generator, ids: np.ndarray, counts: Sequence[int], pad: float) -> np.ndarray:
+    """``ids`` (one per draft token, in request order) with, per request of ``counts`` that has
+    drafts and with probability ``pad``, its last ``k`` drafts (``1 <= k <= its count``) made
+    ``-1`` (vLLM's padding id), in place; ``rng`` draws one uniform per such request, then ``k``."""
+    start = 0
+    for n in counts:
+        if n and rng.random() < pad:
+            k = int(rng.integers(1, n + 1))
+            ids[start + n - k : start + n] = -1
+        start += n
+    return ids

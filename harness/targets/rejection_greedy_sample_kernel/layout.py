@@ -16,7 +16,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.probabilities import uniforms
-from ...targetkit.draft_rows import BOOL, F32, F64, I32, I64, cu_of
+from ...targetkit.draft_rows import BOOL, F32, F64, I32, I64, cu_of, pad_tails
 
 NAME = "rejection_greedy_sample_kernel"
 """The target's name (its registry key, folder and vLLM name)."""
@@ -43,12 +43,7 @@ def draft_ids(rng: np.random.Generator, argmax: np.ndarray, counts: Sequence[int
     same = rng.random(argmax.size) < match
     other = (argmax + 1 + rng.integers(0, max(V - 1, 1), size=argmax.size)) % max(V, 1)
     ids = np.where(same, argmax, other).astype(np.int32)
-    start = 0
-    for n in counts:
-        if n and rng.random() < pad:
-            k = int(rng.integers(1, n + 1))
-            ids[start + n - k : start + n] = -1
-        start += n
+    pad_tails(rng, ids, counts, pad)
     return ids
 
 

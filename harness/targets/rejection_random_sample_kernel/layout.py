@@ -17,7 +17,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.probabilities import near_quotient, sample_ids, table, uniforms
-from ...targetkit.draft_rows import BOOL, F32, F64, I32, I64, cu_of
+from ...targetkit.draft_rows import BOOL, F32, F64, I32, I64, cu_of, pad_tails
 
 NAME = "rejection_random_sample_kernel"
 """The target's name (its registry key, folder and vLLM name)."""
@@ -124,12 +124,7 @@ def build(counts: Sequence[int], L: int, *, V: int, seed: int, target_kind: str 
             steps = np.sign(steps) * (np.abs(steps) - 1)
         target = np.maximum(target, np.float32(0))
     ids = sample_ids(rng, drafter)
-    start = 0
-    for n in counts:
-        if n and rng.random() < pad:
-            k = int(rng.integers(1, n + 1))
-            ids[start + n - k : start + n] = -1
-        start += n
+    pad_tails(rng, ids, counts, pad)
     u = uniforms(rng, N)
     if boundary > 0 and N and (draft_kind is None or window):
         safe = np.clip(ids, 0, V - 1)
