@@ -121,7 +121,7 @@ def seeded_bugs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # Rough seconds of the slowest items on a 2-core machine, from a fresh clone's ``tox -e test --
-# --durations=60``.
+# --durations=60`` and the CPU seconds per item of benchmarks/RESULTS.md's "Test profile cost".
 # Only the order matters: they run first, so that no long item starts last and leaves one xdist
 # worker idle at the end (tox.ini's ``--maxschedchunk 1`` hands items out one or two at a time,
 # in this order). A key without ``[...]`` weighs every parametrization of that test. Items not
@@ -129,7 +129,8 @@ def seeded_bugs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 SLOW = {
     "test_release_targets.py::test_newer_target_against_the_pinned_release": 40,  # one block
     "test_faults.py::test_a_hanging_kernel_is_a_hang_finding_and_the_campaign_goes_on": 21,
-    "test_seeded_bugs.py::test_seeded_bug_is_found[ce_new_token_index_int16]": 17,
+    "test_seeded_bugs.py::test_seeded_bug_is_found[dfl_ctx_start_int16]": 13,
+    "test_seeded_bugs.py::test_seeded_bug_is_found[ce_new_token_index_int16]": 10,
     "test_verdicts.py::test_pytest_kernels_option_from_another_directory": 15,  # the module: one block
     "test_sanitize.py::test_invalid_access_is_a_finding_of_its_case": 11,
     "test_domains.py::test_fork_is_clean_in_production_and_an_edge_divergence_in_extended": 10,  # one block
@@ -147,7 +148,9 @@ SLOW = {
     "test_cli.py::test_same_seed_same_report": 4,
     "test_differential.py::test_matches_oracles[copy_and_expand_eagle_inputs_kernel-1]": 4,
     "test_multi.py::test_devices_run_one_shard_per_device_into_one_corpus": 4,
-    "test_seeded_bugs.py::test_seeded_bug_is_found[dfl_block_clamp_off_by_one]": 4,
+    "test_seeded_bugs.py::test_seeded_bug_is_found[dfl_block_clamp_off_by_one]": 7,
+    "test_seeded_bugs.py::test_seeded_bug_is_found[dfl_slot_int32]": 7,
+    "test_seeded_bugs.py::test_seeded_bug_is_found[sr_grid_capped_at_1024]": 6,
     "test_crash.py::test_cli_reports_the_case_that_killed_the_process": 3,
     "test_seeded_bugs.py::test_seeded_bug_is_found": 2,
     "test_differential.py::test_matches_oracles": 2,

@@ -103,6 +103,21 @@ def test_fork_is_clean_in_production_and_an_edge_divergence_in_extended(fork, ba
     assert mine is not None and [d.array for d in mine.outcome.differences] == ["token_indices_to_sample"]
 
 
+
+@pytest.mark.kernel
+def test_stop_on_edge_ends_the_run_at_its_first_edge_divergence(fork, backend, warm_oracles):
+    """``fuzz_target(stop_on_edge=True)`` (the seeded-bug hunts'): the run ends at the edge
+    divergence, which is the one a run without it finds first, on the same case."""
+    impls = implementations_for(FileSource(fork))
+    args = (PI, impls, backend.device, SMALL)
+    kw = {"seed": derive_seed(0, "fork", "stop"), "examples": 30, "shrink": False, "domain": "extended"}
+    stopped = fuzz_target(*args, **kw, stop_on_edge=True)
+    full = fuzz_target(*args, **kw)
+    assert [f.kind for f in stopped.findings] == ["edge divergence"]
+    assert full.examples == 30 and stopped.examples < 30, (full.examples, stopped.examples)
+    assert encode(stopped.findings[0].case) == encode(full.findings[0].case)
+
+
 CE = "copy_and_expand_eagle_inputs_kernel"
 
 

@@ -265,6 +265,7 @@ def fuzz_target(
     journal: CaseJournal | None = None,
     stats: Stats | None = None,
     domain: str = PRODUCTION,
+    stop_on_edge: bool = False,
 ) -> Stats:
     """Fuzz target ``name`` until ``examples`` are checked or ``time_budget`` seconds pass.
 
@@ -274,7 +275,9 @@ def fuzz_target(
     :func:`tour_slots` puts there.
     ``chunk_offset``/``chunk_step`` select a disjoint share of the chunks (sharding across
     machines). ``stats`` (filled in place) lets a caller see
-    what was found when an interrupt cuts the run short.
+    what was found when an interrupt cuts the run short. ``stop_on_edge`` (with
+    ``stop_on_finding``) ends the run at an edge divergence too, for a caller that needs only
+    the first finding, whatever its kind (the cases drawn up to it are the same).
     """
     stats = stats if stats is not None else Stats()
     tour_chunks: dict[int, list[Case]] = {}
@@ -304,7 +307,7 @@ def fuzz_target(
                 return finding
         return None
 
-    return _loop(stats, chunk, examples, time_budget, stop_on_finding, chunk_offset, chunk_step)
+    return _loop(stats, chunk, examples, time_budget, stop_on_finding, chunk_offset, chunk_step, stop_on_edge)
 
 
 def _loop(
@@ -315,11 +318,12 @@ def _loop(
     stop_on_finding: bool,
     offset: int,
     stride: int,
+    stop_on_edge: bool = False,
 ) -> Stats:
     """Run ``step(i, examples left)`` for ``i = offset, offset + stride, ...`` until the
     examples or the time budget are spent, or (with ``stop_on_finding``) a step finds a
-    contract violation. An edge divergence does not stop the run: the steps after it draw
-    production cases only (:func:`~.domains.tier_for_step`)."""
+    contract violation. An edge divergence does not stop the run (unless ``stop_on_edge``):
+    the steps after it draw production cases only (:func:`~.domains.tier_for_step`)."""
     start = time.monotonic()
     i = offset
     while (examples is None or stats.examples < examples) and (
@@ -337,7 +341,7 @@ def _loop(
         if finding is not None:
             stats.add(finding)
         stats.seconds = time.monotonic() - start
-        if finding is not None and (finding.fatal or stop_on_finding and not finding.is_edge):
+        if finding is not None and (finding.fatal or stop_on_finding and (stop_on_edge or not finding.is_edge)):
             break
     stats.seconds = time.monotonic() - start
     return stats

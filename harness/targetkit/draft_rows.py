@@ -8,7 +8,7 @@ token; splitting a case into requests and joining a sub-list back rebuilds ``cu`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,3 +138,39 @@ def check_rows(arrays: Mapping[str, np.ndarray], name: str, dtypes: Sequence[np.
     if a.ndim != 1 + len(tail) or a.shape[0] < n or a.shape[1:] != tail:
         raise ContractViolation(f"arrays.{name}", f"must have at least {n} rows of shape {list(tail)}")
     return a
+
+
+class DraftRowMoves:
+    """The request moves of a target laid out in draft rows (a mixin, put before the target's
+    base class): :meth:`split_requests` / :meth:`join_requests` by :attr:`per_request` and
+    :attr:`per_token` (:func:`split`, :func:`join`), and a shrink move that narrows
+    ``max_spec_len`` to the longest request."""
+
+    per_request: tuple[str, ...] = ()
+    """The arrays of one row per request."""
+    per_token: tuple[str, ...] = ()
+    """The arrays of one row per draft token."""
+
+    def split_requests(self, case: Case) -> list[Any]:
+        return split(case, self.per_request, self.per_token)
+
+    def join_requests(self, case: Case, pieces: list[Any]) -> Case:
+        return join(case, pieces, self.per_request, self.per_token)
+
+    def shrink_moves(self, case: Case) -> Iterator[Case]:
+        rows = Rows.of(case.arrays["cu_num_draft_tokens"])
+        if case.scalars["max_spec_len"] > rows.longest:
+            yield case.replace(scalars={"max_spec_len": rows.longest})
+
+
+def pad_tails(rng: np.random.Generator, ids: np.ndarray, counts: Sequence[int], pad: float) -> np.ndarray:
+    """``ids`` (one per draft token, in request order) with, per request of ``counts`` that has
+    drafts and with probability ``pad``, its last ``k`` drafts (``1 <= k <= its count``) made
+    ``-1`` (vLLM's padding id), in place; ``rng`` draws one uniform per such request, then ``k``."""
+    start = 0
+    for n in counts:
+        if n and rng.random() < pad:
+            k = int(rng.integers(1, n + 1))
+            ids[start + n - k : start + n] = -1
+        start += n
+    return ids

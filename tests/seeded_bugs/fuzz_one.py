@@ -80,7 +80,7 @@ def replay(case_text: str, mutant: Implementations, production: Implementations,
 def hunt(path: Path, production_spec: str, seed: int, examples: int, device: str, scale: Scale,
          probe_from: int = NO_PROBE, domain: str = "production") -> dict[str, Any]:
     """Fuzz the mutant at ``path`` on ``device`` for up to ``examples`` (no shrinking) drawn
-    from ``domain`` and replay its first finding: ``{"names", "examples", "features", "finding",
+    from ``domain``, up to its first finding (an edge divergence included), and replay it: ``{"names", "examples", "features", "finding",
     "case", "replay", "probe"}``.
 
     With ``probe_from >= 0`` (a mutant that declares its bug a crash), :func:`probe` runs first;
@@ -95,7 +95,10 @@ def hunt(path: Path, production_spec: str, seed: int, examples: int, device: str
         out["probe"] = probe(impls, names[0], device, probe_from)
         if "fatal" in out["probe"]:
             return out
-    stats = fuzz_target(names[0], impls, device, scale, seed=seed, examples=examples, shrink=False, domain=domain)
+    # the first finding is all a hunt needs: an edge divergence ends it too (a campaign would go on
+    # drawing production cases, which an extended-tier bug passes)
+    stats = fuzz_target(names[0], impls, device, scale, seed=seed, examples=examples, shrink=False, domain=domain,
+                        stop_on_edge=True)
     out.update(examples=stats.examples, features=sorted(stats.features))
     if stats.findings:
         f = stats.findings[0]

@@ -10,7 +10,6 @@ request no program writes). The oracles compute §10.1 on them unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -30,6 +29,12 @@ from ...targetkit.draft_rows import (
     check_array,
     check_int,
     check_rows,
+)
+from ...targetkit.output_rows import (
+    check_output_rows,
+    check_writes,
+    edge_features_of,
+    fewer_output_rows,
 )
 from .layout import build
 
@@ -78,9 +83,7 @@ def validate(case: Case, dtypes: dict) -> None:
     rows = Rows.of(cu)
     B = rows.B
     L = check_int(case.scalars, "max_spec_len", 0, MAX_SPEC_LEN)
-    out_rows = case.scalars.get("output_rows", B)
-    if not isinstance(out_rows, int) or isinstance(out_rows, bool) or not B <= out_rows <= B + 64:
-        raise ContractViolation("scalars.output_rows", "must be an int from B to B + 64")
+    out_rows = check_output_rows(case, B)
     if np.any(cu < 0) or int(cu[0]) < 0:
         raise ContractViolation("arrays.cu_num_draft_tokens", "must hold counts >= 0 at every end (the token reads)")
     n = int(cu.max())
@@ -95,17 +98,7 @@ def validate(case: Case, dtypes: dict) -> None:
     if rates is not None and (rates.dtype != F32 or rates.ndim != 1 or rates.size < max(rows.longest, 1)
                               or "uniform_probs" not in a):
         raise ContractViolation("arrays.synthetic_conditional_rates", "must be float32 [K >= every count] with uniforms")
-    w = writes(case)
-    if len(set(w)) != len(w):
-        raise ContractViolation("arrays.cu_num_draft_tokens", "two programs would write one output element")
-    if w and (min(w) < 0 or max(w) >= out_rows * (L + 1)):
-        raise ContractViolation("scalars.output_rows", "a write would land outside the output")
-
-
-def features_of(case: Case) -> frozenset[str]:
-    rows = Rows.of(case.arrays["cu_num_draft_tokens"])
-    checks = {"past_the_row": rows.longest > case.scalars["max_spec_len"], "decreasing_cu": bool(np.any(rows.d < 0))}
-    return frozenset(k for k, v in checks.items() if v)
+    check_writes(writes(case), out_rows, L)
 
 
 def body(c: Chooser, scale: Scale) -> Case:
@@ -145,6 +138,8 @@ def strategy(scale: Scale) -> Any:
     return as_strategy(body, scale)
 
 
-def shrink_candidates(case: Case) -> Iterator[Case]:
-    if case.scalars.get("output_rows", 0) > len(case.arrays["cu_num_draft_tokens"]):
-        yield case.replace(scalars={"output_rows": case.scalars["output_rows"] - 1})
+features_of = edge_features_of
+"""The case's edges: ``past_the_row``, ``decreasing_cu``."""
+
+shrink_candidates = fewer_output_rows
+"""One output row fewer, down to ``B``."""

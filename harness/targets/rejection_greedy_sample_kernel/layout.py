@@ -16,7 +16,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.probabilities import uniforms
-from ...targetkit.draft_rows import BOOL, F32, F64, I32, I64, cu_of
+from ...targetkit.draft_rows import BOOL, F32, F64, I32, I64, cu_of, pad_tails
 
 NAME = "rejection_greedy_sample_kernel"
 """The target's name (its registry key, folder and vLLM name)."""
@@ -30,6 +30,12 @@ GREEDY_MODES = ("none", "mixed", "all_true")
 of a mixed batch), ``all_true`` (a tensor, every request greedy)."""
 
 
+def processed(case: Case) -> np.ndarray:
+    """The requests the kernel handles: every one when ``is_greedy`` is absent, else the greedy ones."""
+    g = case.arrays.get("is_greedy")
+    return np.ones(len(case.arrays["cu_num_draft_tokens"]), dtype=bool) if g is None else g.astype(bool)
+
+
 def draft_ids(rng: np.random.Generator, argmax: np.ndarray, counts: Sequence[int], V: int, match: float,  # noqa: N803
               pad: float) -> np.ndarray:
     """Draft ids that equal the argmax with probability ``match`` (runs of acceptance), else
@@ -37,12 +43,7 @@ def draft_ids(rng: np.random.Generator, argmax: np.ndarray, counts: Sequence[int
     same = rng.random(argmax.size) < match
     other = (argmax + 1 + rng.integers(0, max(V - 1, 1), size=argmax.size)) % max(V, 1)
     ids = np.where(same, argmax, other).astype(np.int32)
-    start = 0
-    for n in counts:
-        if n and rng.random() < pad:
-            k = int(rng.integers(1, n + 1))
-            ids[start + n - k : start + n] = -1
-        start += n
+    pad_tails(rng, ids, counts, pad)
     return ids
 
 
@@ -81,4 +82,4 @@ def build(counts: Sequence[int], L: int, *, V: int, seed: int, greedy: str = "no
     return Case(kernel=NAME, arrays=arrays, scalars={"max_spec_len": int(L)}, launch={})
 
 
-__all__ = ["BOOL", "F32", "F64", "I32", "I64", "NAME", "build"]
+__all__ = ["BOOL", "F32", "F64", "I32", "I64", "NAME", "build", "processed"]

@@ -8,25 +8,25 @@ vLLM's dispatcher ``_rejection_greedy_sample`` launches it (grid ``(B,)``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
+from ...targetkit import output_rows
 from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
 from ...targetkit.draft_rows import (
     MAX_SPEC_LEN,
+    DraftRowMoves,
     Rows,
     check_array,
     check_cu,
     check_int,
-    join,
-    split,
 )
 from . import cases, edges
-from .layout import BOOL, F32, F64, I32, I64, NAME, PER_REQUEST, PER_TOKEN
+from .layout import BOOL, F32, F64, I32, I64, NAME, PER_REQUEST, PER_TOKEN, processed
 from .tour import SHAPES
 
 MODULE = "vllm/v1/sample/rejection_sampler.py"
@@ -58,7 +58,7 @@ def first_rejections(case: Case) -> dict[int, int | None]:
     return out
 
 
-class RejectionGreedy(EdgesInModule, TritonTarget):
+class RejectionGreedy(DraftRowMoves, EdgesInModule, TritonTarget):
     name = NAME
     section = 10
     module = MODULE
@@ -179,8 +179,7 @@ class RejectionGreedy(EdgesInModule, TritonTarget):
         return len(case.arrays["cu_num_draft_tokens"])
 
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
-        B = case.scalars.get("output_rows", len(case.arrays["cu_num_draft_tokens"]))  # extended tier: more rows
-        return {"output_token_ids": (I32, (B, case.scalars["max_spec_len"] + 1))}
+        return output_rows.output_specs(case)
 
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
         """As ``_rejection_greedy_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],) = (B,)``,
@@ -217,27 +216,9 @@ class RejectionGreedy(EdgesInModule, TritonTarget):
         )
 
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
-        width = case.scalars["max_spec_len"] + 1
-        r, j = divmod(index, width)
-        if r >= len(case.arrays["cu_num_draft_tokens"]):
-            return None, f"slot {j} of an output row past the last request (extended tier)"
-        rows = Rows.of(case.arrays["cu_num_draft_tokens"])
-        greedy = case.arrays.get("is_greedy")
-        if greedy is not None and not greedy[r]:
-            return r, f"slot {j} of a random request's row (untouched)"
-        d = int(rows.d[r])
-        return r, f"slot {j} ({'draft position' if j < d else 'bonus slot' if j == d else 'past the row'}, {d} drafts)"
+        return output_rows.locate(case, index, processed(case), "a random request's")
 
-    def split_requests(self, case: Case) -> list[Any]:
-        return split(case, PER_REQUEST, PER_TOKEN)
-
-    def join_requests(self, case: Case, pieces: list[Any]) -> Case:
-        return join(case, pieces, PER_REQUEST, PER_TOKEN)
-
-    def shrink_moves(self, case: Case) -> Iterator[Case]:
-        rows = Rows.of(case.arrays["cu_num_draft_tokens"])
-        if case.scalars["max_spec_len"] > rows.longest:
-            yield case.replace(scalars={"max_spec_len": rows.longest})
+    per_request, per_token = PER_REQUEST, PER_TOKEN  # DraftRowMoves: split, join, max_spec_len
 
 
     # -- extended tier (docs/CONTRACT.md §10.4): edges.py ----------------------------------

@@ -14,7 +14,6 @@ oracles compute §11.1 on them unchanged; a compiled run may decide a window's u
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -36,6 +35,7 @@ from ...targetkit.draft_rows import (
     check_int,
     check_rows,
 )
+from ...targetkit.output_rows import check_output_rows, check_writes, fewer_output_rows
 from .layout import build, drafted, in_window
 
 FEATURES = {
@@ -92,9 +92,7 @@ def validate(case: Case, dtypes: dict) -> None:
     B = rows.B
     L = check_int(case.scalars, "max_spec_len", 0, MAX_SPEC_LEN)
     V = check_int(case.scalars, "vocab_size", 1, 1 << 20)
-    out_rows = case.scalars.get("output_rows", B)
-    if not isinstance(out_rows, int) or isinstance(out_rows, bool) or not B <= out_rows <= B + 64:
-        raise ContractViolation("scalars.output_rows", "must be an int from B to B + 64")
+    out_rows = check_output_rows(case, B)
     if np.any(cu < 0):
         raise ContractViolation("arrays.cu_num_draft_tokens", "must hold counts >= 0 at every end (the token reads)")
     n = int(cu.max())
@@ -112,11 +110,7 @@ def validate(case: Case, dtypes: dict) -> None:
         raise ContractViolation("arrays.synthetic_conditional_rates", "must be float32 [K >= every count]")
     if np.any(ids >= V):
         raise ContractViolation("arrays.draft_token_ids", "must be below vocab_size")
-    w = writes(case)
-    if len(set(w)) != len(w):
-        raise ContractViolation("arrays.cu_num_draft_tokens", "two programs would write one output element")
-    if w and (min(w) < 0 or max(w) >= out_rows * (L + 1)):
-        raise ContractViolation("scalars.output_rows", "a write would land outside the output")
+    check_writes(writes(case), out_rows, L)
 
 
 def features_of(case: Case) -> frozenset[str]:
@@ -169,6 +163,5 @@ def strategy(scale: Scale) -> Any:
     return as_strategy(body, scale)
 
 
-def shrink_candidates(case: Case) -> Iterator[Case]:
-    if case.scalars.get("output_rows", 0) > len(case.arrays["cu_num_draft_tokens"]):
-        yield case.replace(scalars={"output_rows": case.scalars["output_rows"] - 1})
+shrink_candidates = fewer_output_rows
+"""One output row fewer, down to ``B``."""

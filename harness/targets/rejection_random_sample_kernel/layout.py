@@ -17,7 +17,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.probabilities import near_quotient, sample_ids, table, uniforms
-from ...targetkit.draft_rows import BOOL, F32, F64, I32, I64, cu_of
+from ...targetkit.draft_rows import BOOL, F32, F64, I32, I64, cu_of, pad_tails
 
 NAME = "rejection_random_sample_kernel"
 """The target's name (its registry key, folder and vLLM name)."""
@@ -32,6 +32,11 @@ WINDOW_ULPS = 3
 """The half-width, in float32 steps of the quotient, of the division window (docs/CONTRACT.md
 §11.3): compiled Triton divides with ``div.full.f32``, at most 2 ulps from the exact quotient, so
 within 2.5 float32 steps of the correctly rounded one; 3 steps cover it."""
+
+
+def processed(case: Case) -> np.ndarray:
+    """The requests the kernel handles: the random ones (``is_greedy`` false)."""
+    return ~case.arrays["is_greedy"].astype(bool)
 
 
 def window_bounds(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -119,12 +124,7 @@ def build(counts: Sequence[int], L: int, *, V: int, seed: int, target_kind: str 
             steps = np.sign(steps) * (np.abs(steps) - 1)
         target = np.maximum(target, np.float32(0))
     ids = sample_ids(rng, drafter)
-    start = 0
-    for n in counts:
-        if n and rng.random() < pad:
-            k = int(rng.integers(1, n + 1))
-            ids[start + n - k : start + n] = -1
-        start += n
+    pad_tails(rng, ids, counts, pad)
     u = uniforms(rng, N)
     if boundary > 0 and N and (draft_kind is None or window):
         safe = np.clip(ids, 0, V - 1)
@@ -150,4 +150,5 @@ def build(counts: Sequence[int], L: int, *, V: int, seed: int, target_kind: str 
     return Case(kernel=NAME, arrays=arrays, scalars={"max_spec_len": int(L), "vocab_size": int(V)}, launch={})
 
 
-__all__ = ["BOOL", "F32", "F64", "I32", "I64", "NAME", "WINDOW_ULPS", "build", "clear_window", "drafted", "in_window", "window_bounds"]
+__all__ = ["BOOL", "F32", "F64", "I32", "I64", "NAME", "WINDOW_ULPS", "build", "clear_window", "drafted", "in_window",
+           "processed", "window_bounds"]

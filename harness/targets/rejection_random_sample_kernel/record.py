@@ -8,7 +8,7 @@ rejected. Launched as vLLM's dispatcher ``_rejection_random_sample`` launches it
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,16 +16,16 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
+from ...targetkit import output_rows
 from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
 from ...targetkit.draft_rows import (
     MAX_SPEC_LEN,
     MAX_VOCAB,
+    DraftRowMoves,
     Rows,
     check_array,
     check_cu,
     check_int,
-    join,
-    split,
 )
 from . import cases, edges
 from .layout import (
@@ -40,6 +40,7 @@ from .layout import (
     WINDOW_ULPS,
     drafted,
     in_window,
+    processed,
     window_bounds,
 )
 from .tour import SHAPES
@@ -94,7 +95,7 @@ def visits(case: Case) -> list[Visit]:
     return out
 
 
-class RejectionRandom(EdgesInModule, TritonTarget):
+class RejectionRandom(DraftRowMoves, EdgesInModule, TritonTarget):
     name = NAME
     section = 11
     module = MODULE
@@ -242,8 +243,7 @@ class RejectionRandom(EdgesInModule, TritonTarget):
         return len(case.arrays["cu_num_draft_tokens"])
 
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
-        B = case.scalars.get("output_rows", len(case.arrays["cu_num_draft_tokens"]))  # extended tier: more rows
-        return {"output_token_ids": (I32, (B, case.scalars["max_spec_len"] + 1))}
+        return output_rows.output_specs(case)
 
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
         """As ``_rejection_random_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],) = (B,)``,
@@ -289,20 +289,9 @@ class RejectionRandom(EdgesInModule, TritonTarget):
         )
 
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
-        width = case.scalars["max_spec_len"] + 1
-        r, j = divmod(index, width)
-        if r >= len(case.arrays["cu_num_draft_tokens"]):
-            return None, f"slot {j} of an output row past the last request (extended tier)"
-        if case.arrays["is_greedy"][r]:
-            return r, f"slot {j} of a greedy request's row (untouched)"
-        d = int(Rows.of(case.arrays["cu_num_draft_tokens"]).d[r])
-        return r, f"slot {j} ({'draft position' if j < d else 'bonus slot' if j == d else 'past the row'}, {d} drafts)"
+        return output_rows.locate(case, index, processed(case), "a greedy request's")
 
-    def split_requests(self, case: Case) -> list[Any]:
-        return split(case, PER_REQUEST, PER_TOKEN)
-
-    def join_requests(self, case: Case, pieces: list[Any]) -> Case:
-        return join(case, pieces, PER_REQUEST, PER_TOKEN)
+    per_request, per_token = PER_REQUEST, PER_TOKEN  # DraftRowMoves: split, join, max_spec_len
 
     def settle(self, case: Case, written: Mapping[str, np.ndarray], fills: Mapping[str, int], device: str) -> Case | None:
         """Compiled (``device`` not the CPU: docs/CONTRACT.md §11.3), a uniform in its draft's
@@ -335,11 +324,6 @@ class RejectionRandom(EdgesInModule, TritonTarget):
                 u[t] = max(float(lo[0]), 0.0) if accept else np.nextafter(u.dtype.type(hi[0]), u.dtype.type(np.inf))
                 moved = True
         return case.replace(arrays={"uniform_probs": u}) if moved else None
-
-    def shrink_moves(self, case: Case) -> Iterator[Case]:
-        rows = Rows.of(case.arrays["cu_num_draft_tokens"])
-        if case.scalars["max_spec_len"] > rows.longest:
-            yield case.replace(scalars={"max_spec_len": rows.longest})
 
 
     # -- extended tier (docs/CONTRACT.md §11.4): edges.py ----------------------------------

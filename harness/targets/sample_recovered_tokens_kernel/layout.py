@@ -16,7 +16,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.probabilities import inv_noise, sample_ids, table
-from ...targetkit.draft_rows import F32, F64, I32, cu_of
+from ...targetkit.draft_rows import F32, F64, I32, cu_of, pad_tails
 
 NAME = "sample_recovered_tokens_kernel"
 """The target's name (its registry key, folder and vLLM name)."""
@@ -46,12 +46,7 @@ def build(counts: Sequence[int], L: int, *, V: int, seed: int, target_kind: str 
         hot = np.flatnonzero(rng.random(N) < one_hot)
         target[hot] = 0
         target[hot, ids[hot]] = 1
-    start = 0
-    for n in counts:
-        if n and rng.random() < pad:
-            k = int(rng.integers(1, n + 1))
-            ids[start + n - k : start + n] = -1
-        start += n
+    pad_tails(rng, ids, counts, pad)
     arrays: dict[str, np.ndarray] = {
         "cu_num_draft_tokens": cu_of(counts),
         "draft_token_ids": ids.astype(I32),

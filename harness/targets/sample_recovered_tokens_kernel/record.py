@@ -20,12 +20,11 @@ from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
 from ...targetkit.draft_rows import (
     MAX_SPEC_LEN,
     MAX_VOCAB,
+    DraftRowMoves,
     Rows,
     check_array,
     check_cu,
     check_int,
-    join,
-    split,
 )
 from . import cases, edges
 from .layout import BLOCK_SIZE, F32, F64, I32, NAME, PER_REQUEST, PER_TOKEN
@@ -65,7 +64,7 @@ def scores(case: Case) -> np.ndarray:
         return (p.astype(iq.dtype) * iq).astype(iq.dtype)
 
 
-class SampleRecovered(EdgesInModule, TritonTarget):
+class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
     name = NAME
     section = 13
     module = MODULE
@@ -224,16 +223,10 @@ class SampleRecovered(EdgesInModule, TritonTarget):
         r = int(np.searchsorted(rows.cu, index, side="right"))
         return r, f"draft position {index - int(rows.s[r])} of {int(rows.d[r])}"
 
-    def split_requests(self, case: Case) -> list[Any]:
-        return split(case, PER_REQUEST, PER_TOKEN)
-
-    def join_requests(self, case: Case, pieces: list[Any]) -> Case:
-        return join(case, pieces, PER_REQUEST, PER_TOKEN)
+    per_request, per_token = PER_REQUEST, PER_TOKEN  # DraftRowMoves: split, join, max_spec_len
 
     def shrink_moves(self, case: Case) -> Iterator[Case]:
-        rows = Rows.of(case.arrays["cu_num_draft_tokens"])
-        if case.scalars["max_spec_len"] > rows.longest:
-            yield case.replace(scalars={"max_spec_len": rows.longest})
+        yield from super().shrink_moves(case)
         if case.launch.get("block_size") is not None:
             yield case.replace(launch={"block_size": None})
 
