@@ -110,6 +110,9 @@ def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, f
     if m.exact_division and backend.compiled:
         pytest.skip("compiled: the interpreter is not used, and a compiled division may decide the inputs of "
                     f"{mutant} either way (docs/CONTRACT.md §11.3)")
+    if m.racy and backend.compiled:
+        pytest.skip(f"compiled: the interpreter is not used, and the programs of {mutant} race for the elements "
+                    "they share on a GPU (a finding need not replay the same way)")
     path = seeded_bugs_dir / f"{mutant}.py"
     if not path.exists():
         try:

@@ -52,6 +52,10 @@ class Mutant:
     of docs/CONTRACT.md §11.3): compiled, a division within 2 ulps may decide such an input
     either way, so the bug cannot be told from production there; it is caught under the
     interpreter (and on the CPU port), which divides exactly."""
+    racy: bool = False
+    """The mutant's programs write shared elements: on a GPU they race, so a finding need not
+    reproduce the same way when replayed; it is caught under the interpreter, whose programs
+    run one after another."""
 
 
 def edit(old: str, new: str) -> tuple[str, str]:

@@ -18,7 +18,7 @@ BUGS: tuple[Mutant, ...] = (
     Mutant("ex_mask_le", T, "expand: the mask is offset <= num_tokens (one token too many per request)",
            (edit(STORE, STORE.replace("offset < num_tokens", "offset <= num_tokens")),), V033),
     Mutant("ex_no_mask", T, "expand: the store is unmasked (every request writes MAX_NUM_TOKENS tokens)",
-           (edit(STORE, "    tl.store(output_ptr + start_idx + offset, src_val)\n"),), V033),
+           (edit(STORE, "    tl.store(output_ptr + start_idx + offset, src_val)\n"),), V033, racy=True),
     Mutant("ex_start_at_own_end", T, "expand: a request starts at its own end cu[r] instead of cu[r-1]",
            (edit("        start_idx = tl.load(cu_num_tokens_ptr + req_idx - 1)\n",
                  "        start_idx = tl.load(cu_num_tokens_ptr + req_idx) - 1\n"),), V033),
