@@ -24,7 +24,7 @@ BUGS: tuple[Mutant, ...] = (
     Mutant("sr_tile_offset_lost", T, "recovered: the winner's index is its lane in the tile, without the tile's offset",
            (edit("            recovered_id = v + local_id\n", "            recovered_id = local_id\n"),), V033),
     Mutant("sr_position_le", T, "recovered: program j = d_r runs (pos > num_draft_tokens), writing the next request's token",
-           (edit("    if pos >= num_draft_tokens:\n", "    if pos > num_draft_tokens:\n"),), V033),
+           (edit("    if pos >= num_draft_tokens:\n", "    if pos > num_draft_tokens:\n"),), V033, racy=True),
     Mutant("sr_residual_swapped", T, "recovered: the residual is draft - target instead of target - draft",
            (edit("            prob = tl.maximum(target_prob - draft_prob, 0.0)\n",
                  "            prob = tl.maximum(draft_prob - target_prob, 0.0)\n"),), V033),
