@@ -39,7 +39,7 @@ def locate(case: Case, index: int, processed: np.ndarray, other: str) -> tuple[i
     if not processed[r]:
         return r, f"slot {j} of {other} row (untouched)"
     d = int(Rows.of(case.arrays["cu_num_draft_tokens"]).d[r])
-    return r, f"slot {j} ({'draft position' if j < d else 'bonus slot' if j == d else 'past the row'}, {d} drafts)"
+    return r, f"slot {j} ({'draft position' if j < d else 'bonus slot' if j == d else 'past the row'}, {d} draft{'' if d == 1 else 's'})"
 
 
 # -- what parse_output relies on (the audit's properties) ------------------------------------
