@@ -56,3 +56,27 @@ def test_newer_target_against_the_pinned_release(name, release_impls, backend, s
     for f in files:
         finding = check_case(load_case(f), release_impls, backend.device, domain="extended")
         assert finding is None, f"{f}\n{finding.report(saved=f)}"
+
+
+def test_a_compiled_function_is_warmed_before_any_case_clock_runs():
+    """``torch.compile``'d code (vLLM's update_num_computed_tokens_for_batch_change) compiles at
+    its first calls; the campaign runs it on two tiny cases first (``warm_compiled``), so that
+    compiling never counts against a case's time limit. A plain implementation is not run."""
+    from eaglefuzz.harness.checking.check import warm_compiled
+    from eaglefuzz.harness.sources import implementations_for
+    from eaglefuzz.harness.sources.bundled import BundledSource
+
+    name = "extend_all_queries_by_N"
+    bundled = implementations_for(BundledSource(), [name])
+    calls = []
+
+    class Compiled:
+        _torchdynamo_orig_callable = bundled[name]
+
+        def __call__(self, *args, **kwargs):
+            calls.append(1)
+            return bundled[name](*args, **kwargs)
+
+    impls = type(bundled)(funcs={name: Compiled()}, origin=bundled.origin, source=bundled.source)
+    assert warm_compiled(impls, [name], "cpu") == [name] and len(calls) == 2
+    assert warm_compiled(bundled, [name], "cpu") == []

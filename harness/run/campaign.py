@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..checking.check import Finding, warm_oracles
+from ..checking.check import Finding, warm_compiled, warm_oracles
 from ..checking.corpus import case_path, save_finding
 from ..checking.fuzz import Stats, bulk_fuzz_target, fuzz_target
 from ..core import interrupts
@@ -130,6 +130,7 @@ class Campaign:
                 print(f"eaglefuzz: {note}", file=sys.stderr)
         journal = Journal(self.journal_dir) if self.journal_dir else None
         warm_oracles([n for n in names if n not in finished])  # compiled before any case's clock runs
+        warm_compiled(impls, [n for n in names if n not in finished], backend.device)
         scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE
         console = Console(stderr=True)
         per_budget = None if self.time_budget is None else self.time_budget / len(names)
