@@ -100,6 +100,17 @@ def check_int(scalars: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
     return v
 
 
+def check_draft_counts(case: Case) -> tuple[Rows, int]:
+    """A rejection-sampler case's production draft counts: ``cu_num_draft_tokens`` as
+    :func:`check_cu` checks it, and ``max_spec_len`` (0 to :data:`MAX_SPEC_LEN`) at least every
+    request's count; the rows and ``max_spec_len``."""
+    rows = check_cu(case.arrays.get("cu_num_draft_tokens"))
+    L = check_int(case.scalars, "max_spec_len", 0, MAX_SPEC_LEN)  # noqa: N806
+    if L < rows.longest:
+        raise ContractViolation("scalars.max_spec_len", "must be at least every request's draft count")
+    return rows, L
+
+
 def split(case: Case, per_request: Sequence[str], per_token: Sequence[str]) -> list[dict[str, np.ndarray]]:
     """``case`` as one piece per request: its rows of the per-request and per-token arrays
     (those the case has), by name."""

@@ -18,12 +18,10 @@ from ...generation.strategies import MAX_NUM_SEQS
 from ...targetkit import output_rows
 from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
 from ...targetkit.draft_rows import (
-    MAX_SPEC_LEN,
     DraftRowMoves,
     Rows,
     check_array,
-    check_cu,
-    check_int,
+    check_draft_counts,
 )
 from . import cases, edges
 from .layout import BOOL, F32, F64, I32, I64, NAME, PER_REQUEST, PER_TOKEN, processed
@@ -109,11 +107,8 @@ class RejectionGreedy(DraftRowMoves, EdgesInModule, TritonTarget):
 
     def validate(self, case: Case) -> None:
         a = case.arrays
-        rows = check_cu(a.get("cu_num_draft_tokens"))
+        rows, L = check_draft_counts(case)
         B, N = rows.B, rows.N
-        L = check_int(case.scalars, "max_spec_len", 0, MAX_SPEC_LEN)
-        if L < rows.longest:
-            raise ContractViolation("scalars.max_spec_len", "must be at least every request's draft count")
         check_array(a, "draft_token_ids", (I32,), (N,))
         check_array(a, "target_argmax", (I64, I32), (N,))
         bonus = a.get("bonus_token_ids")

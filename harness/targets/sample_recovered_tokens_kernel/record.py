@@ -18,12 +18,11 @@ from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
 from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
 from ...targetkit.draft_rows import (
-    MAX_SPEC_LEN,
     MAX_VOCAB,
     DraftRowMoves,
     Rows,
     check_array,
-    check_cu,
+    check_draft_counts,
     check_int,
 )
 from . import cases, edges
@@ -118,11 +117,8 @@ class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
 
     def validate(self, case: Case) -> None:
         a = case.arrays
-        rows = check_cu(a.get("cu_num_draft_tokens"))
+        rows, L = check_draft_counts(case)
         B, N = rows.B, rows.N
-        L = check_int(case.scalars, "max_spec_len", 0, MAX_SPEC_LEN)
-        if L < rows.longest:
-            raise ContractViolation("scalars.max_spec_len", "must be at least every request's draft count")
         V = check_int(case.scalars, "vocab_size", 1, MAX_V)
         check_array(a, "draft_token_ids", (I32,), (N,))
         check_array(a, "target_probs", (F32,), (N, V))
