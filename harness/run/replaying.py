@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ..checking.check import check_case, warm_oracles
+from ..checking.check import check_case, warm_compiled, warm_oracles
 from ..checking.costs import LimitExceeded, check_cost
 from ..core import interrupts
 from ..core.case import Case
@@ -81,7 +81,9 @@ def _replay(
     log.set_meta(meta)
     log.set_plan([str(f) for f, _ in cases])
     finished = log.records()
-    warm_oracles(sorted({c.kernel for f, c in cases if c.kernel in impls and str(f) not in finished}))
+    pending = sorted({c.kernel for f, c in cases if c.kernel in impls and str(f) not in finished})
+    warm_oracles(pending)
+    warm_compiled(impls, pending, b.device)
     stopped = False
     try:
         for f, case in cases:
