@@ -44,3 +44,29 @@ def test_an_interpreter_that_takes_bool_arguments_is_left_alone(monkeypatch):
     monkeypatch.setattr(interp, "_implicit_cvt", takes_them)
     assert bool_arguments() is False
     assert interp._implicit_cvt is takes_them
+
+
+def test_a_broadcast_comparison_stays_a_bool_mask(backend):
+    """Triton's interpreter typed ``a != b`` like ``a`` (int8 for a bool tensor's load), so a
+    scalar comparison broadcast to a block became int8 data and a load masked by it failed
+    ("mask has unsupported dtype"): vLLM's ``_compute_slot_mappings_kernel`` under decode context
+    parallelism. The backend's set-up types comparisons ``int1``, as compiled Triton does."""
+    if backend.device != "cpu":
+        pytest.skip("an interpreter patch")
+    import torch
+    import triton
+    import triton.language as tl
+
+    from eaglefuzz.harness.sources.interpreter_compat import comparisons_typed_int1
+
+    @triton.jit
+    def kernel(flag_ptr, out_ptr):
+        flag = tl.load(flag_ptr)
+        offs = tl.arange(0, 4)
+        mask = ~flag | (offs % 2 == 1)
+        tl.store(out_ptr + offs, tl.load(out_ptr + offs, mask=mask, other=0) + 1)
+
+    out = torch.tensor([10, 20, 30, 40])
+    kernel[(1,)](torch.tensor([True]), out)
+    assert out.tolist() == [1, 21, 1, 41]
+    assert comparisons_typed_int1() is False  # done by the backend's set-up; idempotent

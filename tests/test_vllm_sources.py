@@ -36,7 +36,8 @@ VLLM_IMPORTS = """\
 from vllm.config import VllmConfig
 from vllm.platforms import current_platform
 from vllm.triton_utils import tl, triton  # noqa: F811 - vLLM's re-export of the real modules
-from vllm.utils.math_utils import cdiv  # no stand-in: a placeholder, unused by the targets
+from vllm.utils.math_utils import cdiv  # a stand-in (Model Runner V2's modules import it)
+from vllm.utils.torch_utils import async_tensor_h2d  # no stand-in: a placeholder, unused by the targets
 from vllm.v1.attention.backends.utils import CommonAttentionMetadata
 
 BACKEND = current_platform.simple_compile_backend
@@ -153,8 +154,10 @@ def test_fake_release_loads_and_passes_a_short_fuzz(tmp_path, monkeypatch, backe
     assert set(impls.funcs) == BUNDLED_TARGETS
     assert impls.origin[PI].source == "vLLM 9.8.5 release wheel"
     assert impls.origin[PI].file == "vllm/v1/spec_decode/utils.py"
-    assert any("vllm.utils.math_utils" in n for n in impls.notes)  # the placeholder is said
+    assert any("vllm.utils.torch_utils" in n for n in impls.notes)  # the placeholder is said
+    assert not any("vllm.utils.math_utils" in n for n in impls.notes)  # a stand-in
     module = sys.modules["_eaglefuzz_vllm_r9_8_5.v1.spec_decode.utils"]
+    assert (module.cdiv(7, 2), module.cdiv(8, 2), module.cdiv(0, 3)) == (4, 4, 0)
     assert module.BACKEND == "inductor"  # vLLM's CPU and CUDA platforms' default
     assert_vllm_not_imported()
     fuzz_clean(impls, sorted(BUNDLED_TARGETS), backend.device, examples=3)
@@ -371,3 +374,24 @@ def test_the_installed_vllm_is_found_and_loaded_without_importing_it():
     impls = implementations_for(source)
     assert impls.funcs and source.describe().startswith(f"installed vLLM {importlib.metadata.version('vllm')} (")
     assert_vllm_not_imported()
+
+
+def test_a_class_derived_from_a_placeholder_loads_but_cannot_be_made(tmp_path):
+    """Model Runner V2's speculator derives from classes eaglefuzz has no stand-in for
+    (``class TargetDependentARSpeculator(DraftModelSpeculator)``): the module loads, its kernels
+    are there, and only making such an object fails, naming the placeholder."""
+    from eaglefuzz.harness.sources.vllm_shims import load_module
+
+    module = "vllm/v1/worker/gpu/spec_decode/fake/speculator.py"
+    (tmp_path / module).parent.mkdir(parents=True)
+    (tmp_path / module).write_text(
+        "from vllm.v1.worker.gpu.spec_decode.speculator import DraftModelSpeculator\n"
+        "from vllm.v1.attention.backends.utils import PAD_SLOT_ID\n\n\n"
+        "class Speculator(DraftModelSpeculator):\n    PAD = PAD_SLOT_ID\n\n\n"
+        "def kernel():\n    return Speculator.PAD\n"
+    )
+    loaded, notes = load_module(tmp_path, "derived", module)
+    assert loaded.kernel() == -1
+    assert any("vllm.v1.worker.gpu.spec_decode.speculator" in n for n in notes)
+    with pytest.raises(ImportError, match="DraftModelSpeculator is not available.*Speculator derives from it"):
+        loaded.Speculator()

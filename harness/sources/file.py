@@ -32,6 +32,7 @@ import triton
 import triton.language as tl
 
 from eaglefuzz.kernels.vllm_types import *  # noqa: F403 - the vLLM types the file names
+from eaglefuzz.kernels.triton_helpers_v2 import _load_ptr  # noqa: F401 - Model Runner V2's helper (a definition below wins)
 
 '''
 

@@ -38,3 +38,36 @@ def bool_arguments() -> bool:
     implicit_cvt._eaglefuzz_bool = True  # type: ignore[attr-defined]
     interp._implicit_cvt = implicit_cvt
     return True
+
+
+def comparisons_typed_int1() -> bool:
+    """Type the interpreter's comparison results ``int1``, as compiled Triton does (idempotent);
+    whether a change was made.
+
+    Triton's interpreter (3.6 to 3.9 at least) computes ``a != b`` through its binary-operation
+    helper, which types the result like its left operand: a comparison of int8 values holds
+    NumPy bools typed ``int8``. Broadcasting such a scalar to a block (``create_splat``) then
+    makes int8 data, and a load masked by it fails with "mask has unsupported dtype". vLLM's
+    ``_compute_slot_mappings_kernel`` does exactly that under decode context parallelism
+    (``~sharded | is_local``, ``sharded`` loaded from a bool tensor), so every such launch
+    failed under the interpreter while the compiled kernel runs. Compiled runs are not affected.
+    """
+    try:
+        import triton.language as tl
+        from triton.runtime import interpreter as interp
+    except ImportError:  # pragma: no cover - no triton
+        return False
+    builder = getattr(interp, "InterpreterBuilder", None)
+    binary = getattr(builder, "binary_op", None)
+    if binary is None or getattr(binary, "_eaglefuzz_int1", False):
+        return False
+
+    def binary_op(self, lhs, rhs, op):  # noqa: ANN001, ANN202 - Triton's own signature
+        out = binary(self, lhs, rhs, op)
+        if out.data.dtype == np.bool_ and out.dtype != tl.int1:
+            return interp.TensorHandle(out.data, tl.int1)
+        return out
+
+    binary_op._eaglefuzz_int1 = True  # type: ignore[attr-defined]
+    builder.binary_op = binary_op
+    return True

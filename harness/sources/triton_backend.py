@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 
 from ..core.errors import UserError
-from .interpreter_compat import bool_arguments
+from .interpreter_compat import bool_arguments, comparisons_typed_int1
 from .interpreter_speed import speed_up
 
 BACKENDS = ("auto", "cuda", "interpreter")
@@ -61,5 +61,6 @@ def select_backend(requested: str = "auto") -> Backend:
     if want_interp:
 
         bool_arguments()  # Triton 3.6's interpreter refuses the bool arguments vLLM passes
+        comparisons_typed_int1()  # a broadcast comparison result must stay a bool mask
         speed_up()  # same results, fewer discarded checks per program instance
     return Backend(requested, "cpu" if want_interp else "cuda")

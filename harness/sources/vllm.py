@@ -22,7 +22,14 @@ from types import ModuleType
 from ..core.errors import UserError
 from . import wheels
 from .base import Implementations, Origin, Source
-from .vllm_shims import MODULE, PLATFORM_FILES, REAL_FILES, LoadFailed, load_module
+from .vllm_shims import (
+    MODULE,
+    PLATFORM_FILES,
+    REAL_FILES,
+    RUNNER_V2_MODULES,
+    LoadFailed,
+    load_module,
+)
 
 PINNED_RELEASE = "0.33.0"
 """The release the test suite checks (``tox -e vllm`` installs it)."""
@@ -39,9 +46,9 @@ def target_modules() -> list[str]:
 
 
 def members() -> tuple[str, ...]:
-    """What is taken out of a release wheel (a few hundred kB): the targets' modules and the
-    files they run with; the wheel itself is not kept."""
-    return (*target_modules(), *REAL_FILES, *PLATFORM_FILES)
+    """What is taken out of a release wheel (a few hundred kB): the targets' modules, Model
+    Runner V2's, and the files they run with; the wheel itself is not kept."""
+    return tuple(dict.fromkeys((*target_modules(), *RUNNER_V2_MODULES, *REAL_FILES, *PLATFORM_FILES)))
 
 
 def _check_version(version: str) -> str:

@@ -45,8 +45,20 @@ REAL_FILES = (
     "vllm/envs.py",
     "vllm/model_executor/warmup/jit_warmup.py",
     "vllm/model_executor/warmup/jit_warmup_triton_helper.py",
+    "vllm/v1/worker/gpu/buffer_utils.py",
 )
-"""vLLM files run as they are when the module (or one of them) imports them."""
+"""vLLM files run as they are when the module (or one of them) imports them. Model Runner V2's
+``buffer_utils.py`` holds ``_load_ptr``, the ``@triton.jit`` helper its block-table kernels call
+(a pointer read from a table of data pointers): vLLM's own, never a stand-in."""
+
+RUNNER_V2_MODULES = (
+    "vllm/v1/worker/gpu/input_batch.py",
+    "vllm/v1/worker/gpu/block_table.py",
+    "vllm/v1/worker/gpu/spec_decode/rejection_sampler.py",
+    "vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py",
+)
+"""Model Runner V2's modules whose Triton kernels eaglefuzz tests (docs/CONTRACT.md §14-§27),
+taken out of a release wheel with the V1 modules."""
 
 PLATFORM_FILES = ("vllm/platforms/interface.py", "vllm/platforms/cpu.py", "vllm/platforms/cuda.py")
 """Read (not run) for the platform's ``simple_compile_backend``."""
@@ -81,6 +93,22 @@ class Unavailable:
 
     def __getitem__(self, item: Any) -> Unavailable:
         return Unavailable(f"{self._name}[{item!r}]")
+
+    # A class derived from a placeholder (Model Runner V2's ``class
+    # TargetDependentARSpeculator(DraftModelSpeculator)``): defined, but never instantiated.
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
+        return (_placeholder_base(self._name),)
+
+
+def _placeholder_base(name: str) -> type:
+    """A base class standing for the placeholder ``name``: a subclass can be defined (its module
+    loads) but not instantiated."""
+
+    def refuse(cls: type, *args: Any, **kwargs: Any) -> Any:
+        raise ImportError(f"{name} is not available to eaglefuzz (no stand-in for it): "
+                          f"{cls.__name__} derives from it")
+
+    return type(f"Unavailable[{name}]", (), {"__new__": refuse, "__module__": __name__})
 
 
 def _placeholders(module: str) -> Callable[[str], Unavailable]:
@@ -179,6 +207,13 @@ def _platforms(m: ModuleType, load: VllmLoad) -> None:
 def _attention_metadata(m: ModuleType, load: VllmLoad) -> None:
 
     m.CommonAttentionMetadata = CommonAttentionMetadata
+    m.PAD_SLOT_ID = -1  # vllm/v1/attention/backends/utils.py: the slot of a token that writes no KV
+
+
+def _math_utils(m: ModuleType, load: VllmLoad) -> None:
+    m.cdiv = lambda a, b: -(a // -b)  # ceiling division of ints, as vLLM's
+    m.next_power_of_2 = lambda n: 1 if n < 1 else 1 << (n - 1).bit_length()
+    m.round_up = lambda x, y: ((x + y - 1) // y) * y
 
 
 def _config(m: ModuleType, load: VllmLoad) -> None:
@@ -226,6 +261,7 @@ SHIMS: dict[str, Callable[[ModuleType, VllmLoad], None]] = {
     "vllm.sampling_params": _sampling_params,
     "vllm.distributed": _distributed,
     "vllm.logger": _logger,
+    "vllm.utils.math_utils": _math_utils,
 }
 """What the loaded files import from vLLM that cannot be imported here, and its stand-in."""
 
@@ -309,6 +345,7 @@ class VllmLoad:
             SHIMS[name](m, self)
         elif name in self._packages or name == "vllm":
             m.__path__ = []  # a package, so that its submodules can be imported
+            m.__getattr__ = _placeholders(name)  # type: ignore[attr-defined] # ``from vllm.utils import random_uuid``
         else:
             self.placeholders.append(name)
             m.__getattr__ = _placeholders(name)  # type: ignore[attr-defined]
