@@ -409,46 +409,70 @@ def release_root(needs) -> Path:
     return needs.release_files(vsrc.PINNED_RELEASE)
 
 
-@pytest.fixture(scope="module")
-def release_modules(release_root, backend) -> dict[str, Any]:
-    """The four V2 modules of the pinned release, loaded as ``--vllm-version`` loads a module."""
+def _release(root: Path, tmp: Path) -> dict[str, Any]:
+    """The four V2 modules of the release, loaded as ``--vllm-version`` loads a module."""
     from eaglefuzz.harness.sources.vllm_shims import RUNNER_V2_MODULES, load_module
 
-    return {m: load_module(release_root, f"v2examples_{k}", m)[0] for k, m in enumerate(RUNNER_V2_MODULES)}
+    return {m: load_module(root, f"v2examples_r{k}", m)[0] for k, m in enumerate(RUNNER_V2_MODULES)}
 
 
-@pytest.mark.kernel
-@pytest.mark.parametrize("ex", EXAMPLES, ids=[e.id for e in EXAMPLES])
-def test_vllm_0_33_0_kernel_gives_the_hand_worked_result(ex, release_modules, backend):
-    if backend.device != "cpu":
-        pytest.skip("the examples' tensors are CPU tensors: run under the Triton interpreter")
-    run_kernel(ex, release_modules[ex.module])
+def _installed(root: Path, tmp: Path) -> dict[str, Any]:
+    """The same files as an installed vLLM (a site folder whose ``import vllm`` fails), found
+    as ``--vllm`` finds it, without importing vLLM."""
+    import sys
+
+    from eaglefuzz.harness.sources import vllm as vsrc
+    from eaglefuzz.harness.sources.vllm_shims import RUNNER_V2_MODULES, load_module
+
+    site = tmp / "site"
+    for m in (vsrc.MODULE, *RUNNER_V2_MODULES, "vllm/v1/worker/gpu/buffer_utils.py"):
+        (site / m).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / m, site / m)
+    (site / "vllm/__init__.py").write_text("raise ImportError('vLLM needs its dependencies and a GPU')\n")
+    (site / "vllm-0.33.0.dist-info").mkdir()
+    (site / "vllm-0.33.0.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.33.0\n")
+    sys.path.insert(0, str(site))
+    try:
+        found = vsrc.find_installed()
+    finally:
+        sys.path.remove(str(site))
+    assert found.version == "0.33.0" and found.module_file == (site / vsrc.MODULE).resolve()
+    home = found.module_file.parents[3]
+    loaded = {m: load_module(home, f"v2examples_i{k}", m)[0] for k, m in enumerate(RUNNER_V2_MODULES)}
+    assert not [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]
+    return loaded
 
 
-@pytest.fixture(scope="module")
-def file_modules(release_root, tmp_path_factory, backend) -> dict[str, Any]:
-    """The same four files copied out of the release, given as a user's files: their vLLM imports
-    do not resolve, so their kernels are taken out under eaglefuzz's imports."""
+def _file(root: Path, tmp: Path) -> dict[str, Any]:
+    """The same files copied out of the release as a user's files (``--kernels``): their vLLM
+    imports do not resolve, so their kernels are taken out under eaglefuzz's imports."""
     from eaglefuzz.harness.sources import file as fsrc
     from eaglefuzz.harness.sources.vllm_shims import RUNNER_V2_MODULES
 
-    d = tmp_path_factory.mktemp("v2files")
     out = {}
     for m in RUNNER_V2_MODULES:
-        copy = d / m.replace("/", "_")
-        shutil.copy(release_root / m, copy)
-        names = sorted({e.function for e in EXAMPLES if e.module == m})
-        out[m] = fsrc._import_or_extract(copy, names)
+        copy = tmp / m.replace("/", "_")
+        shutil.copy(root / m, copy)
+        out[m] = fsrc._import_or_extract(copy, sorted({e.function for e in EXAMPLES if e.module == m}))
+        assert out[m].__name__.endswith("_extracted")
     return out
+
+
+SOURCES = {"release": _release, "installed": _installed, "file": _file}
+
+
+@pytest.fixture(scope="module", params=sorted(SOURCES))
+def v2_modules(request, release_root, tmp_path_factory, backend) -> dict[str, Any]:
+    if backend.device != "cpu":
+        pytest.skip("the examples' tensors are CPU tensors: run under the Triton interpreter")
+    return SOURCES[request.param](release_root, tmp_path_factory.mktemp(request.param))
 
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("module", sorted({e.module for e in EXAMPLES}))
-def test_a_user_file_of_v2_kernels_loads_and_runs(module, file_modules, backend):
-    """One item per file (each kernel compiled once under the interpreter is what costs)."""
-    if backend.device != "cpu":
-        pytest.skip("the examples' tensors are CPU tensors: run under the Triton interpreter")
-    m = file_modules[module]
-    assert "eaglefuzz_loaded_" in m.__name__ and m.__name__.endswith("_extracted")
+def test_vllm_0_33_0_kernels_give_the_hand_worked_results(module, v2_modules):
+    """Every example of the module's kernels, on vLLM 0.33.0's code from each source: the
+    release wheel, an installed vLLM, a user's file (one item per file and source: compiling
+    each kernel once under the interpreter is what costs)."""
     for ex in (e for e in EXAMPLES if e.module == module):
-        run_kernel(ex, m)
+        run_kernel(ex, v2_modules[module])
