@@ -132,7 +132,7 @@ _EMPTY_I32 = np.zeros(0, dtype=np.int32)
 
 
 # --------------------------------------------------------------------------------------------
-# 14. input_batch._prepare_prefill_inputs_kernel
+# 14. input_batch_prepare_prefill_inputs_kernel
 # --------------------------------------------------------------------------------------------
 
 
@@ -745,7 +745,7 @@ def flatten_sampled(*, flat_sampled, sampled, num_sampled, cu_num_logits, num_re
 
 
 # --------------------------------------------------------------------------------------------
-# 25. target_dependent_ar._prepare_prefill_inputs_kernel
+# 25. target_dependent_ar_prepare_prefill_inputs_kernel
 # --------------------------------------------------------------------------------------------
 
 

@@ -99,7 +99,7 @@ def _store(buf, idx, vals, what: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# 14. input_batch._prepare_prefill_inputs_kernel
+# 14. input_batch_prepare_prefill_inputs_kernel
 # --------------------------------------------------------------------------------------------
 
 
@@ -466,7 +466,7 @@ def _checked(idx, n: int, what: str) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# 25. target_dependent_ar._prepare_prefill_inputs_kernel
+# 25. target_dependent_ar_prepare_prefill_inputs_kernel
 # --------------------------------------------------------------------------------------------
 
 

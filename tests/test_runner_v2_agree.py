@@ -219,7 +219,7 @@ REJECTION = "vllm/v1/worker/gpu/spec_decode/rejection_sampler.py"
 SPECULATOR = "vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py"
 
 KERNELS: dict[str, tuple[Callable[[np.random.Generator, int], dict[str, Any]], str, str, str]] = {
-    "input_batch._prepare_prefill_inputs_kernel": (_prefill, "input_batch_prepare_prefill_inputs", INPUT_BATCH, "launch_input_batch_prepare_prefill_inputs"),
+    "input_batch_prepare_prefill_inputs_kernel": (_prefill, "input_batch_prepare_prefill_inputs", INPUT_BATCH, "launch_input_batch_prepare_prefill_inputs"),
     "_prepare_pos_seq_lens_kernel": (_pos_seq, "prepare_pos_seq_lens", INPUT_BATCH, "launch_prepare_pos_seq_lens"),
     "_combine_sampled_and_draft_tokens_kernel": (_combine, "combine_sampled_and_draft_tokens", INPUT_BATCH, "launch_combine_sampled_and_draft_tokens"),
     "_expand_idx_mapping_kernel": (_expand, "expand_idx_mapping", INPUT_BATCH, "launch_expand_idx_mapping"),
@@ -230,7 +230,7 @@ KERNELS: dict[str, tuple[Callable[[np.random.Generator, int], dict[str, Any]], s
     "_compute_slot_mappings_kernel": (_slot_mappings, "compute_slot_mappings", BLOCK_TABLE, "launch_compute_slot_mappings"),
     "_gather_draft_sampled_kernel": (_gather_draft, "gather_draft_sampled", REJECTION, "launch_gather_draft_sampled"),
     "_flatten_sampled_kernel": (_flatten, "flatten_sampled", REJECTION, "launch_flatten_sampled"),
-    "target_dependent_ar._prepare_prefill_inputs_kernel": (_draft_prefill, "target_dependent_ar_prepare_prefill_inputs", SPECULATOR, "launch_target_dependent_ar_prepare_prefill_inputs"),
+    "target_dependent_ar_prepare_prefill_inputs_kernel": (_draft_prefill, "target_dependent_ar_prepare_prefill_inputs", SPECULATOR, "launch_target_dependent_ar_prepare_prefill_inputs"),
     "_prepare_decode_inputs_kernel": (_decode_inputs, "prepare_decode_inputs", SPECULATOR, "launch_prepare_decode_inputs"),
     "_update_draft_inputs_kernel": (_update_draft, "update_draft_inputs", SPECULATOR, "launch_update_draft_inputs"),
 }  # fmt: skip
