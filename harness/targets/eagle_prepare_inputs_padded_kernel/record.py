@@ -137,16 +137,10 @@ class PrepareInputsPadded(EdgesInModule, TritonTarget):
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
         from ....kernels.launchers import launch_eagle_prepare_inputs_padded
 
-        if "num_rejected_tokens" not in tensors:  # the variant: vLLM 0.12's call site
-            R, grid = case.scalars["num_reqs"], case.launch.get("grid_size")
-            kernel[(R if grid is None else grid,)](
-                tensors["cu_num_draft_tokens"], tensors["valid_sampled_tokens_count"],
-                tensors["query_start_loc"], tensors["token_indices_to_sample"], R,
-            )
-            return
-
+        # the variant without num_rejected_tokens (vLLM 0.12's call site) gets no such tensor
         launch_eagle_prepare_inputs_padded(
-            kernel, **tensors, num_reqs=case.scalars["num_reqs"], grid_size=case.launch.get("grid_size")
+            kernel, **{"num_rejected_tokens": None, **tensors}, num_reqs=case.scalars["num_reqs"],
+            grid_size=case.launch.get("grid_size"),
         )
 
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:

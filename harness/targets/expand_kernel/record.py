@@ -131,10 +131,11 @@ class Expand(EdgesInModule, TritonTarget):
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
         """As ``_expand`` (vLLM 0.33.0): grid ``(input.shape[0],)``, ``MAX_NUM_TOKENS =
         MAX_SPEC_LEN = 128`` (or the case's)."""
-        x = tensors["input"]
-        kernel[(x.shape[0],)](
-            tensors["output"], x, tensors["cu_num_tokens"], case.scalars["replace_from"], case.scalars["replace_to"],
-            MAX_NUM_TOKENS=_m(case),
+        from ....kernels.launchers import launch_expand
+
+        launch_expand(
+            kernel, output=tensors["output"], input=tensors["input"], cu_num_tokens=tensors["cu_num_tokens"],
+            replace_from=case.scalars["replace_from"], replace_to=case.scalars["replace_to"], max_num_tokens=_m(case),
         )  # fmt: skip
 
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:

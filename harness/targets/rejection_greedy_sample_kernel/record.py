@@ -179,21 +179,21 @@ class RejectionGreedy(DraftRowMoves, EdgesInModule, TritonTarget):
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
         """As ``_rejection_greedy_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],) = (B,)``,
         ``SYNTHETIC_MODE = synthetic_conditional_rates is not None``."""
-        out = tensors["output_token_ids"]
-        rates = tensors.get("synthetic_conditional_rates")
+        from ....kernels.launchers import launch_rejection_greedy_sample
+
         # vLLM's grid is output_token_ids.shape[0], which is B; the extended tier's output has
-        # more rows than requests (output_rows), so the grid is counted in requests.
-        kernel[(tensors["cu_num_draft_tokens"].shape[0],)](
-            out,
-            tensors["cu_num_draft_tokens"],
-            tensors["draft_token_ids"],
-            tensors["target_argmax"],
-            tensors["bonus_token_ids"],
-            tensors.get("is_greedy"),
-            case.scalars["max_spec_len"],
-            tensors.get("uniform_probs"),
-            rates,
-            SYNTHETIC_MODE=rates is not None,
+        # more rows than requests (output_rows), so the launcher counts the grid in requests.
+        launch_rejection_greedy_sample(
+            kernel,
+            output_token_ids=tensors["output_token_ids"],
+            cu_num_draft_tokens=tensors["cu_num_draft_tokens"],
+            draft_token_ids=tensors["draft_token_ids"],
+            target_argmax=tensors["target_argmax"],
+            bonus_token_ids=tensors["bonus_token_ids"],
+            is_greedy=tensors.get("is_greedy"),
+            max_spec_len=case.scalars["max_spec_len"],
+            uniform_probs=tensors.get("uniform_probs"),
+            synthetic_conditional_rates=tensors.get("synthetic_conditional_rates"),
         )
 
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:

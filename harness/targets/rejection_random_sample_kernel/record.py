@@ -245,26 +245,24 @@ class RejectionRandom(DraftRowMoves, EdgesInModule, TritonTarget):
         """As ``_rejection_random_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],) = (B,)``,
         ``vocab_size = target_probs.shape[1]``, ``NO_DRAFT_PROBS = draft_probs is None``,
         ``SYNTHETIC_MODE = synthetic_conditional_rates is not None``."""
-        out = tensors["output_token_ids"]
-        draft = tensors.get("draft_probs")
-        rates = tensors.get("synthetic_conditional_rates")
+        from ....kernels.launchers import launch_rejection_random_sample
+
         # vLLM's grid is output_token_ids.shape[0], which is B; the extended tier's output has
-        # more rows than requests (output_rows), so the grid is counted in requests.
-        kernel[(tensors["cu_num_draft_tokens"].shape[0],)](
-            out,
-            tensors["cu_num_draft_tokens"],
-            tensors["draft_token_ids"],
-            draft,
-            tensors["target_probs"],
-            tensors["bonus_token_ids"],
-            tensors["recovered_token_ids"],
-            tensors["uniform_probs"],
-            tensors["is_greedy"],
-            case.scalars["max_spec_len"],
-            case.scalars["vocab_size"],
-            rates,
-            NO_DRAFT_PROBS=draft is None,
-            SYNTHETIC_MODE=rates is not None,
+        # more rows than requests (output_rows), so the launcher counts the grid in requests.
+        launch_rejection_random_sample(
+            kernel,
+            output_token_ids=tensors["output_token_ids"],
+            cu_num_draft_tokens=tensors["cu_num_draft_tokens"],
+            draft_token_ids=tensors["draft_token_ids"],
+            draft_probs=tensors.get("draft_probs"),
+            target_probs=tensors["target_probs"],
+            bonus_token_ids=tensors["bonus_token_ids"],
+            recovered_token_ids=tensors["recovered_token_ids"],
+            uniform_probs=tensors["uniform_probs"],
+            is_greedy=tensors["is_greedy"],
+            max_spec_len=case.scalars["max_spec_len"],
+            vocab_size=case.scalars["vocab_size"],
+            synthetic_conditional_rates=tensors.get("synthetic_conditional_rates"),
         )
 
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:

@@ -195,14 +195,13 @@ class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
         """As ``_sample_recovered_tokens`` (vLLM 0.33.0): grid ``(B, max_spec_len)``,
         ``vocab_size = target_probs.shape[1]``, ``BLOCK_SIZE = 8192`` (or the case's),
         ``NO_DRAFT_PROBS = draft_probs is None``, ``USE_FP64_GUMBEL = inv_q is float64``."""
-        import torch
+        from ....kernels.launchers import launch_sample_recovered_tokens
 
-        cu = tensors["cu_num_draft_tokens"]
-        draft = tensors.get("draft_probs")
-        kernel[(cu.shape[0], case.scalars["max_spec_len"])](
-            tensors["output_token_ids"], cu, tensors["draft_token_ids"], draft, tensors["target_probs"],
-            tensors["inv_q"], case.scalars["vocab_size"],
-            BLOCK_SIZE=_bs(case), NO_DRAFT_PROBS=draft is None, USE_FP64_GUMBEL=tensors["inv_q"].dtype == torch.float64,
+        launch_sample_recovered_tokens(
+            kernel, output_token_ids=tensors["output_token_ids"], cu_num_draft_tokens=tensors["cu_num_draft_tokens"],
+            draft_token_ids=tensors["draft_token_ids"], draft_probs=tensors.get("draft_probs"),
+            target_probs=tensors["target_probs"], inv_q=tensors["inv_q"], max_spec_len=case.scalars["max_spec_len"],
+            vocab_size=case.scalars["vocab_size"], block_size=_bs(case),
         )  # fmt: skip
 
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
