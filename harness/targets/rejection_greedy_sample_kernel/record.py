@@ -16,16 +16,15 @@ import numpy as np
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
 from ...targetkit import output_rows
-from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
+from ...targetkit.base import ContractViolation, TritonTarget, numpy_and_numba
 from ...targetkit.draft_rows import (
     DraftRowMoves,
     Rows,
     check_array,
     check_draft_counts,
 )
-from . import cases, edges
+from . import edges
 from .layout import BOOL, F32, F64, I32, I64, NAME, PER_REQUEST, PER_TOKEN, processed
-from .tour import SHAPES
 
 MODULE = "vllm/v1/sample/rejection_sampler.py"
 
@@ -56,8 +55,10 @@ def first_rejections(case: Case) -> dict[int, int | None]:
     return out
 
 
-class RejectionGreedy(DraftRowMoves, EdgesInModule, TritonTarget):
+class RejectionGreedy(DraftRowMoves, TritonTarget):
     name = NAME
+    runner = "V1"
+    function = NAME
     section = 10
     module = MODULE
     parameters = (
@@ -94,18 +95,12 @@ class RejectionGreedy(DraftRowMoves, EdgesInModule, TritonTarget):
         "ids_past_32767": "an argmax or bonus id past 32767 written (vocabularies of 262144)",
     }
     extremes = ("beyond_1024_requests", "sixteen_drafts", "ids_past_32767")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
-
-        return {"numpy": vectorized.rejection_greedy_sample, "numba": loops.rejection_greedy_sample}
+    oracle_functions = numpy_and_numba("rejection_greedy_sample")
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
+    def production_rules(self, case: Case) -> None:
         a = case.arrays
         rows, L = check_draft_counts(case)
         B, N = rows.B, rows.N
@@ -218,7 +213,8 @@ class RejectionGreedy(DraftRowMoves, EdgesInModule, TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §10.4): edges.py ----------------------------------
 
-    edges = edges
+    def extended_rules(self, case: Case) -> None:
+        edges.validate(case, dict(self.inputs))
 
 
 TARGET = RejectionGreedy()

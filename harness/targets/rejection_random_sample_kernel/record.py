@@ -17,7 +17,7 @@ import numpy as np
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
 from ...targetkit import output_rows
-from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
+from ...targetkit.base import ContractViolation, TritonTarget, numpy_and_numba
 from ...targetkit.draft_rows import (
     MAX_VOCAB,
     DraftRowMoves,
@@ -26,7 +26,7 @@ from ...targetkit.draft_rows import (
     check_draft_counts,
     check_int,
 )
-from . import cases, edges
+from . import edges
 from .layout import (
     BOOL,
     F32,
@@ -42,7 +42,6 @@ from .layout import (
     processed,
     window_bounds,
 )
-from .tour import SHAPES
 
 MODULE = "vllm/v1/sample/rejection_sampler.py"
 MAX_V = 1 << 20
@@ -94,8 +93,10 @@ def visits(case: Case) -> list[Visit]:
     return out
 
 
-class RejectionRandom(DraftRowMoves, EdgesInModule, TritonTarget):
+class RejectionRandom(DraftRowMoves, TritonTarget):
     name = NAME
+    runner = "V1"
+    function = NAME
     section = 11
     module = MODULE
     parameters = (
@@ -146,18 +147,12 @@ class RejectionRandom(DraftRowMoves, EdgesInModule, TritonTarget):
         "ids_past_32767": "a draft id past 32767 read from the tables",
     }
     extremes = ("beyond_1024_requests", "sixteen_drafts", "vocab_262144", "ids_past_32767")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
-
-        return {"numpy": vectorized.rejection_random_sample, "numba": loops.rejection_random_sample}
+    oracle_functions = numpy_and_numba("rejection_random_sample")
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
+    def production_rules(self, case: Case) -> None:
         a = case.arrays
         rows, L = check_draft_counts(case)
         B, N = rows.B, rows.N
@@ -322,7 +317,8 @@ class RejectionRandom(DraftRowMoves, EdgesInModule, TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §11.4): edges.py ----------------------------------
 
-    edges = edges
+    def extended_rules(self, case: Case) -> None:
+        edges.validate(case, dict(self.inputs))
 
 
 TARGET = RejectionRandom()

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
-from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
+from ...targetkit.base import ContractViolation, TritonTarget, numpy_and_numba
 from ...targetkit.draft_rows import (
     MAX_VOCAB,
     DraftRowMoves,
@@ -25,9 +25,8 @@ from ...targetkit.draft_rows import (
     check_draft_counts,
     check_int,
 )
-from . import cases, edges
+from . import edges
 from .layout import BLOCK_SIZE, F32, F64, I32, NAME, PER_REQUEST, PER_TOKEN
-from .tour import SHAPES
 
 MODULE = "vllm/v1/sample/rejection_sampler.py"
 MAX_V = 1 << 20
@@ -63,8 +62,10 @@ def scores(case: Case) -> np.ndarray:
         return (p.astype(iq.dtype) * iq).astype(iq.dtype)
 
 
-class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
+class SampleRecovered(DraftRowMoves, TritonTarget):
     name = NAME
+    runner = "V1"
+    function = NAME
     section = 13
     module = MODULE
     parameters = (
@@ -104,18 +105,12 @@ class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
         "tie_at_8192_boundary": "a largest score tied across a boundary of vLLM's 8192-token tiles",
     }
     extremes = ("beyond_1024_requests", "sixteen_drafts", "vocab_262144", "winner_past_32767", "tie_at_8192_boundary")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
-
-        return {"numpy": vectorized.sample_recovered_tokens, "numba": loops.sample_recovered_tokens}
+    oracle_functions = numpy_and_numba("sample_recovered_tokens")
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
+    def production_rules(self, case: Case) -> None:
         a = case.arrays
         rows, L = check_draft_counts(case)
         B, N = rows.B, rows.N
@@ -228,7 +223,8 @@ class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §13.4): edges.py ----------------------------------
 
-    edges = edges
+    def extended_rules(self, case: Case) -> None:
+        edges.validate(case, dict(self.inputs))
 
 
 TARGET = SampleRecovered()
