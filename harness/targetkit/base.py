@@ -41,7 +41,7 @@ Runner = Literal["V1", "V2"]
 RUNNERS: tuple[Runner, ...] = ("V1", "V2")
 """vLLM's model runners. ``V1``: ``vllm/v1/worker/gpu_model_runner.py`` and the helpers it calls
 (``vllm/v1/spec_decode/``, ``vllm/v1/sample/``); ``V2``: Model Runner V2, ``vllm/v1/worker/gpu/``
-(vLLM's default since 0.33.0, ``VllmConfig.use_v2_model_runner``)."""
+(the default in vLLM 0.33.0: ``VllmConfig.use_v2_model_runner``)."""
 
 V2_PACKAGE = "vllm/v1/worker/gpu/"
 """Where Model Runner V2's modules live: a target of ``runner = "V2"`` has its ``module`` here,
