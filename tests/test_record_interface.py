@@ -222,7 +222,7 @@ def test_roles_are_the_registrys_and_targets_are_distinct():
 
 V2_SAME_NAME = (
     ("input_batch_prepare_prefill_inputs_kernel", "vllm/v1/worker/gpu/input_batch.py"),
-    ("speculator_prepare_prefill_inputs_kernel", "vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py"),
+    ("target_dependent_ar_prepare_prefill_inputs_kernel", "vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py"),
 )
 
 

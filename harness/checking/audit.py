@@ -29,7 +29,7 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hseed
 
-from ..core.buffers import Guarded, poison, raw
+from ..core.buffers import Guarded, filled, poison, raw
 from ..core.case import Case
 from ..generation.strategies import Scale, derive_seed
 from ..sources import device_for
@@ -110,7 +110,7 @@ def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) ->
         target.launch(impl, {n: b.view for n, b in bufs.items()}, case)
         if device != "cpu":
             torch.cuda.synchronize()
-        runs.append({n: (bufs[n].read(), bufs[n].guard) for n in specs})
+        runs.append({n: (bufs[n].read(), bufs[n].guard) for n in (*specs, *target.inout)})
     o = Observation()
     for n, (_, shape) in specs.items():
         (a, g), (b, _) = runs[0][n], runs[1][n]
@@ -119,6 +119,12 @@ def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) ->
         o.out[n] = a[g : g + size].reshape(shape)
         o.written[n] = w[g : g + size].reshape(shape)
         o.stray[n] = bool(w[:g].any() or w[g + size :].any())
+    for n in target.inout:  # state updated in place: as the first run left it; written = changed
+        (a, g), given = runs[0][n], case.arrays[n]
+        o.out[n] = a[g : g + given.size].reshape(given.shape)
+        o.written[n] = raw(o.out[n]) != raw(given)
+        o.stray[n] = bool((raw(a[:g]) != raw(filled(given.dtype, (g,), poison(given.dtype)))).any()
+                          or (raw(a[g + given.size :]) != raw(filled(given.dtype, (g,), poison(given.dtype)))).any())
     return o
 
 

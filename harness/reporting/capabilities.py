@@ -13,7 +13,8 @@ extended        the extended tier (``edges.py``): its edge count
 tour            the tour of production extremes (``tour.py``): its shape count
 audit           the audit's properties (``audit.py``): their count
 device          device mode (``device.py``): yes / -
-C++ port        the adapter of vLLM's CPU C++ port (``port.py``): yes / -
+C++ port        the adapter of vLLM's CPU C++ port (``port.py``): yes / - / ``n/a`` where vLLM has no
+                CPU op for the target's runner (Model Runner V2: ``CPU_PORT_RUNNERS``)
 seeded bugs     the seeded bugs of ``bugs.py``
 need extreme    of those, the ones that need a production extreme (``Mutant.extreme`` names
                 which of the record's ``extremes``)
@@ -38,6 +39,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..core.paths import CORPUS_DIR
+from ..targetkit.base import CPU_PORT_RUNNERS
 from ..targets import TARGETS, has_role, role
 
 CORE = ("production", "extended", "tour", "audit", "bugs", "extreme_bugs", "corpus")
@@ -46,7 +48,9 @@ CORE = ("production", "extended", "tour", "audit", "bugs", "extreme_bugs", "corp
 COLUMNS = ("runner", "production", "extended", "tour", "audit", "device", "port", "bugs", "extreme_bugs", "corpus")
 """Every column, in the order printed (the keys of :class:`Capabilities` and of ``--json``)."""
 
-LEGEND = ("runner: vLLM's model runner (V1, or V2: vllm/v1/worker/gpu/); -: the target lacks it (no such file in its folder); numbers count the production tier's "
+LEGEND = ("runner: vLLM's model runner (V1, or V2: vllm/v1/worker/gpu/); -: the target lacks it (no such file in its folder); "
+          "C++ port n/a: vLLM has no CPU C++ op for it (vLLM's CPU backend replaces V1 kernels only; its V2 runner runs "
+          "the Triton kernels through triton-cpu); numbers count the production tier's "
           "features, the extended tier's edges, the tour's shapes, the audit's properties, the seeded "
           "bugs and those of them that need a production extreme, the corpus's cases")
 
@@ -74,6 +78,9 @@ class Capabilities:
     """Properties the audit checks (0: no ``audit.py``)."""
     device: bool
     port: bool
+    port_applies: bool
+    """Whether vLLM has a CPU C++ op for the target at all (its runner is one of
+    ``CPU_PORT_RUNNERS``): without one, the port cell is ``n/a``, not a missing role."""
     bugs: int
     extreme_bugs: int
     """Seeded bugs that need a production extreme (``Mutant.extreme`` set)."""
@@ -105,6 +112,7 @@ def capabilities(name: str, corpus: Path = CORPUS_DIR) -> Capabilities:
         audit=len(audit.AUDIT.properties) if audit is not None else 0,
         device=found("device") is not None,
         port=found("port") is not None,
+        port_applies=t.runner in CPU_PORT_RUNNERS,
         bugs=len(bugs),
         extreme_bugs=sum(1 for m in bugs if m.extreme),
         extremes=len(t.extremes),
@@ -135,6 +143,8 @@ def to_json(rows: list[Capabilities]) -> dict[str, Any]:
 
 def _cell(r: Capabilities, column: str) -> str:
     value = getattr(r, column)
+    if column == "port" and not r.port_applies and not value:
+        return "n/a"
     if isinstance(value, bool):
         return "yes" if value else "-"
     if column == "extreme_bugs" and not r.extremes:

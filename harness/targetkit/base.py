@@ -43,6 +43,13 @@ RUNNERS: tuple[Runner, ...] = ("V1", "V2")
 (``vllm/v1/spec_decode/``, ``vllm/v1/sample/``); ``V2``: Model Runner V2, ``vllm/v1/worker/gpu/``
 (the default in vLLM 0.33.0: ``VllmConfig.use_v2_model_runner``)."""
 
+CPU_PORT_RUNNERS: tuple[Runner, ...] = ("V1",)
+"""The runners whose kernels vLLM's CPU backend replaces with C++ ops (``port.py``, ``--vllm-cpu``).
+Model Runner V2's have none: vLLM 0.33.0's ``CpuPlatform.register_triton_kernel_overrides``
+(``vllm/platforms/cpu.py``) registers ops for V1 kernels only, and its CPU V2 runner
+(``vllm/v1/worker/cpu/model_runner.py``, a ``GPUModelRunner``) runs the Triton kernels
+themselves, through triton-cpu. A V2 target's port role does not apply (the matrix: ``n/a``)."""
+
 V2_PACKAGE = "vllm/v1/worker/gpu/"
 """Where Model Runner V2's modules live: a target of ``runner = "V2"`` has its ``module`` here,
 and only such a target."""
@@ -66,12 +73,16 @@ def oracle(path: str) -> OracleFn:
 def target_name(module: str, function: str, functions: Iterable[str]) -> str:
     """The name a target of ``function`` in vLLM ``module`` has (docs/ADDING_A_TARGET.md): the
     function's own, unless ``functions`` (every target's, this one's included) holds it twice;
-    then the module file's stem before it (``input_batch`` and ``_prepare_prefill_inputs_kernel``:
-    ``input_batch_prepare_prefill_inputs_kernel``), so that each name says its file."""
+    then the module's own name before it, without the function's leading underscores: the file's
+    stem (``input_batch.py``: ``input_batch_prepare_prefill_inputs_kernel``), or the folder of a
+    file named ``speculator.py``, which several of Model Runner V2's speculators have
+    (``spec_decode/target_dependent_ar/speculator.py``:
+    ``target_dependent_ar_prepare_prefill_inputs_kernel``), so that each name says its file."""
     if list(functions).count(function) < 2:
         return function
-    stem = module.rpartition("/")[2].removesuffix(".py")
-    return f"{stem}_{function.lstrip('_')}"
+    parts = module.removesuffix(".py").split("/")
+    owner = parts[-2] if parts[-1] == "speculator" and len(parts) > 1 else parts[-1]
+    return f"{owner}_{function.lstrip('_')}"
 
 
 def draw_production(c: Chooser, scale: Scale, shapes: tuple[Shape, ...], body: Callable[[Chooser, Scale], Case]) -> Case:

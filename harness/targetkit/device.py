@@ -173,7 +173,9 @@ _TORCH = {np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.d
 
 class HostArenas:
     """:class:`Arenas` built and compared on the host in NumPy, for a target checked on the
-    host: ``dc.inputs`` and the writes are NumPy arrays. :meth:`upload` copies each buffer to
+    host: ``dc.inputs`` and the writes are NumPy arrays. The writes may name an input the kernel
+    updates in place (Model Runner V2's state): its expected elements are the updated ones, and
+    it starts as given (not flipped: the kernel reads it). :meth:`upload` copies each buffer to
     the device for the launch, :meth:`download` brings it back, :meth:`mismatch` counts."""
 
     def __init__(self, dc: DeviceCase, writes: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
@@ -189,7 +191,7 @@ class HostArenas:
         for n, (index, value) in writes.items():
             bits = _bits(value, self.dtypes[n])
             self._view(self.expected, n)[index] = bits
-            if self.dtypes[n] != torch.bool:
+            if self.dtypes[n] != torch.bool and n not in dc.inputs:  # an input updated in place is read first
                 self._view(self.full, n)[index] = bits ^ 1
 
     def _view(self, bufs: dict[torch.dtype, np.ndarray], n: str) -> np.ndarray:

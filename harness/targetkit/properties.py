@@ -25,7 +25,9 @@ class Observation:
 
     Kernels: ``out`` holds each output buffer as the kernel left it, ``written`` which of its
     elements the kernel wrote (told apart by two runs over different fills), ``stray`` whether
-    it wrote into a guard band around the buffer. Functions: ``result`` is what it returned.
+    it wrote into a guard band around the buffer; an input the kernel updates in place
+    (``inout``: Model Runner V2's state) is in ``out`` as the kernel left it, ``written`` where
+    it changed. Functions: ``result`` is what it returned.
     ``error``: the run raised (only :func:`completes` is then checked: the raise is its
     hazard; the other properties have no outputs to look at).
     """
