@@ -102,13 +102,14 @@ class Finding:
         """Python source that fails while the finding stands: run it with ``python``."""
         spec = self.origin.spec
         arg = "" if spec in ("bundled", "") else f", source={spec!r}"
+        body = ("assert_case(" + self.case.to_python() + arg + ")").splitlines()
+        names = "Case, sparse" if any("sparse((" in line for line in body) else "Case"
         lines = [
             "import numpy as np",
-            "from eaglefuzz.harness.case import Case",
+            f"from eaglefuzz.harness.case import {names}",
             "from eaglefuzz.harness.check import assert_case",
             "",
         ]
-        body = ("assert_case(" + self.case.to_python() + arg + ")").splitlines()
         return "\n".join(lines + body)
 
     def replay_commands(self, saved: Path) -> list[str]:

@@ -117,6 +117,24 @@ def _bits(flat: np.ndarray) -> np.ndarray:
     return flat if flat.dtype == np.bool_ else flat.view(np.dtype(f"u{flat.dtype.itemsize}"))
 
 
+SORT_FREE = 1 << 22
+"""Arrays of at least this many elements find their most common value without sorting."""
+
+
+def _sparse_where(bits: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """For an array of at least :data:`SORT_FREE` elements whose most common value (bits) holds
+    more than half of them: the indices of the other elements and the index of one holding that
+    value; else ``None`` (the caller then sorts). A value held by more than half the elements is the unique most common one, so the
+    result is what sorting would give."""
+    if bits.size < SORT_FREE:
+        return None
+    sample = bits[:: bits.size // 4096]
+    values, counts = np.unique(sample, return_counts=True)
+    candidate = values[int(np.argmax(counts))]
+    where = np.flatnonzero(bits != candidate)
+    return (where, int(np.argmax(bits == candidate))) if 2 * where.size < bits.size else None
+
+
 def compact_form(arr: np.ndarray) -> dict[str, Any] | None:
     """``arr`` in the compact form (``fill``: its most common value, the smallest bit pattern
     of those equally common; ``entries``: ``[i0, ..., value]`` for every element that is not
@@ -126,12 +144,18 @@ def compact_form(arr: np.ndarray) -> dict[str, Any] | None:
         return None
     flat = np.ascontiguousarray(arr).reshape(-1)
     bits = _bits(flat)
-    values, first, counts = np.unique(bits, return_index=True, return_counts=True)
-    k = int(np.argmax(counts))  # the first of the most common, in bit order
-    if arr.size - int(counts[k]) > arr.size * COMPACT_SHARE:
-        return None
-    fill = flat[first[k]]
-    where = np.flatnonzero(bits != values[k])
+    sparse = _sparse_where(bits)  # a large array: without sorting its billions of elements
+    if sparse is None:
+        values, first, counts = np.unique(bits, return_index=True, return_counts=True)
+        k = int(np.argmax(counts))  # the first of the most common, in bit order
+        if arr.size - int(counts[k]) > arr.size * COMPACT_SHARE:
+            return None
+        fill = flat[first[k]]
+        where = np.flatnonzero(bits != values[k])
+    else:
+        where, fill = sparse[0], flat[sparse[1]]
+        if where.size > arr.size * COMPACT_SHARE:
+            return None
     index = np.unravel_index(where, arr.shape)
     entries = [[*(int(i[n]) for i in index), _element(flat[w])] for n, w in enumerate(where)]
     return {"dtype": arr.dtype.name, "shape": list(arr.shape), "fill": _element(fill), "entries": entries}

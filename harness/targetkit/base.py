@@ -152,6 +152,10 @@ class Target(ABC):
     positions): every default run reaches each of them, through :meth:`extreme_cases`."""
     shapes: tuple[Shape, ...] = ()
     """Cheap-but-large shapes that reach the extremes, cheapest first."""
+    scale_features: tuple[str, ...] = ()
+    """The features of production scale (:mod:`.scale`: a flat index past ``2**31``, tables of
+    8 GiB and more): production, but reached only where a backend holds such cases (``--mode
+    device`` on a large GPU); a run elsewhere names them as not reachable there."""
 
     def extreme_cases(self, rng: np.random.Generator, scale: Scale) -> list[Case]:
         """The tour of a default run: one case of each of :attr:`shapes`, cheapest first
@@ -350,7 +354,7 @@ class TritonTarget(Target):
     def _run_oracle(self, oracle: OracleFn, case: Case, fills: Mapping[str, int]) -> dict[str, np.ndarray]:
         specs = self.output_specs(case)
         outs = {n: filled(dt, shape, fills[n]) for n, (dt, shape) in specs.items()}
-        inputs = {n: a.copy() for n, a in case.arrays.items()}
+        inputs = {n: a.copy() if n in self.inout else _read_only(a) for n, a in case.arrays.items()}
         self.call_oracle(oracle, case.replace(arrays=inputs), outs)
         return outs | {n: inputs[n] for n in self.inout}
 
@@ -461,7 +465,10 @@ class TritonTarget(Target):
                 self.launch(impl, views, case)
             if device != "cpu":
                 torch.cuda.synchronize()
-            actual = {n: b.read() for n, b in buffers.items()}
+            changed = self._changed_inputs(case)
+            large = {n for n, b in buffers.items() if b.initial is None and n in case.arrays and n not in changed}
+            actual = {n: b.read() for n, b in buffers.items() if n not in large}
+            large_changes = {n: buffers[n].changes() for n in sorted(large)}  # compared on the device
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             return outcome.crashed(exc, device)
         guards = {n: b.guard for n, b in buffers.items()}
@@ -477,10 +484,19 @@ class TritonTarget(Target):
                 e = {n: a for n, a in next(iter(again.values())).items() if n not in lacks}
                 if refills == fills and not compare_all(e, actual, locate=locate, versus="oracle", guards=guards, sentinels=sentinels):
                     outcome.differences = []
-        changed = self._changed_inputs(case)
-        inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays and n not in changed}
+        inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays and n not in changed | large}
         outcome.differences += compare_all(inputs_expected, actual, locate=locate, versus="input as given", guards=guards)
+        for n, found in large_changes.items():
+            outcome.differences += [Difference(n, i, e, a, *locate(n, i), "input as given") for i, e, a in found]
         return outcome
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A view of input ``a`` that an oracle cannot write (an oracle never writes an input it is
+    not told to update; this way a table of billions is not copied for each oracle run)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 def _with_guards(a: np.ndarray, fill: int) -> np.ndarray:

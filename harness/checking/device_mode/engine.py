@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,17 +35,26 @@ from ...core.exitcodes import EXIT_DEVICE_LOST
 from ...generation.strategies import Scale, derive_seed
 from ...sources import Implementations
 from ...targetkit.device import Arenas, DeviceCase, DeviceTarget
+from ...targetkit.scale import unreachable
 from ...targets import TARGETS, Outcome
 from ..check import CaseJournal, Finding, check_case
 from ..fuzz import Stats, shrink_finding
 from . import device_targets
 from .producers import HostCases, default_workers
+from .scale_lane import ScaleLane, Verdict, minimise, scale_case
 
 CROSS_CHECK_SHARE = 0.05
 WARMUP = 16
 CPU_MAX_REQUESTS = 8
 """Requests per case when the device is the CPU (the Triton interpreter): tests only."""
-STAGES = ("draw", "stage", "oracle", "buffers", "kernel", "compare", "cross-check")
+STAGES = ("draw", "stage", "oracle", "buffers", "kernel", "compare", "cross-check", "scale")
+SCALE_EVERY, SCALE_AT = 8, 3
+"""Examples ``i`` with ``i % SCALE_EVERY == SCALE_AT`` of a target with production-scale cases
+are such a case (tables past ``2**31`` elements), run in the scale lane (:mod:`.scale_lane`)
+where the GPU can hold them (:func:`~...targetkit.scale.unreachable`)."""
+SCALE_MINIMISE_ENV = "EAGLEFUZZ_SCALE_MINIMISE_BUDGET"
+"""Seconds a scale finding may take to minimise (300 by default: each step is a case of
+gigabytes)."""
 
 
 class _Pinned:
@@ -106,6 +116,8 @@ def device_fuzz_target(
     origin = impls.origin[name]
     stats = stats if stats is not None else Stats()
     stages = stats.stages = dict.fromkeys(STAGES, 0.0)
+    stats.scale_cases = 0
+    lane = ScaleLane(name, origin.spec, device, seed) if dt.scale and unreachable("device", device) is None else None
     pinned = _Pinned()
     start = time.monotonic()
     cross_s = 0.0
@@ -144,6 +156,20 @@ def device_fuzz_target(
             time_budget is None or time.monotonic() - start < time_budget
         ):
             t = time.perf_counter()
+            if lane is not None and i % SCALE_EVERY == SCALE_AT:
+                finding = _scale_example(lane, name, origin, i, stats, shrink)
+                stages["scale"] += time.perf_counter() - t
+                i += chunk_step
+                if finding is None:
+                    if on_progress is not None and stats.examples % 16 == 0:
+                        on_progress(stats)
+                    continue
+                stats.findings.append(finding)
+                if on_progress is not None:
+                    on_progress(stats)
+                if stop_on_finding:
+                    break
+                continue
             if on_device:
                 s = derive_seed(seed, name, "device", i)
                 gen.manual_seed(s)
@@ -208,5 +234,43 @@ def device_fuzz_target(
     finally:
         if producer is not None:
             producer.close()
+        if lane is not None:
+            lane.close()
     stats.seconds = time.monotonic() - start
     return stats
+
+
+def _scale_finding(case: Case, v: Verdict, origin: object) -> Finding:
+    """The finding of a production-scale case the lane failed: the ordinary check's (the
+    NumPy and Numba oracles) when it confirmed a difference; else the fault; else the lane's
+    device check and the ordinary one disagree (an oracle disagreement, a harness bug)."""
+    if v.outcome is not None and not v.outcome.ok:
+        return Finding(case, v.outcome, origin)
+    if v.crash or v.hang:
+        return Finding(case, Outcome(crash=v.crash, hang=v.hang), origin)
+    outcome = Outcome()
+    outcome.oracle_disagreements.append(Difference(
+        case.kernel, None, "the kernel's outputs (the NumPy and Numba oracles agree with them)",
+        f"{v.bad} element(s) not as expected", None, "device oracle", "torch oracle (oracles/tensor_ops.py), scale lane"))
+    return Finding(case, outcome, origin)
+
+
+def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: Any, shrink: bool) -> Finding | None:
+    """Example ``i`` as a production-scale case in ``lane``; its finding (minimised when
+    ``shrink``: one row past ``2**31``, plain values), or ``None``."""
+    v = lane.run(i, confirm=True)
+    stats.examples += 1
+    stats.scale_cases += 1
+    stats.tokens += v.tokens
+    stats.features |= set(v.features)
+    if not v.failed:
+        return None
+    finding = _scale_finding(scale_case(name, lane.seed, i), v, origin)
+    if not shrink or finding.outcome.oracle_disagreements:
+        return finding
+    k, mv = minimise(lane, i, float(os.environ.get(SCALE_MINIMISE_ENV, "300")))
+    stats.shrink_attempts += 1 if k is None else k + 1
+    if k is None:
+        finding.shrink = "not minimised: no minimal production-scale case (one row past 2**31) fails the same way"
+        return finding
+    return _scale_finding(scale_case(name, lane.seed, i, k), mv, origin)
