@@ -12,6 +12,7 @@ is cheap.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from eaglefuzz.harness.targets import TARGETS
@@ -122,3 +123,52 @@ def test_scale_features_and_the_note_where_they_cannot_be_reached():
     assert "--mode bulk" in unreachable("bulk", "cuda:0")
     line = note(RR, TARGETS[RR].scale_features, unreachable("bulk", "cpu"))
     assert line.startswith(f"{RR}: scale features not reached on this backend") and "flat_index_past_2_31" in line
+
+
+def test_audit_reports_the_int32_flat_index_hazard(low_limit, needs, backend, tmp_path):
+    """The audit's scale draws (where the device holds them: here the lowered limit) break
+    ``decided_by_own_row`` on a kernel that wraps, a hazard of class int32_flat_index that
+    production reaches; vLLM 0.33.0's kernel keeps it at the lowered limit."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    from eaglefuzz.harness.checking.audit import audit_target
+    from eaglefuzz.harness.generation.strategies import Scale
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+    from tests.seeded_bugs import mutants
+
+    tiny = Scale(max_requests=2, request_tail=2, max_query_len=4, max_programs=16)
+    path = _mutant(mutants, tmp_path, "rr_wraps_at_limit", [(f"target_probs_ptr + {WRAP[0]} + draft_token_id",
+                                                          f"target_probs_ptr + {WRAP[1]} + draft_token_id")])
+    wrapping = implementations_for(parse_source(f"file:{path}"), [RR])[RR]
+    result = audit_target(RR, wrapping, "cpu", scale=tiny, examples=2)
+    (h,) = [h for h in result.hazards if h.prop.name == "decided_by_own_row"]
+    assert h.prop.hazard_class == "int32_flat_index" and h.reachable_in_production
+    assert "past 2**31" in h.detail and "PR #48055" in h.report()
+    clean = implementations_for(parse_source("vllm-release:0.33.0"), [RR])[RR]
+    assert "decided_by_own_row" in audit_target(RR, clean, "cpu", scale=tiny, examples=2).holds
+
+
+@pytest.mark.parametrize("name", [RR, SR])
+def test_pr_48055_fix_applies_to_the_release_text(name, needs, backend, tmp_path):
+    """The fixed variant (vLLM PR #48055's int64 promotion, as text edits of vLLM 0.33.0's
+    kernel applied at run time) loads and keeps the contract on ordinary cases; on the GPU it
+    passes the production-scale findings the release fails (benchmarks/scale_wrap.py)."""
+    needs.release_files()
+    from eaglefuzz.harness.checking.check import check_case
+    from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
+    from eaglefuzz.harness.sources import implementations_for
+    from eaglefuzz.harness.sources.file import FileSource
+    from eaglefuzz.harness.targetkit.bugs import V033, Mutant
+    from eaglefuzz.harness.targets import role
+    from tests.seeded_bugs import mutants
+
+    fix = role(name, "audit").PR_48055
+    path = mutants.write(Mutant(f"{name}_pr48055", name, "PR #48055: int64 row offsets", fix, V033), tmp_path)
+    assert path.read_text().count(".to(tl.int64)") == len(fix)
+    impls = implementations_for(FileSource(path))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        case = TARGETS[name].random_case(rng, INTERPRETER_SCALE)
+        finding = check_case(case, impls, backend.device)
+        assert finding is None, finding.report()

@@ -150,8 +150,9 @@ EXAMPLE_END = "# --- end of minimal example ---"
 
 def example_source(case: Case) -> str:
     """Python source that rebuilds ``case`` as ``case`` and prints it: a hazard's minimal example."""
-    return ("import numpy as np\nfrom eaglefuzz.harness.case import Case\n\ncase = " + case.to_python()
-            + "\nprint(case)")
+    src = case.to_python()
+    names = "Case, sparse" if "sparse((" in src else "Case"
+    return f"import numpy as np\nfrom eaglefuzz.harness.case import {names}\n\ncase = " + src + "\nprint(case)"
 
 
 @dataclass

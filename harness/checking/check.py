@@ -25,7 +25,7 @@ from ..sources import (
 )
 from ..sources.triton_backend import select_backend
 from ..targets import TARGETS, ContractViolation, Outcome
-from .costs import time_limit
+from .costs import limits_needed, time_limit
 
 
 class CaseJournal(Protocol):
@@ -116,9 +116,11 @@ class Finding:
         """The command lines that replay the case saved at ``saved`` against the same code."""
         opts = "".join(" " + shlex.quote(a) for a in cli_args_of(self.origin))
         f = shlex.quote(str(Path(saved).resolve()))
+        need = limits_needed(self.case)  # a production-scale case is past the default cost limits
+        limits, env = (f" --limits {need}", f"EAGLEFUZZ_LIMITS={need} ") if need else ("", "")
         return [
-            f"eaglefuzz replay {f}{opts}",
-            f"python -m pytest -p eaglefuzz.harness.pytest_plugin {f}{opts}",
+            f"eaglefuzz replay {f}{opts}{limits}",
+            f"{env}python -m pytest -p eaglefuzz.harness.pytest_plugin {f}{opts}",
         ]
 
     def report(self, max_lines: int = MAX_LINES, saved: Path | None = None) -> str:

@@ -92,6 +92,9 @@ def _array_source(arr: np.ndarray) -> str:
             src = body if arr.ndim == 1 else f"{body}.reshape({arr.shape!r})"
             if _rebuilds(src, arr):
                 return src
+        src = _large_source(arr, dt, max_entries=max(1, arr.size // 16))  # mostly one value: sparse()
+        if src is not None:
+            return src
     return f"np.array({arr.tolist()!r}, dtype={dt})"
 
 
@@ -132,7 +135,7 @@ def _scalar_source(x: np.generic) -> str:
     return repr(v)
 
 
-def _large_source(arr: np.ndarray, dt: str) -> str | None:
+def _large_source(arr: np.ndarray, dt: str, max_entries: int = SPARSE_MAX) -> str | None:
     """An array of at least :data:`LARGE` elements as ``np.zeros``, ``np.full`` or
     :func:`sparse`, found without a Python object per element; ``None`` when it is none of them."""
     flat = arr.reshape(-1)
@@ -148,7 +151,7 @@ def _large_source(arr: np.ndarray, dt: str) -> str | None:
     shape = arr.shape if arr.ndim > 1 else arr.size
     if exact and where.size == 0:
         return f"np.zeros({shape!r}, dtype={dt})" if fill_bits == 0 else f"np.full({shape!r}, {fill_src}, dtype={dt})"
-    if exact and where.size <= SPARSE_MAX:
+    if exact and where.size <= min(SPARSE_MAX, max_entries):
         texts = [_scalar_source(x) for x in flat[where]]
         back = np.array([eval(t) for t in texts], dtype=arr.dtype)  # noqa: S307 - our own text
         if not np.array_equal(_bit_view(back), bits[where]):  # a NaN payload: no short text for it

@@ -140,6 +140,7 @@ class Campaign:
         scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE
         console = Console(stderr=True)
         per_budget = None if self.time_budget is None else self.time_budget / len(names)
+        deadline = None if self.time_budget is None else time.monotonic() + self.time_budget
         saved: dict[int, Path] = {}
         interrupted = False
         run_fn = fuzz_target if self.mode == "hypothesis" else bulk_fuzz_target
@@ -157,6 +158,9 @@ class Campaign:
                 if name in finished:
                     continue
                 log.begin(name)
+                if deadline is not None:  # what the run has left, shared by the targets left: one that ran over
+                    left = [n for n in names[names.index(name):] if n not in finished]  # leaves less to the next
+                    per_budget = max(0.0, deadline - time.monotonic()) / len(left)
                 total = self.examples if self.examples is not None else per_budget
                 task = bar.add_task(name, total=total, examples=0, rate=0.0, findings=0)
                 start = time.monotonic()
@@ -167,7 +171,7 @@ class Campaign:
                 last_line: list[Any] = [start, None]  # when the last progress line was printed, and its counts
 
                 def on_progress(stats: Stats, task: Any = task, start: float = start, pending: list[Path] = pending,
-                                name: str = name, last_line: list[Any] = last_line) -> None:
+                                name: str = name, last_line: list[Any] = last_line, per_budget: float | None = per_budget) -> None:
                     now = time.monotonic()
                     elapsed = max(now - start, 1e-9)
                     counts = (stats.examples, len(stats.findings) + (stats.unshrunk is not None))
@@ -256,7 +260,8 @@ class Campaign:
                if self.domain == "extended" else {}),
             **({"device": {"stage_seconds": {k: round(v, 4) for k, v in s.stages.items()},
                            "cross_checked": s.cross_checked, "warmup_seconds": round(s.warmup, 3),
-                           "scale_cases": getattr(s, "scale_cases", 0)}}
+                           "scale_cases": getattr(s, "scale_cases", 0),
+                           **({"scale_skipped": s.scale_skipped} if getattr(s, "scale_skipped", None) else {})}}
                if s.stages else {}),
             "findings": [record(f) for f in s.contract_findings],
             "edge_divergences": [record(f) for f in s.findings if f.is_edge],

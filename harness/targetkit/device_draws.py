@@ -180,12 +180,17 @@ def sparse_rows(rng: np.random.Generator, rows: int, V: int, k: int,  # noqa: N8
     return table, ids
 
 
-def sparse_noise(rng: np.random.Generator, rows: int, V: int, dtype: type, k: int) -> np.ndarray:  # noqa: N803
+def sparse_noise(rng: np.random.Generator, rows: int, V: int, dtype: type, k: int,  # noqa: N803
+                 at: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """``inv_q = 1 / q`` of ``[rows, V]`` as a production-scale case draws it: ``1`` (``q = 1``)
-    but for ``k`` entries per row of ``1 / Exp(1)``, which decide the race (the pages of the
-    ones are written once: :func:`np.full`)."""
+    but for ``k`` random entries per row and the entries ``at`` (rows, columns: the tokens a
+    request's table rows hold, so that the race among them is decided by the noise as in a
+    dense draw) of ``1 / Exp(1)``. The pages of the ones are written once."""
     inv_q = lazy_full((rows, V), dtype, 1.0)
-    cols = rng.integers(0, V, size=(rows, k))
-    q = np.maximum(rng.exponential(size=(rows, k)), float(np.finfo(dtype).tiny))
-    inv_q[np.repeat(np.arange(rows), k), cols.reshape(-1)] = (1.0 / q).astype(dtype).reshape(-1)
+    r = np.repeat(np.arange(rows), k)
+    c = rng.integers(0, V, size=rows * k)
+    if at is not None:
+        r, c = np.concatenate([r, at[0]]), np.concatenate([c, at[1]])
+    q = np.maximum(rng.exponential(size=r.size), float(np.finfo(dtype).tiny))
+    inv_q[r, c] = (1.0 / q).astype(dtype)
     return inv_q

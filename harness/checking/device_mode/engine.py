@@ -52,6 +52,12 @@ SCALE_EVERY, SCALE_AT = 8, 3
 """Examples ``i`` with ``i % SCALE_EVERY == SCALE_AT`` of a target with production-scale cases
 are such a case (tables past ``2**31`` elements), run in the scale lane (:mod:`.scale_lane`)
 where the GPU can hold them (:func:`~...targetkit.scale.unreachable`)."""
+SCALE_MIN_S = 30.0
+"""A target's time budget left under which its scale examples are ordinary ones (starting a lane
+and checking a case of gigabytes takes tens of seconds); the report says so."""
+CROSS_CHECK_S_PER_ELEMENT = 1e-7
+"""What a cross-check is assumed to cost per element before one has been timed (one that would
+not fit in the time left is not made: ``--time-budget`` holds)."""
 SCALE_MINIMISE_ENV = "EAGLEFUZZ_SCALE_MINIMISE_BUDGET"
 """Seconds a scale finding may take to minimise (300 by default: each step is a case of
 gigabytes)."""
@@ -120,7 +126,7 @@ def device_fuzz_target(
     lane = ScaleLane(name, origin.spec, device, seed) if dt.scale and unreachable("device", device) is None else None
     pinned = _Pinned()
     start = time.monotonic()
-    cross_s = 0.0
+    cross_s, cross_elements = 0.0, 0
     i = chunk_offset
     on_device = dt.checked_on == "device"
     gen = torch.Generator(device=device) if on_device else None  # reseeded per example, one per run
@@ -156,7 +162,10 @@ def device_fuzz_target(
             time_budget is None or time.monotonic() - start < time_budget
         ):
             t = time.perf_counter()
-            if lane is not None and i % SCALE_EVERY == SCALE_AT:
+            left = None if time_budget is None else time_budget - (time.monotonic() - start)
+            if lane is not None and i % SCALE_EVERY == SCALE_AT and left is not None and left < SCALE_MIN_S:
+                stats.scale_skipped = f"{left:.0f} s of the time budget left, under the {SCALE_MIN_S:.0f} s a scale case needs"
+            elif lane is not None and i % SCALE_EVERY == SCALE_AT:
                 finding = _scale_example(lane, name, origin, i, stats, shrink)
                 stages["scale"] += time.perf_counter() - t
                 i += chunk_step
@@ -210,13 +219,17 @@ def device_fuzz_target(
             if stats.examples == WARMUP or (examples is not None and stats.examples == examples and stats.examples < WARMUP):
                 stats.warmup = time.monotonic() - start
             elapsed = time.monotonic() - start
-            if finding is None and (bad or cross_s <= cross_check_share * elapsed):
+            size = sum(int(getattr(a, "size", 0) if isinstance(a, np.ndarray) else a.numel()) for a in dc.inputs.values())
+            rate = cross_s / max(cross_elements, 1) if cross_elements else CROSS_CHECK_S_PER_ELEMENT
+            fits = time_budget is None or elapsed + rate * size < time_budget
+            if finding is None and (bad or (cross_s <= cross_check_share * elapsed and fits)):
                 t0 = time.perf_counter()
                 case = _case(dt, dc, host)
                 stats.features |= TARGETS[name].features_of(case)
                 finding = confirm(case, bad > 0)
                 stats.cross_checked += 1
                 cross_s += time.perf_counter() - t0
+                cross_elements += size
                 stages["cross-check"] += time.perf_counter() - t0
             if finding is not None:
                 stats.unshrunk = finding

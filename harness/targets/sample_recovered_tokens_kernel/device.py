@@ -64,7 +64,8 @@ def scale_case(rng: np.random.Generator) -> Case:
         "cu_num_draft_tokens": cu_of(d.tolist()),
         "draft_token_ids": ids,
         "target_probs": target,
-        "inv_q": sparse_noise(rng, B, V, np.float64 if B * V < SCALE_TABLE // 2 and rng.random() < 0.25 else np.float32, k),
+        "inv_q": sparse_noise(rng, B, V, np.float64 if B * V < SCALE_TABLE // 2 and rng.random() < 0.25 else np.float32, k,
+                              (np.repeat(np.repeat(np.arange(B), d), k), draft_ids.reshape(-1))),
     }
     if with_draft:
         arrays["draft_probs"] = draft
