@@ -83,8 +83,10 @@ def _array_source(arr: np.ndarray) -> str:
         return f"np.zeros({arr.shape!r}, dtype={dt})"
     if arr.size >= LARGE:
         src = _large_source(arr, dt)
-        if src is not None or arr.size > OBJECT_MAX:
-            return src if src is not None else f"np.array({arr.tolist()!r}, dtype={dt})"
+        if src is None and arr.size > OBJECT_MAX:  # never a literal of billions of elements
+            src = _large_source(arr, dt, max_entries=UNPRINTABLE) or _unprintable(arr, dt)
+        if src is not None:
+            return src
     if arr.size >= COMPACT_FROM:
         flat = arr.reshape(-1)
         body = _compact_1d(flat, dt)
@@ -92,7 +94,7 @@ def _array_source(arr: np.ndarray) -> str:
             src = body if arr.ndim == 1 else f"{body}.reshape({arr.shape!r})"
             if _rebuilds(src, arr):
                 return src
-        src = _large_source(arr, dt, max_entries=max(1, arr.size // 16))  # mostly one value: sparse()
+        src = _large_source(arr, dt, max_entries=min(SPARSE_MAX, max(1, arr.size // 16)))  # mostly one value: sparse()
         if src is not None:
             return src
     return f"np.array({arr.tolist()!r}, dtype={dt})"
@@ -135,6 +137,19 @@ def _scalar_source(x: np.generic) -> str:
     return repr(v)
 
 
+UNPRINTABLE = 1 << 20
+"""The most entries :func:`sparse` lists for an array past :data:`OBJECT_MAX` elements; past
+that the reproducer says the array cannot be printed (replay the saved case instead)."""
+
+
+def _unprintable(arr: np.ndarray, dt: str) -> str:
+    """An expression that fails saying why: an array of billions of elements, most of them
+    different (a scale case not minimised), is not written out."""
+    why = (f"this {arr.shape} array has too many distinct elements to print "
+           "(replay the saved case: eaglefuzz replay FILE)")
+    return f"np.empty({arr.shape!r}, dtype={dt}) if False else (_ for _ in ()).throw(ValueError({why!r}))"
+
+
 def _large_source(arr: np.ndarray, dt: str, max_entries: int = SPARSE_MAX) -> str | None:
     """An array of at least :data:`LARGE` elements as ``np.zeros``, ``np.full`` or
     :func:`sparse`, found without a Python object per element; ``None`` when it is none of them."""
@@ -151,7 +166,7 @@ def _large_source(arr: np.ndarray, dt: str, max_entries: int = SPARSE_MAX) -> st
     shape = arr.shape if arr.ndim > 1 else arr.size
     if exact and where.size == 0:
         return f"np.zeros({shape!r}, dtype={dt})" if fill_bits == 0 else f"np.full({shape!r}, {fill_src}, dtype={dt})"
-    if exact and where.size <= min(SPARSE_MAX, max_entries):
+    if exact and where.size <= max_entries:
         texts = [_scalar_source(x) for x in flat[where]]
         back = np.array([eval(t) for t in texts], dtype=arr.dtype)  # noqa: S307 - our own text
         if not np.array_equal(_bit_view(back), bits[where]):  # a NaN payload: no short text for it

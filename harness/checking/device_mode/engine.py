@@ -22,6 +22,7 @@ apart from the steady state.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -253,6 +254,21 @@ def device_fuzz_target(
     return stats
 
 
+def _say(name: str, line: str) -> None:
+    """One line of a scale case's progress on stderr (such a case takes tens of seconds)."""
+    print(f"eaglefuzz: {name}: {line}", file=sys.stderr, flush=True)
+
+
+def _verdict(v: Verdict) -> str:
+    if v.crash or v.hang:
+        return f"{'crash' if v.crash else 'hang'}: {v.crash or v.hang}"
+    if not v.bad:
+        return "as the contract says"
+    confirmed = ("confirmed by the NumPy and Numba oracles" if v.outcome is not None and not v.outcome.ok
+                 else "NOT confirmed by the NumPy and Numba oracles" if v.confirmed else "not confirmed")
+    return f"{v.bad} element(s) differ on the device, {confirmed}"
+
+
 def _scale_finding(case: Case, v: Verdict, origin: object) -> Finding:
     """The finding of a production-scale case the lane failed: the ordinary check's (the
     NumPy and Numba oracles) when it confirmed a difference; else the fault; else the lane's
@@ -272,6 +288,7 @@ def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: An
     """Example ``i`` as a production-scale case in ``lane``; its finding (minimised when
     ``shrink``: one row past ``2**31``, plain values), or ``None``."""
     v = lane.run(i, confirm=True)
+    _say(name, f"production-scale case {i}: {_verdict(v)} ({v.seconds:.0f} s)")
     stats.examples += 1
     stats.scale_cases += 1
     stats.tokens += v.tokens
@@ -282,6 +299,8 @@ def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: An
     if not shrink or finding.outcome.oracle_disagreements:
         return finding
     k, mv = minimise(lane, i, float(os.environ.get(SCALE_MINIMISE_ENV, "300")))
+    _say(name, f"production-scale case {i} minimised: " + ("none of the minimal cases fails" if k is None else
+                                                          f"minimal case {k}: {_verdict(mv)} ({mv.seconds:.0f} s)"))
     stats.shrink_attempts += 1 if k is None else k + 1
     if k is None:
         finding.shrink = "not minimised: no minimal production-scale case (one row past 2**31) fails the same way"

@@ -216,12 +216,16 @@ def _serve() -> None:  # pragma: no cover - runs in the child; tests/test_scale.
     answer({"ready": True})
     for line in sys.stdin:
         req = json.loads(line)
+        t0 = time.monotonic()
         case = scale_case(name, seed, int(req["example"]), req.get("minimal"))
+        _log(t0, f"{req}: drawn, {', '.join(f'{n} {list(a.shape)}' for n, a in case.arrays.items() if a.ndim > 1)}")
         reply: dict[str, Any] = {"features": _reached(dt, case)}
         try:
             reply["bad"], reply["tokens"] = _run_on_device(dt, impl, case, device)
+            _log(t0, f"device check: {reply['bad']} element(s) not as expected")
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             o = Outcome().crashed(exc, device)
+            _log(t0, f"device check raised: {o.crash}")
             reply |= {"crash": o.crash, "fatal": o.fatal}
             if o.fatal:
                 answer(reply)
@@ -229,12 +233,19 @@ def _serve() -> None:  # pragma: no cover - runs in the child; tests/test_scale.
         if req.get("confirm") and (reply.get("bad") or reply.get("crash")):
             finding = check_case(case, impls, device)
             reply["confirmed"] = True
+            _log(t0, f"confirmed: {'no finding' if finding is None else finding.kind}")
             if finding is not None:
                 reply["outcome"] = base64.b64encode(pickle.dumps(finding.outcome)).decode()
                 if finding.outcome.fatal:
                     answer(reply | {"fatal": True})
                     return
         answer(reply)
+
+
+def _log(t0: float, line: str) -> None:
+    """With ``$EAGLEFUZZ_SCALE_LOG=1``: the lane's steps on stderr (diagnostics)."""
+    if os.environ.get("EAGLEFUZZ_SCALE_LOG") == "1":
+        print(f"scale lane: {time.monotonic() - t0:6.1f} s: {line}", file=sys.stderr, flush=True)
 
 
 def _run_on_device(dt: Any, impl: Any, case: Case, device: str) -> tuple[int, int]:

@@ -75,15 +75,16 @@ def scale_case(rng: np.random.Generator) -> Case:
 
 def minimal_scale_cases(case: Case) -> list[Case]:
     """The smallest cases whose reads pass flat index ``2**31`` with ``case``'s vocabulary, the
-    simplest first, for each wrap ``case`` has: the tables' (the first token whose row reaches
-    past ``2**31``, ``t0 = ceil((2**31 - V + 1) / V)``, the tokens before it in requests of 16:
+    simplest first, for each wrap ``case`` has: the tables' (the first token whose row starts
+    past ``2**31``, ``t0 = ceil(2**31 / V)``: vLLM's int32 product is ``t*V``, the lane is added to
+    the pointer after it; the tokens before it in requests of 16:
     a table of zeros without draft probabilities, draft ids 0, noise 1: every score 0, each
     recovered id 0), and the noise's (request ``r0``, found alike, the only one with a draft,
     after ``r0`` prefills: a one-row table of ones, noise 1 but 2 at its row's last token,
     draft id ``-1``: the recovered id ``V - 1``). The scale minimiser
     (:mod:`~...checking.device_mode.scale_lane`) keeps the first that still fails."""
     V = case.scalars["vocab_size"]
-    first = -(-(flat_limit() - V + 1) // V)  # the first row of V elements that reaches past 2**31
+    first = -(-flat_limit() // V)  # the first row that starts past 2**31: its product t*V (or r*V) wraps
     t, r = processed_tokens(case)
     out = []
     if t.size and past_limit(int(t.max()) * V + V - 1):
