@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ..core.case import Case
+from ..generation.strategies import Scale
 from .scale import flat_limit
 
 GUARD = 256
@@ -127,6 +128,37 @@ class DeviceTarget:
             launch=dict.fromkeys(self.launch_names),
             note="drawn on the device (eaglefuzz fuzz --mode device)",
         )
+
+
+DEVICE_SCALE = Scale(max_requests=1024, request_tail=4096, max_query_len=8192, max_programs=1 << 22)
+"""The batches a :class:`RecordDevice` draws: up to 1024 requests (a tail to 4096, vLLM's large
+``max_num_seqs``), prefills of up to 8192 tokens."""
+
+
+class RecordDevice(DeviceTarget):
+    """The device mode of a target whose record draws and checks its own cases (the newer utils
+    targets, docs/CONTRACT.md §6-§9: Triton kernels and torch functions vLLM runs on the GPU):
+    production cases drawn on the host by the record's generator at :data:`DEVICE_SCALE`, each
+    run on the device and checked by the record's check (the NumPy and Numba oracles, every
+    element and guard band compared), a case at a time."""
+
+    checked_on = "record"
+    oracle_name = "the NumPy and Numba oracles (the record's check)"
+
+    def draw(self, rng: np.random.Generator, gen: Any, device: str, max_requests: int | None = None) -> DeviceCase:
+        case = self.draw_case(rng, max_requests)
+        specs = self.record.output_specs(case) if hasattr(self.record, "output_specs") else {}
+        return DeviceCase(dict(case.arrays), {n: (_TORCH[np.dtype(dt)], int(np.prod(shape))) for n, (dt, shape) in specs.items()},
+                          dict(case.scalars), {"launch": dict(case.launch)})
+
+    def draw_case(self, rng: np.random.Generator, max_requests: int | None = None) -> Case:
+        """A production case of the record's generator; ``max_requests``: a small scale (tests)."""
+        scale = DEVICE_SCALE if max_requests is None else Scale(max_requests, max_requests, 16, 64)
+        return self.record.random_case(rng, scale)
+
+    def to_case(self, dc: DeviceCase) -> Case:
+        return Case(self.name, dict(dc.inputs), dict(dc.scalars), dict(dc.host.get("launch", {})),
+                    note="drawn for the device (eaglefuzz fuzz --mode device)")
 
 
 _NUMPY_OF = {torch.int32: np.int32, torch.int64: np.int64, torch.uint8: np.uint8,

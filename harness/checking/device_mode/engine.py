@@ -132,7 +132,8 @@ def device_fuzz_target(
     on_device = dt.checked_on == "device"
     gen = torch.Generator(device=device) if on_device else None  # reseeded per example, one per run
     max_requests = CPU_MAX_REQUESTS if device == "cpu" else None
-    producer = None if on_device else HostCases(
+    by_record = dt.checked_on == "record"
+    producer = None if on_device or by_record else HostCases(
         name, seed, chunk_offset, chunk_step, max_requests,
         default_workers(device) if workers is None else workers)
 
@@ -178,6 +179,31 @@ def device_fuzz_target(
                 if on_progress is not None:
                     on_progress(stats)
                 if stop_on_finding:
+                    break
+                continue
+            if by_record:  # drawn by the record, run on the device and checked by its check
+                case = dt.draw_case(np.random.default_rng(derive_seed(seed, name, "device", i)), max_requests)
+                t = clock("draw", t)
+                finding = check_case(case, impls, device, journal)
+                clock("kernel", t)
+                stats.examples += 1
+                stats.cross_checked += 1
+                stats.tokens += TARGETS[name].output_tokens(case)
+                stats.features |= TARGETS[name].features_of(case)
+                if stats.examples == WARMUP or (examples is not None and stats.examples == examples and stats.examples < WARMUP):
+                    stats.warmup = time.monotonic() - start
+                i += chunk_step
+                if finding is not None:
+                    stats.unshrunk = finding
+                    if on_progress is not None:
+                        on_progress(stats)
+                    if shrink and not finding.fatal:
+                        finding = shrink_finding(finding, impls, device, journal=journal)
+                    stats.findings.append(finding)
+                    stats.unshrunk = None
+                if on_progress is not None and (finding is not None or stats.examples % 16 == 0):
+                    on_progress(stats)
+                if finding is not None and (finding.fatal or stop_on_finding):
                     break
                 continue
             if on_device:
