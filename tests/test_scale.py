@@ -172,3 +172,28 @@ def test_pr_48055_fix_applies_to_the_release_text(name, needs, backend, tmp_path
         case = TARGETS[name].random_case(rng, INTERPRETER_SCALE)
         finding = check_case(case, impls, backend.device)
         assert finding is None, finding.report()
+
+
+def test_a_short_time_budget_runs_no_scale_case_and_says_so(low_limit, needs, backend):
+    """--time-budget holds in device mode: a scale example with less than the 30 s a scale case
+    needs left is an ordinary one (the report says scale cases were skipped, and why), and the
+    run stops within its budget plus one case."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    import time
+
+    from eaglefuzz.harness.checking.device_mode.engine import (
+        SCALE_AT,
+        SCALE_EVERY,
+        device_fuzz_target,
+    )
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+
+    impls = implementations_for(parse_source("vllm-release:0.33.0"), [RR])
+    t0 = time.monotonic()
+    stats = device_fuzz_target(RR, impls, "cpu", examples=None, time_budget=4.0, seed=1, cross_check_share=0.0,
+                               chunk_offset=SCALE_AT, chunk_step=SCALE_EVERY)
+    assert stats.scale_cases == 0 and stats.examples >= 1
+    assert "under the 30 s a scale case needs" in stats.scale_skipped
+    assert time.monotonic() - t0 < 4.0 + 30  # its budget plus one case (an interpreted one: seconds)

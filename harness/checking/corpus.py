@@ -322,7 +322,10 @@ def save_case(case: Case, root: Path | str | None = None, *, finding: Any = None
     text = encode(case, finding)
     from .costs import limits_needed
 
-    need = limits_needed(case)  # a production-scale case loads with the limits its replay command gives
+    try:  # a production-scale case loads with the limits its replay command gives
+        need = limits_needed(case)
+    except Exception:  # noqa: BLE001 - a case outside its contract: decode() says which rule it breaks
+        need = None
     decode(text, str(path), limits=parse(need, current()) if need else None)  # what we write must load
     if path.exists():
         return path
