@@ -7,7 +7,7 @@
    run in their scale lane; each kernel's wrap is reported, minimised and saved to OUTDIR/corpus.
 2. Each saved finding replayed (``eaglefuzz replay FILE --vllm-version V --limits ...``: it
    fails) and its reproducer run with python (it fails).
-3. The fixed variant (vLLM PR #48055's int64 promotion, the folders' ``audit.PR_48055`` edits
+3. The fixed variant (vLLM PR #48055's int64 promotion, the folders' ``AUDIT.fixes["PR #48055"]`` edits
    applied to the release's text now; tests/seeded_bugs/mutants.py writes it): the replay and
    the reproducer pass on it.
 
@@ -73,13 +73,13 @@ def main() -> int:
     steps.append(run([*cli, "fuzz", "--vllm-version", a.version, "--mode", "device", *kernels, "--corpus", str(corpus),
                       "--examples", str(a.examples), "--no-progress"], out / "fuzz.log", 3600))
     sys.path.insert(0, str(ROOT))
+    from eaglefuzz.harness.checking.audit import audit_of
     from eaglefuzz.harness.targetkit.bugs import Mutant
-    from eaglefuzz.harness.targets import role
     from tests.seeded_bugs import mutants
 
     for target in TARGETS:
         fixed = mutants.write(Mutant(f"{target}_pr48055", target, "vLLM PR #48055: int64 row offsets",
-                                     role(target, "audit").PR_48055, f"vllm-release:{a.version}"), out / "fixed")
+                                     audit_of(target).fixes["PR #48055"], f"vllm-release:{a.version}"), out / "fixed")
         for f in sorted((corpus / target).glob("*.json")):
             doc = json.loads(f.read_text())
             replay = doc.get("finding", {}).get("replay", "")

@@ -155,15 +155,15 @@ def test_pr_48055_fix_applies_to_the_release_text(name, needs, backend, tmp_path
     kernel applied at run time) loads and keeps the contract on ordinary cases; on the GPU it
     passes the production-scale findings the release fails (benchmarks/scale_wrap.py)."""
     needs.release_files()
+    from eaglefuzz.harness.checking.audit import audit_of
     from eaglefuzz.harness.checking.check import check_case
     from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
     from eaglefuzz.harness.sources import implementations_for
     from eaglefuzz.harness.sources.file import FileSource
     from eaglefuzz.harness.targetkit.bugs import V033, Mutant
-    from eaglefuzz.harness.targets import role
     from tests.seeded_bugs import mutants
 
-    fix = role(name, "audit").PR_48055
+    fix = audit_of(name).fixes["PR #48055"]
     path = mutants.write(Mutant(f"{name}_pr48055", name, "PR #48055: int64 row offsets", fix, V033), tmp_path)
     assert path.read_text().count(".to(tl.int64)") == len(fix)
     impls = implementations_for(FileSource(path))

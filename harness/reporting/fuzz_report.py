@@ -113,7 +113,8 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
     console.print(table)
     print(f"source: {doc['source']}", file=out)
     for n, t in targets.items():
-        print(f"  {n}: {t['implementation']}", file=out)
+        runner = f" (model runner {t['runner']})" if t.get("runner") else ""
+        print(f"  {n}{runner}: {t['implementation']}", file=out)
     for line in doc.get("untested", {}).values():
         print(f"not tested: {line}", file=out)
     for note in doc["notes"]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...targetkit import output_rows
-from ...targetkit.properties import Observation, Property
+from ...targetkit.properties import Audit, Observation, Property
 from ...targetkit.scale import past_limit
 from .layout import processed
 from .record import visits
@@ -78,4 +78,9 @@ PR_48055 = (
 """vLLM PR #48055's fix of this kernel as text edits ``(old, new)`` of vLLM 0.33.0's source (each
 ``old`` found once): the row index promoted to int64 before the multiply. Applied to the
 release's text at run time (``tests/seeded_bugs/mutants.py`` writes the variant), never a copy
-of vLLM's code: the fixed variant the int32_flat_index hazard and its findings pass on."""
+of vLLM's code: the fixed variant the int32_flat_index hazard and its findings pass on. Read as
+``AUDIT.fixes["PR #48055"]``."""
+
+
+AUDIT = Audit(PROPERTIES, fixes={"PR #48055": PR_48055})
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...targetkit.draft_rows import Rows
-from ...targetkit.properties import Observation, Property
+from ...targetkit.properties import Audit, Observation, Property
 from ...targetkit.scale import past_limit
 from .record import processed_tokens
 
@@ -77,11 +77,17 @@ PROPERTIES: tuple[Property, ...] = (
                       "Scale; vLLM: vllm/config/scheduler.py, SchedulerConfig; vllm/v1/sample/rejection_sampler.py, "
                       "sample_recovered_tokens)"),
 )
+"""The properties, in the order the audit reports them."""
+
 
 PR_48055 = (
     ("    token_idx = start_idx + pos\n", "    token_idx = (start_idx + pos).to(tl.int64)\n"),
     ("inv_q_ptr + req_idx * vocab_size + vocab_offset", "inv_q_ptr + req_idx.to(tl.int64) * vocab_size + vocab_offset"),
 )
 """vLLM PR #48055's fix of this kernel as text edits ``(old, new)`` of vLLM 0.33.0's source: the
-token and request indices promoted to int64 before the multiplies (see the random kernel's)."""
-"""The properties, in the order the audit reports them."""
+token and request indices promoted to int64 before the multiplies (see the random kernel's).
+Read as ``AUDIT.fixes["PR #48055"]``."""
+
+
+AUDIT = Audit(PROPERTIES, fixes={"PR #48055": PR_48055})
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""
