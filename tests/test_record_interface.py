@@ -60,8 +60,8 @@ def _params(fn: Any) -> list[tuple[str, Any]]:
 def _identity_problems(t: Target) -> list[str]:
     out = []
     a = {attr: getattr(t, attr, None) for attr in ("name", "kind", "runner", "module", "function", "section",
-                                                     "features", "extremes", "oracle_functions", "parameters",
-                                                     "variants")}
+                                                     "features", "extremes", "scale_features", "oracle_functions",
+                                                     "parameters", "variants")}
     checks = {
         "name": isinstance(a["name"], str) and a["name"].isidentifier(),
         "kind": a["kind"] in ("triton kernel", "python function"),
@@ -72,6 +72,8 @@ def _identity_problems(t: Target) -> list[str]:
         "features": isinstance(a["features"], Mapping) and bool(a["features"])
         and all(isinstance(k, str) and isinstance(v, str) for k, v in a["features"].items()),
         "extremes": isinstance(a["extremes"], tuple) and set(a["extremes"]) <= set(a["features"] or ()),
+        "scale_features": isinstance(a["scale_features"], tuple)
+        and set(a["scale_features"]) <= set(a["features"] or ()) and not set(a["scale_features"]) & set(a["extremes"] or ()),
         "oracle_functions": isinstance(a["oracle_functions"], Mapping) and bool(a["oracle_functions"])
         and all(isinstance(k, str) and isinstance(v, str) for k, v in a["oracle_functions"].items()),
         "parameters": a["parameters"] is None or (isinstance(a["parameters"], tuple)
@@ -124,6 +126,16 @@ def _method_problems(t: Target) -> list[str]:
     return out
 
 
+def _fixes_fit(a: Audit) -> bool:
+    """Whether ``a.fixes`` are of the interface's types: each keyed by a report that one of the
+    audit's properties names as its source, each a non-empty tuple of ``(old, new)`` text edits."""
+    sources = {s.strip() for p in a.properties for s in p.source.split(",")}
+    return isinstance(a.fixes, Mapping) and all(
+        key in sources and isinstance(edits, tuple) and bool(edits)
+        and all(isinstance(e, tuple) and len(e) == 2 and all(isinstance(x, str) and x for x in e) for e in edits)
+        for key, edits in a.fixes.items())
+
+
 def _export_problems(name: str, r: str, module: ModuleType) -> list[str]:
     out = [f"{r}.py: defines no {x}" for x in roles.ROLES[r].exports if not hasattr(module, x)]
     if out:
@@ -139,7 +151,8 @@ def _export_problems(name: str, r: str, module: ModuleType) -> list[str]:
         "audit": lambda m: not isinstance(m.AUDIT, Audit)
         or not all(isinstance(p, Property) for p in m.AUDIT.properties)
         or (m.AUDIT.hazards is not None and not isinstance(m.AUDIT.hazards, HazardDraws))
-        or (not isinstance(t, TritonTarget) and m.AUDIT.run is None),
+        or (not isinstance(t, TritonTarget) and m.AUDIT.run is None)
+        or not _fixes_fit(m.AUDIT),
         "device": lambda m: not isinstance(m.DEVICE, DeviceTarget) or m.DEVICE.name != name,
         "port": lambda m: not isinstance(m.PORT, CppKernel),
         "bugs": lambda m: not isinstance(m.BUGS, tuple)
@@ -339,3 +352,17 @@ def test_a_record_outside_its_folder_is_caught():
     problems = interface_problems(stray)
     assert any(p.startswith("folder: ") for p in problems), problems
     assert stray.shapes == () and stray.extended_features == {}  # found the one way: nothing there
+
+
+def test_scale_features_outside_the_features_are_caught():
+    problems = interface_problems(_drifted(PI, scale_features=("no_such_feature",)))
+    assert "scale_features: not of the interface's type" in problems, problems
+
+
+def test_a_fix_of_no_propertys_report_is_caught():
+    """``AUDIT.fixes`` (vLLM's fixes as text edits of a release) are keyed by a report one of the
+    audit's properties names; a fix of another report, or no edits, departs from the interface."""
+    a = role("rejection_random_sample_kernel", "audit").AUDIT
+    assert a.fixes["PR #48055"] and _fixes_fit(a)
+    assert not _fixes_fit(Audit(a.properties, fixes={"PR #1": a.fixes["PR #48055"]}))
+    assert not _fixes_fit(Audit(a.properties, fixes={"PR #48055": ()}))

@@ -111,6 +111,7 @@ def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) ->
         if device != "cpu":
             torch.cuda.synchronize()
         runs.append({n: (bufs[n].read(), bufs[n].guard) for n in (*specs, *target.inout)})
+        del bufs  # a production-scale case's tables are gigabytes: one run's at a time
     o = Observation()
     for n, (_, shape) in specs.items():
         (a, g), (b, _) = runs[0][n], runs[1][n]
@@ -143,8 +144,9 @@ EXAMPLE_END = "# --- end of minimal example ---"
 
 def example_source(case: Case) -> str:
     """Python source that rebuilds ``case`` as ``case`` and prints it: a hazard's minimal example."""
-    return ("import numpy as np\nfrom eaglefuzz.harness.case import Case\n\ncase = " + case.to_python()
-            + "\nprint(case)")
+    src = case.to_python()
+    names = "Case, sparse" if "sparse((" in src else "Case"
+    return f"import numpy as np\nfrom eaglefuzz.harness.case import {names}\n\ncase = " + src + "\nprint(case)"
 
 
 @dataclass
@@ -299,6 +301,20 @@ def _shrink_moves(target: Any, case: Case, tier: str) -> Any:
         yield from guarded(draws.shrink_candidates(case))
 
 
+def _scale_draws(target_name: str, device: str, seed: int) -> list[Case]:
+    """The target's minimal production-scale cases (a flat index past ``2**31``: its device
+    module's :meth:`~..targetkit.device.DeviceTarget.scale_minimal`) where ``device`` can hold
+    them (:func:`~..targetkit.scale.unreachable`); none elsewhere."""
+    from ..targetkit.scale import unreachable
+
+    if not has_role(target_name, "device") or unreachable("device", device) is not None:
+        return []
+    dt = role(target_name, "device").DEVICE
+    if not dt.scale:
+        return []
+    return dt.scale_minimal(dt.scale_case(np.random.default_rng(derive_seed(seed, "audit-scale", target_name))))
+
+
 def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUDIT_SCALE,
                  examples: int = 60, seed: int = 0) -> TargetAudit:
     """Search both tiers of ``target_name`` for inputs that break its properties."""
@@ -320,12 +336,25 @@ def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUD
                 if violation(p, case, o) is not None:
                     violating[p.name][tier] = violating[p.name].get(tier, 0) + 1
                     first[tier].setdefault(p.name, case)
+    scale = _scale_draws(target_name, device, seed)
+    for case in scale:  # production-scale cases (a GPU with room for them): minimal already
+        result.searched[PRODUCTION] = result.searched.get(PRODUCTION, 0) + 1
+        o = observe(target_name, case, impl, device)
+        result.errors += o.error is not None
+        for p in props:
+            if violation(p, case, o) is not None:
+                violating[p.name][PRODUCTION] = violating[p.name].get(PRODUCTION, 0) + 1
+                first[PRODUCTION].setdefault(p.name, case)
     for p in props:
         tier = next((t for t in (PRODUCTION, EXTENDED, BEYOND) if p.name in first[t]), None)
         if tier is None:
             result.holds.append(p.name)
             continue
-        case, detail = shrink_hazard(target_name, p, first[tier][p.name], tier, impl, device)
+        if any(first[tier][p.name] is c for c in scale):  # one row past 2**31, plain values: nothing to shrink
+            case = first[tier][p.name]
+            detail = violation(p, case, observe(target_name, case, impl, device)) or ""
+        else:
+            case, detail = shrink_hazard(target_name, p, first[tier][p.name], tier, impl, device)
         found = _tier(target, case) or tier
         edges = target.extended_features_of(case) if found == EXTENDED else frozenset()
         if found == BEYOND:

@@ -25,7 +25,7 @@ from ..sources import (
 )
 from ..sources.triton_backend import select_backend
 from ..targets import TARGETS, ContractViolation, Outcome
-from .costs import time_limit
+from .costs import limits_needed, time_limit
 
 
 class CaseJournal(Protocol):
@@ -103,22 +103,25 @@ class Finding:
         """Python source that fails while the finding stands: run it with ``python``."""
         spec = self.origin.spec
         arg = "" if spec in ("bundled", "") else f", source={spec!r}"
+        body = ("assert_case(" + self.case.to_python() + arg + ")").splitlines()
+        names = "Case, sparse" if any("sparse((" in line for line in body) else "Case"
         lines = [
             "import numpy as np",
-            "from eaglefuzz.harness.case import Case",
+            f"from eaglefuzz.harness.case import {names}",
             "from eaglefuzz.harness.check import assert_case",
             "",
         ]
-        body = ("assert_case(" + self.case.to_python() + arg + ")").splitlines()
         return "\n".join(lines + body)
 
     def replay_commands(self, saved: Path) -> list[str]:
         """The command lines that replay the case saved at ``saved`` against the same code."""
         opts = "".join(" " + shlex.quote(a) for a in cli_args_of(self.origin))
         f = shlex.quote(str(Path(saved).resolve()))
+        need = limits_needed(self.case)  # a production-scale case is past the default cost limits
+        limits, env = (f" --limits {need}", f"EAGLEFUZZ_LIMITS={need} ") if need else ("", "")
         return [
-            f"eaglefuzz replay {f}{opts}",
-            f"python -m pytest -p eaglefuzz.harness.pytest_plugin {f}{opts}",
+            f"eaglefuzz replay {f}{opts}{limits}",
+            f"{env}python -m pytest -p eaglefuzz.harness.pytest_plugin {f}{opts}",
         ]
 
     def report(self, max_lines: int = MAX_LINES, saved: Path | None = None) -> str:

@@ -156,7 +156,7 @@ class Target(ABC):
     **Identity** (class attributes every record sets; ``tests/test_record_interface.py`` checks
     their types): :attr:`name`, :attr:`runner`, :attr:`module`, :attr:`function`,
     :attr:`section`, :attr:`features`, :attr:`oracle_functions`; optionally :attr:`extremes`,
-    :attr:`parameters`, :attr:`variants`.
+    :attr:`scale_features`, :attr:`parameters`, :attr:`variants`.
 
     **Tiers**: :meth:`validate` ``(case, tier)`` and :meth:`tier_of` are defined here once and
     never overridden; a record gives the rules, :meth:`production_rules` and (with an
@@ -202,6 +202,10 @@ class Target(ABC):
     extremes: tuple[str, ...] = ()
     """The features that are production extremes (vLLM's largest batches, offsets, rows, ids,
     positions): every default run reaches each of them, through :meth:`extreme_cases`."""
+    scale_features: tuple[str, ...] = ()
+    """The features of production scale (:mod:`.scale`: a flat index past ``2**31``, tables of
+    8 GiB and more): production, but reached only where a backend holds such cases (``--mode
+    device`` on a large GPU); a run elsewhere names them as not reachable there."""
 
     @property
     def oracles(self) -> Mapping[str, OracleFn]:
@@ -466,7 +470,7 @@ class TritonTarget(Target):
     def _run_oracle(self, oracle: OracleFn, case: Case, fills: Mapping[str, int]) -> dict[str, np.ndarray]:
         specs = self.output_specs(case)
         outs = {n: filled(dt, shape, fills[n]) for n, (dt, shape) in specs.items()}
-        inputs = {n: a.copy() for n, a in case.arrays.items()}
+        inputs = {n: a.copy() if n in self.inout else _read_only(a) for n, a in case.arrays.items()}
         self.call_oracle(oracle, case.replace(arrays=inputs), outs)
         return outs | {n: inputs[n] for n in self.inout}
 
@@ -577,7 +581,10 @@ class TritonTarget(Target):
                 self.launch(impl, views, case)
             if device != "cpu":
                 torch.cuda.synchronize()
-            actual = {n: b.read() for n, b in buffers.items()}
+            changed = self._changed_inputs(case)
+            large = {n for n, b in buffers.items() if b.initial is None and n in case.arrays and n not in changed}
+            actual = {n: b.read() for n, b in buffers.items() if n not in large}
+            large_changes = {n: buffers[n].changes() for n in sorted(large)}  # compared on the device
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             return outcome.crashed(exc, device)
         guards = {n: b.guard for n, b in buffers.items()}
@@ -593,10 +600,19 @@ class TritonTarget(Target):
                 e = {n: a for n, a in next(iter(again.values())).items() if n not in lacks}
                 if refills == fills and not compare_all(e, actual, locate=locate, versus="oracle", guards=guards, sentinels=sentinels):
                     outcome.differences = []
-        changed = self._changed_inputs(case)
-        inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays and n not in changed}
+        inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays and n not in changed | large}
         outcome.differences += compare_all(inputs_expected, actual, locate=locate, versus="input as given", guards=guards)
+        for n, found in large_changes.items():
+            outcome.differences += [Difference(n, i, e, a, *locate(n, i), "input as given") for i, e, a in found]
         return outcome
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A view of input ``a`` that an oracle cannot write (an oracle never writes an input it is
+    not told to update; this way a table of billions is not copied for each oracle run)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 def _with_guards(a: np.ndarray, fill: int) -> np.ndarray:

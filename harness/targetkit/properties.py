@@ -87,13 +87,18 @@ class Audit:
     see in :attr:`Observation.result` (a kernel is run by the audit itself: ``None``);
     ``output_specs(case)``: the buffers the audit gives a kernel when they differ from the
     record's ``output_specs`` (a caller's larger buffer; ``None``: the record's);
-    ``hazards``: the target's hazard draws, if any.
+    ``hazards``: the target's hazard draws, if any; ``fixes``: vLLM's fixes of the target's
+    hazard classes, by the report that makes each (a property's :attr:`Property.source` names
+    it: ``"PR #48055"``), as text edits ``(old, new)`` of a release's source (each ``old`` found
+    once), applied to that text at run time, never a copy of vLLM's code: the fixed variant
+    (``tests/seeded_bugs/mutants.py`` writes it) that the hazard and its findings pass on.
     """
 
     properties: tuple[Property, ...]
     run: Callable[[Case, Any, str], Any] | None = None
     output_specs: Callable[[Case], Mapping[str, tuple[Any, tuple[int, ...]]]] | None = None
     hazards: HazardDraws | None = None
+    fixes: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 COMPLETES = "call_completes"

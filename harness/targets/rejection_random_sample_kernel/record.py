@@ -26,6 +26,7 @@ from ...targetkit.draft_rows import (
     check_draft_counts,
     check_int,
 )
+from ...targetkit.scale import past_limit
 from . import edges
 from .layout import (
     BOOL,
@@ -145,8 +146,11 @@ class RejectionRandom(DraftRowMoves, TritonTarget):
         "sixteen_drafts": "a request with 16 drafts (num_speculative_tokens = 16)",
         "vocab_262144": "a vocabulary of 262144 (Gemma 3): rows of 1 MiB",
         "ids_past_32767": "a draft id past 32767 read from the tables",
+        # production scale (docs/CONTRACT.md §11.2; only where tables of 8 GiB fit: targetkit/scale.py)
+        "flat_index_past_2_31": "a visited draft read at flat index t*V + id past 2**31",
     }
     extremes = ("beyond_1024_requests", "sixteen_drafts", "vocab_262144", "ids_past_32767")
+    scale_features = ("flat_index_past_2_31",)
 
     oracle_functions = numpy_and_numba("rejection_random_sample")
 
@@ -223,6 +227,7 @@ class RejectionRandom(DraftRowMoves, TritonTarget):
             "sixteen_drafts": rows.longest >= 16,
             "vocab_262144": case.scalars["vocab_size"] >= MAX_VOCAB,
             "ids_past_32767": any(v.did > 32767 for v in read),
+            "flat_index_past_2_31": any(past_limit(v.t * case.scalars["vocab_size"] + v.did) for v in read),
         }
         return frozenset(k for k, v in checks.items() if v)
 
