@@ -61,6 +61,8 @@ def rows_of(case: Case) -> list[Row] | None:
     rows, q0 = [], 0
     for b0, b1 in zip(starts, ends, strict=True):
         qe = int(idx[b1 - 1]) + 1
+        if not q0 < qe <= len(pos):
+            return None
         rows.append(Row(int(a["expanded_idx_mapping"][b0]), int(pos[q0]), qe - q0, int(b1 - b0)))
         q0 = qe
     return rows
