@@ -17,12 +17,12 @@ HIDDEN = (64, 256, 1024, 2048, 4096, 5120)
 
 
 def body(c: Chooser, scale: Scale) -> Case:
-    """``B`` rows (up to 64, now and then more), ``K`` of 2 to 16 steps, any step after the
-    first, hidden states of finite values (signed zeros, subnormals among them)."""
-    B = c.integer_of([(1, 8), (1, min(scale.max_requests, 64)), (1, min(scale.request_tail, 128))])
+    """``B`` rows, ``K`` of 2 to 16 steps, any step after the first, hidden states of finite
+    values (signed zeros, subnormals among them; the wide ones with batches of up to 128 rows)."""
+    B = c.integer_of(request_count_ranges(scale))
     K = c.integer_of([(2, 4), (2, 16)])
     step = c.integer(1, K - 1)
-    H = c.choice(HIDDEN)
+    H = c.choice([h for h in HIDDEN if h * B <= 1 << 19] or [HIDDEN[0]])  # a case of at most 2 MiB of states
     M = c.choice([64, 4096, MAX_MODEL_LEN])
     seq = c.array_of(np.int64, B, [(1, M), (M - 2, M)])
     bits = c.array_of(np.int64, B * H, [(0, 2**23), (0, 0x7F7FFFFF), (-(2**31), -(2**31) + 2**23)])
