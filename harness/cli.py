@@ -5,9 +5,9 @@ tier (an output differs, a case crashed, or a case hung past its time limit: a r
 printed and the case is written to the corpus); 2 on a usage or input error, a corpus case over
 the cost limits included (one line on stderr, no traceback), and, with no finding in the
 production tier, when a target could not be tested (its interface verdict); 3 on an internal error of
-eaglefuzz (with its traceback); 4 when the only findings are edge divergences (``--domain
-extended``, or replayed extended-tier cases; ``audit --strict``: hazards in the extended tier
-only); 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP) when interrupted with nothing found (what
+eaglefuzz (with its traceback); 4 when the only findings are edge divergences (``fuzz`` checks
+the extended tier after the production tier unless ``--domain production``; replayed
+extended-tier cases; ``audit --strict``: hazards in the extended tier only); 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP) when interrupted with nothing found (what
 was found is kept; an interruption is never a finding).
 """
 
@@ -124,11 +124,11 @@ _json_opt = click.option("--json", "as_json", is_flag=True, help="print one JSON
 _domain_opt = click.option(
     "--domain",
     type=click.Choice(["production", "extended"]),
-    default="production",
-    show_default=True,
-    help="production: the inputs vLLM's call sites produce (and the harness's generated extensions); "
-    "extended: also the edges outside it where the reference is defined (differences there are "
-    "edge divergences, exit code 4)",
+    default=None,
+    help="extended (the default): the production tier first (the inputs vLLM's call sites produce; a "
+    "difference is a contract violation, exit code 1), then the extended tier's edges, where the "
+    "reference is still defined (a difference there is an edge divergence, exit code 4 when nothing "
+    "else is found); production: the production tier alone (--mode device draws production only)",
 )
 
 
@@ -167,8 +167,8 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
 @cli.command()
 @click.option("--kernel", "kernel_names", multiple=True, metavar="NAME", help="target to fuzz (repeatable; default: every target the source defines)")
 @source_options
-@click.option("--examples", type=click.IntRange(min=1), default=None, help="examples per target [default: 100 without --time-budget]")
-@click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="stop after this many seconds in all (shared evenly by targets)")
+@click.option("--examples", type=click.IntRange(min=1), default=None, help="examples per target and tier [default: 100 without --time-budget]")
+@click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="stop after this many seconds in all (shared evenly by targets and tiers)")
 @click.option("--seed", type=int, default=0, show_default=True, help="the same seed and options draw the same cases")
 @click.option("--mode", type=click.Choice(["hypothesis", "bulk", "device"]), default="hypothesis", show_default=True,
               help="hypothesis: shrinking strategies; bulk: large NumPy-drawn batches, shrunk on a finding; "
@@ -196,11 +196,16 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
 @click.pass_context
 def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None,
          time_budget: float | None, seed: int, mode: str, shard: str | None, devices: str | None,
-         ray_address: str | None, shards: int | None, domain: str,
+         ray_address: str | None, shards: int | None, domain: str | None,
          corpus_dir: str | None, keep_going: bool, backend: str, as_json: bool,
          progress: bool | None, isolate: bool, case_timeout: float | None, limits_spec: str | None,
          **source_values: Any) -> None:
-    """Fuzz implementations against the oracles; findings are shrunk, reported and saved."""
+    """Fuzz implementations against the oracles; findings are shrunk, reported and saved.
+
+    Each target's production tier is checked first (a difference is a contract violation: exit
+    code 1), then its extended tier's edges (a difference is an edge divergence: exit code 4
+    when nothing else is found); --domain production checks the production tier alone.
+    """
 
     if examples is not None and time_budget is not None:
         raise UserError(f"--examples {examples} and --time-budget {time_budget:g}: give one (examples per "

@@ -107,7 +107,7 @@ def test_same_seed_same_report(tmp_path, capsys):
     assert a.returncode == b.returncode == 0, a.stderr + b.stderr
     ra, rb = json.loads(a.stdout), json.loads(b.stdout)
     assert without_timings(ra) == without_timings(rb)
-    assert ra["targets"][PI]["examples"] == 8
+    assert ra["targets"][PI]["examples"] == 16 and ra["targets"][PI]["tiers_searched"] == ["production", "extended"]
     # another seed, another report (in this process: only the difference matters here)
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
@@ -115,7 +115,7 @@ def test_same_seed_same_report(tmp_path, capsys):
                   "--no-isolate", "--no-progress"])
     assert exc.value.code == 0
     rc = json.loads(capsys.readouterr().out)
-    assert rc["targets"][PI]["examples"] == 8
+    assert rc["targets"][PI]["examples"] == 16
     assert without_timings(rc) != without_timings(ra)
 
 

@@ -359,7 +359,7 @@ def test_shrunk_reproducer_is_small(stem, region, mutants, seeded_bugs_dir, back
     stats = fuzz_target(
         name, impls, backend.device, scale,
         seed=derive_seed(fuzz_seed, stem, "shrink"), examples=BUG_EXAMPLES, shrink=True,
-        domain=mutants.BY_NAME[stem].tier, stop_on_edge=True,  # the first finding is the one checked
+        tiers=(mutants.BY_NAME[stem].tier,),  # an extended-tier bug: the default run's search of the edges
     )
     assert stats.findings, f"seeded bug not found: {first_doc_line(path)}"
     finding = stats.findings[0]
@@ -403,3 +403,35 @@ def test_a_stale_mutant_fails_loudly(mutants):
     stale = mutants.Mutant("stale", "eagle_prepare_inputs_padded_kernel", "gone", (("no such line\n", "x\n"),))
     with pytest.raises(ValueError, match="occurs 0 times"):
         mutants.mutate(stale)
+
+
+def test_a_default_run_catches_a_broken_guard_that_production_does_not_reach(mutants, seeded_bugs_dir, needs,
+                                                                            tmp_path):
+    """vLLM 0.33.0's eagle_step_slot_mapping_metadata_kernel with ``exceeds_max = new_position >
+    max_model_len`` (``>=`` made ``>``): production's current caller never steps onto
+    max_model_len, but the guard is the kernel's and vLLM's own test of it has such a case.
+    ``eaglefuzz fuzz --kernels FILE``, no option given, checks the production tier (which
+    keeps the contract) and then the edges: one edge divergence, exit 4."""
+    import json
+    import os
+    import subprocess
+
+    m = mutants.BY_NAME["es_exceeds_strict"]
+    path = seeded_bugs_dir / f"{m.name}.py"
+    if not path.exists():
+        try:
+            mutants.module_file(m.module)
+        except mutants.ModuleUnavailable as exc:
+            needs.unavailable("offline", f"{m.name}: {exc}")
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--kernels", str(path), "--json"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.returncode == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["domain"] == "extended"
+    t = doc["targets"][m.target]
+    assert t["tiers_searched"] == ["production", "extended"] and t["findings"] == []
+    assert t["examples_per_tier"]["production"] >= DEFAULT_EXAMPLES, "the production tier first, in full"
+    (edge,) = t["edge_divergences"]
+    assert edge["kind"] == "edge divergence" and "edges: reaches_max" in edge["report"], edge["report"]

@@ -69,14 +69,14 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
         print(f"\n{b}", file=out)
     if blocks:
         print(file=out)  # the last reproducer ends in a blank line: copying it takes nothing more
-    domain = ", domain extended" if extended else ""
-    table = Table(title=f"eaglefuzz fuzz: seed {doc['seed']}, mode {doc['mode']}{domain}, shard {doc['shard']}")
+    tiers = "production and extended tiers" if extended else "production tier"
+    table = Table(title=f"eaglefuzz fuzz: seed {doc['seed']}, mode {doc['mode']}, {tiers}, shard {doc['shard']}")
     shrinks = any(t.get("shrink_attempts") for t in targets.values())
     cols = ["target", "examples", "tokens verified", "ex/s", "features", "findings"]
     if shrinks:
         cols[2:2] = ["shrink attempts"]
     if extended:
-        cols[2:2] = ["extended-tier examples"]
+        cols[1:2] = ["production-tier examples", "extended-tier examples"]
         cols[-1:-1] = ["edges"]
         cols.append("edge divergences")
     for col in cols:
@@ -90,7 +90,7 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
             if shrinks:
                 row[2:2] = ["-"]
             if extended:
-                row[2:2] = ["-"]
+                row[1:2] = ["-", "-"]
                 row[-1:-1] = ["-"]
                 row.append(str(edges))
             table.add_row(*row)
@@ -102,8 +102,9 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
         if shrinks:
             row[2:2] = [str(t.get("shrink_attempts") or 0)]
         if extended:
+            per_tier = t.get("examples_per_tier", {})
             got, lack = t.get("edges_reached", []), t.get("edges_missed", [])
-            row[2:2] = [str(t.get("examples_per_tier", {}).get("extended", 0))]
+            row[1:2] = [str(per_tier.get("production", 0)), str(per_tier.get("extended", 0))]
             row[-1:-1] = [f"{len(got)}/{len(got) + len(lack)}"]
             row.append(str(edges))
         table.add_row(*row)
@@ -136,7 +137,10 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
                      "cases only)") if t.get("device") else ""
             print(f"coverage note: {n} did not reach {', '.join(t['features_missed'])} in this run{where} "
                   "(not an error; more examples or --mode bulk reach them)", file=out)
-        if extended and t.get("edges_missed"):
+        if extended and "extended" not in t.get("tiers_searched", ("extended",)):
+            print(f"{n}: its extended tier was not searched: a contract violation ends a target's run "
+                  "(--keep-going searches it too)", file=out)
+        elif extended and t.get("edges_missed") and not t.get("edge_divergences"):  # it ends the edges' search
             print(f"coverage note: {n} did not reach the edges {', '.join(t['edges_missed'])} in this run", file=out)
         if t.get("edge_divergences") and not t["findings"]:
             print(f"{n}: edge divergences only: {t.get('examples_per_tier', {}).get('production', 0)} "

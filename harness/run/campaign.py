@@ -19,6 +19,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..checking.check import Finding, warm_compiled, warm_oracles
 from ..checking.corpus import case_path, save_finding
+from ..checking.domains import EXTENDED, PRODUCTION
 from ..checking.fuzz import Stats, bulk_fuzz_target, fuzz_target
 from ..core import interrupts
 from ..core.errors import UserError
@@ -61,8 +62,10 @@ class Campaign:
     """Under a supervisor: the journal of the case in flight, and the run's record (``run/``)."""
     report: bool = True
     """Print the report at the end (a supervisor that merges several workers' runs prints it)."""
-    domain: str = "production"
-    """``production`` or ``extended`` (:mod:`..checking.domains`)."""
+    domain: str | None = None
+    """``production`` or ``extended`` (:mod:`..checking.domains`); ``None``: the default,
+    ``extended`` (the production tier, then the edges), or ``production`` in device mode (which
+    draws production cases only)."""
     unsaved: dict[int, str] = field(default_factory=dict)
     """``id`` of a finding that could not be written -> why."""
 
@@ -107,6 +110,8 @@ class Campaign:
 
         backend = select_backend(self.backend)
         device_run = {}
+        if self.domain is None:
+            self.domain = PRODUCTION if self.mode == "device" else EXTENDED
         if self.mode == "device":
             from ..checking.device_mode import device_targets
             from ..checking.device_mode.engine import device_fuzz_target
@@ -114,7 +119,7 @@ class Campaign:
             if not backend.compiled:
                 raise UserError("--mode device: needs a CUDA device (cases are drawn and checked on the GPU) and "
                                 "this machine has none; use --mode bulk or --mode hypothesis")
-            if self.domain != "production":
+            if self.domain != PRODUCTION:
                 raise UserError("--mode device: draws production cases only; leave out --domain extended")
             device_run = dict.fromkeys(device_targets(), device_fuzz_target)
         impls = implementations_for(self.source, self.names)
@@ -236,10 +241,11 @@ class Campaign:
             "seconds": round(s.seconds, 3),
             "features_reached": sorted(s.features),
             "features_missed": sorted(set(TARGETS[name].features) - s.features),
-            **({"examples_per_tier": dict(sorted(s.tiers.items())),
+            **({"tiers_searched": list(s.searched),
+                "examples_per_tier": dict(sorted(s.tiers.items())),
                 "edges_reached": sorted(s.edges),
                 "edges_missed": sorted(set(TARGETS[name].extended_features) - s.edges)}
-               if self.domain == "extended" else {}),
+               if self.domain == EXTENDED else {}),
             **({"device": {"stage_seconds": {k: round(v, 4) for k, v in s.stages.items()},
                            "cross_checked": s.cross_checked, "warmup_seconds": round(s.warmup, 3)}}
                if s.stages else {}),
