@@ -209,7 +209,7 @@ def test_unknown_isa_and_version_are_user_errors():
         L.load_extension(VERSION, isa="sse2")
     with pytest.raises(UserError, match="unknown"):
         L.fetch_build(VERSION, "sse2")
-    with pytest.raises(UserError, match="not a release number"):
+    with pytest.raises(UserError, match="not a release's full version"):
         L.fetch_build("latest; rm -rf /", "avx2")
 
 
