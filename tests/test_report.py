@@ -243,6 +243,40 @@ def test_an_unwritable_findings_folder_is_one_line_before_any_example(tmp_path, 
     assert f"the findings folder {tmp_path / 'bugs' / 'eaglefuzz-findings'}: findings cannot be written" in err
 
 
+def test_runs_side_by_side_in_one_folder_all_find_their_findings_folder_writable(tmp_path):
+    """Several runs started at once in one folder (a CI matrix, xargs -P, terminals side by side)
+    each check, before any example, that findings can be written: no check may stand in the
+    way of another (one that created and removed the folder to find out failed the others with
+    'cannot create ...'), and none leaves a folder behind."""
+    import sys
+    import threading
+
+    from eaglefuzz.harness.core.paths import unwritable
+
+    (tmp_path / "work").mkdir()
+    folder = tmp_path / "work" / "eaglefuzz-findings" / PI
+    refused: list[str] = []
+
+    def run() -> None:
+        for _ in range(300):
+            why = unwritable(folder)
+            if why is not None:
+                refused.append(why)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the checks interleave as processes' do
+    try:
+        threads = [threading.Thread(target=run) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not refused, f"{len(refused)} of 2400 checks refused: {refused[0]}"
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [], "the check leaves nothing behind"
+
+
 @pytest.mark.kernel
 def test_a_finding_that_cannot_be_saved_is_printed_in_full(tmp_path, mutants, capsys, monkeypatch):
     from eaglefuzz.harness.checking import corpus
