@@ -346,6 +346,64 @@ def test_keep_going_reports_each_distinct_finding_once_with_the_examples_asked(t
             assert line in f["report"]
 
 
+def _pi_minimal_case():
+    from eaglefuzz.harness.core.case import Case
+
+    return Case(PI, {"cu_num_draft_tokens": np.array([1], dtype=np.int32),
+                     "valid_sampled_tokens_count": np.array([2], dtype=np.int32),
+                     "query_start_loc": np.array([0, 2], dtype=np.int32)}, {"num_reqs": 1}, {"grid_size": None})
+
+
+def _failing(case, region: str):  # noqa: ANN001, ANN202
+    from eaglefuzz.harness.checking.check import Finding
+    from eaglefuzz.harness.core.compare import Difference
+    from eaglefuzz.harness.sources.base import Origin
+    from eaglefuzz.harness.targets import Outcome
+
+    diff = Difference("num_rejected_tokens", 0, 0, -1, 0, region, "numpy = numba oracle")
+    return Finding(case, Outcome(differences=[diff]), Origin("test", "test", PI))
+
+
+def _run_with_one_minimal_case(monkeypatch, examples: int):  # noqa: ANN202
+    """A bulk run of PI where every case fails, in a region that depends on its number of
+    requests, and every finding shrinks to one minimal case (its own region)."""
+    from eaglefuzz.harness.checking import fuzz
+    from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
+    from eaglefuzz.harness.sources import Implementations
+
+    minimal, first = _pi_minimal_case(), []
+
+    def check(case, *args, **kwargs):  # noqa: ANN001, ANN202
+        first[:] = first or [case]
+        return _failing(case, f"region {case.scalars['num_reqs'] % 4}")
+
+    monkeypatch.setattr(fuzz, "check_case", check)
+    monkeypatch.setattr(fuzz, "shrink_finding", lambda finding, *a, **k: _failing(minimal, "per-request output"))
+    stats = fuzz.bulk_fuzz_target(PI, Implementations({}, {}), "cpu", INTERPRETER_SCALE, examples=examples,
+                                  stop_on_finding=False)
+    return stats, minimal, first[0]
+
+
+def test_findings_that_shrink_into_one_are_one_finding_met_as_often(monkeypatch):
+    """--keep-going: cases that fail in other regions as found, and all shrink into one minimal
+    case, are one finding met in every one of them (they were each a finding of their own,
+    met once, pointing to one file)."""
+    stats, minimal, _ = _run_with_one_minimal_case(monkeypatch, 30)
+    assert len(stats.findings) == 1, [f.outcome.differences[0].region for f in stats.findings]
+    assert stats.findings[0].case == minimal and stats.met(stats.findings[0]) == 30
+
+
+def test_the_features_of_a_finding_count_as_reached(monkeypatch):
+    """A run stopped by its first finding reached the features of the case it reports (its
+    --json listed them under features_missed)."""
+    from eaglefuzz.harness.targets import TARGETS
+
+    stats, minimal, first = _run_with_one_minimal_case(monkeypatch, 1)
+    own = TARGETS[PI].features_of(minimal)
+    assert own - TARGETS[PI].features_of(first), "the condition: the case found lacks a feature of the shrunk one"
+    assert own <= stats.features, sorted(own - stats.features)
+
+
 EMPTY_REQUEST_OWN_START = (
     "    index_to_sample = q_last_tok_idx - num_rejected_tokens\n",
     "    q_first_tok_idx = tl.load(query_start_loc_gpu_ptr + req_idx)\n"

@@ -118,14 +118,31 @@ class Stats:
         """How many cases of this run failed the way ``finding`` does (itself included)."""
         return 1 + self.again.get(id(finding), 0)
 
-    def add(self, finding: Finding) -> None:
+    def add(self, finding: Finding) -> Finding:
         """Report ``finding`` (its case as found was :attr:`unshrunk`): later cases that fail
-        the same way are counted for it."""
-        self.findings.append(finding)
+        the same way are counted for it. A finding that shrank into one already reported (the
+        same outputs and regions differ: the same minimal case, as a rule) is not reported
+        again: it is counted for that one, which is returned. The features (or edges) of the
+        reported case count as reached."""
+        first = self.keys.get(signature(finding))
+        if first is None:
+            self.findings.append(finding)
+            first = finding
+            self._reached(finding)
+        else:
+            self.again[id(first)] = self.again.get(id(first), 0) + 1
         for f in (finding, self.unshrunk):
             if f is not None:
-                self.keys.setdefault(signature(f), finding)
+                self.keys.setdefault(signature(f), first)
         self.unshrunk = None
+        return first
+
+    def _reached(self, finding: Finding) -> None:
+        target = TARGETS[finding.case.kernel]
+        if finding.tier == PRODUCTION:
+            self.features |= target.features_of(finding.case)
+        else:
+            self.edges |= target.extended_features_of(finding.case)
 
 
 

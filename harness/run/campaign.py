@@ -190,6 +190,12 @@ class Campaign:
                                 if p != saved[id(f)]:
                                     p.unlink(missing_ok=True)
                             pending.clear()
+                    if stats.unshrunk is None and pending:  # it shrank into a finding saved before
+                        reported = {saved.get(id(f)) for f in stats.findings}
+                        for p in pending:
+                            if p not in reported:
+                                p.unlink(missing_ok=True)
+                        pending.clear()
 
                 try:
                     device_run.get(name, run_fn)(
