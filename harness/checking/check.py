@@ -13,7 +13,7 @@ import numpy as np
 
 from ..core.case import Case
 from ..core.exitcodes import EXIT_DEVICE_LOST
-from ..core.interrupts import count, received_since
+from ..core.interrupts import checkpoint, count, received_since
 from ..generation.strategies import Scale
 from ..sources import (
     Implementations,
@@ -204,6 +204,7 @@ def check_case(
     (:func:`~.costs.time_limit`), so a supervisor can stop a hang.
     """
 
+    checkpoint()  # a signal that came between cases (in a gc callback) stops the run here
     target = TARGETS[case.kernel]
     tier = target.tier_of(case, domain)
     device = device_for(impls.source, device)
