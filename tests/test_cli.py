@@ -224,7 +224,7 @@ def test_interrupted_campaign_keeps_its_finding(tmp_path):
     assert report["interrupted"] is True
     (finding,) = report["targets"][PI]["findings"]
     assert Path(finding["file"]) in files
-    assert "not shrunk: the run was interrupted" in finding["report"]
+    assert "shrinking was interrupted before its first step: this is the case as first found" in finding["report"]
     assert load_entry(finding["file"]).case.kernel == PI
     assert replay_in_process(str(corpus), "--kernels", str(bug)) == 1
 

@@ -404,6 +404,37 @@ def test_the_features_of_a_finding_count_as_reached(monkeypatch):
     assert own <= stats.features, sorted(own - stats.features)
 
 
+@pytest.mark.kernel
+def test_an_interrupt_while_shrinking_reports_the_smallest_case_so_far(tmp_path, mutants, monkeypatch, capsys):
+    """Ctrl-C while a finding is being shrunk: the report, the saved file and its reproducer are
+    the smallest failing case found so far (it printed the case as first found), and say so."""
+    from eaglefuzz.harness.checking import shrinking
+    from eaglefuzz.harness.checking.corpus import load_entry
+
+    bug = mutants.write(mutants.BY_NAME[PI_BUG], tmp_path / "bugs")
+    real, steps = shrinking.Shrinker.fails, []
+
+    def fails(self, candidate, deadline=None):  # noqa: ANN001, ANN202
+        if real(self, candidate, deadline):
+            steps.append(self.finding.case)
+            if len(steps) == 2:
+                raise KeyboardInterrupt  # Ctrl-C right after the shrinker's second step
+            return True
+        return False
+
+    monkeypatch.setattr(shrinking.Shrinker, "fails", fails)
+    found = tmp_path / "found"
+    code, out, err = run(capsys, "fuzz", "--kernels", str(bug), "--kernel", PI, "--mode", "bulk", "--domain",
+                         "production", "--json", "--no-isolate", "--no-progress", "--corpus", str(found))
+    assert code == 1, err
+    doc = json.loads(out)
+    assert doc["interrupted"] is True
+    (f,) = doc["targets"][PI]["findings"]
+    assert len(steps) == 2 and load_entry(f["file"]).case == steps[-1], "the case after the second step"
+    assert "shrinking was interrupted after 2 step(s): this is the smallest failing case found so far" in f["report"]
+    assert sorted(found.rglob("*.json")) == [Path(f["file"])], "the case as first found is not kept beside it"
+
+
 EMPTY_REQUEST_OWN_START = (
     "    index_to_sample = q_last_tok_idx - num_rejected_tokens\n",
     "    q_first_tok_idx = tl.load(query_start_loc_gpu_ptr + req_idx)\n"

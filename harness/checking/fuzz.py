@@ -42,7 +42,7 @@ from ..sources import Implementations
 from ..targets import TARGETS
 from .check import CaseJournal, DifferenceFound, Finding, check_case, signature
 from .domains import EXTENDED, PRODUCTION, strategy_for, tiers_of
-from .shrinking import Shrinker
+from .shrinking import Shrinker, failure
 
 CHUNK = 25
 
@@ -68,6 +68,9 @@ class Stats:
     seconds: float = 0.0
     unshrunk: Finding | None = None
     """A finding not yet shrunk (shrinking in progress): kept so an interrupt cannot lose it."""
+    smallest: Finding | None = None
+    """While :attr:`unshrunk` is being shrunk, the smallest case that fails the same way so far
+    (``None`` until a step succeeds): what an interrupt reports."""
     stages: dict[str, float] = field(default_factory=dict)
     """Device mode: seconds spent per stage (:data:`~.device_mode.engine.STAGES`)."""
     cross_checked: int = 0
@@ -134,7 +137,7 @@ class Stats:
         for f in (finding, self.unshrunk):
             if f is not None:
                 self.keys.setdefault(signature(f), first)
-        self.unshrunk = None
+        self.unshrunk = self.smallest = None
         return first
 
     def _reached(self, finding: Finding) -> None:
@@ -197,6 +200,8 @@ def hypothesis_chunk(
             finding = None
         if finding is not None and stats.unshrunk is None:
             stats.unshrunk = finding
+        elif finding is not None and failure(finding) == failure(stats.unshrunk):  # Hypothesis's shrinker's
+            stats.smallest = finding
         if on_progress is not None:
             on_progress(stats)
         if finding is not None:
@@ -421,8 +426,12 @@ def shrink_finding(
         return replace(finding, shrink="not shrunk: the device became unusable (a sticky CUDA error); "
                        "the CLI shrinks such a case in fresh processes")
 
+    def step(smaller: Finding) -> None:
+        if stats is not None:
+            stats.smallest = smaller
+
     shrinker = Shrinker(finding, impls, device, journal=journal, max_checks=max_checks,
-                        budget_s=default_shrink_budget() if budget_s is None else budget_s)
+                        budget_s=default_shrink_budget() if budget_s is None else budget_s, on_step=step)
     try:
         return shrinker.run()
     finally:

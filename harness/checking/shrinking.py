@@ -119,6 +119,7 @@ class Shrinker:
         journal: CaseJournal | None = None,
         max_checks: int = 2000,
         budget_s: float = 20.0,
+        on_step: Callable[[Finding], None] | None = None,
     ) -> None:
 
         self.finding = finding
@@ -138,6 +139,8 @@ class Shrinker:
         self.stopped: str | None = None
         self.tried: set[str] = set()
         """Hashes of the candidates checked: none is checked twice."""
+        self.on_step = on_step
+        """Called with each smaller finding as it is found (an interrupt then loses no step)."""
 
     # -- one attempt --------------------------------------------------------------------
 
@@ -177,6 +180,8 @@ class Shrinker:
         if smaller is not None and failure(smaller) == failure(self.finding):
             self.finding = smaller
             self.steps += 1
+            if self.on_step is not None:
+                self.on_step(replace(smaller, shrink=_interrupted(self.steps)))
             return True
         return False
 
@@ -337,6 +342,12 @@ class Shrinker:
         note = (f"shrinking stopped {self.stopped} after {self.steps} step(s): "
                 "this is the smallest failing case found so far")
         return replace(self.finding, shrink=note)
+
+
+def _interrupted(steps: int) -> str:
+    """The note of a finding whose shrinking an interrupt cut short after ``steps`` steps."""
+    return (f"shrinking was interrupted after {steps} step(s): this is the smallest failing case "
+            "found so far")
 
 
 def failure(finding: Finding) -> str:

@@ -210,12 +210,20 @@ class Campaign:
                 except KeyboardInterrupt:
                     interrupted = True
                     interrupts.hold()  # a second signal must not cut the report short
-                    if stats.unshrunk is not None:  # kept as found: the interrupt cut its shrinking short
-                        u = stats.unshrunk
-                        u.shrink = ("not shrunk: the run was interrupted while shrinking it; "
-                                    "this is the case as first found")
-                        stats.add(u)
-                        saved.setdefault(id(u), self._path(u))
+                    if stats.unshrunk is not None:  # the interrupt cut its shrinking short
+                        u = stats.smallest
+                        if u is None or u.shrink == "":  # no step done yet (or Hypothesis's): say which
+                            u = u or stats.unshrunk
+                            u.shrink = ("shrinking was interrupted before its first step: this is the case "
+                                        "as first found" if u is stats.unshrunk else
+                                        "shrinking was interrupted: this is the smallest failing case found so far")
+                        u = stats.add(u)
+                        if id(u) not in saved:
+                            saved[id(u)] = self._save(u)
+                        for p in pending:
+                            if p != saved[id(u)]:
+                                p.unlink(missing_ok=True)
+                        pending.clear()
                     log.add(name, self._entry(name, stats, saved))
                     break
                 on_progress(stats)
