@@ -121,7 +121,7 @@ def test_a_hanging_kernel_is_a_hang_finding_and_the_campaign_goes_on(tmp_path):
     kernels.write_text(HANGING_KERNEL)
     corpus = tmp_path / "findings"
     proc = _run(_cli("fuzz", "--kernels", kernels, "--kernel", PI, "--kernel", EXT, "--examples", 3,
-                     "--case-timeout", 1, "--corpus", corpus, "--json"),
+                     "--domain", "production", "--case-timeout", 1, "--corpus", corpus, "--json"),
                 _env(tmp_path, EAGLEFUZZ_FAULT_SHRINK_BUDGET="2"), timeout=300)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
