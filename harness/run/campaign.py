@@ -27,7 +27,7 @@ from ..generation.strategies import CUDA_SCALE, INTERPRETER_SCALE
 from ..reporting.fuzz_report import finding_record, fuzz_doc, fuzz_exit_code, plural, print_fuzz
 from ..sources import InterfaceMismatch, implementations_for
 from ..sources.triton_backend import select_backend
-from ..targetkit.pyfunc import StandInGap
+from ..targetkit.base import CannotTest
 from ..targets import TARGETS
 from .journal import Journal
 from .runlog import RunLog
@@ -204,7 +204,7 @@ class Campaign:
                         chunk_offset=self.shard[0], chunk_step=self.shard[1], journal=journal, stats=stats,
                         domain=self.domain,
                     )
-                except StandInGap as exc:  # what it needs is not modelled: its verdict; the others go on
+                except CannotTest as exc:  # what it needs is not here: its verdict; the others go on
                     log.add(name, {"untested": str(exc)})
                     continue
                 except KeyboardInterrupt:

@@ -19,6 +19,7 @@ from ..core.errors import UserError
 from ..reporting.replay_report import failed_record, print_replay, replay_doc, replay_exit_code
 from ..sources import implementations_for
 from ..sources.triton_backend import select_backend
+from ..targetkit.base import CannotTest
 from .journal import Journal
 from .runlog import RunLog
 
@@ -91,10 +92,16 @@ def _replay(
             if unit in finished:
                 continue
             log.begin(unit)
-            if case.kernel not in impls:
+            if case.kernel not in impls or case.kernel in meta["untested"]:
                 log.add(unit, {"file": unit, "kernel": case.kernel, "status": "skipped"})
                 continue
-            finding = check_case(case, impls, b.device, journal, domain=tiers[unit])
+            try:
+                finding = check_case(case, impls, b.device, journal, domain=tiers[unit])
+            except CannotTest as exc:  # its verdict; its other cases are not replayed, the others are
+                meta["untested"][case.kernel] = str(exc)
+                log.set_meta(meta)
+                log.add(unit, {"file": unit, "kernel": case.kernel, "status": "skipped"})
+                continue
             if finding is None:
                 log.add(unit, {"file": unit, "kernel": case.kernel, "status": "ok"})
             else:

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..core.errors import UserError
+from ..targetkit.base import SOURCE_FILE, UNRESOLVED
 from .base import Implementations, Origin, Source
 
 _HEADER = '''\
@@ -141,10 +142,47 @@ def _import_or_extract(p: Path, names: list[str]) -> ModuleType:
             f"--kernels {p}: {failed}; its functions, taken without the file's own imports, fail to "
             f"load: {type(exc).__name__}: {exc}"
         ) from None
+    # What the file has and the generated module lacks: a run that needs one of them is a
+    # "could not be tested" verdict naming it (targetkit.base.cannot_test), not a finding.
+    setattr(module, UNRESOLVED, {n: why for n, why in _file_names(tree).items() if not hasattr(module, n)})
+    setattr(module, SOURCE_FILE, str(p))
     if missing != "vllm":  # a vLLM checkout's file is meant to be taken apart; anything else, say so
         module.__eaglefuzz_note__ = (f"--kernels {p}: {failed}: its functions are tested without the "
                                      "file's own imports (a failure naming what it imports comes from that)")
     return module
+
+
+def _file_names(tree: ast.Module) -> dict[str, str]:
+    """Every name the file's top level binds (imports, in ``if``/``try`` blocks too; functions,
+    classes, assignments), with how: ``which the file imports (from X import Y)``, ``which the file
+    defines (line N)``."""
+    out: dict[str, str] = {}
+
+    def walk(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                stmt = " ".join(ast.unparse(node).split())
+                for alias in node.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    if bound != "*":
+                        out.setdefault(bound, f"which the file imports ({stmt})")
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                out.setdefault(node.name, f"which the file defines (line {node.lineno})")
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            out.setdefault(n.id, f"which the file defines (line {node.lineno})")
+            elif isinstance(node, ast.If | ast.Try):
+                walk(node.body)
+                for h in getattr(node, "handlers", []):
+                    walk(h.body)
+                walk(node.orelse)
+                walk(getattr(node, "finalbody", []))
+
+    walk(tree.body)
+    return out
 
 
 def _is_jit(node: ast.FunctionDef) -> bool:

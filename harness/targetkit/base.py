@@ -8,6 +8,8 @@ map from an output element back to a request and region for the report.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -16,10 +18,11 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from ...kernels import vllm_types
 from ..core.buffers import Guarded, filled, guard_for, pick_sentinel, poison, raw
 from ..core.case import Case
 from ..core.compare import Difference, compare_all
-from ..core.errors import ContractViolation
+from ..core.errors import ContractViolation, UserError
 from ..generation.choosers import Chooser, RngChooser, as_strategy
 from ..generation.shrink_steps import keep_lists
 from ..generation.strategies import Scale, Shape
@@ -76,6 +79,47 @@ def require_arrays(arrays: Mapping[str, np.ndarray], dtypes: Mapping[str, Any], 
         if arrays[name].dtype != dtype or arrays[name].ndim != ndim:
             raise ContractViolation(f"arrays.{name}", f"must be a {ndim}-D {dtype} array")
 
+class CannotTest(UserError):
+    """The implementation cannot be tested here, through no fault of its own: what it needs is
+    not there (a name its file imports, whose imports do not resolve here; a field eaglefuzz's
+    stand-in vLLM types lack). Its target's one-line verdict (exit 2), never a finding."""
+
+
+UNRESOLVED = "__eaglefuzz_unresolved__"
+"""A module global of a ``--kernels`` file taken apart without its imports (:mod:`~..sources.file`):
+name -> why the module lacks it (an import of the file, a definition not taken out)."""
+SOURCE_FILE = "__eaglefuzz_source__"
+"""A module global of such a module: the file it was taken from."""
+
+_STAND_IN_KWARG = re.compile(r"^(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'")
+
+
+def cannot_test(exc: BaseException) -> str | None:
+    """Why ``exc``, raised by an implementation, says it cannot be tested here (``None``: it is a
+    failure of the implementation). A ``NameError`` for a name its file imports or defines but
+    that was not taken out with it (the module's :data:`UNRESOLVED`); a ``TypeError`` of a
+    stand-in vLLM class (``kernels/vllm_types.py``) given a field it does not model."""
+    if isinstance(exc, NameError) and getattr(exc, "name", None):
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        g = tb.tb_frame.f_globals if tb is not None else {}
+        why = (g.get(UNRESOLVED) or {}).get(exc.name)
+        if why is not None:
+            where = g.get(SOURCE_FILE) or "its file"
+            return (f"{where}: {tb.tb_frame.f_code.co_name} could not be tested: it needs {exc.name}, {why}, "
+                    "and the file's imports do not resolve here (its functions are tested without them); "
+                    "not a bug finding")
+    if isinstance(exc, TypeError):
+        m = _STAND_IN_KWARG.match(str(exc))
+        if m and m.group(1) in vllm_types.__all__:
+            cls = getattr(vllm_types, m.group(1))
+            fields = ", ".join(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else "-"
+            return (f"needs {m.group(1)}.{m.group(2)}, which eaglefuzz's stand-in lacks (it models {fields}; "
+                    "kernels/vllm_types.py): not a bug finding; install vLLM to test it with vLLM's classes")
+    return None
+
+
 @dataclass
 class Outcome:
     """What checking one case found.
@@ -98,7 +142,12 @@ class Outcome:
 
     def crashed(self, exc: BaseException, device: str, context: str = "") -> Outcome:
         """Record that the run raised ``exc`` (``context`` is added after the exception's
-        name); a CUDA error on a device marks the outcome fatal. Returns ``self``."""
+        name); a CUDA error on a device marks the outcome fatal. Returns ``self``. An exception
+        that says the implementation cannot be tested here (:func:`cannot_test`) is raised as
+        :class:`CannotTest` instead: a verdict, not a finding."""
+        why = cannot_test(exc)
+        if why is not None:
+            raise CannotTest(why) from None
         self.crash = f"{type(exc).__name__}{context}: {' '.join(str(exc).split())[:500]}"
         self.fatal = device != "cpu" and "CUDA error" in str(exc)
         return self

@@ -33,14 +33,13 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     SPEC_TOKENS,
 )
-from ...targetkit.base import ContractViolation, EdgesInModule, Outcome, require_arrays
+from ...targetkit.base import CannotTest, ContractViolation, EdgesInModule, Outcome, require_arrays
 from ...targetkit.pyfunc import (
     CHANGED,
     MUTATED,
     RESULT,
     UNCHANGED,
     PythonFunctionTarget,
-    StandInGap,
     TensorValue,
     diff_value,
     field_names,
@@ -303,7 +302,7 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
             result = self.call(impl, cad, case.scalars["N"], arange, new_slot_mapping)
             if dev != "cpu":
                 torch.cuda.synchronize()
-        except StandInGap:
+        except CannotTest:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             return outcome.crashed(exc, dev)
