@@ -473,6 +473,23 @@ def test_a_file_whose_import_fails_names_the_module(tmp_path, capsys):
            "'nonexistent_module_of_a_port')" in err
 
 
+def test_a_copy_of_a_module_out_of_its_package_is_the_normal_case_and_says_nothing(tmp_path):
+    """A kernel author's copy of the bundled module (or of vLLM's utils.py): its imports do not
+    resolve outside its package (a relative import; vllm.*), which is what taking the functions
+    without them is for. Every run printed 'note: ... importing it failed (ImportError: attempted
+    relative import ...)': the normal case read like an error. A file whose other imports fail
+    still gets its note (above)."""
+    from eaglefuzz.harness.sources.file import FileSource
+
+    bundled = ROOT / "kernels" / "spec_decode_utils.py"
+    assert "from .vllm_types import" in bundled.read_text()  # the condition: a relative import
+    path = tmp_path / "utils.py"
+    path.write_text(bundled.read_text())
+    impls = FileSource(path).load()
+    assert "eagle_prepare_inputs_padded_kernel" in impls.funcs
+    assert impls.notes == (), impls.notes
+
+
 # -- 6: tables fit any log ---------------------------------------------------------------------------------
 
 

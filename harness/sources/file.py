@@ -4,8 +4,12 @@ The file is imported as it is when it can be. A file whose imports do not resolv
 checkout's ``vllm/v1/spec_decode/utils.py`` imports ``vllm.*``) is parsed instead: its
 ``@triton.jit`` functions, the functions named like targets and its ``UPPER_CASE = literal``
 constants are written, under our own imports, to a real module file (compiled Triton refuses functions made by ``exec``) and
-imported from there. Anything indexable as ``kernel[grid](...)`` counts as a kernel, so a
-port behind such a wrapper is tested alike.
+imported from there. That is the normal case of a vLLM checkout's file and of a copy of a
+module taken out of its package (a relative import), and says nothing; any other failing
+import is named in a note. A run that needs a name the file imports or defines but that was
+not taken out is that target's "could not be tested" verdict (:func:`~..targetkit.base.cannot_test`).
+Anything indexable as ``kernel[grid](...)`` counts as a kernel, so a port behind such a wrapper
+is tested alike.
 """
 
 from __future__ import annotations
@@ -129,6 +133,8 @@ def _import_or_extract(p: Path, names: list[str]) -> ModuleType:
     except ImportError as exc:  # imports that do not resolve here: take the functions alone
         failed = f"importing it failed ({type(exc).__name__}: {exc})"
         missing = (getattr(exc, "name", None) or "").split(".")[0]
+        if "attempted relative import" in str(exc):  # a module's copy, out of its package
+            missing = "."
     except Exception as exc:  # noqa: BLE001 - the user's file failed to import: say so in one line
         raise UserError(f"--kernels {p}: importing it raised {type(exc).__name__}: {exc}") from None
     if not any(isinstance(n, ast.FunctionDef) and n.name in names for n in tree.body):
@@ -146,7 +152,7 @@ def _import_or_extract(p: Path, names: list[str]) -> ModuleType:
     # "could not be tested" verdict naming it (targetkit.base.cannot_test), not a finding.
     setattr(module, UNRESOLVED, {n: why for n, why in _file_names(tree).items() if not hasattr(module, n)})
     setattr(module, SOURCE_FILE, str(p))
-    if missing != "vllm":  # a vLLM checkout's file is meant to be taken apart; anything else, say so
+    if missing not in ("vllm", "."):  # a vLLM file or a module's copy is meant to be taken apart; else say so
         module.__eaglefuzz_note__ = (f"--kernels {p}: {failed}: its functions are tested without the "
                                      "file's own imports (a failure naming what it imports comes from that)")
     return module
