@@ -490,6 +490,23 @@ def test_a_copy_of_a_module_out_of_its_package_is_the_normal_case_and_says_nothi
     assert impls.notes == (), impls.notes
 
 
+def test_replay_says_in_one_line_what_replays_the_cases_it_skips(tmp_path, capsys):
+    """`eaglefuzz replay corpus/` on the bundled copy skipped the newer targets' cases with a
+    line per target and no hint: one line, the count of each target, and the option that
+    replays them (the release; for a target the release lacks, the bundled copy)."""
+    import shutil
+
+    es, dfl = "eagle_step_slot_mapping_metadata_kernel", "copy_and_expand_dflash_inputs_kernel"
+    for name in (PI, es, dfl, dfl):
+        f = sorted((ROOT / "corpus" / name).glob("*.json"))[len(list(tmp_path.glob(f"{name}-*")))]
+        shutil.copy(f, tmp_path / f"{name}-{f.name}")
+    code, out, _ = run(capsys, "replay", str(tmp_path), "--no-isolate")
+    assert code == 0, out
+    skipped = [ln for ln in out.splitlines() if ln.startswith("not replayed")]
+    assert skipped == [f"not replayed: 3 case(s) of 2 targets bundled production copy (kernels/spec_decode_utils.py) "
+                       f"does not define ({dfl} 2, {es} 1); --vllm-version {PINNED} replays them"], out
+
+
 # -- 6: tables fit any log ---------------------------------------------------------------------------------
 
 

@@ -50,6 +50,24 @@ def replay_cases(
         return _replay(cases, source, backend=backend, as_json=as_json, journal_dir=journal_dir, report=report)
 
 
+def elsewhere(source: Any, kernels: list[str]) -> dict[str, str]:
+    """Target -> what replays its cases, for each of ``kernels`` (targets ``source`` does not
+    define): the bundled copy, or the pinned vLLM release (``""``: neither)."""
+    from ..sources import PINNED_RELEASE
+    from ..sources.bundled import BundledSource
+
+    bundled = set(BundledSource().load(None).funcs) if kernels else set()
+    out = {}
+    for k in kernels:
+        if k in bundled and source.spec != "bundled":
+            out[k] = "the bundled copy replays them (replay without a source option)"
+        elif source.spec != f"vllm-release:{PINNED_RELEASE}":
+            out[k] = f"--vllm-version {PINNED_RELEASE} replays them"
+        else:
+            out[k] = ""
+    return out
+
+
 def _replay(
     cases: Sequence[tuple[Path, Case] | tuple[Path, Case, str]],
     source: Any,
@@ -78,6 +96,7 @@ def _replay(
         "implementations": {n: impls.origin[n].describe() for n in impls},
         "origins": {n: asdict(impls.origin[n]) for n in impls},
         "untested": dict(impls.untested),
+        "elsewhere": elsewhere(source, sorted({c.kernel for _, c in cases if c.kernel not in impls})),
     }
     log.set_meta(meta)
     log.set_plan([str(f) for f, _ in cases])
