@@ -315,7 +315,8 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
 
     b = select_backend(backend)
     impls = implementations_for(source, names)
-    results = run_audit(list(impls.funcs), impls, b.device, examples=examples, seed=seed)
+    results = run_audit(list(impls.funcs), impls, b.device, examples=examples, seed=seed,
+                        on_progress=_audit_progress())
     hazards = [h for r in results for h in r.hazards]
     unaudited = [n for n in impls.funcs if n not in {r.target for r in results}]
     if as_json:
@@ -351,6 +352,26 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
     if strict and hazards:
         sys.exit(EXIT_EDGE)
     sys.exit(EXIT_OK)
+
+
+def _audit_progress() -> Any:
+    """A progress line on stderr every ``$EAGLEFUZZ_PROGRESS_EVERY`` seconds (10; 0: every
+    example), as ``fuzz`` prints without a terminal: an audit runs for minutes."""
+    import time
+
+    from .reporting.fuzz_report import plural
+    from .run.campaign import progress_every
+
+    every, start = progress_every(), time.monotonic()
+    last: list[Any] = [start, None]
+
+    def on_progress(target: str, checked: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every and (target, checked) != last[1]:
+            last[:] = [now, (target, checked)]
+            click.echo(f"eaglefuzz audit: {target}: {plural(checked, 'example')}, {now - start:.0f} s", err=True)
+
+    return on_progress
 
 
 @cli.command(name="_shrink-fault", hidden=True)
@@ -406,16 +427,22 @@ def list_targets(as_json: bool, **source_values: Any) -> None:
     capability matrix (what each target has: tiers, tour, audit, device mode, port, seeded
     bugs, corpus)."""
     from .reporting import capabilities
+    from .sources.bundled import BundledSource
     from .targets import TARGETS
 
     source = _source(source_values)
-    impls = implementations_for(source)
+    if isinstance(source, BundledSource):  # read from its file: no torch or Triton to import (seconds)
+        bundled = source.defined()
+        origins, untested = {n: source.origin(n) for n in bundled}, {}
+    else:
+        impls = implementations_for(source)
+        origins, untested = impls.origin, impls.untested
     rows = capabilities.matrix()
     module_files = getattr(source, "module_files", None)
     paths = list(module_files()) if module_files is not None else []
 
     def where(name: str) -> str:
-        return (impls.origin[name].describe() if name in impls else impls.untested[name] if name in impls.untested
+        return (origins[name].describe() if name in origins else untested[name] if name in untested
                 else f"not defined by {source.describe()}")
 
     if as_json:
@@ -433,7 +460,7 @@ def list_targets(as_json: bool, **source_values: Any) -> None:
     click.echo(f"source: {source.describe()}")
     for name, t in TARGETS.items():
         click.echo(f"{name} ({t.kind}): {where(name)}")
-        line = _stand_ins_line(name, impls.funcs.get(name))
+        line = _stand_ins_line(name, None if isinstance(source, BundledSource) else impls.funcs.get(name))
         if line and t.kind == "python function":
             click.echo(f"    {line}")
         for f, doc_line in t.features.items():
@@ -453,15 +480,24 @@ def list_targets(as_json: bool, **source_values: Any) -> None:
 
 def _stand_ins_line(name: str, impl: Any) -> str | None:
     """``stand-ins model: <Class> fields ...`` for the vLLM classes a Python function takes or
-    returns (from its annotations, else the bundled copy's): what kernels/vllm_types.py models."""
-    from ..kernels import spec_decode_utils, vllm_types  # Triton, stand-ins: for `list` only
+    returns (from the annotations of ``impl``, else of the bundled copy's function, read from
+    its file without importing it): what kernels/vllm_types.py models."""
+    import ast
 
-    fn = impl if impl is not None else getattr(spec_decode_utils, name, None)
-    try:
-        notes = inspect.get_annotations(fn) if callable(fn) else {}
-    except (TypeError, ValueError):
-        notes = {}
-    named = {getattr(a, "__name__", str(a)).split(".")[-1].strip("'\"") for a in notes.values()}
+    from ..kernels import vllm_types  # the stand-ins (no torch): for `list` only
+    from .sources.bundled import PATH
+
+    if callable(impl):
+        try:
+            named = {getattr(a, "__name__", str(a)).split(".")[-1].strip("'\"")
+                     for a in inspect.get_annotations(impl).values()}
+        except (TypeError, ValueError):
+            named = set()
+    else:
+        tree = ast.parse(PATH.read_text(), filename=str(PATH))
+        fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+        notes = [] if fn is None else [a.annotation for a in fn.args.args] + [fn.returns]
+        named = {ast.unparse(a).split(".")[-1].strip("'\"") for a in notes if a is not None}
     classes = [getattr(vllm_types, n) for n in vllm_types.__all__ if n in named]
     if not classes:
         return None

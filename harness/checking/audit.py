@@ -20,7 +20,7 @@ reference: on the bundled production copy every hazard is the reference's own be
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -307,8 +307,10 @@ def _shrink_moves(target: Any, case: Case, tier: str) -> Any:
 
 
 def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUDIT_SCALE,
-                 examples: int = 60, seed: int = 0) -> TargetAudit:
-    """Search both tiers of ``target_name`` for inputs that break its properties."""
+                 examples: int = 60, seed: int = 0,
+                 on_progress: Callable[[str, int], None] | None = None) -> TargetAudit:
+    """Search both tiers of ``target_name`` for inputs that break its properties;
+    ``on_progress(target, examples checked)`` after each example."""
     target = TARGETS[target_name]
     props = PROPERTIES.get(target_name, ())
     result = TargetAudit(target_name)
@@ -327,6 +329,8 @@ def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUD
                 if violation(p, case, o) is not None:
                     violating[p.name][tier] = violating[p.name].get(tier, 0) + 1
                     first[tier].setdefault(p.name, case)
+            if on_progress is not None:
+                on_progress(target_name, sum(result.searched.values()))
     for p in props:
         tier = next((t for t in (PRODUCTION, EXTENDED, BEYOND) if p.name in first[t]), None)
         if tier is None:
@@ -345,11 +349,12 @@ def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUD
 
 
 def audit(names: Sequence[str], impls: Any, device: str, *, scale: Scale = AUDIT_SCALE, examples: int = 60,
-          seed: int = 0) -> list[TargetAudit]:
+          seed: int = 0, on_progress: Callable[[str, int], None] | None = None) -> list[TargetAudit]:
     """:func:`audit_target` for each of ``names`` that has properties (:data:`PROPERTIES`), with
     its implementation in ``impls``, on the device its source runs on."""
 
     device = device_for(getattr(impls, "source", None), device)
     names = [n for n in names if n in PROPERTIES]
     warm_oracles(names)
-    return [audit_target(n, impls[n], device, scale=scale, examples=examples, seed=seed) for n in names]
+    return [audit_target(n, impls[n], device, scale=scale, examples=examples, seed=seed, on_progress=on_progress)
+            for n in names]

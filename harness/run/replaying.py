@@ -56,7 +56,7 @@ def elsewhere(source: Any, kernels: list[str]) -> dict[str, str]:
     from ..sources import PINNED_RELEASE
     from ..sources.bundled import BundledSource
 
-    bundled = set(BundledSource().load(None).funcs) if kernels else set()
+    bundled = set(BundledSource().defined()) if kernels else set()
     out = {}
     for k in kernels:
         if k in bundled and source.spec != "bundled":
