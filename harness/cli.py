@@ -108,8 +108,8 @@ def cli() -> None:
     Warm servers: after a fuzz or replay command a process of about 400 MB (torch
     and the oracles imported) stays in the background, so that the next command
     starts its workers in a fraction of a second. It leaves after 15 idle minutes
-    ($EAGLEFUZZ_WARM_IDLE seconds). Stop them now: eaglefuzz stop-servers
-    Start none: EAGLEFUZZ_WARM=0
+    ($EAGLEFUZZ_WARM_IDLE seconds). Stop this installation's now: eaglefuzz
+    stop-servers (--all: every installation's). Start none: EAGLEFUZZ_WARM=0
     """
 
 
@@ -400,17 +400,23 @@ def shrink_fault_worker(case_file: str, skip: int, backend: str, **source_values
 
 
 @cli.command(name="stop-servers")
-def stop_servers() -> None:
-    """Stop the warm servers left by this user's commands (see `eaglefuzz --help`)."""
+@click.option("--all", "everything", is_flag=True,
+              help="stop the servers of every eaglefuzz installation of this user (another virtual "
+                   "environment's, another checkout's), not only this one's")
+def stop_servers(everything: bool) -> None:
+    """Stop the warm servers left by this installation's commands (see `eaglefuzz --help`)."""
 
     try:
-        r = warm.stop_servers()
+        r = warm.stop_servers(everything=everything)
     except OSError as exc:
         raise UserError(f"the warm servers' folder: {exc}") from None
-    line = f"stopped {len(r.pids)} warm server(s)"
+    line = f"stopped {len(r.pids)} warm server(s)" + ("" if everything else " of this installation")
     if r.pids:
         line += f" ({r.rss_mb} MB)"
     line += f" in {r.folder}"
+    if r.others:
+        line += (f"; {len(r.others)} of other eaglefuzz installations left running (another environment's "
+                 "commands may use them; --all stops them too)")
     if r.finishing:
         line += (f"; {len(r.finishing)} of them take no more work and leave once the command "
                  "they serve ends")
