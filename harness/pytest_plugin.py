@@ -294,6 +294,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """Save every finding of a test (a corpus file's item aside) with its replay commands."""
     report = yield
     if call.excinfo is not None and call.when == "call" and not isinstance(item, CorpusCase):
+        from .checking.check import DifferenceFound
         from .checking.corpus import save_finding
 
         sink = getattr(item, "funcargs", {}).get("finding_sink")
@@ -305,6 +306,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
                 continue
             if sink is not None:
                 sink.settle(path)
+            if isinstance(call.excinfo.value, DifferenceFound):
+                # the finding's report is the failure (with its replay commands), not the test's
+                # source and locals before it
+                report.longrepr = finding.report(saved=path)
+                continue
             lines = [f"finding saved to {path}", "replay it:"] + ["    " + c for c in finding.replay_commands(path)]
             report.sections.append(("eaglefuzz", "\n".join(lines)))
     return report

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from eaglefuzz.harness import cli
+from eaglefuzz.harness.targets import TARGETS
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCTION = ROOT / "kernels" / "spec_decode_utils.py"
@@ -507,6 +508,30 @@ def test_replay_says_in_one_line_what_replays_the_cases_it_skips(tmp_path, capsy
                        f"does not define ({dfl} 2, {es} 1); --vllm-version {PINNED} replays them"], out
 
 
+@pytest.mark.parametrize("name", [n for n in TARGETS if TARGETS[n].array_names])
+def test_a_reproducer_lists_the_arrays_in_the_signatures_order_from_a_run_and_a_file(name):
+    """A reproducer listed the arrays in the signature's order from `fuzz` and alphabetically
+    from `replay` (a corpus file's keys are sorted): the signature's order from both."""
+    from eaglefuzz.harness.checking.check import Finding
+    from eaglefuzz.harness.checking.corpus import case_hash, decode
+    from eaglefuzz.harness.sources.base import Origin
+    from eaglefuzz.harness.targets import Outcome
+
+    t = TARGETS[name]
+    params = [p.removesuffix("_ptr") for p in t.parameters or ()]
+    mine = [params.index(a) for a in t.array_names if a in params]
+    assert mine == sorted(mine), (t.array_names, params)  # the signature's order (a metadata's fields first)
+    f = sorted((ROOT / "corpus" / name).glob("*.json"))[0]
+    case = decode(f.read_text(), str(f)).case
+    assert list(case.arrays) == [a for a in t.array_names if a in case.arrays] + \
+        [a for a in case.arrays if a not in t.array_names]
+    shuffled = type(case)(case.kernel, dict(reversed(list(case.arrays.items()))), case.scalars, case.launch)
+    src = Finding(shuffled, Outcome(crash="x"), Origin("test", "test", name)).reproducer()
+    at = [src.index(f"'{a}': ") for a in case.arrays]
+    assert at == sorted(at), src
+    assert case_hash(shuffled) == case_hash(case)
+
+
 # -- 6: tables fit any log ---------------------------------------------------------------------------------
 
 
@@ -527,6 +552,33 @@ def test_the_table_never_cuts_a_target_name():
     assert "…" not in text
     rows = [ln for ln in text.splitlines() if ln.startswith("│")]
     assert [ln.split("│")[1].strip() for ln in rows] == list(TARGETS)
+
+
+def test_the_source_block_names_only_the_targets_from_elsewhere():
+    """The report's source block repeated, per target, the file and function every finding's
+    `tested:` line names: it lists only the targets whose code is not the source's file (the
+    bundled copy of a target the file lacks, a variant, bound parameters, another module)."""
+    import io
+
+    from eaglefuzz.harness.reporting.fuzz_report import print_fuzz
+
+    def entry(implementation: str) -> dict:
+        return {"implementation": implementation, "examples": 10, "shrink_attempts": 0, "tokens_verified": 1,
+                "seconds": 1.0, "features_reached": ["a"], "features_missed": [], "findings": [],
+                "edge_divergences": []}
+
+    mine = {n: entry(f"/tmp/qs/utils.py::{n} (your file)") for n in (PI, NT, "compute_new_slot_mapping")}
+    other = {"create_vllm_config_for_draft_model": entry(
+        "kernels/spec_decode_utils.py::create_vllm_config_for_draft_model (bundled production copy)")}
+    for targets, listed in ((mine, []), ({**mine, **other}, list(other))):
+        doc = {"seed": 0, "mode": "hypothesis", "backend": "interpreter", "source": "file /tmp/qs/utils.py",
+               "notes": [], "shard": "1/1", "domain": "production", "interrupted": False, "untested": {},
+               "targets": targets}
+        out = io.StringIO()
+        print_fuzz(doc, width=120, out=out)
+        lines = out.getvalue().splitlines()
+        block = lines[lines.index("source: file /tmp/qs/utils.py") + 1:]
+        assert [ln.split(":")[0].strip() for ln in block if ln.startswith("  ")] == listed, out.getvalue()
 
 
 # -- 7: pytest on a corrupt corpus file -----------------------------------------------------------------------

@@ -186,6 +186,10 @@ def test_pytest_kernels_option_from_another_directory(with_path, tmp_path, mutan
     assert PI in out and "differs from the contract" in out
     if not with_path:  # the plugin's own suite ran: the file's one target, not the others
         assert "test_fuzz" in out and "extend_all_queries_by_N" not in proc.stdout.split("short test summary")[-1]
+    # the failure is eaglefuzz's report (the case, its replay commands, its reproducer), not the
+    # test's source and locals before it
+    assert "tested: " in out and "replay it:" in out and "assert_case(Case(" in out
+    assert "def test_fuzz(" not in out and "def test_matches_oracles(" not in out and "stats = " not in out, out[-3000:]
 
 
 PI_SIGNATURE = "    num_rejected_tokens_gpu_ptr,  # [num_reqs] (output)\n"

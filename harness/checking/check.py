@@ -108,7 +108,8 @@ class Finding:
             "from eaglefuzz.harness.check import assert_case",
             "",
         ]
-        body = ("assert_case(" + self.case.to_python() + arg + ")").splitlines()
+        case = TARGETS[self.case.kernel].in_order(self.case)  # as the signature lists them, from a run or a file
+        body = ("assert_case(" + case.to_python() + arg + ")").splitlines()
         return "\n".join(lines + body)
 
     def replay_commands(self, saved: Path) -> list[str]:

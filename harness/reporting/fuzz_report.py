@@ -113,8 +113,8 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
     console.width = max(console.width, needed)  # never cut a cell: a log is wider than a terminal
     console.print(table)
     print(f"source: {doc['source']}", file=out)
-    for n, t in targets.items():
-        print(f"  {n}: {t['implementation']}", file=out)
+    for n, impl in apart(targets).items():  # the others are the source's file, each under its own name
+        print(f"  {n}: {impl}", file=out)
     for line in doc.get("untested", {}).values():
         print(f"not tested: {line}", file=out)
     for note in doc["notes"]:
@@ -154,6 +154,19 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
                   f"exit code {s['exit_code']}", file=out)
     if doc["interrupted"]:
         print("interrupted: findings so far are saved", file=out)
+
+
+def apart(targets: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The targets whose implementation is not where most of the run's are (another file, the
+    bundled copy for a file that lacks it, a variant, bound parameters): name -> implementation.
+    The others are the source's file, each under its own name, as their reports' ``tested:``
+    line says."""
+    where = {n: t["implementation"].replace(f"::{n} ", "::", 1) for n, t in targets.items()}
+    counts: dict[str, int] = {}
+    for w in where.values():
+        counts[w] = counts.get(w, 0) + 1
+    usual = max(counts, key=lambda w: counts[w], default=None)
+    return {n: targets[n]["implementation"] for n, w in where.items() if w != usual}
 
 
 def _saved(f: dict[str, Any]) -> str:

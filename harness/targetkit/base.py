@@ -196,6 +196,17 @@ class Target(ABC):
             return None
         return next((n for n, v in self.variants.items() if list(params) == list(v.parameters)), None)
 
+    array_names: tuple[str, ...] = ()
+    """The input arrays in the order of the function's signature (what a reproducer lists
+    first); a Triton target's are its ``inputs``."""
+
+    def in_order(self, case: Case) -> Case:
+        """``case`` with its arrays in :attr:`array_names`' order (others after them, as they
+        come): a case reads the same from a run and from a corpus file (whose keys are sorted)."""
+        rank = {n: i for i, n in enumerate(self.array_names)}
+        names = sorted(case.arrays, key=lambda n: rank.get(n, len(rank)))
+        return Case(case.kernel, {n: case.arrays[n] for n in names}, case.scalars, case.launch, case.note)
+
     extremes: tuple[str, ...] = ()
     """The features that are production extremes (vLLM's largest batches, offsets, rows, ids,
     positions): every default run reaches each of them, through :meth:`extreme_cases`."""
@@ -354,6 +365,10 @@ class TritonTarget(Target):
     kind = "triton kernel"
     inputs: Mapping[str, np.dtype]
     oracles: Mapping[str, OracleFn]
+
+    @property
+    def array_names(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(self.inputs)
     inout: frozenset[str] = frozenset()
     """Inputs the kernel updates in place (vLLM's ``seq_lens``): the oracles update their copy,
     and the buffer must end up as they left it instead of unchanged."""

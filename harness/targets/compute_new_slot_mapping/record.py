@@ -69,6 +69,7 @@ TENSORS = ("new_positions", "is_rejected_token_mask")
 
 class NewSlotMapping(EdgesInModule, PythonFunctionTarget):
     name = NAME
+    array_names = tuple(ARRAYS)
     section = 7
     parameters = (
         "cad",

@@ -117,6 +117,8 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
         "arange",
         "new_slot_mapping",
     )
+    array_names = ("query_start_loc", "seq_lens", "block_table", "slot_mapping", "arange", "new_slot_mapping")
+    """The metadata's arrays, then the function's own, in its signature's order."""
     features = {
         "one_request": "a single request",
         "several_requests": "more than one request",

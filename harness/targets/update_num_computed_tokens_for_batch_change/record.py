@@ -45,6 +45,7 @@ def variants(impl: Any) -> dict[str, Any]:
 
 class BatchChange(EdgesInModule, PythonFunctionTarget):
     name = NAME
+    array_names = tuple(ARRAYS)
     section = 8
     parameters = tuple(ARRAYS)
     features = {
