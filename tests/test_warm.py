@@ -283,7 +283,7 @@ def test_stop_servers_stops_this_installations_servers_unless_asked_for_all(fold
         assert exc.value.code == 0
         assert procs["mine"].wait(timeout=20) == 0
         assert procs["other"].poll() is None and procs["older"].poll() is None, "another installation's stopped"
-        assert out.startswith(f"stopped 1 warm server(s) of this installation") and \
+        assert out.startswith("stopped 1 warm server(s) of this installation") and \
             "2 of other eaglefuzz installations left running" in out and "--all" in out, out
         with pytest.raises(SystemExit):
             cli.main(["stop-servers", "--all"])
