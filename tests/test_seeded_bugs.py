@@ -376,6 +376,35 @@ def test_shrunk_reproducer_is_small(stem, region, mutants, seeded_bugs_dir, back
     assert "assert_case(Case(" in report
 
 
+SIMPLEST = ["nt_first_valid_column", "es_slot_of_current_position", "rr_recovered_of_next", "bc_drafts_ignored"]
+"""Seeded bugs a default run first meets on a case of the tour of production extremes (ids near
+2**31, positions past 2**24, 14 drafts over a 14 x 1000 table, counts in the hundreds of
+millions), which any small case shows too."""
+
+
+@pytest.mark.parametrize("stem", SIMPLEST)
+def test_a_shrunk_case_has_values_a_person_need_not_think_about(stem, mutants, seeded_bugs_dir, backend, scale,
+                                                                warm_oracles, needs, monkeypatch):
+    """Shrinking left vocab_size 2147483647, seq_lens [26865573], 14 drafts over a 14 x 1000
+    table where one draft shows the bug: the values the tour's case was drawn with. A finding
+    shrinks to small numbers and few elements (every integer below 2**16, a few dozen elements)."""
+    monkeypatch.setenv("EAGLEFUZZ_SHRINK_BUDGET", "600")  # shrunk to the end on any machine
+    path = seeded_bugs_dir / f"{stem}.py"
+    if not path.exists():
+        try:
+            mutants.module_file(mutants.BY_NAME[stem].module)
+        except mutants.ModuleUnavailable as exc:
+            needs.unavailable("offline", f"{stem}: {exc}")
+    impls, (name,) = overridden(path)
+    stats = fuzz_target(name, impls, backend.device, scale, seed=0, examples=DEFAULT_EXAMPLES)
+    assert stats.findings, f"seeded bug not found: {first_doc_line(path)}"
+    case = stats.findings[0].case
+    ints = [v for v in (*case.scalars.values(), *case.launch.values()) if isinstance(v, int)]
+    ints += [int(np.abs(a.astype(np.int64)).max()) for a in case.arrays.values() if a.dtype.kind in "iu" and a.size]
+    assert max(ints) < 1 << 16, case
+    assert sum(a.size for a in case.arrays.values()) <= 48, case
+
+
 def test_a_bug_that_needs_1025_requests_gets_a_short_reproducer(seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles):
     """The reproducer of a bug no batch of 1024 requests or fewer shows is at most 30 lines,
     fails on the buggy file and passes on the production copy (the Python target: its checks

@@ -147,9 +147,9 @@ class _NumPy126:
 
 
 def test_reproducers_run_on_numpy_1_26_and_keep_every_float_bit():
-    """Bool arrays, NaN, infinities and -0.0, short and long (compact forms): the source text
-    uses NumPy's names of 1.26 and 2.x alike and rebuilds every array bit for bit (a NaN is a
-    NaN)."""
+    """Bool arrays, NaN, infinities and -0.0, short and long (compact forms, a vocabulary-wide
+    table of a few entries too): the source text uses NumPy's names of 1.26 and 2.x alike and
+    rebuilds every array bit for bit (a NaN is a NaN)."""
     f32 = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-45, 0.1], np.float32)
     arrays = {
         "mask": np.array([True, False, True]),
@@ -159,8 +159,11 @@ def test_reproducers_run_on_numpy_1_26_and_keep_every_float_bit():
         "nan_row": np.full(64, np.nan, np.float32),
         "signed_zeros": np.array([0.0] * 30 + [-0.0], np.float64),
         "tiled": np.tile(f32, 10),
+        "table": np.zeros((2, 262144), np.float32),  # a probability table, a few entries set
     }
+    arrays["table"][0, 5], arrays["table"][1, 100000], arrays["table"][1, 7] = 0.25, np.nan, -0.0
     src = Case(PI, arrays, {"num_reqs": 1}, {}).to_python()
+    assert len(src) < 2000, f"a reproducer of {len(src)} characters"  # the table was 2 MB of 0.0
     got = eval(src, {"np": _NumPy126(), "Case": Case})
     for name, a in arrays.items():
         b = got.arrays[name]

@@ -128,13 +128,19 @@ def _rebuilds(src: str, arr: np.ndarray) -> bool:
     return isinstance(got, np.ndarray) and got.dtype == arr.dtype and got.shape == arr.shape and _identical(got, arr)
 
 
-def _identical(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether ``a`` and ``b`` (same dtype and shape) hold the same values: floats bit for bit
-    (``-0.0`` is not ``0.0``), any NaN alike (source text does not keep a NaN's payload)."""
+def _alike(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element by element, whether ``a`` and ``b`` (same dtype and shape) hold the same value:
+    floats bit for bit (``-0.0`` is not ``0.0``), any NaN alike (source text does not keep a
+    NaN's payload)."""
     if a.dtype.kind != "f":
-        return bool(np.array_equal(a, b))
+        return np.asarray(a == b)
     u = np.dtype(f"u{a.dtype.itemsize}")
-    return bool(np.all((a.view(u) == b.view(u)) | (np.isnan(a) & np.isnan(b))))
+    return (a.view(u) == b.view(u)) | (np.isnan(a) & np.isnan(b))
+
+
+def _identical(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` hold the same values (:func:`_alike`)."""
+    return bool(np.all(_alike(a, b)))
 
 
 def _range(start: int, n: int, step: int, dt: str) -> str:
@@ -151,7 +157,14 @@ def _compact_1d(a: np.ndarray, dt: str) -> str | None:
     if a.dtype == np.bool_ or a.dtype.kind not in "iu":
         if _identical(a, np.full_like(a, a[0])):
             return f"np.full({n}, {_value_source(a[0].item())}, dtype={dt})"
-        return _tiled(a, dt)
+        tiled = _tiled(a, dt)
+        if tiled is not None:
+            return tiled
+        runs = [0, *(np.flatnonzero(~_alike(a[1:], a[:-1])) + 1).tolist()]
+        if len(runs) * 4 <= n:  # a table of zeros with a few entries: runs of values
+            counts = [b - a_ for a_, b in zip(runs, runs[1:] + [n], strict=True)]
+            return f"np.repeat(np.array({_value_source([a[i].item() for i in runs])}, dtype={dt}), {counts!r})"
+        return None
     w = a.astype(object)  # exact Python ints: no wrap-around while comparing
     if all(v == w[0] for v in w):
         return f"np.full({n}, {int(w[0])}, dtype={dt})"
