@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..core.errors import UserError
-from ..targetkit.base import SOURCE_FILE, UNRESOLVED
+from ..targetkit.interface import SOURCE_FILE, UNRESOLVED
 from .base import Implementations, Origin, Source
 
 _HEADER = '''\

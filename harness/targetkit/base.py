@@ -26,7 +26,7 @@ from ..core.errors import ContractViolation, UserError
 from ..generation.choosers import Chooser, RngChooser, as_strategy
 from ..generation.shrink_steps import keep_lists
 from ..generation.strategies import Scale, Shape
-from .interface import parameters_of
+from .interface import SOURCE_FILE, UNRESOLVED, parameters_of
 
 
 class EdgesInModule:
@@ -84,12 +84,6 @@ class CannotTest(UserError):
     not there (a name its file imports, whose imports do not resolve here; a field eaglefuzz's
     stand-in vLLM types lack). Its target's one-line verdict (exit 2), never a finding."""
 
-
-UNRESOLVED = "__eaglefuzz_unresolved__"
-"""A module global of a ``--kernels`` file taken apart without its imports (:mod:`~..sources.file`):
-name -> why the module lacks it (an import of the file, a definition not taken out)."""
-SOURCE_FILE = "__eaglefuzz_source__"
-"""A module global of such a module: the file it was taken from."""
 
 _STAND_IN_KWARG = re.compile(r"^(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'")
 
