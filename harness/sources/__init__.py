@@ -101,8 +101,9 @@ OPTIONS: list[SourceOption] = [
     SourceOption(
         "--vllm-torch", "vllm_torch", "X.Y.Z",
         "the torch predecessors of the Triton kernels in vLLM X.Y.Z (0.11.x): "
-        "EagleProposer.prepare_next_token_ids_padded of its vllm/v1/spec_decode/eagle.py (fetched "
-        "once), through an adapter on eagle_prepare_next_token_padded_kernel's interface",
+        "EagleProposer.prepare_next_token_ids_padded and EagleProposer.prepare_inputs_padded of its "
+        "vllm/v1/spec_decode/eagle.py (fetched once), through adapters on the interfaces of "
+        "eagle_prepare_next_token_padded_kernel and eagle_prepare_inputs_padded_kernel",
         lambda v, _: f"vllm-torch:{v}",
     ),
     SourceOption(
