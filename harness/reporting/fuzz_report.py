@@ -104,8 +104,9 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
         if extended:
             per_tier = t.get("examples_per_tier", {})
             got, lack = t.get("edges_reached", []), t.get("edges_missed", [])
-            row[1:2] = [str(per_tier.get("production", 0)), str(per_tier.get("extended", 0))]
-            row[-1:-1] = [f"{len(got)}/{len(got) + len(lack)}"]
+            searched = "extended" in t.get("tiers_searched", ("extended",))  # '-': a contract violation ended it
+            row[1:2] = [str(per_tier.get("production", 0)), str(per_tier.get("extended", 0)) if searched else "-"]
+            row[-1:-1] = [f"{len(got)}/{len(got) + len(lack)}" if searched else "-"]
             row.append(str(edges))
         table.add_row(*row)
     console = Console(file=out, width=max(width, 110))
@@ -141,7 +142,10 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
             print(f"{n}: its extended tier was not searched: a contract violation ends a target's run "
                   "(--keep-going searches it too)", file=out)
         elif extended and t.get("edges_missed") and not t.get("edge_divergences"):  # it ends the edges' search
-            print(f"coverage note: {n} did not reach the edges {', '.join(t['edges_missed'])} in this run", file=out)
+            missed = t["edges_missed"]
+            what = f"the edge {missed[0]}" if len(missed) == 1 else f"the edges {', '.join(missed)}"
+            print(f"coverage note: {n} did not reach {what} of its extended tier in this run (not an error; "
+                  f"more examples reach {'it' if len(missed) == 1 else 'them'})", file=out)
         if t.get("edge_divergences") and not t["findings"]:
             print(f"{n}: edge divergences only: {t.get('examples_per_tier', {}).get('production', 0)} "
                   "production-tier examples kept the contract", file=out)
