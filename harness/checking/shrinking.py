@@ -201,12 +201,19 @@ class Shrinker:
         return self.stopped is not None or (deadline is not None and time.monotonic() >= deadline)
 
     def admits(self, candidate: Case) -> bool:
-        """Whether ``candidate`` lies in the finding's tier (checking it is allowed)."""
+        """Whether ``candidate`` lies in the finding's tier (checking it is allowed); for an
+        edge divergence, whether it reaches no edge the finding's case does not (shrinking
+        takes edges away, never adds one: a smaller number that is one more edge is no simpler)."""
 
         try:
             self.target.tier_of(candidate, self.tier)
         except ContractViolation:
             return False
+        if self.tier == "extended":
+            try:
+                return self.target.extended_features_of(candidate) <= self.target.extended_features_of(self.finding.case)
+            except MOVE_ERRORS:
+                return False
         return True
 
     def fails(self, candidate: Case, deadline: float | None = None) -> bool:
