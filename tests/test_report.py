@@ -532,6 +532,22 @@ def test_a_reproducer_lists_the_arrays_in_the_signatures_order_from_a_run_and_a_
     assert case_hash(shuffled) == case_hash(case)
 
 
+def test_a_copy_of_the_rejection_sampler_names_the_others_as_another_files(tmp_path):
+    """A copy of rejection_sampler.py lacks the spec-decode module's targets: they are another
+    file's ("--kernels that file"), not ones to take from the bundled copy with --kernel (the
+    note said so of the five the bundled copy has)."""
+    from eaglefuzz.harness.sources import implementations_for
+    from eaglefuzz.harness.sources.file import FileSource
+
+    greedy = TARGETS["rejection_greedy_sample_kernel"]
+    path = tmp_path / "rejection_sampler.py"
+    path.write_text(f"def rejection_greedy_sample_kernel({', '.join(greedy.parameters)}):\n    pass\n")
+    notes = implementations_for(FileSource(path)).notes
+    assert not any("bundled production copy" in n for n in notes), notes
+    (note,) = [n for n in notes if "their code is vLLM's vllm/v1/spec_decode/utils.py, another file" in n]
+    assert all(n in note for n, t in TARGETS.items() if t.module == "vllm/v1/spec_decode/utils.py"), note
+
+
 # -- 6: tables fit any log ---------------------------------------------------------------------------------
 
 
