@@ -136,8 +136,10 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
         if t["features_missed"] and not t["findings"]:  # a finding stops the target's run early
             where = (f" (device mode: features are counted on the {t['device']['cross_checked']} cross-checked "
                      "cases only)") if t.get("device") else ""
-            print(f"coverage note: {n} did not reach {', '.join(t['features_missed'])} in this run{where} "
-                  "(not an error; more examples or --mode bulk reach them)", file=out)
+            missed = t["features_missed"]
+            what = f"the feature {missed[0]}" if len(missed) == 1 else f"the features {', '.join(missed)}"
+            print(f"coverage note: {n} did not reach {what} in this run{where} (not an error; more examples "
+                  f"or --mode bulk reach {'it' if len(missed) == 1 else 'them'})", file=out)
         if extended and "extended" not in t.get("tiers_searched", ("extended",)):
             print(f"{n}: its extended tier was not searched: a contract violation ends a target's run "
                   "(--keep-going searches it too)", file=out)
