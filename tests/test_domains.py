@@ -345,3 +345,12 @@ def test_the_reference_agrees_with_the_oracles_in_the_extended_tier(name, backen
         case = target.extended_case(rng, SMALL)
         finding = check_case(case, impls, backend.device, domain="extended")
         assert finding is None, finding.report()
+
+
+def test_the_default_domain_is_both_tiers_but_in_device_mode():
+    """`eaglefuzz fuzz` with no --domain checks the production tier, then the extended tier;
+    device mode, which draws production cases only, checks the production tier."""
+    from eaglefuzz.harness.checking.domains import default_domain, tiers_of
+
+    assert [tiers_of(default_domain(m)) for m in ("hypothesis", "bulk", "device")] == [
+        ("production", "extended"), ("production", "extended"), ("production",)]

@@ -37,6 +37,12 @@ def strategy_for(target: Target, tier: str, scale: Scale) -> st.SearchStrategy[C
     return target.extended_strategy(scale) if tier == EXTENDED else target.strategy(scale)
 
 
+def default_domain(mode: str) -> str:
+    """The domain of a run given none: the extended one (the production tier, then the edges),
+    except in device mode, which draws production cases only."""
+    return PRODUCTION if mode == "device" else EXTENDED
+
+
 def tiers_of(domain: str) -> tuple[str, ...]:
     """The tiers a run of ``domain`` checks, in the order it checks them: the production tier
     alone, or (the extended domain, ``eaglefuzz fuzz``'s default) the production tier first

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..checking.check import Finding, warm_compiled, warm_oracles
 from ..checking.corpus import case_path, save_finding
-from ..checking.domains import EXTENDED, PRODUCTION
+from ..checking.domains import EXTENDED, PRODUCTION, default_domain
 from ..checking.fuzz import Stats, bulk_fuzz_target, fuzz_target
 from ..core import interrupts
 from ..core.errors import UserError
@@ -111,7 +111,7 @@ class Campaign:
         backend = select_backend(self.backend)
         device_run = {}
         if self.domain is None:
-            self.domain = PRODUCTION if self.mode == "device" else EXTENDED
+            self.domain = default_domain(self.mode)
         if self.mode == "device":
             from ..checking.device_mode import device_targets
             from ..checking.device_mode.engine import device_fuzz_target
