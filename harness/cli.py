@@ -415,8 +415,8 @@ def stop_servers(everything: bool) -> None:
         line += f" ({r.rss_mb} MB)"
     line += f" in {r.folder}"
     if r.others:
-        line += (f"; {len(r.others)} of other eaglefuzz installations left running (another environment's "
-                 "commands may use them; --all stops them too)")
+        line += (f"; left {len(r.others)} server(s) of other eaglefuzz installations running (another "
+                 "environment's commands may use them; --all stops them too)")
     if r.finishing:
         line += (f"; {len(r.finishing)} of them take no more work and leave once the command "
                  "they serve ends")

@@ -284,7 +284,7 @@ def test_stop_servers_stops_this_installations_servers_unless_asked_for_all(fold
         assert procs["mine"].wait(timeout=20) == 0
         assert procs["other"].poll() is None and procs["older"].poll() is None, "another installation's stopped"
         assert out.startswith("stopped 1 warm server(s) of this installation") and \
-            "2 of other eaglefuzz installations left running" in out and "--all" in out, out
+            "left 2 server(s) of other eaglefuzz installations running" in out and "--all" in out, out
         with pytest.raises(SystemExit):
             cli.main(["stop-servers", "--all"])
         assert "stopped 2 warm server(s) (" in capsys.readouterr().out
