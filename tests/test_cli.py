@@ -238,8 +238,9 @@ def test_list_imports_no_torch(tmp_path):
                           capture_output=True, text=True, env={**env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path,
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "eagle_prepare_inputs_padded_kernel (triton kernel): kernels/spec_decode_utils.py::" in proc.stdout
-    assert "compute_new_slot_mapping (python function): not defined by bundled production copy" in proc.stdout
+    assert "eagle_prepare_inputs_padded_kernel (triton kernel, model runner V1): kernels/spec_decode_utils.py::" in proc.stdout
+    assert ("compute_new_slot_mapping (python function, model runner V1): not defined by bundled production copy"
+            in proc.stdout)
     imported = {ln.rsplit("|", 1)[-1].strip() for ln in proc.stderr.splitlines() if ln.startswith("import time:")}
     heavy = sorted(m for m in imported if m.split(".")[0] in {"torch", "triton", "numba"})
     assert not heavy, heavy[:10]

@@ -240,7 +240,7 @@ class _Fake(Target):
     kind = "test double"
     features = {"any": "any case"}
 
-    def validate(self, case):
+    def production_rules(self, case):
         if "ids" not in case.arrays:
             raise ContractViolation("arrays.ids", "is required")
         if case.scalars.get("n") != len(case.arrays["ids"]):

@@ -61,6 +61,7 @@ def test_the_quick_start_is_what_a_fresh_clone_prints(tmp_path):
     the reproducer fails on the bug and passes after the fix, and so does the replay."""
     from eaglefuzz.harness.sources import implementations_for
     from eaglefuzz.harness.sources.file import FileSource
+    from eaglefuzz.harness.targets import TARGETS
 
     readme = BLOCKS["quickstart-fuzz"]
     utils = R.bundled_edit(tmp_path, "utils.py", R.BUG)
@@ -75,7 +76,7 @@ def test_the_quick_start_is_what_a_fresh_clone_prints(tmp_path):
     assert cells(row) == cells(next(r for r in mine if r.startswith(f"│ {R.PI} ")))
     notes = [f"note: {n}".replace(str(tmp_path), R.QS) for n in implementations_for(FileSource(utils)).notes]
     assert [ln for ln in readme if ln.startswith("note: ")] == notes
-    assert f"source: file {R.QS}/utils.py" in readme
+    assert f"source: file {R.QS}/utils.py, model runner {TARGETS[R.PI].runner}" in readme
 
     repro_block = BLOCKS["quickstart-repro"]
     found, raw = R.finding_block(lines), R.finding_block(out.splitlines())

@@ -573,15 +573,16 @@ def test_the_table_never_cuts_a_target_name():
 def test_the_source_block_names_only_the_targets_from_elsewhere():
     """The report's source block repeated, per target, the file and function every finding's
     `tested:` line names: it lists only the targets whose code is not the source's file (the
-    bundled copy of a target the file lacks, a variant, bound parameters, another module)."""
+    bundled copy of a target the file lacks, a variant, bound parameters, another module). The
+    model runner follows the source (and each target listed apart), as a `tested:` line ends."""
     import io
 
     from eaglefuzz.harness.reporting.fuzz_report import print_fuzz
 
     def entry(implementation: str) -> dict:
-        return {"implementation": implementation, "examples": 10, "shrink_attempts": 0, "tokens_verified": 1,
-                "seconds": 1.0, "features_reached": ["a"], "features_missed": [], "findings": [],
-                "edge_divergences": []}
+        return {"runner": "V1", "implementation": implementation, "examples": 10, "shrink_attempts": 0,
+                "tokens_verified": 1, "seconds": 1.0, "features_reached": ["a"], "features_missed": [],
+                "findings": [], "edge_divergences": []}
 
     mine = {n: entry(f"/tmp/qs/utils.py::{n} (your file)") for n in (PI, NT, "compute_new_slot_mapping")}
     other = {"create_vllm_config_for_draft_model": entry(
@@ -593,8 +594,21 @@ def test_the_source_block_names_only_the_targets_from_elsewhere():
         out = io.StringIO()
         print_fuzz(doc, width=120, out=out)
         lines = out.getvalue().splitlines()
-        block = lines[lines.index("source: file /tmp/qs/utils.py") + 1:]
-        assert [ln.split(":")[0].strip() for ln in block if ln.startswith("  ")] == listed, out.getvalue()
+        block = lines[lines.index("source: file /tmp/qs/utils.py, model runner V1") + 1:]
+        apart = [ln for ln in block if ln.startswith("  ")]
+        assert [ln.split(":")[0].strip() for ln in apart] == listed, out.getvalue()
+        assert all(ln.endswith(", model runner V1") for ln in apart), out.getvalue()
+
+
+def test_the_source_line_names_each_runner_of_a_mixed_run():
+    """A run of targets of both model runners says which is which (no document before the
+    runner was recorded says any)."""
+    from eaglefuzz.harness.reporting.fuzz_report import runners
+
+    v1, v2 = {"runner": "V1"}, {"runner": "V2"}
+    assert runners({"a": v1, "b": v1}) == ", model runner V1"
+    assert runners({"a": v1, "b": v2, "c": v1}) == ", model runners V1 for a, c; V2 for b"
+    assert runners({"a": {}}) == "" and runners({}) == ""
 
 
 # -- 7: pytest on a corrupt corpus file -----------------------------------------------------------------------

@@ -83,11 +83,12 @@ class Finding:
         return self.kind == "edge divergence"
 
     def to_json(self, max_differences: int = JSON_DIFFERENCES) -> dict[str, object]:
-        """What the report says, as JSON fields for machines: the kind, the tier, the crash or
-        hang message, and each difference (array, index, request, region, expected, actual,
-        what the expectation came from; the first ``max_differences``, and how many there are)."""
+        """What the report says, as JSON fields for machines: the kind, the tier, the target's
+        model runner, the crash or hang message, and each difference (array, index, request,
+        region, expected, actual, what the expectation came from; the first
+        ``max_differences``, and how many there are)."""
         o = self.outcome
-        out: dict[str, object] = {"kind": self.kind, "tier": self.tier}
+        out: dict[str, object] = {"kind": self.kind, "tier": self.tier, "runner": TARGETS[self.case.kernel].runner}
         if o.crash:
             out["crash"] = o.crash
         if o.hang:
@@ -143,7 +144,7 @@ class Finding:
             lines += ["  " + d.describe() for d in o.differences[:max_lines]]
             if len(o.differences) > max_lines:
                 lines.append(f"  ... and {len(o.differences) - max_lines} more")
-        lines.insert(0, f"tested: {self.origin.describe()}")
+        lines.insert(0, f"tested: {self.origin.describe()}, model runner {target.runner}")
         if self.shrink:
             lines.insert(1, self.shrink)
         if self.tier == "extended":

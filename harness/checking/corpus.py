@@ -13,8 +13,8 @@ schema-1 files stay valid.
 
 Loading parses JSON and nothing else (no eval, no pickle) and checks every field; any
 problem is a :class:`~..core.errors.UserError` whose one line names the file, the field and the
-rule broken. A loaded case lies in its tier: its target's ``validate`` (production) or
-``validate_extended`` (extended) has accepted it; and it is within the cost limits of
+rule broken. A loaded case lies in its tier: its target's ``validate(case, tier)`` has
+accepted it; and it is within the cost limits of
 :mod:`..core.limits` (file size, array lengths, grid, bytes), so loading a file can never make a
 run hang or exhaust memory.
 """
@@ -569,10 +569,7 @@ def decode(text: str, source: str, *, contract: bool = True) -> Entry:
     if contract:
         target = TARGETS[kernel]
         try:
-            if tier == "extended":
-                target.validate_extended(case)
-            else:
-                target.validate(case)
+            target.validate(case, "extended" if tier == "extended" else "production")
             check_cost(case)  # what running it would cost, before anything runs
         except ContractViolation as exc:
             where = " (extended tier)" if tier == "extended" else ""

@@ -3,6 +3,7 @@ source, notes), and its exit code."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,9 +114,10 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
     needed = console.measure(table, options=console.options.update_width(100_000)).maximum
     console.width = max(console.width, needed)  # never cut a cell: a log is wider than a terminal
     console.print(table)
-    print(f"source: {doc['source']}", file=out)
-    for n, impl in apart(targets).items():  # the others are the source's file, each under its own name
-        print(f"  {n}: {impl}", file=out)
+    others = apart(targets)
+    print(f"source: {doc['source']}{runners({n: t for n, t in targets.items() if n not in others})}", file=out)
+    for n, impl in others.items():  # the rest are the source's file, each under its own name
+        print(f"  {n}: {impl}{runners({n: targets[n]})}", file=out)
     for line in doc.get("untested", {}).values():
         print(f"not tested: {line}", file=out)
     for note in doc["notes"]:
@@ -165,14 +167,27 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
 def apart(targets: dict[str, dict[str, Any]]) -> dict[str, str]:
     """The targets whose implementation is not where most of the run's are (another file, the
     bundled copy for a file that lacks it, a variant, bound parameters): name -> implementation.
-    The others are the source's file, each under its own name, as their reports' ``tested:``
-    line says."""
-    where = {n: t["implementation"].replace(f"::{n} ", "::", 1) for n, t in targets.items()}
+    The others are the source's file, each under its function's name, as their reports'
+    ``tested:`` line says."""
+    where = {n: re.sub(r"::\S+ ", "::", t["implementation"], count=1) for n, t in targets.items()}
     counts: dict[str, int] = {}
     for w in where.values():
         counts[w] = counts.get(w, 0) + 1
     usual = max(counts, key=lambda w: counts[w], default=None)
     return {n: targets[n]["implementation"] for n, w in where.items() if w != usual}
+
+
+def runners(targets: dict[str, dict[str, Any]]) -> str:
+    """``, model runner V1``: the vLLM model runner of ``targets`` (a run's entries), as a
+    finding's ``tested:`` line ends; ``, model runners V1 for a, b; V2 for c`` when they differ;
+    empty for none (a document written before the runner was recorded)."""
+    by: dict[str, list[str]] = {}
+    for n, t in targets.items():
+        if t.get("runner"):
+            by.setdefault(t["runner"], []).append(n)
+    if len(by) == 1:
+        return f", model runner {next(iter(by))}"
+    return f", model runners {'; '.join(r + ' for ' + ', '.join(ns) for r, ns in by.items())}" if by else ""
 
 
 def _saved(f: dict[str, Any]) -> str:

@@ -248,6 +248,7 @@ class Campaign:
             return finding_record(f, saved.get(id(f)), met=s.met(f), unsaved=self.unsaved.get(id(f)))
 
         return {
+            "runner": TARGETS[name].runner,
             "implementation": self.impls.origin[name].describe(),
             "examples": s.examples,
             "shrink_attempts": s.shrink_attempts,

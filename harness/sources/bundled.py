@@ -32,7 +32,9 @@ class BundledSource(Source):
         return []
 
     def origin(self, name: str) -> Origin:
-        return Origin(DESCRIPTION, FILE, name, self.spec)
+        from ..targets import TARGETS
+
+        return Origin(DESCRIPTION, FILE, TARGETS[name].function, self.spec)
 
     def defined(self) -> list[str]:
         """The targets the bundled copy defines, read from its file without importing it (no
@@ -41,14 +43,15 @@ class BundledSource(Source):
 
         tree = ast.parse(PATH.read_text(), filename=str(PATH))
         top = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-        return [n for n in TARGETS if n in top and TARGETS[n].module == MODULE]
+        return [n for n, t in TARGETS.items() if t.function in top and t.module == MODULE]
 
     def load(self, names: list[str] | None = None) -> Implementations:
         from ...kernels import spec_decode_utils
         from ..targets import TARGETS
 
         wanted = [n for n in (TARGETS if names is None else names) if TARGETS[n].module == MODULE]
-        funcs = {n: getattr(spec_decode_utils, n) for n in wanted if hasattr(spec_decode_utils, n)}
+        funcs = {n: getattr(spec_decode_utils, TARGETS[n].function) for n in wanted
+                 if hasattr(spec_decode_utils, TARGETS[n].function)}
         origin = {n: self.origin(n) for n in funcs}
         return Implementations(funcs, origin, self)
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...targetkit import output_rows
-from ...targetkit.properties import Observation, Property
+from ...targetkit.properties import Audit, Observation, Property
 from .layout import processed
 
 
@@ -38,3 +38,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("ids_in_vocab", "every written id is a token of the vocabulary", ids_in_vocab),
 )
 """The properties, in the order the audit reports them."""
+
+
+AUDIT = Audit(PROPERTIES)
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...targetkit.draft_rows import Rows
-from ...targetkit.properties import Observation, Property
+from ...targetkit.properties import Audit, Observation, Property
 
 
 def _processed(case: Case) -> np.ndarray:
@@ -41,3 +41,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("ids_in_vocab", "every recovered id is a token of the vocabulary", ids_in_vocab),
 )
 """The properties, in the order the audit reports them."""
+
+
+AUDIT = Audit(PROPERTIES)
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
-from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
+from ...targetkit.base import ContractViolation, TritonTarget, numpy_and_numba
 from ...targetkit.draft_rows import (
     MAX_VOCAB,
     DraftRowMoves,
@@ -25,9 +25,8 @@ from ...targetkit.draft_rows import (
     check_draft_counts,
     check_int,
 )
-from . import cases, edges
+from . import edges
 from .layout import BLOCK_SIZE, F32, F64, I32, NAME, PER_REQUEST, PER_TOKEN
-from .tour import SHAPES
 
 MODULE = "vllm/v1/sample/rejection_sampler.py"
 MAX_V = 1 << 20
@@ -63,8 +62,10 @@ def scores(case: Case) -> np.ndarray:
         return (p.astype(iq.dtype) * iq).astype(iq.dtype)
 
 
-class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
+class SampleRecovered(DraftRowMoves, TritonTarget):
     name = NAME
+    runner = "V1"
+    function = NAME
     section = 13
     module = MODULE
     parameters = (
@@ -104,18 +105,12 @@ class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
         "tie_at_8192_boundary": "a largest score tied across a boundary of vLLM's 8192-token tiles",
     }
     extremes = ("beyond_1024_requests", "sixteen_drafts", "vocab_262144", "winner_past_32767", "tie_at_8192_boundary")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
-
-        return {"numpy": vectorized.sample_recovered_tokens, "numba": loops.sample_recovered_tokens}
+    oracle_functions = numpy_and_numba("sample_recovered_tokens")
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
+    def production_rules(self, case: Case) -> None:
         a = case.arrays
         rows, L = check_draft_counts(case)
         B, N = rows.B, rows.N
@@ -195,14 +190,13 @@ class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
         """As ``_sample_recovered_tokens`` (vLLM 0.33.0): grid ``(B, max_spec_len)``,
         ``vocab_size = target_probs.shape[1]``, ``BLOCK_SIZE = 8192`` (or the case's),
         ``NO_DRAFT_PROBS = draft_probs is None``, ``USE_FP64_GUMBEL = inv_q is float64``."""
-        import torch
+        from ....kernels.launchers import launch_sample_recovered_tokens
 
-        cu = tensors["cu_num_draft_tokens"]
-        draft = tensors.get("draft_probs")
-        kernel[(cu.shape[0], case.scalars["max_spec_len"])](
-            tensors["output_token_ids"], cu, tensors["draft_token_ids"], draft, tensors["target_probs"],
-            tensors["inv_q"], case.scalars["vocab_size"],
-            BLOCK_SIZE=_bs(case), NO_DRAFT_PROBS=draft is None, USE_FP64_GUMBEL=tensors["inv_q"].dtype == torch.float64,
+        launch_sample_recovered_tokens(
+            kernel, output_token_ids=tensors["output_token_ids"], cu_num_draft_tokens=tensors["cu_num_draft_tokens"],
+            draft_token_ids=tensors["draft_token_ids"], draft_probs=tensors.get("draft_probs"),
+            target_probs=tensors["target_probs"], inv_q=tensors["inv_q"], max_spec_len=case.scalars["max_spec_len"],
+            vocab_size=case.scalars["vocab_size"], block_size=_bs(case),
         )  # fmt: skip
 
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
@@ -229,7 +223,8 @@ class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §13.4): edges.py ----------------------------------
 
-    edges = edges
+    def extended_rules(self, case: Case) -> None:
+        edges.validate(case, dict(self.inputs))
 
 
 TARGET = SampleRecovered()
