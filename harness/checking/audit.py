@@ -111,7 +111,7 @@ def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) ->
             target.launch(impl, {n: b.view for n, b in bufs.items()}, case)
         if device != "cpu":
             torch.cuda.synchronize()
-        runs.append({n: (bufs[n].read(), bufs[n].guard) for n in (*specs, *target.inout)})
+        runs.append({n: (bufs[n].read(), bufs[n].guard) for n in (*specs, *target.inout) if n in bufs})
         del bufs  # a production-scale case's tables are gigabytes: one run's at a time
     o = Observation()
     for n, (_, shape) in specs.items():
@@ -121,7 +121,7 @@ def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) ->
         o.out[n] = a[g : g + size].reshape(shape)
         o.written[n] = w[g : g + size].reshape(shape)
         o.stray[n] = bool(w[:g].any() or w[g + size :].any())
-    for n in target.inout:  # state updated in place: as the first run left it; written = changed
+    for n in target.inout & set(case.arrays):  # state updated in place: as the first run left it; written = changed
         (a, g), given = runs[0][n], case.arrays[n]
         o.out[n] = a[g : g + given.size].reshape(given.shape)
         o.written[n] = raw(o.out[n]) != raw(given)

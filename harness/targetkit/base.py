@@ -492,7 +492,8 @@ class TritonTarget(Target):
 
     inout: frozenset[str] = frozenset()
     """Inputs the kernel updates in place (vLLM's ``seq_lens``): the oracles update their copy,
-    and the buffer must end up as they left it instead of unchanged."""
+    and the buffer must end up as they left it instead of unchanged (an optional one a case
+    leaves out is not updated: Model Runner V2's penalties counts on a non-last pipeline rank)."""
 
     def aliases(self, case: Case) -> Mapping[str, str]:
         """Output -> the input whose buffer the launch passes for it (vLLM passes ``positions``
@@ -505,7 +506,7 @@ class TritonTarget(Target):
         return {}
 
     def _changed_inputs(self, case: Case) -> set[str]:
-        return set(self.inout) | set(self.aliases(case).values())
+        return {n for n in self.inout if n in case.arrays} | set(self.aliases(case).values())
 
     @abstractmethod
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
@@ -530,7 +531,7 @@ class TritonTarget(Target):
 
     def output_tokens(self, case: Case) -> int:
         outs = sum(int(np.prod(shape)) for _, shape in self.output_specs(case).values())
-        return outs + sum(case.arrays[n].size for n in self.inout)
+        return outs + sum(case.arrays[n].size for n in self.inout if n in case.arrays)
 
     def output_bytes(self, case: Case) -> int:
         return sum(int(np.prod(shape)) * np.dtype(dt).itemsize for dt, shape in self.output_specs(case).values())
@@ -540,7 +541,7 @@ class TritonTarget(Target):
         outs = {n: filled(dt, shape, fills[n]) for n, (dt, shape) in specs.items()}
         inputs = {n: a.copy() if n in self.inout else _read_only(a) for n, a in case.arrays.items()}
         self.call_oracle(oracle, case.replace(arrays=inputs), outs)
-        return outs | {n: inputs[n] for n in self.inout}
+        return outs | {n: inputs[n] for n in self.inout if n in inputs}
 
     def settle(self, case: Case, written: Mapping[str, np.ndarray], fills: Mapping[str, int], device: str) -> Case | None:
         """Where the contract leaves a decision to the backend's arithmetic (docs/CONTRACT.md
@@ -569,7 +570,7 @@ class TritonTarget(Target):
             fills[n] = pick_sentinel(dt, raw(a[n])[written])
             outs[n] = a[n].copy()
             raw(outs[n])[~written] = fills[n]
-        outs |= {n: a[n] for n in self.inout}
+        outs |= {n: a[n] for n in self.inout if n in a}
         results = {first[0]: outs}
         for oname, oracle in others:
             results[oname] = self._run_oracle(oracle, case, fills)
