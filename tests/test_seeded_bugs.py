@@ -86,6 +86,13 @@ def test_seeded_bugs_present(mutants):
     for name in ("rejection_greedy_sample_kernel", "rejection_random_sample_kernel", "expand_kernel",
                  "sample_recovered_tokens_kernel"):  # the rejection sampler's (issue 23: at least 8 each)
         assert per_target[name] >= 8, name
+    per_v2_module: dict[str, int] = {}
+    for m in mutants.MUTANTS:  # Model Runner V2's (issue 30): at least 6 per vLLM file, at least 2 per kernel
+        if TARGETS[m.target].runner == "V2":
+            per_v2_module[TARGETS[m.target].module] = per_v2_module.get(TARGETS[m.target].module, 0) + 1
+    assert {t.module for t in TARGETS.values() if t.runner == "V2"} == set(per_v2_module)
+    assert all(n >= 6 for n in per_v2_module.values()), per_v2_module
+    assert all(per_target[n] >= 2 for n, t in TARGETS.items() if t.runner == "V2")
 
 
 def test_extreme_bugs_present(mutants):
