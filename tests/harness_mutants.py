@@ -1,7 +1,7 @@
 """The catalogue of harness mutants: defects of eaglefuzz's own code, each with the tests that catch it.
 
-Each :class:`HarnessMutant` (``tests/self_mutation.py``) edits one file of the checkout with
-``(old, new)`` replacements (each ``old`` a small snippet that occurs exactly once there) and names
+Each :class:`HarnessMutant` (``tests/self_mutation.py``) edits files of the checkout with
+``(file, old, new)`` replacements (each ``old`` a small snippet that occurs exactly once there) and names
 the fast tests that must fail while it stands. ``fast=True`` puts it in CI's default run; the
 whole catalogue runs in ``tox -e mutants`` (score: benchmarks/RESULTS.md). A mutant that survives
 is fixed by strengthening the tests, never by dropping it; one whose text no longer occurs fails
@@ -29,8 +29,8 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
     HarnessMutant(
         "shrinker_keeps_a_passing_case",
         "shrinker",
-        "harness/checking/shrinking.py",
-        (("        if smaller is not None and failure(smaller) == failure(self.finding):\n"
+        (("harness/checking/shrinking.py",
+          "        if smaller is not None and failure(smaller) == failure(self.finding):\n"
           "            self.finding = smaller\n",
           "        if smaller is None or failure(smaller) == failure(self.finding):\n"
           "            self.finding = smaller if smaller is not None else replace(self.finding, case=candidate)\n"),),
@@ -41,8 +41,8 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
     HarnessMutant(
         "shrinker_never_drops_a_request",
         "shrinker",
-        "harness/checking/shrinking.py",
-        (("        while len(items) >= 2 and not self._spent(deadline):\n",
+        (("harness/checking/shrinking.py",
+          "        while len(items) >= 2 and not self._spent(deadline):\n",
           "        while len(items) >= 2 and not self._spent(deadline) and False:\n"),),
         (SHRINK,),
         "delta debugging over the requests never drops one: a 150-request finding stays 150 requests",

@@ -52,10 +52,9 @@ class HarnessMutant:
     name: str
     kind: str
     """A key of :data:`KINDS`."""
-    file: str
-    """The file edited, relative to the checkout's root (``oracles/loops.py``)."""
-    edits: tuple[tuple[str, str], ...]
-    """``(old, new)`` replacements; each ``old`` occurs exactly once in the file."""
+    edits: tuple[tuple[str, str, str], ...]
+    """``(file, old, new)`` replacements: ``file`` relative to the checkout's root
+    (``oracles/loops.py``); each ``old`` occurs exactly once in its file."""
     tests: tuple[str, ...]
     """pytest node ids (relative to the checkout's root) that must each fail while it stands."""
     why: str
@@ -85,23 +84,30 @@ def problems(m: HarnessMutant, root: Path = ROOT) -> list[str]:
     out = []
     if m.kind not in KINDS:
         out.append(f"{m.name}: unknown kind {m.kind!r} (one of {', '.join(KINDS)})")
-    path = root / m.file
-    if not path.is_file():
-        return out + [f"{m.name}: {m.file} does not exist: update the catalogue (tests/harness_mutants.py)"]
-    text = path.read_text()
-    for old, new in m.edits:
-        n = text.count(old)
-        if n != 1:
-            out.append(f"{m.name}: the text to replace occurs {n} times in {m.file} (must be once): the code changed "
-                       f"under the catalogue; update the mutant (tests/harness_mutants.py):\n{old}")
-        if old == new:
-            out.append(f"{m.name}: an edit that changes nothing")
+    if not m.edits:
+        out.append(f"{m.name}: no edit")
+    for file in files(m):
+        path = root / file
+        if not path.is_file():
+            out.append(f"{m.name}: {file} does not exist: update the catalogue (tests/harness_mutants.py)")
+            continue
+        text = path.read_text()
+        for f, old, new in m.edits:
+            if f != file:
+                continue
+            n = text.count(old)
+            if n != 1:
+                out.append(f"{m.name}: the text to replace occurs {n} times in {file} (must be once): the code changed "
+                           f"under the catalogue; update the mutant (tests/harness_mutants.py):\n{old}")
+            if old == new:
+                out.append(f"{m.name}: an edit that changes nothing")
+        if not out:
+            try:
+                ast.parse(mutated_text(m, file, text))
+            except SyntaxError as exc:
+                out.append(f"{m.name}: the mutated {file} is not Python: {exc}")
     if out:
         return out
-    try:
-        ast.parse(mutated_text(m, text))
-    except SyntaxError as exc:
-        out.append(f"{m.name}: the mutated {m.file} is not Python: {exc}")
     for node in m.tests:
         test_file, _, rest = node.partition("::")
         func = rest.split("[", 1)[0]
@@ -115,9 +121,16 @@ def problems(m: HarnessMutant, root: Path = ROOT) -> list[str]:
     return out
 
 
-def mutated_text(m: HarnessMutant, text: str) -> str:
-    for old, new in m.edits:
-        text = text.replace(old, new, 1)
+def files(m: HarnessMutant) -> list[str]:
+    """The files ``m`` edits, in order."""
+    return list(dict.fromkeys(f for f, _, _ in m.edits))
+
+
+def mutated_text(m: HarnessMutant, file: str, text: str) -> str:
+    """``text`` (the content of ``file``) with ``m``'s edits of that file made."""
+    for f, old, new in m.edits:
+        if f == file:
+            text = text.replace(old, new, 1)
     return text
 
 
@@ -171,21 +184,23 @@ def _fresh_mtime() -> float:
 
 
 def run(m: HarnessMutant, pkg: Path, *, timeout: float = 570, extra_env: dict[str, str] | None = None) -> Result:
-    """Apply ``m`` to the staged copy ``pkg``, run its named tests there, restore the file."""
+    """Apply ``m`` to the staged copy ``pkg``, run its named tests there, restore the files."""
     bad = problems(m, pkg)
     if bad:
         return Result(False, "does not apply: " + "; ".join(bad))
-    path = pkg / m.file
-    original = path.read_text()
-    st = path.stat()
-    path.write_text(mutated_text(m, original))
-    t = _fresh_mtime()
-    os.utime(path, (t, t))
+    saved = {}
     try:
+        for file in files(m):
+            path = pkg / file
+            saved[path] = (path.read_text(), path.stat())
+            path.write_text(mutated_text(m, file, saved[path][0]))
+            t = _fresh_mtime()
+            os.utime(path, (t, t))
         return run_tests(pkg, m.tests, timeout=timeout, expect=m.expect, extra_env=extra_env)
     finally:
-        path.write_text(original)
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        for path, (text, st) in saved.items():
+            path.write_text(text)
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def child_env(pkg: Path, extra_env: dict[str, str] | None = None) -> dict[str, str]:

@@ -65,19 +65,6 @@ def test_default_run_reaches_every_feature(name, fuzz_seed, monkeypatch, warm_or
         f"features_of returns undeclared names: {sorted(stats.features - set(target.features))}")
 
 
-@pytest.mark.parametrize("name", sorted(TARGETS))
-def test_bulk_generator_reaches_every_feature(name):
-    target = TARGETS[name]
-    rng = np.random.default_rng(derive_seed(0, "bulk-features", name))
-    reached: set[str] = set()
-    for _ in range(400):
-        case = target.random_case(rng, INTERPRETER_SCALE)
-        target.validate(case)
-        reached |= target.features_of(case)
-    missed = sorted(set(target.features) - reached)
-    assert not missed, f"400 bulk cases of {name} never reach {missed}"
-
-
 @pytest.mark.parametrize("name", TOURED)
 def test_tour_reaches_every_extreme(name):
     """Every seed's tour reaches each production extreme, cheapest shape first."""

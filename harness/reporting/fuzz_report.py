@@ -134,8 +134,10 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
         if t["features_missed"] and not t["findings"]:  # a finding stops the target's run early
             where = (f" (device mode: features are counted on the {t['device']['cross_checked']} cross-checked "
                      "cases only)") if t.get("device") else ""
+            toured = [f for f in t.get("features_by_tour_only", ()) if f in t["features_missed"]]
+            tour = f"; the tour's shapes alone reached {', '.join(toured)}, which count only when drawn" if toured else ""
             print(f"coverage note: {n} did not reach {', '.join(t['features_missed'])} in this run{where} "
-                  "(not an error; more examples or --mode bulk reach them)", file=out)
+                  f"(not an error; more examples or --mode bulk reach them{tour})", file=out)
         if extended and t.get("edges_missed"):
             print(f"coverage note: {n} did not reach the edges {', '.join(t['edges_missed'])} in this run", file=out)
         if t.get("edge_divergences") and not t["findings"]:

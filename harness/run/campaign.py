@@ -236,6 +236,7 @@ class Campaign:
             "seconds": round(s.seconds, 3),
             "features_reached": sorted(s.features),
             "features_missed": sorted(set(TARGETS[name].features) - s.features),
+            "features_by_tour_only": sorted(s.toured - s.features),
             **({"examples_per_tier": dict(sorted(s.tiers.items())),
                 "edges_reached": sorted(s.edges),
                 "edges_missed": sorted(set(TARGETS[name].extended_features) - s.edges)}

@@ -157,7 +157,7 @@ class Target(ABC):
         """The tour of a default run: one case of each of :attr:`shapes`, cheapest first
         (where each runs: :func:`~..checking.fuzz.tour_slots`); together they reach every feature of
         :attr:`extremes`, whatever ``rng``."""
-        return [shape.build(rng, scale) for shape in self.shapes]
+        return [shape.case(rng, scale) for shape in self.shapes]
 
     cases: Any = None
     """The folder's ``cases.py``: its ``body(chooser, scale)`` draws an ordinary production

@@ -1,0 +1,80 @@
+"""Generator coverage per branch: the generator body alone reaches each feature in a stated share.
+
+A feature reached once, by a tour's shape, says nothing of the generator: a body whose branch is
+never drawn (``shift = c.boolean() and False``) would still read "features 21/21". So each
+ordinary (not extreme) feature of every target has a stated share (:data:`SHARES`) of the
+cases that the folder's ``cases.body`` draws alone (bulk driver, no tour, no shape) that must
+reach it, checked on :data:`CASES` cases of a fixed seed; the shares are half of what the body
+reaches today, rounded down (0.005: a feature that needs a rare draw). A run's table counts the
+ordinary features the same way (``Stats.features``: the body's cases only; the tour's shapes
+count for the production extremes, which are their job), and its coverage note names an
+ordinary feature only the tour reached.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eaglefuzz.harness.checking import fuzz
+from eaglefuzz.harness.generation.choosers import RngChooser
+from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE, derive_seed, is_tour_case
+from eaglefuzz.harness.targets import TARGETS
+
+CASES = 200
+"""Cases of the generator body drawn per target."""
+
+SHARES: dict[str, dict[str, float]] = {  # noqa: E501 - one target a line
+    "copy_and_expand_eagle_inputs_kernel": {"shift_off": 0.25, "shift_on": 0.24, "p_is_1": 0.03, "p_at_least_2": 0.46, "rejected_tokens": 0.49, "last_request_rejected": 0.38, "all_but_one_rejected": 0.38, "no_valid_slot": 0.21, "multi_block_request": 0.11, "several_requests": 0.45, "many_requests": 0.12, "long_request": 0.1, "clamp_engaged": 0.11},
+    "eagle_prepare_inputs_padded_kernel": {"no_drafts": 0.41, "drafts": 0.45, "all_accepted": 0.39, "none_accepted": 0.39, "partly_accepted": 0.4, "discarded": 0.35, "long_prefill": 0.49, "several_requests": 0.47, "many_requests": 0.11},
+    "eagle_prepare_next_token_padded_kernel": {"discard_none": 0.18, "discard_all": 0.16, "discard_some": 0.14, "full_row": 0.27, "several_valid_columns": 0.18, "block_past_stride": 0.2, "minus_one_suffix": 0.18, "single_column": 0.22, "overallocated_buffers": 0.27, "several_requests": 0.45, "many_requests": 0.13},
+    "extend_all_queries_by_N": {"one_request": 0.14, "several_requests": 0.35, "many_requests": 0.08, "large_batch": 0.04, "n_one": 0.04, "n_several": 0.14, "n_large": 0.31, "exact_arange": 0.01, "long_arange": 0.48, "large_values": 0.25, "upper_bound_max_seq_len": 0.24, "optional_fields": 0.25, "slot_mapping_resized": 0.13, "padding_slots": 0.48},
+    "create_vllm_config_for_draft_model": {"quantized_target": 0.25, "unquantized_target": 0.24, "all_fields_differ": 0.24, "some_fields_equal": 0.25, "same_rank": 0.13, "quantized_draft_model": 0.35, "additional_config_set": 0.23, "parallel_drafting": 0.23},
+    "eagle_step_slot_mapping_metadata_kernel": {"separate_positions": 0.26, "aliased_positions": 0.23, "exact_launch": 0.3, "padded_launch": 0.2, "single_request": 0.06, "several_requests": 0.44, "many_requests": 0.04, "last_position": 0.29, "block_start": 0.37, "later_block": 0.44, "last_column": 0.25, "seq_follows_position": 0.37, "mrope_positions": 0.12, "block_size_one": 0.04, "odd_block_size": 0.1, "partial_last_block": 0.18},
+    "compute_new_slot_mapping": {"single_request": 0.03, "several_requests": 0.46, "many_requests": 0.04, "n_one": 0.07, "n_several": 0.42, "vllm_layout": 0.5, "rejected_tokens": 0.42, "last_position": 0.28, "block_start": 0.31, "request_spans_blocks": 0.3, "last_column": 0.19, "wide_table": 0.22, "block_size_one": 0.03, "odd_block_size": 0.1, "views": 0.23, "own_tensors": 0.27},
+    "update_num_computed_tokens_for_batch_change": {"eager": 0.26, "compiled": 0.23, "single_request": 0.03, "several_requests": 0.46, "many_requests": 0.02, "new_request": 0.33, "with_drafts": 0.33, "without_drafts": 0.28, "reordered": 0.12, "overwritten_source": 0.12, "smaller_previous_batch": 0.08, "larger_previous_batch": 0.19, "exact_buffers": 0.17, "longer_buffers": 0.32},
+    "copy_and_expand_dflash_inputs_kernel": {"has_num_rejected_off": 0.24, "has_num_rejected_on": 0.25, "some_rejected": 0.24, "all_but_one_rejected": 0.16, "last_request_rejected": 0.16, "no_spec_tokens": 0.13, "one_spec_token": 0.01, "many_spec_tokens": 0.27, "query_len_16": 0.11, "one_token_request": 0.33, "several_requests": 0.45, "many_requests": 0.11, "long_request": 0.04, "multi_block_request": 0.06, "query_straddles_blocks": 0.02, "vllm_launch": 0.5, "query_crosses_kv_block": 0.27, "kv_block_size_1": 0.05, "kv_block_size_odd": 0.13, "stride_1": 0.05, "stride_multiple_of_16": 0.1, "total_tokens_specialised": 0.03, "spare_buffers": 0.27, "mrope_positions": 0.18},
+    "rejection_greedy_sample_kernel": {"all_greedy": 0.18, "mixed_batch": 0.12, "greedy_tensor_all_true": 0.18, "synthetic_mode": 0.08, "no_drafts_row": 0.34, "all_accepted": 0.29, "first_rejected": 0.33, "later_rejected": 0.17, "minus_one_draft": 0.17, "wider_rows": 0.06, "ragged": 0.42, "several_requests": 0.44, "many_requests": 0.03, "uniform_at_rate": 0.02},
+    "rejection_random_sample_kernel": {"no_draft_probs": 0.16, "draft_probs": 0.33, "synthetic_mode": 0.05, "mixed_batch": 0.18, "all_random": 0.3, "no_drafts_row": 0.31, "all_accepted": 0.3, "rejected": 0.31, "later_rejected": 0.19, "minus_one_draft": 0.09, "boundary_accept": 0.07, "boundary_reject": 0.06, "quotient_one": 0.14, "zero_target": 0.06, "zero_uniform": 0.13, "subnormal_prob": 0.04, "wider_rows": 0.09, "ragged": 0.41, "several_requests": 0.43, "many_requests": 0.05},
+    "expand_kernel": {"temperature": 0.12, "top_k": 0.09, "top_p": 0.09, "float_data": 0.3, "int32_data": 0.15, "int64_data": 0.04, "replaced": 0.17, "negative_zero": 0.01, "nan_data": 0.01, "empty_row": 0.31, "row_past_M": 0.02, "other_M": 0.09, "longer_output": 0.11, "several_requests": 0.43, "many_requests": 0.02},
+    "sample_recovered_tokens_kernel": {"no_draft_probs": 0.12, "draft_probs": 0.37, "fp64_gumbel": 0.15, "all_zero_scores": 0.18, "tied_max": 0.16, "later_tile": 0.11, "tie_across_tiles": 0.09, "partial_last_tile": 0.02, "other_block_size": 0.28, "masked_draft_was_max": 0.05, "minus_one_draft": 0.07, "wider_rows": 0.09, "ragged": 0.41, "several_requests": 0.44, "many_requests": 0.03},
+}
+"""Per target, ordinary feature -> the least share of generator-body cases that reach it."""
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_the_generator_body_reaches_each_feature_in_its_share(name):
+    target = TARGETS[name]
+    ordinary = [f for f in target.features if f not in target.extremes]
+    assert sorted(SHARES.get(name, {})) == sorted(ordinary), (
+        f"{name}: state a share for every ordinary feature, and none for an extreme: "
+        f"{sorted(set(ordinary) ^ set(SHARES.get(name, {})))}")
+    rng = np.random.default_rng(derive_seed(0, "generator-body-shares", name))
+    counts = dict.fromkeys(target.features, 0)
+    for _ in range(CASES):
+        case = target.cases.body(RngChooser(rng), INTERPRETER_SCALE)
+        target.validate(case)  # the body draws the production tier, by construction
+        assert not is_tour_case(case)
+        for f in target.features_of(case):
+            counts[f] += 1
+    short = {f: f"{counts[f] / CASES:.3f} < {share}" for f, share in SHARES[name].items() if counts[f] / CASES < share}
+    assert not short, f"{name}: the generator body alone ({CASES} cases) reaches features less often than stated: {short}"
+
+
+def test_a_run_counts_an_ordinary_feature_only_from_the_generator_body():
+    """A tour case's ordinary features are not counted as reached (``Stats.features``), only
+    noted (``Stats.toured``); its production extremes are."""
+    name = "copy_and_expand_eagle_inputs_kernel"
+    target = TARGETS[name]
+    case = fuzz.tour(name, INTERPRETER_SCALE, 0)[0]
+    assert is_tour_case(case)
+    reached = target.features_of(case)
+    ordinary = reached - set(target.extremes)
+    assert ordinary and reached & set(target.extremes)
+    stats = fuzz.Stats()
+    stats.record(name, case)
+    assert stats.features == reached & set(target.extremes)
+    assert stats.toured == ordinary
+    plain = target.cases.body(RngChooser(np.random.default_rng(0)), INTERPRETER_SCALE)
+    stats.record(name, plain)
+    assert target.features_of(plain) - set(target.extremes) <= stats.features
