@@ -16,7 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eaglefuzz.harness.core.buffers import BOOL_SENTINEL, guard_for, pick_sentinel, sentinel_candidates
+from eaglefuzz.harness.core.buffers import (
+    BOOL_SENTINEL,
+    guard_for,
+    pick_sentinel,
+    sentinel_candidates,
+)
 from eaglefuzz.harness.core.compare import compare_arrays
 from eaglefuzz.harness.targets import TARGETS
 

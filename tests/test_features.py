@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 
-import numpy as np
 import pytest
 
 from eaglefuzz.harness.checking import fuzz
@@ -20,7 +19,6 @@ from eaglefuzz.harness.generation.strategies import (
     CUDA_SCALE,
     INTERPRETER_SCALE,
     affordable,
-    derive_seed,
 )
 from eaglefuzz.harness.sources import Implementations
 from eaglefuzz.harness.targets import TARGETS
