@@ -167,3 +167,20 @@ def test_a_result_of_another_dtype_is_reported(warm_oracles):
 
     outcome = TARGETS[p.case.kernel].check(p.case, int32_result, "cpu")
     assert [d.region.split(" ")[-1] for d in outcome.differences] == ["(dtype)"], outcome.differences
+
+
+def test_a_field_of_another_dtype_is_reported(warm_oracles):
+    """A Python function whose result holds a field of the right values in another dtype."""
+    import dataclasses
+
+    import torch
+
+    p = BY_ID["extend_all_queries_by_N-two_requests_by_2"]
+    right = p.function
+
+    def int64_seq_lens(*args):  # noqa: ANN002, ANN202
+        out = right(*args)
+        return dataclasses.replace(out, seq_lens=out.seq_lens.to(torch.int64))
+
+    outcome = TARGETS[p.case.kernel].check(p.case, int64_seq_lens, "cpu")
+    assert [(d.array, d.expected, d.actual) for d in outcome.differences] == [("seq_lens", "int32", "int64")], outcome.differences
