@@ -247,11 +247,21 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         "generator",
         (("harness/targets/copy_and_expand_eagle_inputs_kernel/cases.py", "    shift = c.boolean()\n",
           "    shift = c.boolean() and False\n"),),
-        (share("copy_and_expand_eagle_inputs_kernel"), default_run("copy_and_expand_eagle_inputs_kernel")),
+        (share("copy_and_expand_eagle_inputs_kernel"),),
         "the copy-and-expand generator body never draws shift_input_ids=True (issue 29: 0 of 40 tests failed, "
         "the run's table said features 21/21)",
         expect=r"shift_on",
         fast=True,
+    ),
+    HarnessMutant(
+        "generator_copy_expand_never_shifts_in_a_run",
+        "generator",
+        (("harness/targets/copy_and_expand_eagle_inputs_kernel/cases.py", "    shift = c.boolean()\n",
+          "    shift = c.boolean() and False\n"),),
+        (default_run("copy_and_expand_eagle_inputs_kernel"),),
+        "the same branch never drawn, seen by a default run's own feature count: the tour's shift cases no "
+        "longer make its table say every feature was reached",
+        expect=r"never reaches \['shift_on'\]",
     ),
     HarnessMutant(
         "generator_next_token_never_discards",

@@ -130,7 +130,7 @@ COPY = "copy_and_expand_eagle_inputs_kernel-shift_on_p3_parallel_slots"
 
 
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["first", "middle", "last"])
-def test_an_element_never_written_is_reported(index, warm_oracles):
+def test_an_element_never_written_is_reported(index):
     """A kernel that leaves one element of its output unwritten (the first request's, the
     last's: it never processes the last request) is reported there, as never written."""
     diffs = _check(NEXT, array="next_token_ids", defect="skip", index=index)
@@ -138,7 +138,7 @@ def test_an_element_never_written_is_reported(index, warm_oracles):
     assert "never written" in diffs[0].describe()
 
 
-def test_an_unwritten_false_mask_element_is_reported(warm_oracles):
+def test_an_unwritten_false_mask_element_is_reported():
     """A mask element the contract writes as False, left unwritten: its sentinel byte is neither
     False nor True, so it shows."""
     diffs = _check(COPY, array="out_is_masked_token_mask", defect="skip", index=0)
@@ -147,7 +147,7 @@ def test_an_unwritten_false_mask_element_is_reported(warm_oracles):
 
 
 @pytest.mark.parametrize("where", ["past", "before"])
-def test_a_write_outside_the_buffer_lands_in_a_guard_band(where, warm_oracles):
+def test_a_write_outside_the_buffer_lands_in_a_guard_band(where):
     diffs = _check(NEXT, array="valid_sampled_tokens_count", defect=where)
     n = TARGETS[BY_ID[NEXT].case.kernel].output_specs(BY_ID[NEXT].case)["valid_sampled_tokens_count"][1][0]
     index = n if where == "past" else -1
@@ -155,7 +155,7 @@ def test_a_write_outside_the_buffer_lands_in_a_guard_band(where, warm_oracles):
     assert diffs[0].region == ("guard band past the buffer" if where == "past" else "guard band before the buffer")
 
 
-def test_a_result_of_another_dtype_is_reported(warm_oracles):
+def test_a_result_of_another_dtype_is_reported():
     """A Python function that returns the right values in another dtype."""
     import torch
 
@@ -169,7 +169,7 @@ def test_a_result_of_another_dtype_is_reported(warm_oracles):
     assert [d.region.split(" ")[-1] for d in outcome.differences] == ["(dtype)"], outcome.differences
 
 
-def test_a_field_of_another_dtype_is_reported(warm_oracles):
+def test_a_field_of_another_dtype_is_reported():
     """A Python function whose result holds a field of the right values in another dtype."""
     import dataclasses
 

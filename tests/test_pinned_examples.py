@@ -42,7 +42,7 @@ def test_every_target_has_hand_worked_cases():
 
 
 @pytest.mark.parametrize("pid", list(BY_ID))
-def test_pinned(pid, warm_oracles):
+def test_pinned(pid):
     p = BY_ID[pid]
     target = TARGETS[p.case.kernel]
     assert target.tier_of(p.case, p.tier) == p.tier, f"a hand-worked case of the {p.tier} tier"
