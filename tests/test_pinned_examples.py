@@ -51,3 +51,15 @@ def test_pinned(pid):
     assert outcome.ok, (f"{pid}: the oracles, through the record, do not give the hand-worked outputs "
                         f"(docs/CONTRACT.md):\n{p.work}\n" + (f"crash: {outcome.crash}\n" if outcome.crash else "")
                         + "\n".join(lines[:20]))
+
+
+def test_a_failing_tests_finding_never_lands_in_the_tracked_corpus(pytestconfig):
+    """This suite saves what a failing test finds (its finding, with replay commands) to the
+    run's own folder (tests/conftest.py), never to corpus/: a harness bug reported as the
+    kernel's contract violation is not a regression case."""
+    from eaglefuzz.harness.core.paths import CORPUS_DIR
+    from eaglefuzz.harness.sources import findings_dir
+    from eaglefuzz.harness.sources.bundled import BundledSource
+
+    where = findings_dir(BundledSource(), pytestconfig.getoption("eaglefuzz_corpus")).resolve()
+    assert where != CORPUS_DIR.resolve() and CORPUS_DIR.resolve() not in where.parents, where
