@@ -63,16 +63,16 @@ def mutant_copy(tmp_path_factory) -> Path:
     return SM.stage(tmp_path_factory.mktemp("harness-mutants"))
 
 
-def test_the_checkout_is_never_written(mutant_copy):
-    """The copy is elsewhere, and ``import eaglefuzz`` in the child is the copy (its probe)."""
-    assert SM.ROOT not in mutant_copy.parents and mutant_copy != SM.ROOT
-    assert (mutant_copy / SM.PROBE_FILE).is_file()
-
-
 @pytest.mark.parametrize("name", RUN)
 def test_the_mutation_is_caught(name, mutant_copy):
+    """Applied to the copy (never to the checkout, whose files stay as they were; the child's
+    probe stops it unless ``import eaglefuzz`` is the copy), the mutant turns its tests red."""
     m = BY_NAME[name]
+    assert SM.ROOT not in mutant_copy.parents and mutant_copy != SM.ROOT
+    before = {f: (SM.ROOT / f).read_bytes() for f in SM.files(m)}
     result = SM.run(m, mutant_copy)
+    assert {f: (SM.ROOT / f).read_bytes() for f in SM.files(m)} == before, "the checkout was written"
+    assert {f: (mutant_copy / f).read_bytes() for f in SM.files(m)} == before, "the copy was not restored"
     assert result.caught, (f"harness mutant {name} ({m.kind}: {m.why}) survived: {result.detail}\n"
                            f"named tests: {', '.join(m.tests)}\n--- child pytest output (tail) ---\n{result.output[-6000:]}")
 
