@@ -97,12 +97,21 @@ def launch_eagle_prepare_inputs_padded(
     valid_sampled_tokens_count: torch.Tensor,
     query_start_loc: torch.Tensor,
     token_indices_to_sample: torch.Tensor,
-    num_rejected_tokens: torch.Tensor,
+    num_rejected_tokens: torch.Tensor | None,
     num_reqs: int,
     grid_size: int | None = None,
 ) -> None:
-    """Mirror of ``prepare_inputs_padded``: grid ``(num_reqs,)``, or ``grid_size`` for a padded launch."""
-    kernel[(num_reqs if grid_size is None else grid_size,)](
+    """Mirror of ``prepare_inputs_padded``: grid ``(num_reqs,)``, or ``grid_size`` for a padded launch.
+
+    ``num_rejected_tokens=None``: the kernel of vLLM 0.12-0.13, which has no such parameter,
+    launched as those releases' ``prepare_inputs_padded`` launches it (five arguments).
+    """
+    grid = (num_reqs if grid_size is None else grid_size,)
+    if num_rejected_tokens is None:
+        kernel[grid](cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc, token_indices_to_sample,
+                     num_reqs)
+        return
+    kernel[grid](
         cu_num_draft_tokens,
         valid_sampled_tokens_count,
         query_start_loc,
@@ -281,3 +290,156 @@ def launch_eagle_step_slot_mapping_metadata(
 
 
 LAUNCHERS["eagle_step_slot_mapping_metadata_kernel"] = launch_eagle_step_slot_mapping_metadata
+
+
+# --------------------------------------------------------------------------------------------
+# vllm/v1/sample/rejection_sampler.py (V1's rejection sampler; not in the bundled copy)
+# --------------------------------------------------------------------------------------------
+
+
+def launch_rejection_greedy_sample(
+    kernel: Kernel,
+    *,
+    output_token_ids: torch.Tensor,
+    cu_num_draft_tokens: torch.Tensor,
+    draft_token_ids: torch.Tensor,
+    target_argmax: torch.Tensor,
+    bonus_token_ids: torch.Tensor,
+    is_greedy: torch.Tensor | None,
+    max_spec_len: int,
+    uniform_probs: torch.Tensor | None = None,
+    synthetic_conditional_rates: torch.Tensor | None = None,
+) -> None:
+    """Mirror of ``_rejection_greedy_sample`` (vLLM 0.33.0) and its dispatcher: grid ``(B,)``,
+    ``SYNTHETIC_MODE = synthetic_conditional_rates is not None``.
+
+    vLLM's grid is ``output_token_ids.shape[0]``, which is ``B`` there; an output with more rows
+    than requests (the harness's extended tier) keeps the grid counted in requests:
+    ``cu_num_draft_tokens.shape[0]``.
+    """
+    kernel[(cu_num_draft_tokens.shape[0],)](
+        output_token_ids,
+        cu_num_draft_tokens,
+        draft_token_ids,
+        target_argmax,
+        bonus_token_ids,
+        is_greedy,
+        max_spec_len,
+        uniform_probs,
+        synthetic_conditional_rates,
+        SYNTHETIC_MODE=synthetic_conditional_rates is not None,
+    )
+
+
+LAUNCHERS["rejection_greedy_sample_kernel"] = launch_rejection_greedy_sample
+
+
+def launch_rejection_random_sample(
+    kernel: Kernel,
+    *,
+    output_token_ids: torch.Tensor,
+    cu_num_draft_tokens: torch.Tensor,
+    draft_token_ids: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_probs: torch.Tensor,
+    bonus_token_ids: torch.Tensor,
+    recovered_token_ids: torch.Tensor,
+    uniform_probs: torch.Tensor,
+    is_greedy: torch.Tensor,
+    max_spec_len: int,
+    vocab_size: int | None = None,
+    synthetic_conditional_rates: torch.Tensor | None = None,
+) -> None:
+    """Mirror of ``_rejection_random_sample`` (vLLM 0.33.0) and its dispatcher: grid ``(B,)``
+    (counted in requests, as :func:`launch_rejection_greedy_sample`), ``vocab_size`` by default
+    ``target_probs.shape[1]``, ``NO_DRAFT_PROBS = draft_probs is None``, ``SYNTHETIC_MODE =
+    synthetic_conditional_rates is not None``."""
+    if vocab_size is None:
+        vocab_size = target_probs.shape[1]
+    kernel[(cu_num_draft_tokens.shape[0],)](
+        output_token_ids,
+        cu_num_draft_tokens,
+        draft_token_ids,
+        draft_probs,
+        target_probs,
+        bonus_token_ids,
+        recovered_token_ids,
+        uniform_probs,
+        is_greedy,
+        max_spec_len,
+        vocab_size,
+        synthetic_conditional_rates,
+        NO_DRAFT_PROBS=draft_probs is None,
+        SYNTHETIC_MODE=synthetic_conditional_rates is not None,
+    )
+
+
+LAUNCHERS["rejection_random_sample_kernel"] = launch_rejection_random_sample
+
+
+RECOVERED_BLOCK_SIZE = 8192
+"""vLLM's ``BLOCK_SIZE`` of ``sample_recovered_tokens_kernel``'s launch."""
+
+
+def launch_sample_recovered_tokens(
+    kernel: Kernel,
+    *,
+    output_token_ids: torch.Tensor,
+    cu_num_draft_tokens: torch.Tensor,
+    draft_token_ids: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_probs: torch.Tensor,
+    inv_q: torch.Tensor,
+    max_spec_len: int,
+    vocab_size: int | None = None,
+    block_size: int | None = None,
+) -> None:
+    """Mirror of ``_sample_recovered_tokens`` (vLLM 0.33.0): grid ``(B, max_spec_len)``,
+    ``vocab_size`` by default ``target_probs.shape[1]``, ``BLOCK_SIZE = 8192`` unless given,
+    ``NO_DRAFT_PROBS = draft_probs is None``, ``USE_FP64_GUMBEL = inv_q is float64``."""
+    if vocab_size is None:
+        vocab_size = target_probs.shape[1]
+    kernel[(cu_num_draft_tokens.shape[0], max_spec_len)](
+        output_token_ids,
+        cu_num_draft_tokens,
+        draft_token_ids,
+        draft_probs,
+        target_probs,
+        inv_q,
+        vocab_size,
+        BLOCK_SIZE=RECOVERED_BLOCK_SIZE if block_size is None else block_size,
+        NO_DRAFT_PROBS=draft_probs is None,
+        USE_FP64_GUMBEL=inv_q.dtype == torch.float64,
+    )
+
+
+LAUNCHERS["sample_recovered_tokens_kernel"] = launch_sample_recovered_tokens
+
+
+EXPAND_MAX_NUM_TOKENS = 128
+"""vLLM's ``MAX_NUM_TOKENS`` of ``expand_kernel``'s launch (``MAX_SPEC_LEN``)."""
+
+
+def launch_expand(
+    kernel: Kernel,
+    *,
+    output: torch.Tensor,
+    input: torch.Tensor,
+    cu_num_tokens: torch.Tensor,
+    replace_from: int,
+    replace_to: int,
+    max_num_tokens: int | None = None,
+) -> None:
+    """Mirror of ``_expand`` (vLLM 0.33.0), ``expand_batch_to_tokens``'s dispatcher: grid
+    ``(input.shape[0],)``, ``MAX_NUM_TOKENS = MAX_SPEC_LEN = 128`` unless given."""
+    kernel[(input.shape[0],)](
+        output,
+        input,
+        cu_num_tokens,
+        replace_from,
+        replace_to,
+        MAX_NUM_TOKENS=EXPAND_MAX_NUM_TOKENS if max_num_tokens is None else max_num_tokens,
+    )
+
+
+LAUNCHERS["expand_kernel"] = launch_expand

@@ -3,9 +3,9 @@ docs/CONTRACT.md, run through the record as a fuzz run runs a case.
 
 Each :class:`Pinned` holds a production-tier case and its hand-worked outputs. The outputs become
 an *implementation* (:func:`implementation`): for a kernel, an object launched as vLLM launches
-the kernel (``kernel[grid](...)``, through the record's ``launch``) that writes exactly the
-hand-worked elements into the buffers it is given (checking each buffer's dtype first) and
-leaves every other element untouched; for a Python function, a function that returns (or writes
+the kernel (``kernel[grid](...)``, through the record's ``launch``, i.e. kernels/launchers.py)
+that writes exactly the hand-worked elements into the buffers it is given (checking each
+buffer's dtype first) and leaves every other element untouched; for a Python function, a function that returns (or writes
 in place) the hand-worked result. ``Target.check`` then runs both oracles through the record's
 wiring (``call_oracle``, ``expected``) and compares them with it by the same comparison as a fuzz
 run (guard bands, sentinels, dtypes): an oracle, a record or a comparison that is wrong makes the

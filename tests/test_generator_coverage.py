@@ -2,13 +2,15 @@
 
 A feature reached once, by a tour's shape, says nothing of the generator: a body whose branch is
 never drawn (``shift = c.boolean() and False``) would still read "features 21/21". So each
-ordinary (not extreme) feature of every target has a stated share (:data:`SHARES`) of the
-cases that the folder's ``cases.body`` draws alone (bulk driver, no tour, no shape) that must
-reach it, checked on :data:`CASES` cases of a fixed seed; the shares are half of what the body
-reaches today, rounded down (0.005: a feature that needs a rare draw). A run's table counts the
-ordinary features the same way (``Stats.features``: the body's cases only; the tour's shapes
-count for the production extremes, which are their job), and its coverage note names an
-ordinary feature only the tour reached.
+ordinary feature of every target (neither a production extreme nor a scale feature, which only
+production-scale cases in device mode reach: ``Target.scale_features``) has a stated share
+(:data:`SHARES`) of the cases that the folder's ``cases.py`` ``body`` (``role(name, "cases")``)
+draws alone (bulk driver, no tour, no shape) that must reach it, checked on :data:`CASES` cases
+of a fixed seed; the shares are half of what the body reaches today, rounded down (0.005: a
+feature that needs a rare draw). A run's table counts the ordinary features the same way
+(``Stats.features``: the body's cases only; the tour's shapes count for the production
+extremes, which are their job), and its coverage note names an ordinary feature only the tour
+reached.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 from eaglefuzz.harness.checking import fuzz
 from eaglefuzz.harness.generation.choosers import RngChooser
 from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE, derive_seed, is_tour_case
-from eaglefuzz.harness.targets import TARGETS
+from eaglefuzz.harness.targets import TARGETS, role
 
 CASES = 200
 """Cases of the generator body drawn per target."""
@@ -45,14 +47,15 @@ SHARES: dict[str, dict[str, float]] = {  # noqa: E501 - one target a line
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_the_generator_body_reaches_each_feature_in_its_share(name):
     target = TARGETS[name]
-    ordinary = [f for f in target.features if f not in target.extremes]
+    ordinary = [f for f in target.features if f not in target.extremes and f not in target.scale_features]
     assert sorted(SHARES.get(name, {})) == sorted(ordinary), (
-        f"{name}: state a share for every ordinary feature, and none for an extreme: "
+        f"{name}: state a share for every ordinary feature, and none for an extreme or a scale feature: "
         f"{sorted(set(ordinary) ^ set(SHARES.get(name, {})))}")
     rng = np.random.default_rng(derive_seed(0, "generator-body-shares", name))
+    body = role(name, "cases").body  # the folder's cases.py alone: no tour, no shape
     counts = dict.fromkeys(target.features, 0)
     for _ in range(CASES):
-        case = target.cases.body(RngChooser(rng), INTERPRETER_SCALE)
+        case = body(RngChooser(rng), INTERPRETER_SCALE)
         target.validate(case)  # the body draws the production tier, by construction
         assert not is_tour_case(case)
         for f in target.features_of(case):
@@ -75,6 +78,6 @@ def test_a_run_counts_an_ordinary_feature_only_from_the_generator_body():
     stats.record(name, case)
     assert stats.features == reached & set(target.extremes)
     assert stats.toured == ordinary
-    plain = target.cases.body(RngChooser(np.random.default_rng(0)), INTERPRETER_SCALE)
+    plain = role(name, "cases").body(RngChooser(np.random.default_rng(0)), INTERPRETER_SCALE)
     stats.record(name, plain)
     assert target.features_of(plain) - set(target.extremes) <= stats.features

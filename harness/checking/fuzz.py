@@ -95,13 +95,20 @@ class Stats:
         tier = target.tier_of(case, domain) if domain == EXTENDED else PRODUCTION
         self.tiers[tier] = self.tiers.get(tier, 0) + 1
         if tier == PRODUCTION:
-            reached = target.features_of(case)
-            if is_tour_case(case):
-                self.toured |= reached - set(target.extremes)
-                reached = reached & set(target.extremes)
-            self.features |= reached
+            self.reach(target_name, case)
         else:
             self.edges |= target.extended_features_of(case)
+
+    def reach(self, target_name: str, case: Case) -> None:
+        """Count the production features ``case`` reaches: all of them for a case the generator
+        body drew; for one built from a tour's shape (:func:`is_tour_case`), its production
+        extremes in :attr:`features` and its ordinary features in :attr:`toured` only."""
+        target = TARGETS[target_name]
+        reached = target.features_of(case)
+        if is_tour_case(case):
+            self.toured |= reached - set(target.extremes)
+            reached = reached & set(target.extremes)
+        self.features |= reached
 
     @property
     def contract_findings(self) -> list[Finding]:

@@ -7,6 +7,7 @@ its corpus folder ``corpus/<name>/``: nothing here names a target.
 Columns (a count where the role has countable parts, 0 or ``-`` where the target lacks it):
 
 =============== ==================================================================================
+runner          the vLLM model runner whose code the target is: V1 or V2 (the record's ``runner``)
 production      the production tier's generator (``cases.py``): the record's feature count
 extended        the extended tier (``edges.py``): its edge count
 tour            the tour of production extremes (``tour.py``): its shape count
@@ -42,15 +43,15 @@ from ..targets import TARGETS, has_role, role
 CORE = ("production", "extended", "tour", "audit", "bugs", "extreme_bugs", "corpus")
 """The columns every target should fill (a 0 or ``False`` there is a gap)."""
 
-COLUMNS = ("production", "extended", "tour", "audit", "device", "port", "bugs", "extreme_bugs", "corpus")
+COLUMNS = ("runner", "production", "extended", "tour", "audit", "device", "port", "bugs", "extreme_bugs", "corpus")
 """Every column, in the order printed (the keys of :class:`Capabilities` and of ``--json``)."""
 
-LEGEND = ("-: the target lacks it (no such file in its folder); numbers count the production tier's "
+LEGEND = ("runner: vLLM's model runner (V1, or V2: vllm/v1/worker/gpu/); -: the target lacks it (no such file in its folder); numbers count the production tier's "
           "features, the extended tier's edges, the tour's shapes, the audit's properties, the seeded "
           "bugs and those of them that need a production extreme, the corpus's cases")
 
 HEADINGS = {
-    "production": "production", "extended": "extended", "tour": "tour", "audit": "audit",
+    "runner": "runner", "production": "production", "extended": "extended", "tour": "tour", "audit": "audit",
     "device": "device", "port": "C++ port", "bugs": "seeded bugs", "extreme_bugs": "need extreme",
     "corpus": "corpus cases",
 }
@@ -61,6 +62,8 @@ class Capabilities:
     """One target's row: counts (0: the target lacks that role) and flags."""
 
     target: str
+    runner: str
+    """The vLLM model runner whose code the target is (``V1``, ``V2``: ``Target.runner``)."""
     production: int
     """Features of the production tier (0: no ``cases.py``)."""
     extended: int
@@ -86,17 +89,22 @@ class Capabilities:
 def capabilities(name: str, corpus: Path = CORPUS_DIR) -> Capabilities:
     """Target ``name``'s row of the matrix (``corpus``: the regression corpus's folder)."""
     t = TARGETS[name]
-    bugs = role(name, "bugs").BUGS if has_role(name, "bugs") else ()
-    audit = role(name, "audit").PROPERTIES if has_role(name, "audit") else ()
+
+    def found(r: str) -> Any:  # the folder's role module, or None: the registry's one lookup
+        return role(name, r) if has_role(name, r) else None
+
+    cases, edges, tour, audit, bugs = (found(r) for r in ("cases", "edges", "tour", "audit", "bugs"))
+    bugs = bugs.BUGS if bugs is not None else ()
     folder = corpus / name
     return Capabilities(
         target=name,
-        production=len(t.features) if has_role(name, "cases") else 0,
-        extended=len(t.extended_features) if has_role(name, "edges") else 0,
-        tour=len(t.shapes) if has_role(name, "tour") else 0,
-        audit=len(audit),
-        device=has_role(name, "device"),
-        port=has_role(name, "port"),
+        runner=t.runner,
+        production=len(t.features) if cases is not None else 0,
+        extended=len(edges.FEATURES) if edges is not None else 0,
+        tour=len(tour.SHAPES) if tour is not None else 0,
+        audit=len(audit.AUDIT.properties) if audit is not None else 0,
+        device=found("device") is not None,
+        port=found("port") is not None,
         bugs=len(bugs),
         extreme_bugs=sum(1 for m in bugs if m.extreme),
         extremes=len(t.extremes),

@@ -57,17 +57,20 @@ class FileSource(Source):
         return ["--kernels", str(self.path)]
 
     def origin(self, name: str) -> Origin:
-        return Origin("your file", str(self.path), name, self.spec)
+        from ..targets import TARGETS
+
+        return Origin("your file", str(self.path), TARGETS[name].function, self.spec)
 
     def load(self, names: list[str] | None = None) -> Implementations:
         from ..targets import TARGETS
 
         wanted = list(TARGETS) if names is None else names
         _check_file(self.path, self.path)
-        module = _import_or_extract(self.path, list(TARGETS))
-        funcs = {n: getattr(module, n) for n in wanted if hasattr(module, n)}
-        if not any(hasattr(module, n) for n in TARGETS):
-            raise UserError(f"--kernels {self.path}: defines none of {', '.join(TARGETS)}")
+        functions = list(dict.fromkeys(t.function for t in TARGETS.values()))  # what a file may define
+        module = _import_or_extract(self.path, functions)
+        funcs = {n: getattr(module, TARGETS[n].function) for n in wanted if hasattr(module, TARGETS[n].function)}
+        if not any(hasattr(module, f) for f in functions):
+            raise UserError(f"--kernels {self.path}: defines none of {', '.join(functions)}")
         origin = {n: self.origin(n) for n in funcs}
         note = getattr(module, "__eaglefuzz_note__", None)
         return Implementations(funcs, origin, self, (note,) if note else ())

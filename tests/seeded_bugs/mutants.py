@@ -96,12 +96,13 @@ def module_description(module: str) -> str:
 
 
 def production_source(target: str, module: str = BUNDLED) -> str:
-    """The source of ``target`` (decorators included) as ``module``'s file has it."""
+    """The source of ``target``'s function (decorators included) as ``module``'s file has it."""
     path = module_file(module, target)
     text = path.read_text()
     lines = text.splitlines(keepends=True)
+    function = TARGETS[target].function
     for node in ast.parse(text).body:
-        if isinstance(node, ast.FunctionDef) and node.name == target:
+        if isinstance(node, ast.FunctionDef) and node.name == function:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
             return "".join(lines[start : node.end_lineno])
     raise LookupError(f"{target} is not in {path}")
