@@ -11,7 +11,9 @@ docs/ADDING_A_TARGET.md describe it; ``tests/test_record_interface.py`` checks e
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -21,14 +23,15 @@ from typing import Any, Final, Literal, final
 import numpy as np
 from hypothesis import strategies as st
 
+from ...kernels import vllm_types
 from ..core.buffers import Guarded, filled, guard_for, pick_sentinel, poison, raw
 from ..core.case import Case
 from ..core.compare import Difference, compare_all
-from ..core.errors import ContractViolation
+from ..core.errors import ContractViolation, UserError
 from ..generation.choosers import Chooser, RngChooser, as_strategy
 from ..generation.shrink_steps import keep_lists
 from ..generation.strategies import Scale, Shape
-from .interface import parameters_of
+from .interface import SOURCE_FILE, UNRESOLVED, parameters_of
 from .roles import find_role, folder_of
 
 PRODUCTION: Final = "production"
@@ -95,6 +98,41 @@ def require_arrays(arrays: Mapping[str, np.ndarray], dtypes: Mapping[str, Any], 
         if arrays[name].dtype != dtype or arrays[name].ndim != ndim:
             raise ContractViolation(f"arrays.{name}", f"must be a {ndim}-D {dtype} array")
 
+class CannotTest(UserError):
+    """The implementation cannot be tested here, through no fault of its own: what it needs is
+    not there (a name its file imports, whose imports do not resolve here; a field eaglefuzz's
+    stand-in vLLM types lack). Its target's one-line verdict (exit 2), never a finding."""
+
+
+_STAND_IN_KWARG = re.compile(r"^(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'")
+
+
+def cannot_test(exc: BaseException) -> str | None:
+    """Why ``exc``, raised by an implementation, says it cannot be tested here (``None``: it is a
+    failure of the implementation). A ``NameError`` for a name its file imports or defines but
+    that was not taken out with it (the module's :data:`UNRESOLVED`); a ``TypeError`` of a
+    stand-in vLLM class (``kernels/vllm_types.py``) given a field it does not model."""
+    if isinstance(exc, NameError) and getattr(exc, "name", None):
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        g = tb.tb_frame.f_globals if tb is not None else {}
+        why = (g.get(UNRESOLVED) or {}).get(exc.name)
+        if why is not None:
+            where = g.get(SOURCE_FILE) or "its file"
+            return (f"{where}: {tb.tb_frame.f_code.co_name} could not be tested: it needs {exc.name}, {why}, "
+                    "and the file's imports do not resolve here (its functions are tested without them); "
+                    "not a bug finding")
+    if isinstance(exc, TypeError):
+        m = _STAND_IN_KWARG.match(str(exc))
+        if m and m.group(1) in vllm_types.__all__:
+            cls = getattr(vllm_types, m.group(1))
+            fields = ", ".join(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else "-"
+            return (f"needs {m.group(1)}.{m.group(2)}, which eaglefuzz's stand-in lacks (it models {fields}; "
+                    "kernels/vllm_types.py): not a bug finding; install vLLM to test it with vLLM's classes")
+    return None
+
+
 @dataclass
 class Outcome:
     """What checking one case found.
@@ -117,7 +155,12 @@ class Outcome:
 
     def crashed(self, exc: BaseException, device: str, context: str = "") -> Outcome:
         """Record that the run raised ``exc`` (``context`` is added after the exception's
-        name); a CUDA error on a device marks the outcome fatal. Returns ``self``."""
+        name); a CUDA error on a device marks the outcome fatal. Returns ``self``. An exception
+        that says the implementation cannot be tested here (:func:`cannot_test`) is raised as
+        :class:`CannotTest` instead: a verdict, not a finding."""
+        why = cannot_test(exc)
+        if why is not None:
+            raise CannotTest(why) from None
         self.crash = f"{type(exc).__name__}{context}: {' '.join(str(exc).split())[:500]}"
         self.fatal = device != "cpu" and "CUDA error" in str(exc)
         return self
@@ -212,6 +255,17 @@ class Target(ABC):
             return None
         return next((n for n, v in self.variants.items() if list(params) == list(v.parameters)), None)
 
+    array_names: tuple[str, ...] = ()
+    """The input arrays in the order of the function's signature (what a reproducer lists
+    first); a Triton target's are its ``inputs``."""
+
+    def in_order(self, case: Case) -> Case:
+        """``case`` with its arrays in :attr:`array_names`' order (others after them, as they
+        come): a case reads the same from a run and from a corpus file (whose keys are sorted)."""
+        rank = {n: i for i, n in enumerate(self.array_names)}
+        names = sorted(case.arrays, key=lambda n: rank.get(n, len(rank)))
+        return Case(case.kernel, {n: case.arrays[n] for n in names}, case.scalars, case.launch, case.note)
+
     # -- the folder's roles (roles.py: the one lookup) -------------------------------------
 
     @property
@@ -239,14 +293,23 @@ class Target(ABC):
         """A production case drawn with ``c``: now and then one of :attr:`shapes`, else an
         ordinary one (the folder's ``cases.py``: ``body(chooser, scale)``; one body for both
         drivers, :mod:`~..generation.choosers`)."""
+        return draw_production(c, scale, self.shapes, self._cases().body)
+
+    def _cases(self) -> ModuleType:
         cases = self._role("cases")
         if cases is None:
             raise LookupError(f"{self.name}: its folder has no cases.py (roles.find_role found none)")
-        return draw_production(c, scale, self.shapes, cases.body)
+        return cases
 
     def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
         """In-contract cases, generated by construction (Hypothesis)."""
         return as_strategy(self.production_case, scale)
+
+    def ordinary_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        """Ordinary production cases (the folder's ``cases.body``), never one of the tour's
+        :attr:`shapes`: what Hypothesis shrinks toward small values (a shape is a short choice,
+        so Hypothesis takes it for simple)."""
+        return as_strategy(self._cases().body, scale)
 
     def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
         """One in-contract case drawn with NumPy alone (bulk mode: no Hypothesis overhead)."""
@@ -411,6 +474,11 @@ class TritonTarget(Target):
 
     kind = "triton kernel"
     inputs: Mapping[str, np.dtype]
+
+    @property
+    def array_names(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(self.inputs)
+
     inout: frozenset[str] = frozenset()
     """Inputs the kernel updates in place (vLLM's ``seq_lens``): the oracles update their copy,
     and the buffer must end up as they left it instead of unchanged."""
