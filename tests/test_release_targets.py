@@ -1,7 +1,7 @@
 """The targets newer than the bundled copy, and vLLM's pinned release that CI tests them on.
 
-The bundled copy predates eight targets (§6-§13 but §5's): their code under test is the pinned
-vLLM release's module (``harness/sources/vllm.py: PINNED_RELEASE``), fetched once by the tests
+The bundled copy predates twenty-two targets (§6-§13 but §5's, and Model Runner V2's §14-§27):
+their code under test is the pinned vLLM release's module (``harness/sources/vllm.py: PINNED_RELEASE``), fetched once by the tests
 and cached. tests/test_differential.py fuzzes them and tests/test_corpus.py replays their corpus
 against it (the ``subject`` fixture of tests/conftest.py), as it does the bundled copy's targets.
 """
@@ -17,6 +17,12 @@ EXPECTED_NEWER = {
     "eagle_step_slot_mapping_metadata_kernel", "compute_new_slot_mapping", "update_num_computed_tokens_for_batch_change",
     "copy_and_expand_dflash_inputs_kernel", "rejection_greedy_sample_kernel", "rejection_random_sample_kernel",
     "expand_kernel", "sample_recovered_tokens_kernel",
+    # Model Runner V2 (vllm/v1/worker/gpu/, docs/CONTRACT.md §14-§27)
+    "input_batch_prepare_prefill_inputs_kernel", "_prepare_pos_seq_lens_kernel", "_combine_sampled_and_draft_tokens_kernel",
+    "_expand_idx_mapping_kernel", "_get_num_sampled_and_rejected_kernel", "_post_update_kernel",
+    "_post_update_num_computed_tokens_kernel", "_gather_block_tables_kernel", "_compute_slot_mappings_kernel",
+    "_gather_draft_sampled_kernel", "_flatten_sampled_kernel", "target_dependent_ar_prepare_prefill_inputs_kernel",
+    "_prepare_decode_inputs_kernel", "_update_draft_inputs_kernel",
 }
 """Every target the bundled copy lacks, by name: a target added without a home, or one the
 copy gained, changes the set and fails here."""

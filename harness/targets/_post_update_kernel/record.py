@@ -33,9 +33,9 @@ class PostUpdate(V2Target):
                   "output_bin_counts_stride", "sampled_tokens_ptr", "sampled_tokens_stride", "num_sampled_ptr",
                   "num_rejected_ptr", "query_start_loc_ptr", "all_token_ids_ptr", "all_token_ids_stride",
                   "total_len_ptr", "draft_tokens_ptr", "draft_tokens_out_ptr", "num_draft_tokens")
-    inputs = {"idx_mapping": I64, "num_computed_tokens": I32, "sampled_tokens": I64, "num_sampled": I32,
-              "num_rejected": I32, "all_token_ids": I32, "total_len": I32, "query_start_loc": I32,
-              "output_bin_counts": I32, "draft_tokens": I64}
+    inputs = {"idx_mapping": I64, "num_computed_tokens": I32, "output_bin_counts": I32, "sampled_tokens": I64,
+              "num_sampled": I32, "num_rejected": I32, "query_start_loc": I32, "all_token_ids": I32, "total_len": I32,
+              "draft_tokens": I64}
     optional = OPTIONAL + ("draft_tokens_out",)
     inout = frozenset({"num_computed_tokens", "all_token_ids", "total_len", "output_bin_counts"})
     scalar_names = ("num_reqs", "num_draft_tokens")
