@@ -1,6 +1,6 @@
 """The int32 flat-index wrap of vLLM's rejection sampler, end to end on a large GPU (issue 28).
 
-    python benchmarks/scale_wrap.py OUTDIR [--examples N] [--deadline S] [--version 0.33.0]
+    python benchmarks/scale_wrap.py OUTDIR [--examples N] [--deadline S] [--version 0.33.0] [--kernel NAME] [--skip-replay]
 
 1. ``eaglefuzz fuzz --vllm-version V --mode device`` on ``rejection_random_sample_kernel`` and
    ``sample_recovered_tokens_kernel``: the production-scale cases (tables past 2**31 elements)
@@ -61,6 +61,8 @@ def main() -> int:
     ap.add_argument("--examples", type=int, default=4, help="per target (example 3 is the first scale case)")
     ap.add_argument("--deadline", type=float, default=3600.0, help="seconds for the whole script")
     ap.add_argument("--version", default="0.33.0")
+    ap.add_argument("--kernel", action="append", choices=TARGETS, help="this target only (repeatable) [default: both]")
+    ap.add_argument("--skip-replay", action="store_true", help="run only the reproducers of the findings, not their replays")
     a = ap.parse_args()
     END[0] = time.monotonic() + a.deadline
     out: Path = a.out
@@ -69,7 +71,8 @@ def main() -> int:
     cli = [sys.executable, "-m", "eaglefuzz.harness.cli"]
     summary: dict[str, object] = {"steps": []}
     steps: list = summary["steps"]  # type: ignore[assignment]
-    kernels = [x for t in TARGETS for x in ("--kernel", t)]
+    targets = tuple(a.kernel or TARGETS)
+    kernels = [x for t in targets for x in ("--kernel", t)]
     steps.append(run([*cli, "fuzz", "--vllm-version", a.version, "--mode", "device", *kernels, "--corpus", str(corpus),
                       "--examples", str(a.examples), "--no-progress"], out / "fuzz.log", 3600))
     sys.path.insert(0, str(ROOT))
@@ -77,7 +80,7 @@ def main() -> int:
     from eaglefuzz.harness.targetkit.bugs import Mutant
     from tests.seeded_bugs import mutants
 
-    for target in TARGETS:
+    for target in targets:
         fixed = mutants.write(Mutant(f"{target}_pr48055", target, "vLLM PR #48055: int64 row offsets",
                                      audit_of(target).fixes["PR #48055"], f"vllm-release:{a.version}"), out / "fixed")
         for f in sorted((corpus / target).glob("*.json")):
@@ -85,8 +88,10 @@ def main() -> int:
             replay = doc.get("finding", {}).get("replay", "")
             limits = re.search(r"--limits (\S+)", replay)
             lim = ["--limits", limits.group(1)] if limits else []
-            steps.append(run([*cli, "replay", str(f), "--vllm-version", a.version, *lim], out / f"replay-{f.stem}.log", 900))
-            steps.append(run([*cli, "replay", str(f), "--kernels", str(fixed), *lim], out / f"fixed-{f.stem}.log", 900))
+            if not a.skip_replay:
+                steps.append(run([*cli, "replay", str(f), "--vllm-version", a.version, *lim],
+                                 out / f"replay-{f.stem}.log", 900))
+                steps.append(run([*cli, "replay", str(f), "--kernels", str(fixed), *lim], out / f"fixed-{f.stem}.log", 900))
             (out / "summary.json").write_text(json.dumps(summary, indent=1))
             report = doc.get("finding", {}).get("report", "")
             if "# --- reproducer" in report:
