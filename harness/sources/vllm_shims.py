@@ -209,6 +209,10 @@ def _triton_utils(m: ModuleType, load: VllmLoad) -> None:
         import triton.language.extra.libdevice as tldevice
 
         m.tldevice = tldevice
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            from .interpreter_compat import libdevice_for_interpreter
+
+            m.tldevice = libdevice_for_interpreter()  # libdevice has no bodies to interpret
     except ImportError:
         pass
 
