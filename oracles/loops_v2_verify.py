@@ -3,7 +3,7 @@
 
 Plain loops, one program after another as the contract describes them: scalar uint64
 arithmetic masked to 32 bits for the noise (murmur3, Philox), float64 sums lane by lane for the
-contract's formulas, and the bounds of §28.1 computed alongside. Every cast is explicit (Numba
+contract's formulas, and the bounds of its preface to §28-§35 alongside. Every cast is explicit (Numba
 does not follow NEP 50; an unsigned and a signed integer would meet in float64). Each function
 has the keyword-only signature of its ``vectorized_v2_verify`` namesake, writes the same
 buffers and returns a :class:`~.settlement.Settlement`; the njit functions take flat arrays and
@@ -12,9 +12,6 @@ untouched) and turn the windows the loops record into :class:`~.settlement.Windo
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any
 
 import numba
 import numpy as np
@@ -39,7 +36,7 @@ __all__ = [
 _MASK = np.uint64(0xFFFFFFFF)
 _INF = np.inf
 
-# the error model of §28.1
+# the error model of the preface to §28-§35
 _EPS32 = 2.0**-24
 _DIV32 = 2.0**-22
 _EXP_REL = 2.0**-20
@@ -50,7 +47,7 @@ _SUM_SMALL = 2.0**-17
 
 
 # --------------------------------------------------------------------------------------------
-# noise (§28.1)
+# noise (the preface to §28-§35)
 # --------------------------------------------------------------------------------------------
 
 
@@ -139,7 +136,7 @@ def _rand_open(seed, off):
 
 @numba.njit(cache=True)
 def _noise(u, fp64):
-    """Gumbel noise of a uniform and its bound (§28.1)."""
+    """Gumbel noise of a uniform and its bound (the preface to §28-§35)."""
     if fp64:
         n = -np.log(-np.log(u))
         return n, 2.0**-48 * (1.0 + abs(n))
@@ -200,7 +197,7 @@ def _three(seed, pos, off):
 
 
 def murmur3_hash32(seed, pos, offset, domain: int = 0) -> np.ndarray:
-    """§28.1's hash (uint32), element by element."""
+    """The preface's murmur3 hash (uint32), element by element."""
     s, p, o, shape = _three(seed, pos, offset)
     out = np.zeros(s.size, np.uint64)
     _vec_hash(s, p, o, np.uint64(domain), out)

@@ -4,7 +4,7 @@ floats it wrote.
 
 Those kernels decide with ``exp``, ``log`` and ``log1p`` (libdevice or ``ex2.approx`` compiled,
 NumPy under the interpreter), a division that is not correctly rounded when compiled, and sums
-in an order nothing fixes. The contract (§28.1, "Exactness") bounds the error of every such
+in an order nothing fixes. The contract (docs/CONTRACT.md, "Model Runner V2's verification": "Exactness") bounds the error of every such
 value; an oracle computes the value of the contract's formula (in float64, from the inputs as
 stored) and the bound, and a decision whose margin is within its bound is a :class:`Window`:
 the contract accepts either outcome there, as §11's division window does. Outside a window a

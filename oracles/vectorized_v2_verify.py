@@ -6,10 +6,10 @@ Vectorised: over rows, blocks and vocabulary entries with NumPy; the rejection o
 through the speculative steps (at most ``K``) with every request at once. Each function writes
 in place into the buffers it is given (elements the contract leaves unwritten keep their value)
 and returns a :class:`~.settlement.Settlement`: the decisions met within their error window
-(§28.1, "Exactness") and the absolute bound of every float it wrote.
+(docs/CONTRACT.md, "Model Runner V2's verification": "Exactness") and the absolute bound of every float it wrote.
 
-The counter-based noise is reproduced bit for bit (§28.1, "Noise"): murmur3 (uint32 hash and
-its float32 and float64 uniforms) and Triton's Philox ``tl.rand``, in unsigned 64-bit NumPy
+The counter-based noise is reproduced bit for bit (the preface's "Noise"): murmur3 (uint32 hash
+and its float32 and float64 uniforms) and Triton's Philox ``tl.rand``, in unsigned 64-bit NumPy
 arithmetic masked to 32 bits. Every other float is the value of the contract's formula computed
 in float64 from the inputs as stored, with the contract's bound beside it; integer outputs
 (token ids, counts) are exact, and a decision whose margin is within its bound is a window
@@ -52,7 +52,7 @@ HI_DOMAIN = 0x9E3779B9
 TL_RAND_MIN = np.float32(4.6566127342e-10)
 """``_TL_RAND_MIN``: the least uniform ``tl_rand32(..., includes_zero=False)`` returns."""
 
-# -- error model of §28.1 (relative unless said) --------------------------------------------
+# -- the error model of the preface to §28-§35 (relative unless said) -----------------------
 EPS32 = 2.0**-24  # a correctly rounded float32 operation
 DIV32 = 2.0**-22  # a float32 division (compiled: div.full.f32, within 2 ulp)
 EXP_REL, EXP_ARG = 2.0**-20, 2.0**-22  # exp(x): EXP_REL + EXP_ARG * |x|
@@ -124,7 +124,7 @@ def _choice(choices: Mapping[tuple, Any] | None, key: tuple, options: tuple, nom
 
 
 # --------------------------------------------------------------------------------------------
-# the counter-based noise (§28.1)
+# the counter-based noise (the preface to §28-§35)
 # --------------------------------------------------------------------------------------------
 
 
@@ -150,7 +150,7 @@ def _fmix(h: np.ndarray) -> np.ndarray:
 
 
 def murmur3_hash32(seed, pos, offset, domain: int = 0) -> np.ndarray:
-    """§28.1: the 32-bit hash of (seed, position, offset, domain), as uint32 (broadcast)."""
+    """The preface's "Noise": the 32-bit hash of (seed, position, offset, domain), as uint32 (broadcast)."""
     s, p, o = np.broadcast_arrays(_u64(seed), _u64(pos), _u64(offset))
     h = np.full(s.shape, np.uint64(domain) & M32, dtype=np.uint64)
     h = _mix(h, s & M32)
@@ -161,7 +161,7 @@ def murmur3_hash32(seed, pos, offset, domain: int = 0) -> np.ndarray:
 
 
 def murmur3_uniform32(seed, pos, offset) -> np.ndarray:
-    """§28.1: ``RN32(hi16 * 2**-16 + (lo16 + 0.5) * 2**-32)`` of the hash, float32."""
+    """The preface's "Noise": ``RN32(hi16 * 2**-16 + (lo16 + 0.5) * 2**-32)`` of the hash, float32."""
     r = murmur3_hash32(seed, pos, offset).astype(np.uint64)
     hi = (r >> np.uint64(16)).astype(np.float64)
     lo = (r & np.uint64(0xFFFF)).astype(np.float64)
@@ -169,7 +169,7 @@ def murmur3_uniform32(seed, pos, offset) -> np.ndarray:
 
 
 def murmur3_uniform64(seed, pos, offset) -> np.ndarray:
-    """§28.1: the float64 uniform of two hashes (domains 0 and 0x9E3779B9)."""
+    """The preface's "Noise": the float64 uniform of two hashes (domains 0 and 0x9E3779B9)."""
     lo = murmur3_hash32(seed, pos, offset).astype(np.uint64)
     hi = murmur3_hash32(seed, pos, offset, HI_DOMAIN).astype(np.uint64)
     r53 = ((hi << np.uint64(32)) | lo) >> np.uint64(11)
@@ -187,7 +187,7 @@ _PHILOX_KA, _PHILOX_KB = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
 
 
 def philox_rand32(seed, offset) -> np.ndarray:
-    """§28.1: Triton's ``tl.rand(seed, offset)`` for int64 ``seed`` and ``offset``: Philox4x32-10
+    """The preface's "Noise": Triton's ``tl.rand(seed, offset)`` for int64 ``seed`` and ``offset``: Philox4x32-10
     of counter (lo, hi, 0, 0) of the offset and key (lo, hi) of the seed; its first word as an
     int32 ``x``, ``(x < 0 ? ~x : x)`` converted to float32 and multiplied by
     ``float32(4.6566127342e-10)``."""
@@ -215,7 +215,7 @@ _SERIES = [np.float64(np.float32(c)) for c in (1 / 7, 1 / 6, 1 / 5, 1 / 4, 1 / 3
 
 
 def gumbel_noise32(u) -> tuple[np.ndarray, np.ndarray]:
-    """§28.1: the float32 path's Gumbel noise ``-log(-L(u))`` (float64 value of the formula: the
+    """The preface's "Noise": the float32 path's Gumbel noise ``-log(-L(u))`` (float64 value of the formula: the
     degree-8 series with float32 coefficients below 0.25, else ``log(max(1 - u, 2**-24))``) and
     its bound ``2**-19 + 2**-20 * |n|``."""
     u = np.asarray(u, dtype=np.float32).astype(np.float64)
@@ -230,14 +230,14 @@ def gumbel_noise32(u) -> tuple[np.ndarray, np.ndarray]:
 
 
 def gumbel_noise64(u) -> tuple[np.ndarray, np.ndarray]:
-    """§28.1: the float64 path's noise ``-log(-log(u))`` and its bound ``2**-48 * (1 + |n|)``."""
+    """The preface's "Noise": the float64 path's noise ``-log(-log(u))`` and its bound ``2**-48 * (1 + |n|)``."""
     with np.errstate(divide="ignore", invalid="ignore"):
         n = -np.log(-np.log(np.asarray(u, dtype=np.float64)))
     return n, NOISE64_ABS * (1.0 + np.abs(n))
 
 
 # --------------------------------------------------------------------------------------------
-# block argmax with windows (§28.1)
+# block argmax with windows (the preface to §28-§35)
 # --------------------------------------------------------------------------------------------
 
 
