@@ -27,6 +27,7 @@ __all__ = [
     "murmur3_hash32",
     "murmur3_uniform32",
     "murmur3_uniform64",
+    "philox4x32_10",
     "philox_rand32",
     "rejection",
     "resample",
@@ -102,12 +103,18 @@ def _uniform64(seed, pos, off):
 
 @numba.njit(cache=True)
 def _philox(seed, off):
-    c0 = off & _MASK
-    c1 = (off >> np.uint64(32)) & _MASK
-    c2 = np.uint64(0)
-    c3 = np.uint64(0)
-    k0 = seed & _MASK
-    k1 = (seed >> np.uint64(32)) & _MASK
+    c0, _c1, _c2, _c3 = _philox4(off & _MASK, (off >> np.uint64(32)) & _MASK, np.uint64(0), np.uint64(0),
+                                 seed & _MASK, (seed >> np.uint64(32)) & _MASK)  # fmt: skip
+    x = np.int64(c0)
+    if x >= 2**31:
+        x = x - 2**32  # the int32 it is
+    if x < 0:
+        x = -x - 1  # ~x
+    return np.float32(np.float32(x) * np.float32(4.6566127342e-10))
+
+
+@numba.njit(cache=True)
+def _philox4(c0, c1, c2, c3, k0, k1):
     for _ in range(10):
         prod_a = np.uint64(0xD2511F53) * c0
         prod_b = np.uint64(0xCD9E8D57) * c2
@@ -119,12 +126,13 @@ def _philox(seed, off):
         c2 = n2
         k0 = (k0 + np.uint64(0x9E3779B9)) & _MASK
         k1 = (k1 + np.uint64(0xBB67AE85)) & _MASK
-    x = np.int64(c0)
-    if x >= 2**31:
-        x = x - 2**32  # the int32 it is
-    if x < 0:
-        x = -x - 1  # ~x
-    return np.float32(np.float32(x) * np.float32(4.6566127342e-10))
+    return c0, c1, c2, c3
+
+
+def philox4x32_10(counter, key) -> tuple[np.ndarray, ...]:
+    """Philox4x32-10 of one counter ``(c0, c1, c2, c3)`` and key ``(k0, k1)`` (uint32 values)."""
+    words = _philox4(*(np.uint64(int(v) & 0xFFFFFFFF) for v in (*counter, *key)))
+    return tuple(np.uint32(int(w)) for w in words)
 
 
 @numba.njit(cache=True)
@@ -416,7 +424,9 @@ def _gumbel(L, W, T, V, nb, BS, eidx, seeds, pos, temp, apply, drafting, fp64, h
             val = g[best]
             lm[t * LMW + b] = val
             e = max(hi[best] - val, val - lo[best]) if np.isfinite(val) else 0.0
-            bound[t * LMW + b] = e + 0.5 * (_ulp64(val) if fp64 else _ulp32(val))
+            if e > 0:  # an exact value is stored as it is
+                e += 0.5 * (_ulp64(val) if fp64 else _ulp32(val))
+            bound[t * LMW + b] = e
 
 
 def _forced(choices, keys, n) -> np.ndarray:
@@ -817,7 +827,7 @@ def _rejection(sampled, SS, num_sampled, t_out, d_out, tb_out, db_out, tl, W, ta
             elif block:
                 c = np.float64(np.float32(clp[row]))
                 pr = np.exp(c)
-                epr = pr * (_EXP_REL + _EXP_ARG * abs(c))
+                epr = pr * (_EXP_REL + _EXP_ARG * abs(c)) if pr > 0 else 0.0  # exp(-inf) = 0 exactly
                 nxt = ds[row + 2] if i < nd - 1 else -1
                 h = pr
                 eh = epr
@@ -834,7 +844,7 @@ def _rejection(sampled, SS, num_sampled, t_out, d_out, tb_out, db_out, tl, W, ta
                         l_lse, l_e = _lse_row(tmax, tsum, (row + 1) * SW, P)
                         xl = np.float64(np.float32(tl[(row + 1) * W + nxt])) - l_lse
                         mb = np.exp(xl)
-                        emb = mb * (_EXP_REL + _EXP_ARG * abs(xl) + l_e + _EPS32 * abs(xl))
+                        emb = mb * (_EXP_REL + _EXP_ARG * abs(xl) + l_e + _EPS32 * abs(xl)) if mb > 0 else 0.0
                         R = pr * (1.0 - mb)
                         eR = epr * abs(1.0 - mb) + pr * emb + _EPS32 * (abs(R) + pr)
                     den = R + 1.0 - pr
@@ -1028,8 +1038,12 @@ def _resample(la, lm, OW, bound, tl, W, has_draft, dl, D0, D1, tlse, dlse, ri, c
                         ratio = np.exp(dd)
                         er = _EXP_REL + _EXP_ARG * abs(dd) + edd
                         x = tlp + np.log1p(-ratio) if ratio < 1.0 else -np.inf
-                        if np.isnan(dd):
+                        if tlp == -np.inf or np.isnan(dd):
                             x, xlo, xhi = -np.inf, -np.inf, -np.inf
+                        elif dlp == -np.inf:  # ratio 0: z = lp_t exactly
+                            x = tlp
+                            xlo = tlp - et - _EPS32 * abs(tlp)
+                            xhi = tlp + et + _EPS32 * abs(tlp)
                         elif abs(1.0 - ratio) <= ratio * er:
                             xlo = -np.inf
                             xhi = tlp + et + np.log1p(-min(ratio * (1.0 - er), 1.0))
@@ -1081,7 +1095,9 @@ def _resample(la, lm, OW, bound, tl, W, has_draft, dl, D0, D1, tlse, dlse, ri, c
             e = max(hi[best] - val, val - lo[best]) if np.isfinite(val) else 0.0
             if np.isnan(e):
                 e = np.inf
-            bound[r * OW + b] = e + 0.5 * (_ulp64(val) if fp64 else _ulp32(val))
+            if e > 0:
+                e += 0.5 * (_ulp64(val) if fp64 else _ulp32(val))
+            bound[r * OW + b] = e
 
 
 def resample(*, resampled_local_argmax, resampled_local_max, target_logits, target_rejected_logsumexp, draft_logits,

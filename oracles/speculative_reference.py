@@ -108,10 +108,10 @@ def verify(*, target_logits, draft_logits, draft_sampled, cu_num_logits, pos, id
         def logp(j: int) -> np.ndarray:
             return _softmax_log(tl_[j, :V].astype(np.float32).astype(np.float64))
 
-        def logq(j: int, i: int) -> np.ndarray:
+        def logq(j: int, i: int, s: int = s, T: np.float32 = T) -> np.ndarray:
             return _softmax_log(dl[s, i, :V].astype(np.float32).astype(np.float64) / np.float64(T))
 
-        def u_at(i: int) -> float:
+        def u_at(i: int, s: int = s, rows: list[int] = rows) -> float:
             sd = spec_step_seed(np.int64(seed[s]), i) if use_block_verification else np.int64(seed[s])
             return float(tl_rand32(sd, P[rows[i]]))
 

@@ -36,6 +36,7 @@ __all__ = [
     "murmur3_hash32",
     "murmur3_uniform32",
     "murmur3_uniform64",
+    "philox4x32_10",
     "philox_rand32",
     "rejection",
     "resample",
@@ -186,21 +187,27 @@ _PHILOX_A, _PHILOX_B = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _PHILOX_KA, _PHILOX_KB = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
 
 
+def philox4x32_10(counter, key) -> tuple[np.ndarray, ...]:
+    """Philox4x32-10 of counter words ``(c0, c1, c2, c3)`` and key ``(k0, k1)`` (uint32 values,
+    broadcast): the four output words, as Triton's ``philox`` computes them."""
+    c0, c1, c2, c3, k0, k1 = (np.asarray(v, dtype=np.uint64) & M32 for v in (*counter, *key))
+    c0, c1, c2, c3, k0, k1 = np.broadcast_arrays(c0, c1, c2, c3, k0, k1)
+    for _ in range(10):
+        p0, p2 = _PHILOX_A * c0, _PHILOX_B * c2
+        c0, c1, c2, c3 = ((p2 >> np.uint64(32)) ^ c1 ^ k0, p2 & M32, (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & M32)
+        k0, k1 = (k0 + _PHILOX_KA) & M32, (k1 + _PHILOX_KB) & M32
+    return tuple(c.astype(np.uint32) for c in (c0, c1, c2, c3))
+
+
 def philox_rand32(seed, offset) -> np.ndarray:
     """The preface's "Noise": Triton's ``tl.rand(seed, offset)`` for int64 ``seed`` and ``offset``: Philox4x32-10
     of counter (lo, hi, 0, 0) of the offset and key (lo, hi) of the seed; its first word as an
     int32 ``x``, ``(x < 0 ? ~x : x)`` converted to float32 and multiplied by
     ``float32(4.6566127342e-10)``."""
     s, o = np.broadcast_arrays(_u64(seed), _u64(offset))
-    c0, c1 = o & M32, (o >> np.uint64(32)) & M32
-    c2 = np.zeros_like(c0)
-    c3 = np.zeros_like(c0)
-    k0, k1 = s & M32, (s >> np.uint64(32)) & M32
-    for _ in range(10):
-        p0, p2 = _PHILOX_A * c0, _PHILOX_B * c2
-        c0, c1, c2, c3 = ((p2 >> np.uint64(32)) ^ c1 ^ k0, p2 & M32, (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & M32)
-        k0, k1 = (k0 + _PHILOX_KA) & M32, (k1 + _PHILOX_KB) & M32
-    x = c0.astype(np.uint32).view(np.int32)
+    zero = np.zeros(o.shape, dtype=np.uint64)
+    c0, _, _, _ = philox4x32_10((o & M32, o >> np.uint64(32), zero, zero), (s & M32, s >> np.uint64(32)))
+    x = c0.view(np.int32)
     x = np.where(x < 0, ~x, x)
     return x.astype(np.float32) * np.float32(4.6566127342e-10)
 
@@ -261,8 +268,10 @@ def _block_argmax(g, lo, hi, exact, keys, kind_key, choices, settlement, dtype, 
         chosen[r] = c - token_base[r]
         settlement.windows.append(Window("argmax", key, opts, c))
     val = g[rows, chosen]
-    bound = np.where(np.isfinite(val), np.maximum(hi[rows, chosen] - val, val - lo[rows, chosen]), 0.0)
-    bound = np.where(np.isnan(bound), np.inf, bound) + 0.5 * _ulp_of(val, dtype)
+    with np.errstate(invalid="ignore"):
+        bound = np.where(np.isfinite(val), np.maximum(hi[rows, chosen] - val, val - lo[rows, chosen]), 0.0)
+    bound = np.where(np.isnan(bound), np.inf, bound)
+    bound = np.where(bound > 0, bound + 0.5 * _ulp_of(val, dtype), 0.0)  # an exact value is stored as it is
     return chosen, val, bound
 
 
@@ -743,7 +752,8 @@ def rejection(*, sampled, num_sampled, target_rejected_logsumexp, draft_rejected
             rw = rows[rnd]
             clp = np.asarray(cumulative_log_p)[rw].astype(np.float32).astype(np.float64)
             pr = np.exp(clp)
-            epr = pr * _exp_rel(clp)
+            with np.errstate(invalid="ignore"):
+                epr = np.where(pr > 0, pr * _exp_rel(clp), 0.0)  # exp(-inf) = 0 exactly
             nxt = np.where(i < nd[rr] - 1, ds_all[np.minimum(rw + 2, len(ds_all) - 1)], -1)
             h = pr.copy()
             eh = epr.copy()
@@ -759,7 +769,7 @@ def rejection(*, sampled, num_sampled, target_rejected_logsumexp, draft_rejected
                     with np.errstate(invalid="ignore", over="ignore"):
                         xl = tl_[nr, nxt[k]].astype(np.float32) - stats.t_lse[nr]
                         mb = np.exp(xl)
-                        emb = mb * (_exp_rel(xl) + stats.t_e[nr] + EPS32 * np.abs(xl))
+                        emb = np.where(mb > 0, mb * (_exp_rel(xl) + stats.t_e[nr] + EPS32 * np.abs(xl)), 0.0)
                     R = pr[k] * (1.0 - mb)
                     eR = epr[k] * np.abs(1.0 - mb) + pr[k] * emb + EPS32 * (np.abs(R) + pr[k])
                 den = R + 1.0 - pr[k]
@@ -921,9 +931,12 @@ def resample(*, resampled_local_argmax, resampled_local_max, target_logits, targ
             er = _exp_rel(dd) + edd
             below = ratio < 1.0
             res = np.where(below, tlp + np.log1p(-ratio), -np.inf)
-            near = np.abs(1.0 - ratio) <= ratio * er
+            # a -inf target logit: -inf (settled); a -inf draft logit: ratio 0, z = lp_t exactly
+            no_draft = np.isfinite(tlp) & (dlp == -np.inf)
+            er = np.where(no_draft, 0.0, er)
+            near = np.isfinite(tlp) & np.isfinite(dd) & (np.abs(1.0 - ratio) <= ratio * er)
             gap = 1.0 - ratio * (1.0 + er)
-            el1p = ratio * er / np.where(gap > 0, gap, np.nan) + LOG_REL * np.abs(np.log1p(-ratio))
+            el1p = np.where(no_draft, 0.0, ratio * er / np.where(gap > 0, gap, np.nan) + LOG_REL * np.abs(np.log1p(-ratio)))
             eres = etlp + el1p + EPS32 * np.abs(res)
             top = tlp + etlp + np.log1p(-np.minimum(ratio * (1.0 - er), 1.0))
             fin = np.isfinite(res)
@@ -941,11 +954,11 @@ def resample(*, resampled_local_argmax, resampled_local_max, target_logits, targ
     seed_r = np.asarray(seed)[s[r]].astype(np.int64)
     pos_r = np.asarray(pos)[rti[r]].astype(np.int64)
     noisy = temp[r] != 0
-    e0 = np.where(np.isfinite(x), np.maximum(hi - x, x - lo), 0.0)
-    e0 = np.where(np.isnan(e0), np.inf, e0)
-    g, e = _gumbel_values(x, np.zeros_like(x), mask[None], seed_r, pos_r, tok[None, :], noisy, use_fp64)
-    n_ = g - x  # the noise where finite
     with np.errstate(invalid="ignore"):
+        e0 = np.where(np.isfinite(x), np.maximum(hi - x, x - lo), 0.0)
+        e0 = np.where(np.isnan(e0), np.inf, e0)
+        g, e = _gumbel_values(x, np.zeros_like(x), mask[None], seed_r, pos_r, tok[None, :], noisy, use_fp64)
+        n_ = g - x  # the noise where finite
         glo = np.where(mask[None], lo + np.where(np.isfinite(n_), n_, 0) - e, -np.inf)
         ghi = np.where(mask[None], hi + np.where(np.isfinite(n_), n_, 0) + e, -np.inf)
     exact = (e0 == 0) & (e == 0)
