@@ -54,9 +54,12 @@ def _choose(st: Settlement, choices, kind: str, key: tuple, options: tuple, nomi
     return c
 
 
-def _gumbel_draw(z: np.ndarray, seed: int, pos: int, noisy: bool, fp64: bool, st, choices, key) -> int:
+def _gumbel_draw(z: np.ndarray, top: np.ndarray, seed: int, pos: int, noisy: bool, fp64: bool, st, choices,
+                 key) -> int:  # fmt: skip
     """The token of greatest ``z_v + n_v`` (noise keyed by (seed, pos, v)); plain argmax when
-    not ``noisy``; a window when the runner-up is within :data:`WINDOW`."""
+    not ``noisy``. ``top``: where ``z`` is ``-inf`` only within the window (a residual that
+    cancels), the most the run's value may be. A window when another lane may reach the
+    winner within :data:`WINDOW`."""
     V = z.shape[0]
     if not noisy:
         return int(np.argmax(z))
@@ -67,12 +70,12 @@ def _gumbel_draw(z: np.ndarray, seed: int, pos: int, noisy: bool, fp64: bool, st
         n, _ = gumbel_noise32(murmur3_uniform32(seed, pos, v))
     with np.errstate(invalid="ignore"):
         g = z + n
-    g = np.where(np.isnan(g), -np.inf, g)
+        g = np.where(np.isnan(g), -np.inf, g)
+        hi = np.where(np.isfinite(g), g + WINDOW * (1.0 + np.abs(g)), top + n)
+        lo = np.where(np.isfinite(g), g - WINDOW * (1.0 + np.abs(g)), -np.inf)
     best = int(np.argmax(g))
-    if not np.isfinite(g[best]):
-        return best
-    near = np.flatnonzero(g >= g[best] - WINDOW * (1.0 + abs(g[best])))
-    if len(near) > 1:
+    near = np.flatnonzero(np.where(np.isnan(hi), -np.inf, hi) >= np.max(lo))
+    if len(near) > 1 and np.isfinite(np.max(hi)):
         return int(_choose(st, choices, "argmax", key, tuple(int(k) for k in near), best))
     return best
 
@@ -209,17 +212,22 @@ def verify(*, target_logits, draft_logits, draft_sampled, cu_num_logits, pos, id
             bonus = acc == d
             y = -1 if bonus else int(ds[j + 1])
             z = tl_[j, :V].astype(np.float32).astype(np.float64)
+            top = np.full(V, -np.inf)
             if not bonus and y >= 0:
                 if dl is not None:
                     lp = logp(j)
                     if use_block_verification and acc > 0:
                         lp = lp + joint[acc - 1]
+                    a, b = np.exp(lp), np.exp(logq(j, acc))
+                    cancels = np.abs(a - b) <= WINDOW * np.maximum(a, b)
                     with np.errstate(divide="ignore"):
-                        z = np.log(np.maximum(np.exp(lp) - np.exp(logq(j, acc)), 0.0))
+                        z = np.where(cancels, -np.inf, np.log(np.maximum(a - b, 0.0)))
+                        top = np.where(cancels & (a > 0), np.log(WINDOW * np.maximum(a, b)), -np.inf)
                 else:
                     z = z.copy()
                     z[y] = -np.inf
-            tokens.append(_gumbel_draw(z, int(seed[s]), int(P[j]), not greedy, use_fp64, st, choices, ("req", r, "draw")))
+            tokens.append(_gumbel_draw(z, top, int(seed[s]), int(P[j]), not greedy, use_fp64, st, choices,
+                                       ("req", r, "draw")))  # fmt: skip
         num[r] = len(tokens)
         sampled[r, : len(tokens)] = tokens
     return sampled, num, st
