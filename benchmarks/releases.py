@@ -180,8 +180,8 @@ def run_release(version: str, examples: int, backend: str, findings: Path, kerne
 
 
 def defines(version: str, name: str) -> bool:
-    """Whether vLLM ``version``'s module of target ``name`` defines it (its file is parsed,
-    not run)."""
+    """Whether vLLM ``version``'s module of target ``name`` defines its function (the file is
+    parsed, not run)."""
     from eaglefuzz.harness.core.errors import UserError
     from eaglefuzz.harness.sources.vllm import release_module_file
     from eaglefuzz.harness.targets import TARGETS
@@ -192,7 +192,7 @@ def defines(version: str, name: str) -> bool:
         text = release_module_file(version, TARGETS[name].module).read_text()
     except UserError:
         return False
-    return re.search(rf"^def {re.escape(name)}\b", text, re.M) is not None
+    return re.search(rf"^def {re.escape(TARGETS[name].function)}\b", text, re.M) is not None
 
 
 def signatures(versions: list[str], kernels: list[str] | None) -> dict[str, list[tuple[list[str], tuple[str, ...]]]]:
@@ -212,7 +212,8 @@ def signatures(versions: list[str], kernels: list[str] | None) -> dict[str, list
                 tree = ast.parse(release_module_file(v, TARGETS[name].module).read_text())
             except UserError:
                 continue
-            node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+            node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == TARGETS[name].function),
+                        None)
             if node is None:
                 continue
             params = tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs))

@@ -413,21 +413,30 @@ def list_targets(as_json: bool, **source_values: Any) -> None:
         return (impls.origin[name].describe() if name in impls else impls.untested[name] if name in impls.untested
                 else f"not defined by {source.describe()}")
 
+    def targets_in(path: Path) -> dict[str, str]:
+        """Function -> the target that tests it, of the vLLM module ``path`` is."""
+        return {t.function: n for n, t in TARGETS.items() if path.as_posix().endswith("/" + t.module)}
+
+    def mark(d: Any, tested: dict[str, str]) -> str:
+        return "target" if d.name in tested else "private helper" if d.private else "no target"
+
     if as_json:
         doc = {
             "source": source.describe(),
-            "targets": {name: {"kind": t.kind, "implementation": where(name), "features": dict(t.features),
+            "targets": {name: {"kind": t.kind, "runner": t.runner, "module": t.module, "function": t.function,
+                               "implementation": where(name), "features": dict(t.features),
                                "extended_features": dict(t.extended_features)} for name, t in TARGETS.items()},
-            "modules": {str(path): [{"name": d.name, "kind": d.kind, "line": d.line,
-                                     "role": "target" if d.name in TARGETS else "private helper" if d.private
-                                     else "no target"} for d in module_definitions(path)] for path in paths},
+            "modules": {str(path): [{"name": d.name, "kind": d.kind, "line": d.line, "role": mark(d, tested),
+                                     **({"target": tested[d.name]} if d.name in tested else {})}
+                                    for d in module_definitions(path)]
+                        for path in paths for tested in [targets_in(path)]},
             "capabilities": capabilities.to_json(rows),
         }
         click.echo(json.dumps(doc, indent=2))
         return
     click.echo(f"source: {source.describe()}")
     for name, t in TARGETS.items():
-        click.echo(f"{name} ({t.kind}): {where(name)}")
+        click.echo(f"{name} ({t.kind}, model runner {t.runner}): {where(name)}")
         line = _stand_ins_line(name, impls.funcs.get(name))
         if line and t.kind == "python function":
             click.echo(f"    {line}")
@@ -439,9 +448,12 @@ def list_targets(as_json: bool, **source_values: Any) -> None:
                 click.echo(f"    {f:24s} {doc_line}")
     for path in paths:
         click.echo(f"\nwhat {path} defines (every top-level function):")
+        tested = targets_in(path)
         for d in module_definitions(path):
-            mark = "target" if d.name in TARGETS else "private helper" if d.private else "NO TARGET"
-            click.echo(f"  {d.name:48s} {d.kind:18s} line {d.line:<5d} {mark}")
+            m = mark(d, tested).replace("no target", "NO TARGET")
+            if d.name in tested and tested[d.name] != d.name:
+                m += f" {tested[d.name]}"
+            click.echo(f"  {d.name:48s} {d.kind:18s} line {d.line:<5d} {m}")
     click.echo()
     capabilities.print_matrix(rows, sys.stdout)
 
@@ -450,8 +462,9 @@ def _stand_ins_line(name: str, impl: Any) -> str | None:
     """``stand-ins model: <Class> fields ...`` for the vLLM classes a Python function takes or
     returns (from its annotations, else the bundled copy's): what kernels/vllm_types.py models."""
     from ..kernels import spec_decode_utils, vllm_types  # Triton, stand-ins: for `list` only
+    from .targets import TARGETS
 
-    fn = impl if impl is not None else getattr(spec_decode_utils, name, None)
+    fn = impl if impl is not None else getattr(spec_decode_utils, TARGETS[name].function, None)
     try:
         notes = inspect.get_annotations(fn) if callable(fn) else {}
     except (TypeError, ValueError):

@@ -6,7 +6,8 @@ requests and slots, plus a thin Python wrapper with the same keyword-only signat
 matching function of ``vectorized``. The wrappers turn Python scalars into fixed-width NumPy
 scalars; the loop bodies cast explicitly (Numba ignores NEP 50): int32 kernel values are
 computed exactly in int64 and wrapped with ``np.int32(...)`` wherever the kernel would hold them
-as int32, and every store has the destination buffer's dtype.
+as int32 (the flat indices into the rejection sampler's tables and noise excepted: exact,
+docs/CONTRACT.md §11.1, §13.1), and every store has the destination buffer's dtype.
 
 Each njit function runs twice: a checking pass (``do_write=False``) that reports the first read
 or write outside an array as an error code, then -- if there is none -- the writing pass. An
@@ -879,7 +880,7 @@ def _random_loops(
                     return np.int64(1104), np.int64(r), np.int64(j)
                 accepted = u[t] < rates[j]
             else:
-                k = np.int64(np.int32(t * V + did))
+                k = t * V + did  # exact: the flat index never wraps (docs/CONTRACT.md §11.1)
                 if k < 0 or k >= target.shape[0]:
                     return np.int64(1105), np.int64(r), k
                 p = target[k]
@@ -1054,8 +1055,8 @@ def _recovered_loops(out, cu, draft_ids, no_draft, target, draftp, iq, V, L, BS,
                     v = v0 + lane
                     score = -np.inf
                     if v < V:
-                        k = np.int64(np.int32(t * V + v))
-                        kq = np.int64(np.int32(np.int64(r) * V + v))
+                        k = t * V + v  # exact flat indices (docs/CONTRACT.md §13.1)
+                        kq = np.int64(r) * V + v
                         if kq < 0 or kq >= iq.shape[0]:
                             return np.int64(1303), np.int64(r), kq
                         if no_draft and v == did:

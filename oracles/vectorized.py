@@ -7,7 +7,10 @@ arrays it is given and returns ``None``; elements the contract leaves unwritten 
 
 Integer semantics follow the GPU: index arithmetic is exact in int64 here and then wrapped to
 int32 (two's complement) wherever the kernel would hold an int32 value that is compared,
-clamped, used as an index or stored; positions wrap in their own integer width.
+clamped, used as an index or stored; positions wrap in their own integer width. The flat indices
+into the rejection sampler's ``[num_tokens, V]`` tables and ``[B, V]`` noise are the exception:
+the contract makes them exact (docs/CONTRACT.md §11.1, §13.1), since production steps pass
+``2**31`` elements.
 
 Every read and write is bounds-checked *before* anything is written: an access outside an array
 raises ``IndexError`` (in-contract inputs never cause one), and the outputs are then untouched.
@@ -851,7 +854,7 @@ def rejection_random_sample(
         target = _float32_table(target_probs, "target_probs")
         draft = None if draft_probs is None else _float32_table(draft_probs, "draft_probs")
         reads_probs = did >= 0
-        idx = _wrap32(t * V + did)
+        idx = t * V + did  # exact (int64): the flat index never wraps (docs/CONTRACT.md §11.1)
         p = target[np.clip(idx, 0, max(target.size - 1, 0))] if target.size else np.zeros(t.size, np.float32)
         with np.errstate(all="ignore"):
             if draft is None:
@@ -936,6 +939,40 @@ def expand(*, output, input, cu_num_tokens, replace_from, replace_to, MAX_NUM_TO
 # 13. sample_recovered_tokens_kernel
 # --------------------------------------------------------------------------------------------
 
+
+def _whole_rows(t, owner, V: int, target, draft, iq):
+    """``(target, draft, inv_q)`` as ``[rows, V]`` views when every row the tokens ``t`` and
+    requests ``owner`` read lies whole inside its table (production: always), else ``None``
+    (the element-wise path then bounds-checks every read)."""
+    tables = (target, draft, iq)
+    if t.size == 0 or any(a is not None and a.size % V for a in tables):
+        return None
+    views = tuple(None if a is None else a.reshape(-1, V) for a in tables)
+    if t.min() < 0 or owner.min() < 0 or t.max() >= views[0].shape[0] or owner.max() >= views[2].shape[0]:
+        return None
+    if views[1] is not None and t.max() >= views[1].shape[0]:
+        return None
+    return views
+
+
+def _recovered_rows(rows, tt, rr, did, V: int) -> np.ndarray:
+    """§13.1's result for tokens ``tt`` of requests ``rr`` from whole rows (``did``: the draft
+    ids with ``NO_DRAFT_PROBS``, else ``None``)."""
+    target, draft, iq = rows
+    with np.errstate(all="ignore"):
+        if draft is None:
+            p = target[tt]
+            inside = (did >= 0) & (did < V)
+            p[np.flatnonzero(inside), did[inside]] = np.float32(0)
+        else:
+            p = np.fmax(target[tt] - draft[tt], np.float32(0))
+        q = iq[rr]
+        score = p * q if q.dtype == np.float32 else p.astype(np.float64) * q
+    if np.isnan(score).any():
+        raise ValueError("sample_recovered_tokens: a NaN score is outside the contract (docs/CONTRACT.md §13.4)")
+    best = score.max(axis=1)
+    return np.where(best > -np.inf, score.argmax(axis=1), 0)
+
 __all__ += ["sample_recovered_tokens"]
 
 
@@ -994,10 +1031,14 @@ def sample_recovered_tokens(
     result = np.empty(t.size, dtype=np.int64)
     v = np.arange(V, dtype=np.int64)
     step = max(1, _RECOVERED_CHUNK // V)
+    rows = _whole_rows(t, owner, V, target, draft, iq)
     for c0 in range(0, t.size, step):  # chunks bound the memory; each chunk is vectorised
         tt, rr = t[c0 : c0 + step], owner[c0 : c0 + step]
-        idx = _wrap32(tt[:, None] * V + v[None, :])
-        iidx = _wrap32(rr[:, None] * V + v[None, :])
+        if rows is not None:  # every row read lies whole in its table: read rows, not elements
+            result[c0 : c0 + step] = _recovered_rows(rows, tt, rr, None if draft is not None else did[c0 : c0 + step], V)
+            continue
+        idx = tt[:, None] * V + v[None, :]  # exact flat indices (docs/CONTRACT.md §13.1)
+        iidx = rr[:, None] * V + v[None, :]
         _check_index(iidx, iq.size, "inv_q read")
         if draft is None:
             masked = v[None, :] == did[c0 : c0 + step, None]

@@ -155,6 +155,9 @@ SLOW = {
     "test_seeded_bugs.py::test_seeded_bug_is_found": 2,
     "test_differential.py::test_matches_oracles": 2,
     "test_features.py::test_default_run_reaches_every_feature": 8,
+    "test_scale.py::test_a_wrapping_kernel_is_found_minimised_and_replays": 10,  # a child process (the scale lane)
+    "test_scale.py::test_a_fault_in_the_lane_is_a_crash_and_the_run_goes_on": 10,
+    "test_scale.py::test_production_kernel_passes_its_scale_cases": 6,
 }
 TOGETHER = {"test_verdicts.py", "test_release_targets.py", "test_vllm_cpu.py", "test_domains.py", "test_audit.py"}
 """Modules with a module-scoped fixture: their items stay one block (at the weight of the

@@ -95,8 +95,8 @@ def test_list_prints_the_matrix_with_whole_names():
     TARGETS order, its name whole, and every core gap."""
     out = _list()
     text = out[out.index("capability matrix:"):].splitlines()
-    assert text[1].split() == ("target production extended tour audit device C++ port seeded bugs need extreme "
-                               "corpus cases").split()
+    assert text[1].split() == ("target runner production extended tour audit device C++ port seeded bugs need "
+                               "extreme corpus cases").split()
     rows = [ln.split() for ln in text if ln.split() and ln.split()[0] in TARGETS]
     assert [r[0] for r in rows] == list(TARGETS)
     matrix = {r.target: r for r in capabilities.matrix()}

@@ -93,7 +93,8 @@ def test_corpus_reaches_every_feature(name):
     for case in _corpus_cases(name):
         assert case.kernel == name, f"a {case.kernel} case is filed under corpus/{name}/"
         reached |= target.features_of(case)
-    missing = sorted(set(target.features) - reached)
+    # production-scale features need tables of 8 GiB: no corpus case replayed on a CPU has them
+    missing = sorted(set(target.features) - set(target.scale_features) - reached)
     assert not missing, f"corpus/{name}/ reaches no case with: " + "; ".join(
         f"{f} ({target.features[f]})" for f in missing
     )
@@ -240,7 +241,7 @@ class _Fake(Target):
     kind = "test double"
     features = {"any": "any case"}
 
-    def validate(self, case):
+    def production_rules(self, case):
         if "ids" not in case.arrays:
             raise ContractViolation("arrays.ids", "is required")
         if case.scalars.get("n") != len(case.arrays["ids"]):

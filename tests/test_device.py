@@ -29,12 +29,12 @@ def _workers(backend) -> int:  # noqa: ANN001
 
 
 def _source(name: str, needs) -> str:  # noqa: ANN001
-    """The bundled copy, or the pinned vLLM release for the targets it lacks (the rejection
-    sampler's kernels, vllm/v1/sample/rejection_sampler.py)."""
-    from eaglefuzz.harness.sources import bundled, vllm
-    from eaglefuzz.harness.targets import TARGETS
+    """The bundled copy, or the pinned vLLM release for the targets it lacks (the newer utils
+    targets, the rejection sampler's kernels)."""
+    from eaglefuzz.harness.sources import vllm
+    from eaglefuzz.harness.sources.bundled import BundledSource
 
-    if TARGETS[name].module == bundled.MODULE:
+    if name in BundledSource().load().funcs:
         return "bundled"
     needs.release_files()
     return f"vllm-release:{vllm.PINNED_RELEASE}"

@@ -304,7 +304,7 @@ def test_vllm_0_33_0_kernel_agrees_with_the_oracle_on_small_random_batches(name,
         pytest.skip("CPU tensors: run under the Triton interpreter")
     import torch
 
-    from eaglefuzz.kernels import launchers_v2
+    from eaglefuzz.kernels import launchers
 
     draw, _, module, launcher = KERNELS[name]
     kernel = getattr(release_modules[module], FUNCTIONS.get(name, name))
@@ -317,7 +317,7 @@ def test_vllm_0_33_0_kernel_agrees_with_the_oracle_on_small_random_batches(name,
             return torch.from_numpy(v.copy()) if isinstance(v, np.ndarray) else [conv(x) for x in v] if isinstance(v, list) else v
 
         tensors = {key: conv(v) for key, v in args.items()}
-        getattr(launchers_v2, launcher)(kernel, **tensors)
+        getattr(launchers, launcher)(kernel, **tensors)
 
         def back(v: Any) -> Any:
             return v.numpy() if hasattr(v, "numpy") else [back(x) for x in v] if isinstance(v, list) else v

@@ -8,7 +8,7 @@ buffers holds afterwards; every other array must come out unchanged. Checked aga
   the contract, so a wrong expectation here or a wrong oracle turns the suite red;
 * vLLM 0.33.0's own kernels, loaded from its release wheel (``harness/sources/vllm.py``: vLLM is
   not imported) and launched under the Triton interpreter as vLLM's wrappers launch them
-  (``kernels/launchers_v2.py``);
+  (``kernels/launchers.py``);
 * the same files given as a user's file (``--kernels``): their imports do not resolve here, so
   their kernels are taken out into a generated module (``harness/sources/file.py``).
 """
@@ -393,11 +393,11 @@ def _arrays(tensors: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_kernel(ex: Example, module: Any) -> None:
-    from eaglefuzz.kernels import launchers_v2
+    from eaglefuzz.kernels import launchers
 
     kernel = getattr(module, ex.function)
     tensors = _tensors(ex.args)
-    getattr(launchers_v2, ex.launcher)(kernel, **tensors, **ex.extra)
+    getattr(launchers, ex.launcher)(kernel, **tensors, **ex.extra)
     check_buffers(ex, _arrays(tensors))
 
 

@@ -26,7 +26,7 @@ from eaglefuzz.harness.generation.choosers import RngChooser
 from eaglefuzz.harness.generation.strategies import derive_seed
 from eaglefuzz.harness.sources import implementations_for
 from eaglefuzz.harness.sources.file import FileSource
-from eaglefuzz.harness.targets import TARGETS
+from eaglefuzz.harness.targets import TARGETS, role
 
 PORT = Path(__file__).parent / "seeded_bugs" / "port_prepare_inputs_numpy.py"
 BUG_EXAMPLES = 200
@@ -245,7 +245,7 @@ def test_an_extreme_bug_hides_from_ordinary_cases(extreme_mutant, mutants, seede
     rng = np.random.default_rng(derive_seed(fuzz_seed, extreme_mutant, "ordinary"))
     checked = 0
     for _ in range(4 * ORDINARY_CASES):
-        case = target.cases.body(RngChooser(rng), scale)
+        case = role(m.target, "cases").body(RngChooser(rng), scale)
         if m.extreme in target.features_of(case):
             continue
         finding = check_case(case, impls, backend.device)

@@ -1,11 +1,12 @@
 """``eaglefuzz audit``: search both domain tiers for inputs that break what a caller relies on.
 
-The properties (each target folder's ``audit.py``, :data:`PROPERTIES`) need no second implementation: each is checked on
-the outputs of the implementation under test alone. For every target the search draws cases
-from the production tier's strategy and from the extended tier's (:mod:`.domains`), and from
-its *hazard draws* (``hazard_strategy`` of the folder's ``audit.py`` or ``edges.py``: the inputs
-of vLLM's real reports, classified by their own tier, :data:`BEYOND` when they lie past the
-extended tier), runs the implementation on each, and checks every property. A property that
+The properties (each target folder's ``audit.py``: its ``AUDIT``, an
+:class:`~..targetkit.properties.Audit`; :data:`PROPERTIES`) need no second implementation: each
+is checked on the outputs of the implementation under test alone. For every target the search
+draws cases from the production tier's strategy and from the extended tier's (:mod:`.domains`),
+and from its *hazard draws* (``AUDIT.hazards``: the inputs of vLLM's real reports, classified by
+their own tier, :data:`BEYOND` when they lie past the extended tier), runs the implementation on
+each, and checks every property. A property that
 fails is a *hazard*: it is shrunk to a minimal example (the target's shrink moves, like
 findings; a production example stays in the production tier) and reported with whether the
 production tier reaches it and the precondition that keeps production from it.
@@ -28,12 +29,12 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hseed
 
-from ..core.buffers import Guarded, poison, raw
+from ..core.buffers import Guarded, filled, poison, raw
 from ..core.case import Case
 from ..generation.strategies import Scale, derive_seed
 from ..sources import device_for
 from ..targetkit.base import TritonTarget
-from ..targetkit.properties import COMPLETES, Observation, Property, completes
+from ..targetkit.properties import COMPLETES, Audit, HazardDraws, Observation, Property, completes
 from ..targets import TARGETS, ContractViolation, has_role, role
 from .check import warm_oracles
 from .domains import EXTENDED, PRODUCTION, guarded, shrink_candidates_for, strategy_for
@@ -47,37 +48,24 @@ def _with_completes(props: tuple[Property, ...]) -> tuple[Property, ...]:
     return props if any(p.name == COMPLETES for p in props) else (completes(), *props)
 
 
+def audit_of(target_name: str) -> Audit | None:
+    """Target ``target_name``'s audit role: its folder's ``audit.py`` ``AUDIT`` (``None``
+    without one)."""
+    module = role(target_name, "audit")
+    return module.AUDIT if module is not None else None
+
+
 PROPERTIES: dict[str, tuple[Property, ...]] = {
-    name: _with_completes(role(name, "audit").PROPERTIES) for name in TARGETS if has_role(name, "audit")
+    name: _with_completes(audit_of(name).properties) for name in TARGETS if has_role(name, "audit")
 }
 """Target -> the properties the audit checks: a view of the target folders' ``audit.py``
 (each with :func:`~..targetkit.properties.completes` first, unless it gives its own)."""
 
 
-class _HazardDraws:
-    """A target's hazard draws: each of ``hazard_strategy``, ``validate_hazard``, ``hazards_of``
-    and ``hazard_shrink_candidates`` from its folder's ``audit.py`` when that defines it, else
-    from its ``edges.py`` (the draws live beside the extended tier; the rules that need the
-    target's record live in audit.py, which may import it)."""
-
-    def __init__(self, modules: list[Any]) -> None:
-        self._modules = modules
-
-    def __getattr__(self, name: str) -> Any:
-        for module in self._modules:
-            if hasattr(module, name):
-                return getattr(module, name)
-        raise AttributeError(name)
-
-    def has(self, name: str) -> bool:
-        return any(hasattr(m, name) for m in self._modules)
-
-
-def _hazard_module(target_name: str) -> Any:
-    """The target's hazard draws (:class:`_HazardDraws`); ``None`` when it has none (no
-    ``hazard_strategy`` in its ``audit.py`` or ``edges.py``)."""
-    draws = _HazardDraws([m for m in (role(target_name, "audit"), role(target_name, "edges")) if m is not None])
-    return draws if draws.has("hazard_strategy") else None
+def hazard_draws(target_name: str) -> HazardDraws | None:
+    """The target's hazard draws (``AUDIT.hazards``); ``None`` when it has none."""
+    a = audit_of(target_name)
+    return a.hazards if a is not None else None
 
 
 AUDIT_SCALE = Scale(max_requests=6, request_tail=12, max_query_len=24, max_programs=96)
@@ -104,7 +92,7 @@ def observe(target_name: str, case: Case, impl: Any, device: str) -> Observation
     try:
         if isinstance(target, TritonTarget):
             return _observe_kernel(target, case, impl, device)
-        return Observation(result=role(target_name, "audit").run(case, impl, device))
+        return Observation(result=audit_of(target_name).run(case, impl, device))
     except Exception as exc:  # noqa: BLE001 - a failing implementation is reported, not raised
         return Observation(error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
 
@@ -112,8 +100,8 @@ def observe(target_name: str, case: Case, impl: Any, device: str) -> Observation
 def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) -> Observation:
     import torch
 
-    audit_module = role(target.name, "audit")
-    specs = getattr(audit_module, "output_specs", target.output_specs)(case)
+    a = audit_of(target.name)
+    specs = (a.output_specs if a is not None and a.output_specs is not None else target.output_specs)(case)
     runs = []
     for fill, fill_bool in _FILLS:  # an element is written when both runs agree on it
         bufs = {n: Guarded(a.dtype, a.shape, device, poison(a.dtype), content=a) for n, a in case.arrays.items()}
@@ -122,7 +110,8 @@ def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) ->
         target.launch(impl, {n: b.view for n, b in bufs.items()}, case)
         if device != "cpu":
             torch.cuda.synchronize()
-        runs.append({n: (bufs[n].read(), bufs[n].guard) for n in specs})
+        runs.append({n: (bufs[n].read(), bufs[n].guard) for n in (*specs, *target.inout)})
+        del bufs  # a production-scale case's tables are gigabytes: one run's at a time
     o = Observation()
     for n, (_, shape) in specs.items():
         (a, g), (b, _) = runs[0][n], runs[1][n]
@@ -131,6 +120,12 @@ def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) ->
         o.out[n] = a[g : g + size].reshape(shape)
         o.written[n] = w[g : g + size].reshape(shape)
         o.stray[n] = bool(w[:g].any() or w[g + size :].any())
+    for n in target.inout:  # state updated in place: as the first run left it; written = changed
+        (a, g), given = runs[0][n], case.arrays[n]
+        o.out[n] = a[g : g + given.size].reshape(given.shape)
+        o.written[n] = raw(o.out[n]) != raw(given)
+        o.stray[n] = bool((raw(a[:g]) != raw(filled(given.dtype, (g,), poison(given.dtype)))).any()
+                          or (raw(a[g + given.size :]) != raw(filled(given.dtype, (g,), poison(given.dtype)))).any())
     return o
 
 
@@ -149,8 +144,9 @@ EXAMPLE_END = "# --- end of minimal example ---"
 
 def example_source(case: Case) -> str:
     """Python source that rebuilds ``case`` as ``case`` and prints it: a hazard's minimal example."""
-    return ("import numpy as np\nfrom eaglefuzz.harness.case import Case\n\ncase = " + case.to_python()
-            + "\nprint(case)")
+    src = case.to_python()
+    names = "Case, sparse" if "sparse((" in src else "Case"
+    return f"import numpy as np\nfrom eaglefuzz.harness.case import {names}\n\ncase = " + src + "\nprint(case)"
 
 
 @dataclass
@@ -222,17 +218,17 @@ class TargetAudit:
 def _tier(target: Any, case: Case) -> str | None:
     """``case``'s tier: production, extended, :data:`BEYOND` (a hazard draw past the extended
     tier), or ``None`` when it lies in none of them. A case with a hazard draw's own input (one
-    its hazard module's ``hazards_of`` names, such as a caller's buffer length that the target
+    its hazard draws' ``hazards_of`` names, such as a caller's buffer length that the target
     itself ignores) is a beyond-tier case whatever the target's tiers accept."""
-    module = _hazard_module(target.name)
-    if module is None or not module.hazards_of(case):
+    draws = hazard_draws(target.name)
+    if draws is None or not draws.hazards_of(case):
         try:
             return target.tier_of(case, EXTENDED)
         except ContractViolation:
-            if module is None:
+            if draws is None:
                 return None
     try:
-        module.validate_hazard(case)
+        draws.validate(case)
     except ContractViolation:
         return None
     return BEYOND
@@ -246,7 +242,7 @@ def _draw(target_name: str, tier: str, scale: Scale, examples: int, seed: int) -
     cases: list[Case] = []
     target = TARGETS[target_name]
     if tier == "hazard":
-        strategy = _hazard_module(target_name).hazard_strategy(scale).filter(lambda c: _tier(target, c) is not None)
+        strategy = hazard_draws(target_name).strategy(scale).filter(lambda c: _tier(target, c) is not None)
     else:
         strategy = strategy_for(target, tier, scale).filter(lambda c: _tier(target, c) == tier)
 
@@ -295,14 +291,28 @@ def shrink_hazard(target_name: str, prop: Property, case: Case, tier: str, impl:
 
 def _shrink_moves(target: Any, case: Case, tier: str) -> Any:
     """The shrink moves of a finding of ``tier``; a :data:`BEYOND` one also has its hazard
-    module's ``hazard_shrink_candidates``."""
+    draws' ``shrink_candidates``."""
     if tier != BEYOND:
         yield from shrink_candidates_for(target, case, tier)
         return
     yield from shrink_candidates_for(target, case, EXTENDED)
-    module = _hazard_module(target.name)
-    if module.has("hazard_shrink_candidates"):
-        yield from guarded(module.hazard_shrink_candidates(case))
+    draws = hazard_draws(target.name)
+    if draws.shrink_candidates is not None:
+        yield from guarded(draws.shrink_candidates(case))
+
+
+def _scale_draws(target_name: str, device: str, seed: int) -> list[Case]:
+    """The target's minimal production-scale cases (a flat index past ``2**31``: its device
+    module's :meth:`~..targetkit.device.DeviceTarget.scale_minimal`) where ``device`` can hold
+    them (:func:`~..targetkit.scale.unreachable`); none elsewhere."""
+    from ..targetkit.scale import unreachable
+
+    if not has_role(target_name, "device") or unreachable("device", device) is not None:
+        return []
+    dt = role(target_name, "device").DEVICE
+    if not dt.scale:
+        return []
+    return dt.scale_minimal(dt.scale_case(np.random.default_rng(derive_seed(seed, "audit-scale", target_name))))
 
 
 def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUDIT_SCALE,
@@ -314,7 +324,7 @@ def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUD
     first: dict[str, dict[str, Case]] = {PRODUCTION: {}, EXTENDED: {}, BEYOND: {}}
     violating: dict[str, dict[str, int]] = {p.name: {} for p in props}
     draws = [PRODUCTION] + ([EXTENDED] if target.extended_features else [])
-    draws += ["hazard"] if _hazard_module(target_name) is not None else []
+    draws += ["hazard"] if hazard_draws(target_name) is not None else []
     for draw in draws:
         for case in _draw(target_name, draw, scale, examples, seed):
             tier = draw if draw != "hazard" else _tier(target, case)
@@ -326,16 +336,29 @@ def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUD
                 if violation(p, case, o) is not None:
                     violating[p.name][tier] = violating[p.name].get(tier, 0) + 1
                     first[tier].setdefault(p.name, case)
+    scale = _scale_draws(target_name, device, seed)
+    for case in scale:  # production-scale cases (a GPU with room for them): minimal already
+        result.searched[PRODUCTION] = result.searched.get(PRODUCTION, 0) + 1
+        o = observe(target_name, case, impl, device)
+        result.errors += o.error is not None
+        for p in props:
+            if violation(p, case, o) is not None:
+                violating[p.name][PRODUCTION] = violating[p.name].get(PRODUCTION, 0) + 1
+                first[PRODUCTION].setdefault(p.name, case)
     for p in props:
         tier = next((t for t in (PRODUCTION, EXTENDED, BEYOND) if p.name in first[t]), None)
         if tier is None:
             result.holds.append(p.name)
             continue
-        case, detail = shrink_hazard(target_name, p, first[tier][p.name], tier, impl, device)
+        if any(first[tier][p.name] is c for c in scale):  # one row past 2**31, plain values: nothing to shrink
+            case = first[tier][p.name]
+            detail = violation(p, case, observe(target_name, case, impl, device)) or ""
+        else:
+            case, detail = shrink_hazard(target_name, p, first[tier][p.name], tier, impl, device)
         found = _tier(target, case) or tier
         edges = target.extended_features_of(case) if found == EXTENDED else frozenset()
         if found == BEYOND:
-            edges = _hazard_module(target_name).hazards_of(case)
+            edges = hazard_draws(target_name).hazards_of(case)
         result.hazards.append(Hazard(
             target_name, p, case, found, detail, tier == PRODUCTION,
             dict(result.searched), violating[p.name], edges,

@@ -25,7 +25,7 @@ from ..sources import (
 )
 from ..sources.triton_backend import select_backend
 from ..targets import TARGETS, ContractViolation, Outcome
-from .costs import time_limit
+from .costs import limits_needed, time_limit
 
 
 class CaseJournal(Protocol):
@@ -83,11 +83,12 @@ class Finding:
         return self.kind == "edge divergence"
 
     def to_json(self, max_differences: int = JSON_DIFFERENCES) -> dict[str, object]:
-        """What the report says, as JSON fields for machines: the kind, the tier, the crash or
-        hang message, and each difference (array, index, request, region, expected, actual,
-        what the expectation came from; the first ``max_differences``, and how many there are)."""
+        """What the report says, as JSON fields for machines: the kind, the tier, the target's
+        model runner, the crash or hang message, and each difference (array, index, request,
+        region, expected, actual, what the expectation came from; the first
+        ``max_differences``, and how many there are)."""
         o = self.outcome
-        out: dict[str, object] = {"kind": self.kind, "tier": self.tier}
+        out: dict[str, object] = {"kind": self.kind, "tier": self.tier, "runner": TARGETS[self.case.kernel].runner}
         if o.crash:
             out["crash"] = o.crash
         if o.hang:
@@ -102,22 +103,25 @@ class Finding:
         """Python source that fails while the finding stands: run it with ``python``."""
         spec = self.origin.spec
         arg = "" if spec in ("bundled", "") else f", source={spec!r}"
+        body = ("assert_case(" + self.case.to_python() + arg + ")").splitlines()
+        names = "Case, sparse" if any("sparse((" in line for line in body) else "Case"
         lines = [
             "import numpy as np",
-            "from eaglefuzz.harness.case import Case",
+            f"from eaglefuzz.harness.case import {names}",
             "from eaglefuzz.harness.check import assert_case",
             "",
         ]
-        body = ("assert_case(" + self.case.to_python() + arg + ")").splitlines()
         return "\n".join(lines + body)
 
     def replay_commands(self, saved: Path) -> list[str]:
         """The command lines that replay the case saved at ``saved`` against the same code."""
         opts = "".join(" " + shlex.quote(a) for a in cli_args_of(self.origin))
         f = shlex.quote(str(Path(saved).resolve()))
+        need = limits_needed(self.case)  # a production-scale case is past the default cost limits
+        limits, env = (f" --limits {need}", f"EAGLEFUZZ_LIMITS={need} ") if need else ("", "")
         return [
-            f"eaglefuzz replay {f}{opts}",
-            f"python -m pytest -p eaglefuzz.harness.pytest_plugin {f}{opts}",
+            f"eaglefuzz replay {f}{opts}{limits}",
+            f"{env}python -m pytest -p eaglefuzz.harness.pytest_plugin {f}{opts}",
         ]
 
     def report(self, max_lines: int = MAX_LINES, saved: Path | None = None) -> str:
@@ -142,7 +146,7 @@ class Finding:
             lines += ["  " + d.describe() for d in o.differences[:max_lines]]
             if len(o.differences) > max_lines:
                 lines.append(f"  ... and {len(o.differences) - max_lines} more")
-        lines.insert(0, f"tested: {self.origin.describe()}")
+        lines.insert(0, f"tested: {self.origin.describe()}, model runner {target.runner}")
         if self.shrink:
             lines.insert(1, self.shrink)
         if self.tier == "extended":

@@ -13,8 +13,8 @@ schema-1 files stay valid.
 
 Loading parses JSON and nothing else (no eval, no pickle) and checks every field; any
 problem is a :class:`~..core.errors.UserError` whose one line names the file, the field and the
-rule broken. A loaded case lies in its tier: its target's ``validate`` (production) or
-``validate_extended`` (extended) has accepted it; and it is within the cost limits of
+rule broken. A loaded case lies in its tier: its target's ``validate(case, tier)`` has
+accepted it; and it is within the cost limits of
 :mod:`..core.limits` (file size, array lengths, grid, bytes), so loading a file can never make a
 run hang or exhaust memory.
 """
@@ -38,7 +38,7 @@ import numpy as np
 
 from ..core.case import Case
 from ..core.errors import UserError
-from ..core.limits import LimitExceeded, check_file_size, check_shape
+from ..core.limits import LimitExceeded, Limits, check_file_size, check_shape, current, parse
 from ..core.paths import CORPUS_DIR as CORPUS_DIR  # the regression corpus, re-exported
 from ..core.paths import findings_corpus
 
@@ -117,6 +117,24 @@ def _bits(flat: np.ndarray) -> np.ndarray:
     return flat if flat.dtype == np.bool_ else flat.view(np.dtype(f"u{flat.dtype.itemsize}"))
 
 
+SORT_FREE = 1 << 22
+"""Arrays of at least this many elements find their most common value without sorting."""
+
+
+def _sparse_where(bits: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """For an array of at least :data:`SORT_FREE` elements whose most common value (bits) holds
+    more than half of them: the indices of the other elements and the index of one holding that
+    value; else ``None`` (the caller then sorts). A value held by more than half the elements is the unique most common one, so the
+    result is what sorting would give."""
+    if bits.size < SORT_FREE:
+        return None
+    sample = bits[:: bits.size // 4096]
+    values, counts = np.unique(sample, return_counts=True)
+    candidate = values[int(np.argmax(counts))]
+    where = np.flatnonzero(bits != candidate)
+    return (where, int(np.argmax(bits == candidate))) if 2 * where.size < bits.size else None
+
+
 def compact_form(arr: np.ndarray) -> dict[str, Any] | None:
     """``arr`` in the compact form (``fill``: its most common value, the smallest bit pattern
     of those equally common; ``entries``: ``[i0, ..., value]`` for every element that is not
@@ -126,12 +144,18 @@ def compact_form(arr: np.ndarray) -> dict[str, Any] | None:
         return None
     flat = np.ascontiguousarray(arr).reshape(-1)
     bits = _bits(flat)
-    values, first, counts = np.unique(bits, return_index=True, return_counts=True)
-    k = int(np.argmax(counts))  # the first of the most common, in bit order
-    if arr.size - int(counts[k]) > arr.size * COMPACT_SHARE:
-        return None
-    fill = flat[first[k]]
-    where = np.flatnonzero(bits != values[k])
+    sparse = _sparse_where(bits)  # a large array: without sorting its billions of elements
+    if sparse is None:
+        values, first, counts = np.unique(bits, return_index=True, return_counts=True)
+        k = int(np.argmax(counts))  # the first of the most common, in bit order
+        if arr.size - int(counts[k]) > arr.size * COMPACT_SHARE:
+            return None
+        fill = flat[first[k]]
+        where = np.flatnonzero(bits != values[k])
+    else:
+        where, fill = sparse[0], flat[sparse[1]]
+        if where.size > arr.size * COMPACT_SHARE:
+            return None
     index = np.unravel_index(where, arr.shape)
     entries = [[*(int(i[n]) for i in index), _element(flat[w])] for n, w in enumerate(where)]
     return {"dtype": arr.dtype.name, "shape": list(arr.shape), "fill": _element(fill), "entries": entries}
@@ -168,12 +192,33 @@ def _plain(value: Any) -> Any:
     return value
 
 
+DIGEST_FROM = 1 << 22
+"""Arrays of at least this many elements (production-scale tables: billions; the default cost
+limit of a corpus file's arrays is this) are named by the SHA-256 of their bytes, not by their
+data as text (which would be tens of gigabytes)."""
+
+
+class TooLarge(OSError):
+    """A case that cannot be stored: an array of :data:`DIGEST_FROM` elements or more that is
+    not mostly one value (its file would hold billions of numbers)."""
+
+
+def _name_array(name: str, arr: np.ndarray) -> dict[str, Any]:
+    if isinstance(arr, np.ndarray) and arr.size >= DIGEST_FROM:
+        flat = np.ascontiguousarray(arr).reshape(-1)
+        digest = hashlib.sha256()
+        for i in range(0, flat.size, DIGEST_FROM):
+            digest.update(flat[i : i + DIGEST_FROM].tobytes())
+        return {"dtype": arr.dtype.name, "shape": list(arr.shape), "sha256": digest.hexdigest()}
+    return _encode_array(name, arr)
+
+
 def _payload(case: Case) -> dict[str, Any]:
     """The content that names a case: everything but the note, the finding and the tier."""
     return {
         "schema": NAME_SCHEMA,
         "kernel": case.kernel,
-        "arrays": {n: _encode_array(n, case.arrays[n]) for n in sorted(case.arrays)},
+        "arrays": {n: _name_array(n, case.arrays[n]) for n in sorted(case.arrays)},
         "scalars": {k: _plain(case.scalars[k]) for k in sorted(case.scalars)},
         "launch": {k: _plain(case.launch[k]) for k in sorted(case.launch)},
     }
@@ -225,15 +270,20 @@ def encode(
     Schema 2 (the default) records ``tier`` (by default the case's own, :func:`tier_of`);
     ``schema=1`` gives the layout of a schema-1 file (no tier).
     """
-    payload = _payload(case)
-    doc: dict[str, Any] = {"schema": schema, "kernel": payload["kernel"]}
+    doc: dict[str, Any] = {"schema": schema, "kernel": case.kernel}
     if schema >= 2:
         doc["tier"] = tier if tier is not None else tier_of(case)
     doc["note"] = case.note
-    arrays = payload["arrays"]
-    if schema >= 2:
-        arrays = {n: compact_form(case.arrays[n]) or spec for n, spec in arrays.items()}
-    doc.update(arrays=arrays, scalars=payload["scalars"], launch=payload["launch"])
+    arrays = {}
+    for n in sorted(case.arrays):
+        a = case.arrays[n]
+        arrays[n] = compact_form(a) if schema >= 2 and isinstance(a, np.ndarray) else None
+        if arrays[n] is None:
+            if isinstance(a, np.ndarray) and a.size >= DIGEST_FROM:
+                raise TooLarge(f"arrays.{n}: {a.size} elements, not mostly one value: too large to store as text")
+            arrays[n] = _encode_array(n, a)
+    doc.update(arrays=arrays, scalars={k: _plain(case.scalars[k]) for k in sorted(case.scalars)},
+               launch={k: _plain(case.launch[k]) for k in sorted(case.launch)})
     if finding:
         doc["finding"] = {k: finding[k] for k in FINDING_FIELDS if k in finding}
         doc["finding"].update({k: v for k, v in finding.items() if k not in FINDING_FIELDS})
@@ -270,7 +320,13 @@ def save_case(case: Case, root: Path | str | None = None, *, finding: Any = None
         finding = finding_record(finding)
     path = case_path(case, root)
     text = encode(case, finding)
-    decode(text, str(path))  # what we write must load: same checks as load_case
+    from .costs import limits_needed
+
+    try:  # a production-scale case loads with the limits its replay command gives
+        need = limits_needed(case)
+    except Exception:  # noqa: BLE001 - a case outside its contract: decode() says which rule it breaks
+        need = None
+    decode(text, str(path), limits=parse(need, current()) if need else None)  # what we write must load
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -416,7 +472,9 @@ def _decode_compact(src: str, where: str, dtype: str, shape: list[int], spec: di
         if k and flat_index[k] <= flat_index[k - 1]:
             raise UserError(f"{src}: {at}: entries must be in increasing index order (row-major), each "
                             f"index once: {_line(item[:n])} follows {_line(entries[k - 1][:n])}")
-    out = np.full(size, _value_of(dtype, fill), dtype=DTYPES[dtype])
+    value = _value_of(dtype, fill)
+    zero = np.array(value, dtype=DTYPES[dtype]).tobytes() == bytes(DTYPES[dtype].itemsize)
+    out = np.zeros(size, dtype=DTYPES[dtype]) if zero else np.full(size, value, dtype=DTYPES[dtype])  # zeros: lazy pages
     if values:
         with np.errstate(over="ignore"):
             out[flat_index] = np.array([_value_of(dtype, v) for v in values], dtype=DTYPES[dtype])
@@ -442,12 +500,12 @@ def _check_elements_at(src: str, at: str, dtype: str, x: Any) -> None:
         raise UserError(f"{src}: {at}: {rule}") from None
 
 
-def _decode_array(src: str, name: str, spec: Any) -> np.ndarray:
+def _decode_array(src: str, name: str, spec: Any, limits: Limits | None = None) -> np.ndarray:
     where = f"arrays.{name}"
     if not isinstance(spec, dict):
         raise UserError(f"{src}: {where}: must be an object with dtype, shape and data, not {_kind(spec)}")
     if "data" not in spec and ("fill" in spec or "entries" in spec):
-        return _decode_compact_spec(src, name, spec)
+        return _decode_compact_spec(src, name, spec, limits)
     for key in ARRAY_FIELDS:
         if key not in spec:
             raise UserError(f"{src}: {where}.{key}: missing field (an array needs dtype, shape and data)")
@@ -461,7 +519,7 @@ def _decode_array(src: str, name: str, spec: Any) -> np.ndarray:
     if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
         raise UserError(f"{src}: {where}.shape: must be a list of non-negative integers, not {_line(shape)}")
     try:
-        check_shape(name, shape)  # before reading the data: a huge shape is refused cheaply
+        check_shape(name, shape, limits)  # before reading the data: a huge shape is refused cheaply
     except LimitExceeded as exc:
         raise UserError(f"{src}: {exc.field}: {exc.rule}") from None
     _check_data(src, where, dtype, data, shape)
@@ -473,7 +531,7 @@ def _decode_array(src: str, name: str, spec: Any) -> np.ndarray:
     return np.array(data, dtype=DTYPES[dtype]).reshape(shape)
 
 
-def _decode_compact_spec(src: str, name: str, spec: dict[str, Any]) -> np.ndarray:
+def _decode_compact_spec(src: str, name: str, spec: dict[str, Any], limits: Limits | None = None) -> np.ndarray:
     where = f"arrays.{name}"
     for key in COMPACT_FIELDS:
         if key not in spec:
@@ -489,7 +547,7 @@ def _decode_compact_spec(src: str, name: str, spec: dict[str, Any]) -> np.ndarra
     if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
         raise UserError(f"{src}: {where}.shape: must be a list of non-negative integers, not {_line(shape)}")
     try:
-        check_shape(name, shape)
+        check_shape(name, shape, limits)
     except LimitExceeded as exc:
         raise UserError(f"{src}: {exc.field}: {exc.rule}") from None
     return _decode_compact(src, where, dtype, shape, spec)
@@ -503,10 +561,11 @@ def _check_section(src: str, name: str, value: Any) -> dict[str, Any]:
     return value
 
 
-def decode(text: str, source: str, *, contract: bool = True) -> Entry:
+def decode(text: str, source: str, *, contract: bool = True, limits: Limits | None = None) -> Entry:
     """Parse and check the text of a corpus file; ``source`` names it in error messages.
 
-    ``contract=False`` skips the target's ``validate`` (format checks only).
+    ``contract=False`` skips the target's ``validate`` (format checks only); ``limits``: the cost
+    limits to check it against (default: those in force).
     """
     # Imported here: the command line's supervising process imports this module, not the
     # targets (Hypothesis, NumPy's strategies) nor torch.
@@ -554,7 +613,7 @@ def decode(text: str, source: str, *, contract: bool = True) -> Entry:
     arrays_doc = doc["arrays"]
     if not isinstance(arrays_doc, dict):
         raise UserError(f"{src}: arrays: must be an object (name -> array), not {_kind(arrays_doc)}")
-    arrays = {name: _decode_array(src, name, spec) for name, spec in arrays_doc.items()}
+    arrays = {name: _decode_array(src, name, spec, limits) for name, spec in arrays_doc.items()}
     scalars = _check_section(src, "scalars", doc["scalars"])
     launch = _check_section(src, "launch", doc["launch"])
     finding = doc.get("finding", {})
@@ -569,11 +628,8 @@ def decode(text: str, source: str, *, contract: bool = True) -> Entry:
     if contract:
         target = TARGETS[kernel]
         try:
-            if tier == "extended":
-                target.validate_extended(case)
-            else:
-                target.validate(case)
-            check_cost(case)  # what running it would cost, before anything runs
+            target.validate(case, "extended" if tier == "extended" else "production")
+            check_cost(case, limits)  # what running it would cost, before anything runs
         except ContractViolation as exc:
             where = " (extended tier)" if tier == "extended" else ""
             raise UserError(f"{src}: {exc.field}: {exc.rule}{where}") from None
@@ -647,6 +703,6 @@ def save_finding(finding: Finding, root: Path | str) -> Path:
     path = case_path(finding.case, root)
     commands = finding.replay_commands(path)
     found_by = "eaglefuzz " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    record = finding_record(finding, found_by=found_by, replay=commands[0])
-    record["report"] = finding.report(saved=path)
+    record = {"report": finding.report(saved=path), "replay": commands[0], "found_by": found_by,
+              "found_at": datetime.now(UTC).isoformat(timespec="seconds")}  # finding_record's fields, one report
     return save_case(finding.case, root, finding=record)

@@ -13,7 +13,7 @@ from ..core.case import Case
 from ..core.limits import LimitExceeded, Limits, check_shape, current, exceeded
 from ..targets import TARGETS
 
-__all__ = ["LimitExceeded", "check_cost", "time_limit"]
+__all__ = ["LimitExceeded", "check_cost", "limits_needed", "time_limit"]
 
 TIMEOUT_BASE_S = 30.0
 """Every case's time allowance before its size counts (compiling a specialization, first use)."""
@@ -42,6 +42,22 @@ def check_cost(case: Case, limits: Limits | None = None, *, interpreter: bool = 
     total = sum(a.nbytes for a in case.arrays.values()) + target.output_bytes(case)
     if total > lim.case_bytes:
         raise exceeded("arrays", "inputs and outputs of", total, "bytes", "case_bytes", lim.case_bytes)
+
+
+def limits_needed(case: Case) -> str | None:
+    """The ``--limits`` a case past the default limits needs to be loaded and run (a
+    production-scale case: tables of billions of elements), as ``NAME=N,...``; ``None`` within
+    them. A finding's replay commands carry it."""
+    from ..core.limits import DEFAULTS
+
+    target = TARGETS[case.kernel]
+    need = {
+        "array_elements": max((int(a.size) for a in case.arrays.values()), default=0),
+        "case_bytes": sum(int(a.nbytes) for a in case.arrays.values()) + target.output_bytes(case),
+        "grid": target.programs(case),
+    }
+    over = [f"{k}={v}" for k, v in need.items() if v > getattr(DEFAULTS, k)]
+    return ",".join(over) or None
 
 
 def time_limit(case: Case, *, compiled: bool, limits: Limits | None = None) -> float:

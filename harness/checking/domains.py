@@ -24,10 +24,9 @@ from hypothesis import strategies as st
 
 from ..core.case import Case
 from ..generation.strategies import Scale
-from ..targetkit.base import Target
+from ..targetkit.base import EXTENDED, PRODUCTION, TIERS, Target
 
-PRODUCTION, EXTENDED = "production", "extended"
-DOMAINS = (PRODUCTION, EXTENDED)
+DOMAINS = TIERS
 """The domains a run can draw from, narrow to wide (``--domain``)."""
 
 

@@ -104,10 +104,24 @@ def raw(a: np.ndarray) -> np.ndarray:
     return a.view(_BITS[a.dtype]) if a.dtype in _BITS else a
 
 
+LARGE = 1 << 24
+"""Buffers of at least this many elements (a production-scale table: billions) are built on
+the device, never as a host copy with their guards, and an input of that size is compared
+with what it was given on the device too (:meth:`Guarded.changes`)."""
+
+CHUNK = 1 << 26
+"""Elements one step of a large buffer's upload or comparison moves."""
+
+MAX_CHANGES = 1 << 16
+"""The most changed elements :meth:`Guarded.changes` lists."""
+
+
 class Guarded:
     """A device buffer of ``g + n + g`` elements (``g = guard_for(n)``); ``view`` is the middle.
 
-    ``fill`` pre-fills the whole buffer; ``content`` (if given) then fills the middle.
+    ``fill`` pre-fills the whole buffer; ``content`` (if given) then fills the middle. A buffer
+    of :data:`LARGE` elements or more is built on the device (``initial`` is then ``None``: its
+    input is compared there, :meth:`changes`).
     """
 
     def __init__(
@@ -118,22 +132,63 @@ class Guarded:
         fill: int,
         content: np.ndarray | None = None,
     ) -> None:
+        import torch
+
         self.dtype = np.dtype(dtype)
         self.shape = tuple(shape)
         n = int(np.prod(shape, dtype=np.int64))
         self.guard = g = guard_for(n)
+        self.fill, self.content = fill, None
+        if n >= LARGE and self.dtype != np.bool_:
+            bits = _BITS.get(self.dtype, self.dtype)
+            self.initial = None
+            self.full = torch.full((g + n + g,), fill if fill < 1 << (8 * bits.itemsize - 1) else fill - (1 << 8 * bits.itemsize),
+                                   dtype=_torch_dtype(bits), device=device)
+            if content is not None:
+                self.content = np.ascontiguousarray(content, dtype=self.dtype).reshape(-1).view(bits)
+                for i in range(0, n, CHUNK):
+                    self.full[g + i : g + min(n, i + CHUNK)].copy_(torch.from_numpy(self.content[i : i + CHUNK]))
+            self.full = self.full.view(_torch_dtype(self.dtype))
+            self.view = self.full[g : g + n].view(self.shape)
+            return
         host = filled(self.dtype, (g + n + g,), fill)
         if content is not None:
             host[g : g + n] = np.ascontiguousarray(content, dtype=self.dtype).reshape(-1)
         self.initial = host
-        import torch
-
         self.full = torch.from_numpy(host.copy()).to(device)
         self.view = self.full[g : g + n].view(self.shape)
 
     def read(self) -> np.ndarray:
         """The whole buffer, guards included, as a host array (bool as bool)."""
         return self.full.cpu().numpy()
+
+    def changes(self) -> list[tuple[int, object, object]]:
+        """For a buffer built with ``content``: every element (at most :data:`MAX_CHANGES`, in
+        index order, guards included) that no longer holds what it was given, as ``(index
+        relative to the buffer's start, expected, actual)``; compared on the device, a chunk of
+        the content at a time, so that a buffer of billions is never copied back."""
+        import torch
+
+        g, n = self.guard, int(np.prod(self.shape, dtype=np.int64))
+        if self.initial is not None:
+            full = self.read()
+            e, a = raw(self.initial), raw(full)
+            return [(int(i) - g, e[i].item(), a[i].item()) for i in np.flatnonzero(e != a)[:MAX_CHANGES]]
+        bits_t = _torch_dtype(_BITS.get(self.dtype, self.dtype))
+        full = self.full.view(bits_t)
+        fill = np.array([self.fill], dtype=np.int64).astype(_BITS.get(self.dtype, self.dtype))[0].item()
+        out: list[tuple[int, object, object]] = []
+        for lo, hi in ((0, g), (g + n, g + n + g)):
+            bad = torch.nonzero(full[lo:hi] != fill).reshape(-1)[:MAX_CHANGES].cpu().numpy() + lo
+            out += [(int(i) - g, fill, full[int(i)].item()) for i in bad]
+        if self.content is not None:
+            for i in range(0, n, CHUNK):
+                part = torch.from_numpy(self.content[i : i + CHUNK]).to(full.device)
+                bad = torch.nonzero(full[g + i : g + i + part.numel()] != part).reshape(-1)[:MAX_CHANGES].cpu().numpy()
+                out += [(i + int(j), self.content[i + int(j)].item(), full[g + i + int(j)].item()) for j in bad]
+                if len(out) >= MAX_CHANGES:
+                    break
+        return sorted(out)[:MAX_CHANGES]
 
 
 def poison(dtype: np.dtype) -> int:

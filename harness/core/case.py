@@ -81,6 +81,12 @@ def _array_source(arr: np.ndarray) -> str:
     dt = f"np.{arr.dtype.name}"
     if arr.size == 0:
         return f"np.zeros({arr.shape!r}, dtype={dt})"
+    if arr.size >= LARGE:
+        src = _large_source(arr, dt)
+        if src is None and arr.size > OBJECT_MAX:  # never a literal of billions of elements
+            src = _large_source(arr, dt, max_entries=UNPRINTABLE) or _unprintable(arr, dt)
+        if src is not None:
+            return src
     if arr.size >= COMPACT_FROM:
         flat = arr.reshape(-1)
         body = _compact_1d(flat, dt)
@@ -88,11 +94,89 @@ def _array_source(arr: np.ndarray) -> str:
             src = body if arr.ndim == 1 else f"{body}.reshape({arr.shape!r})"
             if _rebuilds(src, arr):
                 return src
+        src = _large_source(arr, dt, max_entries=min(SPARSE_MAX, max(1, arr.size // 16)))  # mostly one value: sparse()
+        if src is not None:
+            return src
     return f"np.array({arr.tolist()!r}, dtype={dt})"
 
 
 COMPACT_FROM = 16
 """Arrays of at least this many elements are written compactly when they can be."""
+
+LARGE = 1 << 20
+"""Arrays of at least this many elements (a production-scale table: up to billions) are
+written without a Python object per element: as ``np.zeros`` or ``np.full`` of their shape,
+or, when few elements differ from the most common value, as :func:`sparse`."""
+
+OBJECT_MAX = 1 << 24
+"""Past this many elements an array is never looked at element by element (ranges, runs)."""
+
+SPARSE_MAX = 4096
+"""The most elements :func:`sparse` lists (more: the array is written out, as any other)."""
+
+
+def sparse(shape: tuple[int, ...], fill: object, dtype: type, index: list[int], values: list[object]) -> np.ndarray:
+    """An array of ``shape`` and ``dtype`` full of ``fill`` except at the flat (row-major)
+    ``index``, which hold ``values``: how a reproducer writes a large array that is mostly
+    one value (``from eaglefuzz.harness.case import sparse``)."""
+    out = np.full(shape, fill, dtype=dtype)
+    out.reshape(-1)[np.asarray(index, dtype=np.int64)] = np.asarray(values, dtype=dtype)
+    return out
+
+
+def _bit_view(a: np.ndarray) -> np.ndarray:
+    return a.view(np.uint8) if a.dtype == np.bool_ else a.view(np.dtype(f"u{a.dtype.itemsize}"))
+
+
+def _scalar_source(x: np.generic) -> str:
+    """A scalar that NumPy rebuilds bit for bit from this text (floats by ``repr``, NaN and
+    infinities through ``float()``)."""
+    v = x.item()
+    if isinstance(v, float) and not np.isfinite(v):
+        return f"float({str(v)!r})"
+    return repr(v)
+
+
+UNPRINTABLE = 1 << 20
+"""The most entries :func:`sparse` lists for an array past :data:`OBJECT_MAX` elements; past
+that the reproducer says the array cannot be printed (replay the saved case instead)."""
+
+
+def _unprintable(arr: np.ndarray, dt: str) -> str:
+    """An expression that fails saying why: an array of billions of elements, most of them
+    different (a scale case not minimised), is not written out."""
+    why = (f"this {arr.shape} array has too many distinct elements to print "
+           "(replay the saved case: eaglefuzz replay FILE)")
+    return f"np.empty({arr.shape!r}, dtype={dt}) if False else (_ for _ in ()).throw(ValueError({why!r}))"
+
+
+def _large_source(arr: np.ndarray, dt: str, max_entries: int = SPARSE_MAX) -> str | None:
+    """An array of at least :data:`LARGE` elements as ``np.zeros``, ``np.full`` or
+    :func:`sparse`, found without a Python object per element; ``None`` when it is none of them."""
+    flat = arr.reshape(-1)
+    bits = _bit_view(flat)
+    probe = np.unique(bits[:: max(1, flat.size // 4096)], return_counts=True)
+    fill_bits = probe[0][int(np.argmax(probe[1]))]
+    where = np.flatnonzero(bits != fill_bits)
+    if where.size == flat.size:
+        return None
+    fill = flat[int(np.argmax(bits == fill_bits))]
+    fill_src = _scalar_source(fill)
+    exact = _bit_view(np.array([fill.item()], dtype=arr.dtype))[0] == fill_bits
+    shape = arr.shape if arr.ndim > 1 else arr.size
+    if exact and where.size == 0:
+        return f"np.zeros({shape!r}, dtype={dt})" if fill_bits == 0 else f"np.full({shape!r}, {fill_src}, dtype={dt})"
+    if exact and where.size <= max_entries:
+        texts = [_scalar_source(x) for x in flat[where]]
+        back = np.array([eval(t) for t in texts], dtype=arr.dtype)  # noqa: S307 - our own text
+        if not np.array_equal(_bit_view(back), bits[where]):  # a NaN payload: no short text for it
+            return None
+        vals = ", ".join(texts)
+        return f"sparse({arr.shape!r}, {fill_src}, {dt}, {where.tolist()!r}, [{vals}])"
+    return None
+
+TAIL_MAX = 4
+"""The longest tail after a range written as ``np.concatenate([np.arange(...), np.array(tail)])``."""
 
 PERIOD_MAX = 64
 """The longest repeated pattern written as ``np.tile`` (a request's tokens, a table's row)."""
@@ -123,7 +207,14 @@ def _compact_1d(a: np.ndarray, dt: str) -> str | None:
         values = a.tolist()
         if all(v == values[0] for v in values):
             return f"np.full({n}, {values[0]!r}, dtype={dt})"
-        return _tiled(a, dt)
+        tiled = _tiled(a, dt)
+        if tiled is not None or a.dtype != np.bool_:
+            return tiled
+        runs = [0] + [i for i in range(1, n) if values[i] != values[i - 1]]
+        if len(runs) * 4 <= n:
+            counts = [b - a_ for a_, b in zip(runs, runs[1:] + [n], strict=True)]
+            return f"np.repeat(np.array({[values[i] for i in runs]!r}, dtype={dt}), {counts!r})"
+        return None
     w = a.astype(object)  # exact Python ints: no wrap-around while comparing
     if all(v == w[0] for v in w):
         return f"np.full({n}, {int(w[0])}, dtype={dt})"
@@ -142,6 +233,9 @@ def _compact_1d(a: np.ndarray, dt: str) -> str | None:
     if len(starts) * 4 <= n:
         pieces = [_range(int(w[i]), j - i, 1, dt) for i, j in zip(starts, starts[1:] + [n], strict=True)]
         return f"np.concatenate([{', '.join(pieces)}])"
+    k = next((i for i in range(2, n) if w[i] - w[i - 1] != step), n)  # a range, then a short tail
+    if n - k <= TAIL_MAX and k >= 4 * (n - k):
+        return f"np.concatenate([{_range(int(w[0]), k, step, dt)}, np.array({[int(x) for x in w[k:]]!r}, dtype={dt})])"
     return None
 
 

@@ -7,12 +7,14 @@ its corpus folder ``corpus/<name>/``: nothing here names a target.
 Columns (a count where the role has countable parts, 0 or ``-`` where the target lacks it):
 
 =============== ==================================================================================
+runner          the vLLM model runner whose code the target is: V1 or V2 (the record's ``runner``)
 production      the production tier's generator (``cases.py``): the record's feature count
 extended        the extended tier (``edges.py``): its edge count
 tour            the tour of production extremes (``tour.py``): its shape count
 audit           the audit's properties (``audit.py``): their count
 device          device mode (``device.py``): yes / -
-C++ port        the adapter of vLLM's CPU C++ port (``port.py``): yes / -
+C++ port        the adapter of vLLM's CPU C++ port (``port.py``): yes / - / ``n/a`` where vLLM has no
+                CPU op for the target's runner (Model Runner V2: ``CPU_PORT_RUNNERS``)
 seeded bugs     the seeded bugs of ``bugs.py``
 need extreme    of those, the ones that need a production extreme (``Mutant.extreme`` names
                 which of the record's ``extremes``)
@@ -37,20 +39,23 @@ from rich.console import Console
 from rich.table import Table
 
 from ..core.paths import CORPUS_DIR
+from ..targetkit.base import CPU_PORT_RUNNERS
 from ..targets import TARGETS, has_role, role
 
 CORE = ("production", "extended", "tour", "audit", "bugs", "extreme_bugs", "corpus")
 """The columns every target should fill (a 0 or ``False`` there is a gap)."""
 
-COLUMNS = ("production", "extended", "tour", "audit", "device", "port", "bugs", "extreme_bugs", "corpus")
+COLUMNS = ("runner", "production", "extended", "tour", "audit", "device", "port", "bugs", "extreme_bugs", "corpus")
 """Every column, in the order printed (the keys of :class:`Capabilities` and of ``--json``)."""
 
-LEGEND = ("-: the target lacks it (no such file in its folder); numbers count the production tier's "
+LEGEND = ("runner: vLLM's model runner (V1, or V2: vllm/v1/worker/gpu/); -: the target lacks it (no such file in its folder); "
+          "C++ port n/a: vLLM has no CPU C++ op for it (vLLM's CPU backend replaces V1 kernels only; its V2 runner runs "
+          "the Triton kernels through triton-cpu); numbers count the production tier's "
           "features, the extended tier's edges, the tour's shapes, the audit's properties, the seeded "
           "bugs and those of them that need a production extreme, the corpus's cases")
 
 HEADINGS = {
-    "production": "production", "extended": "extended", "tour": "tour", "audit": "audit",
+    "runner": "runner", "production": "production", "extended": "extended", "tour": "tour", "audit": "audit",
     "device": "device", "port": "C++ port", "bugs": "seeded bugs", "extreme_bugs": "need extreme",
     "corpus": "corpus cases",
 }
@@ -61,6 +66,8 @@ class Capabilities:
     """One target's row: counts (0: the target lacks that role) and flags."""
 
     target: str
+    runner: str
+    """The vLLM model runner whose code the target is (``V1``, ``V2``: ``Target.runner``)."""
     production: int
     """Features of the production tier (0: no ``cases.py``)."""
     extended: int
@@ -71,6 +78,9 @@ class Capabilities:
     """Properties the audit checks (0: no ``audit.py``)."""
     device: bool
     port: bool
+    port_applies: bool
+    """Whether vLLM has a CPU C++ op for the target at all (its runner is one of
+    ``CPU_PORT_RUNNERS``): without one, the port cell is ``n/a``, not a missing role."""
     bugs: int
     extreme_bugs: int
     """Seeded bugs that need a production extreme (``Mutant.extreme`` set)."""
@@ -86,17 +96,23 @@ class Capabilities:
 def capabilities(name: str, corpus: Path = CORPUS_DIR) -> Capabilities:
     """Target ``name``'s row of the matrix (``corpus``: the regression corpus's folder)."""
     t = TARGETS[name]
-    bugs = role(name, "bugs").BUGS if has_role(name, "bugs") else ()
-    audit = role(name, "audit").PROPERTIES if has_role(name, "audit") else ()
+
+    def found(r: str) -> Any:  # the folder's role module, or None: the registry's one lookup
+        return role(name, r) if has_role(name, r) else None
+
+    cases, edges, tour, audit, bugs = (found(r) for r in ("cases", "edges", "tour", "audit", "bugs"))
+    bugs = bugs.BUGS if bugs is not None else ()
     folder = corpus / name
     return Capabilities(
         target=name,
-        production=len(t.features) if has_role(name, "cases") else 0,
-        extended=len(t.extended_features) if has_role(name, "edges") else 0,
-        tour=len(t.shapes) if has_role(name, "tour") else 0,
-        audit=len(audit),
-        device=has_role(name, "device"),
-        port=has_role(name, "port"),
+        runner=t.runner,
+        production=len(t.features) if cases is not None else 0,
+        extended=len(edges.FEATURES) if edges is not None else 0,
+        tour=len(tour.SHAPES) if tour is not None else 0,
+        audit=len(audit.AUDIT.properties) if audit is not None else 0,
+        device=found("device") is not None,
+        port=found("port") is not None,
+        port_applies=t.runner in CPU_PORT_RUNNERS,
         bugs=len(bugs),
         extreme_bugs=sum(1 for m in bugs if m.extreme),
         extremes=len(t.extremes),
@@ -127,6 +143,8 @@ def to_json(rows: list[Capabilities]) -> dict[str, Any]:
 
 def _cell(r: Capabilities, column: str) -> str:
     value = getattr(r, column)
+    if column == "port" and not r.port_applies and not value:
+        return "n/a"
     if isinstance(value, bool):
         return "yes" if value else "-"
     if column == "extreme_bugs" and not r.extremes:

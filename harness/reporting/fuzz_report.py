@@ -113,7 +113,8 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
     console.print(table)
     print(f"source: {doc['source']}", file=out)
     for n, t in targets.items():
-        print(f"  {n}: {t['implementation']}", file=out)
+        runner = f" (model runner {t['runner']})" if t.get("runner") else ""
+        print(f"  {n}{runner}: {t['implementation']}", file=out)
     for line in doc.get("untested", {}).values():
         print(f"not tested: {line}", file=out)
     for note in doc["notes"]:
@@ -122,8 +123,11 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
         if t.get("device"):
             d = t["device"]
             st = ", ".join(f"{k} {v:.2f}" for k, v in d["stage_seconds"].items())
+            scale = (f"; {plural(d['scale_cases'], 'production-scale case')} (tables past 2**31 elements) in a "
+                     "process of their own") if d.get("scale_cases") else ""
+            scale += f"; production-scale cases skipped: {d['scale_skipped']}" if d.get("scale_skipped") else ""
             print(f"device: {n}: seconds per stage: {st}; warm-up (JIT) {d['warmup_seconds']:.1f} s; "
-                  f"{d['cross_checked']} case(s) cross-checked against the NumPy and Numba oracles", file=out)
+                  f"{d['cross_checked']} case(s) cross-checked against the NumPy and Numba oracles{scale}", file=out)
         elif doc["mode"] == "device":
             print(f"device: {n} has no device generator (no device.py in its folder): fuzzed in bulk mode", file=out)
     for n, t in targets.items():

@@ -11,7 +11,7 @@ import click
 from ..checking.check import Finding, signature
 from ..core.exitcodes import findings_exit
 
-STRUCTURED = ("tier", "crash", "hang", "differences_total", "differences", "oracle_disagreements")
+STRUCTURED = ("tier", "runner", "crash", "hang", "differences_total", "differences", "oracle_disagreements")
 """The fields of :meth:`~..checking.check.Finding.to_json` a replayed failure carries in ``--json``."""
 
 

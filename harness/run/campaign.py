@@ -27,7 +27,9 @@ from ..reporting.fuzz_report import finding_record, fuzz_doc, fuzz_exit_code, pl
 from ..sources import InterfaceMismatch, implementations_for
 from ..sources.triton_backend import select_backend
 from ..targetkit.pyfunc import StandInGap
-from ..targets import TARGETS
+from ..targetkit.scale import note as scale_note
+from ..targetkit.scale import unreachable
+from ..targets import TARGETS, has_role
 from .journal import Journal
 from .runlog import RunLog
 
@@ -122,6 +124,10 @@ class Campaign:
         names = list(impls.funcs)
         log = RunLog(self.journal_dir / "run" if self.journal_dir else None)
         meta = self.meta(backend.name, impls)
+        self.scale_why = unreachable(self.mode, backend.device)
+        for name in names:  # the production tier does not change with the backend; what a run reaches does
+            if TARGETS[name].scale_features and self._scale_unreached(name):
+                meta["notes"].append(scale_note(name, TARGETS[name].scale_features, self._scale_unreached(name)))
         log.set_meta(meta)
         log.set_plan(names)
         finished = log.records()  # units finished by an earlier worker of this run (see .supervisor)
@@ -134,6 +140,7 @@ class Campaign:
         scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE
         console = Console(stderr=True)
         per_budget = None if self.time_budget is None else self.time_budget / len(names)
+        deadline = None if self.time_budget is None else time.monotonic() + self.time_budget
         saved: dict[int, Path] = {}
         interrupted = False
         run_fn = fuzz_target if self.mode == "hypothesis" else bulk_fuzz_target
@@ -151,6 +158,9 @@ class Campaign:
                 if name in finished:
                     continue
                 log.begin(name)
+                if deadline is not None:  # what the run has left, shared by the targets left: one that ran over
+                    left = [n for n in names[names.index(name):] if n not in finished]  # leaves less to the next
+                    per_budget = max(0.0, deadline - time.monotonic()) / len(left)
                 total = self.examples if self.examples is not None else per_budget
                 task = bar.add_task(name, total=total, examples=0, rate=0.0, findings=0)
                 start = time.monotonic()
@@ -161,7 +171,7 @@ class Campaign:
                 last_line: list[Any] = [start, None]  # when the last progress line was printed, and its counts
 
                 def on_progress(stats: Stats, task: Any = task, start: float = start, pending: list[Path] = pending,
-                                name: str = name, last_line: list[Any] = last_line) -> None:
+                                name: str = name, last_line: list[Any] = last_line, per_budget: float | None = per_budget) -> None:
                     now = time.monotonic()
                     elapsed = max(now - start, 1e-9)
                     counts = (stats.examples, len(stats.findings) + (stats.unshrunk is not None))
@@ -222,6 +232,13 @@ class Campaign:
             log.mark_reported()
         return fuzz_exit_code(doc, interrupts.received())
 
+    def _scale_unreached(self, name: str) -> str | None:
+        """Why this run cannot reach ``name``'s scale features (``None``: it can)."""
+        why = getattr(self, "scale_why", None)
+        if why is None and self.mode == "device" and not has_role(name, "device"):
+            return "it has no device module: fuzzed in bulk mode"
+        return why
+
     def _entry(self, name: str, s: Stats, saved: dict[int, Path | None]) -> dict[str, Any]:
         """The report of target ``name`` (JSON-ready; the same in the JSON document)."""
 
@@ -229,19 +246,23 @@ class Campaign:
             return finding_record(f, saved.get(id(f)), met=s.met(f), unsaved=self.unsaved.get(id(f)))
 
         return {
+            "runner": TARGETS[name].runner,
             "implementation": self.impls.origin[name].describe(),
             "examples": s.examples,
             "shrink_attempts": s.shrink_attempts,
             "tokens_verified": s.tokens,
             "seconds": round(s.seconds, 3),
             "features_reached": sorted(s.features),
-            "features_missed": sorted(set(TARGETS[name].features) - s.features),
+            "features_missed": sorted(set(TARGETS[name].features) - s.features
+                                      - (set(TARGETS[name].scale_features) if self._scale_unreached(name) else set())),
             **({"examples_per_tier": dict(sorted(s.tiers.items())),
                 "edges_reached": sorted(s.edges),
                 "edges_missed": sorted(set(TARGETS[name].extended_features) - s.edges)}
                if self.domain == "extended" else {}),
             **({"device": {"stage_seconds": {k: round(v, 4) for k, v in s.stages.items()},
-                           "cross_checked": s.cross_checked, "warmup_seconds": round(s.warmup, 3)}}
+                           "cross_checked": s.cross_checked, "warmup_seconds": round(s.warmup, 3),
+                           "scale_cases": getattr(s, "scale_cases", 0),
+                           **({"scale_skipped": s.scale_skipped} if getattr(s, "scale_skipped", None) else {})}}
                if s.stages else {}),
             "findings": [record(f) for f in s.contract_findings],
             "edge_divergences": [record(f) for f in s.findings if f.is_edge],

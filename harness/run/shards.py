@@ -75,7 +75,7 @@ def _merge_target(entries: list[tuple[ShardRun, dict[str, Any]]]) -> dict[str, A
     """One target's entry from the shards' entries (see the module's text)."""
     ran = [(r, t) for r, t in entries if not t.get("fault")]
     first = entries[0][1]
-    out: dict[str, Any] = {"implementation": first["implementation"]}
+    out: dict[str, Any] = {k: first[k] for k in ("runner", "implementation") if k in first}
     out["examples"] = sum(t["examples"] or 0 for _, t in ran)
     out["shrink_attempts"] = sum(t.get("shrink_attempts") or 0 for _, t in ran)
     out["tokens_verified"] = sum(t["tokens_verified"] or 0 for _, t in ran)

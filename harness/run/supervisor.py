@@ -372,7 +372,7 @@ class _Supervision:
         from ..checking.check import Finding
         from ..checking.corpus import save_finding
         from ..reporting.replay_report import failed_record
-        from ..targets import Outcome
+        from ..targets import TARGETS, Outcome
 
         meta = self.log.meta() or {}
         origins = meta.get("origins", {})
@@ -397,6 +397,7 @@ class _Supervision:
                     unsaved = f"{self.corpus_dir}: {exc.strerror or exc}"
             record = finding_record(finding, path, unsaved=unsaved)
             self.log.add(unit, {
+                "runner": TARGETS[case.kernel].runner,
                 "implementation": origin.describe(), "examples": None, "shrink_attempts": None,
                 "tokens_verified": None, "seconds": None, "features_reached": [], "features_missed": [],
                 "findings": [] if finding.is_edge else [record],

@@ -27,14 +27,17 @@ class BundledSource(Source):
         return []
 
     def origin(self, name: str) -> Origin:
-        return Origin(DESCRIPTION, FILE, name, self.spec)
+        from ..targets import TARGETS
+
+        return Origin(DESCRIPTION, FILE, TARGETS[name].function, self.spec)
 
     def load(self, names: list[str] | None = None) -> Implementations:
         from ...kernels import spec_decode_utils
         from ..targets import TARGETS
 
         wanted = [n for n in (TARGETS if names is None else names) if TARGETS[n].module == MODULE]
-        funcs = {n: getattr(spec_decode_utils, n) for n in wanted if hasattr(spec_decode_utils, n)}
+        funcs = {n: getattr(spec_decode_utils, TARGETS[n].function) for n in wanted
+                 if hasattr(spec_decode_utils, TARGETS[n].function)}
         origin = {n: self.origin(n) for n in funcs}
         return Implementations(funcs, origin, self)
 

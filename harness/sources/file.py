@@ -58,20 +58,77 @@ class FileSource(Source):
         return ["--kernels", str(self.path)]
 
     def origin(self, name: str) -> Origin:
-        return Origin("your file", str(self.path), name, self.spec)
+        from ..targets import TARGETS
+
+        return Origin("your file", str(self.path), TARGETS[name].function, self.spec)
 
     def load(self, names: list[str] | None = None) -> Implementations:
         from ..targets import TARGETS
 
         wanted = list(TARGETS) if names is None else names
         _check_file(self.path, self.path)
-        module = _import_or_extract(self.path, list(TARGETS))
-        funcs = {n: getattr(module, n) for n in wanted if hasattr(module, n)}
-        if not any(hasattr(module, n) for n in TARGETS):
-            raise UserError(f"--kernels {self.path}: defines none of {', '.join(TARGETS)}")
+        functions = list(dict.fromkeys(t.function for t in TARGETS.values()))  # what a file may define
+        module = _import_or_extract(self.path, functions)
+        if not any(hasattr(module, f) for f in functions):
+            raise UserError(f"--kernels {self.path}: defines none of {', '.join(functions)}")
+        claimed, notes = which_targets(self.path, module)
+        funcs = {n: getattr(module, TARGETS[n].function) for n in wanted if n in claimed}
         origin = {n: self.origin(n) for n in funcs}
         note = getattr(module, "__eaglefuzz_note__", None)
-        return Implementations(funcs, origin, self, (note,) if note else ())
+        notes = [n for n in notes if any(t in n for t in wanted)]
+        return Implementations(funcs, origin, self, tuple(notes) + ((note,) if note else ()))
+
+
+def _named_like(path: Path, module: str) -> bool:
+    """Whether ``path`` ends like vLLM's ``module``: its file name, and its folder too for a
+    file named ``speculator.py`` (several of Model Runner V2's speculators have one)."""
+    want = module.split("/")[-2:] if module.endswith("/speculator.py") else module.split("/")[-1:]
+    return list(path.parts[-len(want):]) == want
+
+
+def which_targets(path: Path, module: ModuleType) -> tuple[set[str], list[str]]:
+    """The targets a user's file (``module``, loaded from ``path``) defines, and a note per
+    function that two vLLM modules define (Model Runner V2's ``_prepare_prefill_inputs_kernel``
+    of ``input_batch.py`` and of ``target_dependent_ar/speculator.py``) saying which target it is
+    taken for and why. Such a function is taken for the one target whose contract parameters it
+    has; else the one whose module the file is named like; else the one whose module's other
+    target functions the file defines; else for none (the note says how to tell)."""
+    from ..targetkit.interface import parameters_of
+    from ..targets import TARGETS
+
+    by_function: dict[str, list[str]] = {}
+    for n, t in TARGETS.items():
+        by_function.setdefault(t.function, []).append(n)
+    claimed: set[str] = set()
+    notes: list[str] = []
+    for function, names in by_function.items():
+        if not hasattr(module, function):
+            continue
+        if len(names) == 1:
+            claimed.add(names[0])
+            continue
+        params = parameters_of(getattr(module, function))
+        others = {TARGETS[n].module for f, ns in by_function.items() if f != function and hasattr(module, f) for n in ns}
+        rules = (
+            ("its parameters are the contract's of {section}", lambda n: params is not None
+             and list(params) == list(TARGETS[n].parameters or ())),
+            ("the file is named like vLLM's {module}", lambda n: _named_like(path, TARGETS[n].module)),
+            ("it defines other target functions of vLLM's {module}", lambda n: TARGETS[n].module in others),
+        )
+        for why, test in rules:
+            hit = [n for n in names if test(n)]
+            if len(hit) == 1:
+                t = TARGETS[hit[0]]
+                claimed.add(t.name)
+                notes.append(f"--kernels {path}: {function} tested as {t.name} ({t.module}): "
+                             + why.format(section=f"docs/CONTRACT.md §{t.section}.3", module=t.module))
+                break
+        else:
+            notes.append(f"--kernels {path}: {function}, which vLLM defines in {' and '.join(TARGETS[n].module for n in names)} "
+                         f"(targets {', '.join(names)}), is tested as neither: its parameters are neither's, and "
+                         f"neither the file's name nor its other functions say which (name the file like vLLM's, "
+                         f"e.g. .../{TARGETS[names[0]].module.split('/')[-1]})")
+    return claimed, notes
 
 
 def _check_file(path: Path, given: object) -> None:

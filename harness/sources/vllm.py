@@ -140,11 +140,11 @@ def _implementations(source: Source, loaded: _Loaded, names: list[str] | None) -
     funcs = {}
     untested: dict[str, str] = {}
     for n in wanted:
-        home = TARGETS[n].module
+        home, function = TARGETS[n].module, TARGETS[n].function
         module = loaded.modules.get(home)
-        if module is not None and n in vars(module):
-            funcs[n] = getattr(module, n)
-        elif home in loaded.failed and _defines(loaded.root / home, n):
+        if module is not None and function in vars(module):
+            funcs[n] = getattr(module, function)
+        elif home in loaded.failed and _defines(loaded.root / home, function):
             untested[n] = f"{loaded.failed[home]}: {n} not tested"
     origin = {n: source.origin(n) for n in funcs}
     notes = list(loaded.notes)
@@ -177,7 +177,7 @@ class VllmReleaseSource(Source):
     def origin(self, name: str) -> Origin:
         from ..targets import TARGETS
 
-        return Origin(f"vLLM {self.version} release wheel", TARGETS[name].module, name, self.spec)
+        return Origin(f"vLLM {self.version} release wheel", TARGETS[name].module, TARGETS[name].function, self.spec)
 
     def module_file(self) -> Path:
         return release_module_file(self.version)
@@ -255,7 +255,7 @@ class InstalledVllmSource(Source):
         from ..targets import TARGETS
 
         path = self.found.module_file.parents[3] / TARGETS[name].module
-        return Origin(f"installed vLLM {self.found.version}", str(path), name, self.spec)
+        return Origin(f"installed vLLM {self.found.version}", str(path), TARGETS[name].function, self.spec)
 
     def module_file(self) -> Path:
         return self.found.module_file

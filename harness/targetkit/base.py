@@ -1,17 +1,22 @@
-"""What every target of the harness provides, and the shared machinery of Triton targets.
+"""The record interface every target has (:class:`Target`), and the shared machinery of Triton
+targets (:class:`TritonTarget`).
 
-A target is one kernel or function under test. Its entry in the registry keeps all of its
-pieces in step: the strategy that generates cases, the bulk random generator, the contract
-check, the semantic features, the oracles, the launch that mirrors vLLM's call site, and the
-map from an output element back to a request and region for the report.
+A target is one kernel or function under test. Its record keeps all of its pieces in step: who
+it is (name, model runner, vLLM module and function, contract section), the tiers' rules, the
+semantic features, the oracles, the launch that mirrors vLLM's call site, and the map from an
+output element back to a request and region for the report. Its generators, tour and extended
+tier are files of its folder (:mod:`.roles`). docs/DESIGN.md ("The record interface") and
+docs/ADDING_A_TARGET.md describe it; ``tests/test_record_interface.py`` checks every record.
 """
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import Any, Final, Literal, final
 
 import numpy as np
 from hypothesis import strategies as st
@@ -24,43 +29,68 @@ from ..generation.choosers import Chooser, RngChooser, as_strategy
 from ..generation.shrink_steps import keep_lists
 from ..generation.strategies import Scale, Shape
 from .interface import parameters_of
+from .roles import find_role, folder_of
+
+PRODUCTION: Final = "production"
+EXTENDED: Final = "extended"
+Tier = Literal["production", "extended"]
+TIERS: tuple[Tier, ...] = (PRODUCTION, EXTENDED)
+"""The domain tiers of :meth:`Target.validate`, narrow to wide (docs/CONTRACT.md, "Three domains")."""
+
+Runner = Literal["V1", "V2"]
+RUNNERS: tuple[Runner, ...] = ("V1", "V2")
+"""vLLM's model runners. ``V1``: ``vllm/v1/worker/gpu_model_runner.py`` and the helpers it calls
+(``vllm/v1/spec_decode/``, ``vllm/v1/sample/``); ``V2``: Model Runner V2, ``vllm/v1/worker/gpu/``
+(the default in vLLM 0.33.0: ``VllmConfig.use_v2_model_runner``)."""
+
+CPU_PORT_RUNNERS: tuple[Runner, ...] = ("V1",)
+"""The runners whose kernels vLLM's CPU backend replaces with C++ ops (``port.py``, ``--vllm-cpu``).
+Model Runner V2's have none: vLLM 0.33.0's ``CpuPlatform.register_triton_kernel_overrides``
+(``vllm/platforms/cpu.py``) registers ops for V1 kernels only, and its CPU V2 runner
+(``vllm/v1/worker/cpu/model_runner.py``, a ``GPUModelRunner``) runs the Triton kernels
+themselves, through triton-cpu. A V2 target's port role does not apply (the matrix: ``n/a``)."""
+
+V2_PACKAGE = "vllm/v1/worker/gpu/"
+"""Where Model Runner V2's modules live: a target of ``runner = "V2"`` has its ``module`` here,
+and only such a target."""
+
+OracleFn = Callable[..., Any]
 
 
-class EdgesInModule:
-    """The extended tier of a target kept in its folder's ``edges.py``.
+def numpy_and_numba(function: str) -> dict[str, str]:
+    """:attr:`Target.oracle_functions` of a kernel with the usual two oracles: ``function`` of
+    ``oracles/vectorized.py`` (NumPy) and of ``oracles/loops.py`` (Numba)."""
+    return {"numpy": f"vectorized.{function}", "numba": f"loops.{function}"}
 
-    Put before the target's base class. ``edges`` is that module: it defines ``FEATURES``
-    (edge name -> description), ``validate(case, dtypes)`` (raises :class:`ContractViolation`
-    outside the extended tier), ``strategy(scale)``, ``random_case(rng, scale)``,
-    ``features_of(case)`` and ``shrink_candidates(case)``. ``edge_dtypes`` is what ``validate``
-    checks the arrays against (the target's ``inputs`` unless the class sets it).
-    """
 
-    edges: Any
-    edge_dtypes: Mapping[str, Any] | None = None
+def oracle(path: str) -> OracleFn:
+    """The oracle ``"module.function"`` of eaglefuzz's ``oracles/`` package, imported now (the
+    oracles load Numba: nothing imports them before a case is checked)."""
+    module, _, function = path.rpartition(".")
+    return getattr(importlib.import_module(f"...oracles.{module}", __package__), function)
 
-    @property
-    def extended_features(self) -> Mapping[str, str]:
-        return self.edges.FEATURES
 
-    def validate_extended(self, case: Case) -> None:
-        try:
-            self.validate(case)  # type: ignore[attr-defined]
-        except ContractViolation:
-            dtypes = self.edge_dtypes if self.edge_dtypes is not None else self.inputs  # type: ignore[attr-defined]
-            self.edges.validate(case, dict(dtypes))
+def target_name(module: str, function: str, functions: Iterable[str]) -> str:
+    """The name a target of ``function`` in vLLM ``module`` has (docs/ADDING_A_TARGET.md): the
+    function's own, unless ``functions`` (every target's, this one's included) holds it twice;
+    then the module's own name before it, without the function's leading underscores: the file's
+    stem (``input_batch.py``: ``input_batch_prepare_prefill_inputs_kernel``), or the folder of a
+    file named ``speculator.py``, which several of Model Runner V2's speculators have
+    (``spec_decode/target_dependent_ar/speculator.py``:
+    ``target_dependent_ar_prepare_prefill_inputs_kernel``), so that each name says its file."""
+    if list(functions).count(function) < 2:
+        return function
+    parts = module.removesuffix(".py").split("/")
+    owner = parts[-2] if parts[-1] == "speculator" and len(parts) > 1 else parts[-1]
+    return f"{owner}_{function.lstrip('_')}"
 
-    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return self.edges.strategy(scale)
 
-    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return self.edges.random_case(rng, scale)
+def draw_production(c: Chooser, scale: Scale, shapes: tuple[Shape, ...], body: Callable[[Chooser, Scale], Case]) -> Case:
+    """A production case drawn with ``c``: now and then one of ``shapes`` (the tour's), else
+    ``body(c, scale)`` (the folder's ``cases.body``)."""
+    extreme = c.shape(shapes, scale)
+    return extreme if extreme is not None else body(c, scale)
 
-    def extended_features_of(self, case: Case) -> frozenset[str]:
-        return self.edges.features_of(case)
-
-    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
-        return self.edges.shrink_candidates(case)
 
 
 def require_arrays(arrays: Mapping[str, np.ndarray], dtypes: Mapping[str, Any], optional: Iterable[str] = ()) -> None:
@@ -118,23 +148,69 @@ class Variant:
 
 
 class Target(ABC):
-    """One kernel or function under test; subclasses are registered in ``targets``."""
+    """The record of one kernel or function under test: the one interface every target has,
+    the same for all (as PyTorch's ``OpInfo`` entry). Each folder's ``record.py`` sets
+    ``TARGET`` to an instance of a subclass (:class:`TritonTarget`, or
+    :class:`~.pyfunc.PythonFunctionTarget`); the registry (:mod:`..targets`) finds it.
+
+    **Identity** (class attributes every record sets; ``tests/test_record_interface.py`` checks
+    their types): :attr:`name`, :attr:`runner`, :attr:`module`, :attr:`function`,
+    :attr:`section`, :attr:`features`, :attr:`oracle_functions`; optionally :attr:`extremes`,
+    :attr:`scale_features`, :attr:`parameters`, :attr:`variants`.
+
+    **Tiers**: :meth:`validate` ``(case, tier)`` and :meth:`tier_of` are defined here once and
+    never overridden; a record gives the rules, :meth:`production_rules` and (with an
+    ``edges.py``) :meth:`extended_rules`.
+
+    **Roles**: the folder's other files (``roles.ROLES``), found one way
+    (:func:`~.roles.find_role`): this class reads its own ``cases.py`` (:meth:`production_case`),
+    ``tour.py`` (:attr:`shapes`) and ``edges.py`` (the ``extended_*`` members) through it, and
+    everything else asks the registry's ``role(name, role)``.
+
+    **Checking**: :meth:`features_of`, :meth:`check`, :meth:`oracle_check`,
+    :meth:`output_tokens` (abstract); the shrink moves and costs have defaults.
+    """
 
     name: str
+    """The target's name: unique, its folder's name (``harness/targets/<name>/``), what a user
+    types (``--kernel``) and reads (reports, ``corpus/<name>/``). Usually :attr:`function`; a
+    target whose function's name another target's module also defines has a name of its own."""
     kind: str
+    """What it is (``"triton kernel"``, ``"python function"``): set by the base class."""
+    runner: Runner
+    """The vLLM model runner whose code it is (:data:`RUNNERS`): ``"V2"`` exactly when
+    :attr:`module` lies in :data:`V2_PACKAGE`."""
+    module: str
+    """The vLLM module file that defines it, as a path inside a vLLM checkout or wheel
+    (``vllm/v1/spec_decode/utils.py``): where the vLLM sources look for :attr:`function`."""
+    function: str
+    """The name :attr:`module` defines it by (vLLM's own, a leading underscore included): what
+    every source looks up, and what a user's file or fork defines."""
     section: int
     """Its section of docs/CONTRACT.md (``§N``, whose heading names it); the registry lists the
     targets in this order."""
-    module: str = "vllm/v1/spec_decode/utils.py"
-    """The vLLM module that defines it, as a path inside a vLLM checkout or wheel: where the vLLM
-    sources look for it, and what the bundled copy of that module holds."""
     features: Mapping[str, str]
     """Semantic feature name -> one-line description; :meth:`features_of` returns a subset."""
+    oracle_functions: Mapping[str, str]
+    """The oracles, by label: ``"module.function"`` in eaglefuzz's ``oracles/`` package
+    (:func:`numpy_and_numba` for the usual pair); :attr:`oracles` imports them on first use."""
     parameters: tuple[str, ...] | None = None
     """The implementation's parameter names as the contract gives them (``None``: unchecked);
     an implementation with others gets an interface verdict, not a bug finding."""
     variants: Mapping[str, Variant] = {}
     """Older interfaces still tested, by name (see :class:`Variant`)."""
+    extremes: tuple[str, ...] = ()
+    """The features that are production extremes (vLLM's largest batches, offsets, rows, ids,
+    positions): every default run reaches each of them, through :meth:`extreme_cases`."""
+    scale_features: tuple[str, ...] = ()
+    """The features of production scale (:mod:`.scale`: a flat index past ``2**31``, tables of
+    8 GiB and more): production, but reached only where a backend holds such cases (``--mode
+    device`` on a large GPU); a run elsewhere names them as not reachable there."""
+
+    @property
+    def oracles(self) -> Mapping[str, OracleFn]:
+        """The oracle functions of :attr:`oracle_functions`, by label, in that order."""
+        return {label: oracle(path) for label, path in self.oracle_functions.items()}
 
     def variant_of(self, impl: Any) -> str | None:
         """The name of the variant whose parameters ``impl`` has (``None``: the contract's own
@@ -147,11 +223,22 @@ class Target(ABC):
             return None
         return next((n for n, v in self.variants.items() if list(params) == list(v.parameters)), None)
 
-    extremes: tuple[str, ...] = ()
-    """The features that are production extremes (vLLM's largest batches, offsets, rows, ids,
-    positions): every default run reaches each of them, through :meth:`extreme_cases`."""
-    shapes: tuple[Shape, ...] = ()
-    """Cheap-but-large shapes that reach the extremes, cheapest first."""
+    # -- the folder's roles (roles.py: the one lookup) -------------------------------------
+
+    @property
+    def folder(self) -> str | None:
+        """The package of the target's folder (``None`` for a record outside one: a test double)."""
+        return folder_of(type(self).__module__)
+
+    def _role(self, role: str) -> ModuleType | None:
+        return find_role(self.folder, role)
+
+    @property
+    def shapes(self) -> tuple[Shape, ...]:
+        """Cheap-but-large shapes that reach the extremes, cheapest first: the folder's
+        ``tour.py`` ``SHAPES`` (none without one)."""
+        tour = self._role("tour")
+        return tuple(tour.SHAPES) if tour is not None else ()
 
     def extreme_cases(self, rng: np.random.Generator, scale: Scale) -> list[Case]:
         """The tour of a default run: one case of each of :attr:`shapes`, cheapest first
@@ -159,15 +246,14 @@ class Target(ABC):
         :attr:`extremes`, whatever ``rng``."""
         return [shape.build(rng, scale) for shape in self.shapes]
 
-    cases: Any = None
-    """The folder's ``cases.py``: its ``body(chooser, scale)`` draws an ordinary production
-    case (:mod:`~..generation.choosers`: one body for both drivers)."""
-
     def production_case(self, c: Chooser, scale: Scale) -> Case:
         """A production case drawn with ``c``: now and then one of :attr:`shapes`, else an
-        ordinary one (``cases.body``)."""
-        extreme = c.shape(self.shapes, scale)
-        return extreme if extreme is not None else self.cases.body(c, scale)
+        ordinary one (the folder's ``cases.py``: ``body(chooser, scale)``; one body for both
+        drivers, :mod:`~..generation.choosers`)."""
+        cases = self._role("cases")
+        if cases is None:
+            raise LookupError(f"{self.name}: its folder has no cases.py (roles.find_role found none)")
+        return draw_production(c, scale, self.shapes, cases.body)
 
     def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
         """In-contract cases, generated by construction (Hypothesis)."""
@@ -177,9 +263,86 @@ class Target(ABC):
         """One in-contract case drawn with NumPy alone (bulk mode: no Hypothesis overhead)."""
         return self.production_case(RngChooser(rng), scale)
 
+    # -- the tiers (docs/CONTRACT.md, "Three domains"; harness/checking/domains.py) ---------
+    #
+    # validate and tier_of are defined here only. The production tier is what
+    # production_rules accepts; the extended tier adds what extended_rules accepts (the inputs
+    # the contract's N.4 lists as outside, where the reference is still defined). A target
+    # without edges.py has no extended tier: its extended_rules are its production rules.
+
+    @final
+    def validate(self, case: Case, tier: Tier = PRODUCTION) -> None:
+        """Raise :class:`ContractViolation` (``field``, ``rule``) unless ``case`` lies in ``tier``.
+
+        ``"production"``: :meth:`production_rules`. ``"extended"``: the production tier and
+        the inputs :meth:`extended_rules` accepts (a case both refuse raises the extended
+        tier's violation). Any other tier is a ``ValueError``."""
+        if tier == PRODUCTION:
+            self.production_rules(case)
+            return
+        if tier != EXTENDED:
+            raise ValueError(f"unknown tier {tier!r} (one of {', '.join(TIERS)})")
+        try:
+            self.production_rules(case)
+        except ContractViolation:
+            self.extended_rules(case)
+
+    @final
+    def tier_of(self, case: Case, domain: Tier = PRODUCTION) -> Tier:
+        """``"production"`` when :meth:`production_rules` accepts ``case``; ``"extended"``
+        when the domain is ``"extended"`` and :meth:`extended_rules` accepts it. Otherwise raise
+        the production tier's :class:`ContractViolation` (or the extended tier's, naming its
+        rule, when the domain is ``"extended"``)."""
+        try:
+            self.production_rules(case)
+            return PRODUCTION
+        except ContractViolation:
+            if domain != EXTENDED:
+                raise
+        self.extended_rules(case)
+        return EXTENDED
+
     @abstractmethod
-    def validate(self, case: Case) -> None:
-        """Raise :class:`ContractViolation` when ``case`` is outside the contract."""
+    def production_rules(self, case: Case) -> None:
+        """Raise :class:`ContractViolation` when ``case`` is outside the production tier
+        (docs/CONTRACT.md N.2); called through :meth:`validate` only."""
+
+    def extended_rules(self, case: Case) -> None:
+        """Raise :class:`ContractViolation` when ``case``, which the production tier refuses,
+        is outside the extended tier too (docs/CONTRACT.md N.4); called through :meth:`validate`
+        only. A record overrides it exactly when its folder has ``edges.py``; by default (no
+        extended tier) the production rules' violation stands."""
+        self.production_rules(case)
+
+    @property
+    def extended_features(self) -> Mapping[str, str]:
+        """Edge name -> one-line description (the folder's ``edges.py`` ``FEATURES``; none
+        without one); :meth:`extended_features_of` returns a subset."""
+        edges = self._role("edges")
+        return edges.FEATURES if edges is not None else {}
+
+    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        """Cases of the extended tier, mostly edges, some production cases (``edges.py``; the
+        production strategy without one)."""
+        edges = self._role("edges")
+        return edges.strategy(scale) if edges is not None else self.strategy(scale)
+
+    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
+        """One case of the extended tier drawn with NumPy alone (bulk mode)."""
+        edges = self._role("edges")
+        return edges.random_case(rng, scale) if edges is not None else self.random_case(rng, scale)
+
+    def extended_features_of(self, case: Case) -> frozenset[str]:
+        """The edges of the extended tier that ``case`` exercises (empty for production)."""
+        edges = self._role("edges")
+        return edges.features_of(case) if edges is not None else frozenset()
+
+    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
+        """Smaller variants of an extended-tier case, on top of :meth:`shrink_candidates`."""
+        edges = self._role("edges")
+        return edges.shrink_candidates(case) if edges is not None else iter(())
+
+    # -- checking ---------------------------------------------------------------------------
 
     @abstractmethod
     def features_of(self, case: Case) -> frozenset[str]:
@@ -196,6 +359,8 @@ class Target(ABC):
     @abstractmethod
     def output_tokens(self, case: Case) -> int:
         """How many output elements one check of ``case`` verifies (for throughput figures)."""
+
+    # -- shrinking --------------------------------------------------------------------------
 
     def shrink_candidates(self, case: Case) -> Iterator[Case]:
         """Smaller variants of ``case`` (drop requests, shorten, simplify), simplest first.
@@ -246,53 +411,6 @@ class Target(ABC):
     def output_bytes(self, case: Case) -> int:
         """Bytes of the output buffers checking ``case`` allocates (see :mod:`..core.limits`)."""
         return 0
-    # -- domain tiers (docs/CONTRACT.md, "Three domains"; harness/checking/domains.py) -------------
-    #
-    # The production tier is what ``validate(case)`` accepts. The extended tier adds the
-    # inputs the contract's N.4 lists as outside, where the reference's behaviour is still
-    # defined; a target without one keeps the defaults below (its extended tier is its
-    # production tier).
-
-    extended_features: Mapping[str, str] = {}
-    """Edge name -> one-line description; :meth:`extended_features_of` returns a subset."""
-
-    def validate_extended(self, case: Case) -> None:
-        """Raise :class:`ContractViolation` when ``case`` is outside the extended tier (which
-        holds the production tier)."""
-        self.validate(case)
-
-    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        """Cases of the extended tier (mostly edges, some production cases)."""
-        return self.strategy(scale)
-
-    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        """One case of the extended tier drawn with NumPy alone (bulk mode)."""
-        return self.random_case(rng, scale)
-
-    def extended_features_of(self, case: Case) -> frozenset[str]:
-        """The edges of the extended tier that ``case`` exercises (empty for production)."""
-        return frozenset()
-
-    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
-        """Smaller variants of an extended-tier case, on top of :meth:`shrink_candidates`."""
-        return iter(())
-
-    def tier_of(self, case: Case, domain: str = "production") -> str:
-        """``"production"`` when :meth:`validate` accepts ``case``; ``"extended"`` when the
-        domain is ``"extended"`` and :meth:`validate_extended` accepts it. Otherwise raise the
-        production tier's :class:`ContractViolation` (or the extended tier's, naming its rule,
-        when the domain is ``"extended"``)."""
-        try:
-            self.validate(case)
-            return "production"
-        except ContractViolation:
-            if domain != "extended":
-                raise
-        self.validate_extended(case)
-        return "extended"
-
-
-OracleFn = Callable[..., None]
 
 
 class TritonTarget(Target):
@@ -304,7 +422,6 @@ class TritonTarget(Target):
 
     kind = "triton kernel"
     inputs: Mapping[str, np.dtype]
-    oracles: Mapping[str, OracleFn]
     inout: frozenset[str] = frozenset()
     """Inputs the kernel updates in place (vLLM's ``seq_lens``): the oracles update their copy,
     and the buffer must end up as they left it instead of unchanged."""
@@ -328,7 +445,10 @@ class TritonTarget(Target):
 
     @abstractmethod
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
-        """Launch ``kernel`` on device ``tensors`` (inputs and outputs by name) like vLLM does."""
+        """Launch ``kernel`` on device ``tensors`` (inputs and outputs by name) like vLLM does:
+        through its launcher in ``kernels/launchers.py`` (which takes the kernel first, so that
+        any implementation is launched the same way), never ``kernel[grid](...)`` here. An
+        implementation of a variant (:attr:`variants`) gets no tensor for what it ``lacks``."""
 
     @abstractmethod
     def call_oracle(self, oracle: OracleFn, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
@@ -350,7 +470,7 @@ class TritonTarget(Target):
     def _run_oracle(self, oracle: OracleFn, case: Case, fills: Mapping[str, int]) -> dict[str, np.ndarray]:
         specs = self.output_specs(case)
         outs = {n: filled(dt, shape, fills[n]) for n, (dt, shape) in specs.items()}
-        inputs = {n: a.copy() for n, a in case.arrays.items()}
+        inputs = {n: a.copy() if n in self.inout else _read_only(a) for n, a in case.arrays.items()}
         self.call_oracle(oracle, case.replace(arrays=inputs), outs)
         return outs | {n: inputs[n] for n in self.inout}
 
@@ -461,7 +581,10 @@ class TritonTarget(Target):
                 self.launch(impl, views, case)
             if device != "cpu":
                 torch.cuda.synchronize()
-            actual = {n: b.read() for n, b in buffers.items()}
+            changed = self._changed_inputs(case)
+            large = {n for n, b in buffers.items() if b.initial is None and n in case.arrays and n not in changed}
+            actual = {n: b.read() for n, b in buffers.items() if n not in large}
+            large_changes = {n: buffers[n].changes() for n in sorted(large)}  # compared on the device
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             return outcome.crashed(exc, device)
         guards = {n: b.guard for n, b in buffers.items()}
@@ -477,10 +600,19 @@ class TritonTarget(Target):
                 e = {n: a for n, a in next(iter(again.values())).items() if n not in lacks}
                 if refills == fills and not compare_all(e, actual, locate=locate, versus="oracle", guards=guards, sentinels=sentinels):
                     outcome.differences = []
-        changed = self._changed_inputs(case)
-        inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays and n not in changed}
+        inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays and n not in changed | large}
         outcome.differences += compare_all(inputs_expected, actual, locate=locate, versus="input as given", guards=guards)
+        for n, found in large_changes.items():
+            outcome.differences += [Difference(n, i, e, a, *locate(n, i), "input as given") for i, e, a in found]
         return outcome
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A view of input ``a`` that an oracle cannot write (an oracle never writes an input it is
+    not told to update; this way a table of billions is not copied for each oracle run)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 def _with_guards(a: np.ndarray, fill: int) -> np.ndarray:

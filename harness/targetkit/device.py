@@ -26,6 +26,8 @@ import numpy as np
 import torch
 
 from ..core.case import Case
+from ..generation.strategies import Scale
+from .scale import flat_limit
 
 GUARD = 256
 """Elements of guard band around every array in an arena."""
@@ -85,6 +87,38 @@ class DeviceTarget:
         """Launch ``impl`` on ``views`` (every input and output by name) as vLLM does."""
         raise NotImplementedError
 
+    record: Any = None
+    """The target's record (its folder's ``TARGET``), for :meth:`from_case`."""
+    scale: bool = False
+    """Whether the target has production-scale cases (:meth:`scale_case`: a flat index past
+    ``2**31``), which ``--mode device`` runs in a process of their own."""
+
+    def scale_case(self, rng: np.random.Generator) -> Case | None:
+        """A production case past ``2**31`` elements (:mod:`.scale`), drawn on the host with
+        ``rng`` alone (a worker that did not draw it makes it again from the same seed); ``None``
+        for a target without such products."""
+        return None
+
+    def scale_minimal(self, case: Case) -> list[Case]:
+        """The smallest cases of :meth:`scale_case`'s kind that read past ``2**31`` like
+        ``case`` (one row past it, plain values), simplest first: what a scale finding is
+        minimised to (the first that still fails)."""
+        return []
+
+    def reached(self, case: Case) -> frozenset[str]:
+        """The features ``case`` reaches, as the run's coverage counts them (a production-scale
+        case's at least; by default all of the record's)."""
+        return self.record.features_of(case)
+
+    def from_case(self, case: Case, device: str) -> DeviceCase:
+        """``case`` on the device, launched as vLLM launches it (every launch field ``null``)."""
+        specs = self.record.output_specs(case)
+        return DeviceCase(
+            inputs={n: torch.from_numpy(np.ascontiguousarray(a)).to(device) for n, a in case.arrays.items()},
+            outputs={n: (_TORCH[np.dtype(dt)], int(np.prod(shape))) for n, (dt, shape) in specs.items()},
+            scalars=dict(case.scalars),
+        )
+
     def to_case(self, dc: DeviceCase) -> Case:
         """The same case as a plain :class:`~..core.case.Case` (host arrays; vLLM's own launch)."""
         return Case(
@@ -94,6 +128,37 @@ class DeviceTarget:
             launch=dict.fromkeys(self.launch_names),
             note="drawn on the device (eaglefuzz fuzz --mode device)",
         )
+
+
+DEVICE_SCALE = Scale(max_requests=1024, request_tail=4096, max_query_len=8192, max_programs=1 << 22)
+"""The batches a :class:`RecordDevice` draws: up to 1024 requests (a tail to 4096, vLLM's large
+``max_num_seqs``), prefills of up to 8192 tokens."""
+
+
+class RecordDevice(DeviceTarget):
+    """The device mode of a target whose record draws and checks its own cases (the newer utils
+    targets, docs/CONTRACT.md §6-§9: Triton kernels and torch functions vLLM runs on the GPU):
+    production cases drawn on the host by the record's generator at :data:`DEVICE_SCALE`, each
+    run on the device and checked by the record's check (the NumPy and Numba oracles, every
+    element and guard band compared), a case at a time."""
+
+    checked_on = "record"
+    oracle_name = "the NumPy and Numba oracles (the record's check)"
+
+    def draw(self, rng: np.random.Generator, gen: Any, device: str, max_requests: int | None = None) -> DeviceCase:
+        case = self.draw_case(rng, max_requests)
+        specs = self.record.output_specs(case) if hasattr(self.record, "output_specs") else {}
+        return DeviceCase(dict(case.arrays), {n: (_TORCH[np.dtype(dt)], int(np.prod(shape))) for n, (dt, shape) in specs.items()},
+                          dict(case.scalars), {"launch": dict(case.launch)})
+
+    def draw_case(self, rng: np.random.Generator, max_requests: int | None = None) -> Case:
+        """A production case of the record's generator; ``max_requests``: a small scale (tests)."""
+        scale = DEVICE_SCALE if max_requests is None else Scale(max_requests, max_requests, 16, 64)
+        return self.record.random_case(rng, scale)
+
+    def to_case(self, dc: DeviceCase) -> Case:
+        return Case(self.name, dict(dc.inputs), dict(dc.scalars), dict(dc.host.get("launch", {})),
+                    note="drawn for the device (eaglefuzz fuzz --mode device)")
 
 
 _NUMPY_OF = {torch.int32: np.int32, torch.int64: np.int64, torch.uint8: np.uint8,
@@ -131,11 +196,57 @@ def _layout(shapes: dict[str, tuple[torch.dtype, int]]) -> tuple[dict[str, int],
     return offset, sizes
 
 
+BIG = 1 << 26
+"""Inputs of at least this many elements (probability tables, noise: up to billions at
+production scale) get a buffer of their own (:class:`_Big`) instead of a place in an arena."""
+
+WRAP_GUARD = (1 << 31) + (1 << 20)
+"""Elements of poison before a big input (fewer when the input is smaller): a flat index that
+wraps around int32 lands at most ``2**31`` elements before the element it meant, so its read
+returns the poison, the same on every run, instead of whatever lies there."""
+
+_POISON_BITS = {torch.int32: 0x4B4B4B4B, torch.int64: 0x4B4B4B4B4B4B4B4B, torch.uint8: 0xA5}
+"""The inputs' guard fill (as core/buffers.py's poison: float32 13323083.0, no probability)."""
+
+
+def _big_from() -> int:
+    """:data:`BIG`, or less under a test's lower flat limit (:func:`~.scale.flat_limit`)."""
+    return min(BIG, flat_limit() // 2)
+
+
+def _wrap_guard() -> int:
+    """:data:`WRAP_GUARD`, in proportion under a test's lower flat limit."""
+    return flat_limit() + flat_limit() // 2048
+
+
+class _Big:
+    """A large input alone in a buffer: ``before`` elements of poison, the input, then
+    :data:`GUARD` more; checked against the tensor it was copied from (no second copy)."""
+
+    def __init__(self, t: torch.Tensor, device: str) -> None:
+        self.source = t.reshape(-1)
+        s = _storage(t.dtype)
+        n = self.source.numel()
+        self.before = min(n, _wrap_guard())
+        self.full = torch.full((self.before + n + GUARD,), _POISON_BITS[s], dtype=s, device=device)
+        self.mid = self.full[self.before : self.before + n]
+        self.mid.copy_(self.source.view(s) if s != t.dtype else self.source)
+        self.view = self.mid.view(t.dtype) if s != t.dtype else self.mid
+
+    def mismatch(self) -> torch.Tensor:
+        s = self.full.dtype
+        src = self.source.view(s) if s != self.source.dtype else self.source
+        return ((self.full[: self.before] != _POISON_BITS[s]).sum() + (self.full[self.before + src.numel() :] != _POISON_BITS[s]).sum()
+                + (self.mid != src).sum())
+
+
 class Arenas:
-    """Every array of ``dc`` in one guarded buffer per storage dtype, pre-filled for ``writes``."""
+    """Every array of ``dc`` in one guarded buffer per storage dtype, pre-filled for ``writes``;
+    an input of :data:`BIG` elements or more in a buffer of its own (:class:`_Big`)."""
 
     def __init__(self, dc: DeviceCase, writes: dict[str, tuple[torch.Tensor, torch.Tensor]], device: str) -> None:
-        shapes = {n: (t.dtype, t.numel()) for n, t in dc.inputs.items()} | dc.outputs
+        self.big = {n: _Big(t, device) for n, t in dc.inputs.items() if t.numel() >= _big_from() and n not in writes}
+        shapes = {n: (t.dtype, t.numel()) for n, t in dc.inputs.items() if n not in self.big} | dc.outputs
         self.offset, sizes = _layout(shapes)
         self.full = {s: torch.full((size + GUARD,), _SENTINEL[s], dtype=s, device=device) for s, size in sizes.items()}
         self.views: dict[str, torch.Tensor] = {}
@@ -144,7 +255,8 @@ class Arenas:
             v = buf[self.offset[n] : self.offset[n] + k]
             self.views[n] = v.view(dt) if dt != _storage(dt) else v
         for n, t in dc.inputs.items():
-            self.views[n].copy_(t.reshape(-1))
+            if n not in self.big:
+                self.views[n].copy_(t.reshape(-1))
         for n, (index, value) in writes.items():
             s = _storage(shapes[n][0])
             if value.dtype != torch.bool:
@@ -155,7 +267,7 @@ class Arenas:
             e = self.expected[_storage(dt)][self.offset[n] : self.offset[n] + shapes[n][1]]
             e[index] = value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)
         self.shapes = {n: t.shape for n, t in dc.inputs.items()}
-        self.views = self._shaped(self.views)
+        self.views = self._shaped(self.views | {n: b.view for n, b in self.big.items()})
 
     def _shaped(self, views: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         # inputs keep their shape (a 2-D id matrix, a strided view)
@@ -163,7 +275,8 @@ class Arenas:
 
     def mismatch(self) -> torch.Tensor:
         """A device scalar: the number of elements, over every buffer, that are not as expected."""
-        return sum((self.full[s] != self.expected[s]).sum() for s in self.full)
+        return (sum((self.full[s] != self.expected[s]).sum() for s in self.full)
+                + sum(b.mismatch() for b in self.big.values()))
 
 
 _NUMPY = _NUMPY_OF

@@ -10,16 +10,24 @@ the largest entry of a row always kept.
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from .scale import flat_limit, scaled_vocab
+
 MAX_VOCAB = 262144
 """The largest vocabulary of current models."""
-MAX_TABLE = 1 << 28
-"""Elements of one ``[N, V]`` table at most on a GPU (1 GiB of float32; vLLM's own int32 flat
-indices stop at ``2**31``: docs/CONTRACT.md §11.4)."""
+MAX_TABLE = 1 << 29
+"""Elements of one ``[N, V]`` table at most in an ordinary device case (2 GiB of float32, drawn
+dense); the production-scale cases past ``2**31`` elements are :func:`scale_step`'s."""
+SCALE_TABLE = 5 << 29
+"""Elements of one table (or noise) of a production-scale case at most: ``1.25 * 2**31`` (10 GiB
+of float32), just past the flat index an int32 holds (docs/CONTRACT.md §11.2, §13.2)."""
+SCALE_VOCABS = (262144, 256000, 201088, 152064, 151936, 128256)
+"""Vocabularies of the production-scale cases: Gemma 3, Gemma 2, gpt-oss, Qwen 2.5, Qwen 3, Llama 3."""
 CPU_VOCAB = 512
 """The largest vocabulary drawn on the CPU (the interpreter: tests only)."""
 
@@ -116,3 +124,73 @@ def synthetic_rates(rng: np.random.Generator, K: int) -> np.ndarray:  # noqa: N8
     edge = rng.random(r.size) < 0.2
     r[edge] = rng.choice(np.array([0.0, 1.0], dtype=np.float32), size=int(edge.sum()))
     return r
+
+
+def scale_vocab(rng: np.random.Generator) -> int:
+    """The vocabulary of a production-scale case: one of :data:`SCALE_VOCABS`."""
+    return scaled_vocab(int(rng.choice(SCALE_VOCABS)))
+
+
+def scale_rows(rng: np.random.Generator, V: int) -> int:  # noqa: N803
+    """Rows of a production-scale ``[rows, V]`` array: past ``2**31 / V`` (the first row whose
+    flat index an int32 cannot hold), by up to :data:`SCALE_TABLE` elements in all."""
+    limit = flat_limit()
+    first = (limit + V - 1) // V
+    return first + int(rng.integers(1, max(2, SCALE_TABLE * limit // (1 << 31) // V - first + 1)))
+
+
+def scale_counts(rng: np.random.Generator, N: int) -> np.ndarray:  # noqa: N803
+    """Draft counts (int64, each ``<= 16``, some ``0``: prefills) that add up to ``N``."""
+    K = int(rng.integers(8, 17))
+    d = np.full(-(-N // K), K, dtype=np.int64)
+    d[-1] = N - K * (d.size - 1)
+    zeros = np.flatnonzero(rng.random(d.size) < 0.05)
+    return np.insert(d, zeros, 0)
+
+
+def lazy_full(shape: tuple[int, ...], dtype: type, fill: float = 0) -> np.ndarray:
+    """``np.full(shape, fill, dtype)`` whose pages are made only when written (``fill`` 0) or
+    once (else): anonymous memory with huge pages off, so that a few entries scattered over a
+    10 GiB table touch a few 4 KiB pages, not every 2 MiB huge page (gigabytes, tens of seconds)."""
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    try:
+        buf = mmap.mmap(-1, max(n, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        buf.madvise(mmap.MADV_NOHUGEPAGE)
+    except (AttributeError, OSError, ValueError):  # not Linux: an ordinary array
+        return np.full(shape, fill, dtype=dtype)
+    out = np.frombuffer(buf, dtype=dtype, count=int(np.prod(shape))).reshape(shape)
+    if fill:
+        out[...] = fill
+    return out
+
+
+def sparse_rows(rng: np.random.Generator, rows: int, V: int, k: int,  # noqa: N803
+                ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A float32 ``[rows, V]`` table of softmax rows with ``k`` tokens each (the others masked
+    to ``-inf`` by top-k: probability 0; ``ids`` when given, else drawn), and those tokens,
+    ``[rows, k]``. The zeros are never written (their pages stay the system's zero page), so a
+    10 GiB table costs its entries."""
+    table = lazy_full((rows, V), np.float32)
+    if ids is None:
+        ids = rng.integers(0, V, size=(rows, k))  # a repeated id keeps its last probability
+    logits = rng.standard_normal((rows, k)) * float(rng.choice([0.1, 1.0, 5.0]))
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p = (p / p.sum(axis=1, keepdims=True)).astype(np.float32)
+    table[np.repeat(np.arange(rows), k), ids.reshape(-1)] = p.reshape(-1)
+    return table, ids
+
+
+def sparse_noise(rng: np.random.Generator, rows: int, V: int, dtype: type, k: int,  # noqa: N803
+                 at: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """``inv_q = 1 / q`` of ``[rows, V]`` as a production-scale case draws it: ``1`` (``q = 1``)
+    but for ``k`` random entries per row and the entries ``at`` (rows, columns: the tokens a
+    request's table rows hold, so that the race among them is decided by the noise as in a
+    dense draw) of ``1 / Exp(1)``. The pages of the ones are written once."""
+    inv_q = lazy_full((rows, V), dtype, 1.0)
+    r = np.repeat(np.arange(rows), k)
+    c = rng.integers(0, V, size=rows * k)
+    if at is not None:
+        r, c = np.concatenate([r, at[0]]), np.concatenate([c, at[1]])
+    q = np.maximum(rng.exponential(size=r.size), float(np.finfo(dtype).tiny))
+    inv_q[r, c] = (1.0 / q).astype(dtype)
+    return inv_q

@@ -185,3 +185,42 @@ def pad_tails(rng: np.random.Generator, ids: np.ndarray, counts: Sequence[int], 
             ids[start + n - k : start + n] = -1
         start += n
     return ids
+
+
+def cut_at_token(case: Case, t: int, per_request: Sequence[str], per_token: Sequence[str]) -> Case:
+    """``case`` up to draft token ``t``: the requests before ``t``'s, then ``t``'s own with its
+    drafts up to ``t`` (the per-token arrays' first ``t + 1`` rows: views, not copies);
+    ``max_spec_len`` the longest count left."""
+    rows = Rows.of(case.arrays["cu_num_draft_tokens"])
+    r = int(np.searchsorted(rows.cu, t, side="right"))
+    d = rows.d[: r + 1].copy()
+    d[r] = t - rows.s[r] + 1
+    arrays = {"cu_num_draft_tokens": cu_of(d.tolist())}
+    arrays |= {n: case.arrays[n][: r + 1] for n in per_request if n in case.arrays}
+    arrays |= {n: case.arrays[n][: t + 1] for n in per_token if n in case.arrays}
+    return case.replace(arrays=arrays, scalars={"max_spec_len": int(d.max())})
+
+
+def cut_at_request(case: Case, r: int, per_request: Sequence[str], per_token: Sequence[str]) -> Case:
+    """``case`` up to request ``r``, every request before it without drafts (their tokens
+    dropped): ``r``'s drafts are the only tokens left."""
+    rows = Rows.of(case.arrays["cu_num_draft_tokens"])
+    s, e = int(rows.s[r]), int(rows.cu[r])
+    arrays = {"cu_num_draft_tokens": cu_of([0] * r + [e - s])}
+    arrays |= {n: case.arrays[n][: r + 1] for n in per_request if n in case.arrays}
+    arrays |= {n: case.arrays[n][s:e] for n in per_token if n in case.arrays}
+    return case.replace(arrays=arrays, scalars={"max_spec_len": e - s})
+
+
+def evened(case: Case, per_request: Sequence[str]) -> Case:
+    """``case`` with its tokens regrouped into requests alike: as many of ``max_spec_len``
+    drafts as fit, the last request the rest (its last token the case's last); each per-request
+    array its last row, repeated."""
+    rows = Rows.of(case.arrays["cu_num_draft_tokens"])
+    K = max(rows.longest, 1)  # noqa: N806
+    n = rows.N
+    q = (n - 1) // K if n else 0
+    d = [K] * q + [n - K * q]
+    arrays = {"cu_num_draft_tokens": cu_of(d)}
+    arrays |= {m: np.repeat(case.arrays[m][-1:], len(d), axis=0) for m in per_request if m in case.arrays}
+    return case.replace(arrays=arrays, scalars={"max_spec_len": max(d)})

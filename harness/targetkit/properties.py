@@ -9,13 +9,14 @@ search that looks for inputs breaking them, over both domain tiers, is :mod:`..c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..core.case import Case
+from ..generation.strategies import Scale
 
 
 @dataclass
@@ -24,7 +25,9 @@ class Observation:
 
     Kernels: ``out`` holds each output buffer as the kernel left it, ``written`` which of its
     elements the kernel wrote (told apart by two runs over different fills), ``stray`` whether
-    it wrote into a guard band around the buffer. Functions: ``result`` is what it returned.
+    it wrote into a guard band around the buffer; an input the kernel updates in place
+    (``inout``: Model Runner V2's state) is in ``out`` as the kernel left it, ``written`` where
+    it changed. Functions: ``result`` is what it returned.
     ``error``: the run raised (only :func:`completes` is then checked: the raise is its
     hazard; the other properties have no outputs to look at).
     """
@@ -55,6 +58,47 @@ class Property:
     hazard_class: str = ""
     source: str = ""
     rests_on: str = ""
+
+
+@dataclass(frozen=True)
+class HazardDraws:
+    """A target's hazard draws: inputs of vLLM's real reports that lie past the extended tier
+    (the audit's ``beyond`` tier; no oracle models them, the audit alone runs them).
+
+    ``strategy(scale)``: the draws (Hypothesis); ``validate(case)``: raises
+    :class:`~..core.errors.ContractViolation` for a case that is no hazard draw;
+    ``hazards_of(case)``: the hazard classes ``case`` has (an input the target's tiers ignore,
+    such as a caller's buffer length, makes it a hazard draw whatever the tiers accept);
+    ``shrink_candidates(case)``: smaller draws, beside the target's own moves (``None``: none).
+    """
+
+    strategy: Callable[[Scale], Any]
+    validate: Callable[[Case], None]
+    hazards_of: Callable[[Case], frozenset[str]]
+    shrink_candidates: Callable[[Case], Iterator[Case]] | None = None
+
+
+@dataclass(frozen=True)
+class Audit:
+    """The audit role of a target folder: its ``audit.py`` defines ``AUDIT``, one of these.
+
+    ``properties``: what a caller relies on (:func:`completes` is added first unless given);
+    ``run(case, impl, device)``: a Python-function target's call, whose result the properties
+    see in :attr:`Observation.result` (a kernel is run by the audit itself: ``None``);
+    ``output_specs(case)``: the buffers the audit gives a kernel when they differ from the
+    record's ``output_specs`` (a caller's larger buffer; ``None``: the record's);
+    ``hazards``: the target's hazard draws, if any; ``fixes``: vLLM's fixes of the target's
+    hazard classes, by the report that makes each (a property's :attr:`Property.source` names
+    it: ``"PR #48055"``), as text edits ``(old, new)`` of a release's source (each ``old`` found
+    once), applied to that text at run time, never a copy of vLLM's code: the fixed variant
+    (``tests/seeded_bugs/mutants.py`` writes it) that the hazard and its findings pass on.
+    """
+
+    properties: tuple[Property, ...]
+    run: Callable[[Case, Any, str], Any] | None = None
+    output_specs: Callable[[Case], Mapping[str, tuple[Any, tuple[int, ...]]]] | None = None
+    hazards: HazardDraws | None = None
+    fixes: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 COMPLETES = "call_completes"

@@ -39,6 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
+from eaglefuzz.kernels.triton_helpers_v2 import _load_ptr  # Model Runner V2's block-table kernels call it
 from eaglefuzz.kernels.vllm_types import CommonAttentionMetadata, VllmConfig, current_platform
 
 PADDING_SLOT_ID = -1
@@ -91,17 +92,20 @@ def module_file(module: str, target: str | None = None) -> Path:
     return release_module_file(version, TARGETS[target].module if target else SPEC_DECODE)
 
 
-def module_description(module: str) -> str:
-    return "kernels/spec_decode_utils.py" if module == BUNDLED else f"vLLM {module.partition(':')[2]}'s vllm/v1/spec_decode/utils.py"
+def module_description(module: str, target: str | None = None) -> str:
+    if module == BUNDLED:
+        return "kernels/spec_decode_utils.py"
+    return f"vLLM {module.partition(':')[2]}'s {TARGETS[target].module if target else SPEC_DECODE}"
 
 
 def production_source(target: str, module: str = BUNDLED) -> str:
-    """The source of ``target`` (decorators included) as ``module``'s file has it."""
+    """The source of ``target``'s function (decorators included) as ``module``'s file has it."""
     path = module_file(module, target)
     text = path.read_text()
     lines = text.splitlines(keepends=True)
+    function = TARGETS[target].function
     for node in ast.parse(text).body:
-        if isinstance(node, ast.FunctionDef) and node.name == target:
+        if isinstance(node, ast.FunctionDef) and node.name == function:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
             return "".join(lines[start : node.end_lineno])
     raise LookupError(f"{target} is not in {path}")
@@ -121,7 +125,7 @@ def write(m: Mutant, directory: Path) -> Path:
     """Write ``m`` as ``directory/<name>.py``, loadable with ``--kernels``; its path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{m.name}.py"
-    header = HEADER.format(bug=m.bug, name=m.name, target=m.target, module=module_description(m.module))
+    header = HEADER.format(bug=m.bug, name=m.name, target=m.target, module=module_description(m.module, m.target))
     path.write_text(header + mutate(m))
     return path
 

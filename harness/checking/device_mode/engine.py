@@ -22,8 +22,10 @@ apart from the steady state.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,17 +36,32 @@ from ...core.exitcodes import EXIT_DEVICE_LOST
 from ...generation.strategies import Scale, derive_seed
 from ...sources import Implementations
 from ...targetkit.device import Arenas, DeviceCase, DeviceTarget
+from ...targetkit.scale import unreachable
 from ...targets import TARGETS, Outcome
 from ..check import CaseJournal, Finding, check_case
 from ..fuzz import Stats, shrink_finding
 from . import device_targets
 from .producers import HostCases, default_workers
+from .scale_lane import ScaleLane, Verdict, minimise, scale_case
 
 CROSS_CHECK_SHARE = 0.05
 WARMUP = 16
 CPU_MAX_REQUESTS = 8
 """Requests per case when the device is the CPU (the Triton interpreter): tests only."""
-STAGES = ("draw", "stage", "oracle", "buffers", "kernel", "compare", "cross-check")
+STAGES = ("draw", "stage", "oracle", "buffers", "kernel", "compare", "cross-check", "scale")
+SCALE_EVERY, SCALE_AT = 8, 3
+"""Examples ``i`` with ``i % SCALE_EVERY == SCALE_AT`` of a target with production-scale cases
+are such a case (tables past ``2**31`` elements), run in the scale lane (:mod:`.scale_lane`)
+where the GPU can hold them (:func:`~...targetkit.scale.unreachable`)."""
+SCALE_MIN_S = 30.0
+"""A target's time budget left under which its scale examples are ordinary ones (starting a lane
+and checking a case of gigabytes takes tens of seconds); the report says so."""
+CROSS_CHECK_S_PER_ELEMENT = 1e-7
+"""What a cross-check is assumed to cost per element before one has been timed (one that would
+not fit in the time left is not made: ``--time-budget`` holds)."""
+SCALE_MINIMISE_ENV = "EAGLEFUZZ_SCALE_MINIMISE_BUDGET"
+"""Seconds a scale finding may take to minimise (300 by default: each step is a case of
+gigabytes)."""
 
 
 class _Pinned:
@@ -106,14 +123,17 @@ def device_fuzz_target(
     origin = impls.origin[name]
     stats = stats if stats is not None else Stats()
     stages = stats.stages = dict.fromkeys(STAGES, 0.0)
+    stats.scale_cases = 0
+    lane = ScaleLane(name, origin.spec, device, seed) if dt.scale and unreachable("device", device) is None else None
     pinned = _Pinned()
     start = time.monotonic()
-    cross_s = 0.0
+    cross_s, cross_elements = 0.0, 0
     i = chunk_offset
     on_device = dt.checked_on == "device"
     gen = torch.Generator(device=device) if on_device else None  # reseeded per example, one per run
     max_requests = CPU_MAX_REQUESTS if device == "cpu" else None
-    producer = None if on_device else HostCases(
+    by_record = dt.checked_on == "record"
+    producer = None if on_device or by_record else HostCases(
         name, seed, chunk_offset, chunk_step, max_requests,
         default_workers(device) if workers is None else workers)
 
@@ -144,6 +164,48 @@ def device_fuzz_target(
             time_budget is None or time.monotonic() - start < time_budget
         ):
             t = time.perf_counter()
+            left = None if time_budget is None else time_budget - (time.monotonic() - start)
+            if lane is not None and i % SCALE_EVERY == SCALE_AT and left is not None and left < SCALE_MIN_S:
+                stats.scale_skipped = f"{left:.0f} s of the time budget left, under the {SCALE_MIN_S:.0f} s a scale case needs"
+            elif lane is not None and i % SCALE_EVERY == SCALE_AT:
+                finding = _scale_example(lane, name, origin, i, stats, shrink)
+                stages["scale"] += time.perf_counter() - t
+                i += chunk_step
+                if finding is None:
+                    if on_progress is not None and stats.examples % 16 == 0:
+                        on_progress(stats)
+                    continue
+                stats.findings.append(finding)
+                if on_progress is not None:
+                    on_progress(stats)
+                if stop_on_finding:
+                    break
+                continue
+            if by_record:  # drawn by the record, run on the device and checked by its check
+                case = dt.draw_case(np.random.default_rng(derive_seed(seed, name, "device", i)), max_requests)
+                t = clock("draw", t)
+                finding = check_case(case, impls, device, journal)
+                clock("kernel", t)
+                stats.examples += 1
+                stats.cross_checked += 1
+                stats.tokens += TARGETS[name].output_tokens(case)
+                stats.features |= TARGETS[name].features_of(case)
+                if stats.examples == WARMUP or (examples is not None and stats.examples == examples and stats.examples < WARMUP):
+                    stats.warmup = time.monotonic() - start
+                i += chunk_step
+                if finding is not None:
+                    stats.unshrunk = finding
+                    if on_progress is not None:
+                        on_progress(stats)
+                    if shrink and not finding.fatal:
+                        finding = shrink_finding(finding, impls, device, journal=journal)
+                    stats.findings.append(finding)
+                    stats.unshrunk = None
+                if on_progress is not None and (finding is not None or stats.examples % 16 == 0):
+                    on_progress(stats)
+                if finding is not None and (finding.fatal or stop_on_finding):
+                    break
+                continue
             if on_device:
                 s = derive_seed(seed, name, "device", i)
                 gen.manual_seed(s)
@@ -184,13 +246,17 @@ def device_fuzz_target(
             if stats.examples == WARMUP or (examples is not None and stats.examples == examples and stats.examples < WARMUP):
                 stats.warmup = time.monotonic() - start
             elapsed = time.monotonic() - start
-            if finding is None and (bad or cross_s <= cross_check_share * elapsed):
+            size = sum(int(getattr(a, "size", 0) if isinstance(a, np.ndarray) else a.numel()) for a in dc.inputs.values())
+            rate = cross_s / max(cross_elements, 1) if cross_elements else CROSS_CHECK_S_PER_ELEMENT
+            fits = time_budget is None or elapsed + rate * size < time_budget
+            if finding is None and (bad or (cross_s <= cross_check_share * elapsed and fits)):
                 t0 = time.perf_counter()
                 case = _case(dt, dc, host)
                 stats.features |= TARGETS[name].features_of(case)
                 finding = confirm(case, bad > 0)
                 stats.cross_checked += 1
                 cross_s += time.perf_counter() - t0
+                cross_elements += size
                 stages["cross-check"] += time.perf_counter() - t0
             if finding is not None:
                 stats.unshrunk = finding
@@ -208,5 +274,61 @@ def device_fuzz_target(
     finally:
         if producer is not None:
             producer.close()
+        if lane is not None:
+            lane.close()
     stats.seconds = time.monotonic() - start
     return stats
+
+
+def _say(name: str, line: str) -> None:
+    """One line of a scale case's progress on stderr (such a case takes tens of seconds)."""
+    print(f"eaglefuzz: {name}: {line}", file=sys.stderr, flush=True)
+
+
+def _verdict(v: Verdict) -> str:
+    if v.crash or v.hang:
+        return f"{'crash' if v.crash else 'hang'}: {v.crash or v.hang}"
+    if not v.bad:
+        return "as the contract says"
+    confirmed = ("confirmed by the NumPy and Numba oracles" if v.outcome is not None and not v.outcome.ok
+                 else "NOT confirmed by the NumPy and Numba oracles" if v.confirmed else "not confirmed")
+    return f"{v.bad} element(s) differ on the device, {confirmed}"
+
+
+def _scale_finding(case: Case, v: Verdict, origin: object) -> Finding:
+    """The finding of a production-scale case the lane failed: the ordinary check's (the
+    NumPy and Numba oracles) when it confirmed a difference; else the fault; else the lane's
+    device check and the ordinary one disagree (an oracle disagreement, a harness bug)."""
+    if v.outcome is not None and not v.outcome.ok:
+        return Finding(case, v.outcome, origin)
+    if v.crash or v.hang:
+        return Finding(case, Outcome(crash=v.crash, hang=v.hang), origin)
+    outcome = Outcome()
+    outcome.oracle_disagreements.append(Difference(
+        case.kernel, None, "the kernel's outputs (the NumPy and Numba oracles agree with them)",
+        f"{v.bad} element(s) not as expected", None, "device oracle", "torch oracle (oracles/tensor_ops.py), scale lane"))
+    return Finding(case, outcome, origin)
+
+
+def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: Any, shrink: bool) -> Finding | None:
+    """Example ``i`` as a production-scale case in ``lane``; its finding (minimised when
+    ``shrink``: one row past ``2**31``, plain values), or ``None``."""
+    v = lane.run(i, confirm=True)
+    _say(name, f"production-scale case {i}: {_verdict(v)} ({v.seconds:.0f} s)")
+    stats.examples += 1
+    stats.scale_cases += 1
+    stats.tokens += v.tokens
+    stats.features |= set(v.features)
+    if not v.failed:
+        return None
+    finding = _scale_finding(scale_case(name, lane.seed, i), v, origin)
+    if not shrink or finding.outcome.oracle_disagreements:
+        return finding
+    k, mv = minimise(lane, i, float(os.environ.get(SCALE_MINIMISE_ENV, "300")))
+    _say(name, f"production-scale case {i} minimised: " + ("none of the minimal cases fails" if k is None else
+                                                          f"minimal case {k}: {_verdict(mv)} ({mv.seconds:.0f} s)"))
+    stats.shrink_attempts += 1 if k is None else k + 1
+    if k is None:
+        finding.shrink = "not minimised: no minimal production-scale case (one row past 2**31) fails the same way"
+        return finding
+    return _scale_finding(scale_case(name, lane.seed, i, k), mv, origin)

@@ -12,7 +12,8 @@ import numpy as np
 from ...core.case import Case
 from ...generation.strategies import cdiv
 from ...targetkit.base import ContractViolation
-from ...targetkit.properties import Observation, Property, completes
+from ...targetkit.properties import Audit, HazardDraws, Observation, Property, completes
+from . import edges
 from .layout import Tokens
 from .record import TARGET, TENSORS, build_metadata
 
@@ -88,3 +89,15 @@ def validate_hazard(case: Case) -> None:
 def hazard_shrink_candidates(case: Case) -> Iterator[Case]:
     """The target's own moves (drop requests, no views, no rejections)."""
     yield from TARGET.shrink_candidates(case)
+
+
+AUDIT = Audit(
+    PROPERTIES, run=run,
+    hazards=HazardDraws(
+        strategy=edges.hazard_strategy,
+        validate=validate_hazard,
+        hazards_of=edges.hazards_of,
+        shrink_candidates=hazard_shrink_candidates,
+    ),
+)
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

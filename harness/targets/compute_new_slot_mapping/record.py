@@ -29,7 +29,7 @@ from ...generation.strategies import (
     SPEC_TOKENS,
     query_start_loc_from,
 )
-from ...targetkit.base import ContractViolation, EdgesInModule, Outcome, require_arrays
+from ...targetkit.base import ContractViolation, Outcome, numpy_and_numba, require_arrays
 from ...targetkit.block_tables import MAX_BLOCK_SIZE, MAX_POSITION, max_block_id
 from ...targetkit.pyfunc import (
     MUTATED,
@@ -40,9 +40,7 @@ from ...targetkit.pyfunc import (
     field_names,
     snapshot,
 )
-from . import cases, edges
 from .layout import NAME, Tokens, is_vllm_layout
-from .tour import SHAPES
 
 if TYPE_CHECKING:  # imported where a case runs: a process that only reads cases never loads torch
     import torch
@@ -67,8 +65,11 @@ TENSORS = ("new_positions", "is_rejected_token_mask")
 """The function's own tensor arguments (the rest of ``ARRAYS`` lives in ``cad``)."""
 
 
-class NewSlotMapping(EdgesInModule, PythonFunctionTarget):
+class NewSlotMapping(PythonFunctionTarget):
     name = NAME
+    runner = "V1"
+    module = "vllm/v1/spec_decode/utils.py"
+    function = NAME
     section = 7
     parameters = (
         "cad",
@@ -106,22 +107,16 @@ class NewSlotMapping(EdgesInModule, PythonFunctionTarget):
     }
     extremes = ("beyond_1024_requests", "offsets_past_32767", "prefill_thousands", "spec_tokens_15_plus",
                 "positions_past_2_24", "block_id_past_int16", "slot_near_int32_limit")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
-
-        return {"numpy": vectorized.compute_new_slot_mapping, "numba": loops.compute_new_slot_mapping}
+    oracle_functions = numpy_and_numba("compute_new_slot_mapping")
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
-        """The production tier (docs/CONTRACT.md §7.2): :meth:`validate_wide`'s rules, at least
+    def production_rules(self, case: Case) -> None:
+        """The production tier (docs/CONTRACT.md §7.2): :meth:`extended_rules`'s rules, at least
         one request of at least one token, ``N >= 1``, positions in section 1's layout and every
         live position below max_model_len (vLLM's drafter gate)."""
-        self.validate_wide(case)
+        self.extended_rules(case)
         a, s = case.arrays, case.scalars
         R = a["block_table"].shape[0]
         if R < 1:
@@ -136,7 +131,7 @@ class NewSlotMapping(EdgesInModule, PythonFunctionTarget):
         if np.any(~t.rejected & t.past):
             raise ContractViolation("arrays.new_positions", "every unrejected position is below max_model_len (vLLM's drafter gate)")
 
-    def validate_wide(self, case: Case) -> None:
+    def extended_rules(self, case: Case) -> None:
         """The extended tier's rules (docs/CONTRACT.md §7.4)."""
         a, s = case.arrays, case.scalars
         require_arrays(a, ARRAYS)
@@ -211,13 +206,6 @@ class NewSlotMapping(EdgesInModule, PythonFunctionTarget):
 
     # -- extended tier (docs/CONTRACT.md §7.4): edges.py ----------------------------------
 
-    edges = edges
-
-    def validate_extended(self, case: Case) -> None:
-        try:
-            self.validate(case)
-        except ContractViolation:
-            self.validate_wide(case)
 
     # -- running ----------------------------------------------------------------------
 

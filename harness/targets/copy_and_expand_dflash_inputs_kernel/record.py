@@ -23,8 +23,7 @@ from ...generation.strategies import (
     POWERS_OF_TWO,
     SPEC_TOKENS,
 )
-from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget, require_arrays
-from . import cases, edges
+from ...targetkit.base import ContractViolation, TritonTarget, numpy_and_numba, require_arrays
 from .layout import (
     MAX_BLOCK_SIZE,
     MAX_POSITION,
@@ -37,7 +36,6 @@ from .layout import (
     requests_of,
     settings_of,
 )
-from .tour import SHAPES
 
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
 
@@ -54,8 +52,11 @@ def _repeats(lay: Layout) -> np.ndarray:
     return inside & (np.diff(lay.positions, prepend=-1) == 0)
 
 
-class CopyAndExpandDflash(EdgesInModule, TritonTarget):
+class CopyAndExpandDflash(TritonTarget):
     name = NAME
+    runner = "V1"
+    module = "vllm/v1/spec_decode/utils.py"
+    function = NAME
     section = 9
     parameters = (
         "next_token_ids_ptr",
@@ -133,14 +134,8 @@ class CopyAndExpandDflash(EdgesInModule, TritonTarget):
     extremes = ("beyond_1024_requests", "offsets_past_32767", "query_slots_past_32767", "prefill_thousands",
                 "spec_tokens_15_plus", "ids_past_65535", "positions_past_2_24", "block_id_past_int16",
                 "slot_near_int32_limit")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
-
-        return {"numpy": vectorized.copy_and_expand_dflash_inputs, "numba": loops.copy_and_expand_dflash_inputs}
+    oracle_functions = numpy_and_numba("copy_and_expand_dflash_inputs")
 
     # -- generation -------------------------------------------------------------------
 
@@ -152,7 +147,7 @@ class CopyAndExpandDflash(EdgesInModule, TritonTarget):
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate_wide(self, case: Case) -> None:
+    def extended_rules(self, case: Case) -> None:
         """The extended tier's rules (docs/CONTRACT.md §9.4)."""
         a, s, launch = case.arrays, case.scalars, case.launch
         dtypes = {**self.inputs, **self.optional_inputs}
@@ -208,14 +203,14 @@ class CopyAndExpandDflash(EdgesInModule, TritonTarget):
         if "lookahead_tokens" in s:
             _int_in(s, "lookahead_tokens", 0, s["num_speculative_tokens"] + 1)
 
-    def validate(self, case: Case) -> None:
-        """The production tier (docs/CONTRACT.md §9.2): :meth:`validate_wide`'s rules, and what
+    def production_rules(self, case: Case) -> None:
+        """The production tier (docs/CONTRACT.md §9.2): :meth:`extended_rules`'s rules, and what
         DFlash's first pass hands the kernel: positions that never decrease within a request
         (consecutive for a text target), every query position inside the table (the drafter
         gate: the block clamp never engages), vLLM's block sizes, block ids >= 0 with slots
         within int32, vocabulary ids >= 0, vLLM's launch, and (when the case gives it) the
         allocation's lookahead ``K + 1``."""
-        self.validate_wide(case)
+        self.extended_rules(case)
         lay = Layout(case)
         s, launch = case.scalars, case.launch
         inside = np.arange(lay.T) - np.repeat(lay.qs, lay.qlen) > 0
@@ -236,13 +231,6 @@ class CopyAndExpandDflash(EdgesInModule, TritonTarget):
         if "lookahead_tokens" in s and s["lookahead_tokens"] != lay.K + 1:
             raise ContractViolation("scalars.lookahead_tokens", "vLLM allocates K + 1 lookahead slots for DFlash (num_lookahead_tokens)")
 
-    def validate_extended(self, case: Case) -> None:
-        try:
-            self.validate(case)
-        except ContractViolation:
-            self.validate_wide(case)
-
-    edges = edges
 
     # -- features ---------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ...core.case import Case
 from ...targetkit.base import ContractViolation
-from ...targetkit.properties import Observation, Property
+from ...targetkit.properties import Audit, HazardDraws, Observation, Property
 
 
 def _ranges(case: Case) -> tuple[np.ndarray, np.ndarray, int]:
@@ -194,3 +194,15 @@ def hazard_shrink_candidates(case: Case) -> Iterator[Case]:
         need = _needed(smaller)
         if need >= 2:
             yield smaller.replace(launch={**smaller.launch, "caller_buffer_len": max(1, need - over)})
+
+
+AUDIT = Audit(
+    PROPERTIES, output_specs=output_specs,
+    hazards=HazardDraws(
+        strategy=hazard_strategy,
+        validate=validate_hazard,
+        hazards_of=hazards_of,
+        shrink_candidates=hazard_shrink_candidates,
+    ),
+)
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

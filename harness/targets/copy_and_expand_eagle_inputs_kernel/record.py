@@ -18,8 +18,8 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     SPEC_TOKENS,
 )
-from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget, require_arrays
-from . import cases, edges
+from ...targetkit.base import ContractViolation, TritonTarget, numpy_and_numba, require_arrays
+from . import edges
 from .layout import (
     BOOL,
     I32,
@@ -32,11 +32,13 @@ from .layout import (
     rebuild,
     requests_of,
 )
-from .tour import SHAPES
 
 
-class CopyAndExpand(EdgesInModule, TritonTarget):
+class CopyAndExpand(TritonTarget):
     name = NAME
+    runner = "V1"
+    module = "vllm/v1/spec_decode/utils.py"
+    function = NAME
     section = 1
     parameters = (
         "target_token_ids_ptr",
@@ -98,20 +100,12 @@ class CopyAndExpand(EdgesInModule, TritonTarget):
     }
     extremes = ("beyond_1024_requests", "starts_past_32767", "prefill_thousands", "spec_tokens_15_plus",
                 "many_rejected", "rp_past_32767", "ids_past_65535", "positions_past_2_24")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
-
-        return {"numpy": vectorized.copy_and_expand_eagle_inputs, "numba": loops.copy_and_expand_eagle_inputs}
+    oracle_functions = numpy_and_numba("copy_and_expand_eagle_inputs")
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case, tier: str = "production") -> None:
-        if tier == "extended":
-            return self.validate_extended(case)
+    def production_rules(self, case: Case) -> None:
         a, s = case.arrays, case.scalars
         require_arrays(a, self.inputs)
         for name in self.scalar_names:
@@ -292,8 +286,8 @@ class CopyAndExpand(EdgesInModule, TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §1.4): edges.py ------------------------------
 
-    edges = edges
-
+    def extended_rules(self, case: Case) -> None:
+        edges.validate(case, dict(self.inputs))
 
 
 def _moves(case: Case) -> Iterator[Case]:

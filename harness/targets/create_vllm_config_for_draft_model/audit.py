@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.case import Case
-from ...targetkit.properties import Observation, Property
+from ...targetkit.properties import Audit, Observation, Property
 from .record import TARGET, build_config
 
 
@@ -29,3 +29,7 @@ def run(case: Case, impl: Any, device: str) -> Any:
     if not case.scalars["speculative_config_present"]:
         return None
     return TARGET.call(impl, build_config(case, TARGET.types))
+
+
+AUDIT = Audit(PROPERTIES, run=run)
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

@@ -12,7 +12,7 @@ generated (the harness compares results and the one required exception, ``Assert
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -20,8 +20,10 @@ import numpy as np
 from ...core.case import Case
 from ...generation.choosers import Chooser, RngChooser, as_strategy
 from ...generation.strategies import Scale
-from ...targetkit.base import ContractViolation
+from ...targetkit.base import ContractViolation, draw_production
+from . import cases
 from .layout import PRODUCTION_METHOD, SAME_AS_TARGET, SPEC_METHODS
+from .tour import SHAPES
 
 KEY = "spec.draft_model_config_present"
 
@@ -65,7 +67,13 @@ def with_edge(case: Case, missing: bool) -> Case:
     return case.replace(scalars={KEY: not missing, "speculative_config_present": True}) if missing else case
 
 
-def body(c: Chooser, scale: Scale, production: Callable[[Chooser, Scale], Case]) -> Case:
+def production(c: Chooser, scale: Scale) -> Case:
+    """A production case, as the record draws it: now and then a shape of the tour, else
+    ``cases.body``."""
+    return draw_production(c, scale, SHAPES, cases.body)
+
+
+def body(c: Chooser, scale: Scale) -> Case:
     """A production case, its speculative config without a draft model config half the time,
     of another method or another tensor-parallel size now and then, or none at all: edges
     first (Hypothesis's first draws are its simplest: a short run still meets one)."""
@@ -81,12 +89,12 @@ def body(c: Chooser, scale: Scale, production: Callable[[Chooser, Scale], Case])
     return case.replace(scalars=changes) if changes else case
 
 
-def random_case(production: Callable[[Chooser, Scale], Case], rng: np.random.Generator, scale: Scale) -> Case:
-    return body(RngChooser(rng), scale, production)
+def random_case(rng: np.random.Generator, scale: Scale) -> Case:
+    return body(RngChooser(rng), scale)
 
 
-def strategy(production: Callable[[Chooser, Scale], Case], scale: Scale) -> Any:
-    return as_strategy(body, scale, production)
+def strategy(scale: Scale) -> Any:
+    return as_strategy(body, scale)
 
 
 def shrink_candidates(case: Case) -> Iterator[Case]:

@@ -20,18 +20,13 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import numpy as np
-from hypothesis import strategies as st
-
 from ....kernels import vllm_types
-from ....oracles import python_functions as pf
 from ....oracles.python_functions import CHANGED_CONFIG_FIELDS
 from ...core.case import Case
 from ...core.compare import Difference
 from ...generation.strategies import (
     MAX_NUM_SEQS,
     SPEC_TOKENS,
-    Scale,
 )
 from ...targetkit.base import ContractViolation, Outcome
 from ...targetkit.pyfunc import (
@@ -42,7 +37,7 @@ from ...targetkit.pyfunc import (
     PythonFunctionTarget,
     StandInGap,
 )
-from . import cases, edges
+from . import edges
 from .layout import (
     MODEL_FIELDS,
     NAME,
@@ -55,7 +50,6 @@ from .layout import (
     rule,
     value_ok,
 )
-from .tour import SHAPES
 
 
 def build_config(case: Case, types: Any) -> Any:
@@ -175,6 +169,9 @@ def diff_data(
 
 class DraftConfig(PythonFunctionTarget):
     name = NAME
+    runner = "V1"
+    module = "vllm/v1/spec_decode/utils.py"
+    function = NAME
     section = 5
     parameters = ("target_model_vllm_config",)
     features = {
@@ -194,20 +191,13 @@ class DraftConfig(PythonFunctionTarget):
         "max_model_len_millions": "a max_model_len of a million tokens or more",
     }
     extremes = ("max_num_seqs_1024_plus", "batched_tokens_64k_plus", "spec_tokens_15_plus", "max_model_len_millions")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-
-        return {"plain-data": pf.draft_vllm_config}
+    oracle_functions = {"plain-data": "python_functions.draft_vllm_config"}
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case, tier: str = "production") -> None:
-        if tier == "extended":
-            return self.validate_extended(case)
-        self.validate_fields(case)
+    def production_rules(self, case: Case) -> None:
+        self._field_rules(case)
         s = case.scalars
         if not s["speculative_config_present"]:
             raise ContractViolation("scalars.speculative_config_present", "must be true (the proposer asserts a "
@@ -220,7 +210,7 @@ class DraftConfig(PythonFunctionTarget):
                 raise ContractViolation(f"scalars.draft_parallel.{f}", f"must equal target_parallel.{f} "
                                         "(DraftModelProposer refuses another drafter tensor-parallel size)")
 
-    def validate_fields(self, case: Case) -> None:
+    def _field_rules(self, case: Case) -> None:
         """Every field present, of its encoding, and no other (both tiers)."""
         if case.arrays:
             raise ContractViolation(f"arrays.{next(iter(case.arrays))}", "this function takes no arrays")
@@ -334,22 +324,8 @@ class DraftConfig(PythonFunctionTarget):
 
     # -- extended tier (docs/CONTRACT.md §5.4): edges.py ------------------------------
 
-    extended_features = edges.FEATURES
-
-    def validate_extended(self, case: Case) -> None:
-        edges.validate(case, self.validate_fields)
-
-    def extended_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
-        return edges.strategy(self.production_case, scale)
-
-    def extended_case(self, rng: np.random.Generator, scale: Scale) -> Case:
-        return edges.random_case(self.production_case, rng, scale)
-
-    def extended_features_of(self, case: Case) -> frozenset[str]:
-        return edges.features_of(case)
-
-    def extended_shrink_candidates(self, case: Case) -> Iterator[Case]:
-        return edges.shrink_candidates(case)
+    def extended_rules(self, case: Case) -> None:
+        edges.validate(case, self._field_rules)
 
 
 def _direct(case: Case) -> dict[str, Any] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.case import Case
-from ...targetkit.properties import Observation, Property, nothing_past_num_reqs
+from ...targetkit.properties import Audit, Observation, Property, nothing_past_num_reqs
 
 
 def _pi(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -54,3 +54,7 @@ PROPERTIES: tuple[Property, ...] = (
         Property("nothing_past_num_reqs", "nothing is written outside the num_reqs entries", nothing_past_num_reqs),
     )
 """The properties, in the order the audit reports them."""
+
+
+AUDIT = Audit(PROPERTIES)
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

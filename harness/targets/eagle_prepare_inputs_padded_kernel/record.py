@@ -16,18 +16,20 @@ from ...generation.strategies import (
 )
 from ...targetkit.base import (
     ContractViolation,
-    EdgesInModule,
     TritonTarget,
     Variant,
+    numpy_and_numba,
     require_arrays,
 )
-from . import cases, edges
+from . import edges
 from .layout import I32, NAME, build
-from .tour import SHAPES
 
 
-class PrepareInputsPadded(EdgesInModule, TritonTarget):
+class PrepareInputsPadded(TritonTarget):
     name = NAME
+    runner = "V1"
+    module = "vllm/v1/spec_decode/utils.py"
+    function = NAME
     section = 2
     parameters = (
         "cu_num_draft_tokens_ptr",
@@ -67,18 +69,10 @@ class PrepareInputsPadded(EdgesInModule, TritonTarget):
     }
     extremes = ("beyond_1024_requests", "offsets_past_32767", "prefill_thousands", "spec_tokens_15_plus",
                 "many_rejected")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
+    oracle_functions = numpy_and_numba("eagle_prepare_inputs_padded")
 
-        return {"numpy": vectorized.eagle_prepare_inputs_padded, "numba": loops.eagle_prepare_inputs_padded}
-
-    def validate(self, case: Case, tier: str = "production") -> None:
-        if tier == "extended":
-            return self.validate_extended(case)
+    def production_rules(self, case: Case) -> None:
         a = case.arrays
         require_arrays(a, self.inputs)
         R = case.scalars.get("num_reqs")
@@ -137,16 +131,10 @@ class PrepareInputsPadded(EdgesInModule, TritonTarget):
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
         from ....kernels.launchers import launch_eagle_prepare_inputs_padded
 
-        if "num_rejected_tokens" not in tensors:  # the variant: vLLM 0.12's call site
-            R, grid = case.scalars["num_reqs"], case.launch.get("grid_size")
-            kernel[(R if grid is None else grid,)](
-                tensors["cu_num_draft_tokens"], tensors["valid_sampled_tokens_count"],
-                tensors["query_start_loc"], tensors["token_indices_to_sample"], R,
-            )
-            return
-
+        # the variant without num_rejected_tokens (vLLM 0.12's call site) gets no such tensor
         launch_eagle_prepare_inputs_padded(
-            kernel, **tensors, num_reqs=case.scalars["num_reqs"], grid_size=case.launch.get("grid_size")
+            kernel, **{"num_rejected_tokens": None, **tensors}, num_reqs=case.scalars["num_reqs"],
+            grid_size=case.launch.get("grid_size"),
         )
 
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
@@ -183,7 +171,8 @@ class PrepareInputsPadded(EdgesInModule, TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §2.4): edges.py ----------------------------------
 
-    edges = edges
+    def extended_rules(self, case: Case) -> None:
+        edges.validate(case, dict(self.inputs))
 
 
 TARGET = PrepareInputsPadded()

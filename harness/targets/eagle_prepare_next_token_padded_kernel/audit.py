@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.case import Case
-from ...targetkit.properties import Observation, Property, nothing_past_num_reqs
+from ...targetkit.properties import Audit, Observation, Property, nothing_past_num_reqs
 
 
 def _nt(case: Case) -> tuple[int, int, int, np.ndarray]:
@@ -82,3 +82,6 @@ PROPERTIES: tuple[Property, ...] = (
     )
 """The properties, in the order the audit reports them."""
 
+
+AUDIT = Audit(PROPERTIES)
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

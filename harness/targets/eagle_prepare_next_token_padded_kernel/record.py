@@ -16,14 +16,16 @@ from ...generation.strategies import (
     SPEC_TOKENS,
     next_power_of_2,
 )
-from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
-from . import cases, edges
+from ...targetkit.base import ContractViolation, TritonTarget, numpy_and_numba
+from . import edges
 from .layout import BOOL, I32, NAME, subset
-from .tour import SHAPES
 
 
-class PrepareNextTokenPadded(EdgesInModule, TritonTarget):
+class PrepareNextTokenPadded(TritonTarget):
     name = NAME
+    runner = "V1"
+    module = "vllm/v1/spec_decode/utils.py"
+    function = NAME
     section = 3
     parameters = (
         "sampled_token_ids_ptr",
@@ -63,18 +65,10 @@ class PrepareNextTokenPadded(EdgesInModule, TritonTarget):
     }
     extremes = ("beyond_1024_requests", "spec_tokens_15_plus", "valid_past_column_16", "many_rejected",
                 "vocab_256k", "ids_past_65535", "id_near_int32_max")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
+    oracle_functions = numpy_and_numba("eagle_prepare_next_token_padded")
 
-        return {"numpy": vectorized.eagle_prepare_next_token_padded, "numba": loops.eagle_prepare_next_token_padded}
-
-    def validate(self, case: Case, tier: str = "production") -> None:
-        if tier == "extended":
-            return self.validate_extended(case)
+    def production_rules(self, case: Case) -> None:
         a, s = case.arrays, case.scalars
         for name, dtype in self.inputs.items():
             if name not in a:
@@ -210,7 +204,8 @@ class PrepareNextTokenPadded(EdgesInModule, TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §3.4): edges.py ----------------------------------
 
-    edges = edges
+    def extended_rules(self, case: Case) -> None:
+        edges.validate(case, dict(self.inputs))
 
 
 TARGET = PrepareNextTokenPadded()

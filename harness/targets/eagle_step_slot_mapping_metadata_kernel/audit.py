@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.case import Case
-from ...targetkit.properties import Observation, Property, nothing_past_num_reqs
+from ...targetkit.properties import Audit, Observation, Property, nothing_past_num_reqs
 from .layout import PAD_ID, Step, allocated_columns
 
 
@@ -69,3 +69,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("nothing_past_num_reqs", "nothing is written outside the buffers", nothing_past_num_reqs),
 )
 """The properties, in the order the audit reports them."""
+
+
+AUDIT = Audit(PROPERTIES)
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

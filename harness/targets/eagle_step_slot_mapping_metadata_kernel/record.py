@@ -27,13 +27,12 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     cdiv,
 )
-from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget, require_arrays
+from ...targetkit.base import ContractViolation, TritonTarget, numpy_and_numba, require_arrays
 from ...targetkit.block_tables import (
     MAX_BLOCK_SIZE,
     MAX_POSITION,
     max_block_id,
 )
-from . import cases, edges
 from .layout import (
     I32,
     I64,
@@ -43,11 +42,13 @@ from .layout import (
     allocated_columns,
     vllm_block_size,
 )
-from .tour import SHAPES
 
 
-class EagleStep(EdgesInModule, TritonTarget):
+class EagleStep(TritonTarget):
     name = NAME
+    runner = "V1"
+    module = "vllm/v1/spec_decode/utils.py"
+    function = NAME
     section = 6
     parameters = (
         "positions_ptr",
@@ -90,27 +91,18 @@ class EagleStep(EdgesInModule, TritonTarget):
         "block_id_past_int16": "a block id read past 32767 (KV caches of more than 32k blocks)",
     }
     extremes = ("beyond_1024_requests", "positions_past_2_24", "block_id_past_int16", "slot_near_int32_limit")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
-
-        return {
-            "numpy": vectorized.eagle_step_slot_mapping_metadata,
-            "numba": loops.eagle_step_slot_mapping_metadata,
-        }
+    oracle_functions = numpy_and_numba("eagle_step_slot_mapping_metadata")
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
-        """The production tier (docs/CONTRACT.md §6.2): :meth:`validate_wide`'s rules, and what
+    def production_rules(self, case: Case) -> None:
+        """The production tier (docs/CONTRACT.md §6.2): :meth:`extended_rules`'s rules, and what
         vLLM's draft loop hands the kernel: positions + 1 <= M - 1 (the drafter gate: nothing
         exceeds), positions + 1 <= seq_lens <= M - 1 (equal for a text target), a contiguous
         table as wide as M needs, vLLM's block sizes, and each request's allocation (when the
         case gives ``num_allocated_blocks``) covering its step slot."""
-        self.validate_wide(case)
+        self.extended_rules(case)
         t = Step(case)
         if np.any(t.p > t.M - 1):
             raise ContractViolation("arrays.positions", "positions + 1 must stay below max_model_len (vLLM's drafter gate)")
@@ -126,7 +118,7 @@ class EagleStep(EdgesInModule, TritonTarget):
         if alloc is not None and np.any(alloc <= t.col):
             raise ContractViolation("arrays.num_allocated_blocks", "the scheduler allocates every step slot's block (lookahead K)")
 
-    def validate_wide(self, case: Case) -> None:
+    def extended_rules(self, case: Case) -> None:
         """The extended tier's rules (docs/CONTRACT.md §6.4)."""
         a, s = case.arrays, case.scalars
         require_arrays(a, self.inputs | {"block_table": (self.inputs["block_table"], 2)})
@@ -196,13 +188,6 @@ class EagleStep(EdgesInModule, TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §6.4): edges.py ----------------------------------
 
-    edges = edges
-
-    def validate_extended(self, case: Case) -> None:
-        try:
-            self.validate(case)
-        except ContractViolation:
-            self.validate_wide(case)
 
     # -- running ----------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...targetkit.draft_rows import Rows
-from ...targetkit.properties import Observation, Property
+from ...targetkit.properties import Audit, Observation, Property
 
 
 def every_token_written(case: Case, o: Observation) -> str | None:
@@ -51,3 +51,7 @@ PROPERTIES: tuple[Property, ...] = (
              "replace_from", tokens_hold_their_request),
 )
 """The properties, in the order the audit reports them."""
+
+
+AUDIT = Audit(PROPERTIES)
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

@@ -15,11 +15,10 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
-from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
+from ...targetkit.base import ContractViolation, TritonTarget, numpy_and_numba
 from ...targetkit.draft_rows import MAX_SPEC_LEN, Rows, check_cu, check_int
-from . import cases, edges
+from . import edges
 from .layout import DTYPES, F32, I32, NAME
-from .tour import SHAPES
 
 MODULE = "vllm/v1/sample/rejection_sampler.py"
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -32,8 +31,10 @@ def _m(case: Case) -> int:
     return MAX_SPEC_LEN if m is None else int(m)
 
 
-class Expand(EdgesInModule, TritonTarget):
+class Expand(TritonTarget):
     name = NAME
+    runner = "V1"
+    function = NAME
     section = 12
     module = MODULE
     parameters = ("output_ptr", "input_ptr", "cu_num_tokens_ptr", "replace_from", "replace_to", "MAX_NUM_TOKENS")
@@ -60,18 +61,12 @@ class Expand(EdgesInModule, TritonTarget):
         "top_k_262144": "top-k values of 262144 (Gemma 3's vocabulary: no top-k)",
     }
     extremes = ("beyond_1024_requests", "row_of_128", "top_k_262144")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
-
-        return {"numpy": vectorized.expand, "numba": loops.expand}
+    oracle_functions = numpy_and_numba("expand")
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
+    def production_rules(self, case: Case) -> None:
         a = case.arrays
         rows = check_cu(a.get("cu_num_tokens"), "arrays.cu_num_tokens")
         x = a.get("input")
@@ -131,10 +126,11 @@ class Expand(EdgesInModule, TritonTarget):
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
         """As ``_expand`` (vLLM 0.33.0): grid ``(input.shape[0],)``, ``MAX_NUM_TOKENS =
         MAX_SPEC_LEN = 128`` (or the case's)."""
-        x = tensors["input"]
-        kernel[(x.shape[0],)](
-            tensors["output"], x, tensors["cu_num_tokens"], case.scalars["replace_from"], case.scalars["replace_to"],
-            MAX_NUM_TOKENS=_m(case),
+        from ....kernels.launchers import launch_expand
+
+        launch_expand(
+            kernel, output=tensors["output"], input=tensors["input"], cu_num_tokens=tensors["cu_num_tokens"],
+            replace_from=case.scalars["replace_from"], replace_to=case.scalars["replace_to"], max_num_tokens=_m(case),
         )  # fmt: skip
 
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
@@ -173,7 +169,8 @@ class Expand(EdgesInModule, TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §12.4): edges.py ----------------------------------
 
-    edges = edges
+    def extended_rules(self, case: Case) -> None:
+        edges.validate(case, dict(self.inputs))
 
 
 TARGET = Expand()

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ...core.case import Case
-from ...targetkit.properties import Observation, Property
+from ...targetkit.properties import Audit, Observation, Property
 from .record import TARGET, build_metadata, tensor
 
 
@@ -77,3 +77,7 @@ def run(case: Case, impl: Any, device: str) -> Any:
     cad = build_metadata(case, device, TARGET.types.CommonAttentionMetadata)
     return TARGET.call(impl, cad, case.scalars["N"], tensor(case.arrays["arange"], dev),
                        tensor(case.arrays["new_slot_mapping"], dev))
+
+
+AUDIT = Audit(PROPERTIES, run=run)
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ....oracles import python_functions as pf
 from ...core.case import Case
 from ...core.compare import Difference
 from ...generation.shrink_steps import shorter
@@ -33,7 +32,7 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     SPEC_TOKENS,
 )
-from ...targetkit.base import ContractViolation, EdgesInModule, Outcome, require_arrays
+from ...targetkit.base import ContractViolation, Outcome, require_arrays
 from ...targetkit.pyfunc import (
     CHANGED,
     MUTATED,
@@ -46,7 +45,7 @@ from ...targetkit.pyfunc import (
     field_names,
     snapshot,
 )
-from . import cases, edges
+from . import edges
 from .layout import (
     ALIASES,
     ARRAYS,
@@ -56,7 +55,6 @@ from .layout import (
     PRODUCTION_LIMIT,
     SLOT_ID_LIMIT,
 )
-from .tour import SHAPES
 
 if TYPE_CHECKING:  # imported where a case runs: a process that only reads cases never loads torch
     import torch
@@ -109,8 +107,11 @@ def build_metadata(case: Case, device: str, cls: type) -> Any:
     return cls(**kwargs)
 
 
-class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
+class ExtendAllQueries(PythonFunctionTarget):
     name = NAME
+    runner = "V1"
+    module = "vllm/v1/spec_decode/utils.py"
+    function = NAME
     section = 4
     parameters = (
         "common_attn_metadata",
@@ -140,19 +141,13 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
         "spec_tokens_15_plus": "N >= 15 (num_speculative_tokens >= 15)",
     }
     extremes = ("beyond_1024_requests", "offsets_past_32767", "seq_lens_past_2_24", "spec_tokens_15_plus")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-
-        return {"numpy": pf.extend_all_queries_by_n, "loops": pf.extend_all_queries_by_n_loops}
+    oracle_functions = {"numpy": "python_functions.extend_all_queries_by_n",
+                        "loops": "python_functions.extend_all_queries_by_n_loops"}
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case, tier: str = "production") -> None:
-        if tier == "extended":
-            return self.validate_extended(case)
+    def production_rules(self, case: Case) -> None:
         a, s = case.arrays, case.scalars
         if set(a) - set(ARRAYS):
             raise ContractViolation(f"arrays.{sorted(set(a) - set(ARRAYS))[0]}", "is not an input of this target (production tier)")
@@ -422,8 +417,8 @@ class ExtendAllQueries(EdgesInModule, PythonFunctionTarget):
 
     # -- extended tier (docs/CONTRACT.md §4.4): edges.py ----------------------------------
 
-    edges = edges
-    edge_dtypes = ARRAYS
+    def extended_rules(self, case: Case) -> None:
+        edges.validate(case, dict(ARRAYS))
 
 
 _PER_REQUEST = frozenset({"query_start_loc", "query_start_loc_cpu", "seq_lens"})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...core.case import Case
 from ...targetkit import output_rows
-from ...targetkit.properties import Observation, Property
+from ...targetkit.properties import Audit, Observation, Property
 from .layout import processed
 
 
@@ -25,3 +25,7 @@ PROPERTIES: tuple[Property, ...] = (
              output_rows.no_placeholder_written),
 )
 """The properties, in the order the audit reports them."""
+
+
+AUDIT = Audit(PROPERTIES)
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

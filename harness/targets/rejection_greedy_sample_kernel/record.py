@@ -16,16 +16,15 @@ import numpy as np
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
 from ...targetkit import output_rows
-from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
+from ...targetkit.base import ContractViolation, TritonTarget, numpy_and_numba
 from ...targetkit.draft_rows import (
     DraftRowMoves,
     Rows,
     check_array,
     check_draft_counts,
 )
-from . import cases, edges
+from . import edges
 from .layout import BOOL, F32, F64, I32, I64, NAME, PER_REQUEST, PER_TOKEN, processed
-from .tour import SHAPES
 
 MODULE = "vllm/v1/sample/rejection_sampler.py"
 
@@ -56,8 +55,10 @@ def first_rejections(case: Case) -> dict[int, int | None]:
     return out
 
 
-class RejectionGreedy(DraftRowMoves, EdgesInModule, TritonTarget):
+class RejectionGreedy(DraftRowMoves, TritonTarget):
     name = NAME
+    runner = "V1"
+    function = NAME
     section = 10
     module = MODULE
     parameters = (
@@ -94,18 +95,12 @@ class RejectionGreedy(DraftRowMoves, EdgesInModule, TritonTarget):
         "ids_past_32767": "an argmax or bonus id past 32767 written (vocabularies of 262144)",
     }
     extremes = ("beyond_1024_requests", "sixteen_drafts", "ids_past_32767")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
-
-        return {"numpy": vectorized.rejection_greedy_sample, "numba": loops.rejection_greedy_sample}
+    oracle_functions = numpy_and_numba("rejection_greedy_sample")
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
+    def production_rules(self, case: Case) -> None:
         a = case.arrays
         rows, L = check_draft_counts(case)
         B, N = rows.B, rows.N
@@ -179,21 +174,21 @@ class RejectionGreedy(DraftRowMoves, EdgesInModule, TritonTarget):
     def launch(self, kernel: Any, tensors: Mapping[str, Any], case: Case) -> None:
         """As ``_rejection_greedy_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],) = (B,)``,
         ``SYNTHETIC_MODE = synthetic_conditional_rates is not None``."""
-        out = tensors["output_token_ids"]
-        rates = tensors.get("synthetic_conditional_rates")
+        from ....kernels.launchers import launch_rejection_greedy_sample
+
         # vLLM's grid is output_token_ids.shape[0], which is B; the extended tier's output has
-        # more rows than requests (output_rows), so the grid is counted in requests.
-        kernel[(tensors["cu_num_draft_tokens"].shape[0],)](
-            out,
-            tensors["cu_num_draft_tokens"],
-            tensors["draft_token_ids"],
-            tensors["target_argmax"],
-            tensors["bonus_token_ids"],
-            tensors.get("is_greedy"),
-            case.scalars["max_spec_len"],
-            tensors.get("uniform_probs"),
-            rates,
-            SYNTHETIC_MODE=rates is not None,
+        # more rows than requests (output_rows), so the launcher counts the grid in requests.
+        launch_rejection_greedy_sample(
+            kernel,
+            output_token_ids=tensors["output_token_ids"],
+            cu_num_draft_tokens=tensors["cu_num_draft_tokens"],
+            draft_token_ids=tensors["draft_token_ids"],
+            target_argmax=tensors["target_argmax"],
+            bonus_token_ids=tensors["bonus_token_ids"],
+            is_greedy=tensors.get("is_greedy"),
+            max_spec_len=case.scalars["max_spec_len"],
+            uniform_probs=tensors.get("uniform_probs"),
+            synthetic_conditional_rates=tensors.get("synthetic_conditional_rates"),
         )
 
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
@@ -218,7 +213,8 @@ class RejectionGreedy(DraftRowMoves, EdgesInModule, TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §10.4): edges.py ----------------------------------
 
-    edges = edges
+    def extended_rules(self, case: Case) -> None:
+        edges.validate(case, dict(self.inputs))
 
 
 TARGET = RejectionGreedy()

@@ -22,12 +22,20 @@ from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_draws import (
     draw_step,
     greedy_mask,
+    lazy_full,
     pad_drafts,
     sample_from,
+    scale_counts,
+    scale_rows,
+    scale_vocab,
     softmax_table,
+    sparse_rows,
     synthetic_rates,
 )
-from .layout import WINDOW_ULPS
+from ...targetkit.draft_rows import cu_of, pad_tails
+from ...targetkit.scale import flat_limit
+from .layout import NAME, WINDOW_ULPS
+from .layout import clear_window as clear_window_host
 from .record import TARGET
 
 MAX_REQUESTS = 1024
@@ -50,9 +58,74 @@ def clear_window(u: torch.Tensor, ids: torch.Tensor, target: torch.Tensor, draft
     return torch.where(inside, lo, u)
 
 
+def scale_case(rng: np.random.Generator) -> Case:
+    """A production step past ``2**31`` table elements (docs/CONTRACT.md §11.2): a vocabulary of
+    a current model, more than ``2**31 / V`` draft tokens (requests of 8 to 16 drafts, some
+    prefills without), top-k rows (the other tokens' probability 0), with or without draft
+    probabilities, mostly random requests, ``-1`` padding now and then. Drawn with NumPy alone,
+    sparse (a few MB as a corpus file)."""
+    V = scale_vocab(rng)
+    N = scale_rows(rng, V)
+    d = scale_counts(rng, N)
+    B = int(d.size)
+    k = int(rng.choice([1, 4, 16]))
+    draft, draft_ids = sparse_rows(rng, N, V, k)
+    with_draft = rng.random() < 0.5
+    target = sparse_rows(rng, N, V, k, draft_ids)[0] if with_draft else draft  # the draft's top-k tokens
+    ids = draft_ids[np.arange(N), rng.integers(0, k, size=N)].astype(np.int32)
+    pad_tails(rng, ids, d.tolist(), float(rng.choice([0.0, 0.05])))
+    arrays = {
+        "cu_num_draft_tokens": cu_of(d.tolist()),
+        "draft_token_ids": ids,
+        "target_probs": target,
+        "bonus_token_ids": rng.integers(0, V, size=(B, 1)).astype(np.int32),
+        "recovered_token_ids": rng.integers(0, V, size=N).astype(np.int32),
+        "uniform_probs": rng.random(N),
+        "is_greedy": rng.random(B) < float(rng.choice([0.0, 0.0, 0.3])),
+    }
+    if with_draft:
+        arrays["draft_probs"] = draft
+        arrays["uniform_probs"] = clear_window_host(arrays, V)
+    return Case(NAME, arrays, {"max_spec_len": int(d.max()), "vocab_size": V}, {},
+                note="a production-scale step (eaglefuzz fuzz --mode device)")
+
+
+def minimal_scale_cases(case: Case) -> list[Case]:
+    """The smallest cases that read past flat index ``2**31`` with ``case``'s vocabulary, simplest
+    first: one row past it (token ``t0 = ceil(2**31 / V)``, draft id 0: the first row of the
+    table an int32 cannot reach), the tokens before it in greedy requests of 16 (read by no
+    program), one random request with that single draft; plain values (a table of zeros without
+    draft probabilities, uniforms 0.5: the draft is rejected, its recovered id 1; the bonus 2).
+    Then the same with the case's own values for that token. The scale minimiser
+    (:mod:`~...checking.device_mode.scale_lane`) keeps the first that still fails."""
+    V = case.scalars["vocab_size"]
+    t0 = -(-flat_limit() // V)
+    N = t0 + 1
+    counts = [16] * (t0 // 16) + ([t0 % 16] if t0 % 16 else []) + [1]
+    B = len(counts)
+    plain = Case(NAME, {
+        "cu_num_draft_tokens": cu_of(counts),
+        "draft_token_ids": np.zeros(N, dtype=np.int32),
+        "target_probs": lazy_full((N, V), np.float32),
+        "bonus_token_ids": np.full((B, 1), 2, dtype=np.int32),
+        "recovered_token_ids": np.full(N, 1, dtype=np.int32),
+        "uniform_probs": np.full(N, 0.5),
+        "is_greedy": np.arange(B) < B - 1,
+    }, {"max_spec_len": max(counts), "vocab_size": V}, {}, note="the int32 flat index past 2**31, minimised")
+    return [plain]
+
+
 class RandomDevice(DeviceTarget):
     name = "rejection_random_sample_kernel"
     launch_names = ()  # a case of this target has no launch fields
+    record = TARGET
+    scale = True
+
+    def scale_case(self, rng: np.random.Generator) -> Case:
+        return scale_case(rng)
+
+    def scale_minimal(self, case: Case) -> list[Case]:
+        return minimal_scale_cases(case)
 
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
         step = draw_step(rng, max_requests, device == "cpu", tables=True)

@@ -17,7 +17,7 @@ import numpy as np
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
 from ...targetkit import output_rows
-from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
+from ...targetkit.base import ContractViolation, TritonTarget, numpy_and_numba
 from ...targetkit.draft_rows import (
     MAX_VOCAB,
     DraftRowMoves,
@@ -26,7 +26,8 @@ from ...targetkit.draft_rows import (
     check_draft_counts,
     check_int,
 )
-from . import cases, edges
+from ...targetkit.scale import past_limit
+from . import edges
 from .layout import (
     BOOL,
     F32,
@@ -42,7 +43,6 @@ from .layout import (
     processed,
     window_bounds,
 )
-from .tour import SHAPES
 
 MODULE = "vllm/v1/sample/rejection_sampler.py"
 MAX_V = 1 << 20
@@ -94,8 +94,10 @@ def visits(case: Case) -> list[Visit]:
     return out
 
 
-class RejectionRandom(DraftRowMoves, EdgesInModule, TritonTarget):
+class RejectionRandom(DraftRowMoves, TritonTarget):
     name = NAME
+    runner = "V1"
+    function = NAME
     section = 11
     module = MODULE
     parameters = (
@@ -144,20 +146,17 @@ class RejectionRandom(DraftRowMoves, EdgesInModule, TritonTarget):
         "sixteen_drafts": "a request with 16 drafts (num_speculative_tokens = 16)",
         "vocab_262144": "a vocabulary of 262144 (Gemma 3): rows of 1 MiB",
         "ids_past_32767": "a draft id past 32767 read from the tables",
+        # production scale (docs/CONTRACT.md §11.2; only where tables of 8 GiB fit: targetkit/scale.py)
+        "flat_index_past_2_31": "a visited draft read at flat index t*V + id past 2**31",
     }
     extremes = ("beyond_1024_requests", "sixteen_drafts", "vocab_262144", "ids_past_32767")
-    shapes = SHAPES
-    cases = cases
+    scale_features = ("flat_index_past_2_31",)
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
-
-        return {"numpy": vectorized.rejection_random_sample, "numba": loops.rejection_random_sample}
+    oracle_functions = numpy_and_numba("rejection_random_sample")
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
+    def production_rules(self, case: Case) -> None:
         a = case.arrays
         rows, L = check_draft_counts(case)
         B, N = rows.B, rows.N
@@ -228,6 +227,7 @@ class RejectionRandom(DraftRowMoves, EdgesInModule, TritonTarget):
             "sixteen_drafts": rows.longest >= 16,
             "vocab_262144": case.scalars["vocab_size"] >= MAX_VOCAB,
             "ids_past_32767": any(v.did > 32767 for v in read),
+            "flat_index_past_2_31": any(past_limit(v.t * case.scalars["vocab_size"] + v.did) for v in read),
         }
         return frozenset(k for k, v in checks.items() if v)
 
@@ -245,26 +245,24 @@ class RejectionRandom(DraftRowMoves, EdgesInModule, TritonTarget):
         """As ``_rejection_random_sample`` (vLLM 0.33.0): grid ``(output_token_ids.shape[0],) = (B,)``,
         ``vocab_size = target_probs.shape[1]``, ``NO_DRAFT_PROBS = draft_probs is None``,
         ``SYNTHETIC_MODE = synthetic_conditional_rates is not None``."""
-        out = tensors["output_token_ids"]
-        draft = tensors.get("draft_probs")
-        rates = tensors.get("synthetic_conditional_rates")
+        from ....kernels.launchers import launch_rejection_random_sample
+
         # vLLM's grid is output_token_ids.shape[0], which is B; the extended tier's output has
-        # more rows than requests (output_rows), so the grid is counted in requests.
-        kernel[(tensors["cu_num_draft_tokens"].shape[0],)](
-            out,
-            tensors["cu_num_draft_tokens"],
-            tensors["draft_token_ids"],
-            draft,
-            tensors["target_probs"],
-            tensors["bonus_token_ids"],
-            tensors["recovered_token_ids"],
-            tensors["uniform_probs"],
-            tensors["is_greedy"],
-            case.scalars["max_spec_len"],
-            case.scalars["vocab_size"],
-            rates,
-            NO_DRAFT_PROBS=draft is None,
-            SYNTHETIC_MODE=rates is not None,
+        # more rows than requests (output_rows), so the launcher counts the grid in requests.
+        launch_rejection_random_sample(
+            kernel,
+            output_token_ids=tensors["output_token_ids"],
+            cu_num_draft_tokens=tensors["cu_num_draft_tokens"],
+            draft_token_ids=tensors["draft_token_ids"],
+            draft_probs=tensors.get("draft_probs"),
+            target_probs=tensors["target_probs"],
+            bonus_token_ids=tensors["bonus_token_ids"],
+            recovered_token_ids=tensors["recovered_token_ids"],
+            uniform_probs=tensors["uniform_probs"],
+            is_greedy=tensors["is_greedy"],
+            max_spec_len=case.scalars["max_spec_len"],
+            vocab_size=case.scalars["vocab_size"],
+            synthetic_conditional_rates=tensors.get("synthetic_conditional_rates"),
         )
 
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
@@ -324,7 +322,8 @@ class RejectionRandom(DraftRowMoves, EdgesInModule, TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §11.4): edges.py ----------------------------------
 
-    edges = edges
+    def extended_rules(self, case: Case) -> None:
+        edges.validate(case, dict(self.inputs))
 
 
 TARGET = RejectionRandom()

@@ -17,15 +17,114 @@ import torch
 from ....oracles import tensor_ops
 from ...core.case import Case
 from ...targetkit.device import DeviceCase, DeviceTarget
-from ...targetkit.device_draws import draw_step, pad_drafts, sample_from, softmax_table
-from .record import TARGET
+from ...targetkit.device_draws import (
+    SCALE_TABLE,
+    draw_step,
+    lazy_full,
+    pad_drafts,
+    sample_from,
+    scale_counts,
+    scale_rows,
+    scale_vocab,
+    softmax_table,
+    sparse_noise,
+    sparse_rows,
+)
+from ...targetkit.draft_rows import cu_of, pad_tails
+from ...targetkit.scale import flat_limit, past_limit
+from .layout import NAME
+from .record import TARGET, processed_tokens, scale_features_of
 
 MAX_REQUESTS = 1024
+
+
+def scale_case(rng: np.random.Generator) -> Case:
+    """A production step past ``2**31`` elements (docs/CONTRACT.md §13.2), of one of two kinds:
+    more than ``2**31 / V`` draft tokens (the tables' rows ``t*V + v``), or more than
+    ``2**31 / V`` requests, most of them prefills without drafts (the noise's rows ``r*V + v``;
+    vLLM draws a noise row for every request). Top-k rows (the other tokens' probability 0), with
+    or without draft probabilities, and the noise ``1 / Exp(1)`` at a few tokens per row, 1 (``q
+    = 1``) elsewhere. Drawn with NumPy alone, sparse (a few MB as a corpus file)."""
+    V = scale_vocab(rng)
+    k = int(rng.choice([1, 4, 16]))
+    if rng.random() < 0.5:  # many draft tokens
+        d = scale_counts(rng, scale_rows(rng, V))
+    else:  # many requests, the last ones (and a few others) with drafts
+        d = np.zeros(scale_rows(rng, V), dtype=np.int64)
+        tail = int(rng.integers(1, 9))
+        d[-tail:] = rng.integers(1, 17, size=tail)
+        d[rng.integers(0, d.size, size=4)] = rng.integers(1, 17, size=4)
+    N, B = int(d.sum()), int(d.size)
+    draft, draft_ids = sparse_rows(rng, N, V, k)
+    with_draft = rng.random() < 0.5
+    target = sparse_rows(rng, N, V, k, draft_ids)[0] if with_draft else draft
+    ids = draft_ids[np.arange(N), rng.integers(0, k, size=N)].astype(np.int32)
+    pad_tails(rng, ids, d.tolist(), float(rng.choice([0.0, 0.05])))
+    arrays = {
+        "cu_num_draft_tokens": cu_of(d.tolist()),
+        "draft_token_ids": ids,
+        "target_probs": target,
+        "inv_q": sparse_noise(rng, B, V, np.float64 if B * V < SCALE_TABLE // 2 and rng.random() < 0.25 else np.float32, k,
+                              (np.repeat(np.repeat(np.arange(B), d), k), draft_ids.reshape(-1))),
+    }
+    if with_draft:
+        arrays["draft_probs"] = draft
+    return Case(NAME, arrays, {"max_spec_len": int(d.max()), "vocab_size": V}, {"block_size": None},
+                note="a production-scale step (eaglefuzz fuzz --mode device)")
+
+
+def minimal_scale_cases(case: Case) -> list[Case]:
+    """The smallest cases whose reads pass flat index ``2**31`` with ``case``'s vocabulary, the
+    simplest first, for each wrap ``case`` has: the tables' (the first token whose row starts
+    past ``2**31``, ``t0 = ceil(2**31 / V)``: vLLM's int32 product is ``t*V``, the lane is added to
+    the pointer after it; the tokens before it in requests of 16:
+    a table of zeros without draft probabilities, draft ids 0, noise 1: every score 0, each
+    recovered id 0), and the noise's (request ``r0``, found alike, the only one with a draft,
+    after ``r0`` prefills: a one-row table of ones, noise 1 but 2 at its row's last token,
+    draft id ``-1``: the recovered id ``V - 1``). The scale minimiser
+    (:mod:`~...checking.device_mode.scale_lane`) keeps the first that still fails."""
+    V = case.scalars["vocab_size"]
+    first = -(-flat_limit() // V)  # the first row that starts past 2**31: its product t*V (or r*V) wraps
+    t, r = processed_tokens(case)
+    out = []
+    if t.size and past_limit(int(t.max()) * V + V - 1):
+        N = first + 1
+        counts = [16] * (first // 16) + ([first % 16] if first % 16 else []) + [1]
+        out.append(Case(NAME, {
+            "cu_num_draft_tokens": cu_of(counts),
+            "draft_token_ids": np.zeros(N, dtype=np.int32),
+            "target_probs": lazy_full((N, V), np.float32),
+            "inv_q": np.ones((len(counts), V), dtype=np.float32),
+        }, {"max_spec_len": max(counts), "vocab_size": V}, {"block_size": None},
+            note="the int32 flat index of the tables past 2**31, minimised"))
+    if r.size and past_limit(int(r.max()) * V + V - 1):
+        inv_q = lazy_full((first + 1, V), np.float32, 1.0)
+        inv_q[first, V - 1] = 2.0
+        out.append(Case(NAME, {
+            "cu_num_draft_tokens": cu_of([0] * first + [1]),
+            "draft_token_ids": np.full(1, -1, dtype=np.int32),
+            "target_probs": np.ones((1, V), dtype=np.float32),
+            "inv_q": inv_q,
+        }, {"max_spec_len": 1, "vocab_size": V}, {"block_size": None},
+            note="the int32 flat index of the noise past 2**31, minimised"))
+    return out
 
 
 class RecoveredDevice(DeviceTarget):
     name = "sample_recovered_tokens_kernel"
     launch_names = ("block_size",)  # null: vLLM's 8192 (the record's layout)
+    record = TARGET
+    scale = True
+
+    def scale_case(self, rng: np.random.Generator) -> Case:
+        return scale_case(rng)
+
+    def scale_minimal(self, case: Case) -> list[Case]:
+        return minimal_scale_cases(case)
+
+    def reached(self, case: Case) -> frozenset[str]:
+        """The scale features alone (the others need every score: a minute at this scale)."""
+        return scale_features_of(case)
 
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
         step = draw_step(rng, max_requests, device == "cpu", tables=True)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...generation.strategies import MAX_NUM_SEQS
-from ...targetkit.base import ContractViolation, EdgesInModule, TritonTarget
+from ...targetkit.base import ContractViolation, TritonTarget, numpy_and_numba
 from ...targetkit.draft_rows import (
     MAX_VOCAB,
     DraftRowMoves,
@@ -25,9 +25,9 @@ from ...targetkit.draft_rows import (
     check_draft_counts,
     check_int,
 )
-from . import cases, edges
+from ...targetkit.scale import past_limit
+from . import edges
 from .layout import BLOCK_SIZE, F32, F64, I32, NAME, PER_REQUEST, PER_TOKEN
-from .tour import SHAPES
 
 MODULE = "vllm/v1/sample/rejection_sampler.py"
 MAX_V = 1 << 20
@@ -38,33 +38,84 @@ def _bs(case: Case) -> int:
     return BLOCK_SIZE if b is None else int(b)
 
 
+SCORE_CHUNK = 1 << 25
+"""Score elements :func:`score_chunks` computes at once (a production-scale case has tables of
+more than 2**31 elements: its scores are never held whole)."""
+
+
+def processed_tokens(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    """``(t, r)``: every processed token (position ``j < max_spec_len``, §13.1) and its request."""
+    rows = Rows.of(case.arrays["cu_num_draft_tokens"])
+    L = case.scalars["max_spec_len"]
+    owner = rows.owner()
+    pos = np.arange(owner.size, dtype=np.int64) - np.repeat(rows.s, np.maximum(rows.d, 0))
+    t = np.flatnonzero(pos < L)
+    return t, owner[t]
+
+
+def score_chunks(case: Case) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The scores ``s_v`` of the processed tokens (§13.1), float32 or float64 as the kernel
+    computes them: ``(tokens, scores)`` a chunk of rows at a time, in token order."""
+    a = case.arrays
+    V = case.scalars["vocab_size"]
+    t_all, r_all = processed_tokens(case)
+    step = max(1, SCORE_CHUNK // max(V, 1))
+    for c in range(0, t_all.size, step):
+        t, r = t_all[c : c + step], r_all[c : c + step]
+        target = a["target_probs"][t]
+        with np.errstate(all="ignore"):
+            if "draft_probs" in a:
+                p = np.fmax(target - a["draft_probs"][t], np.float32(0)).astype(F32)
+            else:
+                p = target
+                did = a["draft_token_ids"][t].astype(np.int64)
+                inside = (did >= 0) & (did < V)
+                p[np.flatnonzero(inside), did[inside]] = 0
+            iq = a["inv_q"][r]
+            yield t, (p.astype(iq.dtype) * iq).astype(iq.dtype)
+
+
+def _finite(a: np.ndarray) -> bool:
+    flat = a.reshape(-1)
+    return all(np.isfinite(flat[i : i + SCORE_CHUNK]).all() for i in range(0, flat.size, SCORE_CHUNK))
+
+
+def _no_nan_score(arrays: Mapping[str, np.ndarray]) -> bool:
+    """Whether no score can be NaN, without computing any: finite tables and a positive, finite
+    ``inv_q`` (a finite ``p`` or ``fmax`` of a finite difference, times a positive finite
+    factor, is a number or an infinity, never NaN). A production-scale case is checked this way."""
+    iq = arrays["inv_q"].reshape(-1)
+    positive = all((iq[i : i + SCORE_CHUNK] > 0).all() for i in range(0, iq.size, SCORE_CHUNK))
+    return positive and _finite(iq) and all(_finite(arrays[n]) for n in ("target_probs", "draft_probs") if n in arrays)
+
+
 def scores(case: Case) -> np.ndarray:
     """The scores ``s_v`` of every processed token (rows in token order, §13.1), float32 or
-    float64 as the kernel computes them."""
-    a = case.arrays
-    rows = Rows.of(a["cu_num_draft_tokens"])
-    L, V = case.scalars["max_spec_len"], case.scalars["vocab_size"]
-    keep = np.concatenate([np.arange(min(max(int(d), 0), L)) for d in rows.d]) if rows.N else np.zeros(0, np.int64)
-    owner = rows.owner()
-    pos = np.concatenate([np.arange(max(int(d), 0)) for d in rows.d]) if rows.N else np.zeros(0, np.int64)
-    processed = pos < L
-    del keep
-    t = np.flatnonzero(processed)
-    target = a["target_probs"][t]
-    with np.errstate(all="ignore"):
-        if "draft_probs" in a:
-            p = np.fmax(target - a["draft_probs"][t], np.float32(0)).astype(F32)
-        else:
-            p = target.copy()
-            did = a["draft_token_ids"][t].astype(np.int64)
-            inside = (did >= 0) & (did < V)
-            p[np.flatnonzero(inside), did[inside]] = 0
-        iq = a["inv_q"][owner[t]]
-        return (p.astype(iq.dtype) * iq).astype(iq.dtype)
+    float64 as the kernel computes them (small cases: :func:`score_chunks` holds no more than
+    a chunk)."""
+    parts = [sc for _, sc in score_chunks(case)]
+    if parts:
+        return np.concatenate(parts)
+    return np.zeros((0, case.scalars["vocab_size"]), dtype=case.arrays["inv_q"].dtype)
 
 
-class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
+def scale_features_of(case: Case) -> frozenset[str]:
+    """The production-scale features of ``case`` (docs/CONTRACT.md §13.2): a processed token's
+    table row, or its request's noise row, reaching past flat index ``2**31``."""
+    V = case.scalars["vocab_size"]
+    t, r = processed_tokens(case)
+    f = set()
+    if t.size and past_limit(int(t.max()) * V + V - 1):
+        f.add("table_rows_past_2_31")
+    if r.size and past_limit(int(r.max()) * V + V - 1):
+        f.add("noise_rows_past_2_31")
+    return frozenset(f)
+
+
+class SampleRecovered(DraftRowMoves, TritonTarget):
     name = NAME
+    runner = "V1"
+    function = NAME
     section = 13
     module = MODULE
     parameters = (
@@ -102,20 +153,18 @@ class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
         "vocab_262144": "a vocabulary of 262144 (32 tiles of 8192)",
         "winner_past_32767": "a recovered id past 32767",
         "tie_at_8192_boundary": "a largest score tied across a boundary of vLLM's 8192-token tiles",
+        # production scale (docs/CONTRACT.md §13.2; only where tables of 8 GiB fit: targetkit/scale.py)
+        "table_rows_past_2_31": "a processed token's table row reaches past flat index 2**31 (t*V + v)",
+        "noise_rows_past_2_31": "a processed request's noise row reaches past flat index 2**31 (r*V + v)",
     }
     extremes = ("beyond_1024_requests", "sixteen_drafts", "vocab_262144", "winner_past_32767", "tie_at_8192_boundary")
-    shapes = SHAPES
-    cases = cases
+    scale_features = ("table_rows_past_2_31", "noise_rows_past_2_31")
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
-
-        return {"numpy": vectorized.sample_recovered_tokens, "numba": loops.sample_recovered_tokens}
+    oracle_functions = numpy_and_numba("sample_recovered_tokens")
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
+    def production_rules(self, case: Case) -> None:
         a = case.arrays
         rows, L = check_draft_counts(case)
         B, N = rows.B, rows.N
@@ -130,16 +179,16 @@ class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
         b = case.launch.get("block_size")
         if b is not None and (not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= BLOCK_SIZE or b & (b - 1)):
             raise ContractViolation("launch.block_size", "must be null (vLLM's 8192) or a power of two from 1 to 8192")
-        if np.isnan(scores(case)).any():
+        if not _no_nan_score(a) and any(np.isnan(sc).any() for _, sc in score_chunks(case)):
             raise ContractViolation("arrays.target_probs", "no score p * inv_q may be NaN (§13.4: the result is not fixed)")
 
     def features_of(self, case: Case) -> frozenset[str]:
         a = case.arrays
         rows = Rows.of(a["cu_num_draft_tokens"])
         V, bs = case.scalars["vocab_size"], _bs(case)
-        sc = scores(case)
         f: set[str] = set()
-        if sc.size:
+        tile_of = np.arange(V) // bs
+        for _, sc in score_chunks(case):
             mx = sc.max(axis=1)
             win = sc.argmax(axis=1)
             ties = sc == mx[:, None]
@@ -147,22 +196,22 @@ class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
             f |= {"all_zero_scores"} if np.any(mx == 0) else set()
             f |= {"tied_max"} if np.any(count > 1) else set()
             f |= {"later_tile"} if np.any(win >= bs) else set()
-            tile_of = np.arange(V) // bs
-            for r in np.flatnonzero(count > 1):
-                tiles = np.unique(tile_of[ties[r]])
-                if tiles.size > 1:
-                    f.add("tie_across_tiles")
-                    if bs == BLOCK_SIZE:
-                        f.add("tie_at_8192_boundary")
+            last = V - 1 - np.argmax(ties[:, ::-1], axis=1)  # the last lane of the maximum
+            if np.any((count > 1) & (tile_of[win] != tile_of[last])):  # tied lanes in two tiles or more
+                f.add("tie_across_tiles")
+                if bs == BLOCK_SIZE:
+                    f.add("tie_at_8192_boundary")
             if V % bs and np.any(win // bs == (V - 1) // bs) and V > bs:
                 f.add("partial_last_tile")
             if np.any(win > 32767):
                 f.add("winner_past_32767")
+        f |= scale_features_of(case)
         if "draft_probs" not in a and rows.N:
             did = a["draft_token_ids"]
             inside = (did >= 0) & (did < V)
             t = np.flatnonzero(inside)
-            if t.size and np.any(a["target_probs"][t, did[t]] == a["target_probs"][t].max(axis=1)):
+            if t.size and any(np.any(a["target_probs"][c, did[c]] == a["target_probs"][c].max(axis=1))
+                              for c in np.array_split(t, -(-t.size * V // SCORE_CHUNK))):
                 f.add("masked_draft_was_max")
             if np.any(did < 0):
                 f.add("minus_one_draft")
@@ -195,14 +244,13 @@ class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
         """As ``_sample_recovered_tokens`` (vLLM 0.33.0): grid ``(B, max_spec_len)``,
         ``vocab_size = target_probs.shape[1]``, ``BLOCK_SIZE = 8192`` (or the case's),
         ``NO_DRAFT_PROBS = draft_probs is None``, ``USE_FP64_GUMBEL = inv_q is float64``."""
-        import torch
+        from ....kernels.launchers import launch_sample_recovered_tokens
 
-        cu = tensors["cu_num_draft_tokens"]
-        draft = tensors.get("draft_probs")
-        kernel[(cu.shape[0], case.scalars["max_spec_len"])](
-            tensors["output_token_ids"], cu, tensors["draft_token_ids"], draft, tensors["target_probs"],
-            tensors["inv_q"], case.scalars["vocab_size"],
-            BLOCK_SIZE=_bs(case), NO_DRAFT_PROBS=draft is None, USE_FP64_GUMBEL=tensors["inv_q"].dtype == torch.float64,
+        launch_sample_recovered_tokens(
+            kernel, output_token_ids=tensors["output_token_ids"], cu_num_draft_tokens=tensors["cu_num_draft_tokens"],
+            draft_token_ids=tensors["draft_token_ids"], draft_probs=tensors.get("draft_probs"),
+            target_probs=tensors["target_probs"], inv_q=tensors["inv_q"], max_spec_len=case.scalars["max_spec_len"],
+            vocab_size=case.scalars["vocab_size"], block_size=_bs(case),
         )  # fmt: skip
 
     def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
@@ -229,7 +277,8 @@ class SampleRecovered(DraftRowMoves, EdgesInModule, TritonTarget):
 
     # -- extended tier (docs/CONTRACT.md §13.4): edges.py ----------------------------------
 
-    edges = edges
+    def extended_rules(self, case: Case) -> None:
+        edges.validate(case, dict(self.inputs))
 
 
 TARGET = SampleRecovered()

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from ...core.case import Case
-from ...targetkit.properties import Observation, Property, completes
+from ...targetkit.properties import Audit, HazardDraws, Observation, Property, completes
+from . import edges
 from .layout import ARRAYS, INOUT, Rows
 from .record import _Buffer, variants
 
@@ -67,3 +68,15 @@ PROPERTIES: tuple[Property, ...] = (
                       "vllm/v1/spec_decode/llm_base_proposer.py, SpecDecodeBaseProposer.prepare_next_token_ids_padded)"),
 )
 """The properties, in the order the audit reports them."""
+
+
+AUDIT = Audit(
+    PROPERTIES, run=run,
+    hazards=HazardDraws(
+        strategy=edges.hazard_strategy,
+        validate=edges.validate_hazard,
+        hazards_of=edges.hazards_of,
+        shrink_candidates=edges.hazard_shrink_candidates,
+    ),
+)
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

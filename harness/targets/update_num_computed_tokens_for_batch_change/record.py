@@ -30,11 +30,9 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     SPEC_TOKENS,
 )
-from ...targetkit.base import ContractViolation, EdgesInModule, Outcome, require_arrays
+from ...targetkit.base import ContractViolation, Outcome, numpy_and_numba, require_arrays
 from ...targetkit.pyfunc import PythonFunctionTarget
-from . import cases, edges
 from .layout import ARRAYS, INOUT, MAX_COUNT, MAX_DRAFTS, MODES, NAME, Rows
-from .tour import SHAPES
 
 
 def variants(impl: Any) -> dict[str, Any]:
@@ -43,8 +41,11 @@ def variants(impl: Any) -> dict[str, Any]:
     return {"eager": orig if callable(orig) else impl, "compiled": impl}
 
 
-class BatchChange(EdgesInModule, PythonFunctionTarget):
+class BatchChange(PythonFunctionTarget):
     name = NAME
+    runner = "V1"
+    module = "vllm/v1/spec_decode/utils.py"
+    function = NAME
     section = 8
     parameters = tuple(ARRAYS)
     features = {
@@ -68,26 +69,17 @@ class BatchChange(EdgesInModule, PythonFunctionTarget):
         "spec_tokens_15_plus": "a request with 15 or more drafts (num_speculative_tokens >= 15)",
     }
     extremes = ("beyond_1024_requests", "counts_past_2_24", "spec_tokens_15_plus")
-    shapes = SHAPES
-    cases = cases
 
-    @property
-    def oracles(self) -> Mapping[str, Any]:
-        from ....oracles import loops, vectorized
-
-        return {
-            "numpy": vectorized.update_num_computed_tokens_for_batch_change,
-            "numba": loops.update_num_computed_tokens_for_batch_change,
-        }
+    oracle_functions = numpy_and_numba("update_num_computed_tokens_for_batch_change")
 
     # -- contract ---------------------------------------------------------------------
 
-    def validate(self, case: Case) -> None:
-        """The production tier (docs/CONTRACT.md §8.2): :meth:`validate_wide`'s rules, and what
+    def production_rules(self, case: Case) -> None:
+        """The production tier (docs/CONTRACT.md §8.2): :meth:`extended_rules`'s rules, and what
         vLLM's runner makes: ``-1`` for a new request and distinct previous rows, valid counts
         of the rejection sampler's rows (``1 .. d + 1`` with ``d`` drafts, ``0 .. 1`` without),
         token counts ``0 .. MAX_COUNT``, accepted counts ``>= 1``."""
-        self.validate_wide(case)
+        self.extended_rules(case)
         a = case.arrays
         prev = a["prev_positions"]
         if np.any(prev < -1):
@@ -112,7 +104,7 @@ class BatchChange(EdgesInModule, PythonFunctionTarget):
         if np.any(t.participating & (t.corrected > MAX_COUNT)):
             raise ContractViolation("arrays.num_computed_tokens", f"a corrected count must stay within {MAX_COUNT}")
 
-    def validate_wide(self, case: Case) -> None:
+    def extended_rules(self, case: Case) -> None:
         """The rules of the extended tier (docs/CONTRACT.md §8.4): every row read is in its
         buffer, counts within int32."""
         a = case.arrays
@@ -166,13 +158,6 @@ class BatchChange(EdgesInModule, PythonFunctionTarget):
 
     # -- extended tier (docs/CONTRACT.md §8.4): edges.py ----------------------------------
 
-    edges = edges
-
-    def validate_extended(self, case: Case) -> None:
-        try:
-            self.validate(case)
-        except ContractViolation:
-            self.validate_wide(case)
 
     # -- running ----------------------------------------------------------------------
 

@@ -1,0 +1,282 @@
+"""Production-scale cases in a process of their own: a fault cannot poison the campaign.
+
+A production-scale case (:mod:`~...targetkit.scale`: tables past ``2**31`` elements) is where
+vLLM's int32 flat indices wrap (PR #48055): an address before the table, which on a GPU may be
+``CUDA error: an illegal memory access``, after which every launch of the process fails. So
+``--mode device`` runs such cases in a *lane*: a child process (started at the first scale case
+of a target, kept for the next ones) that draws the case from its seed with NumPy, runs it on
+the device as the device campaign runs its cases (the torch oracle, the guarded buffers of
+:class:`~...targetkit.device.Arenas`, whose poison before a large table catches a wrapped read
+the same way every time), and answers with its verdict. A difference is confirmed in the lane
+by the ordinary check (:func:`~..check.check_case`: the NumPy and Numba oracles). A fault ends
+the lane: the campaign records a ``crash`` finding of that case and starts a new lane for the
+next one; a lane that does not answer within its time limit is killed (a ``hang``).
+
+The campaign (:mod:`.engine`) builds the same case from the same seed with NumPy alone (no
+device work in its own process) for its report, and minimises a finding through the lane
+(:func:`minimise`): the target's :meth:`~...targetkit.device.DeviceTarget.scale_minimal` cases
+(one row past ``2**31``, plain values), the first that still fails kept and confirmed.
+
+    python -m eaglefuzz.harness.checking.device_mode.scale_lane    # the lane itself (stdin: requests)
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...core.case import Case
+from ...generation.strategies import derive_seed
+
+START_S = 600.0
+"""How long a lane may take to start (import torch, load the code under test, a CUDA context)."""
+CASE_S = 900.0
+"""How long one scale case may take in the lane (drawing, the device check, the confirmation by
+the NumPy and Numba oracles: seconds to a minute on a GPU host) before it is a hang."""
+
+
+def scale_rng(seed: int, name: str, example: int) -> np.random.Generator:
+    """The generator a scale case of example ``example`` is drawn with (lane and campaign alike)."""
+    return np.random.default_rng(derive_seed(seed, name, "scale", example))
+
+
+def scale_case(name: str, seed: int, example: int, minimal: int | None = None) -> Case:
+    """Example ``example``'s scale case of ``name`` (NumPy alone), or its ``minimal``-th minimal
+    case (:meth:`~...targetkit.device.DeviceTarget.scale_minimal`)."""
+    from . import device_targets
+
+    dt = device_targets()[name]
+    case = dt.scale_case(scale_rng(seed, name, example))
+    return case if minimal is None else dt.scale_minimal(case)[minimal]
+
+
+@dataclass
+class Verdict:
+    """What the lane said of one case: ``bad`` elements not as expected on the device,
+    ``tokens`` output elements verified, ``features`` reached, ``crash`` (its message) and
+    whether it was ``fatal`` (the lane is gone), ``hang``, and the ordinary check's ``outcome``
+    when the lane confirmed it (``None``: not asked, or the check found nothing)."""
+
+    bad: int = 0
+    tokens: int = 0
+    features: list[str] = field(default_factory=list)
+    crash: str | None = None
+    fatal: bool = False
+    hang: str | None = None
+    outcome: Any = None
+    confirmed: bool = False
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.bad or self.crash or self.hang or (self.outcome is not None and not self.outcome.ok))
+
+
+class ScaleLane:
+    """The campaign's side of a lane for target ``name`` of source ``spec`` on ``device``."""
+
+    def __init__(self, name: str, spec: str, device: str, seed: int) -> None:
+        self.name, self.spec, self.device, self.seed = name, spec, device, seed
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started = 0
+
+    def _start(self) -> str | None:
+        """Start the lane; ``None``, or why it could not start."""
+        env = {**os.environ, "EAGLEFUZZ_LANE_PARENT": str(os.getpid())}
+        self.proc = subprocess.Popen(  # noqa: S603 - our own module, our own interpreter
+            [sys.executable, "-m", "eaglefuzz.harness.checking.device_mode.scale_lane"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, start_new_session=True)
+        self.started += 1
+        reply = self._ask({"name": self.name, "source": self.spec, "device": self.device, "seed": self.seed}, START_S)
+        return None if reply.get("ready") else reply.get("crash") or reply.get("hang") or "the lane did not start"
+
+    def _ask(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send ``request``, wait for the answer (a dict; on a dead lane or a timeout, one saying so)."""
+        proc = self.proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write((json.dumps(request) + "\n").encode())
+            proc.stdin.flush()
+        except BrokenPipeError:
+            return self._dead()
+        end = time.monotonic() + timeout
+        line = b""
+        while not line.endswith(b"\n"):
+            left = end - time.monotonic()
+            if left <= 0:
+                self.close()
+                return {"hang": f"the scale lane did not answer within {timeout:g} s (killed)"}
+            ready, _, _ = select.select([proc.stdout], [], [], min(left, 1.0))
+            if ready:
+                chunk = os.read(proc.stdout.fileno(), 1 << 20)
+                if not chunk:
+                    return self._dead()
+                line += chunk
+        return json.loads(line)
+
+    def _dead(self) -> dict[str, Any]:
+        proc = self.proc
+        code = proc.wait() if proc is not None else None
+        self.proc = None
+        how = (f"signal {signal.Signals(-code).name}" if code is not None and code < 0 and -code in signal.valid_signals()
+               else f"exit code {code}")
+        return {"crash": f"the scale lane died ({how}) while running this case", "fatal": True}
+
+    def run(self, example: int, *, minimal: int | None = None, confirm: bool = False) -> Verdict:
+        """The verdict on example ``example``'s scale case (its ``minimal``-th minimal case);
+        ``confirm``: a failing case is checked by the NumPy and Numba oracles too."""
+        t0 = time.monotonic()
+        if self.proc is None or self.proc.poll() is not None:
+            why = self._start()
+            if why is not None:
+                self.close()
+                return Verdict(crash=f"the scale lane could not start: {why}", fatal=True, seconds=time.monotonic() - t0)
+        reply = self._ask({"example": example, "minimal": minimal, "confirm": confirm}, CASE_S)
+        if reply.get("fatal"):
+            self.close()
+        outcome = reply.get("outcome")
+        return Verdict(
+            bad=int(reply.get("bad", 0)), tokens=int(reply.get("tokens", 0)), features=list(reply.get("features", ())),
+            crash=reply.get("crash"), fatal=bool(reply.get("fatal")), hang=reply.get("hang"),
+            outcome=None if outcome is None else pickle.loads(base64.b64decode(outcome)),  # noqa: S301 - our own child
+            confirmed=bool(reply.get("confirmed")), seconds=time.monotonic() - t0,
+        )
+
+    def close(self) -> None:
+        """Stop the lane (its process group)."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+        proc.wait()
+
+
+def minimise(lane: ScaleLane, example: int, budget_s: float) -> tuple[int | None, Verdict | None]:
+    """The first of example ``example``'s minimal scale cases that still fails in ``lane``,
+    confirmed (its index and verdict), within ``budget_s`` seconds; ``(None, None)`` when none
+    does (the case stays as found)."""
+    from . import device_targets
+
+    end = time.monotonic() + budget_s
+    count = len(device_targets()[lane.name].scale_minimal(scale_case(lane.name, lane.seed, example)))
+    for k in range(count):
+        if time.monotonic() > end:
+            break
+        v = lane.run(example, minimal=k, confirm=True)
+        if v.failed:
+            return k, v
+    return None, None
+
+
+# -- the lane process ---------------------------------------------------------------------
+
+
+def _reached(dt: Any, case: Case) -> list[str]:
+    return sorted(dt.reached(case))
+
+
+def _serve() -> None:  # pragma: no cover - runs in the child; tests/test_scale.py drives it
+    """The lane: one request per line on stdin, one answer per line on the original stdout."""
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever else prints goes to stderr, never into the answers
+    _die_with_parent()
+
+    def answer(d: dict[str, Any]) -> None:
+        out.write(json.dumps(d) + "\n")
+        out.flush()
+
+    init = json.loads(sys.stdin.readline())
+    try:
+        from ...sources import implementations_for, parse_source
+        from ...targets import Outcome
+        from ..check import check_case
+        from . import device_targets
+
+        name, device, seed = init["name"], init["device"], init["seed"]
+        impls = implementations_for(parse_source(init["source"]), [name])
+        impl, dt = impls[name], device_targets()[name]
+    except Exception as exc:  # noqa: BLE001 - reported to the campaign, one line
+        answer({"crash": f"{type(exc).__name__}: {exc}"})
+        return
+    answer({"ready": True})
+    for line in sys.stdin:
+        req = json.loads(line)
+        t0 = time.monotonic()
+        case = scale_case(name, seed, int(req["example"]), req.get("minimal"))
+        _log(t0, f"{req}: drawn, {', '.join(f'{n} {list(a.shape)}' for n, a in case.arrays.items() if a.ndim > 1)}")
+        reply: dict[str, Any] = {"features": _reached(dt, case)}
+        try:
+            reply["bad"], reply["tokens"] = _run_on_device(dt, impl, case, device)
+            _log(t0, f"device check: {reply['bad']} element(s) not as expected")
+        except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+            o = Outcome().crashed(exc, device)
+            _log(t0, f"device check raised: {o.crash}")
+            reply |= {"crash": o.crash, "fatal": o.fatal}
+            if o.fatal:
+                answer(reply)
+                return
+        if req.get("confirm") and (reply.get("bad") or reply.get("crash")):
+            finding = check_case(case, impls, device)
+            reply["confirmed"] = True
+            _log(t0, f"confirmed: {'no finding' if finding is None else finding.kind}")
+            if finding is not None:
+                reply["outcome"] = base64.b64encode(pickle.dumps(finding.outcome)).decode()
+                if finding.outcome.fatal:
+                    answer(reply | {"fatal": True})
+                    return
+        answer(reply)
+
+
+def _log(t0: float, line: str) -> None:
+    """With ``$EAGLEFUZZ_SCALE_LOG=1``: the lane's steps on stderr (diagnostics)."""
+    if os.environ.get("EAGLEFUZZ_SCALE_LOG") == "1":
+        print(f"scale lane: {time.monotonic() - t0:6.1f} s: {line}", file=sys.stderr, flush=True)
+
+
+def _run_on_device(dt: Any, impl: Any, case: Case, device: str) -> tuple[int, int]:
+    """The device campaign's check of ``case``: its elements not as expected, and its outputs'."""
+    import torch
+
+    from ...targetkit.device import Arenas
+
+    dc = dt.from_case(case, device)
+    arenas = Arenas(dc, dt.oracle(dc), device)
+    dt.launch(impl, arenas.views, dc)
+    bad = int(arenas.mismatch())
+    tokens = dc.tokens
+    del arenas, dc
+    if device != "cpu":
+        torch.cuda.empty_cache()
+    return bad, tokens
+
+
+def _die_with_parent() -> None:
+    """Linux: the lane is killed when the campaign's process dies (no orphan holding a GPU)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    parent = os.environ.get("EAGLEFUZZ_LANE_PARENT")
+    if parent and os.getppid() != int(parent):
+        os._exit(125)
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,1 @@
+"""``_expand_idx_mapping_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""

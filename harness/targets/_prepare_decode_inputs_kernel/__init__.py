@@ -1,0 +1,1 @@
+"""``_prepare_decode_inputs_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""

@@ -1,0 +1,1 @@
+"""``_update_draft_inputs_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""

@@ -1,0 +1,199 @@
+"""Production scale (docs/CONTRACT.md §11.2, §13.2): flat indices past ``2**31``.
+
+The cases themselves need 8 GiB tables and a GPU (``--mode device``; benchmarks/RESULTS.md has
+the H200's run). Here the machinery runs on the CPU with the flat limit lowered to ``2**12``
+(``EAGLEFUZZ_FLAT_LIMIT``, a test knob): tables of a few thousand elements, the scale lane (a
+child process), the minimiser, a fault in the lane, against seeded kernels that wrap at that
+limit as vLLM 0.33.0's int32 products wrap at ``2**31``. The production kernels do not wrap
+there: they pass. What does not need a kernel (the scale features, the minimal cases, their
+reproducers, the note a run gives where it cannot reach them) is checked at full size where it
+is cheap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eaglefuzz.harness.targets import TARGETS
+
+pytestmark = pytest.mark.kernel
+
+RR, SR = "rejection_random_sample_kernel", "sample_recovered_tokens_kernel"
+LIMIT = 1 << 12
+
+WRAP = ("(start_idx + pos) * vocab_size",
+        f"(((start_idx + pos) * vocab_size) - (((start_idx + pos) * vocab_size) >= {LIMIT}).to(tl.int32) * {2 * LIMIT})")
+"""The random kernel's row offset wrapping at :data:`LIMIT`, as int32 wraps at ``2**31``."""
+
+
+def _mutant(mutants, tmp_path, name: str, edits) -> str:
+    from eaglefuzz.harness.targetkit.bugs import V033, Mutant
+
+    return str(mutants.write(Mutant(name, RR, f"random: {name}", tuple(edits), V033), tmp_path))
+
+
+@pytest.fixture
+def low_limit(monkeypatch):
+    monkeypatch.setenv("EAGLEFUZZ_FLAT_LIMIT", str(LIMIT))
+    monkeypatch.setenv("EAGLEFUZZ_SCALE_MINIMISE_BUDGET", "300")
+
+
+def _run(spec: str, examples: int, keep_going: bool = False, scale_only: bool = False):
+    """A device campaign of ``RR`` on the CPU; ``scale_only``: examples 3, 11, 19, ... (every one a
+    scale case: nothing runs in this process)."""
+    from eaglefuzz.harness.checking.device_mode.engine import (
+        SCALE_AT,
+        SCALE_EVERY,
+        device_fuzz_target,
+    )
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+
+    impls = implementations_for(parse_source(spec), [RR])
+    where = {"chunk_offset": SCALE_AT, "chunk_step": SCALE_EVERY} if scale_only else {}
+    return device_fuzz_target(RR, impls, "cpu", examples=examples, seed=1, cross_check_share=0.0,
+                              stop_on_finding=not keep_going, **where)
+
+
+def test_production_kernel_passes_its_scale_cases(low_limit, needs, backend):
+    """vLLM 0.33.0's kernel at the lowered limit (its int32 arithmetic does not wrap there):
+    the scale example (example 3) runs in the lane, reaches the scale feature, finds nothing."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter: on a GPU the real scale runs")
+    needs.release_files()
+    stats = _run("vllm-release:0.33.0", 4)
+    assert not stats.findings, stats.findings[0].report()
+    assert stats.scale_cases == 1 and stats.examples == 4
+    assert "flat_index_past_2_31" in stats.features
+
+
+def test_a_wrapping_kernel_is_found_minimised_and_replays(low_limit, needs, backend, tmp_path):
+    """A kernel whose row offset wraps at the limit: the scale case fails in the lane, the
+    NumPy and Numba oracles confirm it, and it is minimised to one row past the limit with
+    plain values, whose reproducer is a few lines (np.zeros, np.full)."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter: on a GPU the real scale runs")
+    needs.release_files()
+    from tests.seeded_bugs import mutants
+
+    path = _mutant(mutants, tmp_path, "rr_wraps_at_limit", [(f"target_probs_ptr + {WRAP[0]} + draft_token_id",
+                                                          f"target_probs_ptr + {WRAP[1]} + draft_token_id")])
+    stats = _run(f"file:{path}", 6)
+    (finding,) = stats.findings
+    assert finding.kind == "difference", finding.report()
+    case = finding.case
+    V = case.scalars["vocab_size"]
+    N = case.arrays["draft_token_ids"].size
+    assert (N - 1) * V >= LIMIT > (N - 2) * V  # one row past the limit, no more
+    assert "flat_index_past_2_31" in TARGETS[RR].features_of(case)
+    assert not case.arrays["target_probs"].any() and "draft_probs" not in case.arrays
+    text = finding.reproducer()
+    assert ("np.zeros(" in text or "np.full(" in text) and len(text.splitlines()) < 25, text
+    assert "flat_index_past_2_31" in finding.report().split("features: ")[1].splitlines()[0]
+
+
+def test_a_fault_in_the_lane_is_a_crash_and_the_run_goes_on(low_limit, needs, backend, tmp_path):
+    """A kernel that stores 2**40 elements away once a read passes the limit kills the lane's
+    process (under the interpreter: the Python heap): the campaign reports a crash of that case
+    and, with --keep-going, runs every later example (a new lane for the next scale case). Only
+    scale examples run (in this process the wild store would kill the test)."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    from tests.seeded_bugs import mutants
+
+    load = "            uniform_prob = tl.load(uniform_probs_ptr + start_idx + pos)\n"
+    path = _mutant(mutants, tmp_path, "rr_wild_store_past_limit", [(load, load + (
+        f"            if (start_idx + pos) * vocab_size >= {LIMIT}:\n"
+        "                tl.store(output_token_ids_ptr + (1 << 40), 0)\n"))])
+    stats = _run(f"file:{path}", 2, keep_going=True, scale_only=True)
+    assert [f.kind for f in stats.findings] == ["crash", "crash"], [f.report() for f in stats.findings]
+    assert "scale lane died" in stats.findings[0].outcome.crash
+    assert stats.examples == 2 and stats.scale_cases == 2  # examples 3 and 11: the run went on
+
+
+def test_scale_features_and_the_note_where_they_cannot_be_reached():
+    """The scale features are production features (the tier does not change with the
+    backend); a run that cannot hold them names them in a note, and never as missed."""
+    from eaglefuzz.harness.targetkit.scale import note, unreachable
+
+    assert TARGETS[RR].scale_features == ("flat_index_past_2_31",)
+    assert set(TARGETS[SR].scale_features) == {"table_rows_past_2_31", "noise_rows_past_2_31"}
+    assert "interpreter" in unreachable("device", "cpu")
+    assert "--mode bulk" in unreachable("bulk", "cuda:0")
+    line = note(RR, TARGETS[RR].scale_features, unreachable("bulk", "cpu"))
+    assert line.startswith(f"{RR}: scale features not reached on this backend") and "flat_index_past_2_31" in line
+
+
+def test_audit_reports_the_int32_flat_index_hazard(low_limit, needs, backend, tmp_path):
+    """The audit's scale draws (where the device holds them: here the lowered limit) break
+    ``decided_by_own_row`` on a kernel that wraps, a hazard of class int32_flat_index that
+    production reaches; vLLM 0.33.0's kernel keeps it at the lowered limit."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    from eaglefuzz.harness.checking.audit import audit_target
+    from eaglefuzz.harness.generation.strategies import Scale
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+    from tests.seeded_bugs import mutants
+
+    tiny = Scale(max_requests=2, request_tail=2, max_query_len=4, max_programs=16)
+    path = _mutant(mutants, tmp_path, "rr_wraps_at_limit", [(f"target_probs_ptr + {WRAP[0]} + draft_token_id",
+                                                          f"target_probs_ptr + {WRAP[1]} + draft_token_id")])
+    wrapping = implementations_for(parse_source(f"file:{path}"), [RR])[RR]
+    result = audit_target(RR, wrapping, "cpu", scale=tiny, examples=2)
+    (h,) = [h for h in result.hazards if h.prop.name == "decided_by_own_row"]
+    assert h.prop.hazard_class == "int32_flat_index" and h.reachable_in_production
+    assert "past 2**31" in h.detail and "PR #48055" in h.report()
+    clean = implementations_for(parse_source("vllm-release:0.33.0"), [RR])[RR]
+    assert "decided_by_own_row" in audit_target(RR, clean, "cpu", scale=tiny, examples=2).holds
+
+
+@pytest.mark.parametrize("name", [RR, SR])
+def test_pr_48055_fix_applies_to_the_release_text(name, needs, backend, tmp_path):
+    """The fixed variant (vLLM PR #48055's int64 promotion, as text edits of vLLM 0.33.0's
+    kernel applied at run time) loads and keeps the contract on ordinary cases; on the GPU it
+    passes the production-scale findings the release fails (benchmarks/scale_wrap.py)."""
+    needs.release_files()
+    from eaglefuzz.harness.checking.audit import audit_of
+    from eaglefuzz.harness.checking.check import check_case
+    from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
+    from eaglefuzz.harness.sources import implementations_for
+    from eaglefuzz.harness.sources.file import FileSource
+    from eaglefuzz.harness.targetkit.bugs import V033, Mutant
+    from tests.seeded_bugs import mutants
+
+    fix = audit_of(name).fixes["PR #48055"]
+    path = mutants.write(Mutant(f"{name}_pr48055", name, "PR #48055: int64 row offsets", fix, V033), tmp_path)
+    assert path.read_text().count(".to(tl.int64)") == len(fix)
+    impls = implementations_for(FileSource(path))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        case = TARGETS[name].random_case(rng, INTERPRETER_SCALE)
+        finding = check_case(case, impls, backend.device)
+        assert finding is None, finding.report()
+
+
+def test_a_short_time_budget_runs_no_scale_case_and_says_so(low_limit, needs, backend):
+    """--time-budget holds in device mode: a scale example with less than the 30 s a scale case
+    needs left is an ordinary one (the report says scale cases were skipped, and why), and the
+    run stops within its budget plus one case."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    import time
+
+    from eaglefuzz.harness.checking.device_mode.engine import (
+        SCALE_AT,
+        SCALE_EVERY,
+        device_fuzz_target,
+    )
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+
+    impls = implementations_for(parse_source("vllm-release:0.33.0"), [RR])
+    t0 = time.monotonic()
+    stats = device_fuzz_target(RR, impls, "cpu", examples=None, time_budget=4.0, seed=1, cross_check_share=0.0,
+                               chunk_offset=SCALE_AT, chunk_step=SCALE_EVERY)
+    assert stats.scale_cases == 0 and stats.examples >= 1
+    assert "under the 30 s a scale case needs" in stats.scale_skipped
+    assert time.monotonic() - t0 < 4.0 + 30  # its budget plus one case (an interpreted one: seconds)
