@@ -28,7 +28,7 @@ ORACLES = [vectorized_v2_verify, loops_v2_verify]
 IDS = ["numpy", "numba"]
 GUMBEL = "vllm/v1/worker/gpu/sample/gumbel.py"
 UTILS = "vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py"
-SI, SF = -4242, -4242.5  # sentinels (those of kernels/launchers_v2_verify.py)
+SI, SF = -4242, -4242.5  # sentinels (those of kernels/launchers.py)
 METHODS = {
     "standard": {},
     "block": {"use_block_verification": True},
@@ -197,7 +197,7 @@ def _run_all(oracle: str, launcher: str, module: str | None, vllm: dict | None, 
     for k in outputs:
         _check(f"numba {k}", results["numba"][0][k], ref[k], st.bounds.get(k, np.zeros(1)) + 1e-9 * np.abs(ref[k]) if k in st.bounds else None)
     if vllm is not None:
-        from eaglefuzz.kernels import launchers_v2_verify as lv
+        from eaglefuzz.kernels import launchers as lv
 
         kname = {"temperature": "_temperature_kernel", "gumbel_sample": "_gumbel_sample_kernel"}.get(oracle, f"_{oracle}_kernel")
         kernel = getattr(vllm[module], kname)
@@ -440,7 +440,7 @@ def _fly_entropy(rng, n):
 def test_each_kernel_of_the_chain_agrees_with_both_oracles(vllm_verify, method, has_draft):
     """vLLM 0.33.0's six kernels chained as rejection_sample chains them; each stage's outputs
     against both oracles run on the stage's inputs (the kernels' own intermediates)."""
-    from eaglefuzz.kernels import launchers_v2_verify as lv
+    from eaglefuzz.kernels import launchers as lv
 
     rng = np.random.default_rng(sum(map(ord, method)) + has_draft)
     kernels = {n: getattr(vllm_verify[UTILS], n) for n in dir(vllm_verify[UTILS]) if n.endswith("_kernel")}
@@ -531,7 +531,7 @@ def test_each_kernel_of_the_chain_agrees_with_both_oracles(vllm_verify, method, 
 def test_the_chain_gives_the_plain_reference_tokens(vllm_verify, method):
     """End to end: the tokens and counts of the chained kernels are the plain reference's, on
     batches with and without draft logits, some with the draft equal to the target."""
-    from eaglefuzz.kernels import launchers_v2_verify as lv
+    from eaglefuzz.kernels import launchers as lv
 
     rng = np.random.default_rng(sum(map(ord, method)))
     kernels = {n: getattr(vllm_verify[UTILS], n) for n in dir(vllm_verify[UTILS]) if n.endswith("_kernel")}
