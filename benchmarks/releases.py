@@ -4,7 +4,8 @@ For each release from ``--since`` (0.12.0) to the newest on the package index
 (``pip index versions vllm``; or the ``--versions`` given), its files are fetched once
 (``~/.cache/eaglefuzz/wheels``: the extracted files only: every target's module, the
 spec-decode utils and the rejection sampler, with the files they run with) and
-``eaglefuzz fuzz --vllm-version X --examples N --json`` runs in a child process. One row per
+``eaglefuzz fuzz --vllm-version X --examples N --domain production --json`` runs in a child
+process (the production tier: each release's contract verdict, as the tables always gave it). One row per
 release, one column per target, each cell that target's verdict in that release: clean (its
 examples), a finding (its kind, first difference and case file), an interface verdict (the
 release's function has other parameters than the contract's: what is missing and extra; not
@@ -155,7 +156,7 @@ def run_release(version: str, examples: int, backend: str, findings: Path, kerne
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--vllm-version", version,
-         "--examples", str(examples), "--backend", backend, "--json", "--no-progress",
+         "--examples", str(examples), "--domain", "production", "--backend", backend, "--json", "--no-progress",
          "--corpus", str(findings / version), *(a for k in kernels or () for a in ("--kernel", k))],
         capture_output=True, text=True, env=env, cwd=ROOT, check=False,
     )

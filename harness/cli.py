@@ -5,9 +5,9 @@ tier (an output differs, a case crashed, or a case hung past its time limit: a r
 printed and the case is written to the corpus); 2 on a usage or input error, a corpus case over
 the cost limits included (one line on stderr, no traceback), and, with no finding in the
 production tier, when a target could not be tested (its interface verdict); 3 on an internal error of
-eaglefuzz (with its traceback); 4 when the only findings are edge divergences (``--domain
-extended``, or replayed extended-tier cases; ``audit --strict``: hazards in the extended tier
-only); 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP) when interrupted with nothing found (what
+eaglefuzz (with its traceback); 4 when the only findings are edge divergences (``fuzz`` checks
+the extended tier after the production tier unless ``--domain production``; replayed
+extended-tier cases; ``audit --strict``: hazards in the extended tier only); 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP) when interrupted with nothing found (what
 was found is kept; an interruption is never a finding).
 """
 
@@ -108,8 +108,8 @@ def cli() -> None:
     Warm servers: after a fuzz or replay command a process of about 400 MB (torch
     and the oracles imported) stays in the background, so that the next command
     starts its workers in a fraction of a second. It leaves after 15 idle minutes
-    ($EAGLEFUZZ_WARM_IDLE seconds). Stop them now: eaglefuzz stop-servers
-    Start none: EAGLEFUZZ_WARM=0
+    ($EAGLEFUZZ_WARM_IDLE seconds). Stop this installation's now: eaglefuzz
+    stop-servers (--all: every installation's). Start none: EAGLEFUZZ_WARM=0
     """
 
 
@@ -124,11 +124,11 @@ _json_opt = click.option("--json", "as_json", is_flag=True, help="print one JSON
 _domain_opt = click.option(
     "--domain",
     type=click.Choice(["production", "extended"]),
-    default="production",
-    show_default=True,
-    help="production: the inputs vLLM's call sites produce (and the harness's generated extensions); "
-    "extended: also the edges outside it where the reference is defined (differences there are "
-    "edge divergences, exit code 4)",
+    default=None,
+    help="extended (the default): the production tier first (the inputs vLLM's call sites produce; a "
+    "difference is a contract violation, exit code 1), then the extended tier's edges, where the "
+    "reference is still defined (a difference there is an edge divergence, exit code 4 when nothing "
+    "else is found); production: the production tier alone (--mode device draws production only)",
 )
 
 
@@ -167,8 +167,8 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
 @cli.command()
 @click.option("--kernel", "kernel_names", multiple=True, metavar="NAME", help="target to fuzz (repeatable; default: every target the source defines)")
 @source_options
-@click.option("--examples", type=click.IntRange(min=1), default=None, help="examples per target [default: 100 without --time-budget]")
-@click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="stop after this many seconds in all (shared evenly by targets)")
+@click.option("--examples", type=click.IntRange(min=1), default=None, help="examples per target and tier [default: 100 without --time-budget]")
+@click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="stop after this many seconds in all (shared evenly by targets and tiers)")
 @click.option("--seed", type=int, default=0, show_default=True, help="the same seed and options draw the same cases")
 @click.option("--mode", type=click.Choice(["hypothesis", "bulk", "device"]), default="hypothesis", show_default=True,
               help="hypothesis: shrinking strategies; bulk: large NumPy-drawn batches, shrunk on a finding; "
@@ -196,11 +196,16 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
 @click.pass_context
 def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None,
          time_budget: float | None, seed: int, mode: str, shard: str | None, devices: str | None,
-         ray_address: str | None, shards: int | None, domain: str,
+         ray_address: str | None, shards: int | None, domain: str | None,
          corpus_dir: str | None, keep_going: bool, backend: str, as_json: bool,
          progress: bool | None, isolate: bool, case_timeout: float | None, limits_spec: str | None,
          **source_values: Any) -> None:
-    """Fuzz implementations against the oracles; findings are shrunk, reported and saved."""
+    """Fuzz implementations against the oracles; findings are shrunk, reported and saved.
+
+    Each target's production tier is checked first (a difference is a contract violation: exit
+    code 1), then its extended tier's edges (a difference is an edge divergence: exit code 4
+    when nothing else is found); --domain production checks the production tier alone.
+    """
 
     if examples is not None and time_budget is not None:
         raise UserError(f"--examples {examples} and --time-budget {time_budget:g}: give one (examples per "
@@ -310,7 +315,8 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
 
     b = select_backend(backend)
     impls = implementations_for(source, names)
-    results = run_audit(list(impls.funcs), impls, b.device, examples=examples, seed=seed)
+    results = run_audit(list(impls.funcs), impls, b.device, examples=examples, seed=seed,
+                        on_progress=_audit_progress())
     hazards = [h for r in results for h in r.hazards]
     unaudited = [n for n in impls.funcs if n not in {r.target for r in results}]
     if as_json:
@@ -348,6 +354,26 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
     sys.exit(EXIT_OK)
 
 
+def _audit_progress() -> Any:
+    """A progress line on stderr every ``$EAGLEFUZZ_PROGRESS_EVERY`` seconds (10; 0: every
+    example), as ``fuzz`` prints without a terminal: an audit runs for minutes."""
+    import time
+
+    from .reporting.fuzz_report import plural
+    from .run.campaign import progress_every
+
+    every, start = progress_every(), time.monotonic()
+    last: list[Any] = [start, None]
+
+    def on_progress(target: str, checked: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every and (target, checked) != last[1]:
+            last[:] = [now, (target, checked)]
+            click.echo(f"eaglefuzz audit: {target}: {plural(checked, 'example')}, {now - start:.0f} s", err=True)
+
+    return on_progress
+
+
 @cli.command(name="_shrink-fault", hidden=True)
 @click.argument("case_file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--skip", type=click.IntRange(min=0), default=0)
@@ -374,17 +400,23 @@ def shrink_fault_worker(case_file: str, skip: int, backend: str, **source_values
 
 
 @cli.command(name="stop-servers")
-def stop_servers() -> None:
-    """Stop the warm servers left by this user's commands (see `eaglefuzz --help`)."""
+@click.option("--all", "everything", is_flag=True,
+              help="stop the servers of every eaglefuzz installation of this user (another virtual "
+                   "environment's, another checkout's), not only this one's")
+def stop_servers(everything: bool) -> None:
+    """Stop the warm servers left by this installation's commands (see `eaglefuzz --help`)."""
 
     try:
-        r = warm.stop_servers()
+        r = warm.stop_servers(everything=everything)
     except OSError as exc:
         raise UserError(f"the warm servers' folder: {exc}") from None
-    line = f"stopped {len(r.pids)} warm server(s)"
+    line = f"stopped {len(r.pids)} warm server(s)" + ("" if everything else " of this installation")
     if r.pids:
         line += f" ({r.rss_mb} MB)"
     line += f" in {r.folder}"
+    if r.others:
+        line += (f"; left {len(r.others)} server(s) of other eaglefuzz installations running (another "
+                 "environment's commands may use them; --all stops them too)")
     if r.finishing:
         line += (f"; {len(r.finishing)} of them take no more work and leave once the command "
                  "they serve ends")
@@ -401,16 +433,22 @@ def list_targets(as_json: bool, **source_values: Any) -> None:
     capability matrix (what each target has: tiers, tour, audit, device mode, port, seeded
     bugs, corpus)."""
     from .reporting import capabilities
+    from .sources.bundled import BundledSource
     from .targets import TARGETS
 
     source = _source(source_values)
-    impls = implementations_for(source)
+    if isinstance(source, BundledSource):  # read from its file: no torch or Triton to import (seconds)
+        bundled = source.defined()
+        origins, untested = {n: source.origin(n) for n in bundled}, {}
+    else:
+        impls = implementations_for(source)
+        origins, untested = impls.origin, impls.untested
     rows = capabilities.matrix()
     module_files = getattr(source, "module_files", None)
     paths = list(module_files()) if module_files is not None else []
 
     def where(name: str) -> str:
-        return (impls.origin[name].describe() if name in impls else impls.untested[name] if name in impls.untested
+        return (origins[name].describe() if name in origins else untested[name] if name in untested
                 else f"not defined by {source.describe()}")
 
     def targets_in(path: Path) -> dict[str, str]:
@@ -437,7 +475,7 @@ def list_targets(as_json: bool, **source_values: Any) -> None:
     click.echo(f"source: {source.describe()}")
     for name, t in TARGETS.items():
         click.echo(f"{name} ({t.kind}, model runner {t.runner}): {where(name)}")
-        line = _stand_ins_line(name, impls.funcs.get(name))
+        line = _stand_ins_line(name, None if isinstance(source, BundledSource) else impls.funcs.get(name))
         if line and t.kind == "python function":
             click.echo(f"    {line}")
         for f, doc_line in t.features.items():
@@ -460,16 +498,25 @@ def list_targets(as_json: bool, **source_values: Any) -> None:
 
 def _stand_ins_line(name: str, impl: Any) -> str | None:
     """``stand-ins model: <Class> fields ...`` for the vLLM classes a Python function takes or
-    returns (from its annotations, else the bundled copy's): what kernels/vllm_types.py models."""
-    from ..kernels import spec_decode_utils, vllm_types  # Triton, stand-ins: for `list` only
+    returns (from the annotations of ``impl``, else of the bundled copy's function, read from
+    its file without importing it): what kernels/vllm_types.py models."""
+    import ast
+
+    from ..kernels import vllm_types  # the stand-ins (no torch): for `list` only
+    from .sources.bundled import PATH
     from .targets import TARGETS
 
-    fn = impl if impl is not None else getattr(spec_decode_utils, TARGETS[name].function, None)
-    try:
-        notes = inspect.get_annotations(fn) if callable(fn) else {}
-    except (TypeError, ValueError):
-        notes = {}
-    named = {getattr(a, "__name__", str(a)).split(".")[-1].strip("'\"") for a in notes.values()}
+    if callable(impl):
+        try:
+            named = {getattr(a, "__name__", str(a)).split(".")[-1].strip("'\"")
+                     for a in inspect.get_annotations(impl).values()}
+        except (TypeError, ValueError):
+            named = set()
+    else:
+        tree = ast.parse(PATH.read_text(), filename=str(PATH))
+        fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == TARGETS[name].function), None)
+        notes = [] if fn is None else [a.annotation for a in fn.args.args] + [fn.returns]
+        named = {ast.unparse(a).split(".")[-1].strip("'\"") for a in notes if a is not None}
     classes = [getattr(vllm_types, n) for n in vllm_types.__all__ if n in named]
     if not classes:
         return None

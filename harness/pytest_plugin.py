@@ -2,7 +2,8 @@
 
 Registered through the ``pytest11`` entry point, so its options work wherever pytest runs:
 the source options (``--kernels PATH`` and the others of :mod:`.sources`), ``--backend``
-(``auto``, ``cuda``, ``interpreter``), ``--eaglefuzz-seed``, ``--eaglefuzz-corpus``. The plugin
+(``auto``, ``cuda``, ``interpreter``), ``--eaglefuzz-seed``, ``--eaglefuzz-domain``,
+``--eaglefuzz-corpus``. The plugin
 stays inert in a session that is not eaglefuzz's: it becomes active when one of its options is
 given, when a corpus file is named, or when the ini option ``eaglefuzz = true`` says the test
 suite is eaglefuzz's own. Given no test path outside such a suite, it runs its own
@@ -63,6 +64,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="base seed of every fuzzing test (the same seed draws the same cases; default 0)",
     )
     group.addoption(
+        "--eaglefuzz-domain",
+        choices=("production", "extended"),
+        default="extended",
+        help="the tiers the ready suite fuzzes (pytest --kernels PATH without a test path): extended "
+             "(the default) the production tier and the extended tier's edges, an item each; production "
+             "the production tier alone",
+    )
+    group.addoption(
         "--eaglefuzz-corpus",
         metavar="DIR",
         default=None,
@@ -90,7 +99,8 @@ def _active(config: pytest.Config) -> bool:
         return True
     if any(v not in (None, False) for v in _source_values(config).values()):
         return True
-    if config.getoption("backend") != "auto" or config.getoption("eaglefuzz_corpus"):
+    if (config.getoption("backend") != "auto" or config.getoption("eaglefuzz_corpus")
+            or config.getoption("eaglefuzz_domain") != "extended"):
         return True
     return any(str(a).split("::")[0].endswith(".json") for a in config.args)
 
@@ -284,6 +294,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """Save every finding of a test (a corpus file's item aside) with its replay commands."""
     report = yield
     if call.excinfo is not None and call.when == "call" and not isinstance(item, CorpusCase):
+        from .checking.check import DifferenceFound
         from .checking.corpus import save_finding
 
         sink = getattr(item, "funcargs", {}).get("finding_sink")
@@ -295,6 +306,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
                 continue
             if sink is not None:
                 sink.settle(path)
+            if isinstance(call.excinfo.value, DifferenceFound):
+                # the finding's report is the failure (with its replay commands), not the test's
+                # source and locals before it
+                report.longrepr = finding.report(saved=path)
+                continue
             lines = [f"finding saved to {path}", "replay it:"] + ["    " + c for c in finding.replay_commands(path)]
             report.sections.append(("eaglefuzz", "\n".join(lines)))
     return report

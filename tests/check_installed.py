@@ -169,12 +169,12 @@ def pytest_kernels(work: Path) -> None:
                   EAGLEFUZZ_PROFILE="quick")
     cases = len(list((CORPUS_DIR / PI).glob("*.json")))
     failed = {line.split(" - ")[0].rpartition("::")[2] for line in out.splitlines() if line.startswith("FAILED ")}
-    check({f"test_fuzz[{PI}-0]", f"test_fuzz[{PI}-1]"} <= failed,
+    check({f"test_fuzz[{PI}-production-0]", f"test_fuzz[{PI}-production-1]"} <= failed,
           f"the ready suite's fuzzing did not catch {BUG}:\n{out[-4000:]}")
     summary = out.strip().splitlines()[-1]
     counts = {word: int(n) for n, word in (p.split()[:2] for p in summary.split(" in ")[0].split(", "))}
-    check(counts.get("failed", 0) + counts.get("passed", 0) == 2 + cases and "error" not in counts,
-          f"expected 2 fuzzing items and {cases} corpus items: {summary}")
+    check(counts.get("failed", 0) + counts.get("passed", 0) == 4 + cases and "error" not in counts,
+          f"expected 4 fuzzing items (2 per tier) and {cases} corpus items: {summary}")
     check(any((work / "eaglefuzz-findings" / PI).glob("*.json")), "no finding saved to ./eaglefuzz-findings")
 
 

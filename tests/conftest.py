@@ -98,7 +98,7 @@ def _stop_servers(folder: Path) -> None:
     from eaglefuzz.harness.run import warm_servers as warm
 
     if folder.is_dir():
-        warm.stop_servers(folder, wait=10.0, kill=True)
+        warm.stop_servers(folder, wait=10.0, kill=True, everything=True)
 
 
 @pytest.fixture(scope="session")

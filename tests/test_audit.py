@@ -53,6 +53,27 @@ def test_index_to_sample_property(ref, backend):
     assert detail == "token_indices_to_sample[0] = -1, outside request 0's tokens [0, 4)"
 
 
+class _OverflowsLikeTheInterpreter:
+    """A kernel whose launch does what the Triton interpreter's NumPy ops do on an IEEE case
+    (a probability over a subnormal one): a float32 division that overflows to inf."""
+
+    def __getitem__(self, grid):  # noqa: ANN001, ANN204
+        return lambda *args, **kwargs: np.float32(1.0) / np.float32(1e-45)
+
+
+def test_the_audit_prints_no_numpy_warning_of_the_kernels_arithmetic(backend):
+    """`eaglefuzz audit --vllm-version 0.33.0` printed NumPy's 'RuntimeWarning: overflow
+    encountered in divide' from the interpreter: the audit runs a kernel as a check does,
+    NumPy's floating-point warnings off (its results are what is looked at)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        o = observe(PI, _pi([3], [2], [0, 4]), _OverflowsLikeTheInterpreter(), "cpu")
+    assert o.error is None, o.error
+    assert not [w for w in seen if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in seen]
+
+
 def test_observe_tells_written_from_untouched(ref, backend):
     """P = 0 with shift: the grid covers max_query_len - 1 slots, so the map's last entry of
     the longest request stays unwritten (docs/CONTRACT.md §1.4)."""

@@ -117,3 +117,16 @@ def test_list_json_gives_the_matrix_as_data():
         got = caps["targets"][row.target]
         assert got["gaps"] == row.gaps()
         assert all(got[c] == getattr(row, c) for c in capabilities.COLUMNS)
+
+
+def test_the_port_of_a_v2_target_is_not_applicable():
+    """vLLM's CPU backend has C++ ops for V1 kernels only (``CPU_PORT_RUNNERS``): a Model Runner V2
+    target's port cell says ``n/a`` (no role to have), never a gap; a V1 target without a port
+    says ``-``."""
+    rows = {r.target: r for r in capabilities.matrix()}
+    v2 = [r for n, r in rows.items() if TARGETS[n].runner == "V2"]
+    assert len(v2) == 14
+    assert all(capabilities._cell(r, "port") == "n/a" and not r.port_applies for r in v2)
+    assert capabilities._cell(rows["compute_new_slot_mapping"], "port") == "-"
+    assert capabilities._cell(rows["expand_kernel"], "port") == "yes"
+    assert "C++ port n/a" in capabilities.LEGEND

@@ -410,6 +410,55 @@ def test_real_contract_violation_names_the_field(tmp_path):
     _load_error(path, f"arrays.{dropped}", "required")
 
 
+NT = "eagle_prepare_next_token_padded_kernel"
+
+
+def _wide_rows(tier: str, S: int) -> dict[str, Any]:
+    """A corpus document of NT: one request of S sampled ids (the first valid, the rest -1),
+    in the compact form, of ``tier``."""
+    return {
+        "schema": 2, "kernel": NT, "tier": tier,
+        "arrays": {
+            "backup_next_token_ids": {"dtype": "int32", "shape": [1], "data": [5]},
+            "discard_request_mask": {"dtype": "bool", "shape": [1], "data": [False]},
+            "sampled_token_ids": {"dtype": "int32", "shape": [1, S], "fill": -1, "entries": [[0, 0, 7]]},
+        },
+        "scalars": {"num_reqs": 1, "num_sampled_tokens_per_req": S, "vocab_size": 32000},
+        "launch": {"block_size_tokens": None, "grid_size": None},
+    }
+
+
+@pytest.mark.parametrize("tier", ["production", "extended"])
+def test_a_case_no_backend_can_launch_lies_in_no_tier(tier, tmp_path, capsys):
+    """``num_sampled_tokens_per_req = 3000000`` asks vLLM's launch for a block of 2**22 lanes,
+    which Triton refuses on every backend: replayed, it was a production contract violation
+    (a crash). vLLM's sampler takes at most 128 drafts (S <= 129); the extended tier goes to
+    S = 256: the file is one line naming the field, exit 2, and nothing runs."""
+    from eaglefuzz.harness import cli
+
+    for S, ok in ((129, True), (256, tier == "extended"), (3000000, False)):
+        path = tmp_path / f"{tier}-{S}.json"
+        path.write_text(json.dumps(_wide_rows(tier, S)), encoding="utf-8")
+        if ok:
+            assert load_entry(path).tier == tier
+            continue
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["replay", str(path), "--no-isolate"])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1, err
+        assert f"{path}: scalars.num_sampled_tokens_per_req: must be from " in err, err
+
+
+def test_a_scalar_out_of_range_is_named_before_the_arrays_it_sizes(tmp_path):
+    """``num_reqs = -3`` was reported against ``arrays.sampled_token_ids`` (whose rows did not
+    match it): the rule broken is the scalar's."""
+    doc = _wide_rows("production", 2)
+    doc["scalars"]["num_reqs"] = -3
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    _load_error(path, "scalars.num_reqs", ">= 1")
+
+
 # -- discover ---------------------------------------------------------------------------
 
 

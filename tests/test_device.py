@@ -106,11 +106,55 @@ def test_device_mode_without_a_gpu_is_a_one_line_error(backend, tmp_path):
         c.run()
 
 
+ORPHAN_SCRIPT = """
+import multiprocessing, os, sys
+from multiprocessing import resource_tracker
+from eaglefuzz.harness.checking.device_mode.producers import HostCases
+if __name__ == "__main__":
+    cases = HostCases("eagle_prepare_next_token_padded_kernel", seed=5, first=0, step=1, max_requests=8, workers=1)
+    next(cases)
+    pids = [p.pid for p in multiprocessing.active_children()] + [resource_tracker._resource_tracker._pid]
+    print(" ".join(map(str, pids)), flush=True)
+    os._exit(0)  # as an xdist worker ends: no exit handler shuts the pool down
+"""
+
+
+def test_producer_processes_die_with_the_process_that_started_them(tmp_path):
+    """A process that ends without its exit handlers (an xdist worker, a campaign killed) left its
+    producer process and multiprocessing's resource tracker running, orphans of init, for good."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from eaglefuzz.harness.run.lifeline import alive
+
+    script = tmp_path / "start_producers.py"
+    script.write_text(ORPHAN_SCRIPT)
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "pids"
+    with open(out, "w") as f:  # a file: an orphan holding a pipe open would keep the test waiting for it
+        proc = subprocess.run([sys.executable, str(script)], stdout=f, stderr=subprocess.DEVNULL, timeout=300,
+                              check=False, env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.returncode == 0
+    pids = [int(p) for p in out.read_text().split()]
+    assert len(pids) == 2, out.read_text()  # the producer and the resource tracker
+    end = time.monotonic() + 30
+    while any(alive(p) for p in pids) and time.monotonic() < end:
+        time.sleep(0.1)
+    left = [p for p in pids if alive(p)]
+    for p in left:  # leave nothing behind, whatever the verdict
+        os.kill(p, 9)
+    assert not left, f"still running after their parent ended: {left}"
+
+
 def test_producer_processes_make_the_same_cases_in_the_same_order():
     """A host-checked target's cases made by a worker process, in chunks, are those made in
     process, example for example: the seed alone decides a case (determinism)."""
     import numpy as np
 
+    from eaglefuzz.harness.checking.device_mode import producers
     from eaglefuzz.harness.checking.device_mode.producers import CHUNK, HostCases
 
     name = "eagle_prepare_next_token_padded_kernel"
@@ -121,6 +165,7 @@ def test_producer_processes_make_the_same_cases_in_the_same_order():
             runs.append([next(cases) for _ in range(CHUNK + 3)])  # past the first chunk
         finally:
             cases.close()
+            producers._shutdown()  # the suite ends the processes it starts
     for (dc0, a0), (dc1, a1) in zip(*runs, strict=True):
         assert dc0.scalars == dc1.scalars and dc0.outputs == dc1.outputs
         for n in dc0.inputs:

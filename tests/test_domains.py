@@ -94,7 +94,8 @@ def test_fork_is_clean_in_production_and_an_edge_divergence_in_extended(fork, ba
     assert np.any(np.diff(finding.case.arrays["query_start_loc"]) == 0), "the shrunk case has an empty request"
     assert finding.case.scalars["num_reqs"] <= 2 and not finding.shrink, f"not shrunk: {finding.case}"
     assert "tier: extended" in finding.report() and "edges: " in finding.report()
-    assert stats.tiers["production"] > stats.tiers["extended"], "after an edge divergence, production cases only"
+    assert stats.searched == ["production", "extended"] and stats.tiers["production"] >= 40, \
+        "the production tier is searched in full first"
     # The same case is no finding against the reference: the oracles model it there.
     bundled = implementations_for(BundledSource(), [PI])
     assert check_case(finding.case, bundled, backend.device, domain="extended") is None
@@ -105,17 +106,19 @@ def test_fork_is_clean_in_production_and_an_edge_divergence_in_extended(fork, ba
 
 
 @pytest.mark.kernel
-def test_stop_on_edge_ends_the_run_at_its_first_edge_divergence(fork, backend, warm_oracles):
-    """``fuzz_target(stop_on_edge=True)`` (the seeded-bug hunts'): the run ends at the edge
-    divergence, which is the one a run without it finds first, on the same case."""
+def test_the_extended_tier_alone_draws_the_edges_of_a_default_run(fork, backend, warm_oracles):
+    """``fuzz_target(tiers=("extended",))`` (the seeded-bug hunts of extended-tier bugs) is the
+    second half of a run of the extended domain: the same edge divergence, on the same case,
+    without the production tier's examples before it."""
     impls = implementations_for(FileSource(fork))
     args = (PI, impls, backend.device, SMALL)
-    kw = {"seed": derive_seed(0, "fork", "stop"), "examples": 30, "shrink": False, "domain": "extended"}
-    stopped = fuzz_target(*args, **kw, stop_on_edge=True)
-    full = fuzz_target(*args, **kw)
-    assert [f.kind for f in stopped.findings] == ["edge divergence"]
-    assert full.examples == 30 and stopped.examples < 30, (full.examples, stopped.examples)
-    assert encode(stopped.findings[0].case) == encode(full.findings[0].case)
+    kw = {"seed": derive_seed(0, "fork", "stop"), "examples": 30, "shrink": False}
+    alone = fuzz_target(*args, **kw, tiers=("extended",))
+    full = fuzz_target(*args, **kw, domain="extended")
+    assert [f.kind for f in alone.findings] == [f.kind for f in full.findings] == ["edge divergence"]
+    assert alone.searched == ["extended"] and full.searched == ["production", "extended"]
+    assert full.examples == 30 + alone.examples, (full.examples, alone.examples)
+    assert encode(alone.findings[0].case) == encode(full.findings[0].case)
 
 
 CE = "copy_and_expand_eagle_inputs_kernel"
@@ -162,12 +165,14 @@ def test_exit_codes_and_the_corpus_file_of_an_edge_divergence(fork, backend, tmp
     be = "cuda" if backend.compiled else "interpreter"
     base = ["fuzz", "--kernels", str(fork), "--kernel", PI, "--mode", "bulk", "--examples", "12", "--json",
             "--no-isolate", "--backend", be, "--corpus", str(tmp_path)]
-    code, out = _cli(capsys, *base)
+    code, out = _cli(capsys, *base, "--domain", "production")
     assert code == EXIT_OK, out
-    code, out = _cli(capsys, *base, "--domain", "extended")
+    assert json.loads(out)["targets"][PI]["examples"] == 12
+    code, out = _cli(capsys, *base)  # the default: the production tier, then the edges
     assert code == EXIT_EDGE, out
     report = json.loads(out)
     assert report["domain"] == "extended"
+    assert report["targets"][PI]["tiers_searched"] == ["production", "extended"]
     t = report["targets"][PI]
     assert t["findings"] == [] and len(t["edge_divergences"]) == 1
     (edge,) = t["edge_divergences"]
@@ -284,21 +289,28 @@ def test_extended_generators_reach_every_edge(name, fuzz_seed, warm_oracles):
 
 @pytest.mark.parametrize("mode", ["hypothesis", "bulk"])
 @pytest.mark.parametrize("name", EXTENDED)
-def test_a_short_extended_run_checks_the_extended_tier(name, mode, fuzz_seed, monkeypatch):
-    """``--domain extended --examples 10`` gives the extended tier half of its examples from
-    the first chunk on (an edge case that no strategy of the production tier draws), and the
-    production tier the other half. No kernel runs: every check passes."""
+def test_a_run_of_the_extended_domain_checks_production_first_then_the_edges(name, mode, fuzz_seed, monkeypatch):
+    """``--domain extended --examples 10`` (the default domain) checks 10 examples of the
+    production tier, the very cases of ``--domain production --examples 10``, and then 10 of
+    the extended tier's strategy (edge cases, which no strategy of the production tier draws).
+    No kernel runs: every check passes."""
     from eaglefuzz.harness.checking import fuzz
     from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
     from eaglefuzz.harness.sources import Implementations
 
-    monkeypatch.setattr(fuzz, "check_case", lambda *a, **k: None)
+    checked: list[Case] = []
+    monkeypatch.setattr(fuzz, "check_case", lambda case, *a, **k: checked.append(case))
     run = fuzz.fuzz_target if mode == "hypothesis" else fuzz.bulk_fuzz_target
     stats = run(name, Implementations({}, {}), "cpu", INTERPRETER_SCALE, seed=fuzz_seed, examples=10,
                 domain="extended")
-    assert stats.examples == 10
+    both = [encode(c) for c in checked]
+    checked.clear()
+    production = run(name, Implementations({}, {}), "cpu", INTERPRETER_SCALE, seed=fuzz_seed, examples=10)
+    assert stats.examples == 20 and stats.searched == ["production", "extended"], (stats.examples, stats.searched)
+    assert production.examples == 10 and production.searched == ["production"]
+    assert both[:10] == [encode(c) for c in checked], "the production tier first, its cases as in a production run"
     assert stats.tiers.get("extended", 0) >= 1 and stats.edges, stats.tiers
-    assert stats.tiers.get("production", 0) >= 5, stats.tiers
+    assert stats.tiers.get("production", 0) >= 10, stats.tiers
 
 
 @pytest.mark.parametrize("name", EXTENDED)
@@ -333,3 +345,12 @@ def test_the_reference_agrees_with_the_oracles_in_the_extended_tier(name, backen
         case = target.extended_case(rng, SMALL)
         finding = check_case(case, impls, backend.device, domain="extended")
         assert finding is None, finding.report()
+
+
+def test_the_default_domain_is_both_tiers_but_in_device_mode():
+    """`eaglefuzz fuzz` with no --domain checks the production tier, then the extended tier;
+    device mode, which draws production cases only, checks the production tier."""
+    from eaglefuzz.harness.checking.domains import default_domain, tiers_of
+
+    assert [tiers_of(default_domain(m)) for m in ("hypothesis", "bulk", "device")] == [
+        ("production", "extended"), ("production", "extended"), ("production",)]

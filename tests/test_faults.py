@@ -121,7 +121,7 @@ def test_a_hanging_kernel_is_a_hang_finding_and_the_campaign_goes_on(tmp_path):
     kernels.write_text(HANGING_KERNEL)
     corpus = tmp_path / "findings"
     proc = _run(_cli("fuzz", "--kernels", kernels, "--kernel", PI, "--kernel", EXT, "--examples", 3,
-                     "--case-timeout", 1, "--corpus", corpus, "--json"),
+                     "--domain", "production", "--case-timeout", 1, "--corpus", corpus, "--json"),
                 _env(tmp_path, EAGLEFUZZ_FAULT_SHRINK_BUDGET="2"), timeout=300)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
@@ -265,6 +265,44 @@ def test_a_worker_dies_with_its_parent(tmp_path, mode):
         _wait_for(f"child {child} to end with its parent", lambda: _gone(child), limit_s=10)
     finally:
         _end(pids)
+
+
+@pytest.mark.kernel
+def test_a_signal_that_lands_in_a_gc_callback_still_interrupts_the_run(monkeypatch):
+    """Hypothesis keeps a garbage-collector callback; a signal whose handler runs inside it
+    raised KeyboardInterrupt there, which Python drops ("Exception ignored in: gc_callback",
+    pytest's PytestUnraisableExceptionWarning), and the run went on. It stops at its next case."""
+    import gc
+    import sys
+    import threading
+
+    from eaglefuzz.harness.checking.check import check_case
+    from eaglefuzz.harness.core import interrupts
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers run in the main thread only")
+    dropped: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", dropped.append)
+    impls = implementations_for(parse_source("bundled"), [PI])
+    fired: list[int] = []
+
+    def gc_callback(phase: str, info: dict) -> None:  # the signal arrives while a collection runs
+        if phase == "start" and not fired:
+            fired.append(1)
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # Python runs the handler here, inside the callback
+                pass
+
+    gc.callbacks.append(gc_callback)
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts.interruptible():
+            gc.collect()
+            check_case(load_case(CASE), impls, "cpu")
+    finally:
+        gc.callbacks.remove(gc_callback)
+    assert fired and interrupts.received() == signal.SIGTERM
+    assert not dropped, [getattr(d, "exc_value", d) for d in dropped]
 
 
 class _SwallowsInterrupts:

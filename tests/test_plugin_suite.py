@@ -51,19 +51,20 @@ def one_chunk_per_part():
 
 
 def test_the_suites_fuzz_items_check_the_clis_cases_and_tour(checked, one_chunk_per_part):
-    """The first two chunks of ``eaglefuzz fuzz`` (the tour of production extremes opens them,
-    the thousand-request shapes at the start of chunk 1) are among the cases the suite's items
-    check."""
+    """The first two chunks of each tier of ``eaglefuzz fuzz`` (the tour of production extremes
+    opens the production tier's, the thousand-request shapes at the start of chunk 1; then the
+    extended tier's) are among the cases the suite's items check, an item per tier and part."""
     impls = Implementations({}, {})
     seed = 7
-    fuzz_target(ES, impls, "cpu", INTERPRETER_SCALE, seed=seed, examples=2 * CHUNK)
+    fuzz_target(ES, impls, "cpu", INTERPRETER_SCALE, seed=seed, examples=2 * CHUNK, domain="extended")
     cli = list(checked)
     checked.clear()
     backend = type("Backend", (), {"device": "cpu"})()
-    for part in range(suite.PARTS):
-        suite.test_fuzz(ES, part, impls, backend, INTERPRETER_SCALE, None, seed, None, _Sink())
+    for tier in ("production", "extended"):
+        for part in range(suite.PARTS):
+            suite.test_fuzz(ES, tier, part, impls, backend, INTERPRETER_SCALE, None, seed, None, _Sink())
     items = set(checked)
-    assert len(cli) == 2 * CHUNK and len(checked) == 2 * CHUNK
+    assert len(cli) == 4 * CHUNK and len(checked) == 4 * CHUNK
     missing = [i for i, h in enumerate(cli) if h not in items]
     assert not missing, f"the suite's items skip the CLI's examples {missing}"
     assert {case_hash(c) for c in tour(ES, INTERPRETER_SCALE, seed)} <= items

@@ -262,6 +262,40 @@ def test_two_targets_of_one_function_name_in_two_modules(monkeypatch):
         assert impls.origin[name].describe() == f"{module}::{function} (vLLM 0.33.0 release wheel)"
 
 
+PREFILL_FUNCTION = "_prepare_prefill_inputs_kernel"
+INPUT_BATCH_PARAMS = "input_ids_ptr, next_prefill_tokens_ptr, next_prefill_tokens_stride, num_lookahead, " \
+    "idx_mapping_ptr, query_start_loc_ptr, all_token_ids_ptr, all_token_ids_stride, prefill_lens_ptr, " \
+    "num_computed_tokens_ptr, BLOCK_SIZE, LOOKAHEAD_BLOCK"
+
+
+@pytest.mark.parametrize(("file", "text", "taken_for", "why"), [
+    ("mine.py", f"def {PREFILL_FUNCTION}({INPUT_BATCH_PARAMS}):\n    pass\n", V2_SAME_NAME[0][0],
+     "its parameters are the contract's of docs/CONTRACT.md §14.3"),
+    ("fork/input_batch.py", f"def {PREFILL_FUNCTION}({INPUT_BATCH_PARAMS}, EXTRA):\n    pass\n", V2_SAME_NAME[0][0],
+     "the file is named like vLLM's vllm/v1/worker/gpu/input_batch.py"),
+    ("target_dependent_ar/speculator.py", f"def {PREFILL_FUNCTION}(x):\n    pass\n", V2_SAME_NAME[1][0],
+     "the file is named like vLLM's vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py"),
+    ("fork.py", f"def {PREFILL_FUNCTION}(x):\n    pass\n\n\ndef _update_draft_inputs_kernel(x):\n    pass\n",
+     V2_SAME_NAME[1][0], "it defines other target functions of vLLM's "
+     "vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py"),
+    ("standalone_ar/speculator.py", f"def {PREFILL_FUNCTION}(x):\n    pass\n", None, "is tested as neither"),
+])
+def test_a_users_file_is_taken_for_one_of_two_same_named_targets(tmp_path, file, text, taken_for, why):
+    """``--kernels FILE`` defining ``_prepare_prefill_inputs_kernel`` (both V2 modules define it) is
+    taken for one target: by its parameters (§14.3, §25.3), else the file's name, else its other
+    functions; else for neither. The run's notes say which and why."""
+    from eaglefuzz.harness.sources.file import FileSource
+
+    path = tmp_path / file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    impls = FileSource(path).load()
+    names = {n for n in impls.funcs if TARGETS[n].function == PREFILL_FUNCTION}
+    assert names == ({taken_for} if taken_for else set()), impls.notes
+    (note,) = [n for n in impls.notes if PREFILL_FUNCTION in n]
+    assert why in note and (taken_for is None or f"tested as {taken_for} " in note), note
+
+
 def test_the_matrix_and_list_show_the_runner():
     from click.testing import CliRunner
 

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from eaglefuzz.harness import cli
+from eaglefuzz.harness.targets import TARGETS
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCTION = ROOT / "kernels" / "spec_decode_utils.py"
@@ -86,7 +87,7 @@ def fork_module(tmp_path: Path, mutants, *, nt_bug: bool) -> Path:
 @pytest.mark.kernel
 def test_an_interface_verdict_stops_its_target_alone(tmp_path, mutants, capsys):
     fork = fork_module(tmp_path, mutants, nt_bug=True)
-    args = ["fuzz", "--kernels", str(fork), "--kernel", PI, "--kernel", NT, "--examples", "2",
+    args = ["fuzz", "--kernels", str(fork), "--kernel", PI, "--kernel", NT, "--examples", "2", "--domain", "production",
             "--corpus", str(tmp_path / "found"), "--no-isolate", "--no-progress"]
     code, out, err = run(capsys, *args, "--json")
     doc = json.loads(out)
@@ -217,7 +218,7 @@ def test_a_python_function_with_a_defaulted_extra_parameter(tmp_path, mutants, c
     path = tmp_path / "extend_fork.py"
     path.write_text("import torch\n\nfrom eaglefuzz.kernels.vllm_types import CommonAttentionMetadata\n\n\n" + src)
     code, out, err = run(capsys, "fuzz", "--kernels", str(path), "--kernel", EXTEND, "--examples", "3", "--json",
-                         "--no-isolate", "--no-progress")
+                         "--domain", "production", "--no-isolate", "--no-progress")
     doc = json.loads(out)
     assert code == 0, err
     assert doc["targets"][EXTEND]["examples"] == 3
@@ -241,6 +242,40 @@ def test_an_unwritable_findings_folder_is_one_line_before_any_example(tmp_path, 
     code, out, err = run(capsys, "fuzz", "--kernels", str(bug), "--kernel", PI)
     assert code == 2 and out == "" and err.count("\n") == 1
     assert f"the findings folder {tmp_path / 'bugs' / 'eaglefuzz-findings'}: findings cannot be written" in err
+
+
+def test_runs_side_by_side_in_one_folder_all_find_their_findings_folder_writable(tmp_path):
+    """Several runs started at once in one folder (a CI matrix, xargs -P, terminals side by side)
+    each check, before any example, that findings can be written: no check may stand in the
+    way of another (one that created and removed the folder to find out failed the others with
+    'cannot create ...'), and none leaves a folder behind."""
+    import sys
+    import threading
+
+    from eaglefuzz.harness.core.paths import unwritable
+
+    (tmp_path / "work").mkdir()
+    folder = tmp_path / "work" / "eaglefuzz-findings" / PI
+    refused: list[str] = []
+
+    def run() -> None:
+        for _ in range(300):
+            why = unwritable(folder)
+            if why is not None:
+                refused.append(why)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the checks interleave as processes' do
+    try:
+        threads = [threading.Thread(target=run) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not refused, f"{len(refused)} of 2400 checks refused: {refused[0]}"
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [], "the check leaves nothing behind"
 
 
 @pytest.mark.kernel
@@ -293,7 +328,8 @@ def test_an_option_that_needs_or_excludes_another_says_so(capsys, args, words):
 def test_keep_going_reports_each_distinct_finding_once_with_the_examples_asked(tmp_path, mutants, capsys):
     bug = mutants.write(mutants.BY_NAME[PI_BUG], tmp_path / "bugs")
     code, out, err = run(capsys, "fuzz", "--kernels", str(bug), "--kernel", PI, "--keep-going", "--examples", "30",
-                         "--json", "--no-isolate", "--no-progress", "--corpus", str(tmp_path / "found"))
+                         "--domain", "production", "--json", "--no-isolate", "--no-progress",
+                         "--corpus", str(tmp_path / "found"))
     assert code == 1, err
     t = json.loads(out)["targets"][PI]
     assert t["examples"] == 30 and t["shrink_attempts"] > 0
@@ -311,6 +347,95 @@ def test_keep_going_reports_each_distinct_finding_once_with_the_examples_asked(t
             assert line in f["report"]
 
 
+def _pi_minimal_case():
+    from eaglefuzz.harness.core.case import Case
+
+    return Case(PI, {"cu_num_draft_tokens": np.array([1], dtype=np.int32),
+                     "valid_sampled_tokens_count": np.array([2], dtype=np.int32),
+                     "query_start_loc": np.array([0, 2], dtype=np.int32)}, {"num_reqs": 1}, {"grid_size": None})
+
+
+def _failing(case, region: str):  # noqa: ANN001, ANN202
+    from eaglefuzz.harness.checking.check import Finding
+    from eaglefuzz.harness.core.compare import Difference
+    from eaglefuzz.harness.sources.base import Origin
+    from eaglefuzz.harness.targets import Outcome
+
+    diff = Difference("num_rejected_tokens", 0, 0, -1, 0, region, "numpy = numba oracle")
+    return Finding(case, Outcome(differences=[diff]), Origin("test", "test", PI))
+
+
+def _run_with_one_minimal_case(monkeypatch, examples: int):  # noqa: ANN202
+    """A bulk run of PI where every case fails, in a region that depends on its number of
+    requests, and every finding shrinks to one minimal case (its own region)."""
+    from eaglefuzz.harness.checking import fuzz
+    from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
+    from eaglefuzz.harness.sources import Implementations
+
+    minimal, first = _pi_minimal_case(), []
+
+    def check(case, *args, **kwargs):  # noqa: ANN001, ANN202
+        first[:] = first or [case]
+        return _failing(case, f"region {case.scalars['num_reqs'] % 4}")
+
+    monkeypatch.setattr(fuzz, "check_case", check)
+    monkeypatch.setattr(fuzz, "shrink_finding", lambda finding, *a, **k: _failing(minimal, "per-request output"))
+    stats = fuzz.bulk_fuzz_target(PI, Implementations({}, {}), "cpu", INTERPRETER_SCALE, examples=examples,
+                                  stop_on_finding=False)
+    return stats, minimal, first[0]
+
+
+def test_findings_that_shrink_into_one_are_one_finding_met_as_often(monkeypatch):
+    """--keep-going: cases that fail in other regions as found, and all shrink into one minimal
+    case, are one finding met in every one of them (they were each a finding of their own,
+    met once, pointing to one file)."""
+    stats, minimal, _ = _run_with_one_minimal_case(monkeypatch, 30)
+    assert len(stats.findings) == 1, [f.outcome.differences[0].region for f in stats.findings]
+    assert stats.findings[0].case == minimal and stats.met(stats.findings[0]) == 30
+
+
+def test_the_features_of_a_finding_count_as_reached(monkeypatch):
+    """A run stopped by its first finding reached the features of the case it reports (its
+    --json listed them under features_missed)."""
+    from eaglefuzz.harness.targets import TARGETS
+
+    stats, minimal, first = _run_with_one_minimal_case(monkeypatch, 1)
+    own = TARGETS[PI].features_of(minimal)
+    assert own - TARGETS[PI].features_of(first), "the condition: the case found lacks a feature of the shrunk one"
+    assert own <= stats.features, sorted(own - stats.features)
+
+
+@pytest.mark.kernel
+def test_an_interrupt_while_shrinking_reports_the_smallest_case_so_far(tmp_path, mutants, monkeypatch, capsys):
+    """Ctrl-C while a finding is being shrunk: the report, the saved file and its reproducer are
+    the smallest failing case found so far (it printed the case as first found), and say so."""
+    from eaglefuzz.harness.checking import shrinking
+    from eaglefuzz.harness.checking.corpus import load_entry
+
+    bug = mutants.write(mutants.BY_NAME[PI_BUG], tmp_path / "bugs")
+    real, steps = shrinking.Shrinker.fails, []
+
+    def fails(self, candidate, deadline=None):  # noqa: ANN001, ANN202
+        if real(self, candidate, deadline):
+            steps.append(self.finding.case)
+            if len(steps) == 2:
+                raise KeyboardInterrupt  # Ctrl-C right after the shrinker's second step
+            return True
+        return False
+
+    monkeypatch.setattr(shrinking.Shrinker, "fails", fails)
+    found = tmp_path / "found"
+    code, out, err = run(capsys, "fuzz", "--kernels", str(bug), "--kernel", PI, "--mode", "bulk", "--domain",
+                         "production", "--json", "--no-isolate", "--no-progress", "--corpus", str(found))
+    assert code == 1, err
+    doc = json.loads(out)
+    assert doc["interrupted"] is True
+    (f,) = doc["targets"][PI]["findings"]
+    assert len(steps) == 2 and load_entry(f["file"]).case == steps[-1], "the case after the second step"
+    assert "shrinking was interrupted after 2 step(s): this is the smallest failing case found so far" in f["report"]
+    assert sorted(found.rglob("*.json")) == [Path(f["file"])], "the case as first found is not kept beside it"
+
+
 EMPTY_REQUEST_OWN_START = (
     "    index_to_sample = q_last_tok_idx - num_rejected_tokens\n",
     "    q_first_tok_idx = tl.load(query_start_loc_gpu_ptr + req_idx)\n"
@@ -321,8 +446,9 @@ EMPTY_REQUEST_OWN_START = (
 
 @pytest.mark.kernel
 def test_hypothesis_examples_are_those_asked_with_an_edge_divergence(tmp_path, mutants, capsys):
-    """The fork of tests/test_domains.py (an empty request samples at its own start): an edge
-    divergence does not stop the run, and its shrinking is not counted as examples."""
+    """The fork of tests/test_domains.py (an empty request samples at its own start): the
+    production tier gets the examples asked, then the search of the edges ends at the edge
+    divergence, and its shrinking is not counted as examples."""
     m = mutants.Mutant("fork_empty_request_own_start", PI, "FORK: an empty request samples at its own start",
                        (EMPTY_REQUEST_OWN_START,))
     fork = mutants.write(m, tmp_path / "forks")
@@ -331,7 +457,8 @@ def test_hypothesis_examples_are_those_asked_with_an_edge_divergence(tmp_path, m
     t = json.loads(out)["targets"][PI]
     assert code == 4, err
     assert len(t["edge_divergences"]) >= 1 and t["shrink_attempts"] > 0
-    assert t["examples"] == 50 == sum(t["examples_per_tier"].values())
+    assert t["examples"] == sum(t["examples_per_tier"].values()) < 100
+    assert t["examples_per_tier"]["production"] >= 50 and t["tiers_searched"] == ["production", "extended"]
 
 
 # -- 5, 16: a file that cannot be used says why ---------------------------------------------------------
@@ -345,6 +472,80 @@ def test_a_file_whose_import_fails_names_the_module(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1, err
     assert f"--kernels {path}: importing it failed (ModuleNotFoundError: No module named " \
            "'nonexistent_module_of_a_port')" in err
+
+
+def test_a_copy_of_a_module_out_of_its_package_is_the_normal_case_and_says_nothing(tmp_path):
+    """A kernel author's copy of the bundled module (or of vLLM's utils.py): its imports do not
+    resolve outside its package (a relative import; vllm.*), which is what taking the functions
+    without them is for. Every run printed 'note: ... importing it failed (ImportError: attempted
+    relative import ...)': the normal case read like an error. A file whose other imports fail
+    still gets its note (above)."""
+    from eaglefuzz.harness.sources.file import FileSource
+
+    bundled = ROOT / "kernels" / "spec_decode_utils.py"
+    assert "from .vllm_types import" in bundled.read_text()  # the condition: a relative import
+    path = tmp_path / "utils.py"
+    path.write_text(bundled.read_text())
+    impls = FileSource(path).load()
+    assert "eagle_prepare_inputs_padded_kernel" in impls.funcs
+    assert impls.notes == (), impls.notes
+
+
+def test_replay_says_in_one_line_what_replays_the_cases_it_skips(tmp_path, capsys):
+    """`eaglefuzz replay corpus/` on the bundled copy skipped the newer targets' cases with a
+    line per target and no hint: one line, the count of each target, and the option that
+    replays them (the release; for a target the release lacks, the bundled copy)."""
+    import shutil
+
+    es, dfl = "eagle_step_slot_mapping_metadata_kernel", "copy_and_expand_dflash_inputs_kernel"
+    for name in (PI, es, dfl, dfl):
+        f = sorted((ROOT / "corpus" / name).glob("*.json"))[len(list(tmp_path.glob(f"{name}-*")))]
+        shutil.copy(f, tmp_path / f"{name}-{f.name}")
+    code, out, _ = run(capsys, "replay", str(tmp_path), "--no-isolate")
+    assert code == 0, out
+    skipped = [ln for ln in out.splitlines() if ln.startswith("not replayed")]
+    assert skipped == [f"not replayed: 3 case(s) of 2 targets bundled production copy (kernels/spec_decode_utils.py) "
+                       f"does not define ({dfl} 2, {es} 1); --vllm-version {PINNED} replays them"], out
+
+
+@pytest.mark.parametrize("name", [n for n in TARGETS if TARGETS[n].array_names])
+def test_a_reproducer_lists_the_arrays_in_the_signatures_order_from_a_run_and_a_file(name):
+    """A reproducer listed the arrays in the signature's order from `fuzz` and alphabetically
+    from `replay` (a corpus file's keys are sorted): the signature's order from both."""
+    from eaglefuzz.harness.checking.check import Finding
+    from eaglefuzz.harness.checking.corpus import case_hash, decode
+    from eaglefuzz.harness.sources.base import Origin
+    from eaglefuzz.harness.targets import Outcome
+
+    t = TARGETS[name]
+    params = [p.removesuffix("_ptr") for p in t.parameters or ()]
+    mine = [params.index(a) for a in t.array_names if a in params]
+    assert mine == sorted(mine), (t.array_names, params)  # the signature's order (a metadata's fields first)
+    f = sorted((ROOT / "corpus" / name).glob("*.json"))[0]
+    case = decode(f.read_text(), str(f)).case
+    assert list(case.arrays) == [a for a in t.array_names if a in case.arrays] + \
+        [a for a in case.arrays if a not in t.array_names]
+    shuffled = type(case)(case.kernel, dict(reversed(list(case.arrays.items()))), case.scalars, case.launch)
+    src = Finding(shuffled, Outcome(crash="x"), Origin("test", "test", name)).reproducer()
+    at = [src.index(f"'{a}': ") for a in case.arrays]
+    assert at == sorted(at), src
+    assert case_hash(shuffled) == case_hash(case)
+
+
+def test_a_copy_of_the_rejection_sampler_names_the_others_as_another_files(tmp_path):
+    """A copy of rejection_sampler.py lacks the spec-decode module's targets: they are another
+    file's ("--kernels that file"), not ones to take from the bundled copy with --kernel (the
+    note said so of the five the bundled copy has)."""
+    from eaglefuzz.harness.sources import implementations_for
+    from eaglefuzz.harness.sources.file import FileSource
+
+    greedy = TARGETS["rejection_greedy_sample_kernel"]
+    path = tmp_path / "rejection_sampler.py"
+    path.write_text(f"def rejection_greedy_sample_kernel({', '.join(greedy.parameters)}):\n    pass\n")
+    notes = implementations_for(FileSource(path)).notes
+    assert not any("bundled production copy" in n for n in notes), notes
+    (note,) = [n for n in notes if "their code is vLLM's vllm/v1/spec_decode/utils.py, another file" in n]
+    assert all(n in note for n, t in TARGETS.items() if t.module == "vllm/v1/spec_decode/utils.py"), note
 
 
 # -- 6: tables fit any log ---------------------------------------------------------------------------------
@@ -367,6 +568,47 @@ def test_the_table_never_cuts_a_target_name():
     assert "…" not in text
     rows = [ln for ln in text.splitlines() if ln.startswith("│")]
     assert [ln.split("│")[1].strip() for ln in rows] == list(TARGETS)
+
+
+def test_the_source_block_names_only_the_targets_from_elsewhere():
+    """The report's source block repeated, per target, the file and function every finding's
+    `tested:` line names: it lists only the targets whose code is not the source's file (the
+    bundled copy of a target the file lacks, a variant, bound parameters, another module). The
+    model runner follows the source (and each target listed apart), as a `tested:` line ends."""
+    import io
+
+    from eaglefuzz.harness.reporting.fuzz_report import print_fuzz
+
+    def entry(implementation: str) -> dict:
+        return {"runner": "V1", "implementation": implementation, "examples": 10, "shrink_attempts": 0,
+                "tokens_verified": 1, "seconds": 1.0, "features_reached": ["a"], "features_missed": [],
+                "findings": [], "edge_divergences": []}
+
+    mine = {n: entry(f"/tmp/qs/utils.py::{n} (your file)") for n in (PI, NT, "compute_new_slot_mapping")}
+    other = {"create_vllm_config_for_draft_model": entry(
+        "kernels/spec_decode_utils.py::create_vllm_config_for_draft_model (bundled production copy)")}
+    for targets, listed in ((mine, []), ({**mine, **other}, list(other))):
+        doc = {"seed": 0, "mode": "hypothesis", "backend": "interpreter", "source": "file /tmp/qs/utils.py",
+               "notes": [], "shard": "1/1", "domain": "production", "interrupted": False, "untested": {},
+               "targets": targets}
+        out = io.StringIO()
+        print_fuzz(doc, width=120, out=out)
+        lines = out.getvalue().splitlines()
+        block = lines[lines.index("source: file /tmp/qs/utils.py, model runner V1") + 1:]
+        apart = [ln for ln in block if ln.startswith("  ")]
+        assert [ln.split(":")[0].strip() for ln in apart] == listed, out.getvalue()
+        assert all(ln.endswith(", model runner V1") for ln in apart), out.getvalue()
+
+
+def test_the_source_line_names_each_runner_of_a_mixed_run():
+    """A run of targets of both model runners says which is which (no document before the
+    runner was recorded says any)."""
+    from eaglefuzz.harness.reporting.fuzz_report import runners
+
+    v1, v2 = {"runner": "V1"}, {"runner": "V2"}
+    assert runners({"a": v1, "b": v1}) == ", model runner V1"
+    assert runners({"a": v1, "b": v2, "c": v1}) == ", model runners V1 for a, c; V2 for b"
+    assert runners({"a": {}}) == "" and runners({}) == ""
 
 
 # -- 7: pytest on a corrupt corpus file -----------------------------------------------------------------------

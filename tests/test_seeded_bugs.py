@@ -86,6 +86,13 @@ def test_seeded_bugs_present(mutants):
     for name in ("rejection_greedy_sample_kernel", "rejection_random_sample_kernel", "expand_kernel",
                  "sample_recovered_tokens_kernel"):  # the rejection sampler's (issue 23: at least 8 each)
         assert per_target[name] >= 8, name
+    per_v2_module: dict[str, int] = {}
+    for m in mutants.MUTANTS:  # Model Runner V2's (issue 30): at least 6 per vLLM file, at least 2 per kernel
+        if TARGETS[m.target].runner == "V2":
+            per_v2_module[TARGETS[m.target].module] = per_v2_module.get(TARGETS[m.target].module, 0) + 1
+    assert {t.module for t in TARGETS.values() if t.runner == "V2"} == set(per_v2_module)
+    assert all(n >= 6 for n in per_v2_module.values()), per_v2_module
+    assert all(per_target[n] >= 2 for n, t in TARGETS.items() if t.runner == "V2")
 
 
 def test_extreme_bugs_present(mutants):
@@ -275,9 +282,10 @@ def fake(mutants, name: str, bug: str, *edits, crash: bool = False):
 def test_a_mutant_that_raises_on_every_case_is_not_caught(declared, mutants, backend, scale, warm_oracles, tmp_path):
     """A crash finding of a mutant that raises whatever the case is no catch: not when its bug
     is not declared a crash, and not when it is (it must then run on one of the probe cases)."""
-    m = fake(mutants, "fake_raises_always", "extend_all_queries_by_N: the slot mapping is passed under a field "
-             "name the metadata does not have (raises on every case)",
-             ("slot_mapping=new_slot_mapping,", "slot_mappings=new_slot_mapping,"), crash=declared)
+    # (a field the metadata lacks would be eaglefuzz's stand-in's gap, a verdict: not a crash at all)
+    m = fake(mutants, "fake_raises_always", "extend_all_queries_by_N: max_seq_len adds N as a string "
+             "(raises on every case)",
+             ("max_seq_len=cad.max_seq_len + N,", "max_seq_len=cad.max_seq_len + str(N),"), crash=declared)
     path = mutants.write(m, tmp_path / "bugs")
     found = hunt(m, path, 0, FAKE_EXAMPLES, backend, scale, tmp_path)
     assert found["finding"]["kind"] == "crash", found["finding"]["report"]
@@ -359,7 +367,7 @@ def test_shrunk_reproducer_is_small(stem, region, mutants, seeded_bugs_dir, back
     stats = fuzz_target(
         name, impls, backend.device, scale,
         seed=derive_seed(fuzz_seed, stem, "shrink"), examples=BUG_EXAMPLES, shrink=True,
-        domain=mutants.BY_NAME[stem].tier, stop_on_edge=True,  # the first finding is the one checked
+        tiers=(mutants.BY_NAME[stem].tier,),  # an extended-tier bug: the default run's search of the edges
     )
     assert stats.findings, f"seeded bug not found: {first_doc_line(path)}"
     finding = stats.findings[0]
@@ -374,6 +382,35 @@ def test_shrunk_reproducer_is_small(stem, region, mutants, seeded_bugs_dir, back
     assert first.array in report
     assert region in report
     assert "assert_case(Case(" in report
+
+
+SIMPLEST = ["nt_first_valid_column", "es_slot_of_current_position", "rr_recovered_of_next", "bc_drafts_ignored"]
+"""Seeded bugs a default run first meets on a case of the tour of production extremes (ids near
+2**31, positions past 2**24, 14 drafts over a 14 x 1000 table, counts in the hundreds of
+millions), which any small case shows too."""
+
+
+@pytest.mark.parametrize("stem", SIMPLEST)
+def test_a_shrunk_case_has_values_a_person_need_not_think_about(stem, mutants, seeded_bugs_dir, backend, scale,
+                                                                warm_oracles, needs, monkeypatch):
+    """Shrinking left vocab_size 2147483647, seq_lens [26865573], 14 drafts over a 14 x 1000
+    table where one draft shows the bug: the values the tour's case was drawn with. A finding
+    shrinks to small numbers and few elements (every integer below 2**16, a few dozen elements)."""
+    monkeypatch.setenv("EAGLEFUZZ_SHRINK_BUDGET", "600")  # shrunk to the end on any machine
+    path = seeded_bugs_dir / f"{stem}.py"
+    if not path.exists():
+        try:
+            mutants.module_file(mutants.BY_NAME[stem].module)
+        except mutants.ModuleUnavailable as exc:
+            needs.unavailable("offline", f"{stem}: {exc}")
+    impls, (name,) = overridden(path)
+    stats = fuzz_target(name, impls, backend.device, scale, seed=0, examples=DEFAULT_EXAMPLES)
+    assert stats.findings, f"seeded bug not found: {first_doc_line(path)}"
+    case = stats.findings[0].case
+    ints = [v for v in (*case.scalars.values(), *case.launch.values()) if isinstance(v, int)]
+    ints += [int(np.abs(a.astype(np.int64)).max()) for a in case.arrays.values() if a.dtype.kind in "iu" and a.size]
+    assert max(ints) < 1 << 16, case
+    assert sum(a.size for a in case.arrays.values()) <= 48, case
 
 
 def test_a_bug_that_needs_1025_requests_gets_a_short_reproducer(seeded_bugs_dir, backend, scale, fuzz_seed, warm_oracles):
@@ -403,3 +440,35 @@ def test_a_stale_mutant_fails_loudly(mutants):
     stale = mutants.Mutant("stale", "eagle_prepare_inputs_padded_kernel", "gone", (("no such line\n", "x\n"),))
     with pytest.raises(ValueError, match="occurs 0 times"):
         mutants.mutate(stale)
+
+
+def test_a_default_run_catches_a_broken_guard_that_production_does_not_reach(mutants, seeded_bugs_dir, needs,
+                                                                            tmp_path):
+    """vLLM 0.33.0's eagle_step_slot_mapping_metadata_kernel with ``exceeds_max = new_position >
+    max_model_len`` (``>=`` made ``>``): production's current caller never steps onto
+    max_model_len, but the guard is the kernel's and vLLM's own test of it has such a case.
+    ``eaglefuzz fuzz --kernels FILE``, no option given, checks the production tier (which
+    keeps the contract) and then the edges: one edge divergence, exit 4."""
+    import json
+    import os
+    import subprocess
+
+    m = mutants.BY_NAME["es_exceeds_strict"]
+    path = seeded_bugs_dir / f"{m.name}.py"
+    if not path.exists():
+        try:
+            mutants.module_file(m.module)
+        except mutants.ModuleUnavailable as exc:
+            needs.unavailable("offline", f"{m.name}: {exc}")
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-m", "eaglefuzz.harness.cli", "fuzz", "--kernels", str(path), "--json"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.returncode == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["domain"] == "extended"
+    t = doc["targets"][m.target]
+    assert t["tiers_searched"] == ["production", "extended"] and t["findings"] == []
+    assert t["examples_per_tier"]["production"] >= DEFAULT_EXAMPLES, "the production tier first, in full"
+    (edge,) = t["edge_divergences"]
+    assert edge["kind"] == "edge divergence" and "edges: reaches_max" in edge["report"], edge["report"]

@@ -132,6 +132,47 @@ def test_long_arrays_of_alike_requests_print_as_ranges_and_tiles():
     assert eval(src, {"np": np, "Case": Case}) == case
 
 
+class _NumPy126:
+    """NumPy as a reproducer may use it: only names that NumPy 1.26 (``numpy>=1.26`` is allowed)
+    and 2.x both have. ``np.bool`` (NumPy 2 only) and a bare ``nan`` are what a pasted
+    reproducer must never need."""
+
+    NAMES = ("array", "zeros", "full", "arange", "tile", "repeat", "concatenate", "nan", "inf", "bool_", "uint8",
+             "int32", "int64", "float32", "float64")
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        if name not in self.NAMES:
+            raise AttributeError(f"module 'numpy' has no attribute '{name}' (NumPy 1.26)")
+        return getattr(np, name)
+
+
+def test_reproducers_run_on_numpy_1_26_and_keep_every_float_bit():
+    """Bool arrays, NaN, infinities and -0.0, short and long (compact forms, a vocabulary-wide
+    table of a few entries too): the source text uses NumPy's names of 1.26 and 2.x alike and
+    rebuilds every array bit for bit (a NaN is a NaN)."""
+    f32 = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-45, 0.1], np.float32)
+    arrays = {
+        "mask": np.array([True, False, True]),
+        "masks": np.tile(np.array([True, False]), 40),
+        "all_false": np.zeros(64, np.bool_),
+        "floats": f32,
+        "nan_row": np.full(64, np.nan, np.float32),
+        "signed_zeros": np.array([0.0] * 30 + [-0.0], np.float64),
+        "tiled": np.tile(f32, 10),
+        "table": np.zeros((2, 262144), np.float32),  # a probability table, a few entries set
+    }
+    arrays["table"][0, 5], arrays["table"][1, 100000], arrays["table"][1, 7] = 0.25, np.nan, -0.0
+    src = Case(PI, arrays, {"num_reqs": 1}, {}).to_python()
+    assert len(src) < 2000, f"a reproducer of {len(src)} characters"  # the table was 2 MB of 0.0
+    got = eval(src, {"np": _NumPy126(), "Case": Case})
+    for name, a in arrays.items():
+        b = got.arrays[name]
+        assert b.dtype == a.dtype and b.shape == a.shape, name
+        bits = np.dtype(f"u{a.itemsize}")
+        same = a.view(bits) == b.view(bits) if a.dtype.kind == "f" else a == b
+        assert np.all(same | (np.isnan(a) & np.isnan(b)) if a.dtype.kind == "f" else same), (name, a, b)
+
+
 MANY = [n for n, t in TARGETS.items() if any(s.name == "many_requests" for s in t.shapes)]
 
 

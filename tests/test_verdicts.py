@@ -186,6 +186,10 @@ def test_pytest_kernels_option_from_another_directory(with_path, tmp_path, mutan
     assert PI in out and "differs from the contract" in out
     if not with_path:  # the plugin's own suite ran: the file's one target, not the others
         assert "test_fuzz" in out and "extend_all_queries_by_N" not in proc.stdout.split("short test summary")[-1]
+    # the failure is eaglefuzz's report (the case, its replay commands, its reproducer), not the
+    # test's source and locals before it
+    assert "tested: " in out and "replay it:" in out and "assert_case(Case(" in out
+    assert "def test_fuzz(" not in out and "def test_matches_oracles(" not in out and "stats = " not in out, out[-3000:]
 
 
 PI_SIGNATURE = "    num_rejected_tokens_gpu_ptr,  # [num_reqs] (output)\n"
@@ -236,6 +240,55 @@ def test_stand_in_gap_is_a_verdict_not_a_crash(tmp_path, mutants):
     assert "Traceback" not in proc.stderr
     assert "needs CommonAttentionMetadata.num_speculative_blocks, which the stand-in lacks" in proc.stderr
     assert "install vLLM" in proc.stderr
+    assert not (tmp_path / "eaglefuzz-findings").exists()
+
+
+FORK_IMPORTED_HELPER = """\
+import torch
+
+from vllm.v1.attention.backends.utils import compute_slot_mapping_from_block_table
+
+
+def compute_new_slot_mapping(cad, new_positions, is_rejected_token_mask, block_size, num_new_tokens,
+                             max_model_len):
+    slots = compute_slot_mapping_from_block_table(cad.block_table_tensor, new_positions, block_size)
+    return torch.where(is_rejected_token_mask, -1, slots)
+"""
+
+
+def test_a_name_the_file_imports_from_unresolved_modules_is_a_verdict_not_a_crash(tmp_path):
+    """A fork's compute_new_slot_mapping calls a helper its file imports from vLLM; taken without
+    the file's imports (they do not resolve here), it raised NameError on every case, which was
+    reported as a production contract violation (crash). It could not be tested: one line
+    naming the name and the import, exit 2, nothing saved."""
+    path = tmp_path / "fork_utils.py"
+    path.write_text(FORK_IMPORTED_HELPER)
+    proc = eaglefuzz("fuzz", "--kernels", str(path), "--examples", "3", tmp_path=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "=== finding" not in proc.stdout
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("eaglefuzz: error: ")] or [""]
+    verdict = (f"{path}: compute_new_slot_mapping could not be tested: it needs compute_slot_mapping_from_block_table, "
+               "which the file imports (from vllm.v1.attention.backends.utils import "
+               "compute_slot_mapping_from_block_table)")
+    assert verdict in line and "not a bug finding" in line, proc.stderr
+    assert not (tmp_path / "eaglefuzz-findings").exists()
+
+
+def test_a_field_the_stand_in_lacks_is_a_verdict_not_a_crash(tmp_path, mutants):
+    """A fork's create_vllm_config_for_draft_model sets a CompilationConfig field newer than
+    eaglefuzz's stand-in: TypeError (an unexpected keyword argument) was a crash finding. It
+    could not be tested: one line naming the field, exit 2."""
+    src = mutants.production_source("create_vllm_config_for_draft_model")
+    body = "    old = target_model_vllm_config\n"
+    assert src.count(body) == 1
+    src = src.replace(body, body + "    replace(old.compilation_config, compile_cache_namespace=\"draft\")\n")
+    path = tmp_path / "fork_config.py"
+    path.write_text("from dataclasses import replace\n\nfrom eaglefuzz.kernels.vllm_types import VllmConfig\n\n\n" + src)
+    proc = eaglefuzz("fuzz", "--kernels", str(path), "--examples", "3", tmp_path=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "=== finding" not in proc.stdout
+    assert ("create_vllm_config_for_draft_model needs CompilationConfig.compile_cache_namespace, which eaglefuzz's "
+            "stand-in lacks") in proc.stderr, proc.stderr
     assert not (tmp_path / "eaglefuzz-findings").exists()
 
 

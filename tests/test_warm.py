@@ -252,6 +252,50 @@ def test_stale_files_are_swept_and_a_live_servers_are_not(folder, monkeypatch):
     assert "dead.lock" not in _files(folder) and "dead.sock" not in _files(folder)
 
 
+def _live_server(folder: Path, key: str, install: str | None) -> subprocess.Popen:
+    """A process standing for a server of ``install`` (None: one that did not record it): its
+    lock file held (flock) by it, with its pid and installation, as serve() writes them."""
+    lines = "" if install is None else f"\n{install}"
+    code = ("import fcntl, os, signal, sys, time\n"
+            f"f = open({str(folder / (key + '.lock'))!r}, 'a+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+            f"f.truncate(0); f.write(str(os.getpid()) + {lines!r}); f.flush()\n"
+            "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
+            "print('up', flush=True)\n"
+            "while True: time.sleep(0.05)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "up"
+    return proc
+
+
+def test_stop_servers_stops_this_installations_servers_unless_asked_for_all(folder, capsys):
+    """`eaglefuzz stop-servers` stopped every server of the user, another environment's running
+    job's included: it stops this installation's, says how many others it left, and --all
+    stops them too."""
+    from eaglefuzz.harness import cli
+
+    other = json.dumps(["/elsewhere/venv/bin/python", "/elsewhere/site-packages/eaglefuzz"])
+    procs = {"mine": _live_server(folder, "mine", warm.installation()), "other": _live_server(folder, "other", other),
+             "older": _live_server(folder, "older", None)}
+    try:
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["stop-servers"])
+        out = capsys.readouterr().out
+        assert exc.value.code == 0
+        assert procs["mine"].wait(timeout=20) == 0
+        assert procs["other"].poll() is None and procs["older"].poll() is None, "another installation's stopped"
+        assert out.startswith("stopped 1 warm server(s) of this installation") and \
+            "left 2 server(s) of other eaglefuzz installations running" in out and "--all" in out, out
+        with pytest.raises(SystemExit):
+            cli.main(["stop-servers", "--all"])
+        assert "stopped 2 warm server(s) (" in capsys.readouterr().out
+        assert procs["other"].wait(timeout=20) == 0 and procs["older"].wait(timeout=20) == 0
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def test_help_says_how_to_stop_the_servers(capsys, folder):
     from eaglefuzz.harness import cli
 
@@ -264,6 +308,6 @@ def test_help_says_how_to_stop_the_servers(capsys, folder):
         cli.main(["stop-servers"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"stopped 0 warm server(s) in {folder}") and "removed 2 stale file(s)" in out, out
+    assert out.startswith(f"stopped 0 warm server(s) of this installation in {folder}") and "removed 2 stale file(s)" in out, out
     assert _files(folder) == []
     assert "eaglefuzz stop-servers" in (ROOT / "README.md").read_text()

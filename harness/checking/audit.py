@@ -21,7 +21,7 @@ reference: on the bundled production copy every hazard is the reference's own be
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,10 +107,11 @@ def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) ->
         bufs = {n: Guarded(a.dtype, a.shape, device, poison(a.dtype), content=a) for n, a in case.arrays.items()}
         for n, (dt, shape) in specs.items():
             bufs[n] = Guarded(dt, shape, device, fill_bool if dt == np.bool_ else fill)
-        target.launch(impl, {n: b.view for n, b in bufs.items()}, case)
+        with np.errstate(all="ignore"):  # the interpreter's NumPy ops on IEEE cases (p / subnormal q), as in a check
+            target.launch(impl, {n: b.view for n, b in bufs.items()}, case)
         if device != "cpu":
             torch.cuda.synchronize()
-        runs.append({n: (bufs[n].read(), bufs[n].guard) for n in (*specs, *target.inout)})
+        runs.append({n: (bufs[n].read(), bufs[n].guard) for n in (*specs, *target.inout) if n in bufs})
         del bufs  # a production-scale case's tables are gigabytes: one run's at a time
     o = Observation()
     for n, (_, shape) in specs.items():
@@ -120,7 +121,7 @@ def _observe_kernel(target: TritonTarget, case: Case, impl: Any, device: str) ->
         o.out[n] = a[g : g + size].reshape(shape)
         o.written[n] = w[g : g + size].reshape(shape)
         o.stray[n] = bool(w[:g].any() or w[g + size :].any())
-    for n in target.inout:  # state updated in place: as the first run left it; written = changed
+    for n in target.inout & set(case.arrays):  # state updated in place: as the first run left it; written = changed
         (a, g), given = runs[0][n], case.arrays[n]
         o.out[n] = a[g : g + given.size].reshape(given.shape)
         o.written[n] = raw(o.out[n]) != raw(given)
@@ -316,8 +317,10 @@ def _scale_draws(target_name: str, device: str, seed: int) -> list[Case]:
 
 
 def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUDIT_SCALE,
-                 examples: int = 60, seed: int = 0) -> TargetAudit:
-    """Search both tiers of ``target_name`` for inputs that break its properties."""
+                 examples: int = 60, seed: int = 0,
+                 on_progress: Callable[[str, int], None] | None = None) -> TargetAudit:
+    """Search both tiers of ``target_name`` for inputs that break its properties;
+    ``on_progress(target, examples checked)`` after each example."""
     target = TARGETS[target_name]
     props = PROPERTIES.get(target_name, ())
     result = TargetAudit(target_name)
@@ -336,8 +339,10 @@ def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUD
                 if violation(p, case, o) is not None:
                     violating[p.name][tier] = violating[p.name].get(tier, 0) + 1
                     first[tier].setdefault(p.name, case)
-    scale = _scale_draws(target_name, device, seed)
-    for case in scale:  # production-scale cases (a GPU with room for them): minimal already
+            if on_progress is not None:
+                on_progress(target_name, sum(result.searched.values()))
+    scale_cases = _scale_draws(target_name, device, seed)
+    for case in scale_cases:  # production-scale cases (a GPU with room for them): minimal already
         result.searched[PRODUCTION] = result.searched.get(PRODUCTION, 0) + 1
         o = observe(target_name, case, impl, device)
         result.errors += o.error is not None
@@ -345,12 +350,14 @@ def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUD
             if violation(p, case, o) is not None:
                 violating[p.name][PRODUCTION] = violating[p.name].get(PRODUCTION, 0) + 1
                 first[PRODUCTION].setdefault(p.name, case)
+        if on_progress is not None:
+            on_progress(target_name, sum(result.searched.values()))
     for p in props:
         tier = next((t for t in (PRODUCTION, EXTENDED, BEYOND) if p.name in first[t]), None)
         if tier is None:
             result.holds.append(p.name)
             continue
-        if any(first[tier][p.name] is c for c in scale):  # one row past 2**31, plain values: nothing to shrink
+        if any(first[tier][p.name] is c for c in scale_cases):  # one row past 2**31, plain values: nothing to shrink
             case = first[tier][p.name]
             detail = violation(p, case, observe(target_name, case, impl, device)) or ""
         else:
@@ -367,11 +374,12 @@ def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUD
 
 
 def audit(names: Sequence[str], impls: Any, device: str, *, scale: Scale = AUDIT_SCALE, examples: int = 60,
-          seed: int = 0) -> list[TargetAudit]:
+          seed: int = 0, on_progress: Callable[[str, int], None] | None = None) -> list[TargetAudit]:
     """:func:`audit_target` for each of ``names`` that has properties (:data:`PROPERTIES`), with
     its implementation in ``impls``, on the device its source runs on."""
 
     device = device_for(getattr(impls, "source", None), device)
     names = [n for n in names if n in PROPERTIES]
     warm_oracles(names)
-    return [audit_target(n, impls[n], device, scale=scale, examples=examples, seed=seed) for n in names]
+    return [audit_target(n, impls[n], device, scale=scale, examples=examples, seed=seed, on_progress=on_progress)
+            for n in names]

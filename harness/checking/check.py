@@ -13,7 +13,7 @@ import numpy as np
 
 from ..core.case import Case
 from ..core.exitcodes import EXIT_DEVICE_LOST
-from ..core.interrupts import count, received_since
+from ..core.interrupts import checkpoint, count, received_since
 from ..generation.strategies import Scale
 from ..sources import (
     Implementations,
@@ -103,7 +103,8 @@ class Finding:
         """Python source that fails while the finding stands: run it with ``python``."""
         spec = self.origin.spec
         arg = "" if spec in ("bundled", "") else f", source={spec!r}"
-        body = ("assert_case(" + self.case.to_python() + arg + ")").splitlines()
+        case = TARGETS[self.case.kernel].in_order(self.case)  # as the signature lists them, from a run or a file
+        body = ("assert_case(" + case.to_python() + arg + ")").splitlines()
         names = "Case, sparse" if any("sparse((" in line for line in body) else "Case"
         lines = [
             "import numpy as np",
@@ -208,6 +209,7 @@ def check_case(
     (:func:`~.costs.time_limit`), so a supervisor can stop a hang.
     """
 
+    checkpoint()  # a signal that came between cases (in a gc callback) stops the run here
     target = TARGETS[case.kernel]
     tier = target.tier_of(case, domain)
     device = device_for(impls.source, device)

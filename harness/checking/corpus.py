@@ -624,7 +624,7 @@ def decode(text: str, source: str, *, contract: bool = True, limits: Limits | No
             raise UserError(f"{src}: finding.{k}: unknown field (allowed: {', '.join(FINDING_FIELDS)})")
         if not isinstance(v, str):
             raise UserError(f"{src}: finding.{k}: must be a string, not {_kind(v)}")
-    case = Case(kernel, arrays, scalars, launch, note)
+    case = TARGETS[kernel].in_order(Case(kernel, arrays, scalars, launch, note))  # the signature's order, not the file's
     if contract:
         target = TARGETS[kernel]
         try:

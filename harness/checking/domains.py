@@ -1,14 +1,16 @@
 """Domain tiers: which inputs a run draws, and how a finding on each is classified.
 
-* ``production`` (the default): the harness's domain, what each target's ``validate`` accepts
-  (vLLM's production inputs plus the extensions the contract's N.4 lists as *generated*). A
+* ``production``: the harness's domain, what each target's ``validate`` accepts (vLLM's
+  production inputs plus the extensions the contract's N.4 lists as *generated*). A
   difference there is a contract violation.
-* ``extended``: the production tier plus every input the contract's N.4 lists as *not
-  generated* where the reference kernel's behaviour is still defined (no out-of-bounds access,
-  no result that depends on the order of program instances). The oracles model the reference
-  there too. A difference on such an input is an *edge divergence*: the implementation parts
-  from the reference where production never goes. It is reported apart from contract
-  violations, with its own exit code, and stored in the corpus with its tier.
+* ``extended`` (the default of ``eaglefuzz fuzz``): the production tier plus every input the
+  contract's N.4 lists as *not generated* where the reference kernel's behaviour is still
+  defined (no out-of-bounds access, no result that depends on the order of program
+  instances). The oracles model the reference there too. A difference on such an input is an
+  *edge divergence*: the implementation parts from the reference where production's current
+  callers never go (other callers, forks and the next caller may). It is reported apart from
+  contract violations, with its own exit code, and stored in the corpus with its tier. A run
+  of this domain checks the production tier first, then the edges (:func:`tiers_of`).
 
 A finding's tier is a property of its case (:meth:`~..targetkit.base.Target.tier_of`), never of
 the generator that drew it: a production-tier case drawn by an extended strategy is a
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
 from hypothesis import strategies as st
 
 from ..core.case import Case
@@ -35,37 +36,25 @@ def strategy_for(target: Target, tier: str, scale: Scale) -> st.SearchStrategy[C
     return target.extended_strategy(scale) if tier == EXTENDED else target.strategy(scale)
 
 
-def case_for(target: Target, tier: str, rng: np.random.Generator, scale: Scale) -> Case:
-    """One NumPy-drawn case of ``target`` for ``tier`` (bulk mode)."""
-    return target.extended_case(rng, scale) if tier == EXTENDED else target.random_case(rng, scale)
+def default_domain(mode: str) -> str:
+    """The domain of a run given none: the extended one (the production tier, then the edges),
+    except in device mode, which draws production cases only."""
+    return PRODUCTION if mode == "device" else EXTENDED
 
 
-def tier_for_step(domain: str, step: int, extended_done: bool) -> str:
-    """The tier that bulk example ``step`` draws from (a Hypothesis chunk: :func:`tier_shares`).
+def tiers_of(domain: str) -> tuple[str, ...]:
+    """The tiers a run of ``domain`` checks, in the order it checks them: the production tier
+    alone, or (the extended domain, ``eaglefuzz fuzz``'s default) the production tier first
+    and then the extended tier's edges, each with its own examples (or its share of the time).
 
-    In the extended domain, odd examples draw edges and even ones production cases, so half of
-    the run checks the production tier however many edges diverge; after an edge divergence
-    (``extended_done``: a run that stops at its first finding) every step draws production
-    cases, so a run that reports only edge divergences has spent its budget looking for
-    contract violations too. With ``--keep-going`` the edges keep being drawn, and each
-    distinct way of diverging is reported once.
+    A target's run ends at its first contract violation (unless ``--keep-going``): its edges
+    are not searched then. An edge divergence ends the edges' search likewise; the production
+    tier was searched in full before it, so a run that reports only edge divergences kept the
+    contract on every production example it drew.
     """
-    if domain != EXTENDED or extended_done:
-        return PRODUCTION
-    return EXTENDED if step % 2 else PRODUCTION
-
-
-def tier_shares(domain: str, size: int, extended_done: bool) -> list[tuple[str, int]]:
-    """How a Hypothesis chunk of ``size`` examples is shared among the tiers, in order.
-
-    In the extended domain the first half of every chunk (rounded up) draws production cases
-    and the rest edges, so a run of any length of two examples or more checks both tiers from
-    its first chunk on, half each (``--examples 10``: 5 and 5); after an edge divergence
-    (``extended_done``, as for :func:`tier_for_step`) the whole chunk is production.
-    """
-    if domain != EXTENDED or extended_done:
-        return [(PRODUCTION, size)]
-    return [(PRODUCTION, size - size // 2), (EXTENDED, size // 2)]
+    if domain not in DOMAINS:
+        raise ValueError(f"unknown domain {domain!r} (known: {', '.join(DOMAINS)})")
+    return DOMAINS[: DOMAINS.index(domain) + 1]
 
 
 def guarded(moves: Iterator[Case]) -> Iterator[Case]:

@@ -16,18 +16,19 @@ debugging over the requests (drop halves, then quarters, ... before single reque
 target's other moves (shorten requests by halving, simplify values and launch parameters).
 When the budget runs out, the smallest failing case found so far is reported, and says so.
 
-In the extended domain (:mod:`.domains`) every chunk gives the second half of its examples to
-the target's extended tier (:func:`~.domains.tier_shares`; in bulk mode every other example);
-a finding's tier is its case's. An edge divergence does not stop a
-target's run: after it the run draws production cases only (or, with ``--keep-going``, goes on
-drawing edges and reports each distinct way of diverging once).
+In the extended domain (:mod:`.domains`, ``eaglefuzz fuzz``'s default) a target's run checks
+its production tier first, with all of its examples (the same cases as a run of the production
+domain), and then its extended tier, with as many examples drawn from the target's extended
+strategy (:func:`~.domains.tiers_of`); a finding's tier is its case's. A contract violation
+ends the target's run (its edges are not searched); an edge divergence ends the search of its
+edges. With ``--keep-going`` both go on, and each distinct way of failing is reported once.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -40,8 +41,8 @@ from ..generation.strategies import Scale, affordable, derive_seed
 from ..sources import Implementations
 from ..targets import TARGETS
 from .check import CaseJournal, DifferenceFound, Finding, check_case, signature
-from .domains import EXTENDED, PRODUCTION, case_for, strategy_for, tier_for_step, tier_shares
-from .shrinking import Shrinker
+from .domains import EXTENDED, PRODUCTION, strategy_for, tiers_of
+from .shrinking import Shrinker, failure
 
 CHUNK = 25
 
@@ -67,6 +68,9 @@ class Stats:
     seconds: float = 0.0
     unshrunk: Finding | None = None
     """A finding not yet shrunk (shrinking in progress): kept so an interrupt cannot lose it."""
+    smallest: Finding | None = None
+    """While :attr:`unshrunk` is being shrunk, the smallest case that fails the same way so far
+    (``None`` until a step succeeds): what an interrupt reports."""
     stages: dict[str, float] = field(default_factory=dict)
     """Device mode: seconds spent per stage (:data:`~.device_mode.engine.STAGES`)."""
     cross_checked: int = 0
@@ -77,6 +81,9 @@ class Stats:
     """Edges of the extended tier reached (:attr:`~..targetkit.base.Target.extended_features`)."""
     tiers: dict[str, int] = field(default_factory=dict)
     """Examples checked per tier (the case's own tier, not the generator's)."""
+    searched: list[str] = field(default_factory=list)
+    """The tiers whose search ran, in order (:func:`~.domains.tiers_of`; a contract violation
+    ends a run before its extended tier)."""
     keys: dict[tuple, Finding] = field(default_factory=dict)
     """Signatures (:func:`~.check.signature`) of the findings reported (of each as found and
     as shrunk), with the finding: a later case that fails the same way (an edge divergence,
@@ -114,14 +121,31 @@ class Stats:
         """How many cases of this run failed the way ``finding`` does (itself included)."""
         return 1 + self.again.get(id(finding), 0)
 
-    def add(self, finding: Finding) -> None:
+    def add(self, finding: Finding) -> Finding:
         """Report ``finding`` (its case as found was :attr:`unshrunk`): later cases that fail
-        the same way are counted for it."""
-        self.findings.append(finding)
+        the same way are counted for it. A finding that shrank into one already reported (the
+        same outputs and regions differ: the same minimal case, as a rule) is not reported
+        again: it is counted for that one, which is returned. The features (or edges) of the
+        reported case count as reached."""
+        first = self.keys.get(signature(finding))
+        if first is None:
+            self.findings.append(finding)
+            first = finding
+            self._reached(finding)
+        else:
+            self.again[id(first)] = self.again.get(id(first), 0) + 1
         for f in (finding, self.unshrunk):
             if f is not None:
-                self.keys.setdefault(signature(f), finding)
-        self.unshrunk = None
+                self.keys.setdefault(signature(f), first)
+        self.unshrunk = self.smallest = None
+        return first
+
+    def _reached(self, finding: Finding) -> None:
+        target = TARGETS[finding.case.kernel]
+        if finding.tier == PRODUCTION:
+            self.features |= target.features_of(finding.case)
+        else:
+            self.edges |= target.extended_features_of(finding.case)
 
 
 
@@ -176,6 +200,8 @@ def hypothesis_chunk(
             finding = None
         if finding is not None and stats.unshrunk is None:
             stats.unshrunk = finding
+        elif finding is not None and failure(finding) == failure(stats.unshrunk):  # Hypothesis's shrinker's
+            stats.smallest = finding
         if on_progress is not None:
             on_progress(stats)
         if finding is not None:
@@ -265,49 +291,75 @@ def fuzz_target(
     journal: CaseJournal | None = None,
     stats: Stats | None = None,
     domain: str = PRODUCTION,
-    stop_on_edge: bool = False,
+    tiers: Sequence[str] | None = None,
 ) -> Stats:
-    """Fuzz target ``name`` until ``examples`` are checked or ``time_budget`` seconds pass.
+    """Fuzz target ``name``: each tier of ``domain`` in turn (:func:`~.domains.tiers_of`:
+    production, then in the extended domain the extended tier), ``examples`` examples each, or
+    an even share of ``time_budget`` seconds each (a tier that ends early leaves its time to
+    the next); ``tiers`` names the tiers to run instead (a caller that needs only the extended
+    tier's search: the same cases as that part of a run of the extended domain).
 
-    Chunk ``i`` runs with seed ``derive_seed(seed, name, i)`` (the extended domain shares each
-    chunk among the tiers, :func:`~.domains.tier_shares`, and adds the tier to the key);
-    chunks 0 and 1 open with the cases of the tour of production extremes (:func:`tour`) that
-    :func:`tour_slots` puts there.
-    ``chunk_offset``/``chunk_step`` select a disjoint share of the chunks (sharding across
-    machines). ``stats`` (filled in place) lets a caller see
-    what was found when an interrupt cuts the run short. ``stop_on_edge`` (with
-    ``stop_on_finding``) ends the run at an edge divergence too, for a caller that needs only
-    the first finding, whatever its kind (the cases drawn up to it are the same).
+    Chunk ``i`` of the production tier runs with seed ``derive_seed(seed, name, i)`` (so the
+    production tier of any domain draws the same cases), chunk ``i`` of the extended tier with
+    ``derive_seed(seed, name, "extended", i)``; chunks 0 and 1 of the production tier open
+    with the cases of the tour of production extremes (:func:`tour`) that :func:`tour_slots`
+    puts there. ``chunk_offset``/``chunk_step`` select a disjoint share of the chunks (sharding
+    across machines). ``stats`` (filled in place) lets a caller see what was found when an
+    interrupt cuts the run short. With ``stop_on_finding`` the first finding ends the run (a
+    contract violation: the extended tier is not searched).
     """
     stats = stats if stats is not None else Stats()
     tour_chunks: dict[int, list[Case]] = {}
     for slot, case in zip(tour_slots(name, scale), tour(name, scale, seed), strict=True):
         tour_chunks.setdefault(slot // CHUNK, []).append(case)
 
-    def chunk(i: int, remaining: int | None) -> Finding | None:
-        size = CHUNK if remaining is None else min(CHUNK, remaining)
-        done = stop_on_finding and any(f.is_edge for f in stats.findings)
-        for tier, share in tier_shares(domain, size, done):
-            key = (name, i) if domain == PRODUCTION else (name, tier, i)
-            if tier == PRODUCTION:  # the tour's cases open the chunk's production share
-                for case in tour_chunks.get(i, [])[:share]:
-                    finding = tour_step(name, impls, device, case, stats=stats, shrink=shrink,
-                                        on_progress=on_progress, journal=journal)
-                    share -= 1
-                    if finding is not None:
-                        return finding
-            if share <= 0:
-                continue
-            finding = hypothesis_chunk(
-                name, impls, device, scale, seed=derive_seed(seed, *key),
-                max_examples=share, shrink=shrink,
-                stats=stats, on_progress=on_progress, journal=journal, tier=tier,
-            )
+    def production(i: int, remaining: int | None) -> Finding | None:
+        share = CHUNK if remaining is None else min(CHUNK, remaining)
+        for case in tour_chunks.get(i, [])[:share]:  # the tour's cases open the chunk
+            finding = tour_step(name, impls, device, case, stats=stats, shrink=shrink,
+                                on_progress=on_progress, journal=journal)
+            share -= 1
             if finding is not None:
                 return finding
-        return None
+        if share <= 0:
+            return None
+        return hypothesis_chunk(name, impls, device, scale, seed=derive_seed(seed, name, i), max_examples=share,
+                                shrink=shrink, stats=stats, on_progress=on_progress, journal=journal)
 
-    return _loop(stats, chunk, examples, time_budget, stop_on_finding, chunk_offset, chunk_step, stop_on_edge)
+    def extended(i: int, remaining: int | None) -> Finding | None:
+        share = CHUNK if remaining is None else min(CHUNK, remaining)
+        return hypothesis_chunk(name, impls, device, scale, seed=derive_seed(seed, name, EXTENDED, i),
+                                max_examples=share, shrink=shrink, stats=stats, on_progress=on_progress,
+                                journal=journal, tier=EXTENDED)
+
+    steps = {PRODUCTION: production, EXTENDED: extended}
+    return _tiers(stats, [(t, steps[t]) for t in (tiers or tiers_of(domain))], examples, time_budget,
+                  stop_on_finding, chunk_offset, chunk_step)
+
+
+def _tiers(
+    stats: Stats,
+    steps: list[tuple[str, Callable[[int, int | None], Finding | None]]],
+    examples: int | None,
+    time_budget: float | None,
+    stop_on_finding: bool,
+    offset: int,
+    stride: int,
+) -> Stats:
+    """Run each tier's step in turn (:func:`_loop`), ``examples`` each or an even share of
+    ``time_budget`` (what one leaves goes to the next); a finding that ends the run
+    (:func:`_loop`) ends it before the next tier. :attr:`Stats.searched` lists the tiers run."""
+    start = time.monotonic()
+    for k, (tier, step) in enumerate(steps):
+        if stats.findings and (stop_on_finding or any(f.fatal for f in stats.findings)):
+            break
+        left = None if time_budget is None else start + time_budget * (k + 1) / len(steps) - time.monotonic()
+        if left is not None and left <= 0:
+            continue
+        stats.searched.append(tier)
+        _loop(stats, step, examples, left, stop_on_finding, offset, stride)
+    stats.seconds = time.monotonic() - start
+    return stats
 
 
 def _loop(
@@ -318,32 +370,30 @@ def _loop(
     stop_on_finding: bool,
     offset: int,
     stride: int,
-    stop_on_edge: bool = False,
 ) -> Stats:
-    """Run ``step(i, examples left)`` for ``i = offset, offset + stride, ...`` until the
-    examples or the time budget are spent, or (with ``stop_on_finding``) a step finds a
-    contract violation. An edge divergence does not stop the run (unless ``stop_on_edge``):
-    the steps after it draw production cases only (:func:`~.domains.tier_for_step`)."""
+    """Run ``step(i, examples left)`` for ``i = offset, offset + stride, ...`` until ``examples``
+    more examples are checked or the time budget is spent, or a step finds something that
+    ends the run: with ``stop_on_finding`` any finding, else a fatal one (the device is lost)."""
     start = time.monotonic()
+    base, seconds = stats.examples, stats.seconds
     i = offset
-    while (examples is None or stats.examples < examples) and (
+    while (examples is None or stats.examples - base < examples) and (
         time_budget is None or time.monotonic() - start < time_budget
     ):
-        remaining = None if examples is None else examples - stats.examples
+        remaining = None if examples is None else examples - (stats.examples - base)
         elapsed = time.monotonic() - start
-        if time_budget is not None and stats.examples and elapsed > 0:
+        if time_budget is not None and stats.examples > base and elapsed > 0:
             # Size the next step to the time left at the rate seen so far, so a budget is
             # overshot by about one example rather than one whole chunk.
-            fits = max(1, int((time_budget - elapsed) * stats.examples / elapsed))
+            fits = max(1, int((time_budget - elapsed) * (stats.examples - base) / elapsed))
             remaining = fits if remaining is None else min(remaining, fits)
         finding = step(i, remaining)
         i += stride
         if finding is not None:
             stats.add(finding)
-        stats.seconds = time.monotonic() - start
-        if finding is not None and (finding.fatal or stop_on_finding and (stop_on_edge or not finding.is_edge)):
+        stats.seconds = seconds + time.monotonic() - start
+        if finding is not None and (finding.fatal or stop_on_finding):
             break
-    stats.seconds = time.monotonic() - start
     return stats
 
 
@@ -376,8 +426,12 @@ def shrink_finding(
         return replace(finding, shrink="not shrunk: the device became unusable (a sticky CUDA error); "
                        "the CLI shrinks such a case in fresh processes")
 
+    def step(smaller: Finding) -> None:
+        if stats is not None:
+            stats.smallest = smaller
+
     shrinker = Shrinker(finding, impls, device, journal=journal, max_checks=max_checks,
-                        budget_s=default_shrink_budget() if budget_s is None else budget_s)
+                        budget_s=default_shrink_budget() if budget_s is None else budget_s, on_step=step)
     try:
         return shrinker.run()
     finally:
@@ -402,31 +456,32 @@ def bulk_fuzz_target(
     journal: CaseJournal | None = None,
     stats: Stats | None = None,
     domain: str = PRODUCTION,
+    tiers: Sequence[str] | None = None,
 ) -> Stats:
     """Like :func:`fuzz_target`, with cases drawn by the target's NumPy generator.
 
-    Example ``i`` is drawn from ``derive_seed(seed, name, "bulk", i)`` (the extended domain
-    adds its tier to the key): those at :func:`tour_slots` are the tour of production extremes
-    (one case of each of the target's shapes, production cases whatever the tier), the others
-    come from the target's ``random_case`` (or, for the extended tier's examples, its
-    ``extended_case``). Shards take every
-    ``chunk_step``-th example from ``chunk_offset``. Findings are shrunk by :func:`shrink_finding`.
+    Example ``i`` of the production tier is drawn from ``derive_seed(seed, name, "bulk", i)``:
+    those at :func:`tour_slots` are the tour of production extremes (one case of each of the
+    target's shapes), the others come from the target's ``random_case``. Example ``i`` of the
+    extended tier is the target's ``extended_case`` drawn from ``derive_seed(seed, name,
+    "bulk", "extended", i)``. Shards take every ``chunk_step``-th example from
+    ``chunk_offset``. Findings are shrunk by :func:`shrink_finding`.
     """
     target = TARGETS[name]
     stats = stats if stats is not None else Stats()
     shape_at = {slot: shape for slot, shape in zip(tour_slots(name, scale), target.shapes, strict=True)}
 
-    def one(i: int, remaining: int | None) -> Finding | None:
-        # a tour case is a production case, whatever the step's tier
-        tier = PRODUCTION if i in shape_at else tier_for_step(
-            domain, i, stop_on_finding and any(f.is_edge for f in stats.findings))
-        key = (name, "bulk", i) if domain == PRODUCTION else (name, "bulk", tier, i)
-        rng = np.random.default_rng(derive_seed(seed, *key))
-        if tier == PRODUCTION:
-            case = shape_at[i].build(rng, scale) if i in shape_at else target.random_case(rng, scale)
-        else:
-            case = case_for(target, tier, rng, scale)
+    def production(i: int, remaining: int | None) -> Finding | None:
+        rng = np.random.default_rng(derive_seed(seed, name, "bulk", i))
+        case = shape_at[i].build(rng, scale) if i in shape_at else target.random_case(rng, scale)
         return tour_step(name, impls, device, case, stats=stats, shrink=shrink,
-                         on_progress=on_progress, journal=journal, tier=tier)
+                         on_progress=on_progress, journal=journal)
 
-    return _loop(stats, one, examples, time_budget, stop_on_finding, chunk_offset, chunk_step)
+    def extended(i: int, remaining: int | None) -> Finding | None:
+        rng = np.random.default_rng(derive_seed(seed, name, "bulk", EXTENDED, i))
+        return tour_step(name, impls, device, target.extended_case(rng, scale), stats=stats, shrink=shrink,
+                         on_progress=on_progress, journal=journal, tier=EXTENDED)
+
+    steps = {PRODUCTION: production, EXTENDED: extended}
+    return _tiers(stats, [(t, steps[t]) for t in (tiers or tiers_of(domain))], examples, time_budget,
+                  stop_on_finding, chunk_offset, chunk_step)

@@ -24,7 +24,12 @@ than their number:
    launch, plain scalars, zero or consecutive values. When every request is alike, each move of
    one request is made to all of them at once (one check instead of one per request).
 
-They repeat while any makes progress. No candidate is checked twice (requests that are alike
+They repeat while any makes progress. Then, for a case whose values are still large (a tour
+case of production extremes: ids near 2**31, positions past 2**24, 14 drafts over a 14 x 1000
+table), 4. **a simpler case drawn afresh** (:meth:`Shrinker.redraw`): Hypothesis searches the
+tier's strategy at a small scale for a case that fails the same way (the same kind, the same
+outputs differ) and shrinks it toward zeros and short lists; taken if it is simpler
+(:func:`complexity`), and shrunk again by 1-3. No candidate is checked twice (requests that are alike
 make many drops the same case). Everything runs in this process, so compiled kernels and the
 Numba oracles are reused from one attempt to the next. A time budget (and a cap on the number
 of checks) bounds the whole; when it runs out, the smallest failing case found so far is the
@@ -41,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..core.case import Case
+from ..generation.strategies import Scale
 from ..sources import Implementations
 from ..targetkit.base import Target
 from ..targets import TARGETS, ContractViolation
@@ -63,6 +69,49 @@ one whose values are simplified before any request is dropped."""
 DDMIN_SHARE = 0.6
 """Share of the remaining budget that one round of delta debugging may take, so that the
 value moves (which make a large reproducer readable) get their turn."""
+
+REDRAW_SCALE = Scale(max_requests=4, request_tail=4, max_query_len=8, max_programs=64)
+"""The batch sizes of :meth:`Shrinker.redraw`'s search: small cases, cheap under the interpreter."""
+REDRAW_EXAMPLES = 200
+"""The cases :meth:`Shrinker.redraw` draws at most before Hypothesis shrinks the first that fails."""
+SIMPLE_VALUES = 1 << 16
+SIMPLE_ELEMENTS = 256
+"""A case whose integers are all below :data:`SIMPLE_VALUES` in magnitude and whose arrays hold
+:data:`SIMPLE_ELEMENTS` elements or fewer in all is simple enough: it is not redrawn."""
+
+
+def complexity(case: Case) -> int:
+    """How much a person must read and think about in ``case``: one per array element, and the
+    binary digits of every integer (of its arrays, scalars and launch parameters). Smaller is
+    simpler: five small numbers beat four near 2**31."""
+    total = 0
+    for a in case.arrays.values():
+        total += int(a.size)
+        if a.dtype.kind in "iu" and a.size:
+            flat = np.abs(a.astype(np.int64, copy=False).reshape(-1)).astype(np.float64)
+            total += int(np.ceil(np.log2(flat + 1)).sum())
+    for v in (*case.scalars.values(), *case.launch.values()):
+        if isinstance(v, int) and not isinstance(v, bool):
+            total += abs(v).bit_length()
+    return total
+
+
+def simple(case: Case) -> bool:
+    """Whether ``case`` is small in elements and in values (see :data:`SIMPLE_VALUES`)."""
+    ints = [v for v in (*case.scalars.values(), *case.launch.values()) if isinstance(v, int)]
+    ints += [int(np.abs(a.astype(np.int64, copy=False)).max()) for a in case.arrays.values()
+             if a.dtype.kind in "iu" and a.size]
+    return (sum(int(a.size) for a in case.arrays.values()) <= SIMPLE_ELEMENTS
+            and all(abs(v) < SIMPLE_VALUES for v in ints))
+
+
+class _Spent(BaseException):
+    """Raised inside :meth:`Shrinker.redraw`'s Hypothesis run at its deadline: a BaseException,
+    so that Hypothesis stops at once instead of taking it for a failure."""
+
+
+class _Same(Exception):
+    """Raised inside :meth:`Shrinker.redraw`'s Hypothesis run by a case that fails the same way."""
 
 
 def value_changes(target: Target, case: Case, request: int | None = None) -> list[Change]:
@@ -87,7 +136,7 @@ def _one_value(name: str, request: int | None) -> Change:
     def of(make: Callable[[np.ndarray], np.ndarray]) -> Callable[[Case], Case]:
         def change(case: Case) -> Case:
             a = case.arrays[name]
-            if a.size < 2:
+            if a.size == 0:
                 return case
             return case.replace(arrays={name: np.asarray(make(a)).astype(a.dtype, casting="unsafe").reshape(a.shape)})
 
@@ -119,6 +168,7 @@ class Shrinker:
         journal: CaseJournal | None = None,
         max_checks: int = 2000,
         budget_s: float = 20.0,
+        on_step: Callable[[Finding], None] | None = None,
     ) -> None:
 
         self.finding = finding
@@ -138,6 +188,8 @@ class Shrinker:
         self.stopped: str | None = None
         self.tried: set[str] = set()
         """Hashes of the candidates checked: none is checked twice."""
+        self.on_step = on_step
+        """Called with each smaller finding as it is found (an interrupt then loses no step)."""
 
     # -- one attempt --------------------------------------------------------------------
 
@@ -149,12 +201,19 @@ class Shrinker:
         return self.stopped is not None or (deadline is not None and time.monotonic() >= deadline)
 
     def admits(self, candidate: Case) -> bool:
-        """Whether ``candidate`` lies in the finding's tier (checking it is allowed)."""
+        """Whether ``candidate`` lies in the finding's tier (checking it is allowed); for an
+        edge divergence, whether it reaches no edge the finding's case does not (shrinking
+        takes edges away, never adds one: a smaller number that is one more edge is no simpler)."""
 
         try:
             self.target.tier_of(candidate, self.tier)
         except ContractViolation:
             return False
+        if self.tier == "extended":
+            try:
+                return self.target.extended_features_of(candidate) <= self.target.extended_features_of(self.finding.case)
+            except MOVE_ERRORS:
+                return False
         return True
 
     def fails(self, candidate: Case, deadline: float | None = None) -> bool:
@@ -177,6 +236,8 @@ class Shrinker:
         if smaller is not None and failure(smaller) == failure(self.finding):
             self.finding = smaller
             self.steps += 1
+            if self.on_step is not None:
+                self.on_step(replace(smaller, shrink=_interrupted(self.steps)))
             return True
         return False
 
@@ -310,8 +371,64 @@ class Shrinker:
 
         return lifted
 
+    def redraw(self) -> bool:
+        """Search the finding's tier afresh, at :data:`REDRAW_SCALE`, for a case that fails the
+        same way (the same kind, and the same outputs differ: :func:`_way`) and
+        let Hypothesis shrink it toward zeros and short lists; take it when it is simpler
+        (:func:`complexity`). Whether it was taken. The draws depend on the target alone
+        (determinism); the search stops at the budget."""
+        from hypothesis import HealthCheck, Phase, given, settings
+        from hypothesis import seed as hseed
+
+        from ..generation.strategies import derive_seed
+        from .domains import PRODUCTION, strategy_for
+
+        want = _way(self.finding)
+        found: list[Finding] = []
+
+        @settings(max_examples=REDRAW_EXAMPLES, database=None, deadline=None, derandomize=False,
+                  phases=(Phase.generate, Phase.shrink), report_multiple_bugs=False,
+                  suppress_health_check=list(HealthCheck))
+        @hseed(derive_seed(0, self.target.name, "redraw"))
+        @given(self.target.ordinary_strategy(REDRAW_SCALE) if self.tier == PRODUCTION
+               else strategy_for(self.target, self.tier, REDRAW_SCALE))
+        def probe(case: Case) -> None:
+            if self._spent():
+                raise _Spent
+            if not self.admits(case):
+                return
+            self.checks += 1
+            f = check.check_case(case, self.impls, self.device, self.journal, domain=self.tier)
+            if f is not None and _way(f) == want:
+                found[:] = [f]
+                raise _Same
+
+        try:
+            probe()
+        except (_Same, _Spent):
+            pass
+        if not found or complexity(found[0].case) >= complexity(self.finding.case):
+            return False
+        self.finding = found[0]
+        self.steps += 1
+        if self.on_step is not None:
+            self.on_step(replace(found[0], shrink=_interrupted(self.steps)))
+        return True
+
     def run(self) -> Finding:
         """Shrink until nothing more goes or the budget is spent; the smallest finding."""
+        self._shrink()
+        if not self._spent() and not simple(self.finding.case) and self.redraw():
+            self._shrink()  # the case drawn afresh, by the moves too
+        if self.stopped is None:
+            return self.finding
+        note = (f"shrinking stopped {self.stopped} after {self.steps} step(s): "
+                "this is the smallest failing case found so far")
+        return replace(self.finding, shrink=note)
+
+    def _shrink(self) -> None:
+        """Values, requests and the target's moves (see the module's text), until nothing more
+        goes or the budget is spent."""
         share = DDMIN_SHARE
         while not self._spent():
             # A batch of many requests: its values at once first (what makes a batch that cannot
@@ -332,11 +449,20 @@ class Shrinker:
             if not (simpler or dropped or moved or cut):
                 break
             share = 1.0 if cut else DDMIN_SHARE  # a cut-short round goes on with all that is left
-        if self.stopped is None:
-            return self.finding
-        note = (f"shrinking stopped {self.stopped} after {self.steps} step(s): "
-                "this is the smallest failing case found so far")
-        return replace(self.finding, shrink=note)
+
+
+def _way(finding: Finding) -> tuple[Any, ...]:
+    """How a finding fails, for :meth:`Shrinker.redraw`: its kind, its exception's type, and the
+    outputs that differ (their regions name the case's own requests and slots)."""
+    o = finding.outcome
+    return (failure(finding), (o.crash or "").split(":", 1)[0],
+            tuple(sorted({d.array for d in o.oracle_disagreements or o.differences})))
+
+
+def _interrupted(steps: int) -> str:
+    """The note of a finding whose shrinking an interrupt cut short after ``steps`` steps."""
+    return (f"shrinking was interrupted after {steps} step(s): this is the smallest failing case "
+            "found so far")
 
 
 def failure(finding: Finding) -> str:

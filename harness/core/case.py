@@ -74,11 +74,32 @@ class Case:
         return self.to_python()
 
 
+NUMPY_NAMES = frozenset({"array", "zeros", "full", "empty", "arange", "tile", "repeat", "concatenate", "nan", "inf",
+                         "bool_", "uint8", "int32", "int64", "float32", "float64"})
+"""The only NumPy names a case's source text uses: each is in NumPy 1.26 and 2.x alike (NumPy
+2's ``np.bool`` is not in 1.26, so a bool array is written with ``np.bool_``)."""
+
+
+def _dtype_source(dtype: np.dtype) -> str:
+    return "np.bool_" if dtype == np.bool_ else f"np.{dtype.name}"
+
+
+def _value_source(v: Any) -> str:
+    """A value of ``ndarray.tolist()`` as source text: a non-finite float as ``np.nan``,
+    ``np.inf`` or ``-np.inf`` (``repr`` would write ``nan``, a name no reproducer has)."""
+    if isinstance(v, list):
+        return "[" + ", ".join(_value_source(x) for x in v) + "]"
+    if isinstance(v, float) and not np.isfinite(v):
+        return "np.nan" if np.isnan(v) else ("np.inf" if v > 0 else "-np.inf")
+    return repr(v)
+
+
 def _array_source(arr: np.ndarray) -> str:
-    """Source text that rebuilds ``arr`` exactly (dtype and shape); a long array that is
-    constant, a range, a repeated pattern (rows alike), or a few runs or ranges is written as
-    such (reproducers of large findings stay readable)."""
-    dt = f"np.{arr.dtype.name}"
+    """Source text that rebuilds ``arr`` exactly (dtype and shape; a NaN's payload aside); a
+    long array that is constant, a range, a repeated pattern (rows alike), or a few runs or
+    ranges is written as such (reproducers of large findings stay readable). It uses only
+    :data:`NUMPY_NAMES` of NumPy."""
+    dt = _dtype_source(arr.dtype)
     if arr.size == 0:
         return f"np.zeros({arr.shape!r}, dtype={dt})"
     if arr.size >= LARGE:
@@ -97,7 +118,7 @@ def _array_source(arr: np.ndarray) -> str:
         src = _large_source(arr, dt, max_entries=min(SPARSE_MAX, max(1, arr.size // 16)))  # mostly one value: sparse()
         if src is not None:
             return src
-    return f"np.array({arr.tolist()!r}, dtype={dt})"
+    return f"np.array({_value_source(arr.tolist())}, dtype={dt})"
 
 
 COMPACT_FROM = 16
@@ -188,8 +209,22 @@ def _rebuilds(src: str, arr: np.ndarray) -> bool:
         got = eval(src, {"np": np})  # noqa: S307 - our own text, built above
     except Exception:  # noqa: BLE001 - e.g. a range whose end lies past the dtype's limits
         return False
-    return isinstance(got, np.ndarray) and got.dtype == arr.dtype and got.shape == arr.shape and bool(
-        np.array_equal(got, arr))
+    return isinstance(got, np.ndarray) and got.dtype == arr.dtype and got.shape == arr.shape and _identical(got, arr)
+
+
+def _alike(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element by element, whether ``a`` and ``b`` (same dtype and shape) hold the same value:
+    floats bit for bit (``-0.0`` is not ``0.0``), any NaN alike (source text does not keep a
+    NaN's payload)."""
+    if a.dtype.kind != "f":
+        return np.asarray(a == b)
+    u = np.dtype(f"u{a.dtype.itemsize}")
+    return (a.view(u) == b.view(u)) | (np.isnan(a) & np.isnan(b))
+
+
+def _identical(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` hold the same values (:func:`_alike`)."""
+    return bool(np.all(_alike(a, b)))
 
 
 def _range(start: int, n: int, step: int, dt: str) -> str:
@@ -204,16 +239,15 @@ def _compact_1d(a: np.ndarray, dt: str) -> str | None:
     list of its values; else ``None``."""
     n = len(a)
     if a.dtype == np.bool_ or a.dtype.kind not in "iu":
-        values = a.tolist()
-        if all(v == values[0] for v in values):
-            return f"np.full({n}, {values[0]!r}, dtype={dt})"
+        if _identical(a, np.full_like(a, a[0])):
+            return f"np.full({n}, {_value_source(a[0].item())}, dtype={dt})"
         tiled = _tiled(a, dt)
-        if tiled is not None or a.dtype != np.bool_:
+        if tiled is not None:
             return tiled
-        runs = [0] + [i for i in range(1, n) if values[i] != values[i - 1]]
-        if len(runs) * 4 <= n:
+        runs = [0, *(np.flatnonzero(~_alike(a[1:], a[:-1])) + 1).tolist()]
+        if len(runs) * 4 <= n:  # a table of zeros with a few entries: runs of values
             counts = [b - a_ for a_, b in zip(runs, runs[1:] + [n], strict=True)]
-            return f"np.repeat(np.array({[values[i] for i in runs]!r}, dtype={dt}), {counts!r})"
+            return f"np.repeat(np.array({_value_source([a[i].item() for i in runs])}, dtype={dt}), {counts!r})"
         return None
     w = a.astype(object)  # exact Python ints: no wrap-around while comparing
     if all(v == w[0] for v in w):
@@ -244,10 +278,10 @@ def _tiled(a: np.ndarray, dt: str) -> str | None:
     long, repeated at least twice), the pattern itself written compactly when it can be."""
     n = len(a)
     for p in range(1, min(PERIOD_MAX, n // 2) + 1):
-        if n % p == 0 and np.array_equal(a[p:], a[:-p]):
+        if n % p == 0 and _identical(a[p:], a[:-p]):
             part = a[:p]
             body = _compact_1d(part, dt) if p >= COMPACT_FROM else None
-            return f"np.tile({body or f'np.array({part.tolist()!r}, dtype={dt})'}, {n // p})"
+            return f"np.tile({body or f'np.array({_value_source(part.tolist())}, dtype={dt})'}, {n // p})"
     return None
 
 

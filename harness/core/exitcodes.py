@@ -15,9 +15,10 @@ that could not be tested (its interface is not the contract's: a one-line verdic
 EXIT_INTERNAL = 3
 """A bug of eaglefuzz itself (an unexpected exception): its traceback is printed."""
 EXIT_EDGE = 4
-"""Only edge divergences (``--domain extended``): the implementation parts from the reference
-outside the production domain, and no contract violation was found. Reported and saved like
-findings; a contract violation in the same run makes the exit code 1."""
+"""Only edge divergences (the extended tier, which ``fuzz`` checks after the production tier
+unless ``--domain production``): the implementation parts from the reference outside the
+production domain, and no contract violation was found. Reported and saved like findings; a
+contract violation in the same run makes the exit code 1."""
 EXIT_DEVICE_LOST = 70
 """A worker left on purpose: a CUDA error made the device unusable (its case is journaled)."""
 EXIT_SIGHUP = 128 + 1

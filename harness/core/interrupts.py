@@ -7,6 +7,7 @@ keeps and reports what it found, and exits with ``128 + signal`` (1 when it foun
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 from collections.abc import Iterator
@@ -17,11 +18,36 @@ SIGNALS: tuple[int, ...] = tuple(
     int(s) for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None
 )
 _received: list[int] = []
+_deferred: list[int] = []
+"""Signals that came inside a garbage-collector callback, to be raised at :func:`checkpoint`."""
 
 
 def _raise(signum: int, frame: Any) -> None:
     _received.append(signum)
+    if _in_gc_callback(frame):
+        # Python drops an exception raised in a gc callback ("Exception ignored in: gc_callback"),
+        # and the interruption with it: the run raises it at its next checkpoint instead.
+        _deferred.append(signum)
+        return
     raise KeyboardInterrupt
+
+
+def _in_gc_callback(frame: Any) -> bool:
+    """Whether ``frame`` runs inside a callback of :data:`gc.callbacks` (Hypothesis has one)."""
+    codes = {getattr(cb, "__code__", None) for cb in gc.callbacks} - {None}
+    while frame is not None and codes:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def checkpoint() -> None:
+    """Raise :class:`KeyboardInterrupt` for a signal that came where it could not be raised (in
+    a garbage-collector callback) since the last checkpoint; a run checks before every case."""
+    if _deferred:
+        _deferred.clear()
+        raise KeyboardInterrupt
 
 
 @contextmanager
@@ -29,6 +55,7 @@ def interruptible() -> Iterator[None]:
     """While the body runs, each of :data:`SIGNALS` raises :class:`KeyboardInterrupt` (in the
     main thread; elsewhere nothing changes); the previous handlers come back afterwards."""
     _received.clear()
+    _deferred.clear()
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -47,35 +47,23 @@ def user_cache() -> Path:
 
 
 def unwritable(folder: Path) -> str | None:
-    """Why files cannot be written in ``folder`` (``None``: they can). Missing folders are
-    created to find out, and removed again: nothing is left behind."""
+    """Why files cannot be written in ``folder`` (``None``: they can), found without creating
+    or removing anything, so that runs started at once in one folder (a CI matrix, ``xargs -P``,
+    several terminals) never stand in each other's way: a probe file (a unique name, removed at
+    once) is made in ``folder`` when it exists, else in its nearest existing parent, where the
+    missing folders would be created (the run creates them when it saves its first finding)."""
 
     folder = Path(folder).absolute()
-    missing: list[Path] = []
     p = folder
     while not p.exists() and p != p.parent:
-        missing.append(p)
         p = p.parent
     if not p.is_dir():
         return f"{p} is a file, not a folder"
-    made: list[Path] = []
     try:
-        for d in reversed(missing):
-            try:
-                d.mkdir()
-            except OSError as exc:
-                return f"cannot create {d}: {exc.strerror or exc}"
-            made.append(d)
-        try:
-            fd, probe = tempfile.mkstemp(dir=folder, prefix=".eaglefuzz-probe-")
-        except OSError as exc:
-            return f"cannot write in {folder}: {exc.strerror or exc}"
-        os.close(fd)
-        os.unlink(probe)
-        return None
-    finally:
-        for d in reversed(made):
-            try:
-                d.rmdir()
-            except OSError:
-                pass
+        fd, probe = tempfile.mkstemp(dir=p, prefix=".eaglefuzz-probe-")
+    except OSError as exc:
+        what = f"cannot write in {p}" if p == folder else f"cannot create {folder} (in {p})"
+        return f"{what}: {exc.strerror or exc}"
+    os.close(fd)
+    os.unlink(probe)
+    return None

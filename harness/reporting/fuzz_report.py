@@ -3,6 +3,7 @@ source, notes), and its exit code."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,14 +70,14 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
         print(f"\n{b}", file=out)
     if blocks:
         print(file=out)  # the last reproducer ends in a blank line: copying it takes nothing more
-    domain = ", domain extended" if extended else ""
-    table = Table(title=f"eaglefuzz fuzz: seed {doc['seed']}, mode {doc['mode']}{domain}, shard {doc['shard']}")
+    tiers = "production and extended tiers" if extended else "production tier"
+    table = Table(title=f"eaglefuzz fuzz: seed {doc['seed']}, mode {doc['mode']}, {tiers}, shard {doc['shard']}")
     shrinks = any(t.get("shrink_attempts") for t in targets.values())
     cols = ["target", "examples", "tokens verified", "ex/s", "features", "findings"]
     if shrinks:
         cols[2:2] = ["shrink attempts"]
     if extended:
-        cols[2:2] = ["extended-tier examples"]
+        cols[1:2] = ["production-tier examples", "extended-tier examples"]
         cols[-1:-1] = ["edges"]
         cols.append("edge divergences")
     for col in cols:
@@ -90,7 +91,7 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
             if shrinks:
                 row[2:2] = ["-"]
             if extended:
-                row[2:2] = ["-"]
+                row[1:2] = ["-", "-"]
                 row[-1:-1] = ["-"]
                 row.append(str(edges))
             table.add_row(*row)
@@ -102,19 +103,21 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
         if shrinks:
             row[2:2] = [str(t.get("shrink_attempts") or 0)]
         if extended:
+            per_tier = t.get("examples_per_tier", {})
             got, lack = t.get("edges_reached", []), t.get("edges_missed", [])
-            row[2:2] = [str(t.get("examples_per_tier", {}).get("extended", 0))]
-            row[-1:-1] = [f"{len(got)}/{len(got) + len(lack)}"]
+            searched = "extended" in t.get("tiers_searched", ("extended",))  # '-': a contract violation ended it
+            row[1:2] = [str(per_tier.get("production", 0)), str(per_tier.get("extended", 0)) if searched else "-"]
+            row[-1:-1] = [f"{len(got)}/{len(got) + len(lack)}" if searched else "-"]
             row.append(str(edges))
         table.add_row(*row)
     console = Console(file=out, width=max(width, 110))
     needed = console.measure(table, options=console.options.update_width(100_000)).maximum
     console.width = max(console.width, needed)  # never cut a cell: a log is wider than a terminal
     console.print(table)
-    print(f"source: {doc['source']}", file=out)
-    for n, t in targets.items():
-        runner = f" (model runner {t['runner']})" if t.get("runner") else ""
-        print(f"  {n}{runner}: {t['implementation']}", file=out)
+    others = apart(targets)
+    print(f"source: {doc['source']}{runners({n: t for n, t in targets.items() if n not in others})}", file=out)
+    for n, impl in others.items():  # the rest are the source's file, each under its own name
+        print(f"  {n}: {impl}{runners({n: targets[n]})}", file=out)
     for line in doc.get("untested", {}).values():
         print(f"not tested: {line}", file=out)
     for note in doc["notes"]:
@@ -138,10 +141,18 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
         if t["features_missed"] and not t["findings"]:  # a finding stops the target's run early
             where = (f" (device mode: features are counted on the {t['device']['cross_checked']} cross-checked "
                      "cases only)") if t.get("device") else ""
-            print(f"coverage note: {n} did not reach {', '.join(t['features_missed'])} in this run{where} "
-                  "(not an error; more examples or --mode bulk reach them)", file=out)
-        if extended and t.get("edges_missed"):
-            print(f"coverage note: {n} did not reach the edges {', '.join(t['edges_missed'])} in this run", file=out)
+            missed = t["features_missed"]
+            what = f"the feature {missed[0]}" if len(missed) == 1 else f"the features {', '.join(missed)}"
+            print(f"coverage note: {n} did not reach {what} in this run{where} (not an error; more examples "
+                  f"or --mode bulk reach {'it' if len(missed) == 1 else 'them'})", file=out)
+        if extended and "extended" not in t.get("tiers_searched", ("extended",)):
+            print(f"{n}: its extended tier was not searched: a contract violation ends a target's run "
+                  "(--keep-going searches it too)", file=out)
+        elif extended and t.get("edges_missed") and not t.get("edge_divergences"):  # it ends the edges' search
+            missed = t["edges_missed"]
+            what = f"the edge {missed[0]}" if len(missed) == 1 else f"the edges {', '.join(missed)}"
+            print(f"coverage note: {n} did not reach {what} of its extended tier in this run (not an error; "
+                  f"more examples reach {'it' if len(missed) == 1 else 'them'})", file=out)
         if t.get("edge_divergences") and not t["findings"]:
             print(f"{n}: edge divergences only: {t.get('examples_per_tier', {}).get('production', 0)} "
                   "production-tier examples kept the contract", file=out)
@@ -154,6 +165,32 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
                   f"exit code {s['exit_code']}", file=out)
     if doc["interrupted"]:
         print("interrupted: findings so far are saved", file=out)
+
+
+def apart(targets: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The targets whose implementation is not where most of the run's are (another file, the
+    bundled copy for a file that lacks it, a variant, bound parameters): name -> implementation.
+    The others are the source's file, each under its function's name, as their reports'
+    ``tested:`` line says."""
+    where = {n: re.sub(r"::\S+ ", "::", t["implementation"], count=1) for n, t in targets.items()}
+    counts: dict[str, int] = {}
+    for w in where.values():
+        counts[w] = counts.get(w, 0) + 1
+    usual = max(counts, key=lambda w: counts[w], default=None)
+    return {n: targets[n]["implementation"] for n, w in where.items() if w != usual}
+
+
+def runners(targets: dict[str, dict[str, Any]]) -> str:
+    """``, model runner V1``: the vLLM model runner of ``targets`` (a run's entries), as a
+    finding's ``tested:`` line ends; ``, model runners V1 for a, b; V2 for c`` when they differ;
+    empty for none (a document written before the runner was recorded)."""
+    by: dict[str, list[str]] = {}
+    for n, t in targets.items():
+        if t.get("runner"):
+            by.setdefault(t["runner"], []).append(n)
+    if len(by) == 1:
+        return f", model runner {next(iter(by))}"
+    return f", model runners {'; '.join(r + ' for ' + ', '.join(ns) for r, ns in by.items())}" if by else ""
 
 
 def _saved(f: dict[str, Any]) -> str:

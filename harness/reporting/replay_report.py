@@ -48,6 +48,7 @@ def replay_doc(meta: dict[str, Any], records: list[dict[str, Any]], stopped: boo
         "implementations": meta["implementations"],
         "replayed": replayed,
         "not_replayed": skipped,
+        "replayed_by": {k: v for k, v in meta.get("elsewhere", {}).items() if k in skipped and v},
         "untested": untested,
         "failed": [
             {"file": r["file"], "kernel": r["kernel"], "kind": r["kind"], "group": i,
@@ -84,8 +85,18 @@ def print_replay(doc: dict[str, Any], *, as_json: bool) -> None:
         click.echo(rep["report"])
     if groups:
         click.echo()  # the last reproducer ends in a blank line: copying it takes nothing more
-    for k, n in sorted(doc["not_replayed"].items()):
-        click.echo(f"not replayed: {n} case(s) of {k}: {doc['source']} does not define it")
+    by: dict[str, list[str]] = {}
+    for k in doc["not_replayed"]:
+        by.setdefault(doc.get("replayed_by", {}).get(k, ""), []).append(k)
+    for how, kernels in sorted(by.items()):  # one line per way to replay them
+        n = sum(doc["not_replayed"][k] for k in kernels)
+        hint = f"; {how}" if how else ""
+        if len(kernels) == 1:
+            click.echo(f"not replayed: {n} case(s) of {kernels[0]}: {doc['source']} does not define it{hint}")
+        else:
+            counts = ", ".join(f"{k} {doc['not_replayed'][k]}" for k in kernels)
+            click.echo(f"not replayed: {n} case(s) of {len(kernels)} targets {doc['source']} does not define "
+                       f"({counts}){hint}")
     for k, u in doc.get("untested", {}).items():
         click.echo(f"not replayed: {u['cases']} case(s) of {k}: {u['verdict']}")
     failed = len(doc["failed"])

@@ -19,6 +19,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..checking.check import Finding, warm_compiled, warm_oracles
 from ..checking.corpus import case_path, save_finding
+from ..checking.domains import EXTENDED, PRODUCTION, default_domain
 from ..checking.fuzz import Stats, bulk_fuzz_target, fuzz_target
 from ..core import interrupts
 from ..core.errors import UserError
@@ -26,7 +27,7 @@ from ..generation.strategies import CUDA_SCALE, INTERPRETER_SCALE
 from ..reporting.fuzz_report import finding_record, fuzz_doc, fuzz_exit_code, plural, print_fuzz
 from ..sources import InterfaceMismatch, implementations_for
 from ..sources.triton_backend import select_backend
-from ..targetkit.pyfunc import StandInGap
+from ..targetkit.base import CannotTest
 from ..targetkit.scale import note as scale_note
 from ..targetkit.scale import unreachable
 from ..targets import TARGETS, has_role
@@ -63,8 +64,10 @@ class Campaign:
     """Under a supervisor: the journal of the case in flight, and the run's record (``run/``)."""
     report: bool = True
     """Print the report at the end (a supervisor that merges several workers' runs prints it)."""
-    domain: str = "production"
-    """``production`` or ``extended`` (:mod:`..checking.domains`)."""
+    domain: str | None = None
+    """``production`` or ``extended`` (:mod:`..checking.domains`); ``None``: the default,
+    ``extended`` (the production tier, then the edges), or ``production`` in device mode (which
+    draws production cases only)."""
     unsaved: dict[int, str] = field(default_factory=dict)
     """``id`` of a finding that could not be written -> why."""
 
@@ -109,6 +112,8 @@ class Campaign:
 
         backend = select_backend(self.backend)
         device_run = {}
+        if self.domain is None:
+            self.domain = default_domain(self.mode)
         if self.mode == "device":
             from ..checking.device_mode import device_targets
             from ..checking.device_mode.engine import device_fuzz_target
@@ -116,7 +121,7 @@ class Campaign:
             if not backend.compiled:
                 raise UserError("--mode device: needs a CUDA device (cases are drawn and checked on the GPU) and "
                                 "this machine has none; use --mode bulk or --mode hypothesis")
-            if self.domain != "production":
+            if self.domain != PRODUCTION:
                 raise UserError("--mode device: draws production cases only; leave out --domain extended")
             device_run = dict.fromkeys(device_targets(), device_fuzz_target)
         impls = implementations_for(self.source, self.names)
@@ -195,6 +200,12 @@ class Campaign:
                                 if p != saved[id(f)]:
                                     p.unlink(missing_ok=True)
                             pending.clear()
+                    if stats.unshrunk is None and pending:  # it shrank into a finding saved before
+                        reported = {saved.get(id(f)) for f in stats.findings}
+                        for p in pending:
+                            if p not in reported:
+                                p.unlink(missing_ok=True)
+                        pending.clear()
 
                 try:
                     device_run.get(name, run_fn)(
@@ -203,18 +214,26 @@ class Campaign:
                         chunk_offset=self.shard[0], chunk_step=self.shard[1], journal=journal, stats=stats,
                         domain=self.domain,
                     )
-                except StandInGap as exc:  # what it needs is not modelled: its verdict; the others go on
+                except CannotTest as exc:  # what it needs is not here: its verdict; the others go on
                     log.add(name, {"untested": str(exc)})
                     continue
                 except KeyboardInterrupt:
                     interrupted = True
                     interrupts.hold()  # a second signal must not cut the report short
-                    if stats.unshrunk is not None:  # kept as found: the interrupt cut its shrinking short
-                        u = stats.unshrunk
-                        u.shrink = ("not shrunk: the run was interrupted while shrinking it; "
-                                    "this is the case as first found")
-                        stats.add(u)
-                        saved.setdefault(id(u), self._path(u))
+                    if stats.unshrunk is not None:  # the interrupt cut its shrinking short
+                        u = stats.smallest
+                        if u is None or u.shrink == "":  # no step done yet (or Hypothesis's): say which
+                            u = u or stats.unshrunk
+                            u.shrink = ("shrinking was interrupted before its first step: this is the case "
+                                        "as first found" if u is stats.unshrunk else
+                                        "shrinking was interrupted: this is the smallest failing case found so far")
+                        u = stats.add(u)
+                        if id(u) not in saved:
+                            saved[id(u)] = self._save(u)
+                        for p in pending:
+                            if p != saved[id(u)]:
+                                p.unlink(missing_ok=True)
+                        pending.clear()
                     log.add(name, self._entry(name, stats, saved))
                     break
                 on_progress(stats)
@@ -255,10 +274,11 @@ class Campaign:
             "features_reached": sorted(s.features),
             "features_missed": sorted(set(TARGETS[name].features) - s.features
                                       - (set(TARGETS[name].scale_features) if self._scale_unreached(name) else set())),
-            **({"examples_per_tier": dict(sorted(s.tiers.items())),
+            **({"tiers_searched": list(s.searched),
+                "examples_per_tier": dict(sorted(s.tiers.items())),
                 "edges_reached": sorted(s.edges),
                 "edges_missed": sorted(set(TARGETS[name].extended_features) - s.edges)}
-               if self.domain == "extended" else {}),
+               if self.domain == EXTENDED else {}),
             **({"device": {"stage_seconds": {k: round(v, 4) for k, v in s.stages.items()},
                            "cross_checked": s.cross_checked, "warmup_seconds": round(s.warmup, 3),
                            "scale_cases": getattr(s, "scale_cases", 0),

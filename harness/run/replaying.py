@@ -19,6 +19,7 @@ from ..core.errors import UserError
 from ..reporting.replay_report import failed_record, print_replay, replay_doc, replay_exit_code
 from ..sources import implementations_for
 from ..sources.triton_backend import select_backend
+from ..targetkit.base import CannotTest
 from .journal import Journal
 from .runlog import RunLog
 
@@ -49,6 +50,24 @@ def replay_cases(
         return _replay(cases, source, backend=backend, as_json=as_json, journal_dir=journal_dir, report=report)
 
 
+def elsewhere(source: Any, kernels: list[str]) -> dict[str, str]:
+    """Target -> what replays its cases, for each of ``kernels`` (targets ``source`` does not
+    define): the bundled copy, or the pinned vLLM release (``""``: neither)."""
+    from ..sources import PINNED_RELEASE
+    from ..sources.bundled import BundledSource
+
+    bundled = set(BundledSource().defined()) if kernels else set()
+    out = {}
+    for k in kernels:
+        if k in bundled and source.spec != "bundled":
+            out[k] = "the bundled copy replays them (replay without a source option)"
+        elif source.spec != f"vllm-release:{PINNED_RELEASE}":
+            out[k] = f"--vllm-version {PINNED_RELEASE} replays them"
+        else:
+            out[k] = ""
+    return out
+
+
 def _replay(
     cases: Sequence[tuple[Path, Case] | tuple[Path, Case, str]],
     source: Any,
@@ -77,6 +96,7 @@ def _replay(
         "implementations": {n: impls.origin[n].describe() for n in impls},
         "origins": {n: asdict(impls.origin[n]) for n in impls},
         "untested": dict(impls.untested),
+        "elsewhere": elsewhere(source, sorted({c.kernel for _, c in cases if c.kernel not in impls})),
     }
     log.set_meta(meta)
     log.set_plan([str(f) for f, _ in cases])
@@ -91,10 +111,16 @@ def _replay(
             if unit in finished:
                 continue
             log.begin(unit)
-            if case.kernel not in impls:
+            if case.kernel not in impls or case.kernel in meta["untested"]:
                 log.add(unit, {"file": unit, "kernel": case.kernel, "status": "skipped"})
                 continue
-            finding = check_case(case, impls, b.device, journal, domain=tiers[unit])
+            try:
+                finding = check_case(case, impls, b.device, journal, domain=tiers[unit])
+            except CannotTest as exc:  # its verdict; its other cases are not replayed, the others are
+                meta["untested"][case.kernel] = str(exc)
+                log.set_meta(meta)
+                log.add(unit, {"file": unit, "kernel": case.kernel, "status": "skipped"})
+                continue
             if finding is None:
                 log.add(unit, {"file": unit, "kernel": case.kernel, "status": "ok"})
             else:

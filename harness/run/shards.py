@@ -91,6 +91,9 @@ def _merge_target(entries: list[tuple[ShardRun, dict[str, Any]]]) -> dict[str, A
             for k, v in t.get("examples_per_tier", {}).items():
                 tiers[k] = tiers.get(k, 0) + v
         out["examples_per_tier"] = dict(sorted(tiers.items()))
+    if any("tiers_searched" in t for _, t in ran):  # what any shard searched
+        out["tiers_searched"] = [k for k in ("production", "extended")
+                                 if any(k in t.get("tiers_searched", ()) for _, t in ran)]
     for key in ("findings", "edge_divergences"):
         if any(key in t for _, t in entries):
             out[key] = [dict(f, shard=r.shard, where=r.where) for r, t in entries for f in t.get(key, [])]

@@ -14,12 +14,13 @@ eaglefuzz's own packages, so an edit to the harness retires it); the worker take
 command's working directory, on ``sys.path`` too, as ``python -m`` would. It never
 touches CUDA (a process that has, cannot be forked safely), and leaves after
 ``$EAGLEFUZZ_WARM_IDLE`` seconds without work (default 900), or on SIGTERM, SIGINT or SIGHUP
-(:func:`stop_servers`, ``eaglefuzz stop-servers``: it stops taking work at once and leaves
+(:func:`stop_servers`, ``eaglefuzz stop-servers``, which stops the servers of its own
+installation unless given ``--all``: it stops taking work at once and leaves
 when the workers it forked have ended). ``EAGLEFUZZ_WARM=0`` turns it off: no server is used
 or started.
 
 A server's files in the folder (:func:`_dir`) are ``KEY.lock`` (held, ``flock``, for its life,
-holding its pid) and ``KEY.sock``; it removes both when it leaves. Those of a server killed
+holding its pid and its :func:`installation`) and ``KEY.sock``; it removes both when it leaves. Those of a server killed
 outright (SIGKILL) are stale: the lock is no longer held, and the next command that starts a
 server removes them (:func:`sweep`).
 
@@ -44,7 +45,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,23 @@ def server_pid(path: Path) -> int | None:
         return None
 
 
+def installation() -> str:
+    """This eaglefuzz installation: the Python that runs it and the folders of its package (a
+    checkout, a virtual environment's site-packages). A server records its own in its lock
+    file; ``eaglefuzz stop-servers`` stops only those of its installation unless asked for all."""
+    return json.dumps([sys.executable, *(str(Path(d).resolve()) for d in eaglefuzz.__path__)])
+
+
+def server_installation(path: Path) -> str | None:
+    """The :func:`installation` of the server of ``path`` (``None``: not recorded, a server of
+    an eaglefuzz that did not record it)."""
+    try:
+        lines = path.with_suffix(".lock").read_text().splitlines()
+    except OSError:
+        return None
+    return lines[1] if len(lines) > 1 else None
+
+
 def _same_file(f: Any, path: Path) -> bool:
     """Whether the open file ``f`` is still the file at ``path`` (not removed or replaced)."""
     try:
@@ -197,16 +215,22 @@ class Stopped:
     """Their resident memory before, in MB (each server's own, as ``ps`` shows it)."""
     removed: int
     """Stale files removed (:func:`sweep`)."""
+    others: list[int] = field(default_factory=list)
+    """Servers of other installations, left running (``everything`` stops them)."""
 
 
-def stop_servers(folder: Path | None = None, *, wait: float = 10.0, kill: bool = False) -> Stopped:
-    """Stop every warm server of ``folder`` (default the servers' folder, whatever their key):
-    SIGTERM to each whose lock is held, then up to ``wait`` seconds for each to leave. A server
-    that serves a running command's worker leaves when that worker ends (it takes no new
-    work); with ``kill`` it is killed after the wait (the command then loses its worker's exit
+def stop_servers(folder: Path | None = None, *, wait: float = 10.0, kill: bool = False,
+                 everything: bool = False) -> Stopped:
+    """Stop the warm servers of ``folder`` (default the servers' folder) of this installation
+    (:func:`installation`; ``everything``: of any installation, whatever their key): SIGTERM to
+    each whose lock is held, then up to ``wait`` seconds for each to leave. A server that
+    serves a running command's worker leaves when that worker ends (it takes no new work);
+    with ``kill`` it is killed after the wait (the command then loses its worker's exit
     status). Stale files are removed."""
     d = folder if folder is not None else _dir()
     pids: list[int] = []
+    others: list[int] = []
+    mine = installation()
     rss = 0
     for lock_path in sorted(d.glob("*.lock")):
         try:
@@ -217,6 +241,9 @@ def stop_servers(folder: Path | None = None, *, wait: float = 10.0, kill: bool =
             free = _holds(f)
         pid = server_pid(lock_path.with_suffix(".sock"))
         if free or pid is None or not alive(pid):
+            continue
+        if not everything and server_installation(lock_path.with_suffix(".sock")) != mine:
+            others.append(pid)
             continue
         rss += _rss_kb(pid)
         try:
@@ -241,7 +268,7 @@ def stop_servers(folder: Path | None = None, *, wait: float = 10.0, kill: bool =
             except OSError:
                 pass
         finishing = []
-    return Stopped(d, pids, killed, finishing, rss // 1024, sweep(d))
+    return Stopped(d, pids, killed, finishing, rss // 1024, sweep(d), others)
 
 
 def _stopped_serving(folder: Path, pid: int) -> bool:
@@ -471,7 +498,7 @@ def serve(path: Path, idle: float, *, preload: Callable[[], None], run: Callable
         lock.close()
         return  # another server for the same key is starting or up (or a sweep took the file)
     lock.truncate(0)
-    lock.write(str(os.getpid()))
+    lock.write(f"{os.getpid()}\n{installation()}\n")
     lock.flush()
     listener: socket.socket | None = None
 

@@ -101,8 +101,9 @@ OPTIONS: list[SourceOption] = [
     SourceOption(
         "--vllm-torch", "vllm_torch", "X.Y.Z",
         "the torch predecessors of the Triton kernels in vLLM X.Y.Z (0.11.x): "
-        "EagleProposer.prepare_next_token_ids_padded of its vllm/v1/spec_decode/eagle.py (fetched "
-        "once), through an adapter on eagle_prepare_next_token_padded_kernel's interface",
+        "EagleProposer.prepare_next_token_ids_padded and EagleProposer.prepare_inputs_padded of its "
+        "vllm/v1/spec_decode/eagle.py (fetched once), through adapters on the interfaces of "
+        "eagle_prepare_next_token_padded_kernel and eagle_prepare_inputs_padded_kernel",
         lambda v, _: f"vllm-torch:{v}",
     ),
     SourceOption(
@@ -198,21 +199,20 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
             notes.append(f"the bundled copy (the module as of vLLM 0.16-0.18) has no {', '.join(absent)}: "
                          f"--vllm-version {PINNED_RELEASE} (or --vllm, --kernels FILE) tests vLLM's own")
         if absent and isinstance(base, file.FileSource):
-            in_bundled = set(bundled.BundledSource().load(None).funcs)
-            older = [n for n in absent if n in in_bundled]
-            newer = [n for n in absent if n not in in_bundled]
+            in_bundled = set(bundled.BundledSource().defined())
+            defined = [n for n in funcs if n in TARGETS]
+            home = TARGETS[(defined or absent)[0]].module  # the vLLM module the file is a copy of
+            older = [n for n in absent if n in in_bundled and TARGETS[n].module == home]
+            newer = [n for n in absent if n not in in_bundled and TARGETS[n].module == home]
             if older:
                 notes.append(f"{base.path} does not define {', '.join(older)}: not tested "
                              f"(name one with --kernel to test the bundled production copy of it)")
-            defined = [n for n in funcs if n in TARGETS]
-            home = TARGETS[(defined or newer or [""])[0]].module if (defined or newer) else ""
-            same = [n for n in newer if TARGETS[n].module == home]
-            if same:
-                notes.append(f"{base.path} does not define {', '.join(same)}: not tested (newer vLLM "
+            if newer:
+                notes.append(f"{base.path} does not define {', '.join(newer)}: not tested (newer vLLM "
                              f"targets, not in the bundled copy either: --vllm-version X.Y.Z or --vllm test "
                              f"vLLM's own)")
             by_module: dict[str, list[str]] = {}
-            for n in newer:
+            for n in absent:  # another module's targets: another file
                 if TARGETS[n].module != home:
                     by_module.setdefault(TARGETS[n].module, []).append(n)
             for module, names_of in by_module.items():

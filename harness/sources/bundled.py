@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 from .base import Implementations, Origin, Source
 
 FILE = "kernels/spec_decode_utils.py"
+PATH = Path(__file__).resolve().parents[2] / FILE
+"""The bundled module's file (in a checkout and in an installed wheel alike)."""
 DESCRIPTION = "bundled production copy"
 MODULE = "vllm/v1/spec_decode/utils.py"
 """The vLLM module the bundled copy is a copy of: the targets of other modules are not in it."""
@@ -30,6 +35,15 @@ class BundledSource(Source):
         from ..targets import TARGETS
 
         return Origin(DESCRIPTION, FILE, TARGETS[name].function, self.spec)
+
+    def defined(self) -> list[str]:
+        """The targets the bundled copy defines, read from its file without importing it (no
+        torch, no Triton: what ``eaglefuzz list`` needs)."""
+        from ..targets import TARGETS
+
+        tree = ast.parse(PATH.read_text(), filename=str(PATH))
+        top = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        return [n for n, t in TARGETS.items() if t.function in top and t.module == MODULE]
 
     def load(self, names: list[str] | None = None) -> Implementations:
         from ...kernels import spec_decode_utils

@@ -4,8 +4,12 @@ The file is imported as it is when it can be. A file whose imports do not resolv
 checkout's ``vllm/v1/spec_decode/utils.py`` imports ``vllm.*``) is parsed instead: its
 ``@triton.jit`` functions, the functions named like targets and its ``UPPER_CASE = literal``
 constants are written, under our own imports, to a real module file (compiled Triton refuses functions made by ``exec``) and
-imported from there. Anything indexable as ``kernel[grid](...)`` counts as a kernel, so a
-port behind such a wrapper is tested alike.
+imported from there. That is the normal case of a vLLM checkout's file and of a copy of a
+module taken out of its package (a relative import), and says nothing; any other failing
+import is named in a note. A run that needs a name the file imports or defines but that was
+not taken out is that target's "could not be tested" verdict (:func:`~..targetkit.base.cannot_test`).
+Anything indexable as ``kernel[grid](...)`` counts as a kernel, so a port behind such a wrapper
+is tested alike.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..core.errors import UserError
+from ..targetkit.interface import SOURCE_FILE, UNRESOLVED
 from .base import Implementations, Origin, Source
 
 _HEADER = '''\
@@ -186,6 +191,8 @@ def _import_or_extract(p: Path, names: list[str]) -> ModuleType:
     except ImportError as exc:  # imports that do not resolve here: take the functions alone
         failed = f"importing it failed ({type(exc).__name__}: {exc})"
         missing = (getattr(exc, "name", None) or "").split(".")[0]
+        if "attempted relative import" in str(exc):  # a module's copy, out of its package
+            missing = "."
     except Exception as exc:  # noqa: BLE001 - the user's file failed to import: say so in one line
         raise UserError(f"--kernels {p}: importing it raised {type(exc).__name__}: {exc}") from None
     if not any(isinstance(n, ast.FunctionDef) and n.name in names for n in tree.body):
@@ -199,10 +206,47 @@ def _import_or_extract(p: Path, names: list[str]) -> ModuleType:
             f"--kernels {p}: {failed}; its functions, taken without the file's own imports, fail to "
             f"load: {type(exc).__name__}: {exc}"
         ) from None
-    if missing != "vllm":  # a vLLM checkout's file is meant to be taken apart; anything else, say so
+    # What the file has and the generated module lacks: a run that needs one of them is a
+    # "could not be tested" verdict naming it (targetkit.base.cannot_test), not a finding.
+    setattr(module, UNRESOLVED, {n: why for n, why in _file_names(tree).items() if not hasattr(module, n)})
+    setattr(module, SOURCE_FILE, str(p))
+    if missing not in ("vllm", "."):  # a vLLM file or a module's copy is meant to be taken apart; else say so
         module.__eaglefuzz_note__ = (f"--kernels {p}: {failed}: its functions are tested without the "
                                      "file's own imports (a failure naming what it imports comes from that)")
     return module
+
+
+def _file_names(tree: ast.Module) -> dict[str, str]:
+    """Every name the file's top level binds (imports, in ``if``/``try`` blocks too; functions,
+    classes, assignments), with how: ``which the file imports (from X import Y)``, ``which the file
+    defines (line N)``."""
+    out: dict[str, str] = {}
+
+    def walk(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                stmt = " ".join(ast.unparse(node).split())
+                for alias in node.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    if bound != "*":
+                        out.setdefault(bound, f"which the file imports ({stmt})")
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                out.setdefault(node.name, f"which the file defines (line {node.lineno})")
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            out.setdefault(n.id, f"which the file defines (line {node.lineno})")
+            elif isinstance(node, ast.If | ast.Try):
+                walk(node.body)
+                for h in getattr(node, "handlers", []):
+                    walk(h.body)
+                walk(node.orelse)
+                walk(getattr(node, "finalbody", []))
+
+    walk(tree.body)
+    return out
 
 
 def _is_jit(node: ast.FunctionDef) -> bool:

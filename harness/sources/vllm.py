@@ -34,7 +34,6 @@ from .vllm_shims import (
 PINNED_RELEASE = "0.33.0"
 """The release the test suite checks (``tox -e vllm`` installs it)."""
 
-_VERSION = re.compile(r"^\d+(\.\d+)*([.+-]?[A-Za-z0-9]+)*$")
 _LOADED: dict[tuple[str, str, str], tuple[ModuleType, tuple[str, ...]]] = {}
 
 
@@ -51,10 +50,8 @@ def members() -> tuple[str, ...]:
     return tuple(dict.fromkeys((*target_modules(), *RUNNER_V2_MODULES, *REAL_FILES, *PLATFORM_FILES)))
 
 
-def _check_version(version: str) -> str:
-    if not _VERSION.match(version):
-        raise UserError(f"--vllm-version {version}: not a release version (e.g. {PINNED_RELEASE})")
-    return version
+def _check_version(version: str, flag: str = "--vllm-version") -> str:
+    return wheels.check_release_version(flag, version, PINNED_RELEASE)
 
 
 def release_files(version: str) -> Path:

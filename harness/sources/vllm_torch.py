@@ -193,7 +193,7 @@ class VllmTorchSource(Source):
     def __init__(self, version: str) -> None:
         from .vllm import _check_version
 
-        self.version = _check_version(version)
+        self.version = _check_version(version, "--vllm-torch")
 
     @property
     def spec(self) -> str:

@@ -47,6 +47,26 @@ _NO_NETWORK = re.compile(
 )
 
 
+RELEASE_VERSION = re.compile(r"^(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){2,}((a|b|rc)(0|[1-9][0-9]*))?"
+                             r"(\.post(0|[1-9][0-9]*))?(\.dev(0|[1-9][0-9]*))?$")
+"""A release's full version as its wheel is named: ``X.Y.Z`` (or more parts: vLLM 0.10.1.1), no
+leading zeros, an optional pre-, post- or dev-release suffix."""
+
+
+def check_release_version(flag: str, version: str, example: str) -> str:
+    """``version`` when it names one release exactly as its wheel is named (:data:`RELEASE_VERSION`);
+    else a :class:`UserError` for option ``flag``, before anything is fetched. pip takes
+    ``0.33`` for ``0.33.0`` and fetches that wheel, whose name then matches no file asked for."""
+    if RELEASE_VERSION.match(version):
+        return version
+    parts = version.split(".")
+    hint = ""
+    if 1 <= len(parts) < 3 and all(p.isdigit() for p in parts):
+        hint = f" ({'.'.join(parts + ['0'] * (3 - len(parts)))}?)"
+    raise UserError(f"{flag} {version}: not a release's full version{hint}; give X.Y.Z as the wheel is named, "
+                    f"e.g. {example}")
+
+
 PIP_TIMEOUT = 5
 """pip's ``--timeout``: seconds it waits to connect, or for the next bytes (``--retries 0``)."""
 

@@ -11,7 +11,9 @@ docs/ADDING_A_TARGET.md describe it; ``tests/test_record_interface.py`` checks e
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -21,14 +23,15 @@ from typing import Any, Final, Literal, final
 import numpy as np
 from hypothesis import strategies as st
 
+from ...kernels import vllm_types
 from ..core.buffers import Guarded, filled, guard_for, pick_sentinel, poison, raw
 from ..core.case import Case
 from ..core.compare import Difference, compare_all
-from ..core.errors import ContractViolation
+from ..core.errors import ContractViolation, UserError
 from ..generation.choosers import Chooser, RngChooser, as_strategy
 from ..generation.shrink_steps import keep_lists
 from ..generation.strategies import Scale, Shape
-from .interface import parameters_of
+from .interface import SOURCE_FILE, UNRESOLVED, parameters_of
 from .roles import find_role, folder_of
 
 PRODUCTION: Final = "production"
@@ -106,6 +109,41 @@ def require_arrays(arrays: Mapping[str, np.ndarray], dtypes: Mapping[str, Any], 
         if arrays[name].dtype != dtype or arrays[name].ndim != ndim:
             raise ContractViolation(f"arrays.{name}", f"must be a {ndim}-D {dtype} array")
 
+class CannotTest(UserError):
+    """The implementation cannot be tested here, through no fault of its own: what it needs is
+    not there (a name its file imports, whose imports do not resolve here; a field eaglefuzz's
+    stand-in vLLM types lack). Its target's one-line verdict (exit 2), never a finding."""
+
+
+_STAND_IN_KWARG = re.compile(r"^(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'")
+
+
+def cannot_test(exc: BaseException) -> str | None:
+    """Why ``exc``, raised by an implementation, says it cannot be tested here (``None``: it is a
+    failure of the implementation). A ``NameError`` for a name its file imports or defines but
+    that was not taken out with it (the module's :data:`UNRESOLVED`); a ``TypeError`` of a
+    stand-in vLLM class (``kernels/vllm_types.py``) given a field it does not model."""
+    if isinstance(exc, NameError) and getattr(exc, "name", None):
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        g = tb.tb_frame.f_globals if tb is not None else {}
+        why = (g.get(UNRESOLVED) or {}).get(exc.name)
+        if why is not None:
+            where = g.get(SOURCE_FILE) or "its file"
+            return (f"{where}: {tb.tb_frame.f_code.co_name} could not be tested: it needs {exc.name}, {why}, "
+                    "and the file's imports do not resolve here (its functions are tested without them); "
+                    "not a bug finding")
+    if isinstance(exc, TypeError):
+        m = _STAND_IN_KWARG.match(str(exc))
+        if m and m.group(1) in vllm_types.__all__:
+            cls = getattr(vllm_types, m.group(1))
+            fields = ", ".join(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else "-"
+            return (f"needs {m.group(1)}.{m.group(2)}, which eaglefuzz's stand-in lacks (it models {fields}; "
+                    "kernels/vllm_types.py): not a bug finding; install vLLM to test it with vLLM's classes")
+    return None
+
+
 @dataclass
 class Outcome:
     """What checking one case found.
@@ -128,7 +166,12 @@ class Outcome:
 
     def crashed(self, exc: BaseException, device: str, context: str = "") -> Outcome:
         """Record that the run raised ``exc`` (``context`` is added after the exception's
-        name); a CUDA error on a device marks the outcome fatal. Returns ``self``."""
+        name); a CUDA error on a device marks the outcome fatal. Returns ``self``. An exception
+        that says the implementation cannot be tested here (:func:`cannot_test`) is raised as
+        :class:`CannotTest` instead: a verdict, not a finding."""
+        why = cannot_test(exc)
+        if why is not None:
+            raise CannotTest(why) from None
         self.crash = f"{type(exc).__name__}{context}: {' '.join(str(exc).split())[:500]}"
         self.fatal = device != "cpu" and "CUDA error" in str(exc)
         return self
@@ -223,6 +266,17 @@ class Target(ABC):
             return None
         return next((n for n, v in self.variants.items() if list(params) == list(v.parameters)), None)
 
+    array_names: tuple[str, ...] = ()
+    """The input arrays in the order of the function's signature (what a reproducer lists
+    first); a Triton target's are its ``inputs``."""
+
+    def in_order(self, case: Case) -> Case:
+        """``case`` with its arrays in :attr:`array_names`' order (others after them, as they
+        come): a case reads the same from a run and from a corpus file (whose keys are sorted)."""
+        rank = {n: i for i, n in enumerate(self.array_names)}
+        names = sorted(case.arrays, key=lambda n: rank.get(n, len(rank)))
+        return Case(case.kernel, {n: case.arrays[n] for n in names}, case.scalars, case.launch, case.note)
+
     # -- the folder's roles (roles.py: the one lookup) -------------------------------------
 
     @property
@@ -250,14 +304,23 @@ class Target(ABC):
         """A production case drawn with ``c``: now and then one of :attr:`shapes`, else an
         ordinary one (the folder's ``cases.py``: ``body(chooser, scale)``; one body for both
         drivers, :mod:`~..generation.choosers`)."""
+        return draw_production(c, scale, self.shapes, self._cases().body)
+
+    def _cases(self) -> ModuleType:
         cases = self._role("cases")
         if cases is None:
             raise LookupError(f"{self.name}: its folder has no cases.py (roles.find_role found none)")
-        return draw_production(c, scale, self.shapes, cases.body)
+        return cases
 
     def strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
         """In-contract cases, generated by construction (Hypothesis)."""
         return as_strategy(self.production_case, scale)
+
+    def ordinary_strategy(self, scale: Scale) -> st.SearchStrategy[Case]:
+        """Ordinary production cases (the folder's ``cases.body``), never one of the tour's
+        :attr:`shapes`: what Hypothesis shrinks toward small values (a shape is a short choice,
+        so Hypothesis takes it for simple)."""
+        return as_strategy(self._cases().body, scale)
 
     def random_case(self, rng: np.random.Generator, scale: Scale) -> Case:
         """One in-contract case drawn with NumPy alone (bulk mode: no Hypothesis overhead)."""
@@ -422,9 +485,15 @@ class TritonTarget(Target):
 
     kind = "triton kernel"
     inputs: Mapping[str, np.dtype]
+
+    @property
+    def array_names(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(self.inputs)
+
     inout: frozenset[str] = frozenset()
     """Inputs the kernel updates in place (vLLM's ``seq_lens``): the oracles update their copy,
-    and the buffer must end up as they left it instead of unchanged."""
+    and the buffer must end up as they left it instead of unchanged (an optional one a case
+    leaves out is not updated: Model Runner V2's penalties counts on a non-last pipeline rank)."""
 
     def aliases(self, case: Case) -> Mapping[str, str]:
         """Output -> the input whose buffer the launch passes for it (vLLM passes ``positions``
@@ -437,7 +506,7 @@ class TritonTarget(Target):
         return {}
 
     def _changed_inputs(self, case: Case) -> set[str]:
-        return set(self.inout) | set(self.aliases(case).values())
+        return {n for n in self.inout if n in case.arrays} | set(self.aliases(case).values())
 
     @abstractmethod
     def output_specs(self, case: Case) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
@@ -462,7 +531,7 @@ class TritonTarget(Target):
 
     def output_tokens(self, case: Case) -> int:
         outs = sum(int(np.prod(shape)) for _, shape in self.output_specs(case).values())
-        return outs + sum(case.arrays[n].size for n in self.inout)
+        return outs + sum(case.arrays[n].size for n in self.inout if n in case.arrays)
 
     def output_bytes(self, case: Case) -> int:
         return sum(int(np.prod(shape)) * np.dtype(dt).itemsize for dt, shape in self.output_specs(case).values())
@@ -472,7 +541,7 @@ class TritonTarget(Target):
         outs = {n: filled(dt, shape, fills[n]) for n, (dt, shape) in specs.items()}
         inputs = {n: a.copy() if n in self.inout else _read_only(a) for n, a in case.arrays.items()}
         self.call_oracle(oracle, case.replace(arrays=inputs), outs)
-        return outs | {n: inputs[n] for n in self.inout}
+        return outs | {n: inputs[n] for n in self.inout if n in inputs}
 
     def settle(self, case: Case, written: Mapping[str, np.ndarray], fills: Mapping[str, int], device: str) -> Case | None:
         """Where the contract leaves a decision to the backend's arithmetic (docs/CONTRACT.md
@@ -501,7 +570,7 @@ class TritonTarget(Target):
             fills[n] = pick_sentinel(dt, raw(a[n])[written])
             outs[n] = a[n].copy()
             raw(outs[n])[~written] = fills[n]
-        outs |= {n: a[n] for n in self.inout}
+        outs |= {n: a[n] for n in self.inout if n in a}
         results = {first[0]: outs}
         for oname, oracle in others:
             results[oname] = self._run_oracle(oracle, case, fills)

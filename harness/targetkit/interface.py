@@ -15,6 +15,13 @@ from typing import Any
 
 from ..core.errors import UserError
 
+UNRESOLVED = "__eaglefuzz_unresolved__"
+"""A module global of a ``--kernels`` file taken apart without its imports (:mod:`~..sources.file`):
+name -> why the module lacks it (an import of the file, a definition not taken out). A run that
+needs one is its target's "could not be tested" verdict (:func:`~.base.cannot_test`)."""
+SOURCE_FILE = "__eaglefuzz_source__"
+"""A module global of such a module: the file it was taken from."""
+
 
 class InterfaceMismatch(UserError):
     """Implementations whose parameters are not those of their targets' contract, and nothing

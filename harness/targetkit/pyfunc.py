@@ -19,8 +19,7 @@ import numpy as np
 
 from ...kernels import vllm_types
 from ..core.compare import Difference
-from ..core.errors import UserError
-from .base import Target
+from .base import CannotTest, Target, cannot_test
 
 CHANGED = "changed field"
 UNCHANGED = "unchanged field"
@@ -59,8 +58,10 @@ class PythonFunctionTarget(Target):
         return vllm_types
 
     def call(self, impl: Any, *args: Any) -> Any:
-        """``impl(*args)``; a function that needs what the stand-in types lack is told apart
-        from a bug: :class:`StandInGap` (a one-line usage verdict, exit 2), not a crash finding."""
+        """``impl(*args)``; a function that needs what is not there (an attribute or a field the
+        stand-in types lack, a name its file imports from modules that do not resolve here) is
+        told apart from a bug: :class:`~.base.CannotTest` (a one-line verdict, exit 2), not a
+        crash finding."""
         try:
             return impl(*args)
         except AttributeError as exc:
@@ -68,9 +69,14 @@ class PythonFunctionTarget(Target):
             if gap is not None:
                 raise StandInGap(f"{self.name} {gap}") from None
             raise
+        except (NameError, TypeError) as exc:
+            why = cannot_test(exc)
+            if why is not None:
+                raise CannotTest(why if isinstance(exc, NameError) else f"{self.name} {why}") from None
+            raise
 
 
-class StandInGap(UserError):
+class StandInGap(CannotTest):
     """The function under test uses an attribute the stand-in vLLM types do not model."""
 
 

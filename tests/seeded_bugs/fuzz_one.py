@@ -79,9 +79,10 @@ def replay(case_text: str, mutant: Implementations, production: Implementations,
 
 def hunt(path: Path, production_spec: str, seed: int, examples: int, device: str, scale: Scale,
          probe_from: int = NO_PROBE, domain: str = "production") -> dict[str, Any]:
-    """Fuzz the mutant at ``path`` on ``device`` for up to ``examples`` (no shrinking) drawn
-    from ``domain``, up to its first finding (an edge divergence included), and replay it: ``{"names", "examples", "features", "finding",
-    "case", "replay", "probe"}``.
+    """Fuzz the mutant at ``path`` on ``device`` for up to ``examples`` (no shrinking) of the
+    tier ``domain`` (``production``, or ``extended``: the edges a default run searches after its
+    production tier), up to its first finding, and replay it: ``{"names", "examples",
+    "features", "finding", "case", "replay", "probe"}``.
 
     With ``probe_from >= 0`` (a mutant that declares its bug a crash), :func:`probe` runs first;
     a fatal probe case ends the hunt there. ``replay`` is ``None`` when the finding left the
@@ -95,10 +96,10 @@ def hunt(path: Path, production_spec: str, seed: int, examples: int, device: str
         out["probe"] = probe(impls, names[0], device, probe_from)
         if "fatal" in out["probe"]:
             return out
-    # the first finding is all a hunt needs: an edge divergence ends it too (a campaign would go on
-    # drawing production cases, which an extended-tier bug passes)
-    stats = fuzz_target(names[0], impls, device, scale, seed=seed, examples=examples, shrink=False, domain=domain,
-                        stop_on_edge=True)
+    # a bug of the extended tier is one production cases do not show (its finding must be an edge
+    # divergence): its hunt is the search of the edges that a default run makes after its
+    # production tier, the same cases, without paying for the production tier first
+    stats = fuzz_target(names[0], impls, device, scale, seed=seed, examples=examples, shrink=False, tiers=(domain,))
     out.update(examples=stats.examples, features=sorted(stats.features))
     if stats.findings:
         f = stats.findings[0]

@@ -7,7 +7,8 @@ processes (spawned: the parent may hold a CUDA context) a chunk of examples at a
 few chunks in flight, and yields the cases in example order. Example ``i``'s case depends on
 its seed only (:func:`host_case`), so a run with workers draws exactly the cases a run without
 them draws. The pool is started once per process and kept for the next campaign (each worker
-imports torch: seconds), and shut down at exit.
+imports torch: seconds), and shut down at exit; a worker leaves by itself when the process
+that started it is gone (one that ended without its exit handlers).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
+import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import wait
 
 import numpy as np
 
@@ -46,8 +49,25 @@ _POOL: dict[int, ProcessPoolExecutor] = {}
 def _pool(workers: int) -> ProcessPoolExecutor:
     if workers not in _POOL:
         _shutdown()
-        _POOL[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        _POOL[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_die_with_parent)
     return _POOL[workers]
+
+
+def _die_with_parent() -> None:
+    """In a producer process: leave as soon as the process that started it is gone. A process
+    that ends without its exit handlers (``os._exit``: an xdist worker, a killed campaign) never
+    shuts its pool down, and its producers (and multiprocessing's resource tracker, which waits
+    for them) would live on as orphans."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])
+        os._exit(0)
+
+    threading.Thread(target=watch, name="eaglefuzz-parent-watch", daemon=True).start()
 
 
 @atexit.register

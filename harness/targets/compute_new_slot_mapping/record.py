@@ -70,6 +70,7 @@ class NewSlotMapping(PythonFunctionTarget):
     runner = "V1"
     module = "vllm/v1/spec_decode/utils.py"
     function = NAME
+    array_names = tuple(ARRAYS)
     section = 7
     parameters = (
         "cad",

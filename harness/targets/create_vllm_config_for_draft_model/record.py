@@ -28,14 +28,13 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     SPEC_TOKENS,
 )
-from ...targetkit.base import ContractViolation, Outcome
+from ...targetkit.base import CannotTest, ContractViolation, Outcome
 from ...targetkit.pyfunc import (
     CHANGED,
     MUTATED,
     RESULT,
     UNCHANGED,
     PythonFunctionTarget,
-    StandInGap,
 )
 from . import edges
 from .layout import (
@@ -289,7 +288,7 @@ class DraftConfig(PythonFunctionTarget):
             if expected is not None:
                 outcome.crash = f"AssertionError: {' '.join(str(exc).split())[:500]}"
                 return outcome
-        except StandInGap:
+        except CannotTest:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             message = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"

@@ -31,7 +31,7 @@ from ...generation.strategies import (
     next_power_of_2,
 )
 from ...targetkit.base import ContractViolation
-from .layout import build
+from .layout import MAX_EXTENDED_S, build
 
 FEATURES = {
     "minus_one_inside": "a kept row with -1 before a later id: that column does not count, later ones do",
@@ -69,7 +69,10 @@ def validate(case: Case, inputs: dict) -> None:
         raise ContractViolation("scalars.num_reqs", "must be >= 1")
     if ids.ndim != 2 or ids.shape[0] != R or ids.shape[1] < 1:
         raise ContractViolation("arrays.sampled_token_ids", "must be 2-D with num_reqs rows and at least one column")
-    if not 0 <= S <= ids.shape[1]:
+    if not 0 <= S <= MAX_EXTENDED_S:
+        raise ContractViolation("scalars.num_sampled_tokens_per_req", f"must be from 0 to {MAX_EXTENDED_S} "
+                                "(extended tier; a larger one asks for a block no backend may launch)")
+    if S > ids.shape[1]:
         raise ContractViolation("scalars.num_sampled_tokens_per_req", "must be from 0 to the row stride (extended tier)")
     if not INT32_MIN <= vocab <= INT32_MAX:
         raise ContractViolation("scalars.vocab_size", "must be an int32 (extended tier)")

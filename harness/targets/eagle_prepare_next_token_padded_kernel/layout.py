@@ -16,6 +16,12 @@ I32, BOOL = np.dtype(np.int32), np.dtype(np.bool_)
 
 
 MAX_SAMPLED = 33
+MAX_SPEC_LEN = 128
+"""vLLM's ``MAX_SPEC_LEN``: the rejection sampler takes at most this many drafts per request, so the
+production tier's ``S = max_spec_len + 1`` is at most 129 (docs/CONTRACT.md §3.2)."""
+MAX_EXTENDED_S = 256
+"""The extended tier's largest ``S``: vLLM's block ``next_power_of_2(S)`` grows with ``S``, and Triton
+refuses a block past ``2**20`` elements on every backend (docs/CONTRACT.md §3.4)."""
 
 
 def build(

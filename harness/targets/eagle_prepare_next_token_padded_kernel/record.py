@@ -18,7 +18,7 @@ from ...generation.strategies import (
 )
 from ...targetkit.base import ContractViolation, TritonTarget, numpy_and_numba
 from . import edges
-from .layout import BOOL, I32, NAME, subset
+from .layout import BOOL, I32, MAX_SPEC_LEN, NAME, subset
 
 
 class PrepareNextTokenPadded(TritonTarget):
@@ -81,11 +81,14 @@ class PrepareNextTokenPadded(TritonTarget):
                 raise ContractViolation(f"scalars.{name}", "must be an int")
         R, S, vocab = s["num_reqs"], s["num_sampled_tokens_per_req"], s["vocab_size"]
         ids = a["sampled_token_ids"]
-        if ids.ndim != 2 or ids.shape[0] != R:
-            raise ContractViolation("arrays.sampled_token_ids", "must be 2-D with num_reqs rows (columns = row stride)")
         if R < 1:
             raise ContractViolation("scalars.num_reqs", "must be >= 1")
-        if not 1 <= S <= ids.shape[1]:
+        if not 1 <= S <= MAX_SPEC_LEN + 1:
+            raise ContractViolation("scalars.num_sampled_tokens_per_req", f"must be from 1 to {MAX_SPEC_LEN + 1} "
+                                    f"(vLLM's rejection sampler takes at most {MAX_SPEC_LEN} drafts per request)")
+        if ids.ndim != 2 or ids.shape[0] != R:
+            raise ContractViolation("arrays.sampled_token_ids", "must be 2-D with num_reqs rows (columns = row stride)")
+        if S > ids.shape[1]:
             raise ContractViolation("scalars.num_sampled_tokens_per_req", "must be from 1 to the row stride (columns of sampled_token_ids)")
         if not 1 <= vocab <= INT32_MAX:
             raise ContractViolation("scalars.vocab_size", "must be from 1 to 2**31-1")

@@ -241,7 +241,7 @@ class EagleStep(TritonTarget):
         if index >= t.B:
             return None, "cudagraph padding slot"
         if t.exceeds[index]:
-            return index, "request past max_model_len (parked)"
+            return index, "request stepping onto or past max_model_len (parked)"
         return index, f"request, block column {int(t.col[index])}"
 
     def shrink_candidates(self, case: Case) -> Iterator[Case]:

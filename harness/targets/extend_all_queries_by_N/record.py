@@ -32,14 +32,13 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     SPEC_TOKENS,
 )
-from ...targetkit.base import ContractViolation, Outcome, require_arrays
+from ...targetkit.base import CannotTest, ContractViolation, Outcome, require_arrays
 from ...targetkit.pyfunc import (
     CHANGED,
     MUTATED,
     RESULT,
     UNCHANGED,
     PythonFunctionTarget,
-    StandInGap,
     TensorValue,
     diff_value,
     field_names,
@@ -119,6 +118,8 @@ class ExtendAllQueries(PythonFunctionTarget):
         "arange",
         "new_slot_mapping",
     )
+    array_names = ("query_start_loc", "seq_lens", "block_table", "slot_mapping", "arange", "new_slot_mapping")
+    """The metadata's arrays, then the function's own, in its signature's order."""
     features = {
         "one_request": "a single request",
         "several_requests": "more than one request",
@@ -298,7 +299,7 @@ class ExtendAllQueries(PythonFunctionTarget):
             result = self.call(impl, cad, case.scalars["N"], arange, new_slot_mapping)
             if dev != "cpu":
                 torch.cuda.synchronize()
-        except StandInGap:
+        except CannotTest:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             return outcome.crashed(exc, dev)

@@ -46,6 +46,7 @@ class BatchChange(PythonFunctionTarget):
     runner = "V1"
     module = "vllm/v1/spec_decode/utils.py"
     function = NAME
+    array_names = tuple(ARRAYS)
     section = 8
     parameters = tuple(ARRAYS)
     features = {

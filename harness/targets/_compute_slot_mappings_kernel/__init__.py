@@ -1,0 +1,1 @@
+"""``_compute_slot_mappings_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""

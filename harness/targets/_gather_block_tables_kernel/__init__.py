@@ -1,0 +1,1 @@
+"""``_gather_block_tables_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""

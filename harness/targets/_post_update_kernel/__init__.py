@@ -1,0 +1,1 @@
+"""``_post_update_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""
