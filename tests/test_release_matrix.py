@@ -77,6 +77,26 @@ kernel signature (no ``USE_FP64_GUMBEL``), as the release matrix's signature tab
 and, as in vLLM 0.14-0.19's file (no ``from __future__ import annotations``), annotations that
 are evaluated when the module runs, of names eaglefuzz has no stand-in for."""
 
+OLDER_V2_KERNELS = '''\
+from vllm.triton_utils import tl, triton
+
+
+@triton.jit
+def _expand_idx_mapping_kernel(
+    idx_mapping_ptr,
+    expanded_idx_mapping_ptr,
+    cu_num_logits_ptr,
+    BLOCK_SIZE: tl.constexpr,
+):
+    pass
+'''
+"""Model Runner V2's ``vllm/v1/worker/gpu/input_batch.py`` with vLLM 0.14-0.15's
+``_expand_idx_mapping_kernel`` signature (no ``expanded_local_pos_ptr``), as the release matrix's
+signature table shows it; the file defines none of the module's other targets."""
+
+EXPAND_V2 = "_expand_idx_mapping_kernel"
+EXPAND_V2_DIFF = "missing expanded_local_pos_ptr"
+
 GREEDY_DIFF = "missing uniform_probs_ptr, synthetic_conditional_rates_ptr, SYNTHETIC_MODE"
 RECOVERED_DIFF = "missing USE_FP64_GUMBEL"
 
@@ -100,12 +120,14 @@ def older_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     wheel = fake.fake_wheel(tmp_path / "wheels", VERSION)
     with zipfile.ZipFile(wheel, "a") as z:
         z.writestr("vllm/v1/sample/rejection_sampler.py", OLDER_KERNELS)
+        z.writestr("vllm/v1/worker/gpu/input_batch.py", OLDER_V2_KERNELS)
     return VERSION
 
 
 def test_an_older_signature_gets_its_interface_verdict(older_release: str, capsys: pytest.CaptureFixture[str]) -> None:
     impls = implementations_for(parse_source(f"vllm-release:{older_release}"))
-    assert set(impls.untested) == {GREEDY, RECOVERED}
+    assert set(impls.untested) == {GREEDY, RECOVERED, EXPAND_V2}
+    assert impls.untested[EXPAND_V2].endswith(f"({EXPAND_V2_DIFF}): not a bug finding, {EXPAND_V2} not tested")
     assert NT in impls.funcs  # the release's other targets are tested
     where = f"vLLM {older_release} release wheel, vllm/v1/sample/rejection_sampler.py"
     assert impls.untested[GREEDY] == (
@@ -133,16 +155,18 @@ def test_an_older_signature_gets_its_interface_verdict(older_release: str, capsy
 @pytest.mark.kernel
 def test_the_release_matrix_gives_each_target_its_verdict(older_release: str, tmp_path: Path) -> None:
     releases = _module("eaglefuzz_test_releases", ROOT / "benchmarks" / "releases.py")
-    row = releases.run_release(older_release, 1, "interpreter", tmp_path / "found", [GREEDY, RECOVERED, NT])
+    row = releases.run_release(older_release, 1, "interpreter", tmp_path / "found", [GREEDY, RECOVERED, NT, EXPAND_V2])
     assert not row.whole and not row.finding, row.verdict
     assert row.verdicts == {GREEDY: f"interface: {GREEDY_DIFF}", RECOVERED: f"interface: {RECOVERED_DIFF}",
-                            NT: "clean (1)"}
+                            NT: "clean (1)", EXPAND_V2: f"interface: {EXPAND_V2_DIFF}"}
     text = releases.table([row], 1, "interpreter", [GREEDY, RECOVERED, NT])
     assert f"| {older_release} | interface: {GREEDY_DIFF} | interface: {RECOVERED_DIFF} | clean (1) |" in text
     sigs = releases.signature_table(releases.signatures([older_release], [GREEDY, RECOVERED, NT]))
     assert f"| {GREEDY} | {older_release} | {GREEDY_DIFF} |" in sigs
     assert f"| {RECOVERED} | {older_release} | {RECOVERED_DIFF} |" in sigs
     assert f"| {NT} | {older_release} | the contract's |" in sigs
+    v2 = releases.signature_table(releases.signatures([older_release], [EXPAND_V2]))
+    assert f"| {EXPAND_V2} | {older_release} | {EXPAND_V2_DIFF} |" in v2
 
 
 def test_a_rejection_module_that_cannot_load_stops_its_targets_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -176,3 +200,23 @@ def test_the_tables_go_between_their_markers(tmp_path: Path) -> None:
     releases.write_results("other", "y", results)  # no markers yet: a section at the end
     assert results.read_text().endswith("after\n\n### The release matrix: y\n\n<!-- releases:y -->\nother\n"
                                         "<!-- /releases:y -->\n")
+
+
+def test_a_release_without_the_spec_decode_module_tests_its_other_targets(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM 0.34.0's wheel has no ``vllm/v1/spec_decode/utils.py`` (the V1 runner's helpers are
+    gone), only Model Runner V2's modules: its V2 targets are tested (here one, with an older
+    signature: its interface verdict), the V1 targets are not defined there; a wheel with none of
+    the target modules is one line."""
+    monkeypatch.setenv("EAGLEFUZZ_WHEELS", str(tmp_path))
+    for version, files in (("9.7.0", {"vllm/v1/worker/gpu/input_batch.py": OLDER_V2_KERNELS}), ("9.7.1", {})):
+        with zipfile.ZipFile(tmp_path / f"vllm-{version}-py3-none-any.whl", "w") as z:
+            for name, text in files.items():
+                z.writestr(name, text)
+            z.writestr("vllm/envs.py", "")
+            z.writestr(f"vllm-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    with pytest.raises(UserError) as exc:  # nothing else to test: the verdict is the error
+        implementations_for(parse_source("vllm-release:9.7.0"))
+    assert f"{EXPAND_V2} has another interface than the contract's ({EXPAND_V2_DIFF})" in str(exc.value)
+    with pytest.raises(UserError, match=r"^vLLM 9\.7\.1: has none of the modules eaglefuzz tests"):
+        implementations_for(parse_source("vllm-release:9.7.1"))

@@ -94,20 +94,23 @@ class _Loaded:
 
 
 def _load_modules(root: Path, tag: str, what: str, names: list[str] | None) -> _Loaded:
-    """The modules of the targets ``names`` (every target's: ``None``) under ``root``. The
-    spec-decode module must be there and load (a vLLM without it is no vLLM eaglefuzz knows);
-    another target's module that a release lacks is passed over (its targets are not defined
-    there), and one that cannot be loaded gives its targets a verdict, not the whole run."""
+    """The modules of the targets ``names`` (every target's: ``None``) under ``root``. A target
+    module the vLLM lacks is passed over (its targets are not defined there: vLLM 0.34.0 has no
+    ``vllm/v1/spec_decode/utils.py`` left, Model Runner V2's modules before 0.12 are not there);
+    one that cannot be loaded gives its targets a verdict, not the whole run, except the
+    spec-decode module, which must load where it is. A vLLM with none of the target modules is
+    no vLLM eaglefuzz knows (one line)."""
     from ..targets import TARGETS
 
+    present = [m for m in target_modules() if (root / m).is_file()]
+    if not present:
+        raise UserError(f"{what}: has none of the modules eaglefuzz tests ({', '.join(target_modules())})")
     wanted = {TARGETS[n].module for n in (TARGETS if names is None else names)}
     modules: dict[str, ModuleType] = {}
     notes: list[str] = []
     failed: dict[str, str] = {}
-    for module in target_modules():
+    for module in present:
         if module not in wanted and module != MODULE:
-            continue
-        if module != MODULE and not (root / module).is_file():
             continue
         try:
             loaded, more = _load(root, tag, what, module)
@@ -166,7 +169,7 @@ class VllmReleaseSource(Source):
         return f"vllm-release:{self.version}"
 
     def describe(self) -> str:
-        return f"vLLM {self.version} release wheel ({MODULE})"
+        return f"vLLM {self.version} release wheel"
 
     def cli_args(self) -> list[str]:
         return ["--vllm-version", self.version]
@@ -177,16 +180,21 @@ class VllmReleaseSource(Source):
         return Origin(f"vLLM {self.version} release wheel", TARGETS[name].module, TARGETS[name].function, self.spec)
 
     def module_file(self) -> Path:
-        return release_module_file(self.version)
+        """The release's first target module: the spec-decode module where it has one."""
+        return self.module_files()[0]
 
     def module_files(self) -> list[Path]:
         """The targets' modules that this release has (the spec-decode module first)."""
-        root = self.module_file().parents[3]
-        return [root / m for m in target_modules() if (root / m).is_file()]
+        root = release_files(self.version)
+        present = [root / m for m in target_modules() if (root / m).is_file()]
+        if not present:
+            raise UserError(f"vLLM {self.version}: its wheel has none of the modules eaglefuzz tests "
+                            f"({', '.join(target_modules())})")
+        return present
 
     def load(self, names: list[str] | None = None) -> Implementations:
-        path = self.module_file()
-        loaded = _load_modules(path.parents[3], "r" + re.sub(r"\W", "_", self.version), f"vLLM {self.version}", names)
+        loaded = _load_modules(release_files(self.version), "r" + re.sub(r"\W", "_", self.version),
+                               f"vLLM {self.version}", names)
         return _implementations(self, loaded, names)
 
 
