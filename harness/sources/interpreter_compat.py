@@ -79,6 +79,20 @@ INTERPRETED_LIBDEVICE = ("log1p", "expm1", "exp", "log", "log2", "exp2", "sqrt",
 """The libdevice functions :func:`libdevice_for_interpreter` computes with NumPy."""
 
 
+def tldevice() -> Any:
+    """What vLLM's ``tldevice`` (``vllm.triton_utils``) is here: Triton's libdevice, or under the
+    interpreter (``TRITON_INTERPRET=1``) :func:`libdevice_for_interpreter`; ``None`` without
+    libdevice. A file of Model Runner V2's verification taken without its imports (``--kernels``,
+    a seeded bug) gets this name."""
+    import os
+
+    try:
+        import triton.language.extra.libdevice as libdevice
+    except ImportError:  # pragma: no cover - a Triton without libdevice
+        return None
+    return libdevice_for_interpreter() if os.environ.get("TRITON_INTERPRET") == "1" else libdevice
+
+
 def libdevice_for_interpreter() -> Any:
     """``triton.language.extra.libdevice`` as the interpreter can run it.
 
