@@ -136,7 +136,9 @@ def list_targets() -> None:
 def fuzz() -> None:
     doc = json.loads(command(["eaglefuzz", "fuzz", "--kernel", PI, "--examples", "5", "--no-progress", "--json"]))
     t = doc["targets"][PI]
-    check(t["examples"] == 5 and not t["findings"], f"fuzz: {t}")
+    # a default run searches both tiers, 5 examples each (production first)
+    check(t["examples"] == 10 and t["tiers_searched"] == ["production", "extended"]
+          and not t["findings"], f"fuzz: {t}")
 
 
 @step("eaglefuzz replay of one corpus file, and of the default corpus (no path)")

@@ -58,13 +58,14 @@ def _required(name: str) -> bool:
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("path", FILES, ids=[_id(p) for p in FILES])
-def test_replay(path, impls, impl_of, backend, journal):
+def test_replay(path, subject, backend, journal):
+    """A target the bundled copy lacks is replayed against vLLM's pinned release (``subject``)."""
     try:
         entry = load_entry(path)
     except UserError as exc:
         pytest.fail(str(exc), pytrace=False)
     case = entry.case
-    impl_of(case.kernel)
+    impls = subject(case.kernel)
     finding = check_case(case, impls, backend.device, journal, domain=entry.tier)  # a process death names the case
     if finding is not None:
         pytest.fail(f"{path}: {case.note}\n{finding.report()}", pytrace=False)

@@ -119,8 +119,11 @@ def test_a_utils_file_names_the_rejection_samplers_targets_as_another_files():
 
     path = Path(__file__).resolve().parents[1] / "kernels" / "spec_decode_utils.py"
     notes = implementations_for(parse_source(f"file:{path}"), None).notes
-    other = [n for n in notes if "rejection_sampler.py" in n]
+    other = [n for n in notes if "vllm/v1/sample/rejection_sampler.py" in n]
     assert len(other) == 1 and other[0].startswith("rejection_greedy_sample_kernel, "), notes
     assert "another file: --kernels that file" in other[0]
+    for module in ("input_batch.py", "block_table.py", "spec_decode/rejection_sampler.py",
+                   "spec_decode/target_dependent_ar/speculator.py"):  # Model Runner V2's files, a note each
+        assert len([n for n in notes if f"vllm/v1/worker/gpu/{module}, another file" in n]) == 1, (module, notes)
     utils = [n for n in notes if "does not define" in n and "copy_and_expand_dflash_inputs_kernel" in n]
     assert len(utils) == 1 and "rejection" not in utils[0], notes

@@ -465,6 +465,18 @@ def test_next_token_s0_uses_backup(oracle):
     np.testing.assert_array_equal(cnt, i32(0))
 
 
-def test_oracles_agree_on_the_examples_above_module_level():
-    # Guard: both modules expose the same public API.
-    assert vectorized.__all__ == loops.__all__
+def test_every_example_above_runs_on_both_oracles():
+    """Each hand-worked example of this module is parametrized over both oracle modules (one
+    checked alone could drift unseen), and the two modules offer the same functions."""
+    import inspect
+    import sys
+
+    module = sys.modules[__name__]
+    examples = [f for n, f in inspect.getmembers(module, inspect.isfunction)
+                if n.startswith("test_") and f is not test_every_example_above_runs_on_both_oracles]
+    assert len(examples) >= 10
+    for f in examples:
+        marks = [m for m in getattr(f, "pytestmark", []) if m.name == "parametrize" and m.args[0] == "oracle"]
+        oracles = [p.values[0] for m in marks for p in m.args[1]]
+        assert oracles == [vectorized, loops], f"{f.__name__} is not run on both oracles: {oracles}"
+    assert set(vectorized.__all__) == set(loops.__all__)

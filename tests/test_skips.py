@@ -26,7 +26,7 @@ spec.loader.exec_module(NEEDS)
 
 
 def pytest_configure(config):
-    config.pluginmanager.register(NEEDS.SkipTally(config), "eaglefuzz-skip-tally")
+    config.pluginmanager.register(NEEDS.SkipTally(config, EXPECTED_COUNTS), "eaglefuzz-skip-tally")
 '''
 
 TESTS = '''\
@@ -63,8 +63,8 @@ def test_skips_for_no_known_reason():
 '''
 
 
-def nested(tmp_path: Path, tests: str, ci: bool, *args: str) -> subprocess.CompletedProcess:
-    (tmp_path / "conftest.py").write_text(CONFTEST)
+def nested(tmp_path: Path, tests: str, ci: bool, *args: str, counts: dict | None = None) -> subprocess.CompletedProcess:
+    (tmp_path / "conftest.py").write_text(f"EXPECTED_COUNTS = {counts!r}\n" + CONFTEST)
     (tmp_path / "test_nested.py").write_text(tests)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "CI"))}
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no Hypothesis, no eaglefuzz plugin: a second, not five
@@ -116,6 +116,25 @@ def test_ci_passes_a_run_whose_skips_are_all_expected(tmp_path):
     proc = nested(tmp_path, TESTS, True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert summary(proc.stdout) == {"gpu": 3, "vllm": 1}
+
+
+def test_ci_fails_a_run_whose_skip_count_changed(tmp_path):
+    """Each category's count is fixed under CI (tests/needs.py ``CI_COUNTS``): one skip more, one
+    fewer, or a category that appears fails the run, naming it."""
+    proc = nested(tmp_path, TESTS, True, counts={"gpu": 2, "vllm": 1})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "skip count of gpu: 3, CI expects 2 (tests/needs.py CI_COUNTS)" in proc.stdout
+    proc = nested(tmp_path, TESTS, True, counts={"gpu": 3})
+    assert proc.returncode == 1 and "skip count of vllm: 1, CI expects 0" in proc.stdout, proc.stdout
+    proc = nested(tmp_path, TESTS, True, counts={"gpu": 3, "vllm": 1})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = nested(tmp_path, TESTS, False, counts={"gpu": 2})  # outside CI: counted, not enforced
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ci_counts_cover_only_categories_ci_may_skip(needs):
+    for key in needs.CI_COUNTS:
+        assert key in needs.EXPECTED and needs.EXPECTED[key].in_ci, key
 
 
 # -- the helpers tests call ----------------------------------------------------------------------

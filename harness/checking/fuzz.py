@@ -37,7 +37,7 @@ from hypothesis import seed as hseed
 
 from ..core.case import Case
 from ..core.profiles import PROFILES
-from ..generation.strategies import Scale, affordable, derive_seed
+from ..generation.strategies import Scale, affordable, derive_seed, is_tour_case
 from ..sources import Implementations
 from ..targets import TARGETS
 from .check import CaseJournal, DifferenceFound, Finding, check_case, signature
@@ -77,6 +77,10 @@ class Stats:
     """Device mode: cases also checked against the NumPy and Numba oracles."""
     warmup: float = 0.0
     """Device mode: seconds of the first examples, where Triton compiles the kernel."""
+    toured: set[str] = field(default_factory=set)
+    """Ordinary (not extreme) features that cases of the tour's shapes reached: not counted in
+    :attr:`features`, which holds the ordinary features the generator body's cases reached and
+    the production extremes reached by any case (the tour's are there for them)."""
     edges: set[str] = field(default_factory=set)
     """Edges of the extended tier reached (:attr:`~..targetkit.base.Target.extended_features`)."""
     tiers: dict[str, int] = field(default_factory=dict)
@@ -98,9 +102,20 @@ class Stats:
         tier = target.tier_of(case, domain) if domain == EXTENDED else PRODUCTION
         self.tiers[tier] = self.tiers.get(tier, 0) + 1
         if tier == PRODUCTION:
-            self.features |= target.features_of(case)
+            self.reach(target_name, case)
         else:
             self.edges |= target.extended_features_of(case)
+
+    def reach(self, target_name: str, case: Case) -> None:
+        """Count the production features ``case`` reaches: all of them for a case the generator
+        body drew; for one built from a tour's shape (:func:`is_tour_case`), its production
+        extremes in :attr:`features` and its ordinary features in :attr:`toured` only."""
+        target = TARGETS[target_name]
+        reached = target.features_of(case)
+        if is_tour_case(case):
+            self.toured |= reached - set(target.extremes)
+            reached = reached & set(target.extremes)
+        self.features |= reached
 
     @property
     def contract_findings(self) -> list[Finding]:
@@ -143,7 +158,7 @@ class Stats:
     def _reached(self, finding: Finding) -> None:
         target = TARGETS[finding.case.kernel]
         if finding.tier == PRODUCTION:
-            self.features |= target.features_of(finding.case)
+            self.reach(finding.case.kernel, finding.case)
         else:
             self.edges |= target.extended_features_of(finding.case)
 
@@ -473,7 +488,7 @@ def bulk_fuzz_target(
 
     def production(i: int, remaining: int | None) -> Finding | None:
         rng = np.random.default_rng(derive_seed(seed, name, "bulk", i))
-        case = shape_at[i].build(rng, scale) if i in shape_at else target.random_case(rng, scale)
+        case = shape_at[i].case(rng, scale) if i in shape_at else target.random_case(rng, scale)
         return tour_step(name, impls, device, case, stats=stats, shrink=shrink,
                          on_progress=on_progress, journal=journal)
 

@@ -143,8 +143,10 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
                      "cases only)") if t.get("device") else ""
             missed = t["features_missed"]
             what = f"the feature {missed[0]}" if len(missed) == 1 else f"the features {', '.join(missed)}"
+            toured = [f for f in t.get("features_by_tour_only", ()) if f in missed]
+            tour = f"; the tour's shapes alone reached {', '.join(toured)}, which count only when drawn" if toured else ""
             print(f"coverage note: {n} did not reach {what} in this run{where} (not an error; more examples "
-                  f"or --mode bulk reach {'it' if len(missed) == 1 else 'them'})", file=out)
+                  f"or --mode bulk reach {'it' if len(missed) == 1 else 'them'}{tour})", file=out)
         if extended and "extended" not in t.get("tiers_searched", ("extended",)):
             print(f"{n}: its extended tier was not searched: a contract violation ends a target's run "
                   "(--keep-going searches it too)", file=out)

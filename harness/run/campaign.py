@@ -274,6 +274,7 @@ class Campaign:
             "features_reached": sorted(s.features),
             "features_missed": sorted(set(TARGETS[name].features) - s.features
                                       - (set(TARGETS[name].scale_features) if self._scale_unreached(name) else set())),
+            "features_by_tour_only": sorted(s.toured - s.features),
             **({"tiers_searched": list(s.searched),
                 "examples_per_tier": dict(sorted(s.tiers.items())),
                 "edges_reached": sorted(s.edges),

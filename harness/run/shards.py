@@ -85,6 +85,9 @@ def _merge_target(entries: list[tuple[ShardRun, dict[str, Any]]]) -> dict[str, A
             reached = set().union(*(t.get(got, []) for _, t in entries))
             every = reached.union(*(t.get(lack, []) for _, t in entries))
             out[got], out[lack] = sorted(reached), sorted(every - reached)
+    if any("features_by_tour_only" in t for _, t in entries):
+        toured = set().union(*(t.get("features_by_tour_only", []) for _, t in entries))
+        out["features_by_tour_only"] = sorted(toured - set(out.get("features_reached", [])))
     if any("examples_per_tier" in t for _, t in ran):
         tiers: dict[str, int] = {}
         for _, t in ran:

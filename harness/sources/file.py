@@ -118,13 +118,12 @@ def which_targets(path: Path, module: ModuleType) -> tuple[set[str], list[str]]:
         params = parameters_of(getattr(module, function))
         others = {TARGETS[n].module for f, ns in by_function.items() if f != function and hasattr(module, f) for n in ns}
         rules = (
-            ("its parameters are the contract's of {section}", lambda n: params is not None
-             and list(params) == list(TARGETS[n].parameters or ())),
-            ("the file is named like vLLM's {module}", lambda n: _named_like(path, TARGETS[n].module)),
-            ("it defines other target functions of vLLM's {module}", lambda n: TARGETS[n].module in others),
+            ("its parameters are the contract's of {section}",
+             [n for n in names if params is not None and list(params) == list(TARGETS[n].parameters or ())]),
+            ("the file is named like vLLM's {module}", [n for n in names if _named_like(path, TARGETS[n].module)]),
+            ("it defines other target functions of vLLM's {module}", [n for n in names if TARGETS[n].module in others]),
         )
-        for why, test in rules:
-            hit = [n for n in names if test(n)]
+        for why, hit in rules:
             if len(hit) == 1:
                 t = TARGETS[hit[0]]
                 claimed.add(t.name)

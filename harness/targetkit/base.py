@@ -299,7 +299,7 @@ class Target(ABC):
         """The tour of a default run: one case of each of :attr:`shapes`, cheapest first
         (where each runs: :func:`~..checking.fuzz.tour_slots`); together they reach every feature of
         :attr:`extremes`, whatever ``rng``."""
-        return [shape.build(rng, scale) for shape in self.shapes]
+        return [shape.case(rng, scale) for shape in self.shapes]
 
     def production_case(self, c: Chooser, scale: Scale) -> Case:
         """A production case drawn with ``c``: now and then one of :attr:`shapes`, else an

@@ -189,7 +189,7 @@ def device_fuzz_target(
                 stats.examples += 1
                 stats.cross_checked += 1
                 stats.tokens += TARGETS[name].output_tokens(case)
-                stats.features |= TARGETS[name].features_of(case)
+                stats.reach(name, case)
                 if stats.examples == WARMUP or (examples is not None and stats.examples == examples and stats.examples < WARMUP):
                     stats.warmup = time.monotonic() - start
                 i += chunk_step
@@ -252,7 +252,7 @@ def device_fuzz_target(
             if finding is None and (bad or (cross_s <= cross_check_share * elapsed and fits)):
                 t0 = time.perf_counter()
                 case = _case(dt, dc, host)
-                stats.features |= TARGETS[name].features_of(case)
+                stats.reach(name, case)
                 finding = confirm(case, bad > 0)
                 stats.cross_checked += 1
                 cross_s += time.perf_counter() - t0

@@ -16,7 +16,16 @@ from ...core.case import Case
 from ...generation.choosers import Chooser, RngChooser, as_strategy
 from ...generation.strategies import INT32_MAX, INT32_MIN, Scale
 from ...targetkit.base import ContractViolation
-from ...targetkit.runner_v2 import I32, I64, check_batch, check_cu, need, npow2, row_subsets, state_rows
+from ...targetkit.runner_v2 import (
+    I32,
+    I64,
+    check_batch,
+    check_cu,
+    need,
+    npow2,
+    row_subsets,
+    state_rows,
+)
 from .layout import Row, build, rows_of
 
 FEATURES = {

@@ -9,8 +9,6 @@ next_power_of_2(K + NUM_NEW_SAMPLED_TOKENS)``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 
 from ...core.case import Case

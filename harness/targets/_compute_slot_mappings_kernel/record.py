@@ -56,6 +56,12 @@ class ComputeSlotMappings(V2Target):
     extremes = ("chunk_past_1024", "padding_past_1024")
     oracle_functions = v2_oracles("compute_slot_mappings")
 
+    @property
+    def array_names(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The inputs in the signature's order, the groups' tables (up to 8) where it passes them."""
+        return ("idx_mapping", "query_start_loc", "positions", *(table(g) for g in range(8)), "block_sizes",
+                "slot_mapping_enabled", "dcp_sharded")
+
     def arguments(self, arrays: Any, case: Case) -> dict[str, Any]:
         rest = {n: v for n, v in arrays.items() if not n.startswith("block_table_")}
         return rest | {"block_tables": [arrays[table(g)] for g in range(groups(case))]}

@@ -15,7 +15,18 @@ import numpy as np
 from ...core.case import Case
 from ...generation.strategies import INT16_MAX, MAX_NUM_SEQS
 from ...targetkit.base import ContractViolation
-from ...targetkit.runner_v2 import I32, I64, REJECTION, V2Target, check_cu, need, need_int, only, row_of, v2_oracles
+from ...targetkit.runner_v2 import (
+    I32,
+    I64,
+    REJECTION,
+    V2Target,
+    check_cu,
+    need,
+    need_int,
+    only,
+    row_of,
+    v2_oracles,
+)
 from . import edges
 from .layout import NAME
 

@@ -16,7 +16,16 @@ import numpy as np
 from ...core.case import Case
 from ...generation.strategies import INT32_MAX
 from ...targetkit.base import ContractViolation
-from ...targetkit.runner_v2 import BLOCK, BLOCK_TABLE, I32, I64, V2Target, check_batch, need_int, v2_oracles
+from ...targetkit.runner_v2 import (
+    BLOCK,
+    BLOCK_TABLE,
+    I32,
+    I64,
+    V2Target,
+    check_batch,
+    need_int,
+    v2_oracles,
+)
 from . import edges
 from .edges import null_counts
 from .layout import NAME, dst, groups, src
@@ -54,6 +63,12 @@ class GatherBlockTables(V2Target):
     }
     extremes = ("row_past_1024_blocks", "padding_past_1024_blocks")
     oracle_functions = v2_oracles("gather_block_tables")
+
+    @property
+    def array_names(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The inputs in the signature's order, the groups' tables (up to 8) where it passes them."""
+        return ("idx_mapping", *(src(g) for g in range(8)), "num_blocks", "num_computed_tokens", "sliding_window_reach",
+                "block_sizes")
 
     def arguments(self, arrays: Any, case: Case) -> dict[str, Any]:
         G = groups(case)

@@ -15,7 +15,17 @@ import numpy as np
 from ...core.case import Case
 from ...generation.strategies import INT16_MAX
 from ...targetkit.base import ContractViolation
-from ...targetkit.runner_v2 import BLOCK, I32, I64, REJECTION, V2Target, need, need_int, only, v2_oracles
+from ...targetkit.runner_v2 import (
+    BLOCK,
+    I32,
+    I64,
+    REJECTION,
+    V2Target,
+    need,
+    need_int,
+    only,
+    v2_oracles,
+)
 from . import edges
 from .layout import NAME, build, rows_of
 

@@ -33,9 +33,9 @@ class PostUpdate(V2Target):
                   "output_bin_counts_stride", "sampled_tokens_ptr", "sampled_tokens_stride", "num_sampled_ptr",
                   "num_rejected_ptr", "query_start_loc_ptr", "all_token_ids_ptr", "all_token_ids_stride",
                   "total_len_ptr", "draft_tokens_ptr", "draft_tokens_out_ptr", "num_draft_tokens")
-    inputs = {"idx_mapping": I64, "num_computed_tokens": I32, "sampled_tokens": I64, "num_sampled": I32,
-              "num_rejected": I32, "all_token_ids": I32, "total_len": I32, "query_start_loc": I32,
-              "output_bin_counts": I32, "draft_tokens": I64}
+    inputs = {"idx_mapping": I64, "num_computed_tokens": I32, "output_bin_counts": I32, "sampled_tokens": I64,
+              "num_sampled": I32, "num_rejected": I32, "query_start_loc": I32, "all_token_ids": I32, "total_len": I32,
+              "draft_tokens": I64}
     optional = OPTIONAL + ("draft_tokens_out",)
     inout = frozenset({"num_computed_tokens", "all_token_ids", "total_len", "output_bin_counts"})
     scalar_names = ("num_reqs", "num_draft_tokens")
@@ -62,10 +62,11 @@ class PostUpdate(V2Target):
         return {n: None for n in self.optional} | dict(arrays)
 
     def production_rules(self, case: Case) -> None:
-        """§19.2: state rows distinct or ``-1``; the last rank's call (``query_start_loc`` and the
-        penalties' counts, the query holding its logits) or a non-last rank's (neither; counts
-        with room for the rejected; its drafts); ``0 <= num_sampled <= K + 1``, a row that sampled
-        nothing rejected nothing; histories with room; ids of the vocabulary; counts in int32."""
+        """§19.2: state rows distinct or ``-1`` (a masked row's counts are not read); the last
+        rank's call (``query_start_loc`` and the penalties' counts, the query holding its logits)
+        or a non-last rank's (neither; counts with room for the rejected; its drafts);
+        ``0 <= num_sampled <= K + 1``, a row that sampled nothing rejected nothing; histories with
+        room; ids of the vocabulary; counts in int32."""
         a = case.arrays
         only(a, set(self.inputs))
         R, W, S = shapes(case)
@@ -79,7 +80,7 @@ class PostUpdate(V2Target):
         real = s >= 0
         ns = a["num_sampled"].astype(np.int64)
         nr = a["num_rejected"].astype(np.int64)
-        if np.any(ns < 0) or np.any(ns > S) or np.any(nr < 0) or np.any((ns == 0) & (nr != 0)):
+        if np.any(ns < 0) or np.any(ns > S) or np.any(nr < 0) or np.any(real & (ns == 0) & (nr != 0)):
             raise ContractViolation("arrays.num_sampled", "must be in [0, K + 1], with rejected >= 0, 0 when nothing sampled")
         c = a["num_computed_tokens"].astype(np.int64)
         t = a["total_len"].astype(np.int64)
@@ -88,7 +89,7 @@ class PostUpdate(V2Target):
                                     "sampled tokens")
         if last:
             qlen = np.diff(a["query_start_loc"].astype(np.int64))
-            if np.any(qlen < ns + nr) or np.any(c[s[real]] + qlen[real] > INT32_MAX):
+            if np.any(qlen[real] < ns[real] + nr[real]) or np.any(c[s[real]] + qlen[real] > INT32_MAX):
                 raise ContractViolation("arrays.query_start_loc", "a row's query must hold its logits (sampled + "
                                         "rejected), its count plus it within int32")
             if np.any(a["output_bin_counts"] < 0) or np.any(a["output_bin_counts"] > INT32_MAX - S):

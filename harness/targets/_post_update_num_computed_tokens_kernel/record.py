@@ -14,7 +14,16 @@ import numpy as np
 from ...core.case import Case
 from ...generation.strategies import INT16_MAX, INT32_MAX
 from ...targetkit.base import ContractViolation
-from ...targetkit.runner_v2 import I32, INPUT_BATCH, V2Target, check_batch, need, only, row_of, state_row, v2_oracles
+from ...targetkit.runner_v2 import (
+    I32,
+    INPUT_BATCH,
+    V2Target,
+    check_batch,
+    need,
+    only,
+    state_row,
+    v2_oracles,
+)
 from . import edges
 from .layout import NAME
 
@@ -27,7 +36,7 @@ class PostUpdateNumComputedTokens(V2Target):
     section = 20
     launcher = "launch_post_update_num_computed_tokens"
     parameters = ("idx_mapping_ptr", "num_computed_tokens_ptr", "query_start_loc_ptr")
-    inputs = {"idx_mapping": np.dtype(np.int64), "query_start_loc": I32, "num_computed_tokens": I32}
+    inputs = {"idx_mapping": np.dtype(np.int64), "num_computed_tokens": I32, "query_start_loc": I32}
     inout = frozenset({"num_computed_tokens"})
     scalar_names = ("num_reqs",)
     per_row = {"idx_mapping": 0}

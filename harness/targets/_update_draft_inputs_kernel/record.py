@@ -16,7 +16,18 @@ import numpy as np
 from ...core.case import Case
 from ...generation.strategies import INT32_MAX, MAX_NUM_SEQS
 from ...targetkit.base import ContractViolation
-from ...targetkit.runner_v2 import BLOCK, F32, I32, I64, SPECULATOR, V2Target, need, need_int, only, v2_oracles
+from ...targetkit.runner_v2 import (
+    BLOCK,
+    F32,
+    I32,
+    I64,
+    SPECULATOR,
+    V2Target,
+    need,
+    need_int,
+    only,
+    v2_oracles,
+)
 from . import edges
 from .layout import NAME
 
@@ -33,8 +44,8 @@ class UpdateDraftInputs(V2Target):
                   "seq_lens_ptr", "draft_tokens_ptr", "current_draft_step_ptr", "hidden_states_ptr",
                   "hidden_states_stride", "hidden_size", "max_model_len", "num_speculative_steps", "BLOCK_SIZE",
                   "ADVANCE_DRAFT_POSITIONS")
-    inputs = {"draft_tokens": I64, "current_draft_step": I64, "hidden_states": F32, "positions": I64,
-              "sample_src_positions": I64, "seq_lens": I32}
+    inputs = {"positions": I64, "sample_src_positions": I64, "seq_lens": I32, "draft_tokens": I64,
+              "current_draft_step": I64, "hidden_states": F32}
     inout = frozenset({"positions", "sample_src_positions", "seq_lens"})
     scalar_names = ("max_model_len", "num_speculative_steps", "num_reqs", "ADVANCE_DRAFT_POSITIONS")
     launch_names = ("hidden_size", "BLOCK_SIZE")

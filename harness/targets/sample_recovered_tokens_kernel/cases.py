@@ -20,15 +20,19 @@ def body(c: Chooser, scale: Scale) -> Case:
     """An ordinary case: ragged draft counts up to 16, tables peaked, flat, sparse, tied,
     subnormal or random, target = draft (all-zero residuals), one-hot targets on the draft id,
     ``NO_DRAFT_PROBS`` or not, float32 or float64 noise (or ones: ties survive), vLLM's
-    ``BLOCK_SIZE`` or a smaller power of two (several tiles, ties across them)."""
-    B = c.integer(1, c.choice([4, 8, 8, 32]))
-    K = c.integer_of([(1, 4), (0, 16)])
+    ``BLOCK_SIZE`` or a smaller power of two (several tiles, ties across them); now and then a
+    batch of more than 64 requests with a draft or two each and a vocabulary to 100."""
+    B = c.integer(1, c.choice([4, 8, 8, 32, 96]))
+    # a batch of more than 64 requests (``many_requests``) keeps to a draft or two: a grid of (B, L)
+    K = c.integer_of([(1, 4), (0, 16)]) if B <= 32 else c.integer(1, 2)
     counts = [int(x) for x in c.array(np.int64, B, 0, K)]
     L = max(counts)
     if c.chance(0.15):
         L += c.integer(1, 4)
-    V = c.choice(VOCABS)
+    V = c.choice(VOCABS if B <= 32 else VOCABS[:4])  # a batch of many requests: small tables
     bs = None if c.chance(0.5) else 2 ** c.integer(max(0, (V - 1).bit_length() - 6), 13)
+    if bs is not None and V > 2 and c.chance(0.3):  # the largest tile below V: a last tile of a third or more
+        bs = 1 << ((V - 1).bit_length() - 1)
     seed = c.integer(0, (1 << 32) - 1)
     fp64 = c.chance(0.3)
     if c.chance(0.15) and V >= 2:

@@ -1,0 +1,307 @@
+"""The catalogue of harness mutants: defects of eaglefuzz's own code, each with the tests that catch it.
+
+Each :class:`HarnessMutant` (``tests/self_mutation.py``) edits files of the checkout with
+``(file, old, new)`` replacements (each ``old`` a small snippet that occurs exactly once there) and names
+the fast tests that must fail while it stands. ``fast=True`` puts it in CI's default run; the
+whole catalogue runs in ``tox -e mutants`` (score: benchmarks/RESULTS.md). A mutant that survives
+is fixed by strengthening the tests, never by dropping it; one whose text no longer occurs fails
+``test_the_mutation_still_applies``: update its snippet to the code as it is now.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location("eaglefuzz_self_mutation", Path(__file__).with_name("self_mutation.py"))
+_sm = sys.modules.get("eaglefuzz_self_mutation")
+if _sm is None:
+    _sm = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = _sm
+    _spec.loader.exec_module(_sm)
+HarnessMutant = _sm.HarnessMutant
+
+SHRINK = "tests/test_shrinking.py::test_a_150_request_finding_shrinks_to_its_culprit_in_few_checks"
+TC = "tests/test_comparison.py::"
+V, L = "oracles/vectorized.py", "oracles/loops.py"
+DISAGREE = r"the oracles, through the record"
+
+
+def pin(pinned_id: str) -> str:
+    """The node id of a hand-worked case of tests/pinned_examples.py."""
+    return f"tests/test_pinned_examples.py::test_pinned[{pinned_id}]"
+
+
+def share(target: str) -> str:
+    return f"tests/test_generator_coverage.py::test_the_generator_body_reaches_each_feature_in_its_share[{target}]"
+
+
+def default_run(target: str) -> str:
+    return f"tests/test_features.py::test_default_run_reaches_every_feature[{target}]"
+
+
+CATALOGUE: tuple[HarnessMutant, ...] = (
+    # -- oracle arithmetic, one oracle (the two oracles disagree) --------------------------------
+    HarnessMutant(
+        "oracle_one_prepare_inputs_rejected",
+        "oracle-one",
+        ((V, "    rejected = np.where(d > 0, _wrap32(d + 1 - valid), 0)\n",
+          "    rejected = np.where(d > 0, _wrap32(d - valid), 0)\n"),),
+        (pin("eagle_prepare_inputs_padded_kernel-drafts_and_a_prefill"),),
+        "the NumPy oracle counts one rejected token too few (d - valid instead of d + 1 - valid)",
+        expect=r"oracle vs",
+        fast=True,
+    ),
+    HarnessMutant(
+        "oracle_one_random_divides_in_float64",
+        "oracle-one",
+        ((L, "                        quotient = p / q  # float32 / float32: the correctly rounded float32\n",
+          "                        quotient = np.float64(p) / np.float64(q)\n"),),
+        (pin("rejection_random_sample_kernel-float32_quotient_at_the_boundary"),),
+        "the Numba oracle of the random rejection sampler divides p / q in float64, not float32",
+        expect=r"oracle vs",
+    ),
+    # -- oracle arithmetic, both oracles the same way (only hand-worked expectations show it) ---
+    HarnessMutant(
+        "oracle_both_random_divide_in_float64",
+        "oracle-both",
+        ((V, "                quotient = np.divide(p, q, dtype=np.float32)\n",
+          "                quotient = np.divide(np.float64(p), np.float64(q))\n"),
+         (L, "                        quotient = p / q  # float32 / float32: the correctly rounded float32\n",
+          "                        quotient = np.float64(p) / np.float64(q)\n")),
+        (pin("rejection_random_sample_kernel-float32_quotient_at_the_boundary"),),
+        "both random-sampler oracles divide p / q in float64 (issue 29: release fuzzing, corpus replay, the "
+        "rr_* seeded bugs and the division-window tests pass)",
+        expect=DISAGREE,
+        fast=True,
+    ),
+    HarnessMutant(
+        "oracle_both_copy_expand_position_plus_one",
+        "oracle-both",
+        ((V, "    pos[~rejected] = p0 + j[~rejected]  # int64 array add wraps; astype below wraps narrower\n",
+          "    pos[~rejected] = p0 + j[~rejected] + 1\n"),
+         (L, "            position = pos64[qs] + np.int64(j)  # int64 add wraps; the store truncates\n",
+          "            position = pos64[qs] + np.int64(j) + 1\n")),
+        (pin("copy_and_expand_eagle_inputs_kernel-shift_off_p1_rejected_token"),),
+        "both copy-and-expand oracles start each request's positions at p0 + 1",
+        expect=DISAGREE,
+    ),
+    HarnessMutant(
+        "oracle_both_prepare_inputs_rejected",
+        "oracle-both",
+        ((V, "    rejected = np.where(d > 0, _wrap32(d + 1 - valid), 0)\n",
+          "    rejected = np.where(d > 0, _wrap32(d - valid), 0)\n"),
+         (L, "            rejected = np.int32(np.int64(d) + 1 - np.int64(valid[r]))\n",
+          "            rejected = np.int32(np.int64(d) - np.int64(valid[r]))\n")),
+        (pin("eagle_prepare_inputs_padded_kernel-drafts_and_a_prefill"),),
+        "both prepare-inputs oracles count one rejected token too few",
+        expect=DISAGREE,
+    ),
+    HarnessMutant(
+        "oracle_both_step_seq_len_cap",
+        "oracle-both",
+        ((V, "    seq = np.where(exceeds, 1, np.minimum(_wrap32(seq_lens[:n].astype(np.int64) + 1), M))\n",
+          "    seq = np.where(exceeds, 1, np.minimum(_wrap32(seq_lens[:n].astype(np.int64) + 1), M - 1))\n"),
+         (L, "            if new_seq > M:\n                new_seq = M\n",
+          "            if new_seq > M - 1:\n                new_seq = M - 1\n")),
+        (pin("eagle_step_slot_mapping_metadata_kernel-aliased_positions_later_columns"),),
+        "both eagle-step oracles cap seq_lens at max_model_len - 1",
+        expect=DISAGREE,
+    ),
+    HarnessMutant(
+        "oracle_both_expand_never_replaces_floats",
+        "oracle-both",
+        ((V, "        vals = np.where(x == frm32, to32, x).astype(np.float32)\n",
+          "        vals = np.where(x == frm32, x, x).astype(np.float32)\n"),
+         (L, "        val = to32 if x[r] == frm32 else x[r]\n", "        val = x[r]\n")),
+        (pin("expand_kernel-temperature_zero_replaced"),),
+        "both expand oracles never replace a float (a temperature of 0 stays 0)",
+        expect=DISAGREE,
+    ),
+    HarnessMutant(
+        "oracle_both_extend_counts_one_request",
+        "oracle-both",
+        (("oracles/python_functions.py", '        "num_actual_tokens": int(num_actual_tokens) + batch * int(n),\n',
+          '        "num_actual_tokens": int(num_actual_tokens) + int(n),\n'),
+         ("oracles/python_functions.py", "    for _ in lens:\n        tokens += int(n)\n",
+          "    for _ in lens[:1]:\n        tokens += int(n)\n")),
+        (pin("extend_all_queries_by_N-two_requests_by_2"),),
+        "both extend_all_queries_by_N oracles add N once to num_actual_tokens, not once per request",
+        expect=DISAGREE,
+    ),
+    # -- record wiring ---------------------------------------------------------------------------
+    HarnessMutant(
+        "wiring_greedy_is_greedy_none",
+        "wiring",
+        (("harness/targets/rejection_greedy_sample_kernel/record.py",
+          '            is_greedy=a.get("is_greedy"),\n', "            is_greedy=None,\n"),),
+        (pin("rejection_greedy_sample_kernel-mixed_batch_random_row_untouched"),),
+        "the greedy record's call_oracle hands both oracles is_greedy=None (issue 29: only tests that need "
+        "vLLM 0.33.0 failed)",
+        expect=DISAGREE,
+        fast=True,
+    ),
+    HarnessMutant(
+        "wiring_copy_expand_ids_swapped",
+        "wiring",
+        (("harness/targets/copy_and_expand_eagle_inputs_kernel/record.py",
+          "        oracle(**case.arrays, **case.scalars, **outputs, slots_per_request=lay.blocks * lay.block)\n",
+          "        scalars = {**case.scalars, \"padding_token_id\": case.scalars[\"parallel_drafting_token_id\"],\n"
+          "                   \"parallel_drafting_token_id\": case.scalars[\"padding_token_id\"]}\n"
+          "        oracle(**case.arrays, **scalars, **outputs, slots_per_request=lay.blocks * lay.block)\n"),),
+        (pin("copy_and_expand_eagle_inputs_kernel-shift_on_p3_parallel_slots"),),
+        "the copy-and-expand record hands the oracles the padding and parallel-drafting ids swapped",
+        expect=DISAGREE,
+    ),
+    HarnessMutant(
+        "wiring_prepare_inputs_int64_output",
+        "dtype",
+        (("harness/targets/eagle_prepare_inputs_padded_kernel/record.py",
+          '        return {"token_indices_to_sample": (I32, (R,)), "num_rejected_tokens": (I32, (R,))}\n',
+          '        return {"token_indices_to_sample": (np.dtype(np.int64), (R,)), "num_rejected_tokens": (I32, (R,))}\n'),),
+        (pin("eagle_prepare_inputs_padded_kernel-drafts_and_a_prefill"),),
+        "the prepare-inputs record allocates an int64 output where the contract's is int32",
+        expect=r"the contract's is torch.int32",
+    ),
+    # -- the comparison ----------------------------------------------------------------------------
+    HarnessMutant(
+        "compare_skips_the_first_element",
+        "compare-first",
+        (("harness/core/compare.py", "        index = flat - guard\n",
+          "        index = flat - guard\n        if index == 0:\n            continue\n"),),
+        (TC + "test_a_difference_in_any_element_is_reported_at_its_index",
+         TC + "test_an_element_never_written_is_reported"),
+        "the comparison never looks at a buffer's first element",
+        fast=True,
+    ),
+    HarnessMutant(
+        "compare_skips_the_last_element",
+        "compare-last",
+        (("harness/core/compare.py", "        index = flat - guard\n",
+          "        index = flat - guard\n        if index == e.size - 2 * guard - 1:\n            continue\n"),),
+        (TC + "test_a_difference_in_any_element_is_reported_at_its_index",
+         TC + "test_an_element_never_written_is_reported"),
+        "the comparison never looks at a buffer's last element (issue 29: a kernel that never processes its "
+        "last request passed 100 examples)",
+        fast=True,
+    ),
+    HarnessMutant(
+        "compare_skips_the_guard_bands",
+        "guard",
+        (("harness/core/compare.py", "        index = flat - guard\n",
+          "        index = flat - guard\n        if not 0 <= index < e.size - 2 * guard:\n            continue\n"),),
+        (TC + "test_a_write_outside_the_buffer_lands_in_a_guard_band",),
+        "the comparison ignores the guard bands: a write past a buffer goes unseen",
+        fast=True,
+    ),
+    HarnessMutant(
+        "no_guard_bands",
+        "guard",
+        (("harness/core/buffers.py", "    return max(GUARD, int(n))\n", "    return 0\n"),),
+        (TC + "test_a_write_outside_the_buffer_lands_in_a_guard_band", TC + "test_guard_bands_are_as_long_as_the_buffer"),
+        "buffers have no guard bands: an overrun corrupts memory instead of being a finding",
+    ),
+    HarnessMutant(
+        "sentinel_may_be_a_written_value",
+        "sentinel",
+        (("harness/core/buffers.py", "    for c in _CANDIDATES:\n        if c not in present:\n            return c\n",
+          "    for c in _CANDIDATES:\n        return c\n"),),
+        (TC + "test_the_sentinel_is_never_a_value_the_oracle_wrote",),
+        "the sentinel is picked without looking at what the oracle wrote: an unwritten element can look written",
+        fast=True,
+    ),
+    HarnessMutant(
+        "bool_sentinel_is_false",
+        "sentinel",
+        (("harness/core/buffers.py", "BOOL_SENTINEL = 0xA5\n", "BOOL_SENTINEL = 0x00\n"),),
+        (TC + "test_an_unwritten_false_mask_element_is_reported",),
+        "bool buffers are pre-filled with False: a mask element the kernel never writes as False goes unseen",
+    ),
+    HarnessMutant(
+        "compare_ignores_dtypes",
+        "dtype",
+        (("harness/core/compare.py", "    if expected.dtype != actual.dtype:\n", "    if False:\n"),),
+        (TC + "test_another_dtype_is_a_difference_even_with_equal_values",),
+        "the comparison ignores dtypes: an int64 result equal in value passes for int32",
+        fast=True,
+    ),
+    HarnessMutant(
+        "function_field_dtype_ignored",
+        "dtype",
+        (("harness/targetkit/pyfunc.py", "    if expected.dtype != actual.dtype:\n", "    if False:\n"),),
+        (TC + "test_a_field_of_another_dtype_is_reported",),
+        "a Python function's tensor fields are compared by value only: int64 seq_lens pass for int32",
+    ),
+    HarnessMutant(
+        "slot_mapping_result_dtype_ignored",
+        "dtype",
+        (("harness/targets/compute_new_slot_mapping/record.py", "        if expected.dtype != actual.dtype:\n",
+          "        if False:\n"),),
+        (TC + "test_a_result_of_another_dtype_is_reported",),
+        "compute_new_slot_mapping's result is compared by value only: an int32 slot mapping passes for int64",
+    ),
+    # -- generator branches ------------------------------------------------------------------------
+    HarnessMutant(
+        "generator_copy_expand_never_shifts",
+        "generator",
+        (("harness/targets/copy_and_expand_eagle_inputs_kernel/cases.py", "    shift = c.boolean()\n",
+          "    shift = c.boolean() and False\n"),),
+        (share("copy_and_expand_eagle_inputs_kernel"),),
+        "the copy-and-expand generator body never draws shift_input_ids=True (issue 29: 0 of 40 tests failed, "
+        "the run's table said features 21/21)",
+        expect=r"shift_on",
+        fast=True,
+    ),
+    HarnessMutant(
+        "generator_copy_expand_never_shifts_in_a_run",
+        "generator",
+        (("harness/targets/copy_and_expand_eagle_inputs_kernel/cases.py", "    shift = c.boolean()\n",
+          "    shift = c.boolean() and False\n"),),
+        (default_run("copy_and_expand_eagle_inputs_kernel"),),
+        "the same branch never drawn, seen by a default run's own feature count: the tour's shift cases no "
+        "longer make its table say every feature was reached",
+        expect=r"never reaches \[[^]]*'shift_on'",
+    ),
+    HarnessMutant(
+        "generator_next_token_never_discards",
+        "generator",
+        (("harness/targets/eagle_prepare_next_token_padded_kernel/cases.py",
+          "        discard = c.array(np.int8, R + extra, 0, 1).astype(bool)\n",
+          "        discard = np.zeros(R + extra, dtype=bool)\n"),),
+        (share("eagle_prepare_next_token_padded_kernel"),),
+        "the next-token generator body never discards some of the requests",
+        expect=r"discard_some",
+    ),
+    HarnessMutant(
+        "generator_greedy_never_mixed",
+        "generator",
+        (("harness/targets/rejection_greedy_sample_kernel/cases.py", "        greedy=c.choice(GREEDY_MODES),",
+          "        greedy=GREEDY_MODES[0],"),),
+        (share("rejection_greedy_sample_kernel"),),
+        "the greedy generator body only draws all-greedy batches (is_greedy None)",
+        expect=r"mixed_batch",
+    ),
+    # -- the shrinker ---------------------------------------------------------------------------
+    HarnessMutant(
+        "shrinker_keeps_a_passing_case",
+        "shrinker",
+        (("harness/checking/shrinking.py",
+          "        if smaller is not None and failure(smaller) == failure(self.finding):\n"
+          "            self.finding = smaller\n",
+          "        if smaller is None or failure(smaller) == failure(self.finding):\n"
+          "            self.finding = smaller if smaller is not None else replace(self.finding, case=candidate)\n"),),
+        (SHRINK,),
+        "a shrinking step takes a candidate that passes: the reported minimal case does not fail",
+        fast=True,
+    ),
+    HarnessMutant(
+        "shrinker_never_drops_a_request",
+        "shrinker",
+        (("harness/checking/shrinking.py",
+          "        while len(items) >= 2 and not self._spent(deadline):\n",
+          "        while len(items) >= 2 and not self._spent(deadline) and False:\n"),),
+        (SHRINK,),
+        "delta debugging over the requests never drops one: a 150-request finding stays 150 requests",
+    ),
+)
