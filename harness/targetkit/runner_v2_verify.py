@@ -166,7 +166,7 @@ def _bf16(x: np.ndarray) -> np.ndarray:
 
 
 def draw_step(c: Chooser, *, B: int, K: int | None = None, V: int | None = None, method: str | None = None,  # noqa: N803
-              draft: bool | None = None, max_pos: int = 5000, style: str | None = None) -> Step:  # fmt: skip
+              draft: bool | None = None, max_pos: int = 5000, style: str | None = None, min_drafts: int = 0) -> Step:  # fmt: skip
     """A verification step of ``B`` requests as vLLM makes it (docs/CONTRACT.md §30.2-§33.2):
     ``K`` speculative steps (each request ``0..K`` drafts), greedy and random requests, the
     target's processed logits (``-inf`` where top-k/top-p masked, at least one finite per row),
@@ -181,7 +181,7 @@ def draw_step(c: Chooser, *, B: int, K: int | None = None, V: int | None = None,
     rng = np.random.default_rng(c.integer(0, 2**32 - 1))
     R = B + c.integer_of([(0, 0), (0, 6)])
     idx = rng.permutation(R)[:B].astype(np.int64)
-    nd = np.asarray(c.array(np.int64, B, 0, K))
+    nd = np.asarray(c.array(np.int64, B, min(min_drafts, K), K))
     nl = nd + 1
     cu = cumulative(nl.tolist())
     n = int(cu[-1])
@@ -496,3 +496,110 @@ def with_step(case: Case, **changes: Any) -> Case:
     arrays = {**case.arrays, **{k: v for k, v in changes.items() if isinstance(v, np.ndarray)}}
     scalars = {**case.scalars, **{k: v for k, v in changes.items() if not isinstance(v, np.ndarray)}}
     return case.replace(arrays=arrays, scalars=scalars)
+
+
+# -- the tours' steps ------------------------------------------------------------------------------
+
+
+LARGE_VOCABS = (151936, 262144)
+"""Qwen's and Gemma's vocabularies: 19 and 32 blocks of 8192, 149 and 256 of 1024, ids past 2**17."""
+
+
+def sparse_step(step: Step, rng: np.random.Generator, peaks: int = 24) -> Step:
+    """``step`` with its logits made compact: a random row ``-inf`` but for ``peaks`` tokens (a
+    top-k of that size), a greedy row and the drafter's rows flat but for a few peaks; the draft
+    the target's favourite half the time (as :func:`draw_step` makes it)."""
+    V = step.V
+    n, Vt = step.target_logits.shape
+    rows_greedy = np.repeat(step.greedy(), step.counts)
+    tl_ = np.zeros((n, Vt), np.float32)
+    tl_[~rows_greedy] = -np.inf
+    for j in range(n):
+        at = np.unique(np.append(rng.integers(0, V, size=peaks), rng.integers(max(0, V - 4096), V, size=4)))
+        tl_[j, at] = (rng.standard_normal(at.size) * 2 + 3).astype(np.float32)
+    dl = None
+    if step.draft_logits is not None:
+        dl = np.full(step.draft_logits.shape, NOT_READ, np.float32)
+        cu = step.cu_num_logits
+        for r, s in enumerate(step.idx_mapping):
+            d = int(cu[r + 1] - cu[r] - 1)
+            for i in range(d):
+                dl[s, i] = 0.0
+                at = np.nonzero(np.isfinite(tl_[cu[r] + i, :V]) & (tl_[cu[r] + i, :V] != 0))[0]
+                dl[s, i, at] = _bf16(tl_[cu[r] + i, at] + rng.standard_normal(at.size).astype(np.float32))
+    ds = step.draft_sampled.copy()
+    for j in range(n - 1):
+        if ds[j + 1] >= 0:
+            fin = np.flatnonzero(np.isfinite(tl_[j, :V]) & (tl_[j, :V] != 0))
+            ds[j + 1] = int(fin[np.argmax(tl_[j, fin])]) if rng.random() < 0.5 else int(rng.choice(fin))
+    return replace(step, target_logits=tl_, draft_logits=dl, draft_sampled=ds)
+
+
+def large_vocab_step(rng: np.random.Generator, *, method: str | None = None, draft: bool | None = None) -> Step:
+    """One or two requests of up to 3 drafts over a 151936- or 262144-id vocabulary (compact
+    logits: :func:`sparse_step`)."""
+    c = _rng_chooser(rng)
+    step = draw_step(c, B=int(rng.integers(1, 3)), K=3, V=int(rng.choice(LARGE_VOCABS)), method=method, draft=draft)
+    return sparse_step(step, rng)
+
+
+def many_requests_step(rng: np.random.Generator, *, method: str | None = None, draft: bool | None = None) -> Step:
+    """65 to 128 requests of up to 2 drafts over a small vocabulary (vLLM's max_num_seqs)."""
+    return draw_step(_rng_chooser(rng), B=int(rng.integers(65, 129)), K=2, V=int(rng.choice([8, 37])), method=method,
+                     draft=draft)  # fmt: skip
+
+
+def long_context_step(rng: np.random.Generator, *, method: str | None = None, draft: bool | None = None) -> Step:
+    """A few requests at positions past 65535 (a long context: the noise's counters)."""
+    step = draw_step(_rng_chooser(rng), B=int(rng.integers(1, 5)), V=int(rng.choice([37, 1000])), method=method,
+                     draft=draft, max_pos=MAX_MODEL_LEN - MAX_K - 1)  # fmt: skip
+    pos = step.pos.copy()
+    first = step.cu_num_logits[:-1]
+    shift = np.int64(1 << 16) - pos[first[0]]
+    pos[first[0] : step.cu_num_logits[1]] += max(shift, 0)
+    return replace(step, pos=pos)
+
+
+def _rng_chooser(rng: np.random.Generator) -> Chooser:
+    from ..generation.choosers import RngChooser
+
+    return RngChooser(rng)
+
+
+# -- production rules of the chain's inputs ---------------------------------------------------------
+
+
+def rows_of(cu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(first row, d_r)`` of each request."""
+    cu = cu.astype(np.int64)
+    return cu[:-1], np.diff(cu) - 1
+
+
+def check_stats(a: Mapping[str, np.ndarray], eidx: np.ndarray, elp: np.ndarray, rows: np.ndarray, V: int) -> None:  # noqa: N803
+    """The statistics at logits ``rows`` (a random request's non-bonus rows: those §31-§33 read)
+    are §30's of the case's logits (its rows' state rows ``eidx`` and steps ``elp``): maxima
+    exact, sums within §30.1's bounds (recomputed by its NumPy oracle). Else a
+    :class:`ContractViolation`."""
+    from ...oracles import vectorized_v2_verify as o
+
+    if not len(rows):
+        return
+    nb = cdiv(V, STATS_BLOCK)
+    n = len(eidx)
+    outs = {k: np.full((n, nb), -1 if k == "target_local_argmax" else np.nan, dtype=I64 if k == "target_local_argmax" else F32)
+            for k in STATS}  # fmt: skip
+    dl = a.get("draft_logits")
+    st = o.compute_local_logits_stats(**outs, target_logits=a["target_logits"], draft_logits=dl, expanded_idx_mapping=eidx,
+                                      expanded_local_pos=elp.astype(np.int32), temperature=a["temperature"], vocab_size=V)
+    for k in STATS[1:]:
+        if k.startswith("draft") and dl is None:
+            continue
+        got = a[k][rows, :nb].astype(np.float64)
+        want = outs[k][rows].astype(np.float64)
+        tol = st.bounds[k][rows] + 1e-30
+        with np.errstate(invalid="ignore"):
+            ok = (got == want) | (np.abs(got - want) <= tol)
+        if not ok.all():
+            i, b = (int(x[0]) for x in np.nonzero(~ok))
+            raise ContractViolation(f"arrays.{k}", f"must be §30's statistics of its row (row {int(rows[i])}, block "
+                                    f"{b}: {got[i, b]!r}, §30 gives {want[i, b]!r} within {float(tol[i, b]):.3g})")

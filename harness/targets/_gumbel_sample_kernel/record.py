@@ -43,8 +43,8 @@ class GumbelSample(VerifyTarget):
                   "logits_cache_source_stride", "logits_ptr", "logits_stride", "expanded_idx_mapping_ptr",
                   "seeds_ptr", "pos_ptr", "temp_ptr", "vocab_size", "BLOCK_SIZE", "IS_DRAFTING",
                   "APPLY_TEMPERATURE", "USE_FP64", "PER_TOKEN_COL")
-    inputs = {"logits": F32, "expanded_idx_mapping": I64, "seeds": I64, "pos": I64, "temperature": F32,
-              "logits_cache": F32, "logits_cache_cols": I64, "logits_cache_source": F32}
+    inputs = {"logits_cache": F32, "logits_cache_cols": I64, "logits_cache_source": F32, "logits": F32,
+              "expanded_idx_mapping": I64, "seeds": I64, "pos": I64, "temperature": F32}
     inout = frozenset({"logits_cache"})
     optional = ("logits_cache", "logits_cache_cols", "logits_cache_source")
     scalar_names = ("apply_temperature", "is_drafting", "use_fp64", "cache_col")
