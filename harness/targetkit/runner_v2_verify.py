@@ -166,13 +166,14 @@ def _bf16(x: np.ndarray) -> np.ndarray:
 
 
 def draw_step(c: Chooser, *, B: int, K: int | None = None, V: int | None = None, method: str | None = None,  # noqa: N803
-              draft: bool | None = None, max_pos: int = 5000, style: str | None = None, min_drafts: int = 0) -> Step:  # fmt: skip
+              draft: bool | None = None, max_pos: int = 5000, style: str | None = None, min_drafts: int = 0,
+              greedy: tuple[float, ...] = (0.0, 0.3, 1.0)) -> Step:  # fmt: skip
     """A verification step of ``B`` requests as vLLM makes it (docs/CONTRACT.md §30.2-§33.2):
     ``K`` speculative steps (each request ``0..K`` drafts), greedy and random requests, the
     target's processed logits (``-inf`` where top-k/top-p masked, at least one finite per row),
     the drafter's cache of bfloat16 logits (a narrower draft vocabulary now and then), drafts
     the target's argmax half the time, ``-1`` drafts a grammar refused, positions of a context,
-    any int64 seeds; ``method`` (else drawn), synthetic rates, FLy's window, threshold and
+    any int64 seeds (``greedy``: the shares of greedy requests a batch is drawn with); ``method`` (else drawn), synthetic rates, FLy's window, threshold and
     entropies, both noise paths. Sizes and modes from ``c``, float contents from a NumPy
     generator seeded by ``c`` (so Hypothesis shrinks the seed)."""
     K = c.integer_of([(1, 4), (1, MAX_K)]) if K is None else K
@@ -192,7 +193,7 @@ def draw_step(c: Chooser, *, B: int, K: int | None = None, V: int | None = None,
     Vk = min(Vt, Vd)
     style = c.choice(["gauss", "flat", "peaked", "ints"]) if style is None else style
     temp = np.where(rng.random(R) < 0.5, rng.choice([0.3, 0.7, 1.0, 1.3], size=R), 1.0).astype(np.float32)
-    greedy_share = c.choice([0.0, 0.3, 1.0])
+    greedy_share = c.choice(list(greedy))
     temp[idx[rng.random(B) < greedy_share]] = 0
     tl_ = _logit_rows(rng, n, Vt, style)
     if c.chance(0.4):  # top-k / top-p masks of random rows (processed logits), a finite token kept
@@ -535,24 +536,28 @@ def sparse_step(step: Step, rng: np.random.Generator, peaks: int = 24) -> Step:
     return replace(step, target_logits=tl_, draft_logits=dl, draft_sampled=ds)
 
 
-def large_vocab_step(rng: np.random.Generator, *, method: str | None = None, draft: bool | None = None) -> Step:
+def large_vocab_step(rng: np.random.Generator, *, method: str | None = None, draft: bool | None = None,
+                     greedy: tuple[float, ...] = (0.0, 0.3, 1.0)) -> Step:
     """One or two requests of up to 3 drafts over a 151936- or 262144-id vocabulary (compact
     logits: :func:`sparse_step`)."""
     c = _rng_chooser(rng)
-    step = draw_step(c, B=int(rng.integers(1, 3)), K=3, V=int(rng.choice(LARGE_VOCABS)), method=method, draft=draft)
+    step = draw_step(c, B=int(rng.integers(1, 3)), K=3, V=int(rng.choice(LARGE_VOCABS)), method=method, draft=draft,
+                     greedy=greedy)  # fmt: skip
     return sparse_step(step, rng)
 
 
-def many_requests_step(rng: np.random.Generator, *, method: str | None = None, draft: bool | None = None) -> Step:
+def many_requests_step(rng: np.random.Generator, *, method: str | None = None, draft: bool | None = None,
+                       greedy: tuple[float, ...] = (0.0, 0.3, 1.0)) -> Step:
     """65 to 128 requests of up to 2 drafts over a small vocabulary (vLLM's max_num_seqs)."""
     return draw_step(_rng_chooser(rng), B=int(rng.integers(65, 129)), K=2, V=int(rng.choice([8, 37])), method=method,
-                     draft=draft)  # fmt: skip
+                     draft=draft, greedy=greedy)  # fmt: skip
 
 
-def long_context_step(rng: np.random.Generator, *, method: str | None = None, draft: bool | None = None) -> Step:
+def long_context_step(rng: np.random.Generator, *, method: str | None = None, draft: bool | None = None,
+                      greedy: tuple[float, ...] = (0.0, 0.3, 1.0)) -> Step:
     """A few requests at positions past 65535 (a long context: the noise's counters)."""
     step = draw_step(_rng_chooser(rng), B=int(rng.integers(1, 5)), V=int(rng.choice([37, 1000])), method=method,
-                     draft=draft, max_pos=MAX_MODEL_LEN - MAX_K - 1)  # fmt: skip
+                     draft=draft, max_pos=MAX_MODEL_LEN - MAX_K - 1, greedy=greedy)  # fmt: skip
     pos = step.pos.copy()
     first = step.cu_num_logits[:-1]
     shift = np.int64(1 << 16) - pos[first[0]]
@@ -603,3 +608,208 @@ def check_stats(a: Mapping[str, np.ndarray], eidx: np.ndarray, elp: np.ndarray, 
             i, b = (int(x[0]) for x in np.nonzero(~ok))
             raise ContractViolation(f"arrays.{k}", f"must be §30's statistics of its row (row {int(rows[i])}, block "
                                     f"{b}: {got[i, b]!r}, §30 gives {want[i, b]!r} within {float(tol[i, b]):.3g})")
+
+
+# -- the chain's cases ------------------------------------------------------------------------------
+
+
+ROW_ARRAYS = ("target_logits", "draft_sampled", "pos", "expanded_idx_mapping", "expanded_local_pos", *STATS,
+              "cumulative_log_p", "local_residual_mass", "fly_entropy")
+"""Arrays of a chain kernel's case with a row per logits row."""
+REQUEST_ARRAYS = ("idx_mapping", "rejected_step", "target_rejected_logsumexp", "draft_rejected_logsumexp", "sampled",
+                  "num_sampled", "resampled_local_argmax", "resampled_local_max")
+"""Arrays with a row per request."""
+
+
+def chain_arrays(step: Step, ch: Chain, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of a chain kernel's case, as ``rejection_sample`` hands them to it:
+    the step's inputs and the intermediates the kernels before it left (``rejected_step``: §33's
+    count; ``sampled``/``num_sampled`` of §35's case: §33's, before the insert). An optional
+    one the step lacks (no draft logits, no rates) is left out."""
+    s = {"target_logits": step.target_logits, "draft_logits": step.draft_logits, "draft_sampled": step.draft_sampled,
+         "cu_num_logits": step.cu_num_logits, "idx_mapping": step.idx_mapping, "pos": step.pos, "seed": step.seed,
+         "expanded_idx_mapping": step.expanded_idx_mapping, "expanded_local_pos": step.expanded_local_pos,
+         "temperature": step.temperature, "synthetic_conditional_rates": step.rates, "fly_entropy": step.fly_entropy,
+         "rejected_step": ch.arrays["num_sampled_before"], "sampled": ch.arrays["sampled_before"],
+         "num_sampled": ch.arrays["num_sampled_before"]}  # fmt: skip
+    out = {}
+    for n in names:
+        v = s[n] if n in s else ch.arrays.get(n)
+        if v is not None:
+            out[n] = np.array(v, copy=True)
+    return out
+
+
+def keep_requests(case: Case, keep: list[int]) -> Case:
+    """A chain kernel's ``case`` with only the requests ``keep`` (their logits rows and their
+    rows of per-request arrays; the state rows' arrays as they are)."""
+    a = case.arrays
+    if "cu_num_logits" in a:
+        cu = a["cu_num_logits"].astype(np.int64)
+    else:  # the rows' own mapping: requests are the runs of expanded_local_pos from 0
+        cu = np.append(np.flatnonzero(a["expanded_local_pos"] == 0), len(a["expanded_local_pos"]))
+    rows = np.concatenate([np.arange(cu[r], cu[r + 1]) for r in keep]).astype(np.int64) if keep else np.zeros(0, np.int64)
+    new = {k: a[k][rows].copy() for k in ROW_ARRAYS if k in a}  # row j's draft, at j + 1, is its request's
+    new |= {k: a[k][list(keep)].copy() for k in REQUEST_ARRAYS if k in a}
+    if "cu_num_logits" in a:
+        new["cu_num_logits"] = cumulative(np.diff(cu)[list(keep)].tolist())
+    return case.replace(arrays=new)
+
+
+def request_count(case: Case) -> int:
+    """The requests of a chain kernel's case."""
+    a = case.arrays
+    if "cu_num_logits" in a:
+        return len(a["cu_num_logits"]) - 1
+    return int(np.sum(a["expanded_local_pos"] == 0))
+
+
+def check_clp(a: Mapping[str, np.ndarray], view: StepView, rows: np.ndarray) -> None:
+    """``cumulative_log_p`` at logits ``rows`` is §31's of the case's step (within §31.1's bound)."""
+    from ...oracles import vectorized_v2_verify as o
+
+    if not len(rows):
+        return
+    want = np.full(view.n, np.nan, np.float32)
+    cu = cumulative((view.d + 1).tolist())
+    st = o.compute_cumulative_log_p(
+        cumulative_log_p=want, target_logits=a["target_logits"], target_local_max=a["target_local_max"],
+        target_local_sumexp=a["target_local_sumexp"], draft_sampled=a["draft_sampled"], draft_logits=a.get("draft_logits"),
+        draft_local_max=a["draft_local_max"], draft_local_sumexp=a["draft_local_sumexp"], cu_num_logits=cu,
+        idx_mapping=view.idx, temperature=a["temperature"], vocab_num_blocks=view.nb)  # fmt: skip
+    got = a["cumulative_log_p"][rows].astype(np.float64)
+    w = want[rows].astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = (got == w) | (np.abs(got - w) <= st.bounds["cumulative_log_p"][rows])
+    if not ok.all():
+        j = int(rows[np.flatnonzero(~ok)[0]])
+        raise ContractViolation("arrays.cumulative_log_p", f"must be §31's joint log ratio (row {j}: "
+                                f"{float(a['cumulative_log_p'][j])!r}, §31 gives {float(want[j])!r})")
+
+
+def block_lse(m: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``M + log(sum_b s_b exp(m_b - M))`` per row of block statistics (float64; ``-inf`` for a
+    row without a finite maximum)."""
+    m = np.asarray(m, np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        M = np.max(m, axis=1)
+        tot = np.sum(np.where(np.isfinite(m), np.asarray(s, np.float64) * np.exp(m - M[:, None]), 0.0), axis=1)
+        return np.where(np.isfinite(M), M + np.log(tot), -np.inf)
+
+
+def draft_log_probs(a: Mapping[str, np.ndarray], rows: np.ndarray, steps: np.ndarray, s: np.ndarray,
+                    tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``(lp_t, lp_d)`` of ``tokens`` at logits ``rows`` (steps ``steps`` of state rows ``s``) from
+    the case's statistics, float64 (``lp_d = 0`` without draft logits): what §31-§33 compare."""
+    t = a["temperature"][s].astype(np.float64)
+    lt = a["target_logits"][rows, tokens].astype(np.float64) - block_lse(a["target_local_max"][rows], a["target_local_sumexp"][rows])
+    if "draft_logits" not in a:
+        return lt, np.zeros(len(rows))
+    q = a["draft_logits"][s, steps, tokens].astype(np.float64) / t
+    return lt, q - block_lse(a["draft_local_max"][rows], a["draft_local_sumexp"][rows])
+
+
+@dataclass(frozen=True)
+class StepView:
+    """A chain kernel's case read as a verification step (the rules' and features' view):
+    per request its first row, drafts and state row; per row its request, step and state row;
+    the vocabulary the kernels see; which rows are drafts of random requests."""
+
+    first: np.ndarray
+    d: np.ndarray
+    idx: np.ndarray
+    row_req: np.ndarray
+    elp: np.ndarray
+    eidx: np.ndarray
+    V: int
+    nb: int
+    temperature: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.row_req)
+
+    @property
+    def greedy(self) -> np.ndarray:
+        """Per request."""
+        return self.temperature[self.idx] == 0
+
+    @property
+    def draft_rows(self) -> np.ndarray:
+        """Per row: a draft row (not the request's bonus)."""
+        return self.elp < self.d[self.row_req]
+
+    @property
+    def random_draft_rows(self) -> np.ndarray:
+        return self.draft_rows & ~self.greedy[self.row_req]
+
+
+def step_view(case: Case, tier: Tier, *, stats: bool = True) -> StepView:
+    """Check a chain kernel's case's step (§31.2-§33.2; the extended tier §31.4-§33.4) and read
+    it: ``cu_num_logits`` and ``idx_mapping`` (distinct state rows of ``temperature``),
+    ``target_logits`` ``[n, Vt]``, ``draft_logits`` ``[R, K, Vd]`` (at least every request's
+    drafts), ``draft_sampled`` ``[n]`` (drafts ``-1`` or in ``[0, V)``), the statistics ``[n, NB]``
+    and ``vocab_num_blocks = NB`` where the case has them; logits finite where read (``-inf``
+    where a random row is masked); in production the statistics §30's (``stats``)."""
+    a = case.arrays
+    t = check_temperature(a, tier)
+    tl_ = need(a, "target_logits", F32, 2)
+    n, Vt = tl_.shape
+    dl = a.get("draft_logits")
+    K = MAX_K
+    widths = [Vt]
+    if dl is not None:
+        need(a, "draft_logits", F32, 3)
+        if dl.shape[0] != len(t):
+            raise ContractViolation("arrays.draft_logits", "must have max_num_reqs rows")
+        K, widths = dl.shape[1], [Vt, dl.shape[2]]
+    if "cu_num_logits" in a:
+        cu = need(a, "cu_num_logits", I32, 1).astype(np.int64)
+        if len(cu) >= 2 and dl is None:
+            K = max(K, int(np.diff(cu).max()) - 1)
+        counts, idx = check_requests(a, K, len(t))
+    else:  # the rows' own mapping (§17's): requests are the runs of expanded_local_pos from 0
+        elp_ = need(a, "expanded_local_pos", I32, 1, (n,)).astype(np.int64)
+        eidx_ = need(a, "expanded_idx_mapping", I64, 1, (n,))
+        if n < 1 or elp_[0] != 0 or np.any((np.diff(elp_) != 1) & (elp_[1:] != 0)):
+            raise ContractViolation("arrays.expanded_local_pos", "must count 0 .. d_r over each request's rows (§17)")
+        starts = np.flatnonzero(elp_ == 0)
+        counts = np.diff(np.append(starts, n))
+        idx = eidx_[starts]
+        if np.any(np.repeat(idx, counts) != eidx_) or np.any(idx < 0) or np.any(idx >= len(t)) or len(np.unique(idx)) != len(idx):
+            raise ContractViolation("arrays.expanded_idx_mapping", "must repeat each request's own state row over its rows")
+        if np.any(counts - 1 > K):
+            raise ContractViolation("arrays.draft_logits", "must hold every request's drafts (K steps)")
+        cu = np.append(0, np.cumsum(counts))
+    if cu[-1] != n:
+        raise ContractViolation("arrays.cu_num_logits", f"must end at the logits' rows ({n})")
+    V = min(widths)
+    nb = cdiv(V, STATS_BLOCK)
+    row_req = np.repeat(np.arange(len(counts)), counts)
+    elp = np.concatenate([np.arange(k) for k in counts]).astype(np.int64)
+    view = StepView(cu[:-1], counts - 1, idx.astype(np.int64), row_req, elp, idx[row_req].astype(np.int64), V, nb, t)
+    if "vocab_num_blocks" in case.scalars and case.scalars["vocab_num_blocks"] != nb:
+        raise ContractViolation("scalars.vocab_num_blocks", f"must be cdiv(V, 8192) = {nb}")
+    pad = case.launch.get("PADDED_VOCAB_NUM_BLOCKS")
+    if pad is not None and (tier == PRODUCTION or not isinstance(pad, int) or pad < 1 or pad & (pad - 1)):
+        raise ContractViolation("launch.PADDED_VOCAB_NUM_BLOCKS", "is vLLM's (null)" + (
+            "" if tier == PRODUCTION else ", or a power of two"))
+    for k in STATS:
+        if k in a:
+            need(a, k, I64 if k == "target_local_argmax" else F32, 2, (n, None))
+            if a[k].shape[1] < nb:
+                raise ContractViolation(f"arrays.{k}", f"must have vocab_num_blocks = {nb} columns")
+    if "draft_sampled" in a:
+        ds = need(a, "draft_sampled", I32, 1, (n,)).astype(np.int64)
+        drafts = ds[np.flatnonzero(view.draft_rows) + 1]
+        if np.any(drafts < -1) or np.any(drafts >= V) or np.any(ds < -1) or np.any(ds >= Vt):
+            raise ContractViolation("arrays.draft_sampled", f"drafts must be -1 or token ids in [0, {V})")
+    greedy_rows = view.greedy[row_req]
+    check_logits(tl_, "target_logits", np.flatnonzero(greedy_rows), V, tier, masked=False)
+    check_logits(tl_, "target_logits", np.flatnonzero(~greedy_rows), V, tier, masked=True)
+    rd = np.flatnonzero(view.random_draft_rows)
+    if dl is not None:
+        check_logits(dl[view.eidx[rd], elp[rd]], "draft_logits", np.arange(len(rd)), V, tier, masked=False)
+    if stats and tier == PRODUCTION and "target_local_max" in a:
+        check_stats(a, view.eidx, elp, rd, V)
+    return view
