@@ -167,13 +167,15 @@ def _bf16(x: np.ndarray) -> np.ndarray:
 
 def draw_step(c: Chooser, *, B: int, K: int | None = None, V: int | None = None, method: str | None = None,  # noqa: N803
               draft: bool | None = None, max_pos: int = 5000, style: str | None = None, min_drafts: int = 0,
-              greedy: tuple[float, ...] = (0.0, 0.3, 1.0)) -> Step:  # fmt: skip
+              greedy: tuple[float, ...] = (0.0, 0.3, 1.0), same: bool = True) -> Step:  # fmt: skip
     """A verification step of ``B`` requests as vLLM makes it (docs/CONTRACT.md §30.2-§33.2):
     ``K`` speculative steps (each request ``0..K`` drafts), greedy and random requests, the
     target's processed logits (``-inf`` where top-k/top-p masked, at least one finite per row),
     the drafter's cache of bfloat16 logits (a narrower draft vocabulary now and then), drafts
     the target's argmax half the time, ``-1`` drafts a grammar refused, positions of a context,
-    any int64 seeds (``greedy``: the shares of greedy requests a batch is drawn with); ``method`` (else drawn), synthetic rates, FLy's window, threshold and
+    any int64 seeds (``greedy``: the shares of greedy requests a batch is drawn with); ``same``:
+    the drafter may be the target (ratios of 1: block verification's denominators and the
+    residuals' lanes then lie within their windows, the extended tier's for §33-§34); ``method`` (else drawn), synthetic rates, FLy's window, threshold and
     entropies, both noise paths. Sizes and modes from ``c``, float contents from a NumPy
     generator seeded by ``c`` (so Hypothesis shrinks the seed)."""
     K = c.integer_of([(1, 4), (1, MAX_K)]) if K is None else K
@@ -210,7 +212,7 @@ def draw_step(c: Chooser, *, B: int, K: int | None = None, V: int | None = None,
                 base = tl_[cu[r] : cu[r] + nd[r], :Vd]
                 if Vd > Vt:  # a wider draft vocabulary: columns past the target's are never read
                     base = np.concatenate([base, _logit_rows(rng, int(nd[r]), Vd - Vt, "gauss")], axis=1)
-                mode = rng.choice(["near", "other", "same"], p=[0.5, 0.35, 0.15])
+                mode = rng.choice(["near", "other", "same"], p=[0.5, 0.35, 0.15]) if same else rng.choice(["near", "other"])
                 T = temp[idx[r]] if temp[idx[r]] else 1.0
                 fin = np.where(np.isfinite(base), base, np.float32(-30.0))
                 if mode == "same":  # the drafter is the target: ratios of 1
@@ -542,7 +544,7 @@ def large_vocab_step(rng: np.random.Generator, *, method: str | None = None, dra
     logits: :func:`sparse_step`)."""
     c = _rng_chooser(rng)
     step = draw_step(c, B=int(rng.integers(1, 3)), K=3, V=int(rng.choice(LARGE_VOCABS)), method=method, draft=draft,
-                     greedy=greedy)  # fmt: skip
+                     greedy=greedy, same=False)  # fmt: skip
     return sparse_step(step, rng)
 
 
@@ -550,19 +552,17 @@ def many_requests_step(rng: np.random.Generator, *, method: str | None = None, d
                        greedy: tuple[float, ...] = (0.0, 0.3, 1.0)) -> Step:
     """65 to 128 requests of up to 2 drafts over a small vocabulary (vLLM's max_num_seqs)."""
     return draw_step(_rng_chooser(rng), B=int(rng.integers(65, 129)), K=2, V=int(rng.choice([8, 37])), method=method,
-                     draft=draft, greedy=greedy)  # fmt: skip
+                     draft=draft, greedy=greedy, same=False)  # fmt: skip
 
 
 def long_context_step(rng: np.random.Generator, *, method: str | None = None, draft: bool | None = None,
                       greedy: tuple[float, ...] = (0.0, 0.3, 1.0)) -> Step:
-    """A few requests at positions past 65535 (a long context: the noise's counters)."""
-    step = draw_step(_rng_chooser(rng), B=int(rng.integers(1, 5)), V=int(rng.choice([37, 1000])), method=method,
-                     draft=draft, max_pos=MAX_MODEL_LEN - MAX_K - 1, greedy=greedy)  # fmt: skip
-    pos = step.pos.copy()
-    first = step.cu_num_logits[:-1]
-    shift = np.int64(1 << 16) - pos[first[0]]
-    pos[first[0] : step.cu_num_logits[1]] += max(shift, 0)
-    return replace(step, pos=pos)
+    """Four to eight requests of 2 drafts and more at positions past 65535 (a long context: the
+    noise's counters), every one."""
+    step = draw_step(_rng_chooser(rng), B=int(rng.integers(4, 9)), V=int(rng.choice([37, 1000])), method=method,
+                     draft=draft, max_pos=MAX_MODEL_LEN - (1 << 16) - MAX_K - 1, greedy=greedy, same=False,
+                     min_drafts=2)  # fmt: skip
+    return replace(step, pos=step.pos + (1 << 16))
 
 
 def _rng_chooser(rng: np.random.Generator) -> Chooser:
@@ -580,14 +580,16 @@ def rows_of(cu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return cu[:-1], np.diff(cu) - 1
 
 
-def check_stats(a: Mapping[str, np.ndarray], eidx: np.ndarray, elp: np.ndarray, rows: np.ndarray, V: int) -> None:  # noqa: N803
+def check_stats(a: Mapping[str, np.ndarray], eidx: np.ndarray, elp: np.ndarray, rows: np.ndarray, V: int,  # noqa: N803
+                greedy_rows: np.ndarray | None = None) -> None:  # fmt: skip
     """The statistics at logits ``rows`` (a random request's non-bonus rows: those §31-§33 read)
     are §30's of the case's logits (its rows' state rows ``eidx`` and steps ``elp``): maxima
-    exact, sums within §30.1's bounds (recomputed by its NumPy oracle). Else a
-    :class:`ContractViolation`."""
+    exact, sums within §30.1's bounds (recomputed by its NumPy oracle); and at ``greedy_rows``
+    the block argmaxes and maxima, exactly. Else a :class:`ContractViolation`."""
     from ...oracles import vectorized_v2_verify as o
 
-    if not len(rows):
+    g = np.zeros(0, np.int64) if greedy_rows is None else np.asarray(greedy_rows, np.int64)
+    if not len(rows) and not len(g):
         return
     nb = cdiv(V, STATS_BLOCK)
     n = len(eidx)
@@ -596,6 +598,11 @@ def check_stats(a: Mapping[str, np.ndarray], eidx: np.ndarray, elp: np.ndarray, 
     dl = a.get("draft_logits")
     st = o.compute_local_logits_stats(**outs, target_logits=a["target_logits"], draft_logits=dl, expanded_idx_mapping=eidx,
                                       expanded_local_pos=elp.astype(np.int32), temperature=a["temperature"], vocab_size=V)
+    for k in ("target_local_argmax", "target_local_max"):
+        if len(g) and not np.array_equal(a[k][g, :nb], outs[k][g]):
+            j = int(g[np.flatnonzero(np.any(a[k][g, :nb] != outs[k][g], axis=1))[0]])
+            raise ContractViolation(f"arrays.{k}", f"must be §30's greedy statistics of row {j} (its block argmaxes "
+                                    "and maxima, exactly)")
     for k in STATS[1:]:
         if k.startswith("draft") and dl is None:
             continue
