@@ -341,7 +341,8 @@ def settle_step(step: Step, attempts: int = 8) -> tuple[Step, Chain]:
             return step, ch
         seed = step.seed.copy()
         rows = step.idx_mapping[reqs] if reqs else step.idx_mapping
-        seed[rows] = (seed[rows].view(np.uint64) ^ (RE_KEY * np.uint64(k))).view(np.int64)
+        with np.errstate(over="ignore"):  # the key's multiple wraps, as intended
+            seed[rows] = (seed[rows].view(np.uint64) ^ (RE_KEY * np.uint64(k))).view(np.int64)
         step = replace(step, seed=seed)
     return step, chain(step)
 
@@ -679,6 +680,13 @@ def check_clp(a: Mapping[str, np.ndarray], view: StepView, rows: np.ndarray) -> 
         return
     want = np.full(view.n, np.nan, np.float32)
     cu = cumulative((view.d + 1).tolist())
+    if "target_local_max" not in a:  # a case without §30's statistics (§34's): §30's oracle makes them
+        stats = {k: np.full((view.n, view.nb), -1 if k == "target_local_argmax" else np.nan,
+                            dtype=I64 if k == "target_local_argmax" else F32) for k in STATS}  # fmt: skip
+        o.compute_local_logits_stats(**stats, target_logits=a["target_logits"], draft_logits=a.get("draft_logits"),
+                                     expanded_idx_mapping=view.eidx, expanded_local_pos=view.elp.astype(np.int32),
+                                     temperature=a["temperature"], vocab_size=view.V)  # fmt: skip
+        a = {**a, **stats}
     st = o.compute_cumulative_log_p(
         cumulative_log_p=want, target_logits=a["target_logits"], target_local_max=a["target_local_max"],
         target_local_sumexp=a["target_local_sumexp"], draft_sampled=a["draft_sampled"], draft_logits=a.get("draft_logits"),
@@ -774,7 +782,18 @@ def step_view(case: Case, tier: Tier, *, stats: bool = True) -> StepView:
         cu = need(a, "cu_num_logits", I32, 1).astype(np.int64)
         if len(cu) >= 2 and dl is None:
             K = max(K, int(np.diff(cu).max()) - 1)
-        counts, idx = check_requests(a, K, len(t))
+        if "idx_mapping" in a:
+            counts, idx = check_requests(a, K, len(t))
+        else:  # §34's: each row's state row, a request's repeated over its rows
+            nl = np.diff(cu)
+            if len(cu) < 2 or cu[0] != 0 or np.any(nl < 1) or np.any(nl > K + 1):
+                raise ContractViolation("arrays.cu_num_logits", f"must start at 0, each request 1 to K + 1 = {K + 1} rows")
+            eidx_ = need(a, "expanded_idx_mapping", I64, 1, (n,))
+            counts, idx = nl, eidx_[cu[:-1]] if cu[-1] == n else eidx_[:0]
+            if cu[-1] != n or np.any(np.repeat(idx, counts) != eidx_) or np.any(idx < 0) or np.any(idx >= len(t)) \
+                    or len(np.unique(idx)) != len(idx):  # fmt: skip
+                raise ContractViolation("arrays.expanded_idx_mapping", "must repeat each request's own state row over "
+                                        "its rows")
     else:  # the rows' own mapping (§17's): requests are the runs of expanded_local_pos from 0
         elp_ = need(a, "expanded_local_pos", I32, 1, (n,)).astype(np.int64)
         eidx_ = need(a, "expanded_idx_mapping", I64, 1, (n,))

@@ -24,4 +24,9 @@ BUGS: tuple[Mutant, ...] = (
            "elements it wraps before the table)",
            (edit("    start_idx = tl.load(cu_num_logits_ptr + req_idx).to(tl.int64)\n",
                  "    start_idx = tl.load(cu_num_logits_ptr + req_idx)\n"),), V033, scale="row_offset_past_2_31"),
+    Mutant("cl_draft_token_int16", T, "cumulative log p: the draft token loaded as int16 (ids past 32767 read "
+           "another token's logit)",
+           (edit("        draft_token = tl.load(draft_sampled_ptr + logit_idx + 1).to(tl.int64)\n",
+                 "        draft_token = tl.load(draft_sampled_ptr + logit_idx + 1).to(tl.int16).to(tl.int64)\n"),), V033,
+           extreme="vocab_past_131072"),
 )

@@ -26,4 +26,9 @@ BUGS: tuple[Mutant, ...] = (
            "past 2**31 elements it wraps before the table)",
            (edit("    logit_idx = tl.program_id(0).to(tl.int64)\n", "    logit_idx = tl.program_id(0)\n"),), V033,
            scale="row_offset_past_2_31"),
+    Mutant("rm_block_offset_int16", T, "residual mass: the block's first token in int16 (blocks past 32767 read "
+           "wrapped lanes)",
+           (edit("    block_offsets = block_idx * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)\n",
+                 "    block_offsets = (block_idx * BLOCK_SIZE).to(tl.int16) + tl.arange(0, BLOCK_SIZE)\n"),), V033,
+           extreme="vocab_past_131072"),
 )
