@@ -214,6 +214,9 @@ class TargetAudit:
     """Examples whose run raised (each breaks ``call_completes``: a hazard, never skipped)."""
     hazards: list[Hazard] = field(default_factory=list)
     holds: list[str] = field(default_factory=list)
+    statistics_failed: list[str] = field(default_factory=list)
+    """A statistic (``AUDIT.statistics``) that fails: its report lines."""
+    statistics_skipped: list[str] = field(default_factory=list)
 
 
 def _tier(target: Any, case: Case) -> str | None:
@@ -316,11 +319,48 @@ def _scale_draws(target_name: str, device: str, seed: int) -> list[Case]:
     return dt.scale_minimal(dt.scale_case(np.random.default_rng(derive_seed(seed, "audit-scale", target_name))))
 
 
+def audit_statistics(target_name: str, kernels: Any, device: str, seed: int = 0) -> tuple[list[str], list[str], list[str]]:
+    """Run the target's statistics (``AUDIT.statistics``) on ``kernels`` (target name ->
+    implementation): ``(held, failed lines, skipped lines)``."""
+    a = audit_of(target_name)
+    held: list[str] = []
+    failed: list[str] = []
+    skipped: list[str] = []
+    for st in () if a is None else a.statistics:
+        have = {n: _lookup(kernels, n) for n in st.needs}
+        missing = [n for n, k in have.items() if k is None]
+        source = getattr(kernels, "source", None)
+        if missing and source is not None:  # an audit of some targets: the others' kernels from the same source
+            from ..sources import implementations_for
+
+            more = implementations_for(source, missing).funcs
+            have |= {n: more[n] for n in missing if n in more}
+            missing = [n for n, k in have.items() if k is None]
+        if missing:
+            skipped.append(f"{target_name}: {st.name}: the source lacks {', '.join(missing)}")
+            continue
+        found = st.check(have, device, seed)
+        if found is None:
+            held.append(st.name)
+        else:
+            cls = f" [{st.hazard_class}{' (' + st.source + ')' if st.source else ''}]" if st.hazard_class else ""
+            failed.append(f"hazard: {target_name}: {st.name}{cls}\n  a caller relies on: {st.says}\n  broken: {found}")
+    return held, failed, skipped
+
+
+def _lookup(kernels: Any, name: str) -> Any:
+    try:
+        return kernels[name]
+    except (KeyError, TypeError, LookupError):
+        return None
+
+
 def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUDIT_SCALE,
                  examples: int = 60, seed: int = 0,
-                 on_progress: Callable[[str, int], None] | None = None) -> TargetAudit:
+                 on_progress: Callable[[str, int], None] | None = None, kernels: Any = None) -> TargetAudit:
     """Search both tiers of ``target_name`` for inputs that break its properties;
-    ``on_progress(target, examples checked)`` after each example."""
+    ``on_progress(target, examples checked)`` after each example. ``kernels`` (target name ->
+    implementation): the source's, for the target's statistics (``AUDIT.statistics``)."""
     target = TARGETS[target_name]
     props = PROPERTIES.get(target_name, ())
     result = TargetAudit(target_name)
@@ -352,6 +392,11 @@ def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUD
                 first[PRODUCTION].setdefault(p.name, case)
         if on_progress is not None:
             on_progress(target_name, sum(result.searched.values()))
+    if kernels is not None:
+        held, failed, skipped = audit_statistics(target_name, kernels, device, seed)
+        result.holds += held
+        result.statistics_failed += failed
+        result.statistics_skipped += skipped
     for p in props:
         tier = next((t for t in (PRODUCTION, EXTENDED, BEYOND) if p.name in first[t]), None)
         if tier is None:
@@ -381,5 +426,6 @@ def audit(names: Sequence[str], impls: Any, device: str, *, scale: Scale = AUDIT
     device = device_for(getattr(impls, "source", None), device)
     names = [n for n in names if n in PROPERTIES]
     warm_oracles(names)
-    return [audit_target(n, impls[n], device, scale=scale, examples=examples, seed=seed, on_progress=on_progress)
+    return [audit_target(n, impls[n], device, scale=scale, examples=examples, seed=seed, on_progress=on_progress,
+                         kernels=impls)
             for n in names]
