@@ -88,7 +88,7 @@ class Statistic:
 
     name: str
     says: str
-    check: Callable[[Mapping[str, Any], str, int], "str | None"]
+    check: Callable[[Mapping[str, Any], str, int], str | None]
     needs: tuple[str, ...]
     hazard_class: str = ""
     source: str = ""
