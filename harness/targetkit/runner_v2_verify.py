@@ -167,7 +167,8 @@ def _bf16(x: np.ndarray) -> np.ndarray:
 
 def draw_step(c: Chooser, *, B: int, K: int | None = None, V: int | None = None, method: str | None = None,  # noqa: N803
               draft: bool | None = None, max_pos: int = 5000, style: str | None = None, min_drafts: int = 0,
-              greedy: tuple[float, ...] = (0.0, 0.3, 1.0), same: bool = True) -> Step:  # fmt: skip
+              greedy: tuple[float, ...] = (0.0, 0.3, 1.0), same: bool = True, other_width: float = 0.2
+              ) -> Step:  # fmt: skip
     """A verification step of ``B`` requests as vLLM makes it (docs/CONTRACT.md §30.2-§33.2):
     ``K`` speculative steps (each request ``0..K`` drafts), greedy and random requests, the
     target's processed logits (``-inf`` where top-k/top-p masked, at least one finite per row),
@@ -175,7 +176,9 @@ def draw_step(c: Chooser, *, B: int, K: int | None = None, V: int | None = None,
     the target's argmax half the time, ``-1`` drafts a grammar refused, positions of a context,
     any int64 seeds (``greedy``: the shares of greedy requests a batch is drawn with); ``same``:
     the drafter may be the target (ratios of 1: block verification's denominators and the
-    residuals' lanes then lie within their windows, the extended tier's for §33-§34); ``method`` (else drawn), synthetic rates, FLy's window, threshold and
+    residuals' lanes then lie within their windows, the extended tier's for §33-§34);
+    ``other_width``: the chance of a draft vocabulary narrower or wider than the target's;
+    ``method`` (else drawn), synthetic rates, FLy's window, threshold and
     entropies, both noise paths. Sizes and modes from ``c``, float contents from a NumPy
     generator seeded by ``c`` (so Hypothesis shrinks the seed)."""
     K = c.integer_of([(1, 4), (1, MAX_K)]) if K is None else K
@@ -190,7 +193,7 @@ def draw_step(c: Chooser, *, B: int, K: int | None = None, V: int | None = None,
     n = int(cu[-1])
     Vt = c.choice(VOCABS) if V is None else V
     Vd = Vt
-    if draft and Vt > 8 and c.chance(0.2):  # a draft vocabulary narrower or wider than the target's (padding)
+    if draft and Vt > 8 and c.chance(other_width):  # a draft vocabulary narrower or wider than the target's
         Vd = Vt + c.choice([-1, 1]) * c.integer(1, min(64, Vt // 2))
     Vk = min(Vt, Vd)
     style = c.choice(["gauss", "flat", "peaked", "ints"]) if style is None else style

@@ -15,4 +15,4 @@ from .layout import build
 def body(c: Chooser, scale: Scale) -> Case:
     """Up to 12 requests of up to 16 drafts (:func:`~...targetkit.runner_v2_verify.draw_step`)."""
     V = c.choice(VOCABS) if not c.chance(0.1) else 8192 + c.integer(1, 2000)
-    return build(draw_step(c, B=c.integer_of([(1, 4), (1, 12)]), V=V))
+    return build(draw_step(c, B=c.integer_of([(1, 4), (1, 12)]), V=V, other_width=0.5))
