@@ -314,7 +314,11 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
     from .sources.triton_backend import select_backend  # NumPy, Triton's patches: not at start-up
 
     b = select_backend(backend)
-    impls = implementations_for(source, names)
+    impls = implementations_for(source, names, allow_none=True)
+    if not impls.funcs and not any(_has_statistics(n) for n in impls.untested):
+        from .targetkit.interface import InterfaceMismatch
+
+        raise InterfaceMismatch("\n".join(impls.untested.values()))
     results = run_audit(list(impls.funcs), impls, b.device, examples=examples, seed=seed,
                         on_progress=_audit_progress())
     hazards = [h for r in results for h in r.hazards]
@@ -337,7 +341,10 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
             tiers = ", ".join(f"{t} {n}" for t, n in r.searched.items())
             short = [t for t, n in r.searched.items() if n < examples]
             why = (f" (the {' and '.join(short)} strategy gave no more distinct cases)" if short else "")
-            click.echo(f"\n## {r.target}: {tiers} examples{why}" + (f", {r.errors} raised" if r.errors else ""))
+            if not r.searched:
+                click.echo(f"\n## {r.target}: another interface than the contract's: its statistics only")
+            else:
+                click.echo(f"\n## {r.target}: {tiers} examples{why}" + (f", {r.errors} raised" if r.errors else ""))
             for h in r.hazards:
                 click.echo(h.report())
             for line in r.statistics_failed:
@@ -360,6 +367,13 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
     if strict and hazards:
         sys.exit(EXIT_EDGE)
     sys.exit(EXIT_OK)
+
+
+def _has_statistics(name: str) -> bool:
+    from .checking.audit import audit_of
+
+    a = audit_of(name)
+    return a is not None and bool(a.statistics)
 
 
 def _audit_progress() -> Any:

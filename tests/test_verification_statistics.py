@@ -6,8 +6,9 @@
   seeded ``rj_log_of_uniform_dropped``: ``log p > u + log q``) and a biased residual
   (``rs_ratio_inverted``) are detected.
 * The drafter's and the target's noise streams never share a counter (#47386's class): vLLM
-  0.33.0 passes; the pre-fix form (``gs_draft_stream_unsalted``) is detected, and so is a
-  drafter whose noise is not the contract's counter (``gs_murmur3_constant``).
+  0.33.0 passes; the pre-fix form (``gs_draft_stream_unsalted``) and vLLM 0.28.0, the last
+  release before the fix, are detected; a noise that is not the contract's murmur3 is said to
+  be out of the check's reach (``gs_murmur3_constant``), never passed.
 * The exact binomial p-value against values worked by hand.
 
 Each statistic runs in seconds under the interpreter (deterministic for its seed).
@@ -58,11 +59,31 @@ def test_a_biased_verification_is_detected(name, kernels, mutants, tmp_path, bac
     assert found is not None and "expected" in found, found
 
 
-@pytest.mark.parametrize("name", ["gs_draft_stream_unsalted", "gs_murmur3_constant"])
-def test_a_shared_or_unknown_draft_stream_is_detected(name, kernels, mutants, tmp_path, backend):
-    found = A.noise_streams_disjoint(_with_mutant(kernels, mutants, tmp_path, name), backend.device, 0)
-    want = "share a counter" if name == "gs_draft_stream_unsalted" else "not the contract's counter"
-    assert found is not None and want in found, found
+def test_a_shared_draft_stream_is_detected(kernels, mutants, tmp_path, backend):
+    found = A.noise_streams_disjoint(_with_mutant(kernels, mutants, tmp_path, "gs_draft_stream_unsalted"),
+                                     backend.device, 0)
+    assert found is not None and "share a counter" in found, found
+
+
+def test_another_noise_generator_is_not_applicable(kernels, mutants, tmp_path, backend):
+    """A murmur3 of other constants (both streams): the counters cannot be read, and the check
+    says so instead of passing (the differential checks catch such a kernel)."""
+    from eaglefuzz.harness.targetkit.properties import NotApplicable
+
+    with pytest.raises(NotApplicable, match="not the contract's murmur3"):
+        A.noise_streams_disjoint(_with_mutant(kernels, mutants, tmp_path, "gs_murmur3_constant"), backend.device, 0)
+
+
+def test_the_pre_fix_release_of_47386_is_caught(needs, backend):
+    """vLLM 0.28.0 (before the draft stream's salt): its gumbel_sample, called by name with its
+    own parameter list (a processed-logits cache, no IS_DRAFTING), gives the drafter the target's
+    noise at the same key; its interface is not the contract's, so only the statistic runs it."""
+    from eaglefuzz.harness.sources import parse_source
+
+    needs.release_files("0.28.0")
+    kernel = parse_source("vllm-release:0.28.0").load(["_gumbel_sample_kernel"]).funcs["_gumbel_sample_kernel"]
+    found = A.noise_streams_disjoint({"_gumbel_sample_kernel": kernel}, backend.device, 0)
+    assert found is not None and "share a counter" in found, found
 
 
 def test_the_audit_runs_the_statistics(kernels, backend):

@@ -34,7 +34,15 @@ from ..core.case import Case
 from ..generation.strategies import Scale, derive_seed
 from ..sources import device_for
 from ..targetkit.base import TritonTarget
-from ..targetkit.properties import COMPLETES, Audit, HazardDraws, Observation, Property, completes
+from ..targetkit.properties import (
+    COMPLETES,
+    Audit,
+    HazardDraws,
+    NotApplicable,
+    Observation,
+    Property,
+    completes,
+)
 from ..targets import TARGETS, ContractViolation, has_role, role
 from .check import warm_oracles
 from .domains import EXTENDED, PRODUCTION, guarded, shrink_candidates_for, strategy_for
@@ -330,16 +338,18 @@ def audit_statistics(target_name: str, kernels: Any, device: str, seed: int = 0)
         have = {n: _lookup(kernels, n) for n in st.needs}
         missing = [n for n, k in have.items() if k is None]
         source = getattr(kernels, "source", None)
-        if missing and source is not None:  # an audit of some targets: the others' kernels from the same source
-            from ..sources import implementations_for
-
-            more = implementations_for(source, missing).funcs
+        if missing and source is not None:  # an audit of some targets: the others' kernels from the same source,
+            more = source.load(missing).funcs  # as the source defines them (the statistic checks their interfaces)
             have |= {n: more[n] for n in missing if n in more}
             missing = [n for n, k in have.items() if k is None]
         if missing:
             skipped.append(f"{target_name}: {st.name}: the source lacks {', '.join(missing)}")
             continue
-        found = st.check(have, device, seed)
+        try:
+            found = st.check(have, device, seed)
+        except NotApplicable as exc:
+            skipped.append(f"{target_name}: {st.name}: {exc}")
+            continue
         if found is None:
             held.append(st.name)
         else:
@@ -424,8 +434,25 @@ def audit(names: Sequence[str], impls: Any, device: str, *, scale: Scale = AUDIT
     its implementation in ``impls``, on the device its source runs on."""
 
     device = device_for(getattr(impls, "source", None), device)
+    untested = [n for n in getattr(impls, "untested", {}) if audit_of(n) is not None and audit_of(n).statistics]
     names = [n for n in names if n in PROPERTIES]
     warm_oracles(names)
-    return [audit_target(n, impls[n], device, scale=scale, examples=examples, seed=seed, on_progress=on_progress,
-                         kernels=impls)
-            for n in names]
+    results = [audit_target(n, impls[n], device, scale=scale, examples=examples, seed=seed, on_progress=on_progress,
+                            kernels=impls)
+               for n in names]
+    for n in untested:  # another interface: no case of it runs, but a statistic may run its kernels (by name)
+        r = TargetAudit(n)
+        held, r.statistics_failed, r.statistics_skipped = audit_statistics(n, _Raw(impls), device, seed)
+        r.holds += held
+        results.append(r)
+    return results
+
+
+class _Raw:
+    """The source's kernels as it defines them, whatever their interface (a statistic checks it)."""
+
+    def __init__(self, impls: Any) -> None:
+        self.source = impls.source
+
+    def __getitem__(self, name: str) -> Any:
+        raise KeyError(name)

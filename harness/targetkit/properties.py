@@ -78,6 +78,11 @@ class HazardDraws:
     shrink_candidates: Callable[[Case], Iterator[Case]] | None = None
 
 
+class NotApplicable(Exception):  # noqa: N818 - a verdict, not an error
+    """Raised by a :class:`Statistic`'s check when the source's kernels cannot be run as it
+    runs them (an older interface it cannot launch): the audit says so, it is no hazard."""
+
+
 @dataclass(frozen=True)
 class Statistic:
     """A property no single case shows: checked over many seeds by running the source's kernels

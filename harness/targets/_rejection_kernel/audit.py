@@ -18,7 +18,15 @@ from typing import Any
 import numpy as np
 
 from ...core.case import Case
-from ...targetkit.properties import Audit, Observation, Property, Statistic, nothing_past_num_reqs
+from ...targetkit.interface import parameters_of
+from ...targetkit.properties import (
+    Audit,
+    NotApplicable,
+    Observation,
+    Property,
+    Statistic,
+    nothing_past_num_reqs,
+)
 from ...targetkit.runner_v2_verify import DRAFT_NOISE_SALT, MAX_K, MAX_MODEL_LEN, step_view
 from .layout import method_of
 
@@ -112,6 +120,12 @@ def target_distribution_kept(kernels: Mapping[str, Any], device: str, seed: int)
     """Speculative sampling's guarantee, tested: over :data:`TRIALS` requests per mode (draft
     logits, one-hot drafts), each request's first token is distributed as the target's ``P``
     (exact two-sided binomial per token, Bonferroni over tokens and modes at :data:`ALPHA`)."""
+    from .. import TARGETS
+
+    for name, kernel in kernels.items():
+        have, want = parameters_of(kernel), TARGETS[name].parameters
+        if have is not None and want is not None and list(have) != list(want):
+            raise NotApplicable(f"{name} has another interface than the contract's (not chained)")
     tests = 2 * len(P)
     for draft_logits in (True, False):
         tok = first_tokens(kernels, device, seed, draft_logits=draft_logits)
@@ -130,27 +144,44 @@ def target_distribution_kept(kernels: Mapping[str, Any], device: str, seed: int)
 def _noise_fingerprints(kernel: Any, device: str, seeds: np.ndarray, pos: np.ndarray, col: int | None) -> np.ndarray:
     """The noise the sampling kernel gives each (seed, pos) at offsets 0..3 (float32 ``[n, 4]``):
     four rows per key, each with one finite lane of logit 0 (so the block's value is its noise);
-    ``col``: the drafter's call (its logits cache at that column, the salted stream), else the
-    target's."""
+    ``col``: the drafter's call (its logits cache at that column: the salted stream where the
+    kernel has one), else the target's. The arguments are bound by name, so that the older
+    interfaces of vLLM's releases (a ``processed_logits`` cache, no ``IS_DRAFTING``) are called
+    as their ``gumbel_sample`` called them; a kernel without any cache has no drafter's call."""
     import torch
 
-    from ....kernels.launchers import launch_gumbel_sample
-
+    names = parameters_of(kernel) or []
+    cache_names = {"logits_cache_ptr", "processed_logits_ptr"}
+    if col is not None and not cache_names & set(names):
+        raise NotApplicable("this _gumbel_sample_kernel has no drafter's call (no logits cache)")
     n, L = len(seeds), 4
     x = np.full((n * L, L), -np.inf, np.float32)
     x[np.arange(n * L), np.tile(np.arange(L), n)] = 0.0
-    rows = np.repeat(np.arange(n, dtype=np.int64), L)
 
     def t(a: np.ndarray) -> Any:
         return torch.from_numpy(np.ascontiguousarray(a)).to(device)
 
+    rows = t(np.repeat(np.arange(n, dtype=np.int64), L))
     la, lm = torch.zeros((n * L, 1), dtype=torch.int64, device=device), torch.zeros((n * L, 1), device=device)
-    cache = {} if col is None else {"logits_cache": torch.zeros((n, MAX_K, L), device=device),
-                                    "logits_cache_col": torch.tensor(col, dtype=torch.int64, device=device)}
-    launch_gumbel_sample(kernel, local_argmax=la, local_max=lm, logits=t(x), expanded_idx_mapping=t(rows),
-                         seeds=t(seeds.astype(np.int64)), pos=t(np.repeat(pos.astype(np.int64), L)),
-                         temperature=t(np.ones(n, np.float32)), apply_temperature=col is not None,
-                         is_drafting=col is not None, **cache)
+    xs = t(x)
+    cache = None if col is None else torch.zeros((n, MAX_K, L), device=device)
+    col_t = None if col is None else torch.tensor(col, dtype=torch.int64, device=device)
+    given = {
+        "local_argmax_ptr": la, "local_argmax_stride": 1, "local_max_ptr": lm, "local_max_stride": 1,
+        "logits_cache_ptr": cache, "logits_cache_stride_0": cache.stride(0) if cache is not None else 0,
+        "logits_cache_stride_1": cache.stride(1) if cache is not None else 0,
+        "logits_cache_stride": cache.stride(0) if cache is not None else 0, "logits_cache_col_ptr": col_t,
+        "logits_cache_source_ptr": xs if cache is not None else None, "logits_cache_source_stride": L,
+        "processed_logits_ptr": cache, "processed_logits_stride": cache.stride(0) if cache is not None else 0,
+        "processed_logits_col_ptr": col_t, "logits_ptr": xs, "logits_stride": L, "expanded_idx_mapping_ptr": rows,
+        "idx_mapping_ptr": rows, "seeds_ptr": t(seeds.astype(np.int64)), "pos_ptr": t(np.repeat(pos.astype(np.int64), L)),
+        "temp_ptr": t(np.ones(n, np.float32)), "vocab_size": L, "BLOCK_SIZE": 1024, "IS_DRAFTING": col is not None,
+        "APPLY_TEMPERATURE": col is not None, "USE_FP64": False, "PER_TOKEN_COL": False,
+    }  # fmt: skip
+    missing = [p for p in names if p not in given]
+    if missing:
+        raise NotApplicable(f"_gumbel_sample_kernel has parameters this check cannot give: {', '.join(missing)}")
+    kernel[(n * L, 1)](**{p: given[p] for p in names})
     return lm.cpu().numpy().reshape(n, L)
 
 
@@ -162,16 +193,26 @@ def _contract_noise(seeds: np.ndarray, pos: np.ndarray) -> np.ndarray:
     return o.gumbel_noise32(u)[0].astype(np.float32)
 
 
+def _matches(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Per key: the kernel's noise at the four offsets is ``want``'s (within the float32 noise
+    bound of docs/CONTRACT.md, "Exactness")."""
+    return np.all(np.abs(got.astype(np.float64) - want) <= 2.0**-18 * (1 + np.abs(want)), axis=1)
+
+
 def noise_streams_disjoint(kernels: Mapping[str, Any], device: str, seed: int) -> str | None:
     """#47386's class, exactly over the production ranges: the drafter's stream (its call of
-    ``_gumbel_sample_kernel`` with a logits cache, every draft step ``col < 16``) and the
-    target's (the same kernel without; §34 draws with the same key) never share a counter for
-    a seed and positions below ``max_model_len`` (``2**20``). Each of the drafter's keys the
-    kernel gives at the extremes and at random (seeds at the int64 limits, positions 0 and
-    ``2**20 - 1``) must be the contract's ``(seed ^ col << 32, pos + 2**30)`` and differ from the
-    target's at the same (seed, pos); by the counter formula the drafter's positions then lie in
-    ``[2**30, 2**30 + 2**20)``, the target's in ``[0, 2**20)`` (the low words of the position),
-    so no counter is shared (checked as intervals below, not assumed)."""
+    ``_gumbel_sample_kernel`` with a logits cache, draft steps 0, 1 and 15) and the target's (the
+    same kernel without; §34 draws with the same key) never share a counter for a seed and
+    positions below ``max_model_len`` (``2**20``).
+
+    The kernel's noise is read at keys of the production extremes and at random (seeds at the
+    int64 limits, positions 0 and ``2**20 - 1``), four offsets each. The target's must be the
+    contract's murmur3 noise of ``(seed, pos)`` for the rest (else the release draws another generator's
+    noise: only the same-key check applies). The drafter's must differ from the target's at the
+    same key (any generator), and its counter is identified among ``(seed or seed ^ col << 32, pos or pos + 2**30)``: salted,
+    its positions lie in ``[2**30, 2**30 + 2**20)`` and the target's in ``[0, 2**20)`` (checked
+    as intervals of the low position word), so no counter is shared; unsalted with the request's
+    own seed, it is the target's counter at the same position (shared); no candidate: not shown."""
     from ....oracles import vectorized_v2_verify as o
 
     if not MAX_MODEL_LEN <= DRAFT_NOISE_SALT or DRAFT_NOISE_SALT + MAX_MODEL_LEN > 1 << 32:
@@ -183,19 +224,30 @@ def noise_streams_disjoint(kernels: Mapping[str, Any], device: str, seed: int) -
     s, p = (a.ravel() for a in np.meshgrid(seeds, positions, indexing="ij"))
     kernel = kernels["_gumbel_sample_kernel"]
     target = _noise_fingerprints(kernel, device, s, p, None)
-    for col in (0, 1, MAX_K - 1):
-        draft = _noise_fingerprints(kernel, device, s, p, col)
+    drafts = {col: _noise_fingerprints(kernel, device, s, p, col) for col in (0, 1, MAX_K - 1)}
+    for col, draft in drafts.items():  # whatever the generator: the same noise at the same key is shared
         same = np.flatnonzero(np.all(draft == target, axis=1))
         if same.size:
             i = int(same[0])
             return (f"draft step {col}: the drafter's noise at (seed {int(s[i])}, position {int(p[i])}) is the "
                     "target's at the same key (the streams share a counter)")
-        want = _contract_noise(o.spec_step_seed(s, np.int64(col)).astype(np.int64), p + DRAFT_NOISE_SALT)
-        off = np.flatnonzero(np.any(np.abs(draft.astype(np.float64) - want) > 2.0**-18 * (1 + np.abs(want)), axis=1))
-        if off.size:
-            i = int(off[0])
-            return (f"draft step {col}: the drafter's noise at (seed {int(s[i])}, position {int(p[i])}) is not the "
-                    f"contract's counter (seed ^ {col} << 32, position + 2**30): disjointness is not shown")
+    if not _matches(target, _contract_noise(s, p)).all():
+        raise NotApplicable("the target's noise is not the contract's murmur3 noise (another generator): no "
+                            "shared key at the same position, other counters cannot be read")
+    for col, draft in drafts.items():
+        mixed = o.spec_step_seed(s, np.int64(col)).astype(np.int64)
+        known = np.zeros(len(s), bool)
+        for sd, salted in ((mixed, True), (s, True), (mixed, False), (s, False)):
+            hit = ~known & _matches(draft, _contract_noise(sd, p + DRAFT_NOISE_SALT if salted else p))
+            if hit.any() and not salted and np.any(sd[hit] == s[hit]):
+                i = int(np.flatnonzero(hit & (sd == s))[0])
+                return (f"draft step {col}: the drafter's counter at (seed {int(s[i])}, position {int(p[i])}) is the "
+                        "target's (unsalted: the streams share a counter)")
+            known |= hit
+        if not known.all():
+            i = int(np.flatnonzero(~known)[0])
+            return (f"draft step {col}: the drafter's noise at (seed {int(s[i])}, position {int(p[i])}) is no known "
+                    "counter of the contract's form: disjointness is not shown")
     return None
 
 
