@@ -9,7 +9,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...targetkit.device import RecordDevice
-from ...targetkit.device_draws import lazy_full, scale_rows, scale_vocab
+from ...targetkit.device_draws import lazy_full, scale_vocab
 from ...targetkit.scale import flat_limit
 from .layout import NAME, build
 from .record import TARGET
@@ -19,15 +19,17 @@ TEMPERATURES = np.array([0.7, 1.0, 0.0, 1.3], np.float32)
 
 
 def scale_case(rng: np.random.Generator) -> Case:
-    """A production step past ``2**31`` logits (a current model's vocabulary, enough rows):
-    every row a request's of one of :data:`TEMPERATURES`, the rows past the limit of random
-    logits (the others zeros: a table of 8 GiB and more, sparse), as ``Sampler`` hands them over."""
+    """A production step just past ``2**31`` logits (a current model's vocabulary, one to four
+    rows past the first row an int32 offset cannot reach): the rows before it zeros of requests
+    at T 1 or 0 (now and then divided), the last rows random and divided (0.7 or 1.3): a table
+    of 8 GiB, sparse, as ``Sampler`` hands it over."""
     V = scale_vocab(rng)
-    n = scale_rows(rng, V)
     first = -(-flat_limit() // V)
+    n = first + int(rng.integers(1, 5))
     x = lazy_full((n, V), np.float32)
     x[first - 1 :] = (rng.standard_normal((n - first + 1, V)) * 3).astype(np.float32)
-    rows = rng.integers(0, len(TEMPERATURES), size=n)
+    rows = rng.choice([1, 2], size=n)  # the rows before the limit: T 1 or 0 (not written)
+    rows[rng.random(n) < 0.01] = 0  # now and then divided (zeros stay zeros)
     rows[first - 1 :] = rng.choice([0, 3], size=n - first + 1)  # the rows past the limit are divided
     return build(x, rows.tolist(), TEMPERATURES.tolist()).replace(
         note="a production-scale step (eaglefuzz fuzz --mode device)")
