@@ -151,6 +151,11 @@ def hunt_at_scale(m, path: Path, backend, needs) -> None:
     why = unreachable("device", backend.device)
     if why is not None:
         needs.unavailable("gpu", f"{m.name} needs a table past 2**31 elements (--mode device): {why}")
+    from eaglefuzz.harness.checking.device_mode import device_targets
+
+    if not device_targets()[m.target].scale:
+        pytest.skip(f"{m.name}: {m.target}'s device role draws no production-scale case yet (docs/CONTRACT.md "
+                    "§28-§35; benchmarks/RESULTS.md says what a GPU run of one needs)")
     impls = implementations_for(FileSource(path), [m.target])
     stats = device_fuzz_target(m.target, impls, backend.device, examples=2, seed=0, chunk_offset=SCALE_AT,
                                chunk_step=SCALE_EVERY, cross_check_share=0.0)
