@@ -336,7 +336,9 @@ def settle_step(step: Step, attempts: int = 8) -> tuple[Step, Chain]:
     """``step`` with every request whose verification meets a window re-keyed (its seed XOR-ed
     with :data:`RE_KEY` times the attempt: a new request's noise), and the chain of the result:
     production steps meet no window (a decision within the contract's error bound is the
-    extended tier's). After ``attempts`` the step is returned as it is (the chain says so)."""
+    extended tier's). After ``attempts``, a request still in a window (one no key moves: block
+    verification's denominator at 0) gets placeholder drafts (``-1``: nothing of it verified);
+    the chain says what is left."""
     for k in range(1, attempts + 1):
         ch = chain(step)
         reqs = sorted({int(w.key[1]) for ws in ch.windows.values() for w in ws if w.key[:1] == ("req",)})
@@ -347,7 +349,15 @@ def settle_step(step: Step, attempts: int = 8) -> tuple[Step, Chain]:
         with np.errstate(over="ignore"):  # the key's multiple wraps, as intended
             seed[rows] = (seed[rows].view(np.uint64) ^ (RE_KEY * np.uint64(k))).view(np.int64)
         step = replace(step, seed=seed)
-    return step, chain(step)
+    ch = chain(step)
+    reqs = sorted({int(w.key[1]) for ws in ch.windows.values() for w in ws if w.key[:1] == ("req",)})
+    if reqs:  # a window no key moves (block verification's denominator D = R + 1 - p at 0: p = 1, R = 0):
+        ds = step.draft_sampled.copy()  # those requests' drafts become placeholders (-1: nothing verified)
+        for r in reqs:
+            ds[int(step.cu_num_logits[r]) + 1 : int(step.cu_num_logits[r + 1])] = -1
+        step = replace(step, draft_sampled=ds)
+        ch = chain(step)
+    return step, ch
 
 
 # -- the record base -----------------------------------------------------------------------------
@@ -526,7 +536,7 @@ def sparse_step(step: Step, rng: np.random.Generator, peaks: int = 24) -> Step:
         tl_[j, at] = (rng.standard_normal(at.size) * 2 + 3).astype(np.float32)
     dl = None
     if step.draft_logits is not None:
-        dl = np.full(step.draft_logits.shape, NOT_READ, np.float32)
+        dl = np.zeros(step.draft_logits.shape, np.float32)  # unread steps 0, not NaN: one fill (a compact corpus file)
         cu = step.cu_num_logits
         for r, s in enumerate(step.idx_mapping):
             d = int(cu[r + 1] - cu[r] - 1)
@@ -549,6 +559,9 @@ def large_vocab_step(rng: np.random.Generator, *, method: str | None = None, dra
     c = _rng_chooser(rng)
     step = draw_step(c, B=int(rng.integers(1, 3)), K=3, V=int(rng.choice(LARGE_VOCABS)), method=method, draft=draft,
                      greedy=greedy, same=False)  # fmt: skip
+    idx = step.idx_mapping  # the requests' own state rows only: the drafter's cache at most 2 x 3 x 262144
+    step = replace(step, idx_mapping=np.arange(step.B, dtype=np.int64), temperature=step.temperature[idx],
+                   seed=step.seed[idx], draft_logits=None if step.draft_logits is None else step.draft_logits[idx])
     return sparse_step(step, rng)
 
 

@@ -22,4 +22,4 @@ def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
     return build(step, chain(step))
 
 
-SHAPES = (Shape("large_vocab", 2, _large_vocab), Shape("many_requests", 128, _many_requests))
+SHAPES = (Shape("large_vocab", 2, _large_vocab), Shape("over_64_requests", 128, _many_requests))

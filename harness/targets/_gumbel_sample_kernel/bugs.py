@@ -38,10 +38,9 @@ BUGS: tuple[Mutant, ...] = (
            (edit("    offset = offset.to(tl.uint32)\n", "    offset = offset.to(tl.int16).to(tl.uint32)\n"),), V033,
            extreme="vocab_past_131072"),
     Mutant("gs_position_low16", T, "gumbel_sample: the noise's counter keeps a position's low 16 bits (positions "
-           "65536 apart share their noise)",
+           "65536 apart share their noise; the drafter's, salted by 2**30, at every position)",
            (edit("    h = _murmur3_mix(h, (pos & 0xFFFFFFFF).to(tl.uint32))\n",
-                 "    h = _murmur3_mix(h, (pos & 0xFFFF).to(tl.uint32))\n"),), V033,
-           extreme="positions_past_65535"),
+                 "    h = _murmur3_mix(h, (pos & 0xFFFF).to(tl.uint32))\n"),), V033),
     Mutant("gs_row_offset_int32", T, "gumbel_sample: the row offset token_idx * logits_stride in int32 (the pre-fix "
            "form of vLLM #46560: past 2**31 elements it wraps before the table)",
            (edit("    token_idx = tl.program_id(0).to(tl.int64)\n", "    token_idx = tl.program_id(0)\n"),), V033,

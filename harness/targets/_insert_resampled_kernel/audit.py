@@ -12,7 +12,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...targetkit.properties import Audit, Observation, Property, nothing_past_num_reqs
-from .record import requests
+from .layout import requests
 
 
 def count_up_by_one(case: Case, o: Observation) -> str | None:

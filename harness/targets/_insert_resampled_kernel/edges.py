@@ -16,8 +16,7 @@ from ...core.case import Case
 from ...generation.choosers import Chooser, RngChooser, as_strategy
 from ...generation.strategies import Scale
 from ...targetkit.runner_v2_verify import chain, draw_step, keep_requests
-from .layout import build
-from .record import requests
+from .layout import build, requests
 
 FEATURES = {
     "nan_block": "a NaN block value where read (taken as -inf)",

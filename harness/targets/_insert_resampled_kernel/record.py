@@ -28,22 +28,10 @@ from ...targetkit.runner_v2_verify import (
     need,
     verify_oracles,
 )
-from .layout import ARRAYS, NAME
+from .layout import ARRAYS, NAME, requests
 
 INTS = {"sampled": I64, "num_sampled": I32, "resampled_local_argmax": I64, "cu_num_logits": I32,
         "expanded_idx_mapping": I64}
-
-
-def requests(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(first row, d_r, k, drawn)`` per request: ``drawn`` whether its token is inserted (a
-    random request, or a greedy one at its bonus)."""
-    a = case.arrays
-    cu = a["cu_num_logits"].astype(np.int64)
-    d = np.diff(cu) - 1
-    k = a["num_sampled"].astype(np.int64)
-    j = cu[:-1] + np.clip(k, 0, np.maximum(d, 0))
-    greedy = a["temperature"][a["expanded_idx_mapping"][j]] == 0
-    return cu[:-1], d, k, ~greedy | (k == d)
 
 
 class InsertResampled(VerifyTarget):

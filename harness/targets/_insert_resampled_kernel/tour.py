@@ -20,4 +20,4 @@ def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
     return build(*settle_step(many_requests_step(rng)))
 
 
-SHAPES = (Shape("many_requests", 128, _many_requests), Shape("large_vocab", 300, _large_vocab))
+SHAPES = (Shape("over_64_requests", 128, _many_requests), Shape("large_vocab", 300, _large_vocab))

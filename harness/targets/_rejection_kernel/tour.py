@@ -31,4 +31,4 @@ def _long_context(rng: np.random.Generator, scale: Scale) -> Case:
 
 
 SHAPES = (Shape("large_vocab", 2, _large_vocab), Shape("long_context", 4, _long_context),
-          Shape("many_requests", 128, _many_requests))
+          Shape("over_64_requests", 128, _many_requests))

@@ -29,5 +29,5 @@ def _many_requests(rng: np.random.Generator, scale: Scale) -> Case:
     return build(*settle_step(many_requests_step(rng)))
 
 
-SHAPES = (Shape("long_context", 16, _long_context), Shape("many_requests", 128, _many_requests),
+SHAPES = (Shape("long_context", 16, _long_context), Shape("over_64_requests", 128, _many_requests),
           Shape("large_vocab", 300, _large_vocab))
