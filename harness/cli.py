@@ -314,17 +314,24 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
     from .sources.triton_backend import select_backend  # NumPy, Triton's patches: not at start-up
 
     b = select_backend(backend)
-    impls = implementations_for(source, names)
+    impls = implementations_for(source, names, allow_none=True)
+    if not impls.funcs and not any(_has_statistics(n) for n in impls.untested):
+        from .targetkit.interface import InterfaceMismatch
+
+        raise InterfaceMismatch("\n".join(impls.untested.values()))
     results = run_audit(list(impls.funcs), impls, b.device, examples=examples, seed=seed,
                         on_progress=_audit_progress())
     hazards = [h for r in results for h in r.hazards]
+    stat_failed = [x for r in results for x in r.statistics_failed]
     unaudited = [n for n in impls.funcs if n not in {r.target for r in results}]
     if as_json:
 
         click.echo(json.dumps({
             "source": source.describe(), "backend": b.name, "seed": seed, "examples": examples,
             "targets": {r.target: {"searched": r.searched, "errors": r.errors, "holds": r.holds,
-                                   "hazards": [h.to_json() for h in r.hazards]} for r in results},
+                                   "hazards": [h.to_json() for h in r.hazards],
+                                   "statistics_failed": r.statistics_failed,
+                                   "statistics_skipped": r.statistics_skipped} for r in results},
             "no_properties": unaudited,
             "untested": dict(impls.untested),
         }, indent=2))
@@ -334,9 +341,16 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
             tiers = ", ".join(f"{t} {n}" for t, n in r.searched.items())
             short = [t for t, n in r.searched.items() if n < examples]
             why = (f" (the {' and '.join(short)} strategy gave no more distinct cases)" if short else "")
-            click.echo(f"\n## {r.target}: {tiers} examples{why}" + (f", {r.errors} raised" if r.errors else ""))
+            if not r.searched:
+                click.echo(f"\n## {r.target}: another interface than the contract's: its statistics only")
+            else:
+                click.echo(f"\n## {r.target}: {tiers} examples{why}" + (f", {r.errors} raised" if r.errors else ""))
             for h in r.hazards:
                 click.echo(h.report())
+            for line in r.statistics_failed:
+                click.echo(line)
+            for line in r.statistics_skipped:
+                click.echo(f"not checked: {line}")
             if r.holds:
                 click.echo(f"holds on every example: {', '.join(r.holds)}")
         if unaudited:
@@ -344,14 +358,22 @@ def audit(kernel_names: tuple[str, ...], examples: int, seed: int, strict: bool,
         for line in impls.untested.values():
             click.echo(f"not audited: {line}")
         reach = sum(h.reachable_in_production for h in hazards)
-        click.echo(f"\n{len(hazards)} hazard(s), {reach} reachable in the production tier")
-    if strict and any(h.reachable_in_production for h in hazards):
+        click.echo(f"\n{len(hazards) + len(stat_failed)} hazard(s), {reach + len(stat_failed)} reachable in the "
+                   "production tier")
+    if strict and (stat_failed or any(h.reachable_in_production for h in hazards)):
         sys.exit(EXIT_FINDINGS)
     if impls.untested:
         sys.exit(EXIT_USAGE)
     if strict and hazards:
         sys.exit(EXIT_EDGE)
     sys.exit(EXIT_OK)
+
+
+def _has_statistics(name: str) -> bool:
+    from .checking.audit import audit_of
+
+    a = audit_of(name)
+    return a is not None and bool(a.statistics)
 
 
 def _audit_progress() -> Any:

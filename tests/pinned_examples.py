@@ -1035,3 +1035,364 @@ PINNED += [
         {"output_draft_tokens": (I64, [U, U, 61, U, U, 62])},
     ),
 ]
+
+
+# -- §28-§35 Model Runner V2's verification (vllm/v1/worker/gpu/sample/gumbel.py, spec_decode/
+# rejection_sampler_utils.py) ------------------------------------------------------------------
+#
+# Cases whose outputs follow from docs/CONTRACT.md without the noise: greedy rows (no noise),
+# random rows whose decisions no uniform can change (a probability of 0 or 1), sums of exp(0)
+# and of plain fractions. Steps are made by hand; the inputs a kernel takes from the kernels
+# before it in rejection_sample come from the chain (targetkit/runner_v2_verify.chain), as vLLM
+# hands them over: the hand-worked part is each case's own outputs.
+
+
+def _step(tl_: np.ndarray, cu: list[int], idx: list[int], temp: list[float], *, ds: list[int], K: int,
+          dl: np.ndarray | None = None, pos: list[int] | None = None, seed: list[int] | None = None,
+          method: str = "standard") -> Any:  # fmt: skip
+    from eaglefuzz.harness.targetkit.runner_v2_verify import Step
+
+    n = tl_.shape[0]
+    return Step(np.asarray(tl_, np.float32), dl, i32(*ds), i32(*cu), i64(*(pos or range(10, 10 + n))), i64(*idx),
+                f32(*temp), i64(*(seed or [5] * len(temp))), K, method)  # fmt: skip
+
+
+def _chained(layout: Any, step: Any) -> Case:
+    from eaglefuzz.harness.targetkit.runner_v2_verify import chain
+
+    return layout.build(step, chain(step))
+
+
+NEG = -np.inf
+TE28 = "_temperature_kernel"
+
+
+def _te(logits: list[list[float]], rows: list[int], temp: list[float]) -> Case:
+    from eaglefuzz.harness.targets._temperature_kernel.layout import build
+
+    return build(np.array(logits, np.float32), rows, temp)
+
+
+PINNED += [
+    Pinned(
+        "scaled_greedy_and_unit_rows",
+        _te([[1, -3, 0.5, 7], [1, 2, 3, 4], [5, 6, 7, 8]], [2, 0, 1], [1.0, 0.0, 2.0]),
+        """§28.1: row 0 (state 2, T 2) becomes [0.5, -1.5, 0.25, 3.5] (exact halves); row 1 (state 0,
+        T 1) and row 2 (state 1, T 0) are not written.""",
+        {"logits": (F32, [0.5, -1.5, 0.25, 3.5, U, U, U, U, U, U, U, U])},
+    ),
+    Pinned(
+        "low_temperature",
+        _te([[3, -1.5], [7, 9]], [0, 0], [0.25]),
+        """§28.1: both rows read state 0 (T 0.25): every logit times 4, exactly: [12, -6], [28, 36].""",
+        {"logits": (F32, [12, -6, 28, 36])},
+    ),
+]
+
+GS29 = "_gumbel_sample_kernel"
+
+
+def _gs(mode: str) -> Case:
+    from eaglefuzz.harness.targets._gumbel_sample_kernel.layout import build
+
+    if mode == "target":
+        x = np.zeros((2, 1500), np.float32)
+        x[0, [7, 1100, 1101]] = 9.0
+        x[1] = 1.0
+        return build(x, [1, 0], [5, 6], [11, -3], [0.0, 0.0], "target")
+    x = np.array([[1, 3, 3, 2], [0.5, 0.25, 0.5, -1]], np.float32)
+    return build(x, [1, -1], [5, 6], [11, 22], [0.7, 0.0], "drafter", cache=np.full((2, 2, 4), -7, np.float32), col=1)
+
+
+PINNED += [
+    Pinned(
+        "greedy_rows_two_blocks",
+        _gs("target"),
+        """§29.1, the target's sampling, both rows greedy (T 0: no noise, exact): row 0's blocks of
+        1024 are won by 7 (9.0; the first of the block) and 1100 (9.0 at 1100 and 1101: the
+        first); row 1, all ones, by the first lanes 0 and 1024.""",
+        {"local_argmax": (I64, [7, 1100, 0, 1024]), "local_max": (F32, [9, 9, 1, 1])},
+    ),
+    Pinned(
+        "drafter_cache_and_padded_row",
+        _gs("drafter"),
+        """§29.1, the drafter's (cache column 1): row 0 (state 1, T 0: greedy) wins lane 1 (3, the
+        first of the two 3s) and copies its raw logits to logits_cache[1, 1]; row 1 (state -1:
+        padded, greedy, no cache write) wins lane 0 (0.5, the first of the two).""",
+        {"local_argmax": (I64, [1, 0]), "local_max": (F32, [3, 0.5]),
+         "logits_cache": (F32, [U] * 12 + [1, 3, 3, 2])},
+    ),
+]
+
+LS30 = "_compute_local_logits_stats_kernel"
+
+
+def _ls(draft: bool) -> Case:
+    """r0 (state 2, greedy): rows 0-1; r1 (state 0, T 0.5): rows 2-4 (4 the bonus)."""
+    from eaglefuzz.harness.targets._compute_local_logits_stats_kernel.layout import build
+
+    tl_ = np.zeros((5, 10), np.float32)
+    tl_[0, [2, 5]] = 4.0
+    tl_[2] = NEG
+    tl_[2, [0, 1]] = [0.0, np.log(3.0)]
+    tl_[3] = NEG
+    tl_[3, 9] = 1.0
+    dl = None
+    if draft:
+        dl = np.zeros((3, 2, 10), np.float32)
+        dl[0, 0, :2] = [1.0, 2.0]
+    return build(_step(tl_, [0, 2, 5], [2, 0], [0.5, 1.0, 0.0], ds=[0, 2, 0, 1, 9], K=2, dl=dl))
+
+
+PINNED += [
+    Pinned(
+        "greedy_and_random_rows_one_hot",
+        _ls(False),
+        """§30.1: row 0 (greedy): argmax 2 (4.0 at 2 and 5: the first), max 4; row 2 (random): max
+        float32(log 3), sum exp(-log 3) + 1 = 4/3; row 3: max 1, sum 1; the bonus rows 1 and 4
+        and the draft statistics (no draft logits) untouched.""",
+        {"target_local_argmax": (I64, [2, U, U, U, U]), "target_local_max": (F32, [4, U, np.log(3.0), 1, U]),
+         "target_local_sumexp": (F32, [U, U, 4 / 3, 1, U]), "draft_local_max": (F32, [U] * 5),
+         "draft_local_sumexp": (F32, [U] * 5)},
+    ),
+    Pinned(
+        "draft_statistics_over_the_temperature",
+        _ls(True),
+        """§30.1 with draft logits: row 2 (state 0, step 0) reads [1, 2, 0 x 8] / 0.5 = [2, 4, 0 x 8]:
+        max 4, sum exp(-2) + 1 + 8 exp(-4); row 3 (step 1) reads zeros: max 0, sum 10; the target's
+        as without; the greedy row's draft statistics untouched.""",
+        {"target_local_argmax": (I64, [2, U, U, U, U]), "target_local_max": (F32, [4, U, np.log(3.0), 1, U]),
+         "target_local_sumexp": (F32, [U, U, 4 / 3, 1, U]), "draft_local_max": (F32, [U, U, 4, 0, U]),
+         "draft_local_sumexp": (F32, [U, U, np.exp(-2) + 1 + 8 * np.exp(-4), 10, U])},
+    ),
+]
+
+CL31 = "_compute_cumulative_log_p_kernel"
+L7 = np.float32(np.log(7.0))
+
+
+def _cl(draft: bool) -> Case:
+    """Target rows uniform over tokens 0 and 1 of 4; with draft logits [log 7, 0, 0, 0] (q = 0.7,
+    0.1, 0.1, 0.1)."""
+    from eaglefuzz.harness.targets._compute_cumulative_log_p_kernel import layout
+
+    if not draft:  # r0 (state 0, T 1): drafts 1, -1, 0; r1 (state 1, greedy): one draft
+        tl_ = np.full((6, 4), NEG, np.float32)
+        tl_[:4, :2] = 0.0
+        tl_[4:] = [[1, 2, 3, 4], [4, 3, 2, 1]]
+        return _chained(layout, _step(tl_, [0, 4, 6], [0, 1], [1.0, 0.0], ds=[0, 1, -1, 0, 0, 3], K=3, method="block"))
+    tl_ = np.full((3, 4), NEG, np.float32)
+    tl_[:, :2] = 0.0
+    dl = np.zeros((1, 2, 4), np.float32)
+    dl[0, :, 0] = L7
+    return _chained(layout, _step(tl_, [0, 3], [0], [1.0], ds=[0, 0, 1], K=2, dl=dl, method="block"))
+
+
+PINNED += [
+    Pinned(
+        "one_hot_drafts_and_a_placeholder",
+        _cl(False),
+        """§31.1, one-hot drafts (lp_d = 0), lp_t = -log 2 for tokens 0 and 1: L = -log 2 after draft
+        1, carried over the -1 draft, -2 log 2 after draft 0; the bonus row and the greedy request
+        untouched.""",
+        {"cumulative_log_p": (F32, [-np.log(2), -np.log(2), -2 * np.log(2), U, U, U])},
+    ),
+    Pinned(
+        "draft_logits_clamped_at_zero",
+        _cl(True),
+        """§31.1 with draft logits: draft 0 has p 0.5, q 0.7: L = log(5/7); draft 1 has p 0.5, q 0.1:
+        L = min(log(5/7) + log 5, 0) = 0; the bonus row untouched.""",
+        {"cumulative_log_p": (F32, [np.log(5 / 7), 0.0, U])},
+    ),
+]
+
+RM32 = "_compute_local_residual_mass_kernel"
+
+
+def _rm(placeholder: bool) -> Case:
+    """One random request (T 1) over targets uniform on tokens 0, 1 of 4 and drafts q = [0.7,
+    0.1, 0.1, 0.1] at every step; block verification."""
+    from eaglefuzz.harness.targets._compute_local_residual_mass_kernel import layout
+
+    d = 3 if placeholder else 2
+    tl_ = np.full((d + 1, 4), NEG, np.float32)
+    tl_[:, :2] = 0.0
+    dl = np.zeros((1, d, 4), np.float32)
+    dl[0, :, 0] = L7
+    ds = [0, 0, -1, 1] if placeholder else [0, 0, 1]
+    return _chained(layout, _step(tl_, [0, d + 1], [0], [1.0], ds=ds, K=d, dl=dl, method="block"))
+
+
+PINNED += [
+    Pinned(
+        "residual_of_the_second_draft",
+        _rm(False),
+        """§32.1: row 0 (its request's first) and the bonus row 2 write nothing; row 1 (next draft 1)
+        with p = exp(§31's log(5/7)) = 5/7: lanes max(5/7 * 0.5 - 0.7, 0) = 0, 5/7 * 0.5 - 0.1,
+        max(0 - 0.1, 0) twice: 5/14 - 1/10 = 9/35.""",
+        {"local_residual_mass": (F32, [U, 9 / 35, U])},
+    ),
+    Pinned(
+        "placeholder_skipped_and_carried",
+        _rm(True),
+        """§32.1: row 1's next draft is -1: nothing; row 2 (next draft 1) reads §31's value of row 1,
+        log(5/7) carried over the -1: 9/35 as before; rows 0 and 3 nothing.""",
+        {"local_residual_mass": (F32, [U, U, 9 / 35, U])},
+    ),
+]
+
+RJ33 = "_rejection_kernel"
+
+
+def _rj() -> Case:
+    """r0 (state 1, greedy): drafts 3, 5 against argmaxes 3, 4; r1 (state 0, T 1, one-hot
+    drafts): draft 2 has probability 1, draft 1 probability 0."""
+    from eaglefuzz.harness.targets._rejection_kernel import layout
+
+    tl_ = np.zeros((6, 8), np.float32)
+    tl_[0, 3] = tl_[1, 4] = tl_[2, 0] = 1.0
+    tl_[3:] = NEG
+    tl_[3, 2] = 0.0
+    tl_[4, [0, 6]] = [0.0, 1.0]
+    tl_[5, 5] = 2.0
+    return _chained(layout, _step(tl_, [0, 3, 6], [1, 0], [1.0, 0.0], ds=[0, 3, 5, 7, 2, 1], K=3,
+                                  pos=[10, 11, 12, 40, 41, 42], seed=[-5, 77]))
+
+
+def _rj_greedy() -> Case:
+    """Two greedy requests: every draft the argmax (2 drafts), and none (no drafts)."""
+    from eaglefuzz.harness.targets._rejection_kernel import layout
+
+    tl_ = np.zeros((4, 5), np.float32)
+    tl_[0, 4] = tl_[1, 1] = tl_[2, 2] = tl_[3, 3] = 2.0
+    return _chained(layout, _step(tl_, [0, 3, 4], [0, 1], [0.0, 0.0], ds=[0, 4, 1, 0], K=2))
+
+
+PINNED += [
+    Pinned(
+        "greedy_correction_and_certain_random_decisions",
+        _rj(),
+        """§33.1: r0 accepts 3 (the argmax) and rejects 5 (argmax 4): sampled [3, 4], count 1, its
+        log-sum-exps 0; r1 accepts 2 (lp_t = 0 > log u for every u < 1) and rejects 1 (lp_t = -inf):
+        sampled [2, 1], count 1, lse_t of row 4 = log(1 + e), lse_d 0 (one-hot). Slots 2, 3 untouched.""",
+        {"sampled": (I64, [3, 4, U, U, 2, 1, U, U]), "num_sampled": (I32, [1, 1]),
+         "target_rejected_logsumexp": (F32, [0, np.log(1 + np.e)]), "draft_rejected_logsumexp": (F32, [0, 0])},
+        params={"num_sampled": "rejected_steps_ptr"},
+    ),
+    Pinned(
+        "greedy_all_accepted_and_no_drafts",
+        _rj_greedy(),
+        """§33.1: r0's drafts 4 and 1 are the argmaxes of rows 0 and 1: both accepted, count 2; r1 has
+        no drafts: count 0, nothing sampled; log-sum-exps 0.""",
+        {"sampled": (I64, [4, 1, U, U, U, U]), "num_sampled": (I32, [2, 0]),
+         "target_rejected_logsumexp": (F32, [0, 0]), "draft_rejected_logsumexp": (F32, [0, 0])},
+        params={"num_sampled": "rejected_steps_ptr"},
+    ),
+]
+
+RS34 = "_resample_kernel"
+M32 = 0xFFFFFFFF
+
+
+def _gumbel32(seed: int, pos: int, offset: int) -> float:
+    """The float32 path's Gumbel noise of the preface (docs/CONTRACT.md §28-§35, "Noise"), worked
+    from its text in plain Python integers: MurmurHash3_x86_32 of (lo32(seed), hi32(seed),
+    lo32(pos), offset) with seed 0, the uniform u32, then -log(-L(u))."""
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & M32
+
+    h = 0
+    for k in (seed & M32, (seed >> 32) & M32, pos & M32, offset & M32):
+        k = rotl((k * 0xCC9E2D51) & M32, 15) * 0x1B873593 & M32
+        h = (rotl(h ^ k, 13) * 5 + 0xE6546B64) & M32
+    h ^= 16
+    h = ((h ^ (h >> 16)) * 0x85EBCA6B) & M32
+    h = ((h ^ (h >> 13)) * 0xC2B2AE35) & M32
+    h ^= h >> 16
+    u = float(np.float32((h >> 16) * 2.0**-16 + ((h & 0xFFFF) + 0.5) * 2.0**-32))
+    if u < 0.25:
+        poly = 0.125
+        for k in (7, 6, 5, 4, 3, 2):
+            poly = float(np.float32(1 / k)) + u * poly
+        L = -u * (1 + u * poly)
+    else:
+        L = np.log(max(1 - u, 2.0**-24))
+    return float(-np.log(-L))
+
+
+
+def _rs() -> Case:
+    """After _rj's verification: r0 (greedy) rejected before its bonus; r1 (random) at its
+    rejected draft 1 of row 4, whose residual (one-hot) is the target less token 1: tokens 0 and 6."""
+    from eaglefuzz.harness.targets._resample_kernel import layout
+
+    tl_ = np.zeros((6, 8), np.float32)
+    tl_[0, 3] = tl_[1, 4] = tl_[2, 0] = 1.0
+    tl_[3:] = NEG
+    tl_[3, 2] = 0.0
+    tl_[4, 6] = 1.0
+    tl_[5, 5] = 2.0
+    return _chained(layout, _step(tl_, [0, 3, 6], [1, 0], [1.0, 0.0], ds=[0, 3, 5, 7, 2, 1], K=3,
+                                  pos=[10, 11, 12, 40, 41, 42], seed=[-5, 77]))
+
+
+def _rs_greedy_bonus() -> Case:
+    """A greedy request whose two drafts are accepted: its bonus row 2 over 1500 tokens."""
+    from eaglefuzz.harness.targets._resample_kernel import layout
+
+    tl_ = np.zeros((3, 1500), np.float32)
+    tl_[0, 4] = tl_[1, 1] = 2.0
+    tl_[2, [30, 1400]] = [5.0, 6.0]
+    return _chained(layout, _step(tl_, [0, 3], [0], [0.0], ds=[0, 4, 1], K=2))
+
+
+PINNED += [
+    Pinned(
+        "one_finite_residual_lane_and_greedy_skipped",
+        _rs(),
+        """§34.1: r0 is greedy and not at its bonus: nothing. r1 (k 1, row 4, y = 1, one-hot): z = the
+        target less token 1: only token 6 is finite (1.0), so it wins the block whatever the noise:
+        winner 6, value 1 + n(u(seed -5, position 41, offset 6)) (the noise worked in _gumbel32).""",
+        {"resampled_local_argmax": (I64, [U, 6]), "resampled_local_max": (F32, [U, 1 + _gumbel32(-5, 41, 6)])},
+    ),
+    Pinned(
+        "greedy_bonus_two_blocks",
+        _rs_greedy_bonus(),
+        """§34.1: the greedy request's bonus (k 2 = d): the plain argmax per block of 1024, exact:
+        block 0's 5.0 at 30, block 1's 6.0 at 1400.""",
+        {"resampled_local_argmax": (I64, [30, 1400]), "resampled_local_max": (F32, [5, 6])},
+    ),
+]
+
+IR35 = "_insert_resampled_kernel"
+
+
+def _ir(arrays: Mapping[str, np.ndarray], nb: int) -> Case:
+    return _v2(IR35, arrays, {"resample_num_blocks": nb})
+
+
+PINNED += [
+    Pinned(
+        "greatest_block_and_greedy_skipped",
+        _ir({"sampled": np.array([[3, 4, -1], [2, 1, -1], [-1, -1, -1]], np.int64), "num_sampled": i32(1, 1, 0),
+             "resampled_local_argmax": np.array([[-1, -1, -1], [5, 1030, 2050], [7, 1100, 2048]], np.int64),
+             "resampled_local_max": np.array([[NEG, NEG, NEG], [1.5, 4.0, 4.0], [2.0, NEG, 1.0]], np.float32),
+             "cu_num_logits": i32(0, 3, 6, 7), "expanded_idx_mapping": i64(1, 1, 1, 0, 0, 0, 2),
+             "temperature": f32(1.0, 0.0, 0.8)}, 3),
+        """§35.1: r0 (state 1, greedy, k 1 < 2 drafts): count 2, nothing written; r1 (random, k 1):
+        blocks 1 and 2 tie at 4.0, the first wins: 1030 at slot 1, count 2; r2 (no drafts, k 0, its
+        bonus): block 0 (2.0): 7 at slot 0, count 1.""",
+        {"sampled": (I64, [U, U, U, U, 1030, U, 7, U, U]), "num_sampled": (I32, [2, 2, 1])},
+    ),
+    Pinned(
+        "greedy_bonus_inserted",
+        _ir({"sampled": np.array([[6, 8]], np.int64), "num_sampled": i32(1),
+             "resampled_local_argmax": np.array([[9, 1024]], np.int64),
+             "resampled_local_max": np.array([[3.0, 2.5]], np.float32),
+             "cu_num_logits": i32(0, 2), "expanded_idx_mapping": i64(0, 0), "temperature": f32(0.0)}, 2),
+        """§35.1: a greedy request at its bonus (k 1 = d): the greater block 0 (3.0): token 9 at
+        slot 1 (over the 8 there), count 2.""",
+        {"sampled": (I64, [U, 9]), "num_sampled": (I32, [2])},
+    ),
+]

@@ -70,3 +70,36 @@ def test_a_broadcast_comparison_stays_a_bool_mask(backend):
     kernel[(1,)](torch.tensor([True]), out)
     assert out.tolist() == [1, 21, 1, 41]
     assert comparisons_typed_int1() is False  # done by the backend's set-up; idempotent
+
+
+_LIBDEVICE = None
+
+
+def test_interpreted_libdevice_computes_log1p_with_numpy():
+    """vLLM's ``_resample_kernel`` calls ``tldevice.log1p``; libdevice has no bodies, so the
+    interpreter needs the stand-in: NumPy's ``log1p`` in the block's dtype."""
+    import os
+
+    import numpy as np
+    import pytest
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("compiled: the interpreter is not used")
+    import torch
+    import triton
+    import triton.language as tl
+
+    from eaglefuzz.harness.sources.interpreter_compat import libdevice_for_interpreter
+
+    global _LIBDEVICE
+    _LIBDEVICE = libdevice_for_interpreter()  # a jit function reads its module's globals
+
+    @triton.jit
+    def kernel(x_ptr, y_ptr, N: tl.constexpr):
+        i = tl.arange(0, N)
+        tl.store(y_ptr + i, _LIBDEVICE.log1p(-tl.load(x_ptr + i)))
+
+    x = torch.tensor([0.0, 0.5, 1e-8, 0.999999], dtype=torch.float32)
+    y = torch.zeros(4, dtype=torch.float32)
+    kernel[(1,)](x, y, N=4)
+    assert y.numpy().tobytes() == np.log1p(-x.numpy()).tobytes()

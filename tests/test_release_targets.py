@@ -23,6 +23,10 @@ EXPECTED_NEWER = {
     "_post_update_num_computed_tokens_kernel", "_gather_block_tables_kernel", "_compute_slot_mappings_kernel",
     "_gather_draft_sampled_kernel", "_flatten_sampled_kernel", "target_dependent_ar_prepare_prefill_inputs_kernel",
     "_prepare_decode_inputs_kernel", "_update_draft_inputs_kernel",
+    # Model Runner V2's verification (sample/gumbel.py, spec_decode/rejection_sampler_utils.py, §28-§35)
+    "_temperature_kernel", "_gumbel_sample_kernel", "_compute_local_logits_stats_kernel",
+    "_compute_cumulative_log_p_kernel", "_compute_local_residual_mass_kernel", "_rejection_kernel", "_resample_kernel",
+    "_insert_resampled_kernel",
 }
 """Every target the bundled copy lacks, by name: a target added without a home, or one the
 copy gained, changes the set and fails here."""

@@ -696,7 +696,7 @@ def test_the_text_report_reads_right(tmp_path, mutants, capsys, monkeypatch):
     assert lines[end + 1] == "" and "eaglefuzz fuzz: seed 0" in lines[end + 2]
     # notes once: in the report
     assert (out + err).count("does not define") == 2  # the older and the newer targets of the file's module
-    assert out.count("note: ") == 7  # and the rejection sampler's and the four Model Runner V2 files', whose code is another file
+    assert out.count("note: ") == 9  # and the rejection sampler's and the six Model Runner V2 files', whose code is another file
     progress = [ln for ln in err.splitlines() if ln.startswith(f"eaglefuzz: {PI}: ")]
     assert progress and progress[0].startswith(f"eaglefuzz: {PI}: 1 example, ")
     counts = [ln.split(" ex/s")[0].rsplit(",", 1)[0] + ln.split(" ex/s, ")[1].split(",")[0] for ln in progress]

@@ -126,10 +126,40 @@ def test_seeded_bug_is_found(mutant, mutants, seeded_bugs_dir, backend, scale, f
             mutants.module_file(m.module)
         except mutants.ModuleUnavailable as exc:
             needs.unavailable("offline", f"{mutant}: {exc}")
+    if m.scale:
+        hunt_at_scale(m, path, backend, needs)
+        return
     found = hunt(m, path, derive_seed(fuzz_seed, mutant), BUG_EXAMPLES, backend, scale, tmp_path)
     problem = catch_problem(m, path, found)
     if problem:
         pytest.fail(problem, pytrace=False)
+
+
+def hunt_at_scale(m, path: Path, backend, needs) -> None:
+    """A scale bug (``Mutant.scale``: an int32 row offset that wraps past ``2**31`` elements, the
+    pre-fix form of vLLM #46560 and #47383) shows only on tables of 8 GiB and more: device mode
+    on a GPU with the memory for them draws its target's scale cases (every eighth example) and
+    must find it there; anywhere else the test says it needs such a GPU."""
+    from eaglefuzz.harness.checking.device_mode.engine import (
+        SCALE_AT,
+        SCALE_EVERY,
+        device_fuzz_target,
+    )
+    from eaglefuzz.harness.targetkit.scale import unreachable
+
+    assert m.scale in TARGETS[m.target].scale_features, (m.name, m.scale)
+    why = unreachable("device", backend.device)
+    if why is not None:
+        needs.unavailable("gpu", f"{m.name} needs a table past 2**31 elements (--mode device): {why}")
+    from eaglefuzz.harness.checking.device_mode import device_targets
+
+    if not device_targets()[m.target].scale:
+        pytest.skip(f"{m.name}: {m.target}'s device role draws no production-scale case yet (docs/CONTRACT.md "
+                    "§28-§35; benchmarks/RESULTS.md says what a GPU run of one needs)")
+    impls = implementations_for(FileSource(path), [m.target])
+    stats = device_fuzz_target(m.target, impls, backend.device, examples=2, seed=0, chunk_offset=SCALE_AT,
+                               chunk_step=SCALE_EVERY, cross_check_share=0.0)
+    assert stats.findings, f"scale bug {m.name} not found by device mode's scale cases"
 
 
 def hunt(m, path: Path, seed: int, examples: int, backend, scale, tmp: Path) -> dict:

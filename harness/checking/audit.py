@@ -34,7 +34,15 @@ from ..core.case import Case
 from ..generation.strategies import Scale, derive_seed
 from ..sources import device_for
 from ..targetkit.base import TritonTarget
-from ..targetkit.properties import COMPLETES, Audit, HazardDraws, Observation, Property, completes
+from ..targetkit.properties import (
+    COMPLETES,
+    Audit,
+    HazardDraws,
+    NotApplicable,
+    Observation,
+    Property,
+    completes,
+)
 from ..targets import TARGETS, ContractViolation, has_role, role
 from .check import warm_oracles
 from .domains import EXTENDED, PRODUCTION, guarded, shrink_candidates_for, strategy_for
@@ -214,6 +222,9 @@ class TargetAudit:
     """Examples whose run raised (each breaks ``call_completes``: a hazard, never skipped)."""
     hazards: list[Hazard] = field(default_factory=list)
     holds: list[str] = field(default_factory=list)
+    statistics_failed: list[str] = field(default_factory=list)
+    """A statistic (``AUDIT.statistics``) that fails: its report lines."""
+    statistics_skipped: list[str] = field(default_factory=list)
 
 
 def _tier(target: Any, case: Case) -> str | None:
@@ -316,11 +327,50 @@ def _scale_draws(target_name: str, device: str, seed: int) -> list[Case]:
     return dt.scale_minimal(dt.scale_case(np.random.default_rng(derive_seed(seed, "audit-scale", target_name))))
 
 
+def audit_statistics(target_name: str, kernels: Any, device: str, seed: int = 0) -> tuple[list[str], list[str], list[str]]:
+    """Run the target's statistics (``AUDIT.statistics``) on ``kernels`` (target name ->
+    implementation): ``(held, failed lines, skipped lines)``."""
+    a = audit_of(target_name)
+    held: list[str] = []
+    failed: list[str] = []
+    skipped: list[str] = []
+    for st in () if a is None else a.statistics:
+        have = {n: _lookup(kernels, n) for n in st.needs}
+        missing = [n for n, k in have.items() if k is None]
+        source = getattr(kernels, "source", None)
+        if missing and source is not None:  # an audit of some targets: the others' kernels from the same source,
+            more = source.load(missing).funcs  # as the source defines them (the statistic checks their interfaces)
+            have |= {n: more[n] for n in missing if n in more}
+            missing = [n for n, k in have.items() if k is None]
+        if missing:
+            skipped.append(f"{target_name}: {st.name}: the source lacks {', '.join(missing)}")
+            continue
+        try:
+            found = st.check(have, device, seed)
+        except NotApplicable as exc:
+            skipped.append(f"{target_name}: {st.name}: {exc}")
+            continue
+        if found is None:
+            held.append(st.name)
+        else:
+            cls = f" [{st.hazard_class}{' (' + st.source + ')' if st.source else ''}]" if st.hazard_class else ""
+            failed.append(f"hazard: {target_name}: {st.name}{cls}\n  a caller relies on: {st.says}\n  broken: {found}")
+    return held, failed, skipped
+
+
+def _lookup(kernels: Any, name: str) -> Any:
+    try:
+        return kernels[name]
+    except (KeyError, TypeError, LookupError):
+        return None
+
+
 def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUDIT_SCALE,
                  examples: int = 60, seed: int = 0,
-                 on_progress: Callable[[str, int], None] | None = None) -> TargetAudit:
+                 on_progress: Callable[[str, int], None] | None = None, kernels: Any = None) -> TargetAudit:
     """Search both tiers of ``target_name`` for inputs that break its properties;
-    ``on_progress(target, examples checked)`` after each example."""
+    ``on_progress(target, examples checked)`` after each example. ``kernels`` (target name ->
+    implementation): the source's, for the target's statistics (``AUDIT.statistics``)."""
     target = TARGETS[target_name]
     props = PROPERTIES.get(target_name, ())
     result = TargetAudit(target_name)
@@ -352,6 +402,11 @@ def audit_target(target_name: str, impl: Any, device: str, *, scale: Scale = AUD
                 first[PRODUCTION].setdefault(p.name, case)
         if on_progress is not None:
             on_progress(target_name, sum(result.searched.values()))
+    if kernels is not None:
+        held, failed, skipped = audit_statistics(target_name, kernels, device, seed)
+        result.holds += held
+        result.statistics_failed += failed
+        result.statistics_skipped += skipped
     for p in props:
         tier = next((t for t in (PRODUCTION, EXTENDED, BEYOND) if p.name in first[t]), None)
         if tier is None:
@@ -379,7 +434,25 @@ def audit(names: Sequence[str], impls: Any, device: str, *, scale: Scale = AUDIT
     its implementation in ``impls``, on the device its source runs on."""
 
     device = device_for(getattr(impls, "source", None), device)
+    untested = [n for n in getattr(impls, "untested", {}) if audit_of(n) is not None and audit_of(n).statistics]
     names = [n for n in names if n in PROPERTIES]
     warm_oracles(names)
-    return [audit_target(n, impls[n], device, scale=scale, examples=examples, seed=seed, on_progress=on_progress)
-            for n in names]
+    results = [audit_target(n, impls[n], device, scale=scale, examples=examples, seed=seed, on_progress=on_progress,
+                            kernels=impls)
+               for n in names]
+    for n in untested:  # another interface: no case of it runs, but a statistic may run its kernels (by name)
+        r = TargetAudit(n)
+        held, r.statistics_failed, r.statistics_skipped = audit_statistics(n, _Raw(impls), device, seed)
+        r.holds += held
+        results.append(r)
+    return results
+
+
+class _Raw:
+    """The source's kernels as it defines them, whatever their interface (a statistic checks it)."""
+
+    def __init__(self, impls: Any) -> None:
+        self.source = impls.source
+
+    def __getitem__(self, name: str) -> Any:
+        raise KeyError(name)

@@ -71,24 +71,43 @@ def compare_arrays(
     versus: str,
     guard: int = 0,
     sentinel: int | None = None,
+    tolerance: np.ndarray | None = None,
 ) -> list[Difference]:
     """Every difference between two arrays, dtype and shape first.
 
     ``guard``: both arrays are flat and hold that many guard elements on each side; indices
     in the report are relative to the buffer between them. ``sentinel``: the value the buffer
-    was pre-filled with (an output's), named in the differences.
+    was pre-filled with (an output's), named in the differences. ``tolerance``: for a float
+    array, the absolute bound of each element (flat, guards included; 0: bit for bit) within
+    which ``actual`` may lie from ``expected`` (a float the contract fixes only within an error
+    bound: docs/CONTRACT.md, "Model Runner V2's verification"); NaN and a sentinel are never
+    within it.
     """
     if expected.dtype != actual.dtype:
         return [Difference(name, None, str(expected.dtype), str(actual.dtype), None, "dtype", versus)]
     if expected.shape != actual.shape:
         return [Difference(name, None, expected.shape, actual.shape, None, "shape", versus)]
     e, a = raw(expected).reshape(-1), raw(actual).reshape(-1)
+    differ = e != a
+    if tolerance is not None and expected.dtype.kind == "f" and differ.any():
+        close = within(expected.reshape(-1), actual.reshape(-1), np.asarray(tolerance).reshape(-1))
+        if sentinel is not None:  # a never-written element is no value near the expected one
+            close &= a != sentinel
+        differ &= ~close
     out = []
-    for flat in np.flatnonzero(e != a).tolist():
+    for flat in np.flatnonzero(differ).tolist():
         index = flat - guard
         request, region = locate(name, index)
         out.append(Difference(name, index, e[flat].item(), a[flat].item(), request, region, versus, sentinel))
     return out
+
+
+def within(expected: np.ndarray, actual: np.ndarray, tolerance: np.ndarray) -> np.ndarray:
+    """Where float ``actual`` lies within ``tolerance`` (> 0) of ``expected``, both finite (an
+    infinity or NaN must match bit for bit)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+        return (tolerance > 0) & np.isfinite(d) & (d <= tolerance)
 
 
 def compare_all(
@@ -99,11 +118,13 @@ def compare_all(
     versus: str,
     guards: Mapping[str, int] | None = None,
     sentinels: Mapping[str, int] | None = None,
+    tolerances: Mapping[str, np.ndarray] | None = None,
 ) -> list[Difference]:
     """Differences over every array of ``expected`` (an array missing from ``actual`` is one).
 
     ``guards``: per array, the guard elements on each side of the flat arrays (default none);
-    ``sentinels``: per output, the value its buffer was pre-filled with.
+    ``sentinels``: per output, the value its buffer was pre-filled with; ``tolerances``: per
+    float array, each element's bound (:func:`compare_arrays`).
     """
     out: list[Difference] = []
     for name, exp in expected.items():
@@ -112,6 +133,6 @@ def compare_all(
             continue
         guard = (guards or {}).get(name, 0)
         out += compare_arrays(name, exp, actual[name], locate=locate, versus=versus, guard=guard,
-                              sentinel=(sentinels or {}).get(name))
+                              sentinel=(sentinels or {}).get(name), tolerance=(tolerances or {}).get(name))
     return out
 

@@ -38,11 +38,9 @@ class Journal:
     def running(self, case: Case, limit: float | None = None) -> Iterator[None]:
         """Record ``case`` as in flight while the body runs; with ``limit``, its time limit
         in seconds (enforced by whoever watches the journal)."""
-        from ..checking.corpus import encode
-
         self.directory.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(encode(case))
+        tmp.write_text(_journal_text(case))
         os.replace(tmp, self.path)
         if limit is not None:
             self.seq += 1
@@ -57,11 +55,21 @@ class Journal:
     def abandon(self, case: Case, message: str) -> None:
         """This process is about to exit on purpose while running ``case``: leave the journal
         (and why) for whoever reports dead processes' cases."""
-        from ..checking.corpus import encode
-
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(encode(case))
+        self.path.write_text(_journal_text(case))
         self.path.with_suffix(".why").write_text(message)
+
+
+def _journal_text(case: Case) -> str:
+    """``case`` as a corpus file's text; a case too large to store as text (random arrays of
+    ``2**22`` elements and more: a device-mode batch) as a document that names its target and
+    why, which a reader reports as a journal it cannot read (the target, not the case)."""
+    from ..checking.corpus import TooLarge, encode
+
+    try:
+        return encode(case)
+    except TooLarge as exc:
+        return json.dumps({"kernel": case.kernel, "unreadable": f"too large to journal: {exc}"}) + "\n"
 
 
 @dataclass(frozen=True)

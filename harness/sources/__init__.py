@@ -168,7 +168,7 @@ def did_you_mean(name: str, known: Sequence[str]) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
-def implementations_for(source: Source, names: Sequence[str] | None = None) -> Implementations:
+def implementations_for(source: Source, names: Sequence[str] | None = None, *, allow_none: bool = False) -> Implementations:
     """What a run tests: ``names`` (explicit ``--kernel`` choices) or, when ``None``, every
     target ``source`` defines; each target's interface checked before anything runs.
 
@@ -179,7 +179,8 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
     or, when its only other parameters are extra ones with values (``--param NAME=VALUE`` on a
     :class:`~.binding.BoundSource`, else their defaults), with them bound; otherwise it gets its
     one-line verdict in :attr:`Implementations.untested` and the other targets are tested.
-    Raises :class:`InterfaceMismatch` (one line per target) when nothing is left to test, and
+    Raises :class:`InterfaceMismatch` (one line per target) when nothing is left to test (unless
+    ``allow_none``: the audit, whose statistics may still run such targets' kernels), and
     :class:`UserError` for a ``--param`` that no implementation under test has as an extra
     parameter.
     """
@@ -267,7 +268,7 @@ def implementations_for(source: Source, names: Sequence[str] | None = None) -> I
         have = f" (the extra parameters: {', '.join(sorted(extras))})" if extras else ""
         raise UserError(f"--param {unused[0]}: no implementation under test has an extra parameter "
                         f"{unused[0]}{have}")
-    if untested and not funcs:
+    if untested and not funcs and not allow_none:
         raise InterfaceMismatch("\n".join(untested.values()))
     return Implementations(funcs, {n: origin[n] for n in funcs}, source, tuple(notes), untested)
 

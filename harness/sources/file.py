@@ -38,6 +38,9 @@ import triton.language as tl
 
 from eaglefuzz.kernels.vllm_types import *  # noqa: F403 - the vLLM types the file names
 from eaglefuzz.kernels.triton_helpers_v2 import _load_ptr  # noqa: F401 - Model Runner V2's helper (a definition below wins)
+from eaglefuzz.harness.sources.interpreter_compat import tldevice as _tldevice
+
+tldevice = _tldevice()  # vllm.triton_utils' libdevice (Model Runner V2's verification calls tldevice.log1p)
 
 '''
 
@@ -253,14 +256,29 @@ def _is_jit(node: ast.FunctionDef) -> bool:
 
 
 def _is_constant(node: ast.stmt) -> bool:
-    """A module-level ``UPPER_CASE = <literal>`` assignment."""
+    """A module-level ``UPPER_CASE = <constant>`` assignment: a literal, arithmetic of literals
+    (``1 << 30``), or either wrapped in ``tl.constexpr(...)`` (the globals a ``@triton.jit``
+    function may read: Model Runner V2's ``_DRAFT_NOISE_SALT = tl.constexpr(1 << 30)``)."""
     if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
         return False
     target = node.targets[0]
     if not (isinstance(target, ast.Name) and target.id.isupper()):
         return False
+    value = node.value
+    if (isinstance(value, ast.Call) and ast.unparse(value.func) in ("tl.constexpr", "triton.language.constexpr")
+            and len(value.args) == 1 and not value.keywords):  # fmt: skip
+        value = value.args[0]
+    return _constant_expression(value)
+
+
+def _constant_expression(node: ast.expr) -> bool:
+    """Whether ``node`` is a literal, or unary or binary arithmetic of literals."""
+    if isinstance(node, ast.UnaryOp):
+        return _constant_expression(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _constant_expression(node.left) and _constant_expression(node.right)
     try:
-        ast.literal_eval(node.value)
+        ast.literal_eval(node)
     except ValueError:
         return False
     return True

@@ -11,6 +11,8 @@ interpreter do the same. Compiled runs are not affected.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -71,3 +73,55 @@ def comparisons_typed_int1() -> bool:
     binary_op._eaglefuzz_int1 = True  # type: ignore[attr-defined]
     builder.binary_op = binary_op
     return True
+
+
+INTERPRETED_LIBDEVICE = ("log1p", "expm1", "exp", "log", "log2", "exp2", "sqrt", "tanh")
+"""The libdevice functions :func:`libdevice_for_interpreter` computes with NumPy."""
+
+
+def tldevice() -> Any:
+    """What vLLM's ``tldevice`` (``vllm.triton_utils``) is here: Triton's libdevice, or under the
+    interpreter (``TRITON_INTERPRET=1``) :func:`libdevice_for_interpreter`; ``None`` without
+    libdevice. A file of Model Runner V2's verification taken without its imports (``--kernels``,
+    a seeded bug) gets this name."""
+    import os
+
+    try:
+        import triton.language.extra.libdevice as libdevice
+    except ImportError:  # pragma: no cover - a Triton without libdevice
+        return None
+    return libdevice_for_interpreter() if os.environ.get("TRITON_INTERPRET") == "1" else libdevice
+
+
+def libdevice_for_interpreter() -> Any:
+    """``triton.language.extra.libdevice`` as the interpreter can run it.
+
+    vLLM imports libdevice as ``tldevice`` (``vllm.triton_utils``), and Model Runner V2's
+    ``_resample_kernel`` calls ``tldevice.log1p``. libdevice's functions have no body: a compiled
+    kernel links them by name, and the interpreter (Triton 3.6 to 3.9 at least) maps only
+    ``triton.language``'s own math to NumPy, so under it ``tldevice.log1p(x)`` is ``None`` and the
+    kernel fails on its next operation. This namespace gives :data:`INTERPRETED_LIBDEVICE` as
+    NumPy's functions of the block's data in its own dtype (as the interpreter computes
+    ``tl.log``), and every other name as libdevice's. Only for interpreted runs: a compiled
+    kernel must see libdevice itself."""
+    import types
+
+    import triton.language as tl
+    import triton.language.extra.libdevice as libdevice
+    from triton.runtime.interpreter import TensorHandle
+
+    ns = types.SimpleNamespace(**{k: v for k, v in vars(libdevice).items() if not k.startswith("__")})
+
+    def elementwise(fn: Any) -> Any:
+        def apply(arg0: Any, _semantic: Any = None) -> Any:  # noqa: ARG001 - Triton passes _semantic
+            data = arg0.handle.data
+            with np.errstate(all="ignore"):
+                out = fn(data).astype(data.dtype, copy=False)
+            return tl.tensor(TensorHandle(out, arg0.handle.dtype), arg0.type)
+
+        return apply
+
+    for name in INTERPRETED_LIBDEVICE:
+        setattr(ns, name, elementwise(getattr(np, name)))
+    ns.__name__ = "eaglefuzz.interpreted_libdevice"
+    return ns

@@ -46,19 +46,33 @@ REAL_FILES = (
     "vllm/model_executor/warmup/jit_warmup.py",
     "vllm/model_executor/warmup/jit_warmup_triton_helper.py",
     "vllm/v1/worker/gpu/buffer_utils.py",
+    "vllm/v1/worker/gpu/sample/gumbel.py",
+    "vllm/v1/worker/gpu/sample/watermark.py",
+    "vllm/v1/watermarking/prfs/philox.py",
+    "vllm/v1/watermarking/prfs/base.py",
+    "vllm/v1/spec_decode/fly.py",
 )
 """vLLM files run as they are when the module (or one of them) imports them. Model Runner V2's
 ``buffer_utils.py`` holds ``_load_ptr``, the ``@triton.jit`` helper its block-table kernels call
-(a pointer read from a table of data pointers): vLLM's own, never a stand-in."""
+(a pointer read from a table of data pointers): vLLM's own, never a stand-in. Its verification
+(``spec_decode/rejection_sampler_utils.py``) calls ``@triton.jit`` helpers of ``sample/gumbel.py``
+(the murmur3 noise, ``gumbel_block_argmax``, ``tl_rand32``, ``spec_step_seed``) and of
+``sample/watermark.py`` (``philox_gumbel_block_argmax``, with the constants of
+``watermarking/prfs/philox.py``), and imports ``compute_fly_entropy`` from
+``v1/spec_decode/fly.py``: vLLM's own too, so that a compiled kernel resolves every function it
+names. A release without one of them gets a placeholder, as for any other name."""
 
 RUNNER_V2_MODULES = (
     "vllm/v1/worker/gpu/input_batch.py",
     "vllm/v1/worker/gpu/block_table.py",
     "vllm/v1/worker/gpu/spec_decode/rejection_sampler.py",
     "vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py",
+    "vllm/v1/worker/gpu/sample/gumbel.py",
+    "vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py",
 )
-"""Model Runner V2's modules whose Triton kernels eaglefuzz tests (docs/CONTRACT.md §14-§27),
-taken out of a release wheel with the V1 modules."""
+"""Model Runner V2's modules whose Triton kernels eaglefuzz tests (docs/CONTRACT.md §14-§27: the
+step's input and bookkeeping kernels; §28-§35: its verification, ``sample/gumbel.py`` and
+``spec_decode/rejection_sampler_utils.py``), taken out of a release wheel with the V1 modules."""
 
 PLATFORM_FILES = ("vllm/platforms/interface.py", "vllm/platforms/cpu.py", "vllm/platforms/cuda.py")
 """Read (not run) for the platform's ``simple_compile_backend``."""
@@ -195,6 +209,10 @@ def _triton_utils(m: ModuleType, load: VllmLoad) -> None:
         import triton.language.extra.libdevice as tldevice
 
         m.tldevice = tldevice
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            from .interpreter_compat import libdevice_for_interpreter
+
+            m.tldevice = libdevice_for_interpreter()  # libdevice has no bodies to interpret
     except ImportError:
         pass
 

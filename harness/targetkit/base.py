@@ -12,6 +12,7 @@ docs/ADDING_A_TARGET.md describe it; ``tests/test_record_interface.py`` checks e
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import re
 from abc import ABC, abstractmethod
@@ -520,8 +521,12 @@ class TritonTarget(Target):
         implementation of a variant (:attr:`variants`) gets no tensor for what it ``lacks``."""
 
     @abstractmethod
-    def call_oracle(self, oracle: OracleFn, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
-        """Call ``oracle`` with the case's inputs, writing into ``outputs`` in place."""
+    def call_oracle(self, oracle: OracleFn, case: Case, outputs: Mapping[str, np.ndarray]) -> Any:
+        """Call ``oracle`` with the case's inputs, writing into ``outputs`` in place; return
+        what it returns. An oracle that bounds its floats and reports the decisions it leaves to
+        the run returns its account (``oracles/settlement.py: Settlement``: ``bounds`` per
+        output, ``windows``); :meth:`check` compares within those bounds and settles those
+        windows with the run's outcome (:meth:`decided`). Any other return is ignored."""
 
     @abstractmethod
     def locate(self, case: Case, array: str, index: int) -> tuple[int | None, str]:
@@ -536,12 +541,15 @@ class TritonTarget(Target):
     def output_bytes(self, case: Case) -> int:
         return sum(int(np.prod(shape)) * np.dtype(dt).itemsize for dt, shape in self.output_specs(case).values())
 
-    def _run_oracle(self, oracle: OracleFn, case: Case, fills: Mapping[str, int]) -> dict[str, np.ndarray]:
+    def _run_oracle(self, oracle: OracleFn, case: Case, fills: Mapping[str, int],
+                    choices: Mapping[Any, Any] | None = None) -> tuple[dict[str, np.ndarray], Any]:  # fmt: skip
         specs = self.output_specs(case)
         outs = {n: filled(dt, shape, fills[n]) for n, (dt, shape) in specs.items()}
         inputs = {n: a.copy() if n in self.inout else _read_only(a) for n, a in case.arrays.items()}
-        self.call_oracle(oracle, case.replace(arrays=inputs), outs)
-        return outs | {n: inputs[n] for n in self.inout if n in inputs}
+        if choices:  # the run's outcome of each window (docs/CONTRACT.md, "Exactness")
+            oracle = functools.partial(oracle, choices=dict(choices))
+        account = self.call_oracle(oracle, case.replace(arrays=inputs), outs)
+        return outs | {n: inputs[n] for n in self.inout if n in inputs}, account
 
     def settle(self, case: Case, written: Mapping[str, np.ndarray], fills: Mapping[str, int], device: str) -> Case | None:
         """Where the contract leaves a decision to the backend's arithmetic (docs/CONTRACT.md
@@ -549,31 +557,43 @@ class TritonTarget(Target):
         made them, read from ``written`` (each output without its guards; ``fills``: the
         sentinel of an element not written), so that the oracles of the settled case are what
         the contract allows this run to give. ``None`` (the default) where nothing is left
-        open: every difference stands."""
+        open: every difference stands. (Oracles that report their windows themselves, as a
+        :class:`Settlement`, are settled by :meth:`decided` instead.)"""
         return None
 
-    def expected(self, case: Case) -> tuple[dict[str, int], dict[str, dict[str, np.ndarray]]]:
-        """Per output, a sentinel fill that no written element equals; and, per oracle, the
-        expected whole buffers (guards included) when every buffer starts full of its sentinel.
+    def decided(self, case: Case, windows: list[Any], written: Mapping[str, np.ndarray]) -> dict[Any, Any]:
+        """The run's outcome of each window of ``windows`` (an oracle's account: each with its
+        ``key`` and the ``options`` the contract allows) that the record can read from
+        ``written`` (each output without its guards), by key. A window it leaves out is
+        settled by trying its options (:meth:`expectation`'s search). By default none is read."""
+        return {}
 
-        The first oracle runs over two different fills: elements equal in both runs are the
-        ones it writes; the sentinel is a value it never writes, and its expected buffer is its
-        result with the sentinel where it wrote nothing. The other oracles run over the sentinel.
-        """
+    def expectation(self, case: Case, choices: Mapping[Any, Any] | None = None,
+                    fills: Mapping[str, int] | None = None) -> Expectation:  # fmt: skip
+        """The oracles' expected buffers of ``case`` (:class:`Expectation`), their windows and
+        their tolerances; ``choices``: the outcome of each window, by key (an oracle refuses
+        one outside its window's options: ``ValueError``); ``fills``: the sentinels to use
+        (else chosen as :meth:`expected` says)."""
         specs = self.output_specs(case)
-        first, *others = self.oracles.items()
-        a = self._run_oracle(first[1], case, {n: -0x5A5A5A5B if dt != np.bool_ else 0xA5 for n, (dt, _) in specs.items()})
-        b = self._run_oracle(first[1], case, {n: 0x5A5A5A5A if dt != np.bool_ else 0x5A for n, (dt, _) in specs.items()})
-        fills, outs = {}, {}
-        for n, (dt, _) in specs.items():
-            written = raw(a[n]) == raw(b[n])
-            fills[n] = pick_sentinel(dt, raw(a[n])[written])
-            outs[n] = a[n].copy()
-            raw(outs[n])[~written] = fills[n]
-        outs |= {n: a[n] for n in self.inout if n in a}
-        results = {first[0]: outs}
+        (first_name, first), *others = self.oracles.items()
+        accounts: dict[str, Any] = {}
+        if fills is None:
+            a, accounts[first_name] = self._run_oracle(
+                first, case, {n: -0x5A5A5A5B if dt != np.bool_ else 0xA5 for n, (dt, _) in specs.items()}, choices)
+            b, _ = self._run_oracle(first, case, {n: 0x5A5A5A5A if dt != np.bool_ else 0x5A for n, (dt, _) in specs.items()},
+                                    choices)  # fmt: skip
+            fills, outs = {}, {}
+            for n, (dt, _) in specs.items():
+                written = raw(a[n]) == raw(b[n])
+                fills[n] = pick_sentinel(dt, raw(a[n])[written])
+                outs[n] = a[n].copy()
+                raw(outs[n])[~written] = fills[n]
+            outs |= {n: a[n] for n in self.inout if n in a}
+        else:
+            outs, accounts[first_name] = self._run_oracle(first, case, fills, choices)
+        results = {first_name: outs}
         for oname, oracle in others:
-            results[oname] = self._run_oracle(oracle, case, fills)
+            results[oname], accounts[oname] = self._run_oracle(oracle, case, fills, choices)
         alias = self.aliases(case)
         for res in results.values():
             for out, inp in alias.items():  # the output lands in the input's buffer
@@ -583,9 +603,42 @@ class TritonTarget(Target):
                 raw(merged)[written] = raw(o)[written]
                 res[inp] = merged
         guard_fill = {n: poison(case.arrays[n].dtype) for n in self._changed_inputs(case)} | fills
-        return fills, {
-            oname: {n: _with_guards(o, guard_fill[n]) for n, o in res.items()} for oname, res in results.items()
-        }
+        buffers = {oname: {n: _with_guards(o, guard_fill[n]) for n, o in res.items()} for oname, res in results.items()}
+        tolerances: dict[str, np.ndarray] = {}
+        bounds = getattr(accounts[first_name], "bounds", None) or {}
+        for n, bound in bounds.items():
+            if n in buffers[first_name] and np.any(np.asarray(bound) > 0):
+                tolerances[n] = _with_guards(np.asarray(bound, dtype=np.float64), 0)
+        return Expectation(dict(fills), buffers, tolerances,
+                           {o: tuple(getattr(acc, "windows", None) or ()) for o, acc in accounts.items()})
+
+    def expected(self, case: Case) -> tuple[dict[str, int], dict[str, dict[str, np.ndarray]]]:
+        """Per output, a sentinel fill that no written element equals; and, per oracle, the
+        expected whole buffers (guards included) when every buffer starts full of its sentinel.
+
+        The first oracle runs over two different fills: elements equal in both runs are the
+        ones it writes; the sentinel is a value it never writes, and its expected buffer is its
+        result with the sentinel where it wrote nothing. The other oracles run over the sentinel.
+        """
+        e = self.expectation(case)
+        return e.fills, e.results
+
+    def _oracles_disagree(self, case: Case, e: Expectation, locate: Callable[[str, int], tuple[int | None, str]]
+                          ) -> list[Difference]:  # fmt: skip
+        """Where the oracles disagree: every element (floats the contract bounds within two
+        ulps of their dtype or ``1e-9`` of their value: the oracles' own float64 sums differ in
+        order only), and the windows each met."""
+        names = list(e.results)
+        out: list[Difference] = []
+        for other in names[1:]:
+            versus = f"{names[0]} oracle vs {other} oracle"
+            out += compare_all(e.results[names[0]], e.results[other], locate=locate, versus=versus,
+                               guards=self._guards(case), tolerances=e.oracle_tolerances())  # fmt: skip
+            mine = [(w.key, tuple(w.options)) for w in e.windows[names[0]]]
+            theirs = [(w.key, tuple(w.options)) for w in e.windows[other]]
+            if mine != theirs:
+                out.append(Difference("(windows)", None, mine, theirs, None, "the windows the oracles met", versus))
+        return out
 
     def _guards(self, case: Case) -> dict[str, int]:
         guards = {n: guard_for(int(np.prod(shape))) for n, (_, shape) in self.output_specs(case).items()}
@@ -608,34 +661,23 @@ class TritonTarget(Target):
         return locate
 
     def oracle_check(self, case: Case) -> list[Difference]:
-        fills, exp = self.expected(case)
-        names = list(exp)
-        locate = self._locator(case)
-        out: list[Difference] = []
-        for other in names[1:]:
-            out += compare_all(
-                exp[names[0]], exp[other], locate=locate, versus=f"{names[0]} oracle vs {other} oracle",
-                guards=self._guards(case),
-            )
-        return out
+        return self._oracles_disagree(case, self.expectation(case), self._locator(case))
 
     def check(self, case: Case, impl: Any, device: str) -> Outcome:
         import torch
 
-        fills, exp = self.expected(case)
+        e = self.expectation(case)
+        fills = e.fills
         locate = self._locator(case)
         outcome = Outcome()
-        names = list(exp)
-        for other in names[1:]:
-            outcome.oracle_disagreements += compare_all(
-                exp[names[0]], exp[other], locate=locate, versus=f"{names[0]} oracle vs {other} oracle",
-                guards=self._guards(case),
-            )
+        outcome.oracle_disagreements += self._oracles_disagree(case, e, locate)
+        names = list(e.results)
+        exp = e.results
         if not outcome.oracle_disagreements:  # identical: compare the kernel with one of them
             exp = {" = ".join(names): exp[names[0]]}
         variant = self.variants.get(self.variant_of(impl) or "")
         lacks = set(variant.lacks) if variant else set()
-        exp = {o: {n: a for n, a in e.items() if n not in lacks} for o, e in exp.items()}
+        exp = {o: {n: a for n, a in ex.items() if n not in lacks} for o, ex in exp.items()}
         try:
             buffers = {
                 n: Guarded(a.dtype, a.shape, device, poison(a.dtype), content=a) for n, a in case.arrays.items()
@@ -658,22 +700,128 @@ class TritonTarget(Target):
             return outcome.crashed(exc, device)
         guards = {n: b.guard for n, b in buffers.items()}
         sentinels = {n: f for n, f in fills.items() if n not in alias}  # an aliased output is in an input's buffer
-        for oname, e in exp.items():
-            outcome.differences += compare_all(e, actual, locate=locate, versus=f"{oname} oracle", guards=guards,
-                                               sentinels=sentinels)
+        for oname, ex in exp.items():
+            outcome.differences += compare_all(ex, actual, locate=locate, versus=f"{oname} oracle", guards=guards,
+                                               sentinels=sentinels, tolerances=e.tolerances)
         if outcome.differences and not outcome.oracle_disagreements:
-            written = {n: actual[n][guards[n] : actual[n].size - guards[n]] for n in sentinels if n in actual}
-            settled = self.settle(case, written, sentinels, device)
-            if settled is not None:
-                refills, again = self.expected(settled)
-                e = {n: a for n, a in next(iter(again.values())).items() if n not in lacks}
-                if refills == fills and not compare_all(e, actual, locate=locate, versus="oracle", guards=guards, sentinels=sentinels):
+            written = {n: actual[n][guards[n] : actual[n].size - guards[n]] for n in actual}
+            settled_case = self.settle(case, {n: w for n, w in written.items() if n in sentinels}, sentinels, device)
+            if settled_case is not None:  # the V1 division window: all or nothing
+                refills, again = self.expected(settled_case)
+                ex = {n: a for n, a in next(iter(again.values())).items() if n not in lacks}
+                if refills == fills and not compare_all(ex, actual, locate=locate, versus="oracle", guards=guards,
+                                                        sentinels=sentinels):  # fmt: skip
                     outcome.differences = []
+            else:
+                settled = self._settle_windows(case, e, written)
+                if settled is not None:  # what differs from the contract given the run's outcome in each window
+                    ex = {n: a for n, a in next(iter(settled.results.values())).items() if n not in lacks}
+                    outcome.differences = compare_all(
+                        ex, actual, locate=locate, versus=f"{' = '.join(names)} oracle (the run's outcome in each "
+                        "window)", guards=guards, sentinels=sentinels, tolerances=settled.tolerances)  # fmt: skip
         inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays and n not in changed | large}
         outcome.differences += compare_all(inputs_expected, actual, locate=locate, versus="input as given", guards=guards)
         for n, found in large_changes.items():
-            outcome.differences += [Difference(n, i, e, a, *locate(n, i), "input as given") for i, e, a in found]
+            outcome.differences += [Difference(n, i, e_, a, *locate(n, i), "input as given") for i, e_, a in found]
         return outcome
+
+    def _settle_windows(self, case: Case, e: Expectation, written: Mapping[str, np.ndarray]) -> Expectation | None:
+        """The expectation of ``case`` with each window its first oracle met (its account's
+        ``windows``: the decisions the contract leaves to the run) decided as the run decided
+        it: read from the run's outputs (:meth:`decided`), else the combination of the open
+        windows' options (in order, at most :data:`WINDOW_SEARCH`) whose expectation the run's
+        outputs agree with (else the first). ``None`` when no window was met, or when the run's
+        outcome is no option of its window (an oracle refuses it): the differences stand. A
+        decision outside every window is never the run's: the oracles follow a choice only
+        inside its window."""
+        first = next(iter(e.windows), None)
+        if first is None or not e.windows[first]:
+            return None
+        choices: dict[Any, Any] = {}
+        current = e
+        for _ in range(WINDOW_ROUNDS):
+            open_ = [w for w in current.windows[first] if w.key not in choices]
+            if not open_:
+                break
+            read = self.decided(case, open_, written)
+            choices.update({w.key: read[w.key] for w in open_ if w.key in read})
+            unread = [w for w in open_ if w.key not in choices]
+            found: tuple[Expectation, dict[Any, Any]] | None = None
+            for combo in _combinations(unread):
+                try:
+                    trial = self.expectation(case, {**choices, **combo}, fills=e.fills)
+                except ValueError:  # the run's outcome lies outside its window: no settlement
+                    return None
+                if found is None or _agrees(trial, written):
+                    found = (trial, combo)
+                    if _agrees(trial, written):
+                        break
+            assert found is not None  # _combinations yields at least one (empty) combination
+            current, combo = found
+            choices.update(combo)
+        return current
+
+
+WINDOW_ROUNDS = 8
+"""Rounds of settling an oracle's windows (a window decided one way may open another)."""
+WINDOW_SEARCH = 64
+"""The most combinations of unread windows' options tried for the one a run agrees with."""
+
+
+@dataclass
+class Expectation:
+    """What the oracles expect of one case: the sentinel ``fills``; per oracle, the whole
+    expected ``results`` buffers (guards included); ``tolerances``: per float buffer, each
+    element's bound (guards included, 0 where the contract fixes the element bit for bit),
+    from the first oracle's account; ``windows``: per oracle, the windows its account met (the
+    decisions the contract leaves to the run: docs/CONTRACT.md, "Model Runner V2's
+    verification")."""
+
+    fills: dict[str, int]
+    results: dict[str, dict[str, np.ndarray]]
+    tolerances: dict[str, np.ndarray] = field(default_factory=dict)
+    windows: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+
+    def oracle_tolerances(self) -> dict[str, np.ndarray]:
+        """How far the oracles may lie apart where the contract bounds an element: two ulps of
+        its dtype or ``1e-9`` of its value (they round the same float64 formula, summed in
+        another order)."""
+        first = next(iter(self.results.values()))
+        out = {}
+        for n, tol in self.tolerances.items():
+            v = np.abs(first[n].astype(np.float64))
+            v = np.where(np.isfinite(v), v, 0.0)
+            ulp = np.spacing(v.astype(first[n].dtype)).astype(np.float64)
+            out[n] = np.where(tol > 0, np.maximum(2 * ulp, 1e-9 * v), 0.0)
+        return out
+
+
+def _combinations(windows: list[Any]) -> Iterator[dict[Any, Any]]:
+    """The windows' outcomes, every combination of their options in order (the first: each
+    window's nominal outcome, ``chosen``), at most :data:`WINDOW_SEARCH`."""
+    import itertools
+
+    options = [tuple(dict.fromkeys((w.chosen, *w.options))) for w in windows]
+    for k, combo in enumerate(itertools.product(*options)):
+        if k >= WINDOW_SEARCH:
+            return
+        yield {w.key: c for w, c in zip(windows, combo, strict=True)}
+
+
+def _agrees(e: Expectation, written: Mapping[str, np.ndarray]) -> bool:
+    """Whether the run's outputs ``written`` (without guards) are the first oracle's expected
+    ones of ``e`` (floats within their tolerances)."""
+    from ..core.compare import compare_arrays
+
+    for n, buf in next(iter(e.results.values())).items():
+        if n not in written:
+            continue
+        g = (buf.size - written[n].size) // 2
+        tol = e.tolerances.get(n)
+        if compare_arrays(n, buf[g : buf.size - g], written[n].reshape(-1), locate=lambda a, i: (None, ""), versus="",
+                          tolerance=None if tol is None else tol[g : tol.size - g]):  # fmt: skip
+            return False
+    return True
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

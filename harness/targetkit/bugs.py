@@ -52,6 +52,11 @@ class Mutant:
     of docs/CONTRACT.md §11.3): compiled, a division within 2 ulps may decide such an input
     either way, so the bug cannot be told from production there; it is caught under the
     interpreter (and on the CPU port), which divides exactly."""
+    scale: str = ""
+    """For a bug that only a production-scale case shows, the scale feature of the target it
+    needs (``Target.scale_features``: a table past ``2**31`` elements, whose int32 row offsets
+    wrap: the pre-fix forms of vLLM #46560 and #47383): caught by ``--mode device`` on a GPU
+    with the memory for such tables, never by a run on the CPU, whose tests say so."""
     racy: bool = False
     """The mutant's programs write shared elements: on a GPU they race, so a finding need not
     reproduce the same way when replayed; it is caught under the interpreter, whose programs

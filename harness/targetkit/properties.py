@@ -78,6 +78,27 @@ class HazardDraws:
     shrink_candidates: Callable[[Case], Iterator[Case]] | None = None
 
 
+class NotApplicable(Exception):  # noqa: N818 - a verdict, not an error
+    """Raised by a :class:`Statistic`'s check when the source's kernels cannot be run as it
+    runs them (an older interface it cannot launch): the audit says so, it is no hazard."""
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """A property no single case shows: checked over many seeds by running the source's kernels
+    (``check(kernels, device, seed)``: ``kernels`` maps target names to the implementations
+    under test; ``None`` when it holds, else one line saying where it fails). Deterministic for
+    a ``seed``; its false-alarm rate is stated in ``says``. ``needs``: the targets whose
+    implementations it runs (a source without them skips it, saying so)."""
+
+    name: str
+    says: str
+    check: Callable[[Mapping[str, Any], str, int], str | None]
+    needs: tuple[str, ...]
+    hazard_class: str = ""
+    source: str = ""
+
+
 @dataclass(frozen=True)
 class Audit:
     """The audit role of a target folder: its ``audit.py`` defines ``AUDIT``, one of these.
@@ -99,6 +120,8 @@ class Audit:
     output_specs: Callable[[Case], Mapping[str, tuple[Any, tuple[int, ...]]]] | None = None
     hazards: HazardDraws | None = None
     fixes: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    statistics: tuple[Statistic, ...] = ()
+    """Properties over many seeds (:class:`Statistic`): the audit runs each once per target."""
 
 
 COMPLETES = "call_completes"

@@ -83,10 +83,10 @@ class V2Target(TritonTarget):
         given = {k: v for k, v in case.launch.items() if v is not None}
         getattr(launchers, self.launcher)(kernel, **self.arguments(tensors, case), **case.scalars, **given)
 
-    def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> None:
+    def call_oracle(self, oracle: Any, case: Case, outputs: Mapping[str, np.ndarray]) -> Any:
         takes = _parameters(oracle)  # a launch-only field (BLOCK_SIZE, say) changes nothing: not its
         kwargs = {**self.arguments({**case.arrays, **outputs}, case), **case.scalars, **self.resolved(case)}
-        oracle(**{k: v for k, v in kwargs.items() if k in takes})
+        return oracle(**{k: v for k, v in kwargs.items() if k in takes})
 
     def programs(self, case: Case) -> int:
         return int(case.scalars.get("num_reqs", 1))

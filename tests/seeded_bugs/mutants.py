@@ -17,7 +17,6 @@ copy ``kernels/spec_decode_utils.py`` unless the mutant names a vLLM release
 from __future__ import annotations
 
 import ast
-import os
 import sys
 from pathlib import Path
 
@@ -41,7 +40,9 @@ import triton.language as tl
 
 from eaglefuzz.kernels.triton_helpers_v2 import _load_ptr  # Model Runner V2's block-table kernels call it
 from eaglefuzz.kernels.vllm_types import CommonAttentionMetadata, VllmConfig, current_platform
+from eaglefuzz.harness.sources.interpreter_compat import tldevice as _tldevice
 
+tldevice = _tldevice()  # vllm.triton_utils' libdevice (Model Runner V2's verification calls tldevice.log1p)
 PADDING_SLOT_ID = -1
 
 
@@ -98,9 +99,21 @@ def module_description(module: str, target: str | None = None) -> str:
     return f"vLLM {module.partition(':')[2]}'s {TARGETS[target].module if target else SPEC_DECODE}"
 
 
+WITH_HELPERS = ("vllm/v1/worker/gpu/sample/gumbel.py", "vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py")
+"""Modules whose kernels call ``@triton.jit`` helpers and ``tl.constexpr`` globals of their own
+file and of the vLLM files they import (Model Runner V2's verification: the murmur3 noise,
+``gumbel_block_argmax``, ``_DRAFT_NOISE_SALT``): a mutant of one of their targets is the
+function with every helper and global it reaches (:func:`jit_closure`), so that it loads as a
+``--kernels`` file and an edit may change a helper (the draft stream's salt)."""
+
+
 def production_source(target: str, module: str = BUNDLED) -> str:
-    """The source of ``target``'s function (decorators included) as ``module``'s file has it."""
+    """The source of ``target``'s function (decorators included) as ``module``'s file has it;
+    for a module of :data:`WITH_HELPERS`, after the helpers and globals it reaches."""
     path = module_file(module, target)
+    if module != BUNDLED and TARGETS[target].module in WITH_HELPERS:
+        root = Path(str(path)[: -len(TARGETS[target].module)])
+        return jit_closure(root, TARGETS[target].module, TARGETS[target].function)
     text = path.read_text()
     lines = text.splitlines(keepends=True)
     function = TARGETS[target].function
@@ -109,6 +122,63 @@ def production_source(target: str, module: str = BUNDLED) -> str:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
             return "".join(lines[start : node.end_lineno])
     raise LookupError(f"{target} is not in {path}")
+
+
+def _definitions(root: Path, module: str) -> tuple[str, dict[str, ast.stmt], dict[str, tuple[str, str]]]:
+    """A vLLM file's text, its top-level ``@triton.jit`` functions and constant assignments by
+    name, and the names it imports from other ``vllm`` files (name -> (file, name there))."""
+    text = (root / module).read_text()
+    defs: dict[str, ast.stmt] = {}
+    imports: dict[str, tuple[str, str]] = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+            defs[node.name] = node
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            defs[node.targets[0].id] = node
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vllm."):
+            for alias in node.names:
+                imports[alias.asname or alias.name] = (node.module.replace(".", "/") + ".py", alias.name)
+    return text, defs, imports
+
+
+def jit_closure(root: Path, module: str, function: str) -> str:
+    """``function`` of vLLM's ``module`` (under ``root``) after every ``@triton.jit`` helper and
+    constant global it reaches, in its file or in the vLLM files its file imports them from,
+    dependencies first. A name that resolves to neither (``torch``, a placeholder) is left to
+    the mutant's header; a constant whose value is no constant expression is left out."""
+    from eaglefuzz.harness.sources.file import _is_constant
+
+    files: dict[str, tuple[str, dict[str, ast.stmt], dict[str, tuple[str, str]]]] = {}
+    order: list[str] = []
+    done: set[tuple[str, str]] = set()
+
+    def visit(mod: str, name: str) -> None:
+        if (mod, name) in done or not (root / mod).is_file():
+            return
+        done.add((mod, name))
+        if mod not in files:
+            files[mod] = _definitions(root, mod)
+        text, defs, imports = files[mod]
+        node = defs.get(name)
+        if node is None:
+            if name in imports:
+                visit(*imports[name])
+            return
+        if isinstance(node, ast.Assign) and not _is_constant(node):
+            return
+        for used in sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - {name}):
+            if used in defs or used in imports:
+                visit(mod, used)
+        lines = text.splitlines(keepends=True)
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+        chunk = "".join(lines[start : node.end_lineno])
+        if chunk not in order:
+            order.append(chunk)
+
+    visit(module, function)
+    if not order:
+        raise LookupError(f"{function} is not in {root / module}")
+    return "\n\n".join(order) + "\n"
 
 
 def mutate(m: Mutant) -> str:

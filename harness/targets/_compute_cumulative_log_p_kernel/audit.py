@@ -1,0 +1,60 @@
+"""What a caller of ``_compute_cumulative_log_p_kernel`` relies on (docs/CONTRACT.md §31).
+
+Block verification takes ``exp(cumulative_log_p)`` as a joint probability ratio clamped at 1: it
+must never exceed 0, never rise along a request's drafts (each step adds ``min(.., 0)``... only
+when the running value would pass 0 is it held there), and a ``-1`` draft must carry the value
+before it; a greedy request and the bonus rows are never written."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.case import Case
+from ...targetkit.properties import Audit, Observation, Property, nothing_past_num_reqs
+from ...targetkit.runner_v2_verify import rows_of
+
+
+def at_most_zero(case: Case, o: Observation) -> str | None:
+    v = o.out["cumulative_log_p"]
+    w = o.written["cumulative_log_p"]
+    bad = np.flatnonzero(w & ~(v <= 0))
+    return f"cumulative_log_p[{int(bad[0])}] = {float(v[bad[0]])} > 0" if bad.size else None
+
+
+def placeholder_carries(case: Case, o: Observation) -> str | None:
+    a = case.arrays
+    first, d = rows_of(a["cu_num_logits"])
+    v = o.out["cumulative_log_p"]
+    ds = a["draft_sampled"]
+    for r in range(len(first)):
+        for i in range(1, int(d[r])):
+            j = first[r] + i
+            if ds[j + 1] < 0 and o.written["cumulative_log_p"][j] and v[j] != v[j - 1]:
+                return f"request {r}: the -1 draft at row {j} changes the value ({float(v[j - 1])} -> {float(v[j])})"
+    return None
+
+
+def greedy_and_bonus_untouched(case: Case, o: Observation) -> str | None:
+    a = case.arrays
+    first, d = rows_of(a["cu_num_logits"])
+    greedy = a["temperature"][a["idx_mapping"]] == 0
+    w = o.written["cumulative_log_p"]
+    for r in range(len(first)):
+        rows = range(first[r], first[r] + d[r] + 1) if greedy[r] else [first[r] + d[r]]
+        for j in rows:
+            if w[j]:
+                return f"request {r} ({'greedy' if greedy[r] else 'its bonus'}): row {j} written"
+    return None
+
+
+PROPERTIES: tuple[Property, ...] = (
+    Property("at_most_zero", "every value written is at most 0 (a joint ratio of at most 1)", at_most_zero),
+    Property("placeholder_carries", "a -1 draft carries the value before it", placeholder_carries),
+    Property("greedy_and_bonus_untouched", "a greedy request's rows and every bonus row are never written",
+             greedy_and_bonus_untouched),
+    Property("nothing_past_the_buffer", "nothing is written outside cumulative_log_p", nothing_past_num_reqs),
+)
+"""The properties, in the order the audit reports them."""
+
+AUDIT = Audit(PROPERTIES)
+"""This folder's audit role (:class:`~...targetkit.properties.Audit`)."""

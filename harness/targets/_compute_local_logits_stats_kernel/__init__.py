@@ -1,0 +1,1 @@
+"""``_compute_local_logits_stats_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""

@@ -1,0 +1,1 @@
+"""``_gumbel_sample_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""

@@ -1,0 +1,1 @@
+"""``_insert_resampled_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""

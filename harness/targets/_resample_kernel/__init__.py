@@ -1,0 +1,1 @@
+"""``_resample_kernel``, one file per role: see :mod:`eaglefuzz.harness.targets`."""
