@@ -119,11 +119,11 @@ def _first_rejection(r: torch.Tensor, rejected: torch.Tensor, B: int) -> tuple[t
     return visited, counts > 0
 
 
-def _row_writes(rows, r, j, t_vals, visited, any_rejected, d, bonus, L) -> Writes:
-    stride = L + 1
+def _row_writes(rows, r, j, t_vals, visited, any_rejected, d, bonus, L, out_start=None) -> Writes:
+    start = torch.arange(d.numel(), device=d.device) * (L + 1) if out_start is None else out_start.long()
     keep = ~any_rejected[rows]
     bonus_rows = rows[keep]
-    index = torch.cat([r[visited] * stride + j[visited], bonus_rows * stride + d[bonus_rows]])
+    index = torch.cat([start[r[visited]] + j[visited], start[bonus_rows] + d[bonus_rows]])
     value = torch.cat([t_vals[visited].to(torch.int32), bonus.reshape(-1)[bonus_rows].to(torch.int32)])
     return {"output_token_ids": (index, value)}
 
@@ -171,10 +171,17 @@ def rejection_random_sample(
     max_spec_len: int,
     vocab_size: int,
     synthetic_conditional_rates: torch.Tensor | None = None,
+    table_row: torch.Tensor | None = None,
+    out_start: torch.Tensor | None = None,
 ) -> Writes:
     """§11.1 in scatter form: per request with ``not is_greedy[r]``, a ``-1`` draft rejected,
     else (synthetic) ``u < rate[j]``, else ``q > 0 and float32(p / q) >= u`` (``q = 1``
-    without draft probabilities); the recovered id at the first rejection, the bonus when none."""
+    without draft probabilities); the recovered id at the first rejection, the bonus when none.
+
+    Several steps at once (requests of several steps concatenated, each step's tokens reading
+    its own rows of shared tables): ``table_row``, each draft token's row of the tables
+    (default: the token's index); ``out_start``, each request's first output element (default
+    ``r * (max_spec_len + 1)``)."""
     B = cu_num_draft_tokens.numel()
     rows = torch.nonzero(~is_greedy, as_tuple=True)[0]
     r, j, t, _, d = _draft_positions(cu_num_draft_tokens, rows)
@@ -183,7 +190,7 @@ def rejection_random_sample(
     if synthetic_conditional_rates is not None:
         accepted = (did >= 0) & (u.double() < synthetic_conditional_rates[j].double())
     else:
-        flat = t * vocab_size + did.clamp(min=0)
+        flat = (t if table_row is None else table_row.long()[t]) * vocab_size + did.clamp(min=0)
         p = target_probs.reshape(-1)[flat]
         if draft_probs is None:
             accepted = p.double() >= u.double()
@@ -193,7 +200,7 @@ def rejection_random_sample(
         accepted &= did >= 0
     val = torch.where(accepted, did, recovered_token_ids[t].long())
     visited, any_rejected = _first_rejection(r, ~accepted, B)
-    return _row_writes(rows, r, j, val, visited, any_rejected, d, bonus_token_ids, max_spec_len)
+    return _row_writes(rows, r, j, val, visited, any_rejected, d, bonus_token_ids, max_spec_len, out_start)
 
 
 def expand(
