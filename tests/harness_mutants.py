@@ -25,6 +25,7 @@ HarnessMutant = _sm.HarnessMutant
 SHRINK = "tests/test_shrinking.py::test_a_150_request_finding_shrinks_to_its_culprit_in_few_checks"
 TC = "tests/test_comparison.py::"
 V, L = "oracles/vectorized.py", "oracles/loops.py"
+V2, L2 = "oracles/vectorized_v2.py", "oracles/loops_v2.py"
 DISAGREE = r"the oracles, through the record"
 
 
@@ -281,6 +282,39 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         (share("rejection_greedy_sample_kernel"),),
         "the greedy generator body only draws all-greedy batches (is_greedy None)",
         expect=r"mixed_batch",
+    ),
+    # -- Model Runner V2's oracles and generators ------------------------------------------------
+    HarnessMutant(
+        "oracle_one_v2_post_update_ignores_rejected",
+        "oracle-one",
+        ((V2, '    delta = _wrap32(qlen - _gather(np.asarray(num_rejected), rows, "num_rejected read"))\n',
+          '    delta = _wrap32(qlen + 0 * _gather(np.asarray(num_rejected), rows, "num_rejected read"))\n'),),
+        (pin("_post_update_kernel-last_rank_counts_and_masked_row"),),
+        "the NumPy oracle of V2's _post_update_kernel moves a state's count by the whole query, the rejected "
+        "drafts not taken off",
+        expect=r"oracle vs",
+    ),
+    HarnessMutant(
+        "oracle_both_v2_num_computed_one_short",
+        "oracle-both",
+        ((V2, '    _store(num_computed_tokens, s, _wrap32(c + qlen), "num_computed_tokens write")\n',
+          '    _store(num_computed_tokens, s, _wrap32(c + qlen - 1), "num_computed_tokens write")\n'),
+         (L2, "            nct[s] = np.int32(np.int64(nct[s]) + qlen)\n",
+          "            nct[s] = np.int32(np.int64(nct[s]) + qlen - 1)\n")),
+        (pin("_post_update_num_computed_tokens_kernel-counts_grow_by_queries"),),
+        "both oracles of V2's _post_update_num_computed_tokens_kernel grow a state's count by one token "
+        "too few (the oracles agree; only the hand-worked expectations show it)",
+        expect=DISAGREE,
+        fast=True,
+    ),
+    HarnessMutant(
+        "generator_v2_post_update_never_masks",
+        "generator",
+        (("harness/targets/_post_update_kernel/cases.py", "    if c.chance(0.3):\n",
+          "    if c.chance(0.3) and False:\n"),),
+        (share("_post_update_kernel"),),
+        "the generator of V2's _post_update_kernel never masks a row out (-1, a pipeline rank's)",
+        expect=r"masked_row",
     ),
     # -- the shrinker ---------------------------------------------------------------------------
     HarnessMutant(
