@@ -240,13 +240,19 @@ def sample_recovered_tokens(
     inv_q: torch.Tensor,
     vocab_size: int,
     max_spec_len: int,
+    table_row: torch.Tensor | None = None,
+    noise_row: torch.Tensor | None = None,
 ) -> Writes:
     """§13.1 in scatter form on ``output_token_ids``, for production inputs (``V >= 1``, no NaN
     score): per token of position ``j < max_spec_len``, the first index of the maximum of
     ``p_v * inv_q[r, v]`` over the vocabulary, ``p`` the target with the draft id zeroed
     (without draft probabilities) or ``fmax(target - draft, 0)`` in float32; the product in
     float64 when ``inv_q`` is float64 (``USE_FP64_GUMBEL``). ``torch.argmax`` returns the first
-    index of the maximum, as the kernel's tiles do."""
+    index of the maximum, as the kernel's tiles do.
+
+    Several steps at once (requests concatenated, each step reading its own rows of shared
+    tables and noise): ``table_row``, each draft token's row of the tables (default: its
+    index); ``noise_row``, each request's row of ``inv_q`` (default: its index)."""
     B = cu_num_draft_tokens.numel()
     V = vocab_size
     rows = torch.arange(B, device=cu_num_draft_tokens.device)
@@ -260,15 +266,16 @@ def sample_recovered_tokens(
     step = max(1, RECOVERED_CHUNK // max(V, 1))
     for c in range(0, t.numel(), step):
         tt, rr = t[c : c + step], r[c : c + step]
+        at = tt if table_row is None else table_row.long()[tt]
         if draft is None:
-            p = target[tt].clone()
+            p = target[at].clone()
             did = draft_token_ids[tt].long()
             inside = (did >= 0) & (did < V)
             p[torch.nonzero(inside, as_tuple=True)[0], did[inside]] = 0
         else:
-            diff = target[tt] - draft[tt]
+            diff = target[at] - draft[at]
             p = torch.where(diff > 0, diff, torch.zeros_like(diff))  # fmax(x, 0): NaN gives 0
-        q = iq[rr]
+        q = iq[rr if noise_row is None else noise_row.long()[rr]]
         score = p.to(q.dtype) * q
         out[c : c + step] = torch.argmax(score, dim=1)
     return {"output_token_ids": (t, out.clamp(max=V - 1).to(torch.int32))}
