@@ -50,6 +50,9 @@ WARMUP = 16
 CPU_MAX_REQUESTS = 8
 """Requests per case when the device is the CPU (the Triton interpreter): tests only."""
 CPU_BATCH = 4
+MIN_BATCHES = 8
+"""Batches a run of ``examples`` cases makes at least (each batch draws some modes once for
+all of its cases: with or without draft probabilities, synthetic mode)."""
 """Cases per batch when the device is the CPU (a target with :attr:`~...targetkit.device.DeviceTarget.batch`)."""
 STAGES = ("draw", "stage", "oracle", "buffers", "kernel", "compare", "cross-check", "scale")
 SCALE_EVERY, SCALE_AT = 8, 3
@@ -207,7 +210,8 @@ def device_fuzz_target(
                 continue
             if batched:
                 k = CPU_BATCH if device == "cpu" else dt.batch
-                k = k if examples is None else min(k, examples - stats.examples)
+                # a run of few examples: at least MIN_BATCHES batches (a batch shares its modes)
+                k = k if examples is None else max(1, min(k, -(-examples // MIN_BATCHES), examples - stats.examples))
                 finding = _batch(dt, impl, origin, device, seed, i, k, max_requests, staged, bigs, stats, clock, confirm,
                                  start, time_budget, cross_check_share, cross)
                 if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):

@@ -44,7 +44,7 @@ from .record import TARGET, processed_tokens, scale_features_of
 MAX_REQUESTS = 1024
 BATCH = 64
 """Cases per batch on a GPU."""
-TABLE_EPOCH = 32
+TABLE_EPOCH = 128
 """Batches that share one set of tables and noise (each case reads its first rows)."""
 CANDIDATES = 8
 """Draft ids drawn per table row, of which each case's draft token on that row takes one."""
