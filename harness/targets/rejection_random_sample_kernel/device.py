@@ -23,14 +23,13 @@ from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import (
     MAX_TABLE,
     draw_step,
+    draw_steps,
     draw_vocab,
     greedy_mask,
+    greedy_masks,
     lazy_full,
     pad_drafts,
-    draw_steps,
-    greedy_masks,
     pad_from,
-    token_index,
     sample_from,
     scale_counts,
     scale_rows,
@@ -38,6 +37,7 @@ from ...targetkit.device_draws import (
     softmax_table,
     sparse_rows,
     synthetic_rates,
+    token_index,
 )
 from ...targetkit.draft_rows import cu_of, pad_tails
 from ...targetkit.scale import flat_limit
