@@ -21,13 +21,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5) -> float:  # noqa: ANN001
-    """Output tokens per second of the implementation's launches alone."""
+    """Output tokens per second of the implementation's launches alone, on cases drawn as the
+    campaign draws them (a batched target's: two batches, every case launched)."""
     import numpy as np
     import torch
 
-    from eaglefuzz.harness.targetkit.device import Arenas, HostArenas
+    from eaglefuzz.harness.targetkit.device import Arenas, DeviceCase, HostArenas
+    from eaglefuzz.harness.targetkit.device_batch import BatchArenas
 
     runs = []
+    if dt.batch:
+        for b in range(2):
+            batch = dt.draw_batch((10_000, 10_000 + b), device, dt.batch)
+            arenas = BatchArenas(batch, dt.oracle_batch(batch), device)
+            runs += [(DeviceCase({}, {n: (t, sizes[j]) for n, (t, sizes) in batch.outputs.items()}, batch.scalars[j]), arenas.views[j])
+                     for j in range(len(batch))]
+        cases = 0
     for k in range(cases):
         gen = torch.Generator(device=device)
         gen.manual_seed(10_000 + k)

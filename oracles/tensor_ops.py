@@ -119,11 +119,11 @@ def _first_rejection(r: torch.Tensor, rejected: torch.Tensor, B: int) -> tuple[t
     return visited, counts > 0
 
 
-def _row_writes(rows, r, j, t_vals, visited, any_rejected, d, bonus, L) -> Writes:
-    stride = L + 1
+def _row_writes(rows, r, j, t_vals, visited, any_rejected, d, bonus, L, out_start=None) -> Writes:
+    start = torch.arange(d.numel(), device=d.device) * (L + 1) if out_start is None else out_start.long()
     keep = ~any_rejected[rows]
     bonus_rows = rows[keep]
-    index = torch.cat([r[visited] * stride + j[visited], bonus_rows * stride + d[bonus_rows]])
+    index = torch.cat([start[r[visited]] + j[visited], start[bonus_rows] + d[bonus_rows]])
     value = torch.cat([t_vals[visited].to(torch.int32), bonus.reshape(-1)[bonus_rows].to(torch.int32)])
     return {"output_token_ids": (index, value)}
 
@@ -171,10 +171,17 @@ def rejection_random_sample(
     max_spec_len: int,
     vocab_size: int,
     synthetic_conditional_rates: torch.Tensor | None = None,
+    table_row: torch.Tensor | None = None,
+    out_start: torch.Tensor | None = None,
 ) -> Writes:
     """§11.1 in scatter form: per request with ``not is_greedy[r]``, a ``-1`` draft rejected,
     else (synthetic) ``u < rate[j]``, else ``q > 0 and float32(p / q) >= u`` (``q = 1``
-    without draft probabilities); the recovered id at the first rejection, the bonus when none."""
+    without draft probabilities); the recovered id at the first rejection, the bonus when none.
+
+    Several steps at once (requests of several steps concatenated, each step's tokens reading
+    its own rows of shared tables): ``table_row``, each draft token's row of the tables
+    (default: the token's index); ``out_start``, each request's first output element (default
+    ``r * (max_spec_len + 1)``)."""
     B = cu_num_draft_tokens.numel()
     rows = torch.nonzero(~is_greedy, as_tuple=True)[0]
     r, j, t, _, d = _draft_positions(cu_num_draft_tokens, rows)
@@ -183,7 +190,7 @@ def rejection_random_sample(
     if synthetic_conditional_rates is not None:
         accepted = (did >= 0) & (u.double() < synthetic_conditional_rates[j].double())
     else:
-        flat = t * vocab_size + did.clamp(min=0)
+        flat = (t if table_row is None else table_row.long()[t]) * vocab_size + did.clamp(min=0)
         p = target_probs.reshape(-1)[flat]
         if draft_probs is None:
             accepted = p.double() >= u.double()
@@ -193,7 +200,7 @@ def rejection_random_sample(
         accepted &= did >= 0
     val = torch.where(accepted, did, recovered_token_ids[t].long())
     visited, any_rejected = _first_rejection(r, ~accepted, B)
-    return _row_writes(rows, r, j, val, visited, any_rejected, d, bonus_token_ids, max_spec_len)
+    return _row_writes(rows, r, j, val, visited, any_rejected, d, bonus_token_ids, max_spec_len, out_start)
 
 
 def expand(
@@ -233,13 +240,19 @@ def sample_recovered_tokens(
     inv_q: torch.Tensor,
     vocab_size: int,
     max_spec_len: int,
+    table_row: torch.Tensor | None = None,
+    noise_row: torch.Tensor | None = None,
 ) -> Writes:
     """§13.1 in scatter form on ``output_token_ids``, for production inputs (``V >= 1``, no NaN
     score): per token of position ``j < max_spec_len``, the first index of the maximum of
     ``p_v * inv_q[r, v]`` over the vocabulary, ``p`` the target with the draft id zeroed
     (without draft probabilities) or ``fmax(target - draft, 0)`` in float32; the product in
     float64 when ``inv_q`` is float64 (``USE_FP64_GUMBEL``). ``torch.argmax`` returns the first
-    index of the maximum, as the kernel's tiles do."""
+    index of the maximum, as the kernel's tiles do.
+
+    Several steps at once (requests concatenated, each step reading its own rows of shared
+    tables and noise): ``table_row``, each draft token's row of the tables (default: its
+    index); ``noise_row``, each request's row of ``inv_q`` (default: its index)."""
     B = cu_num_draft_tokens.numel()
     V = vocab_size
     rows = torch.arange(B, device=cu_num_draft_tokens.device)
@@ -253,15 +266,16 @@ def sample_recovered_tokens(
     step = max(1, RECOVERED_CHUNK // max(V, 1))
     for c in range(0, t.numel(), step):
         tt, rr = t[c : c + step], r[c : c + step]
+        at = tt if table_row is None else table_row.long()[tt]
         if draft is None:
-            p = target[tt].clone()
+            p = target[at].clone()
             did = draft_token_ids[tt].long()
             inside = (did >= 0) & (did < V)
             p[torch.nonzero(inside, as_tuple=True)[0], did[inside]] = 0
         else:
-            diff = target[tt] - draft[tt]
+            diff = target[at] - draft[at]
             p = torch.where(diff > 0, diff, torch.zeros_like(diff))  # fmax(x, 0): NaN gives 0
-        q = iq[rr]
+        q = iq[rr if noise_row is None else noise_row.long()[rr]]
         score = p.to(q.dtype) * q
         out[c : c + step] = torch.argmax(score, dim=1)
     return {"output_token_ids": (t, out.clamp(max=V - 1).to(torch.int32))}

@@ -189,3 +189,66 @@ def test_device_draws_lie_in_the_production_tier(name):
     rng, gen = np.random.default_rng(22), torch.Generator().manual_seed(22)
     for _ in range(20):
         TARGETS[name].validate(target.to_case(target.draw(rng, gen, "cpu", 8)))
+
+
+BATCHED = sorted(n for n, t in device_targets().items() if t.batch)
+
+
+@pytest.mark.parametrize("name", BATCHED)
+def test_batched_device_draws_lie_in_the_production_tier(name):
+    """Every case of a batch (:meth:`~eaglefuzz.harness.targetkit.device.DeviceTarget.draw_batch`),
+    as a plain case, passes the target's production ``validate``; the batch's cases differ."""
+    from eaglefuzz.harness.targets import TARGETS
+
+    target = device_targets()[name]
+    batch = target.draw_batch((5, 6), "cpu", 6, 8)
+    cases = [target.to_case(batch.case(k)) for k in range(len(batch))]
+    for case in cases:
+        TARGETS[name].validate(case)
+    assert len({str(c.scalars) + str(sorted((n, a.tobytes()) for n, a in c.arrays.items())) for c in cases}) > 1
+
+
+def test_a_batch_catches_a_guard_band_write(monkeypatch, backend, needs):
+    """A write into the guard band after one case's output, in a batch of cases, is a
+    difference: the batch's cases are then checked one at a time (the write is there too), and
+    the NumPy and Numba oracles, which see the kernel alone, make it an oracle disagreement."""
+    import torch
+
+    name = BATCHED[0]
+    target = device_targets()[name]
+    launch = type(target).launch
+
+    def stray(self, impl, views, dc):  # noqa: ANN001, ANN202
+        launch(self, impl, views, dc)
+        out = views[next(iter(dc.outputs))] if dc.outputs else next(v for n, v in views.items() if n.startswith("output"))
+        torch.as_strided(out, (1,), (1,), out.storage_offset() + out.numel()).fill_(7)
+
+    monkeypatch.setattr(type(target), "launch", stray)
+    impls = implementations_for(parse_source(_source(name, needs)), [name])
+    stats = device_fuzz_target(name, impls, backend.device, examples=8, seed=0, cross_check_share=0.0)
+    (finding,) = stats.findings
+    assert finding.kind == "oracle disagreement", finding.report()
+
+
+def test_a_wrong_batched_oracle_is_an_oracle_disagreement(monkeypatch, backend, needs):
+    """The batched oracle is checked as the per-case one is: a batched oracle that expects what
+    the contract does not (here only when it runs over several cases at once) makes the batch
+    differ while no case alone does: an oracle disagreement, never a kernel finding."""
+    from eaglefuzz.oracles import tensor_ops
+
+    name = "rejection_random_sample_kernel"
+    right = tensor_ops.rejection_random_sample
+
+    def wrong(**kw):  # noqa: ANN003, ANN202
+        w = right(**kw)
+        if kw.get("out_start") is not None:
+            index, value = w["output_token_ids"]
+            w["output_token_ids"] = (index, value + 1)
+        return w
+
+    monkeypatch.setattr(tensor_ops, "rejection_random_sample", wrong)
+    impls = implementations_for(parse_source(_source(name, needs)), [name])
+    stats = device_fuzz_target(name, impls, backend.device, examples=8, seed=0, cross_check_share=0.0)
+    (finding,) = stats.findings
+    assert finding.kind == "oracle disagreement", finding.report()
+    assert "no case alone differs" in finding.report()

@@ -87,6 +87,22 @@ class DeviceTarget:
         """Launch ``impl`` on ``views`` (every input and output by name) as vLLM does."""
         raise NotImplementedError
 
+    batch: int = 0
+    """Cases per batch on a GPU (:meth:`draw_batch`: one draw, oracle and comparison for all of
+    them, the implementation launched once per case); 0: a case at a time."""
+    table_epoch: int = 1
+    """Consecutive batches that share their large inputs (:meth:`draw_batch`'s ``seeds[0]``)."""
+
+    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int) -> Any:
+        """``k`` production cases drawn together (a :class:`~.device_batch.DeviceBatch`):
+        ``seeds`` the large inputs' (shared by :attr:`table_epoch` batches) and the batch's."""
+        raise NotImplementedError
+
+    def oracle_batch(self, batch: Any) -> dict[str, tuple[Any, Any]]:
+        """:meth:`oracle` of every case of ``batch`` at once: each output's flat indices in the
+        concatenation of the cases' outputs."""
+        raise NotImplementedError
+
     record: Any = None
     """The target's record (its folder's ``TARGET``), for :meth:`from_case`."""
     scale: bool = False
@@ -224,6 +240,7 @@ class _Big:
     :data:`GUARD` more; checked against the tensor it was copied from (no second copy)."""
 
     def __init__(self, t: torch.Tensor, device: str) -> None:
+        self.tensor = t
         self.source = t.reshape(-1)
         s = _storage(t.dtype)
         n = self.source.numel()

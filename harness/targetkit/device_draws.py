@@ -59,19 +59,24 @@ class Step:
         return np.repeat(np.arange(self.B), self.d)
 
 
-def draw_step(rng: np.random.Generator, max_requests: int, on_cpu: bool, tables: bool) -> Step:
+def draw_vocab(rng: np.random.Generator, on_cpu: bool) -> int:
+    """A vocabulary log-uniform up to 262144 (:data:`CPU_VOCAB` on the CPU), the largest in one
+    draw of ten."""
+    V = int(np.exp(rng.uniform(np.log(2), np.log((CPU_VOCAB if on_cpu else MAX_VOCAB) + 1))))
+    return (CPU_VOCAB if on_cpu else MAX_VOCAB) if rng.random() < 0.1 else V
+
+
+def draw_step(rng: np.random.Generator, max_requests: int, on_cpu: bool, tables: bool, vocab: int | None = None) -> Step:
     """Up to ``max_requests`` requests (a quarter of the steps up to four times as many), up to
     16 drafts each (``num_speculative_tokens``), some requests without drafts (prefills);
-    a vocabulary log-uniform up to 262144 (:data:`CPU_VOCAB` on the CPU). With ``tables``, the
+    the vocabulary ``vocab``, else :func:`draw_vocab`'s. With ``tables``, the
     requests are cut until ``(N + B) * V`` fits :data:`MAX_TABLE` (``16 * V`` always does)."""
     top = max_requests if rng.random() < 0.75 else 4 * max_requests
     B = int(np.exp(rng.uniform(0, np.log(top + 1))))
     K = int(rng.integers(1, 17))
     d = rng.integers(0, K + 1, size=B)
     d[rng.random(B) < rng.choice([0.0, 0.1, 0.5])] = 0
-    V = int(np.exp(rng.uniform(np.log(2), np.log((CPU_VOCAB if on_cpu else MAX_VOCAB) + 1))))
-    if rng.random() < 0.1:
-        V = CPU_VOCAB if on_cpu else MAX_VOCAB
+    V = draw_vocab(rng, on_cpu) if vocab is None else vocab
     if tables:  # the [N, V] tables and the [B, V] noise each within MAX_TABLE elements
         while d.size > 1 and (int(d.sum()) + d.size) * V > MAX_TABLE:
             d = d[: d.size // 2]
@@ -99,15 +104,22 @@ def sample_from(table: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return torch.argmax(table / e, dim=1).to(torch.int32)
 
 
-def pad_drafts(rng: np.random.Generator, ids: torch.Tensor, step: Step) -> torch.Tensor:
-    """``ids`` with a suffix of some requests' drafts replaced by ``-1`` (grammar-invalid or
-    padded drafts, docs/CONTRACT.md §10.2): one step in four has some."""
+def pad_mask(rng: np.random.Generator, step: Step) -> np.ndarray:
+    """Which of ``step``'s draft tokens are ``-1``: a suffix of some requests' drafts
+    (grammar-invalid or padded drafts, docs/CONTRACT.md §10.2), in one step in four."""
     if rng.random() >= 0.25 or step.N == 0:
-        return ids
+        return np.zeros(step.N, dtype=bool)
     k = np.minimum(rng.integers(0, step.d + 1), step.d) * (rng.random(step.B) < 0.3)
     start = np.cumsum(step.d) - step.d
     j = np.arange(step.N) - np.repeat(start, step.d)
-    pad = j >= np.repeat(step.d - k, step.d)
+    return j >= np.repeat(step.d - k, step.d)
+
+
+def pad_drafts(rng: np.random.Generator, ids: torch.Tensor, step: Step) -> torch.Tensor:
+    """``ids`` with :func:`pad_mask`'s draft tokens replaced by ``-1``."""
+    pad = pad_mask(rng, step)
+    if not pad.any():
+        return ids
     return torch.where(torch.from_numpy(pad).to(ids.device), torch.full_like(ids, -1), ids)
 
 
@@ -194,3 +206,86 @@ def sparse_noise(rng: np.random.Generator, rows: int, V: int, dtype: type, k: in
     q = np.maximum(rng.exponential(size=r.size), float(np.finfo(dtype).tiny))
     inv_q[r, c] = (1.0 / q).astype(dtype)
     return inv_q
+
+
+@dataclass(frozen=True)
+class Steps:
+    """``k`` steps drawn together: the draft counts ``d`` of all their requests concatenated
+    (int64) and each step's request count ``B``; one vocabulary ``V``."""
+
+    d: np.ndarray
+    B: np.ndarray  # noqa: N815 - the contract's names
+    V: int  # noqa: N815
+
+    @property
+    def N(self) -> np.ndarray:  # noqa: N802
+        """Each step's draft tokens."""
+        return np.add.reduceat(self.d, self.first) if self.d.size else np.zeros(self.B.size, dtype=np.int64)
+
+    @property
+    def L(self) -> np.ndarray:  # noqa: N802
+        """Each step's ``max_spec_len`` (``max(d)``)."""
+        return np.maximum.reduceat(self.d, self.first) if self.d.size else np.zeros(self.B.size, dtype=np.int64)
+
+    @property
+    def first(self) -> np.ndarray:
+        """Each step's first request in :attr:`d`."""
+        return np.cumsum(self.B) - self.B
+
+    @property
+    def cu(self) -> np.ndarray:
+        """Each step's ``np.cumsum(d)`` as int32, concatenated."""
+        c = np.cumsum(self.d)
+        return (c - np.repeat(c[self.first] - self.d[self.first], self.B)).astype(np.int32)
+
+    def rows(self) -> np.ndarray:
+        """Each draft token's index in its step (its row of the step's tables), concatenated."""
+        N = self.N
+        return np.arange(int(N.sum())) - np.repeat(np.cumsum(N) - N, N)
+
+
+def draw_steps(rng: np.random.Generator, k: int, max_requests: int, on_cpu: bool, V: int, max_rows: int) -> Steps:  # noqa: N803
+    """``k`` steps of :func:`draw_step`'s distribution (with ``tables``) at once, the vocabulary
+    ``V``, each cut (its requests halved) until it has at most ``max_rows`` draft tokens too."""
+    top = np.where(rng.random(k) < 0.75, max_requests, 4 * max_requests)
+    B = np.exp(rng.uniform(0, np.log(top + 1))).astype(np.int64)
+    K = rng.integers(1, 17, size=k)
+    d = rng.integers(0, np.repeat(K + 1, B))
+    d[rng.random(d.size) < np.repeat(rng.choice([0.0, 0.1, 0.5], size=k), B)] = 0
+    first = np.cumsum(B) - B
+    c = np.concatenate([[0], np.cumsum(d)])
+    size = B.copy()
+    for _ in range(64):  # halve as draw_step does, all steps at once
+        n = c[first + size] - c[first]
+        cut = (size > 1) & (((n + size) * V > MAX_TABLE) | (n > max_rows))
+        if not cut.any():
+            break
+        size = np.where(cut, size // 2, size)
+    keep = (np.arange(d.size) - np.repeat(first, B)) < np.repeat(size, B)
+    return Steps(d[keep].astype(np.int64), size, V)
+
+
+def pad_from(rng: np.random.Generator, s: Steps) -> np.ndarray:
+    """:func:`pad_mask` of each of ``s``'s steps at once, as each request's first ``-1`` draft:
+    its drafts ``j >= pad_from[r]`` are ``-1`` (``d_r`` where none is)."""
+    some = np.repeat(rng.random(s.B.size) < 0.25, s.B)
+    return s.d - np.minimum(rng.integers(0, s.d + 1), s.d) * (rng.random(s.d.size) < 0.3) * some
+
+
+def token_index(s: Steps, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """On ``device``, for every draft token of ``s``'s steps (concatenated): its request (in
+    ``s.d``), its index in the request, and its index in its step (its row of the tables)."""
+    d = torch.from_numpy(s.d).to(device)
+    n = int(s.d.sum())
+    req = torch.repeat_interleave(torch.arange(s.d.size, device=device), d, output_size=n)
+    first = torch.cumsum(d, 0) - d
+    at = torch.arange(n, device=device)
+    step_first = torch.from_numpy(np.repeat(np.cumsum(s.B) - s.B, s.B)).to(device)  # each request's step's first request
+    return req, at - first[req], at - first[step_first][req]
+
+
+def greedy_masks(rng: np.random.Generator, s: Steps, share: float = 1.0) -> np.ndarray:
+    """:func:`greedy_mask` of each step at once (every request greedy, none, or a share), in a
+    share ``share`` of the steps (none in the others), concatenated."""
+    p = rng.choice([0.0, 0.5, 0.9, 1.0], size=s.B.size) * (rng.random(s.B.size) < share)
+    return rng.random(int(s.B.sum())) < np.repeat(p, s.B)

@@ -36,6 +36,7 @@ from ...core.exitcodes import EXIT_DEVICE_LOST
 from ...generation.strategies import Scale, derive_seed
 from ...sources import Implementations
 from ...targetkit.device import Arenas, DeviceCase, DeviceTarget
+from ...targetkit.device_batch import BatchArenas, DeviceBatch
 from ...targetkit.scale import unreachable
 from ...targets import TARGETS, Outcome
 from ..check import CaseJournal, Finding, check_case
@@ -48,6 +49,11 @@ CROSS_CHECK_SHARE = 0.05
 WARMUP = 16
 CPU_MAX_REQUESTS = 8
 """Requests per case when the device is the CPU (the Triton interpreter): tests only."""
+CPU_BATCH = 4
+MIN_BATCHES = 8
+"""Batches a run of ``examples`` cases makes at least (each batch draws some modes once for
+all of its cases: with or without draft probabilities, synthetic mode)."""
+"""Cases per batch when the device is the CPU (a target with :attr:`~...targetkit.device.DeviceTarget.batch`)."""
 STAGES = ("draw", "stage", "oracle", "buffers", "kernel", "compare", "cross-check", "scale")
 SCALE_EVERY, SCALE_AT = 8, 3
 """Examples ``i`` with ``i % SCALE_EVERY == SCALE_AT`` of a target with production-scale cases
@@ -80,6 +86,22 @@ class _Pinned:
             view.copy_(t, non_blocking=True)
             out[n] = view
         return out
+
+
+class _Staged:
+    """A batch's inputs staged to pinned host memory: the concatenated small inputs each batch,
+    a shared table once per table (kept while the batches share it)."""
+
+    def __init__(self) -> None:
+        self.pinned = _Pinned()
+        self.shared: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def stage(self, batch: DeviceBatch) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        cat = self.pinned.stage(DeviceCase(batch.cat, {}, {}))
+        for n, t in batch.shared.items():
+            if n not in self.shared or self.shared[n][0] is not t:  # a new table: into the same pinned memory
+                self.shared[n] = (t, self.pinned.stage(DeviceCase({n: t}, {}, {}))[n])
+        return cat, {n: self.shared[n][1] for n in batch.shared}
 
 
 def _case(dt: DeviceTarget, dc: DeviceCase, host: dict[str, torch.Tensor | np.ndarray]) -> Case:
@@ -159,6 +181,11 @@ def device_fuzz_target(
                 None, "device oracle", dt.oracle_name))
         return finding
 
+    batched = on_device and dt.batch > 0
+    cross = [0.0, 0]  # a batched run's cross-checks: seconds, elements
+    staged = _Staged() if batched else None
+    bigs: dict = {}
+
     try:
         while (examples is None or stats.examples < examples) and (
             time_budget is None or time.monotonic() - start < time_budget
@@ -179,6 +206,31 @@ def device_fuzz_target(
                 if on_progress is not None:
                     on_progress(stats)
                 if stop_on_finding:
+                    break
+                continue
+            if batched:
+                k = CPU_BATCH if device == "cpu" else dt.batch
+                # a run of few examples: at least MIN_BATCHES batches (a batch shares its modes)
+                k = k if examples is None else max(1, min(k, -(-examples // MIN_BATCHES), examples - stats.examples))
+                finding = _batch(dt, impl, origin, device, seed, i, k, max_requests, staged, bigs, stats, clock, confirm,
+                                 start, time_budget, cross_check_share, cross)
+                if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):
+                    stats.warmup = time.monotonic() - start
+                i += chunk_step
+                if finding is not None and finding.fatal and journal is not None:
+                    journal.abandon(finding.case, f"the device became unusable: {finding.outcome.crash}")
+                    os._exit(EXIT_DEVICE_LOST)
+                if finding is not None:
+                    stats.unshrunk = finding
+                    if on_progress is not None:
+                        on_progress(stats)
+                    if shrink and not finding.outcome.oracle_disagreements and not finding.fatal:
+                        finding = shrink_finding(finding, impls, device, journal=journal)
+                    stats.findings.append(finding)
+                    stats.unshrunk = None
+                if on_progress is not None:
+                    on_progress(stats)
+                if finding is not None and (finding.fatal or stop_on_finding):
                     break
                 continue
             if by_record:  # drawn by the record, run on the device and checked by its check
@@ -278,6 +330,90 @@ def device_fuzz_target(
             lane.close()
     stats.seconds = time.monotonic() - start
     return stats
+
+
+def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, i: int, k: int, max_requests: int | None,
+           staged: _Staged, bigs: dict, stats: Any, clock: Callable, confirm: Callable, start: float,
+           time_budget: float | None, cross_check_share: float, cross: list[float]) -> Finding | None:
+    """Batch ``i`` of ``k`` cases (:meth:`~...targetkit.device.DeviceTarget.draw_batch`): one
+    draw, one oracle, one set of buffers and one comparison, ``k`` launches. A batch with a
+    difference (or an exception) has its cases checked one at a time (the same oracle on each
+    case alone), the first that fails confirmed by the NumPy and Numba oracles; a difference no
+    case alone shows is an oracle disagreement. A share of the cases is cross-checked as
+    :func:`device_fuzz_target` does. ``bigs``: the shared tables' guarded buffers, kept while
+    they are intact; ``cross``: seconds and elements of cross-checks so far (updated)."""
+    name = dt.name
+    t = time.perf_counter()
+    tables = derive_seed(seed, name, "device tables", i // dt.table_epoch)
+    s = derive_seed(seed, name, "device", i)
+    batch = dt.draw_batch((tables, s), device, k) if max_requests is None else dt.draw_batch((tables, s), device, k, max_requests)
+    t = clock("draw", t)
+    host_cat, host_shared = staged.stage(batch)
+    t = clock("stage", t)
+    writes = dt.oracle_batch(batch)
+    t = clock("oracle", t)
+    arenas = BatchArenas(batch, writes, device, bigs)
+    t = clock("buffers", t)
+
+    def host_case(j: int) -> Case:
+        dc = batch.case(j, host_cat, host_shared)
+        return _case(dt, dc, dc.inputs)
+
+    finding, bad = None, 0
+    for j in range(k):
+        try:
+            dt.launch(impl, arenas.views[j], DeviceCase({}, {}, batch.scalars[j]))
+        except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+            outcome = Outcome().crashed(exc, device)
+            if outcome.fatal:
+                return Finding(host_case(j), outcome, origin)
+            finding = confirm(host_case(j), True)
+            break
+    t = clock("kernel", t)
+    if finding is None:
+        bad = int(arenas.mismatch())
+    bigs.clear()
+    if not bad:
+        bigs.update(arenas.big)  # intact: the next batch of the epoch guards the same tables
+    t = clock("compare", t)
+    stats.examples += k
+    stats.tokens += sum(batch.tokens(j) for j in range(k))
+    if bad and finding is None:
+        for j in range(k):  # which case: each alone, as a case at a time is checked
+            dc = batch.case(j)
+            alone = Arenas(dc, dt.oracle(dc), device)
+            dt.launch(impl, alone.views, dc)
+            if int(alone.mismatch()):
+                finding = confirm(host_case(j), True)
+                break
+        else:
+            finding = confirm(host_case(0), False)
+            if finding is None:
+                finding = Finding(host_case(0), Outcome(), origin)
+            finding.outcome.oracle_disagreements.append(Difference(
+                name, None, f"{bad} element(s) not as expected in a batch of {k} cases", "no case alone differs",
+                None, "device oracle", dt.oracle_name + ", batched"))
+        stats.stages["cross-check"] += time.perf_counter() - t
+        return finding
+    for j in range(k):
+        elapsed = time.monotonic() - start
+        size = sum(int(a.numel()) for a in batch.case(j).inputs.values())
+        rate = cross[0] / max(cross[1], 1) if cross[1] else CROSS_CHECK_S_PER_ELEMENT
+        if cross[0] > cross_check_share * elapsed or (time_budget is not None and elapsed + rate * size >= time_budget):
+            break
+        t0 = time.perf_counter()
+        case = host_case(j)
+        stats.reach(name, case)
+        finding = confirm(case, False)
+        stats.cross_checked += 1
+        cross[0] += time.perf_counter() - t0
+        cross[1] += size
+        stats.stages["cross-check"] += time.perf_counter() - t0
+        if finding is not None:
+            return finding
+    return None
+
+
 
 
 def _say(name: str, line: str) -> None:

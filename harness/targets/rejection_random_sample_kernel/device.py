@@ -19,11 +19,17 @@ import torch
 from ....oracles import tensor_ops
 from ...core.case import Case
 from ...targetkit.device import DeviceCase, DeviceTarget
+from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import (
+    MAX_TABLE,
     draw_step,
+    draw_steps,
+    draw_vocab,
     greedy_mask,
+    greedy_masks,
     lazy_full,
     pad_drafts,
+    pad_from,
     sample_from,
     scale_counts,
     scale_rows,
@@ -31,6 +37,7 @@ from ...targetkit.device_draws import (
     softmax_table,
     sparse_rows,
     synthetic_rates,
+    token_index,
 )
 from ...targetkit.draft_rows import cu_of, pad_tails
 from ...targetkit.scale import flat_limit
@@ -39,14 +46,25 @@ from .layout import clear_window as clear_window_host
 from .record import TARGET
 
 MAX_REQUESTS = 1024
+BATCH = 256
+"""Cases per batch on a GPU."""
+TABLE_EPOCH = 64
+"""Batches that share one pair of tables (each case reads its first rows): drawing, staging and
+guarding tables of up to 2 GiB costs far more than the kernel's reads of one element per row."""
+CANDIDATES = 8
+"""Draft ids drawn per table row (from the draft table, and from the target table), of which
+each case's draft token on that row takes one."""
 
 
-def clear_window(u: torch.Tensor, ids: torch.Tensor, target: torch.Tensor, draft: torch.Tensor, V: int) -> torch.Tensor:  # noqa: N803
+def clear_window(u: torch.Tensor, ids: torch.Tensor, target: torch.Tensor, draft: torch.Tensor, V: int,  # noqa: N803
+                 rows: torch.Tensor | None = None) -> torch.Tensor:
     """``u`` with every uniform in its draft's division window (``layout.window_bounds``: within
     ``WINDOW_ULPS`` float32 steps of the IEEE quotient ``p / q``) moved to the window's lower end,
     as the CPU's generators do: torch.rand does land there now and then, and a compiled division
-    may decide such a uniform either way (docs/CONTRACT.md §11.2-§11.3)."""
-    at = torch.arange(ids.numel(), device=u.device) * V + ids.long().clamp(min=0)
+    may decide such a uniform either way (docs/CONTRACT.md §11.2-§11.3). ``rows``: each draft
+    token's row of the tables (default: its index)."""
+    rows = torch.arange(ids.numel(), device=u.device) if rows is None else rows.long()
+    at = rows * V + ids.long().clamp(min=0)
     p, q = target.reshape(-1)[at], draft.reshape(-1)[at]
     quot = p / q  # torch's float32 division is correctly rounded, on the CPU and on CUDA
     lo, hi = quot.clone(), quot.clone()
@@ -160,6 +178,97 @@ class RandomDevice(DeviceTarget):
             inputs["synthetic_conditional_rates"] = torch.from_numpy(synthetic_rates(rng, step.L)).to(device)
         outputs = {"output_token_ids": (torch.int32, B * (step.L + 1))}
         return DeviceCase(inputs, outputs, {"max_spec_len": step.L, "vocab_size": V})
+
+    batch = BATCH
+    table_epoch = TABLE_EPOCH
+
+    def _tables(self, seed: int, device: str, max_requests: int) -> dict[str, Any]:
+        """The shared tables of the epoch ``seed`` (kept for the next batch of the epoch): a
+        vocabulary, target and draft tables of ``R`` rows (as many as any step of the epoch
+        draws), and :data:`CANDIDATES` ids per row sampled from each."""
+        key = (seed, device, max_requests)
+        if getattr(self, "_epoch", (None,))[0] == key:
+            return self._epoch[1]
+        self._epoch = (None, None)  # the last epoch's tables freed before the next are drawn
+        rng = np.random.default_rng(seed)
+        gen = torch.Generator(device=device).manual_seed(seed)
+        V = draw_vocab(rng, device == "cpu")
+        R = max(1, min(MAX_TABLE // V, 64 * max_requests))
+        target, draft = softmax_table(rng, gen, R, V, device), softmax_table(rng, gen, R, V, device)
+        tables = {"V": V, "R": R, "target_probs": target, "draft_probs": draft,
+                  "target_ids": torch.multinomial(target, CANDIDATES, replacement=True, generator=gen).to(torch.int32),
+                  "draft_ids": torch.multinomial(draft, CANDIDATES, replacement=True, generator=gen).to(torch.int32)}
+        self._epoch = (key, tables)
+        return tables
+
+    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS) -> DeviceBatch:
+        """``k`` steps (each as :meth:`draw` draws one) of the epoch's vocabulary, each reading
+        the first rows of the epoch's tables; with or without draft probabilities and synthetic
+        mode (one batch in eight) for the whole batch; ids, uniforms, padding, greedy requests
+        per case."""
+        tables = self._tables(seeds[0], device, max_requests)
+        V, R = tables["V"], tables["R"]
+        rng = np.random.default_rng(seeds[1])
+        gen = torch.Generator(device=device).manual_seed(seeds[1])
+        with_draft = rng.random() < 0.6
+        steps = draw_steps(rng, k, max_requests, device == "cpu", V, R)
+        N, B, L = steps.N, steps.B, steps.L
+        n = int(N.sum())
+        req, j, rows_t = token_index(steps, device)
+        cand = tables["draft_ids" if with_draft else "target_ids"]
+        ids = cand[rows_t, torch.randint(0, CANDIDATES, (n,), generator=gen, device=device)]
+        ngram = rng.random(k) < 0.5
+        if ngram.any() and not with_draft:  # n-gram drafts: any id
+            ngram_t = torch.from_numpy(np.repeat(ngram, B)).to(device)[req]
+            ids = torch.where(ngram_t, torch.randint(0, V, (n,), generator=gen, device=device, dtype=torch.int32), ids)
+        pad = j >= torch.from_numpy(pad_from(rng, steps)).to(device)[req]
+        ids = torch.where(pad, torch.full_like(ids, -1), ids)
+        u = torch.rand((n,), generator=gen, device=device, dtype=torch.float64)
+        target, draft = tables["target_probs"], tables["draft_probs"]
+        if not with_draft and n:  # a third at u = p / 1 (accept) or just above it (reject)
+            p = target.reshape(-1)[rows_t * V + ids.long().clamp(min=0)].double()
+            above = torch.nextafter(p, torch.full_like(p, 2.0))
+            pick = torch.randint(0, 3, (n,), generator=gen, device=device)
+            u = torch.where(pick == 0, p, torch.where(pick == 1, above, u))
+        if with_draft and n:
+            u = clear_window(u, ids, target, draft, V, rows_t)
+        greedy = greedy_masks(rng, steps, 0.5)
+        synthetic = rng.random() < 0.125
+        cat = {
+            "cu_num_draft_tokens": torch.from_numpy(steps.cu).to(device),
+            "draft_token_ids": ids,
+            "bonus_token_ids": torch.randint(0, V, (int(B.sum()), 1), generator=gen, device=device, dtype=torch.int32),
+            "recovered_token_ids": torch.randint(0, V, (n,), generator=gen, device=device, dtype=torch.int32),
+            "uniform_probs": u,
+            "is_greedy": torch.from_numpy(greedy).to(device),
+        }
+        lengths = {"cu_num_draft_tokens": B.tolist(), "draft_token_ids": N.tolist(), "bonus_token_ids": B.tolist(),
+                   "recovered_token_ids": N.tolist(), "uniform_probs": N.tolist(), "is_greedy": B.tolist()}
+        shapes = {n: [(x,) for x in lengths[n]] for n in lengths} | {"bonus_token_ids": [(int(b), 1) for b in B]}
+        extra: dict[str, Any] = {"V": V, "L": int(L.max()), "table_row": rows_t,
+                                 "cu": torch.from_numpy(np.cumsum(steps.d)).to(device)}
+        if synthetic:
+            rates = synthetic_rates(rng, int(L.max()))
+            n = np.maximum(L, 1)
+            cat["synthetic_conditional_rates"] = torch.from_numpy(np.concatenate([rates[:x] for x in n])).to(device)
+            lengths["synthetic_conditional_rates"] = n.tolist()
+            shapes["synthetic_conditional_rates"] = [(int(x),) for x in n]
+            extra["rates"] = torch.from_numpy(rates).to(device)
+        out = B * (L + 1)
+        extra["out_start"] = torch.from_numpy(np.repeat(np.cumsum(out) - out, B) + (np.arange(int(B.sum())) - np.repeat(np.cumsum(B) - B, B)) * np.repeat(L + 1, B)).to(device)
+        shared = {"target_probs": target} | ({"draft_probs": draft} if with_draft else {})
+        return DeviceBatch(cat, lengths, shapes, shared, {n: N.tolist() for n in shared},
+                           {"output_token_ids": (torch.int32, out.tolist())},
+                           [{"max_spec_len": int(x), "vocab_size": V} for x in L], extra)
+
+    def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        a, e = b.cat, b.extra
+        return tensor_ops.rejection_random_sample(
+            cu_num_draft_tokens=e["cu"], draft_token_ids=a["draft_token_ids"], draft_probs=b.shared.get("draft_probs"),
+            target_probs=b.shared["target_probs"], bonus_token_ids=a["bonus_token_ids"],
+            recovered_token_ids=a["recovered_token_ids"], uniform_probs=a["uniform_probs"], is_greedy=a["is_greedy"],
+            max_spec_len=e["L"], vocab_size=e["V"], synthetic_conditional_rates=e.get("rates"),
+            table_row=e["table_row"], out_start=e["out_start"])
 
     def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         a = dc.inputs

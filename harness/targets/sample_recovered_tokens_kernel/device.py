@@ -17,11 +17,16 @@ import torch
 from ....oracles import tensor_ops
 from ...core.case import Case
 from ...targetkit.device import DeviceCase, DeviceTarget
+from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import (
+    MAX_TABLE,
     SCALE_TABLE,
     draw_step,
+    draw_steps,
+    draw_vocab,
     lazy_full,
     pad_drafts,
+    pad_from,
     sample_from,
     scale_counts,
     scale_rows,
@@ -29,6 +34,7 @@ from ...targetkit.device_draws import (
     softmax_table,
     sparse_noise,
     sparse_rows,
+    token_index,
 )
 from ...targetkit.draft_rows import cu_of, pad_tails
 from ...targetkit.scale import flat_limit, past_limit
@@ -36,6 +42,12 @@ from .layout import NAME
 from .record import TARGET, processed_tokens, scale_features_of
 
 MAX_REQUESTS = 1024
+BATCH = 64
+"""Cases per batch on a GPU."""
+TABLE_EPOCH = 128
+"""Batches that share one set of tables and noise (each case reads its first rows)."""
+CANDIDATES = 8
+"""Draft ids drawn per table row, of which each case's draft token on that row takes one."""
 
 
 def scale_case(rng: np.random.Generator) -> Case:
@@ -153,6 +165,74 @@ class RecoveredDevice(DeviceTarget):
             inputs["draft_probs"] = draft
         outputs = {"output_token_ids": (torch.int32, N)}
         return DeviceCase(inputs, outputs, {"max_spec_len": step.L, "vocab_size": V})
+
+    batch = BATCH
+    table_epoch = TABLE_EPOCH
+
+    def _tables(self, seed: int, device: str, max_requests: int) -> dict[str, Any]:
+        """The epoch ``seed``'s vocabulary, target and draft tables of ``R`` rows (a quarter of
+        the target's rows one-hot, at the token its ids are drawn on: all scores 0 without
+        draft probabilities; a quarter of the draft's rows equal to the target's: an empty
+        residual), the noise of ``R`` rows (float64 in one epoch in four), and
+        :data:`CANDIDATES` ids per row sampled from each table (kept for the epoch)."""
+        key = (seed, device, max_requests)
+        if getattr(self, "_epoch", (None,))[0] == key:
+            return self._epoch[1]
+        self._epoch = (None, None)
+        rng = np.random.default_rng(seed)
+        gen = torch.Generator(device=device).manual_seed(seed)
+        V = draw_vocab(rng, device == "cpu")
+        R = max(1, min(MAX_TABLE // V, 64 * max_requests))
+        target, draft = softmax_table(rng, gen, R, V, device), softmax_table(rng, gen, R, V, device)
+        hot_at = torch.multinomial(target, 1, generator=gen)
+        hot = torch.rand((R, 1), generator=gen, device=device) < 0.25
+        target = torch.where(hot, torch.zeros_like(target).scatter_(1, hot_at, 1.0), target)
+        draft = torch.where(torch.rand((R, 1), generator=gen, device=device) < 0.25, target, draft)
+        dtype = torch.float64 if rng.random() < 0.25 else torch.float32
+        q = torch.empty((R, V), dtype=dtype, device=device).exponential_(generator=gen)
+        q.clamp_(min=float(torch.finfo(dtype).tiny))
+        tables = {"V": V, "R": R, "target_probs": target, "draft_probs": draft, "inv_q": q.reciprocal_(),
+                  "target_ids": torch.multinomial(target, CANDIDATES, replacement=True, generator=gen).to(torch.int32),
+                  "draft_ids": torch.multinomial(draft, CANDIDATES, replacement=True, generator=gen).to(torch.int32)}
+        self._epoch = (key, tables)
+        return tables
+
+    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS) -> DeviceBatch:
+        """``k`` steps (as :meth:`draw` draws one) of the epoch's vocabulary, each reading the
+        first rows of the epoch's tables and noise; with or without draft probabilities for
+        the whole batch; ids and padding per case."""
+        tables = self._tables(seeds[0], device, max_requests)
+        V, R = tables["V"], tables["R"]
+        rng = np.random.default_rng(seeds[1])
+        gen = torch.Generator(device=device).manual_seed(seeds[1])
+        with_draft = rng.random() < 0.6
+        steps = draw_steps(rng, k, max_requests, device == "cpu", V, R)
+        N, B, L = steps.N, steps.B, steps.L
+        n = int(N.sum())
+        req, j, rows_t = token_index(steps, device)
+        cand = tables["draft_ids" if with_draft else "target_ids"]
+        ids = cand[rows_t, torch.randint(0, CANDIDATES, (n,), generator=gen, device=device)]
+        ids = torch.where(j >= torch.from_numpy(pad_from(rng, steps)).to(device)[req], torch.full_like(ids, -1), ids)
+        cat = {"cu_num_draft_tokens": torch.from_numpy(steps.cu).to(device), "draft_token_ids": ids}
+        lengths = {"cu_num_draft_tokens": B.tolist(), "draft_token_ids": N.tolist()}
+        shapes = {n_: [(x,) for x in lengths[n_]] for n_ in lengths}
+        first = np.cumsum(B) - B
+        extra = {"V": V, "L": int(L.max()), "table_row": rows_t,
+                 "noise_row": torch.from_numpy(np.arange(int(B.sum())) - np.repeat(first, B)).to(device),
+                 "cu": torch.from_numpy(np.cumsum(steps.d)).to(device)}
+        shared = {"target_probs": tables["target_probs"], "inv_q": tables["inv_q"]} | (
+            {"draft_probs": tables["draft_probs"]} if with_draft else {})
+        rows = {"target_probs": N.tolist(), "draft_probs": N.tolist(), "inv_q": B.tolist()}
+        return DeviceBatch(cat, lengths, shapes, shared, {n_: rows[n_] for n_ in shared},
+                           {"output_token_ids": (torch.int32, N.tolist())},
+                           [{"max_spec_len": int(x), "vocab_size": V} for x in L], extra)
+
+    def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        a, e = b.cat, b.extra
+        return tensor_ops.sample_recovered_tokens(
+            cu_num_draft_tokens=e["cu"], draft_token_ids=a["draft_token_ids"], draft_probs=b.shared.get("draft_probs"),
+            target_probs=b.shared["target_probs"], inv_q=b.shared["inv_q"], vocab_size=e["V"], max_spec_len=e["L"],
+            table_row=e["table_row"], noise_row=e["noise_row"])
 
     def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         a = dc.inputs
