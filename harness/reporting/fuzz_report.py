@@ -37,6 +37,8 @@ def fuzz_doc(meta: dict[str, Any], entries: list[tuple[str, dict[str, Any]]], in
     doc["domain"] = meta.get("domain", "production")
     doc["untested"] = dict(meta.get("untested", {}))
     doc["untested"].update((n, e["untested"]) for n, e in entries if "untested" in e)
+    if "startup_seconds" in meta:  # --time-budget: spent before the first target's cases
+        doc["startup_seconds"] = meta["startup_seconds"]
     doc["interrupted"] = interrupted
     doc["targets"] = {n: e for n, e in entries if "untested" not in e}
     return doc

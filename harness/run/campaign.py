@@ -21,7 +21,7 @@ from ..checking.check import Finding, warm_compiled, warm_oracles
 from ..checking.corpus import case_path, save_finding
 from ..checking.domains import EXTENDED, PRODUCTION, default_domain
 from ..checking.fuzz import Stats, bulk_fuzz_target, fuzz_target
-from ..core import interrupts
+from ..core import clock, interrupts
 from ..core.errors import UserError
 from ..generation.strategies import CUDA_SCALE, INTERPRETER_SCALE
 from ..reporting.fuzz_report import finding_record, fuzz_doc, fuzz_exit_code, plural, print_fuzz
@@ -110,6 +110,8 @@ class Campaign:
 
     def _run(self) -> int:
 
+        # counted from the command's start (start-up, loading the source, warming up included)
+        deadline = None if self.time_budget is None else clock.deadline(self.time_budget)
         backend = select_backend(self.backend)
         device_run = {}
         if self.domain is None:
@@ -144,8 +146,10 @@ class Campaign:
         warm_compiled(impls, [n for n in names if n not in finished], backend.device)
         scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE
         console = Console(stderr=True)
-        per_budget = None if self.time_budget is None else self.time_budget / len(names)
-        deadline = None if self.time_budget is None else time.monotonic() + self.time_budget
+        per_budget = None
+        if deadline is not None and not finished:  # what the budget spent before the first case
+            meta["startup_seconds"] = round(self.time_budget - (deadline - time.monotonic()), 3)
+            log.set_meta(meta)
         saved: dict[int, Path] = {}
         interrupted = False
         run_fn = fuzz_target if self.mode == "hypothesis" else bulk_fuzz_target
