@@ -42,9 +42,13 @@ def _source(name: str, needs) -> str:  # noqa: ANN001
 
 @pytest.mark.parametrize("name", NAMES)
 def test_device_oracle_agrees_with_the_numpy_and_numba_oracles(name, backend, needs):
+    """Every example cross-checked: the device oracle and buffers agree with the NumPy and
+    Numba oracles on clean kernels. Ordinary cases only (``scale_cases=False``): on a GPU a
+    production-scale case of the V1 rejection kernels finds vLLM 0.33.0's real int32 wrap
+    (tests/test_scale.py and the GPU run cover those)."""
     impls = implementations_for(parse_source(_source(name, needs)), [name])
     stats = device_fuzz_target(name, impls, backend.device, examples=12, seed=3, cross_check_share=1.0,
-                               workers=_workers(backend))
+                               workers=_workers(backend), scale_cases=False)
     assert not stats.findings, stats.findings[0].report()
     assert stats.examples == 12
     assert stats.cross_checked == 12

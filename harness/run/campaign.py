@@ -35,6 +35,11 @@ from .journal import Journal
 from .runlog import RunLog
 
 
+ORDINARY_MIN_S = 2.0
+"""Seconds kept for each target left when a production-scale case is given the run's time
+(``--mode device`` under ``--time-budget``: :meth:`Campaign._scale_first`)."""
+
+
 def progress_every() -> float:
     """Seconds between progress lines when no progress bar is shown (no terminal):
     ``$EAGLEFUZZ_PROGRESS_EVERY`` (10), read when a campaign starts, never at import (a warm
@@ -163,13 +168,18 @@ class Campaign:
             transient=False,
         ) as bar:
             every = progress_every()
-            for name in names:
+            scale_first = self._scale_first(names, device_run, deadline)
+            order = [n for n in names if n in scale_first] + [n for n in names if n not in scale_first]
+            for name in order:
                 if name in finished:
                     continue
                 log.begin(name)
+                extra: dict[str, Any] = {}
                 if deadline is not None:  # what the run has left, shared by the targets left: one that ran over
-                    left = [n for n in names[names.index(name):] if n not in finished]  # leaves less to the next
+                    left = [n for n in order[order.index(name):] if n not in finished]  # leaves less to the next
                     per_budget = max(0.0, deadline - time.monotonic()) / len(left)
+                    if name in scale_first:  # its first scale case now, if the run can afford one
+                        extra["scale_first"] = deadline - time.monotonic() - ORDINARY_MIN_S * len(left)
                 total = self.examples if self.examples is not None else per_budget
                 task = bar.add_task(name, total=total, examples=0, rate=0.0, findings=0)
                 start = time.monotonic()
@@ -216,7 +226,7 @@ class Campaign:
                         name, impls, backend.device, scale, seed=self.seed, examples=self.examples,
                         time_budget=per_budget, stop_on_finding=not self.keep_going, on_progress=on_progress,
                         chunk_offset=self.shard[0], chunk_step=self.shard[1], journal=journal, stats=stats,
-                        domain=self.domain,
+                        domain=self.domain, **extra,
                     )
                 except CannotTest as exc:  # what it needs is not here: its verdict; the others go on
                     log.add(name, {"untested": str(exc)})
@@ -254,6 +264,18 @@ class Campaign:
             sys.stdout.flush()
             log.mark_reported()
         return fuzz_exit_code(doc, interrupts.received())
+
+    def _scale_first(self, names: list[str], device_run: dict[str, Any], deadline: float | None) -> set[str]:
+        """The targets that run first, each with its first production-scale case before its
+        ordinary examples: in device mode under a time budget, those with scale cases where
+        this backend holds them. A short run then still reaches production scale where its
+        budget affords a scale case, instead of leaving it to the every-eighth example of a
+        target's even share (seconds)."""
+        if deadline is None or self.mode != "device" or getattr(self, "scale_why", None) is not None:
+            return set()
+        from ..checking.device_mode import device_targets
+
+        return {n for n in names if n in device_run and device_targets()[n].scale}
 
     def _scale_unreached(self, name: str) -> str | None:
         """Why this run cannot reach ``name``'s scale features (``None``: it can)."""
