@@ -212,6 +212,37 @@ def test_batched_device_draws_lie_in_the_production_tier(name):
     assert len({str(c.scalars) + str(sorted((n, a.tobytes()) for n, a in c.arrays.items())) for c in cases}) > 1
 
 
+@pytest.mark.parametrize("name", BATCHED)
+def test_batch_features_are_the_records_features_of_each_case(name):
+    """The features a batch counts for every case it checked (:meth:`batch_features`, from the
+    sizes and modes the host knows) are exactly those the record's ``features_of`` gives each
+    case, in short epochs and full ones, with and without draft probabilities."""
+    from eaglefuzz.harness.targets import TARGETS
+
+    target = device_targets()[name]
+    assert target.batch_decides <= set(TARGETS[name].features)
+    seen = set()
+    for b in range(12):
+        batch = target.draw_batch((5 + b // 3, 60 + b), "cpu", 5, 8 if b % 2 else 2, share=(0.25, 1.0)[b % 2])
+        for k, got in enumerate(target.batch_features(batch)):
+            want = TARGETS[name].features_of(target.to_case(batch.case(k))) & target.batch_decides
+            assert got == want, (b, k, got ^ want)
+            seen |= got
+    assert {"draft_probs", "no_draft_probs", "several_requests", "ragged"} <= seen  # the test sees both sides
+
+
+def test_table_epochs_are_short_early_in_a_run():
+    """A short run meets many vocabularies: epochs of 1, 1, 2, 2, 4, 4, ... batches, each
+    drawing tables sized by its length, then full epochs."""
+    from eaglefuzz.harness.targetkit.device_batch import epoch_of
+
+    got = [epoch_of(i, 8) for i in range(16)]
+    assert [e for e, _ in got] == [0, 1, 2, 2, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6]
+    assert [s for _, s in got[:8]] == [1 / 8, 1 / 8, 2 / 8, 2 / 8, 2 / 8, 2 / 8, 4 / 8, 4 / 8]
+    assert epoch_of(13, 8) == (5, 0.5) and epoch_of(14, 8) == (6, 1.0) and epoch_of(30, 8) == (8, 1.0)
+    assert len({epoch_of(i, 64)[0] for i in range(130)}) == 13
+
+
 def test_a_batch_catches_a_guard_band_write(monkeypatch, backend, needs):
     """A write into the guard band after one case's output, in a batch of cases, is a
     difference: the batch's cases are then checked one at a time (the write is there too), and

@@ -36,7 +36,7 @@ from ...core.exitcodes import EXIT_DEVICE_LOST
 from ...generation.strategies import Scale, derive_seed
 from ...sources import Implementations
 from ...targetkit.device import Arenas, DeviceCase, DeviceTarget
-from ...targetkit.device_batch import BatchArenas, DeviceBatch
+from ...targetkit.device_batch import BatchArenas, DeviceBatch, epoch_of
 from ...targetkit.scale import unreachable
 from ...targets import TARGETS, Outcome
 from ..check import CaseJournal, Finding, check_case
@@ -377,9 +377,11 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     they are intact; ``cross``: seconds and elements of cross-checks so far (updated)."""
     name = dt.name
     t = time.perf_counter()
-    tables = derive_seed(seed, name, "device tables", i // dt.table_epoch)
+    epoch, share = epoch_of(i, dt.table_epoch)
+    tables = derive_seed(seed, name, "device tables", epoch)
     s = derive_seed(seed, name, "device", i)
-    batch = dt.draw_batch((tables, s), device, k) if max_requests is None else dt.draw_batch((tables, s), device, k, max_requests)
+    batch = (dt.draw_batch((tables, s), device, k, share=share) if max_requests is None
+             else dt.draw_batch((tables, s), device, k, max_requests, share=share))
     t = clock("draw", t)
     host_cat, host_shared = staged.stage(batch)
     t = clock("stage", t)
@@ -411,6 +413,8 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     t = clock("compare", t)
     stats.examples += k
     stats.tokens += sum(batch.tokens(j) for j in range(k))
+    if not bad and finding is None:  # every case checked: the features its sizes and modes decide
+        stats.features.update(*dt.batch_features(batch))
     if bad and finding is None:
         for j in range(k):  # which case: each alone, as a case at a time is checked
             dc = batch.case(j)

@@ -17,7 +17,7 @@ import torch
 from ....oracles import tensor_ops
 from ...core.case import Case
 from ...targetkit.device import DeviceCase, DeviceTarget
-from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.device_batch import STEP_FEATURES, DeviceBatch, step_features
 from ...targetkit.device_draws import (
     MAX_TABLE,
     SCALE_TABLE,
@@ -169,20 +169,22 @@ class RecoveredDevice(DeviceTarget):
     batch = BATCH
     table_epoch = TABLE_EPOCH
 
-    def _tables(self, seed: int, device: str, max_requests: int) -> dict[str, Any]:
+    def _tables(self, seed: int, device: str, max_requests: int, share: float = 1.0) -> dict[str, Any]:
         """The epoch ``seed``'s vocabulary, target and draft tables of ``R`` rows (a quarter of
         the target's rows one-hot, at the token its ids are drawn on: all scores 0 without
         draft probabilities; a quarter of the draft's rows equal to the target's: an empty
         residual), the noise of ``R`` rows (float64 in one epoch in four), and
-        :data:`CANDIDATES` ids per row sampled from each table (kept for the epoch)."""
-        key = (seed, device, max_requests)
+        :data:`CANDIDATES` ids per row sampled from each table (kept for the epoch); ``share``
+        of the full row count in a short epoch."""
+        key = (seed, device, max_requests, share)
         if getattr(self, "_epoch", (None,))[0] == key:
             return self._epoch[1]
         self._epoch = (None, None)
         rng = np.random.default_rng(seed)
         gen = torch.Generator(device=device).manual_seed(seed)
         V = draw_vocab(rng, device == "cpu")
-        R = max(1, min(MAX_TABLE // V, 64 * max_requests))
+        full = max(1, min(MAX_TABLE // V, 64 * max_requests))
+        R = min(full, max(16, int(full * share)))  # 16: a request of 16 drafts always fits
         target, draft = softmax_table(rng, gen, R, V, device), softmax_table(rng, gen, R, V, device)
         hot_at = torch.multinomial(target, 1, generator=gen)
         hot = torch.rand((R, 1), generator=gen, device=device) < 0.25
@@ -197,11 +199,13 @@ class RecoveredDevice(DeviceTarget):
         self._epoch = (key, tables)
         return tables
 
-    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS) -> DeviceBatch:
+    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
+                   share: float = 1.0) -> DeviceBatch:
         """``k`` steps (as :meth:`draw` draws one) of the epoch's vocabulary, each reading the
-        first rows of the epoch's tables and noise; with or without draft probabilities for
+        first rows of the epoch's tables and noise (``share``: of the full row count,
+        :func:`~...targetkit.device_batch.epoch_of`); with or without draft probabilities for
         the whole batch; ids and padding per case."""
-        tables = self._tables(seeds[0], device, max_requests)
+        tables = self._tables(seeds[0], device, max_requests, share)
         V, R = tables["V"], tables["R"]
         rng = np.random.default_rng(seeds[1])
         gen = torch.Generator(device=device).manual_seed(seeds[1])
@@ -219,13 +223,21 @@ class RecoveredDevice(DeviceTarget):
         first = np.cumsum(B) - B
         extra = {"V": V, "L": int(L.max()), "table_row": rows_t,
                  "noise_row": torch.from_numpy(np.arange(int(B.sum())) - np.repeat(first, B)).to(device),
-                 "cu": torch.from_numpy(np.cumsum(steps.d)).to(device)}
+                 "cu": torch.from_numpy(np.cumsum(steps.d)).to(device), "d": steps.d, "B": B}
         shared = {"target_probs": tables["target_probs"], "inv_q": tables["inv_q"]} | (
             {"draft_probs": tables["draft_probs"]} if with_draft else {})
         rows = {"target_probs": N.tolist(), "draft_probs": N.tolist(), "inv_q": B.tolist()}
         return DeviceBatch(cat, lengths, shapes, shared, {n_: rows[n_] for n_ in shared},
                            {"output_token_ids": (torch.int32, N.tolist())},
                            [{"max_spec_len": int(x), "vocab_size": V} for x in L], extra)
+
+    batch_decides = STEP_FEATURES | {"draft_probs", "no_draft_probs", "fp64_gumbel", "other_block_size"}
+
+    def batch_features(self, b: DeviceBatch) -> list[frozenset[str]]:
+        with_draft = "draft_probs" in b.shared
+        return step_features(b.extra["d"], b.extra["B"], [s["max_spec_len"] for s in b.scalars], b.extra["V"], {
+            "draft_probs": with_draft, "no_draft_probs": not with_draft,
+            "fp64_gumbel": b.shared["inv_q"].dtype == torch.float64, "other_block_size": False})
 
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         a, e = b.cat, b.extra
