@@ -34,7 +34,6 @@ from ..targets import TARGETS, has_role
 from .journal import Journal
 from .runlog import RunLog
 
-
 ORDINARY_MIN_S = 2.0
 """Seconds kept for each target left when a production-scale case is given the run's time
 (``--mode device`` under ``--time-budget``: :meth:`Campaign._scale_first`)."""
