@@ -297,6 +297,9 @@ def test_the_time_budget_counts_from_the_commands_start(tmp_path, mode):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["startup_seconds"] >= 60
+    stages = doc["startup_stages"]  # where it went: the process before the campaign (here the minute back), then its phases
+    assert list(stages) == ["process", "backend", "source", "plan", "oracles", "torch.compile"] and stages["process"] >= 60
+    assert sum(stages.values()) == pytest.approx(doc["startup_seconds"], abs=0.01)
     for t in doc["targets"].values():
         assert t["examples"] == 0 and t["features_missed"] and not t["features_reached"], t
 

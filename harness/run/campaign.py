@@ -116,7 +116,9 @@ class Campaign:
 
         # counted from the command's start (start-up, loading the source, warming up included)
         deadline = None if self.time_budget is None else clock.deadline(self.time_budget)
+        marks = [("start", time.monotonic())]  # the start-up's phases, for the report (under a budget)
         backend = select_backend(self.backend)
+        marks.append(("backend", time.monotonic()))
         device_run = {}
         if self.domain is None:
             self.domain = default_domain(self.mode)
@@ -131,6 +133,7 @@ class Campaign:
                 raise UserError("--mode device: draws production cases only; leave out --domain extended")
             device_run = dict.fromkeys(device_targets(), device_fuzz_target)
         impls = implementations_for(self.source, self.names)
+        marks.append(("source", time.monotonic()))
         self.impls = impls
         names = list(impls.funcs)
         log = RunLog(self.journal_dir / "run" if self.journal_dir else None)
@@ -146,13 +149,18 @@ class Campaign:
             for note in (*impls.notes, *impls.untested.values()):
                 print(f"eaglefuzz: {note}", file=sys.stderr)
         journal = Journal(self.journal_dir) if self.journal_dir else None
+        marks.append(("plan", time.monotonic()))
         warm_oracles([n for n in names if n not in finished])  # compiled before any case's clock runs
+        marks.append(("oracles", time.monotonic()))
         warm_compiled(impls, [n for n in names if n not in finished], backend.device)
+        marks.append(("torch.compile", time.monotonic()))
         scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE
         console = Console(stderr=True)
         per_budget = None
         if deadline is not None and not finished:  # what the budget spent before the first case
             meta["startup_seconds"] = round(self.time_budget - (deadline - time.monotonic()), 3)
+            meta["startup_stages"] = {"process": round(meta["startup_seconds"] - (marks[-1][1] - marks[0][1]), 3)} | {
+                n: round(t - marks[k][1], 3) for k, (n, t) in enumerate(marks[1:])}
             log.set_meta(meta)
         saved: dict[int, Path] = {}
         interrupted = False
