@@ -229,6 +229,30 @@ def test_a_short_run_gives_its_scale_case_first_when_the_run_affords_it(low_limi
     assert (N - 1) * V >= LIMIT > (N - 2) * V  # minimised: one row past the limit
 
 
+def test_a_scale_finding_is_minimised_even_with_no_time_left_for_it(low_limit, needs, backend, tmp_path):
+    """With the scale case's time spent, its first minimal case is still tried (confirming it
+    costs what confirming the drawn case would): the finding is minimal, confirmed."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    from eaglefuzz.harness.checking.device_mode.engine import SCALE_AT, _scale_example
+    from eaglefuzz.harness.checking.device_mode.scale_lane import ScaleLane
+    from eaglefuzz.harness.checking.fuzz import Stats
+    from tests.seeded_bugs import mutants
+
+    path = _mutant(mutants, tmp_path, "rr_wraps_at_limit", [(f"target_probs_ptr + {WRAP[0]} + draft_token_id",
+                                                          f"target_probs_ptr + {WRAP[1]} + draft_token_id")])
+    lane = ScaleLane(RR, f"file:{path}", "cpu", 1)
+    stats = Stats()
+    stats.scale_cases = 0
+    try:
+        finding = _scale_example(lane, RR, None, SCALE_AT, stats, True, minimise_s=-1.0)
+    finally:
+        lane.close()
+    assert finding is not None and finding.kind == "difference", finding
+    assert finding.case.note == "the int32 flat index past 2**31, minimised" and not finding.shrink
+
+
 def test_device_campaigns_under_a_budget_run_their_scale_targets_first():
     """The campaign's choice: in device mode under a time budget, where the backend holds
     scale cases, the targets with scale cases (the two V1 rejection kernels) run first."""

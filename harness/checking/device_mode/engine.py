@@ -487,7 +487,8 @@ def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: An
                    minimise_s: float | None = None) -> Finding | None:
     """Example ``i`` as a production-scale case in ``lane``; its finding (minimised when
     ``shrink``: one row past ``2**31``, plain values, within ``minimise_s`` seconds or
-    ``$EAGLEFUZZ_SCALE_MINIMISE_BUDGET``, the less), or ``None``. The NumPy and Numba oracles
+    ``$EAGLEFUZZ_SCALE_MINIMISE_BUDGET``, the less, the first minimal case tried in any case
+    unless that is 0), or ``None``. The NumPy and Numba oracles
     confirm the case reported: the minimal one (the drawn one, of billions of elements, only
     where none of the minimal ones fails or ``shrink`` is off)."""
     v = lane.run(i, confirm=not shrink)
@@ -500,8 +501,8 @@ def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: An
         return None
     if not shrink:
         return _scale_finding(scale_case(name, lane.seed, i), v, origin)
-    budget = float(os.environ.get(SCALE_MINIMISE_ENV, "300"))
-    k, mv = minimise(lane, i, budget if minimise_s is None else min(budget, minimise_s))
+    budget = float(os.environ.get(SCALE_MINIMISE_ENV, "300"))  # 0: not minimised
+    k, mv = minimise(lane, i, budget if minimise_s is None else min(budget, minimise_s), first_anyway=budget > 0)
     _say(name, f"production-scale case {i} minimised: " + ("none of the minimal cases fails" if k is None else
                                                           f"minimal case {k}: {_verdict(mv)} ({mv.seconds:.0f} s)"))
     stats.shrink_attempts += 1 if k is None else k + 1
