@@ -224,11 +224,32 @@ def test_batch_features_are_the_records_features_of_each_case(name):
     seen = set()
     for b in range(12):
         batch = target.draw_batch((5 + b // 3, 60 + b), "cpu", 5, 8 if b % 2 else 2, share=(0.25, 1.0)[b % 2])
-        for k, got in enumerate(target.batch_features(batch)):
+        for k, got in enumerate(target.batch_features(batch, target.oracle_batch(batch))):
             want = TARGETS[name].features_of(target.to_case(batch.case(k))) & target.batch_decides
             assert got == want, (b, k, got ^ want)
             seen |= got
     assert {"draft_probs", "no_draft_probs", "several_requests", "ragged"} <= seen  # the test sees both sides
+
+
+def test_batch_features_of_recovered_winners_past_the_first_tiles(monkeypatch):
+    """The recovered kernel's features its winners decide (later tiles, the partial last tile,
+    ids past 32767), on a vocabulary of 40000 (five of vLLM's 8192-token tiles, the last
+    partial), with and without draft probabilities: as ``features_of`` gives them."""
+    from eaglefuzz.harness.targets import TARGETS
+    from eaglefuzz.harness.targets.sample_recovered_tokens_kernel import device as sr_device
+
+    name = "sample_recovered_tokens_kernel"
+    target = device_targets()[name]
+    monkeypatch.setattr(sr_device, "draw_vocab", lambda rng, on_cpu: 40000)
+    seen = set()
+    for b in range(6):
+        batch = target.draw_batch((900 + b, 70 + b), "cpu", 3, 4, share=1 / 64)
+        for k, got in enumerate(target.batch_features(batch, target.oracle_batch(batch))):
+            want = TARGETS[name].features_of(target.to_case(batch.case(k))) & target.batch_decides
+            assert got == want, (b, k, got ^ want)
+            seen |= got
+    assert {"later_tile", "winner_past_32767", "partial_last_tile"} <= seen
+    target._epoch = (None, None)  # not the patched vocabulary's tables for a later test
 
 
 def test_table_epochs_are_short_early_in_a_run():

@@ -102,9 +102,11 @@ class DeviceTarget:
     """The features :meth:`batch_features` decides for every case of a batch (the others come
     from the cases checked on the host)."""
 
-    def batch_features(self, batch: Any) -> list[frozenset[str]]:
+    def batch_features(self, batch: Any, writes: dict | None = None) -> list[frozenset[str]]:
         """Each case's features among :attr:`batch_decides`, from what the host knows of the
-        batch (its sizes and modes): exactly what the record's ``features_of`` gives them."""
+        batch (its sizes and modes) and the batched oracle's ``writes`` (``None``: not given,
+        the features they decide left out): exactly what the record's ``features_of`` gives
+        them."""
         return [frozenset()] * len(batch)
 
     def oracle_batch(self, batch: Any) -> dict[str, tuple[Any, Any]]:

@@ -414,7 +414,7 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     stats.examples += k
     stats.tokens += sum(batch.tokens(j) for j in range(k))
     if not bad and finding is None:  # every case checked: the features its sizes and modes decide
-        stats.features.update(*dt.batch_features(batch))
+        stats.features.update(*dt.batch_features(batch, writes))
     if bad and finding is None:
         for j in range(k):  # which case: each alone, as a case at a time is checked
             dc = batch.case(j)

@@ -269,7 +269,7 @@ class RandomDevice(DeviceTarget):
     batch_decides = STEP_FEATURES | {"draft_probs", "no_draft_probs", "synthetic_mode", "mixed_batch", "all_random",
                                      "no_drafts_row"}
 
-    def batch_features(self, b: DeviceBatch) -> list[frozenset[str]]:
+    def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         d, B, greedy = b.extra["d"], b.extra["B"], b.extra["greedy"]
         with_draft = "draft_probs" in b.shared
         out = step_features(d, B, [s["max_spec_len"] for s in b.scalars], b.extra["V"], {

@@ -38,7 +38,7 @@ from ...targetkit.device_draws import (
 )
 from ...targetkit.draft_rows import cu_of, pad_tails
 from ...targetkit.scale import flat_limit, past_limit
-from .layout import NAME
+from .layout import BLOCK_SIZE, NAME
 from .record import TARGET, processed_tokens, scale_features_of
 
 MAX_REQUESTS = 1024
@@ -231,13 +231,34 @@ class RecoveredDevice(DeviceTarget):
                            {"output_token_ids": (torch.int32, N.tolist())},
                            [{"max_spec_len": int(x), "vocab_size": V} for x in L], extra)
 
-    batch_decides = STEP_FEATURES | {"draft_probs", "no_draft_probs", "fp64_gumbel", "other_block_size"}
+    batch_decides = STEP_FEATURES | {"draft_probs", "no_draft_probs", "fp64_gumbel", "other_block_size", "later_tile",
+                                     "winner_past_32767", "partial_last_tile", "minus_one_draft"}
 
-    def batch_features(self, b: DeviceBatch) -> list[frozenset[str]]:
+    def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
+        """From the sizes and modes, and (``writes``: the batched oracle's) each processed
+        token's winner, as the record's ``features_of`` takes it from the scores' argmax (vLLM's
+        tiles of ``BLOCK_SIZE``), and the ``-1`` drafts: a few reductions on the device."""
         with_draft = "draft_probs" in b.shared
-        return step_features(b.extra["d"], b.extra["B"], [s["max_spec_len"] for s in b.scalars], b.extra["V"], {
+        V = b.extra["V"]
+        out = step_features(b.extra["d"], b.extra["B"], [s["max_spec_len"] for s in b.scalars], V, {
             "draft_probs": with_draft, "no_draft_probs": not with_draft,
             "fp64_gumbel": b.shared["inv_q"].dtype == torch.float64, "other_block_size": False})
+        if writes is None or not len(b):
+            return out
+        index, win = writes["output_token_ids"]
+        ids = b.cat["draft_token_ids"]
+        bounds = torch.from_numpy(np.cumsum(b.lengths["draft_token_ids"])[:-1].astype(np.int64)).to(ids.device)
+        of_win = torch.searchsorted(bounds, index.long(), right=True)
+        of_id = torch.searchsorted(bounds, torch.arange(ids.numel(), device=ids.device), right=True)
+        partial = V % BLOCK_SIZE != 0 and V > BLOCK_SIZE
+        flags = {"later_tile": (of_win, win >= BLOCK_SIZE), "winner_past_32767": (of_win, win > 32767),
+                 "partial_last_tile": (of_win, (win // BLOCK_SIZE == (V - 1) // BLOCK_SIZE) & partial),
+                 "minus_one_draft": (of_id, (ids < 0) & (not with_draft))}
+        per = torch.zeros((len(flags), len(b)), dtype=torch.int64, device=ids.device)
+        for n, (at, on) in enumerate(flags.values()):
+            per[n].index_add_(0, at, on.long())
+        hit = (per > 0).cpu().numpy()
+        return [f | {n for n, row in zip(flags, hit, strict=True) if row[k]} for k, f in enumerate(out)]
 
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         a, e = b.cat, b.extra
