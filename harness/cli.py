@@ -19,6 +19,7 @@ import inspect
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 
 import click
 
+from .core.clock import mark_start
 from .core.errors import UserError
 from .core.exitcodes import (
     EXIT_EDGE,
@@ -57,6 +59,9 @@ from .sources import (
     source_from_options,
 )
 from .sources.vllm import module_definitions
+
+_LOADED = time.time()
+"""When this module was imported: a process run as ``eaglefuzz`` started about then."""
 
 
 def _shard(value: str | None) -> tuple[int, int]:
@@ -561,10 +566,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     if argv is None:
         use_numba_cache()
         try:
-            _main(sys.argv[1:])
+            with mark_start(_LOADED):  # --time-budget counts from here (its workers inherit it)
+                _main(sys.argv[1:])
         except SystemExit as exc:
             fast_exit(exc.code)
-    _main(list(argv) if argv is not None else sys.argv[1:])
+    with mark_start(time.time()):
+        _main(list(argv) if argv is not None else sys.argv[1:])
 
 
 def use_numba_cache() -> None:

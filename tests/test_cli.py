@@ -279,3 +279,43 @@ def test_the_supervising_process_imports_no_torch(command, tmp_path):
     banned = {"torch", "triton", "numba"} | ({"hypothesis"} if command == "fuzz" else set())
     heavy = sorted(m for m in imported if m.split(".")[0] in banned)
     assert not heavy, heavy[:10]
+
+
+@pytest.mark.parametrize("mode", ["bulk", "hypothesis"])
+def test_the_time_budget_counts_from_the_commands_start(tmp_path, mode):
+    """``--time-budget`` counts from when the command started (start-up, loading the source,
+    compiling the oracles included), in the supervised worker too: a command whose start lies
+    a whole budget back (``$EAGLEFUZZ_STARTED_AT``, as the outermost process notes it) checks no
+    case, says where its budget went, and reports what it did not reach."""
+    import time
+
+    from eaglefuzz.harness.core.clock import STARTED_ENV
+
+    r = run_cli("fuzz", "--mode", mode, "--time-budget", "60", "--domain", "production", "--json",
+                "--kernel", PI, "--kernel", "copy_and_expand_eagle_inputs_kernel", "--corpus", str(tmp_path),
+                **{STARTED_ENV: repr(time.time() - 60)})
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["startup_seconds"] >= 60
+    stages = doc["startup_stages"]  # where it went: the process before the campaign (here the minute back), then its phases
+    assert list(stages) == ["process", "backend", "source", "plan", "oracles", "torch.compile"] and stages["process"] >= 60
+    assert sum(stages.values()) == pytest.approx(doc["startup_seconds"], abs=0.01)
+    for t in doc["targets"].values():
+        assert t["examples"] == 0 and t["features_missed"] and not t["features_reached"], t
+
+
+def test_the_commands_start_is_noted_once_for_its_workers(monkeypatch):
+    """The outermost process notes when the command started; a nested one (a worker, which
+    inherits it) keeps it; deadlines count from it."""
+    import time
+
+    from eaglefuzz.harness.core import clock
+
+    monkeypatch.delenv(clock.STARTED_ENV, raising=False)
+    with clock.mark_start(1000.0):
+        assert clock.started_at() == 1000.0
+        with clock.mark_start(2000.0):
+            assert os.environ[clock.STARTED_ENV] == "1000.0"
+    assert clock.STARTED_ENV not in os.environ
+    with clock.mark_start(time.time() - 30):
+        assert clock.deadline(40) - time.monotonic() == pytest.approx(10, abs=1)

@@ -486,3 +486,18 @@ def test_discover_errors(make, rule, tmp_path):
         discover([path])
     msg = str(info.value)
     assert "\n" not in msg and str(path) in msg and rule in msg, msg
+
+
+def test_a_large_arrays_name_is_hashed_once_and_follows_its_bytes():
+    """A production-scale case is named several times (saved, looked up, reported): its large
+    arrays' SHA-256 is kept for the array, and a write to the array after that is still seen."""
+    from eaglefuzz.harness.checking import corpus
+    from eaglefuzz.harness.core.case import Case
+
+    a = np.zeros(corpus.DIGEST_FROM, dtype=np.float32)
+    case = Case("rejection_random_sample_kernel", {"target_probs": a}, {}, {})
+    first = corpus.case_hash(case)
+    assert id(a) in corpus._DIGESTS and corpus.case_hash(case) == first
+    a[-1] = 1
+    assert corpus.case_hash(case) != first
+    assert corpus.case_hash(Case(case.kernel, {"target_probs": np.zeros_like(a)}, {}, {})) == first

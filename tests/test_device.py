@@ -42,9 +42,13 @@ def _source(name: str, needs) -> str:  # noqa: ANN001
 
 @pytest.mark.parametrize("name", NAMES)
 def test_device_oracle_agrees_with_the_numpy_and_numba_oracles(name, backend, needs):
+    """Every example cross-checked: the device oracle and buffers agree with the NumPy and
+    Numba oracles on clean kernels. Ordinary cases only (``scale_cases=False``): on a GPU a
+    production-scale case of the V1 rejection kernels finds vLLM 0.33.0's real int32 wrap
+    (tests/test_scale.py and the GPU run cover those)."""
     impls = implementations_for(parse_source(_source(name, needs)), [name])
     stats = device_fuzz_target(name, impls, backend.device, examples=12, seed=3, cross_check_share=1.0,
-                               workers=_workers(backend))
+                               workers=_workers(backend), scale_cases=False)
     assert not stats.findings, stats.findings[0].report()
     assert stats.examples == 12
     assert stats.cross_checked == 12
@@ -206,6 +210,58 @@ def test_batched_device_draws_lie_in_the_production_tier(name):
     for case in cases:
         TARGETS[name].validate(case)
     assert len({str(c.scalars) + str(sorted((n, a.tobytes()) for n, a in c.arrays.items())) for c in cases}) > 1
+
+
+@pytest.mark.parametrize("name", BATCHED)
+def test_batch_features_are_the_records_features_of_each_case(name):
+    """The features a batch counts for every case it checked (:meth:`batch_features`, from the
+    sizes and modes the host knows) are exactly those the record's ``features_of`` gives each
+    case, in short epochs and full ones, with and without draft probabilities."""
+    from eaglefuzz.harness.targets import TARGETS
+
+    target = device_targets()[name]
+    assert target.batch_decides <= set(TARGETS[name].features)
+    seen = set()
+    for b in range(12):
+        batch = target.draw_batch((5 + b // 3, 60 + b), "cpu", 5, 8 if b % 2 else 2, share=(0.25, 1.0)[b % 2])
+        for k, got in enumerate(target.batch_features(batch, target.oracle_batch(batch))):
+            want = TARGETS[name].features_of(target.to_case(batch.case(k))) & target.batch_decides
+            assert got == want, (b, k, got ^ want)
+            seen |= got
+    assert {"draft_probs", "no_draft_probs", "several_requests", "ragged"} <= seen  # the test sees both sides
+
+
+def test_batch_features_of_recovered_winners_past_the_first_tiles(monkeypatch):
+    """The recovered kernel's features its winners decide (later tiles, the partial last tile,
+    ids past 32767), on a vocabulary of 40000 (five of vLLM's 8192-token tiles, the last
+    partial), with and without draft probabilities: as ``features_of`` gives them."""
+    from eaglefuzz.harness.targets import TARGETS
+    from eaglefuzz.harness.targets.sample_recovered_tokens_kernel import device as sr_device
+
+    name = "sample_recovered_tokens_kernel"
+    target = device_targets()[name]
+    monkeypatch.setattr(sr_device, "draw_vocab", lambda rng, on_cpu: 40000)
+    seen = set()
+    for b in range(6):
+        batch = target.draw_batch((900 + b, 70 + b), "cpu", 3, 4, share=1 / 64)
+        for k, got in enumerate(target.batch_features(batch, target.oracle_batch(batch))):
+            want = TARGETS[name].features_of(target.to_case(batch.case(k))) & target.batch_decides
+            assert got == want, (b, k, got ^ want)
+            seen |= got
+    assert {"later_tile", "winner_past_32767", "partial_last_tile"} <= seen
+    target._epoch = (None, None)  # not the patched vocabulary's tables for a later test
+
+
+def test_table_epochs_are_short_early_in_a_run():
+    """A short run meets many vocabularies: epochs of 1, 1, 2, 2, 4, 4, ... batches, each
+    drawing tables sized by its length, then full epochs."""
+    from eaglefuzz.harness.targetkit.device_batch import epoch_of
+
+    got = [epoch_of(i, 8) for i in range(16)]
+    assert [e for e, _ in got] == [0, 1, 2, 2, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6]
+    assert [s for _, s in got[:8]] == [1 / 8, 1 / 8, 2 / 8, 2 / 8, 2 / 8, 2 / 8, 4 / 8, 4 / 8]
+    assert epoch_of(13, 8) == (5, 0.5) and epoch_of(14, 8) == (6, 1.0) and epoch_of(30, 8) == (8, 1.0)
+    assert len({epoch_of(i, 64)[0] for i in range(130)}) == 13
 
 
 def test_a_batch_catches_a_guard_band_write(monkeypatch, backend, needs):

@@ -146,3 +146,23 @@ def test_devices_run_one_shard_per_device_into_one_corpus(tmp_path, seeded_bugs_
     assert findings and {f["where"] for f in findings} <= {"device 0", "device 1"}
     for f in findings:
         assert load_entry(f["file"]).case.kernel == PI and Path(f["file"]).parent.parent == tmp_path
+
+
+def test_a_ray_tasks_budget_counts_from_its_own_start(monkeypatch):
+    """A Ray task may wait for a GPU long after the command started: its shard's
+    ``--time-budget`` counts from the task's start (the command's start is not passed on)."""
+    import subprocess
+
+    from eaglefuzz.harness.core.clock import STARTED_ENV
+    from eaglefuzz.harness.run import ray_shards
+
+    seen = {}
+
+    def fake_run(cmd, **kw):  # noqa: ANN001, ANN003, ANN202
+        seen.update(kw["env"])
+        return subprocess.CompletedProcess(cmd, 0, "{}", "")
+
+    monkeypatch.setenv(STARTED_ENV, "1000.0")
+    monkeypatch.setattr(ray_shards.subprocess, "run", fake_run)
+    ray_shards.run_shard(["fuzz", "--time-budget", "60"], ".")
+    assert seen and STARTED_ENV not in seen

@@ -197,3 +197,76 @@ def test_a_short_time_budget_runs_no_scale_case_and_says_so(low_limit, needs, ba
     assert stats.scale_cases == 0 and stats.examples >= 1
     assert "under the 30 s a scale case needs" in stats.scale_skipped
     assert time.monotonic() - t0 < 4.0 + 30  # its budget plus one case (an interpreted one: seconds)
+
+
+@pytest.mark.parametrize("allowance", [60.0, 5.0])
+def test_a_short_run_gives_its_scale_case_first_when_the_run_affords_it(low_limit, needs, backend, tmp_path, allowance):
+    """Under a time budget the campaign gives a scale target the run's time for its first scale
+    case (``scale_first``): with a short budget of its own (two seconds, too short for the
+    every-eighth example to be a scale case) a wrapping kernel is still found at scale,
+    minimised, before any ordinary example; where the run cannot afford one, no scale case
+    runs and the report says why."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    from eaglefuzz.harness.checking.device_mode.engine import device_fuzz_target
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+    from tests.seeded_bugs import mutants
+
+    path = _mutant(mutants, tmp_path, "rr_wraps_at_limit", [(f"target_probs_ptr + {WRAP[0]} + draft_token_id",
+                                                          f"target_probs_ptr + {WRAP[1]} + draft_token_id")])
+    impls = implementations_for(parse_source(f"file:{path}"), [RR])
+    stats = device_fuzz_target(RR, impls, "cpu", examples=None, time_budget=2.0, seed=1, cross_check_share=0.0,
+                               scale_first=allowance)
+    if allowance < 30:
+        assert stats.scale_cases == 0  # (an ordinary case may still pass the lowered limit)
+        assert "could go to a scale case" in stats.scale_skipped
+        return
+    (finding,) = stats.findings
+    assert stats.scale_cases == 1 and stats.examples == 1  # the first example run, and the target stopped there
+    assert finding.kind == "difference", finding.report()
+    V, N = finding.case.scalars["vocab_size"], finding.case.arrays["draft_token_ids"].size
+    assert (N - 1) * V >= LIMIT > (N - 2) * V  # minimised: one row past the limit
+
+
+def test_a_scale_finding_is_minimised_even_with_no_time_left_for_it(low_limit, needs, backend, tmp_path):
+    """With the scale case's time spent, its first minimal case is still tried (confirming it
+    costs what confirming the drawn case would): the finding is minimal, confirmed."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    from eaglefuzz.harness.checking.device_mode.engine import SCALE_AT, _scale_example
+    from eaglefuzz.harness.checking.device_mode.scale_lane import ScaleLane
+    from eaglefuzz.harness.checking.fuzz import Stats
+    from tests.seeded_bugs import mutants
+
+    path = _mutant(mutants, tmp_path, "rr_wraps_at_limit", [(f"target_probs_ptr + {WRAP[0]} + draft_token_id",
+                                                          f"target_probs_ptr + {WRAP[1]} + draft_token_id")])
+    lane = ScaleLane(RR, f"file:{path}", "cpu", 1)
+    stats = Stats()
+    stats.scale_cases = 0
+    try:
+        finding = _scale_example(lane, RR, None, SCALE_AT, stats, True, minimise_s=-1.0)
+    finally:
+        lane.close()
+    assert finding is not None and finding.kind == "difference", finding
+    assert finding.case.note == "the int32 flat index past 2**31, minimised" and not finding.shrink
+
+
+def test_device_campaigns_under_a_budget_run_their_scale_targets_first():
+    """The campaign's choice: in device mode under a time budget, where the backend holds
+    scale cases, the targets with scale cases (the two V1 rejection kernels) run first."""
+    from pathlib import Path
+
+    from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.run.campaign import Campaign
+
+    c = Campaign(names=None, source=None, backend="cuda", seed=0, mode="device", examples=None, time_budget=300.0,
+                 shard=(0, 1), corpus_dir=Path("."), keep_going=True, progress=False, as_json=True)
+    c.scale_why = None
+    names = sorted(TARGETS)
+    run = dict.fromkeys(device_targets())
+    assert c._scale_first(names, run, 1.0) == {RR, SR}
+    assert c._scale_first(names, run, None) == set()  # --examples: every eighth example, in turn
+    c.scale_why = "the interpreter"
+    assert c._scale_first(names, run, 1.0) == set()

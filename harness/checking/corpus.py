@@ -203,13 +203,40 @@ class TooLarge(OSError):
     not mostly one value (its file would hold billions of numbers)."""
 
 
+_DIGESTS: dict[int, tuple[Any, tuple[Any, ...], str]] = {}
+"""SHA-256 of large arrays already hashed: ``id(array) -> (weak reference, layout, digest)``.
+A production-scale finding's case is named several times (saved, its path looked up, reported)
+and each hash reads gigabytes; an array of a case is not written after the case is made."""
+
+
+def _digest(arr: np.ndarray) -> str:
+    import weakref
+
+    if not arr.flags.c_contiguous:
+        layout = None
+    else:  # where it lies, and a sample of its elements (a write after the hash is not expected, but seen)
+        flat = arr.reshape(-1)
+        layout = (arr.__array_interface__["data"][0], arr.shape, arr.dtype.str,
+                  hashlib.sha256(flat[:: max(1, flat.size // 4096)].tobytes() + flat[-1:].tobytes()).hexdigest())
+    known = _DIGESTS.get(id(arr)) if layout is not None else None
+    if known is not None and known[0]() is arr and known[1] == layout:
+        return known[2]
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    digest = hashlib.sha256()
+    for i in range(0, flat.size, DIGEST_FROM):
+        digest.update(flat[i : i + DIGEST_FROM].tobytes())
+    key = id(arr)
+    try:
+        if layout is not None:
+            _DIGESTS[key] = (weakref.ref(arr, lambda _, k=key: _DIGESTS.pop(k, None)), layout, digest.hexdigest())
+    except TypeError:  # an array type without weak references: not kept
+        pass
+    return digest.hexdigest()
+
+
 def _name_array(name: str, arr: np.ndarray) -> dict[str, Any]:
     if isinstance(arr, np.ndarray) and arr.size >= DIGEST_FROM:
-        flat = np.ascontiguousarray(arr).reshape(-1)
-        digest = hashlib.sha256()
-        for i in range(0, flat.size, DIGEST_FROM):
-            digest.update(flat[i : i + DIGEST_FROM].tobytes())
-        return {"dtype": arr.dtype.name, "shape": list(arr.shape), "sha256": digest.hexdigest()}
+        return {"dtype": arr.dtype.name, "shape": list(arr.shape), "sha256": _digest(arr)}
     return _encode_array(name, arr)
 
 

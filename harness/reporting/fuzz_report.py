@@ -37,6 +37,9 @@ def fuzz_doc(meta: dict[str, Any], entries: list[tuple[str, dict[str, Any]]], in
     doc["domain"] = meta.get("domain", "production")
     doc["untested"] = dict(meta.get("untested", {}))
     doc["untested"].update((n, e["untested"]) for n, e in entries if "untested" in e)
+    if "startup_seconds" in meta:  # --time-budget: spent before the first target's cases, and on what
+        doc["startup_seconds"] = meta["startup_seconds"]
+        doc["startup_stages"] = meta.get("startup_stages", {})
     doc["interrupted"] = interrupted
     doc["targets"] = {n: e for n, e in entries if "untested" not in e}
     return doc

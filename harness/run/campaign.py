@@ -21,7 +21,7 @@ from ..checking.check import Finding, warm_compiled, warm_oracles
 from ..checking.corpus import case_path, save_finding
 from ..checking.domains import EXTENDED, PRODUCTION, default_domain
 from ..checking.fuzz import Stats, bulk_fuzz_target, fuzz_target
-from ..core import interrupts
+from ..core import clock, interrupts
 from ..core.errors import UserError
 from ..generation.strategies import CUDA_SCALE, INTERPRETER_SCALE
 from ..reporting.fuzz_report import finding_record, fuzz_doc, fuzz_exit_code, plural, print_fuzz
@@ -33,6 +33,10 @@ from ..targetkit.scale import unreachable
 from ..targets import TARGETS, has_role
 from .journal import Journal
 from .runlog import RunLog
+
+ORDINARY_MIN_S = 2.0
+"""Seconds kept for each target left when a production-scale case is given the run's time
+(``--mode device`` under ``--time-budget``: :meth:`Campaign._scale_first`)."""
 
 
 def progress_every() -> float:
@@ -110,7 +114,11 @@ class Campaign:
 
     def _run(self) -> int:
 
+        # counted from the command's start (start-up, loading the source, warming up included)
+        deadline = None if self.time_budget is None else clock.deadline(self.time_budget)
+        marks = [("start", time.monotonic())]  # the start-up's phases, for the report (under a budget)
         backend = select_backend(self.backend)
+        marks.append(("backend", time.monotonic()))
         device_run = {}
         if self.domain is None:
             self.domain = default_domain(self.mode)
@@ -125,6 +133,7 @@ class Campaign:
                 raise UserError("--mode device: draws production cases only; leave out --domain extended")
             device_run = dict.fromkeys(device_targets(), device_fuzz_target)
         impls = implementations_for(self.source, self.names)
+        marks.append(("source", time.monotonic()))
         self.impls = impls
         names = list(impls.funcs)
         log = RunLog(self.journal_dir / "run" if self.journal_dir else None)
@@ -140,12 +149,19 @@ class Campaign:
             for note in (*impls.notes, *impls.untested.values()):
                 print(f"eaglefuzz: {note}", file=sys.stderr)
         journal = Journal(self.journal_dir) if self.journal_dir else None
+        marks.append(("plan", time.monotonic()))
         warm_oracles([n for n in names if n not in finished])  # compiled before any case's clock runs
+        marks.append(("oracles", time.monotonic()))
         warm_compiled(impls, [n for n in names if n not in finished], backend.device)
+        marks.append(("torch.compile", time.monotonic()))
         scale = CUDA_SCALE if backend.compiled else INTERPRETER_SCALE
         console = Console(stderr=True)
-        per_budget = None if self.time_budget is None else self.time_budget / len(names)
-        deadline = None if self.time_budget is None else time.monotonic() + self.time_budget
+        per_budget = None
+        if deadline is not None and not finished:  # what the budget spent before the first case
+            meta["startup_seconds"] = round(self.time_budget - (deadline - time.monotonic()), 3)
+            meta["startup_stages"] = {"process": round(meta["startup_seconds"] - (marks[-1][1] - marks[0][1]), 3)} | {
+                n: round(t - marks[k][1], 3) for k, (n, t) in enumerate(marks[1:])}
+            log.set_meta(meta)
         saved: dict[int, Path] = {}
         interrupted = False
         run_fn = fuzz_target if self.mode == "hypothesis" else bulk_fuzz_target
@@ -159,13 +175,18 @@ class Campaign:
             transient=False,
         ) as bar:
             every = progress_every()
-            for name in names:
+            scale_first = self._scale_first(names, device_run, deadline)
+            order = [n for n in names if n in scale_first] + [n for n in names if n not in scale_first]
+            for name in order:
                 if name in finished:
                     continue
                 log.begin(name)
+                extra: dict[str, Any] = {}
                 if deadline is not None:  # what the run has left, shared by the targets left: one that ran over
-                    left = [n for n in names[names.index(name):] if n not in finished]  # leaves less to the next
+                    left = [n for n in order[order.index(name):] if n not in finished]  # leaves less to the next
                     per_budget = max(0.0, deadline - time.monotonic()) / len(left)
+                    if name in scale_first:  # its first scale case now, if the run can afford one
+                        extra["scale_first"] = deadline - time.monotonic() - ORDINARY_MIN_S * len(left)
                 total = self.examples if self.examples is not None else per_budget
                 task = bar.add_task(name, total=total, examples=0, rate=0.0, findings=0)
                 start = time.monotonic()
@@ -212,7 +233,7 @@ class Campaign:
                         name, impls, backend.device, scale, seed=self.seed, examples=self.examples,
                         time_budget=per_budget, stop_on_finding=not self.keep_going, on_progress=on_progress,
                         chunk_offset=self.shard[0], chunk_step=self.shard[1], journal=journal, stats=stats,
-                        domain=self.domain,
+                        domain=self.domain, **extra,
                     )
                 except CannotTest as exc:  # what it needs is not here: its verdict; the others go on
                     log.add(name, {"untested": str(exc)})
@@ -250,6 +271,18 @@ class Campaign:
             sys.stdout.flush()
             log.mark_reported()
         return fuzz_exit_code(doc, interrupts.received())
+
+    def _scale_first(self, names: list[str], device_run: dict[str, Any], deadline: float | None) -> set[str]:
+        """The targets that run first, each with its first production-scale case before its
+        ordinary examples: in device mode under a time budget, those with scale cases where
+        this backend holds them. A short run then still reaches production scale where its
+        budget affords a scale case, instead of leaving it to the every-eighth example of a
+        target's even share (seconds)."""
+        if deadline is None or self.mode != "device" or getattr(self, "scale_why", None) is not None:
+            return set()
+        from ..checking.device_mode import device_targets
+
+        return {n for n in names if n in device_run and device_targets()[n].scale}
 
     def _scale_unreached(self, name: str) -> str | None:
         """Why this run cannot reach ``name``'s scale features (``None``: it can)."""

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core.clock import STARTED_ENV
 from ..core.errors import UserError
 from .shards import ShardRun, child_args, parse_doc
 
@@ -31,8 +32,9 @@ from .shards import ShardRun, child_args, parse_doc
 def run_shard(args: list[str], cwd: str) -> dict[str, Any]:
     """The body of one Ray task: ``eaglefuzz args`` in a subprocess; its exit code, stdout,
     stderr's last lines and where it ran (host, ``CUDA_VISIBLE_DEVICES``)."""
+    env = {k: v for k, v in os.environ.items() if k != STARTED_ENV}  # its budget counts from here
     proc = subprocess.run([sys.executable, "-m", "eaglefuzz.harness.cli", *args], capture_output=True, text=True,
-                          cwd=cwd if os.path.isdir(cwd) else None, check=False)
+                          cwd=cwd if os.path.isdir(cwd) else None, check=False, env=env)
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
     where = socket.gethostname() + (f" GPU {gpu}" if gpu else "")
     return {"code": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr.splitlines()[-20:], "where": where}
@@ -59,7 +61,9 @@ def run_on_ray(address: str, argv: Sequence[str], shards: list[str], *, corpus: 
     new local instance; ``auto``: the running cluster, as Ray's own ``address="auto"``); the
     runs (:class:`~.shards.ShardRun`), in order. Ray's own log lines stay out of the report."""
     ray = _import_ray()
-    env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("EAGLEFUZZ_")}
+    # a task may wait for a GPU: its --time-budget counts from its own start, not the command's
+    env = {k: v for k, v in os.environ.items()
+           if (k == "PYTHONPATH" or k.startswith("EAGLEFUZZ_")) and k != STARTED_ENV}
     try:
         ray.init(address=None if address == "local" else address, include_dashboard=False,
                  log_to_driver=False, logging_level="ERROR", runtime_env={"env_vars": env})

@@ -98,6 +98,17 @@ class DeviceTarget:
         ``seeds`` the large inputs' (shared by :attr:`table_epoch` batches) and the batch's."""
         raise NotImplementedError
 
+    batch_decides: frozenset[str] = frozenset()
+    """The features :meth:`batch_features` decides for every case of a batch (the others come
+    from the cases checked on the host)."""
+
+    def batch_features(self, batch: Any, writes: dict | None = None) -> list[frozenset[str]]:
+        """Each case's features among :attr:`batch_decides`, from what the host knows of the
+        batch (its sizes and modes) and the batched oracle's ``writes`` (``None``: not given,
+        the features they decide left out): exactly what the record's ``features_of`` gives
+        them."""
+        return [frozenset()] * len(batch)
+
     def oracle_batch(self, batch: Any) -> dict[str, tuple[Any, Any]]:
         """:meth:`oracle` of every case of ``batch`` at once: each output's flat indices in the
         concatenation of the cases' outputs."""

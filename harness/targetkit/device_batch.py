@@ -139,3 +139,45 @@ class BatchArenas:
         """A device scalar: the number of elements, over every buffer, that are not as expected."""
         return (sum((self.full[s] != self.expected[s]).sum() for s in self.full)
                 + sum(b.mismatch() for b in self.big.values()))
+
+
+def epoch_of(i: int, full: int) -> tuple[int, float]:
+    """Batch ``i``'s table epoch and the share of a full epoch's table rows it draws: epochs
+    of 1, 1, 2, 2, 4, 4, ... batches, then ``full`` each, every epoch's tables sized by its
+    length (the first ``2 * log2(full)`` epochs together draw as many rows as two full ones).
+    A run of a few seconds (a hundred batches) thus meets a dozen vocabularies, not one or two."""
+    e, start, length = 0, 0, 1
+    while length < full:
+        for _ in range(2):
+            if i < start + length:
+                return e, length / full
+            start, e = start + length, e + 1
+        length *= 2
+    return e + (i - start) // full, 1.0
+
+
+def step_features(d: np.ndarray, B: np.ndarray, L: list[int], V: int, decided: dict[str, bool]) -> list[frozenset[str]]:  # noqa: N803
+    """Each step's features that its sizes decide, as the rejection sampler's records'
+    ``features_of`` define them (``d``: the steps' draft counts concatenated, ``B`` their
+    request counts, ``L`` their ``max_spec_len``), plus the batch-wide ``decided`` ones."""
+    from ..generation.strategies import MAX_NUM_SEQS
+    from .device_draws import MAX_VOCAB
+
+    out = []
+    first = np.cumsum(B) - B
+    for k in range(B.size):
+        dk = d[first[k] : first[k] + B[k]]
+        longest = int(dk.max()) if dk.size else 0
+        f = {n for n, on in decided.items() if on}
+        f |= {n for n, on in (("wider_rows", L[k] > longest), ("ragged", np.unique(dk).size > 1),
+                              ("several_requests", B[k] > 1), ("many_requests", B[k] > 64),
+                              ("beyond_1024_requests", B[k] > MAX_NUM_SEQS), ("sixteen_drafts", longest >= 16),
+                              ("vocab_262144", V >= MAX_VOCAB)) if on}
+        out.append(frozenset(f))
+    return out
+
+
+STEP_FEATURES = frozenset({"wider_rows", "ragged", "several_requests", "many_requests", "beyond_1024_requests",
+                           "sixteen_drafts", "vocab_262144"})
+"""The features :func:`step_features` decides from a step's sizes."""
+

@@ -246,7 +246,8 @@ class Steps:
 
 def draw_steps(rng: np.random.Generator, k: int, max_requests: int, on_cpu: bool, V: int, max_rows: int) -> Steps:  # noqa: N803
     """``k`` steps of :func:`draw_step`'s distribution (with ``tables``) at once, the vocabulary
-    ``V``, each cut (its requests halved) until it has at most ``max_rows`` draft tokens too."""
+    ``V``, each cut (its requests halved) until it has at most ``max_rows`` draft tokens and
+    requests too."""
     top = np.where(rng.random(k) < 0.75, max_requests, 4 * max_requests)
     B = np.exp(rng.uniform(0, np.log(top + 1))).astype(np.int64)
     K = rng.integers(1, 17, size=k)
@@ -257,7 +258,7 @@ def draw_steps(rng: np.random.Generator, k: int, max_requests: int, on_cpu: bool
     size = B.copy()
     for _ in range(64):  # halve as draw_step does, all steps at once
         n = c[first + size] - c[first]
-        cut = (size > 1) & (((n + size) * V > MAX_TABLE) | (n > max_rows))
+        cut = (size > 1) & (((n + size) * V > MAX_TABLE) | (n > max_rows) | (size > max_rows))
         if not cut.any():
             break
         size = np.where(cut, size // 2, size)

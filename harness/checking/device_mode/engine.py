@@ -36,7 +36,7 @@ from ...core.exitcodes import EXIT_DEVICE_LOST
 from ...generation.strategies import Scale, derive_seed
 from ...sources import Implementations
 from ...targetkit.device import Arenas, DeviceCase, DeviceTarget
-from ...targetkit.device_batch import BatchArenas, DeviceBatch
+from ...targetkit.device_batch import BatchArenas, DeviceBatch, epoch_of
 from ...targetkit.scale import unreachable
 from ...targets import TARGETS, Outcome
 from ..check import CaseJournal, Finding, check_case
@@ -130,6 +130,8 @@ def device_fuzz_target(
     profile: bool = False,
     cross_check_share: float = CROSS_CHECK_SHARE,
     workers: int | None = None,
+    scale_first: float | None = None,
+    scale_cases: bool = True,
 ) -> object:
     """Fuzz ``name`` on the device (production tier only); the same signature and
     :class:`~..fuzz.Stats` as :func:`~..fuzz.fuzz_target`, with ``stats.stages`` (seconds per
@@ -138,7 +140,13 @@ def device_fuzz_target(
     ``cross_check_share`` is the share of the time cross-checks may take (1: every case);
     ``workers``: processes that make a host-checked target's cases ahead of the launches
     (:mod:`.producers`; ``None``: :func:`~.producers.default_workers`; with them the ``draw``
-    stage is the wait for the next case, its oracle and buffers included)."""
+    stage is the wait for the next case, its oracle and buffers included).
+
+    ``scale_first`` (seconds; the campaign's, under a time budget): the target's first
+    production-scale example runs before any other, in up to that much of the run's time
+    (more than :data:`SCALE_MIN_S`, else it is skipped and the report says why), and
+    ``time_budget`` counts the ordinary examples after it. ``scale_cases=False``: no production-scale
+    case (their examples are ordinary ones)."""
 
     dt = device_targets()[name]
     impl = impls[name]
@@ -146,7 +154,7 @@ def device_fuzz_target(
     stats = stats if stats is not None else Stats()
     stages = stats.stages = dict.fromkeys(STAGES, 0.0)
     stats.scale_cases = 0
-    lane = ScaleLane(name, origin.spec, device, seed) if dt.scale and unreachable("device", device) is None else None
+    lane = ScaleLane(name, origin.spec, device, seed) if scale_cases and dt.scale and unreachable("device", device) is None else None
     pinned = _Pinned()
     start = time.monotonic()
     cross_s, cross_elements = 0.0, 0
@@ -185,15 +193,40 @@ def device_fuzz_target(
     cross = [0.0, 0]  # a batched run's cross-checks: seconds, elements
     staged = _Staged() if batched else None
     bigs: dict = {}
+    first = None  # the example run first as a scale case (scale_first)
+    if lane is not None and scale_first is not None:
+        first = next((j for j in range(chunk_offset, chunk_offset + SCALE_EVERY * chunk_step, chunk_step)
+                      if j % SCALE_EVERY == SCALE_AT), None)
+        if first is not None and scale_first < SCALE_MIN_S:
+            stats.scale_skipped = (f"{max(scale_first, 0):.0f} s of the run's time budget could go to a scale case, "
+                                   f"under the {SCALE_MIN_S:.0f} s one needs")
+            first = None
+    begun = start
 
     try:
+        if first is not None:
+            t = time.perf_counter()
+            finding = _scale_example(lane, name, origin, first, stats, shrink,
+                                     minimise_s=scale_first - (time.monotonic() - start))
+            stages["scale"] += time.perf_counter() - t
+            if finding is not None:
+                stats.findings.append(finding)
+            if on_progress is not None:
+                on_progress(stats)
+            if finding is not None and stop_on_finding:
+                examples = 0  # the target stops at its first finding
+            start = time.monotonic()  # the ordinary examples' budget counts from here
         while (examples is None or stats.examples < examples) and (
             time_budget is None or time.monotonic() - start < time_budget
         ):
             t = time.perf_counter()
             left = None if time_budget is None else time_budget - (time.monotonic() - start)
+            if i == first:  # it ran first
+                i += chunk_step
+                continue
             if lane is not None and i % SCALE_EVERY == SCALE_AT and left is not None and left < SCALE_MIN_S:
-                stats.scale_skipped = f"{left:.0f} s of the time budget left, under the {SCALE_MIN_S:.0f} s a scale case needs"
+                if not stats.scale_cases and not getattr(stats, "scale_skipped", None):
+                    stats.scale_skipped = f"{left:.0f} s of the time budget left, under the {SCALE_MIN_S:.0f} s a scale case needs"
             elif lane is not None and i % SCALE_EVERY == SCALE_AT:
                 finding = _scale_example(lane, name, origin, i, stats, shrink)
                 stages["scale"] += time.perf_counter() - t
@@ -328,7 +361,7 @@ def device_fuzz_target(
             producer.close()
         if lane is not None:
             lane.close()
-    stats.seconds = time.monotonic() - start
+    stats.seconds = time.monotonic() - begun
     return stats
 
 
@@ -344,9 +377,11 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     they are intact; ``cross``: seconds and elements of cross-checks so far (updated)."""
     name = dt.name
     t = time.perf_counter()
-    tables = derive_seed(seed, name, "device tables", i // dt.table_epoch)
+    epoch, share = epoch_of(i, dt.table_epoch)
+    tables = derive_seed(seed, name, "device tables", epoch)
     s = derive_seed(seed, name, "device", i)
-    batch = dt.draw_batch((tables, s), device, k) if max_requests is None else dt.draw_batch((tables, s), device, k, max_requests)
+    batch = (dt.draw_batch((tables, s), device, k, share=share) if max_requests is None
+             else dt.draw_batch((tables, s), device, k, max_requests, share=share))
     t = clock("draw", t)
     host_cat, host_shared = staged.stage(batch)
     t = clock("stage", t)
@@ -378,6 +413,8 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     t = clock("compare", t)
     stats.examples += k
     stats.tokens += sum(batch.tokens(j) for j in range(k))
+    if not bad and finding is None:  # every case checked: the features its sizes and modes decide
+        stats.features.update(*dt.batch_features(batch, writes))
     if bad and finding is None:
         for j in range(k):  # which case: each alone, as a case at a time is checked
             dc = batch.case(j)
@@ -446,10 +483,15 @@ def _scale_finding(case: Case, v: Verdict, origin: object) -> Finding:
     return Finding(case, outcome, origin)
 
 
-def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: Any, shrink: bool) -> Finding | None:
+def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: Any, shrink: bool,
+                   minimise_s: float | None = None) -> Finding | None:
     """Example ``i`` as a production-scale case in ``lane``; its finding (minimised when
-    ``shrink``: one row past ``2**31``, plain values), or ``None``."""
-    v = lane.run(i, confirm=True)
+    ``shrink``: one row past ``2**31``, plain values, within ``minimise_s`` seconds or
+    ``$EAGLEFUZZ_SCALE_MINIMISE_BUDGET``, the less, the first minimal case tried in any case
+    unless that is 0), or ``None``. The NumPy and Numba oracles
+    confirm the case reported: the minimal one (the drawn one, of billions of elements, only
+    where none of the minimal ones fails or ``shrink`` is off)."""
+    v = lane.run(i, confirm=not shrink)
     _say(name, f"production-scale case {i}: {_verdict(v)} ({v.seconds:.0f} s)")
     stats.examples += 1
     stats.scale_cases += 1
@@ -457,14 +499,18 @@ def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: An
     stats.features |= set(v.features)
     if not v.failed:
         return None
-    finding = _scale_finding(scale_case(name, lane.seed, i), v, origin)
-    if not shrink or finding.outcome.oracle_disagreements:
-        return finding
-    k, mv = minimise(lane, i, float(os.environ.get(SCALE_MINIMISE_ENV, "300")))
+    if not shrink:
+        return _scale_finding(scale_case(name, lane.seed, i), v, origin)
+    budget = float(os.environ.get(SCALE_MINIMISE_ENV, "300"))  # 0: not minimised
+    k, mv = minimise(lane, i, budget if minimise_s is None else min(budget, minimise_s), first_anyway=budget > 0)
     _say(name, f"production-scale case {i} minimised: " + ("none of the minimal cases fails" if k is None else
                                                           f"minimal case {k}: {_verdict(mv)} ({mv.seconds:.0f} s)"))
     stats.shrink_attempts += 1 if k is None else k + 1
-    if k is None:
+    if k is not None:
+        return _scale_finding(scale_case(name, lane.seed, i, k), mv, origin)
+    again = lane.run(i, confirm=True)  # the drawn case, confirmed by the NumPy and Numba oracles
+    _say(name, f"production-scale case {i} confirmed: {_verdict(again)} ({again.seconds:.0f} s)")
+    finding = _scale_finding(scale_case(name, lane.seed, i), again if again.failed else v, origin)
+    if not finding.outcome.oracle_disagreements:
         finding.shrink = "not minimised: no minimal production-scale case (one row past 2**31) fails the same way"
-        return finding
-    return _scale_finding(scale_case(name, lane.seed, i, k), mv, origin)
+    return finding

@@ -166,16 +166,18 @@ class ScaleLane:
         proc.wait()
 
 
-def minimise(lane: ScaleLane, example: int, budget_s: float) -> tuple[int | None, Verdict | None]:
+def minimise(lane: ScaleLane, example: int, budget_s: float, *, first_anyway: bool = False) -> tuple[int | None, Verdict | None]:
     """The first of example ``example``'s minimal scale cases that still fails in ``lane``,
-    confirmed (its index and verdict), within ``budget_s`` seconds; ``(None, None)`` when none
-    does (the case stays as found)."""
+    confirmed (its index and verdict), within ``budget_s`` seconds (``first_anyway``: the
+    first minimal case is tried however little is left: confirming it costs no more than
+    confirming the drawn case, the alternative); ``(None, None)`` when none does (the case stays
+    as found)."""
     from . import device_targets
 
     end = time.monotonic() + budget_s
     count = len(device_targets()[lane.name].scale_minimal(scale_case(lane.name, lane.seed, example)))
     for k in range(count):
-        if time.monotonic() > end:
+        if time.monotonic() > end and not (first_anyway and k == 0):
             break
         v = lane.run(example, minimal=k, confirm=True)
         if v.failed:

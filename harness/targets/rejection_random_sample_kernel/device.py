@@ -19,7 +19,7 @@ import torch
 from ....oracles import tensor_ops
 from ...core.case import Case
 from ...targetkit.device import DeviceCase, DeviceTarget
-from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.device_batch import STEP_FEATURES, DeviceBatch, step_features
 from ...targetkit.device_draws import (
     MAX_TABLE,
     draw_step,
@@ -182,18 +182,20 @@ class RandomDevice(DeviceTarget):
     batch = BATCH
     table_epoch = TABLE_EPOCH
 
-    def _tables(self, seed: int, device: str, max_requests: int) -> dict[str, Any]:
+    def _tables(self, seed: int, device: str, max_requests: int, share: float = 1.0) -> dict[str, Any]:
         """The shared tables of the epoch ``seed`` (kept for the next batch of the epoch): a
         vocabulary, target and draft tables of ``R`` rows (as many as any step of the epoch
-        draws), and :data:`CANDIDATES` ids per row sampled from each."""
-        key = (seed, device, max_requests)
+        draws; ``share`` of the full count in a short epoch), and :data:`CANDIDATES` ids per
+        row sampled from each."""
+        key = (seed, device, max_requests, share)
         if getattr(self, "_epoch", (None,))[0] == key:
             return self._epoch[1]
         self._epoch = (None, None)  # the last epoch's tables freed before the next are drawn
         rng = np.random.default_rng(seed)
         gen = torch.Generator(device=device).manual_seed(seed)
         V = draw_vocab(rng, device == "cpu")
-        R = max(1, min(MAX_TABLE // V, 64 * max_requests))
+        full = max(1, min(MAX_TABLE // V, 64 * max_requests))
+        R = min(full, max(16, int(full * share)))  # 16: a request of 16 drafts always fits
         target, draft = softmax_table(rng, gen, R, V, device), softmax_table(rng, gen, R, V, device)
         tables = {"V": V, "R": R, "target_probs": target, "draft_probs": draft,
                   "target_ids": torch.multinomial(target, CANDIDATES, replacement=True, generator=gen).to(torch.int32),
@@ -201,12 +203,14 @@ class RandomDevice(DeviceTarget):
         self._epoch = (key, tables)
         return tables
 
-    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS) -> DeviceBatch:
+    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
+                   share: float = 1.0) -> DeviceBatch:
         """``k`` steps (each as :meth:`draw` draws one) of the epoch's vocabulary, each reading
-        the first rows of the epoch's tables; with or without draft probabilities and synthetic
-        mode (one batch in eight) for the whole batch; ids, uniforms, padding, greedy requests
-        per case."""
-        tables = self._tables(seeds[0], device, max_requests)
+        the first rows of the epoch's tables (``share``: of the full row count,
+        :func:`~...targetkit.device_batch.epoch_of`); with or without draft probabilities and
+        synthetic mode (one batch in eight) for the whole batch; ids, uniforms, padding, greedy
+        requests per case."""
+        tables = self._tables(seeds[0], device, max_requests, share)
         V, R = tables["V"], tables["R"]
         rng = np.random.default_rng(seeds[1])
         gen = torch.Generator(device=device).manual_seed(seeds[1])
@@ -246,7 +250,8 @@ class RandomDevice(DeviceTarget):
                    "recovered_token_ids": N.tolist(), "uniform_probs": N.tolist(), "is_greedy": B.tolist()}
         shapes = {n: [(x,) for x in lengths[n]] for n in lengths} | {"bonus_token_ids": [(int(b), 1) for b in B]}
         extra: dict[str, Any] = {"V": V, "L": int(L.max()), "table_row": rows_t,
-                                 "cu": torch.from_numpy(np.cumsum(steps.d)).to(device)}
+                                 "cu": torch.from_numpy(np.cumsum(steps.d)).to(device),
+                                 "d": steps.d, "B": B, "greedy": greedy}
         if synthetic:
             rates = synthetic_rates(rng, int(L.max()))
             n = np.maximum(L, 1)
@@ -260,6 +265,22 @@ class RandomDevice(DeviceTarget):
         return DeviceBatch(cat, lengths, shapes, shared, {n: N.tolist() for n in shared},
                            {"output_token_ids": (torch.int32, out.tolist())},
                            [{"max_spec_len": int(x), "vocab_size": V} for x in L], extra)
+
+    batch_decides = STEP_FEATURES | {"draft_probs", "no_draft_probs", "synthetic_mode", "mixed_batch", "all_random",
+                                     "no_drafts_row"}
+
+    def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
+        d, B, greedy = b.extra["d"], b.extra["B"], b.extra["greedy"]
+        with_draft = "draft_probs" in b.shared
+        out = step_features(d, B, [s["max_spec_len"] for s in b.scalars], b.extra["V"], {
+            "draft_probs": with_draft, "no_draft_probs": not with_draft,
+            "synthetic_mode": "synthetic_conditional_rates" in b.cat})
+        first = np.cumsum(B) - B
+        for k in range(len(out)):
+            g, dk = greedy[first[k] : first[k] + B[k]], d[first[k] : first[k] + B[k]]
+            out[k] |= {n for n, on in (("mixed_batch", g.any() and not g.all()), ("all_random", not g.any()),
+                                      ("no_drafts_row", bool(np.any(dk[~g] == 0)))) if on}
+        return out
 
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         a, e = b.cat, b.extra

@@ -17,7 +17,7 @@ import torch
 from ....oracles import tensor_ops
 from ...core.case import Case
 from ...targetkit.device import DeviceCase, DeviceTarget
-from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.device_batch import STEP_FEATURES, DeviceBatch, step_features
 from ...targetkit.device_draws import (
     MAX_TABLE,
     SCALE_TABLE,
@@ -38,7 +38,7 @@ from ...targetkit.device_draws import (
 )
 from ...targetkit.draft_rows import cu_of, pad_tails
 from ...targetkit.scale import flat_limit, past_limit
-from .layout import NAME
+from .layout import BLOCK_SIZE, NAME
 from .record import TARGET, processed_tokens, scale_features_of
 
 MAX_REQUESTS = 1024
@@ -169,20 +169,22 @@ class RecoveredDevice(DeviceTarget):
     batch = BATCH
     table_epoch = TABLE_EPOCH
 
-    def _tables(self, seed: int, device: str, max_requests: int) -> dict[str, Any]:
+    def _tables(self, seed: int, device: str, max_requests: int, share: float = 1.0) -> dict[str, Any]:
         """The epoch ``seed``'s vocabulary, target and draft tables of ``R`` rows (a quarter of
         the target's rows one-hot, at the token its ids are drawn on: all scores 0 without
         draft probabilities; a quarter of the draft's rows equal to the target's: an empty
         residual), the noise of ``R`` rows (float64 in one epoch in four), and
-        :data:`CANDIDATES` ids per row sampled from each table (kept for the epoch)."""
-        key = (seed, device, max_requests)
+        :data:`CANDIDATES` ids per row sampled from each table (kept for the epoch); ``share``
+        of the full row count in a short epoch."""
+        key = (seed, device, max_requests, share)
         if getattr(self, "_epoch", (None,))[0] == key:
             return self._epoch[1]
         self._epoch = (None, None)
         rng = np.random.default_rng(seed)
         gen = torch.Generator(device=device).manual_seed(seed)
         V = draw_vocab(rng, device == "cpu")
-        R = max(1, min(MAX_TABLE // V, 64 * max_requests))
+        full = max(1, min(MAX_TABLE // V, 64 * max_requests))
+        R = min(full, max(16, int(full * share)))  # 16: a request of 16 drafts always fits
         target, draft = softmax_table(rng, gen, R, V, device), softmax_table(rng, gen, R, V, device)
         hot_at = torch.multinomial(target, 1, generator=gen)
         hot = torch.rand((R, 1), generator=gen, device=device) < 0.25
@@ -197,11 +199,13 @@ class RecoveredDevice(DeviceTarget):
         self._epoch = (key, tables)
         return tables
 
-    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS) -> DeviceBatch:
+    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
+                   share: float = 1.0) -> DeviceBatch:
         """``k`` steps (as :meth:`draw` draws one) of the epoch's vocabulary, each reading the
-        first rows of the epoch's tables and noise; with or without draft probabilities for
+        first rows of the epoch's tables and noise (``share``: of the full row count,
+        :func:`~...targetkit.device_batch.epoch_of`); with or without draft probabilities for
         the whole batch; ids and padding per case."""
-        tables = self._tables(seeds[0], device, max_requests)
+        tables = self._tables(seeds[0], device, max_requests, share)
         V, R = tables["V"], tables["R"]
         rng = np.random.default_rng(seeds[1])
         gen = torch.Generator(device=device).manual_seed(seeds[1])
@@ -219,13 +223,42 @@ class RecoveredDevice(DeviceTarget):
         first = np.cumsum(B) - B
         extra = {"V": V, "L": int(L.max()), "table_row": rows_t,
                  "noise_row": torch.from_numpy(np.arange(int(B.sum())) - np.repeat(first, B)).to(device),
-                 "cu": torch.from_numpy(np.cumsum(steps.d)).to(device)}
+                 "cu": torch.from_numpy(np.cumsum(steps.d)).to(device), "d": steps.d, "B": B}
         shared = {"target_probs": tables["target_probs"], "inv_q": tables["inv_q"]} | (
             {"draft_probs": tables["draft_probs"]} if with_draft else {})
         rows = {"target_probs": N.tolist(), "draft_probs": N.tolist(), "inv_q": B.tolist()}
         return DeviceBatch(cat, lengths, shapes, shared, {n_: rows[n_] for n_ in shared},
                            {"output_token_ids": (torch.int32, N.tolist())},
                            [{"max_spec_len": int(x), "vocab_size": V} for x in L], extra)
+
+    batch_decides = STEP_FEATURES | {"draft_probs", "no_draft_probs", "fp64_gumbel", "other_block_size", "later_tile",
+                                     "winner_past_32767", "partial_last_tile", "minus_one_draft"}
+
+    def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
+        """From the sizes and modes, and (``writes``: the batched oracle's) each processed
+        token's winner, as the record's ``features_of`` takes it from the scores' argmax (vLLM's
+        tiles of ``BLOCK_SIZE``), and the ``-1`` drafts: a few reductions on the device."""
+        with_draft = "draft_probs" in b.shared
+        V = b.extra["V"]
+        out = step_features(b.extra["d"], b.extra["B"], [s["max_spec_len"] for s in b.scalars], V, {
+            "draft_probs": with_draft, "no_draft_probs": not with_draft,
+            "fp64_gumbel": b.shared["inv_q"].dtype == torch.float64, "other_block_size": False})
+        if writes is None or not len(b):
+            return out
+        index, win = writes["output_token_ids"]
+        ids = b.cat["draft_token_ids"]
+        bounds = torch.from_numpy(np.cumsum(b.lengths["draft_token_ids"])[:-1].astype(np.int64)).to(ids.device)
+        of_win = torch.searchsorted(bounds, index.long(), right=True)
+        of_id = torch.searchsorted(bounds, torch.arange(ids.numel(), device=ids.device), right=True)
+        partial = V % BLOCK_SIZE != 0 and V > BLOCK_SIZE
+        flags = {"later_tile": (of_win, win >= BLOCK_SIZE), "winner_past_32767": (of_win, win > 32767),
+                 "partial_last_tile": (of_win, (win // BLOCK_SIZE == (V - 1) // BLOCK_SIZE) & partial),
+                 "minus_one_draft": (of_id, (ids < 0) & (not with_draft))}
+        per = torch.zeros((len(flags), len(b)), dtype=torch.int64, device=ids.device)
+        for n, (at, on) in enumerate(flags.values()):
+            per[n].index_add_(0, at, on.long())
+        hit = (per > 0).cpu().numpy()
+        return [f | {n for n, row in zip(flags, hit, strict=True) if row[k]} for k, f in enumerate(out)]
 
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         a, e = b.cat, b.extra
