@@ -53,14 +53,18 @@ def scale_case(rng: np.random.Generator) -> Case:
 
 
 def minimal_scale_cases(case: Case) -> list[Case]:
-    """One row past ``2**31`` logits of ``case``'s vocabulary: the rows before it left (T 1),
-    that row divided by 0.7 (its logits ones, then the case's own last row), simplest first."""
+    """One row past ``2**31`` logits of ``case``'s vocabulary, a table of zeros: the rows before
+    it left (T 1), that row divided by 0.7 (a single logit 1 at its last column, then the
+    case's own last row), simplest first."""
     V = case.arrays["logits"].shape[1]
     first = first_row(V)
     out = []
     for own in (False, True):
         x = lazy_full((first + 1, V), np.float32)
-        x[first] = case.arrays["logits"][-1] if own else 1.0
+        if own:
+            x[first] = case.arrays["logits"][-1]
+        else:
+            x[first, V - 1] = 1.0
         rows = [1] * first + [0]
         out.append(build(x, rows, TEMPERATURES.tolist()).replace(note="the int32 row offset past 2**31, minimised"))
     return out
