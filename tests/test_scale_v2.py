@@ -42,7 +42,11 @@ def _wrapping(mutants, tmp_path) -> str:
 def _scale_run(spec: str, examples: int):
     """A device campaign of the temperature kernel on the CPU whose every example is a scale
     case (3, 11, ...: nothing runs in this process)."""
-    from eaglefuzz.harness.checking.device_mode.engine import SCALE_AT, SCALE_EVERY, device_fuzz_target
+    from eaglefuzz.harness.checking.device_mode.engine import (
+        SCALE_AT,
+        SCALE_EVERY,
+        device_fuzz_target,
+    )
     from eaglefuzz.harness.sources import implementations_for, parse_source
 
     impls = implementations_for(parse_source(spec), [TK])
