@@ -18,13 +18,23 @@ from eaglefuzz.harness.targets import TARGETS
 
 pytestmark = pytest.mark.kernel
 
-TK = "_temperature_kernel"
+TK, ST = "_temperature_kernel", "_compute_local_logits_stats_kernel"
 LIMIT = 1 << 12
-LINE = "    token_idx = tl.program_id(0).to(tl.int64)\n"
-WRAPS = LINE + f"    logits_ptr = logits_ptr - ((token_idx * logits_stride) >= {LIMIT}).to(tl.int64) * {2 * LIMIT}\n"
-"""The temperature kernel's row offset wrapping at :data:`LIMIT` (its base pointer moved back by
-``2 * LIMIT`` for a row past it), as vLLM 0.24.0's int32 ``token_idx * logits_stride`` wraps at
-``2**31``."""
+
+
+def _wrap(line: str, ptr: str, row: str, stride: str) -> tuple[str, str]:
+    return line, line + f"    {ptr} = {ptr} - (({row} * {stride}) >= {LIMIT}).to(tl.int64) * {2 * LIMIT}\n"
+
+
+WRAPS = {
+    TK: _wrap("    token_idx = tl.program_id(0).to(tl.int64)\n", "logits_ptr", "token_idx", "logits_stride"),
+    ST: _wrap("    logit_idx = tl.program_id(0).to(tl.int64)\n", "target_logits_ptr", "logit_idx", "target_logits_stride"),
+}
+"""Each target's row offset wrapping at :data:`LIMIT` (the table's base pointer moved back by
+``2 * LIMIT`` for a row past it), as vLLM 0.24.0's int32 row offsets (``token_idx *
+logits_stride``, ``logit_idx * target_logits_stride``) wrap at ``2**31``."""
+SCALED = tuple(WRAPS)
+TABLE = {TK: "logits", ST: "target_logits"}
 
 
 @pytest.fixture
@@ -32,16 +42,17 @@ def low_limit(monkeypatch):
     monkeypatch.setenv("EAGLEFUZZ_FLAT_LIMIT", str(LIMIT))
 
 
-def _wrapping(mutants, tmp_path) -> str:
+def _wrapping(mutants, tmp_path, name: str = TK) -> str:
     from eaglefuzz.harness.targetkit.bugs import V033, Mutant, edit
 
-    m = Mutant("tk_wraps_at_limit", TK, "temperature: the row offset wraps at the lowered limit", (edit(LINE, WRAPS),), V033)
+    m = Mutant(f"{name.strip('_')}_wraps_at_limit", name, "the row offset wraps at the lowered limit",
+               (edit(*WRAPS[name]),), V033)
     return str(mutants.write(m, tmp_path))
 
 
-def _scale_run(spec: str, examples: int):
-    """A device campaign of the temperature kernel on the CPU whose every example is a scale
-    case (3, 11, ...: nothing runs in this process)."""
+def _scale_run(spec: str, examples: int, name: str = TK):
+    """A device campaign of ``name`` on the CPU whose every example is a scale case (3, 11,
+    ...: nothing runs in this process)."""
     from eaglefuzz.harness.checking.device_mode.engine import (
         SCALE_AT,
         SCALE_EVERY,
@@ -49,8 +60,8 @@ def _scale_run(spec: str, examples: int):
     )
     from eaglefuzz.harness.sources import implementations_for, parse_source
 
-    impls = implementations_for(parse_source(spec), [TK])
-    return device_fuzz_target(TK, impls, "cpu", examples=examples, seed=1, cross_check_share=0.0,
+    impls = implementations_for(parse_source(spec), [name])
+    return device_fuzz_target(name, impls, "cpu", examples=examples, seed=1, cross_check_share=0.0,
                               chunk_offset=SCALE_AT, chunk_step=SCALE_EVERY)
 
 
@@ -83,41 +94,46 @@ def test_the_torch_oracle_is_the_contract(backend):
     assert int(mismatches(off, got, bound)) == 4
 
 
-def test_production_kernel_passes_its_scale_cases(low_limit, needs, backend):
-    """vLLM 0.33.0's temperature kernel (int64 row offsets, #46560's fix) at the lowered limit:
-    two scale cases in the lane, every row checked against the torch oracle, nothing found,
-    the scale feature reached."""
+@pytest.mark.parametrize("name", SCALED)
+def test_production_kernel_passes_its_scale_cases(name, low_limit, needs, backend):
+    """vLLM 0.33.0's kernel (int64 row offsets, the fixes of #46560 and #47383) at the lowered
+    limit: four scale cases in the lane, every element checked against the torch oracle,
+    nothing found, the scale feature reached."""
     if backend.compiled:
         pytest.skip("the lowered limit is for the interpreter: on a GPU the real scale runs")
     needs.release_files()
-    stats = _scale_run("vllm-release:0.33.0", 2)
+    stats = _scale_run("vllm-release:0.33.0", 4, name)
     assert not stats.findings, stats.findings[0].report()
-    assert stats.scale_cases == 2 and "row_offset_past_2_31" in stats.features
-    assert stats.tokens >= 2 * LIMIT
+    assert stats.scale_cases == 4 and "row_offset_past_2_31" in stats.features
+    assert stats.tokens >= 4 * LIMIT // 8192
 
 
-def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(low_limit, needs, backend, tmp_path):
-    """A temperature kernel whose row offset wraps at the limit: the scale case fails in the
-    lane, the NumPy and Numba oracles confirm it on the rows past the limit, the guard band
-    before the table names the wrap, and it is minimised to one row past the limit (a table of
-    zeros with one entry) whose reproducer is a few lines and fails again."""
+@pytest.mark.parametrize("name", SCALED)
+def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low_limit, needs, backend, tmp_path):
+    """A kernel whose row offset wraps at the limit: the scale case fails in the lane, the NumPy
+    and Numba oracles confirm it on the rows past the limit (a kernel that writes its table: the
+    guard band before it names the wrap), and it is minimised to one drafted row past the
+    limit (a table of zeros with one entry) whose reproducer is a few lines and fails again."""
     if backend.compiled:
         pytest.skip("the lowered limit is for the interpreter")
     needs.release_files()
     from eaglefuzz.harness.check import assert_case
     from tests.seeded_bugs import mutants
 
-    path = _wrapping(mutants, tmp_path)
-    stats = _scale_run(f"file:{path}", 1)
+    path = _wrapping(mutants, tmp_path, name)
+    stats = _scale_run(f"file:{path}", 1, name)
     (finding,) = stats.findings
     assert finding.kind == "difference", finding.report()
     diffs = finding.outcome.differences
-    assert diffs[0].region.startswith("guard band before the buffer") and diffs[0].index < 0
-    assert any("numpy = numba oracle" in d.versus for d in diffs[1:]) and not finding.outcome.oracle_disagreements
+    if name == TK:  # in place: the wrapped rows are written before the table
+        assert diffs[0].region.startswith("guard band before the buffer") and diffs[0].index < 0
+    assert any("numpy = numba oracle" in d.versus for d in diffs) and not finding.outcome.oracle_disagreements
     case = finding.case
-    n, W = case.arrays["logits"].shape
-    assert (n - 1) * W >= LIMIT > (n - 2) * W  # one row past the limit, no more
-    assert np.count_nonzero(case.arrays["logits"]) == 1
+    table = case.arrays[TABLE[name]]
+    n, W = table.shape
+    last = n - 1 if name == TK else n - 2  # the stats kernel's last row is a bonus row (read by none)
+    assert last * W >= LIMIT > (last - 1) * W  # one row past the limit, no more
+    assert np.count_nonzero(table) == 1
     text = finding.reproducer()
     assert ("sparse(" in text or "np.repeat(" in text) and len(text.splitlines()) < 20, text
     with pytest.raises(AssertionError):
@@ -125,10 +141,14 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(low_limit
     assert_case(case, source="vllm-release:0.33.0")
 
 
-def test_audit_reports_the_int32_flat_index_hazard(low_limit, needs, backend, tmp_path):
-    """The audit's scale draws (the minimal scale cases, at the lowered limit) break
-    ``divided_by_own_temperature`` on a kernel that wraps: a hazard of class int32_flat_index
-    that production reaches; vLLM 0.33.0's kernel keeps it."""
+HAZARD = {TK: "divided_by_own_temperature", ST: "maxima_of_own_row"}
+
+
+@pytest.mark.parametrize("name", SCALED)
+def test_audit_reports_the_int32_flat_index_hazard(name, low_limit, needs, backend, tmp_path):
+    """The audit's scale draws (the minimal scale cases, at the lowered limit) break the
+    target's int32_flat_index property on a kernel that wraps: a hazard of that class that
+    production reaches; vLLM 0.33.0's kernel keeps it."""
     if backend.compiled:
         pytest.skip("the lowered limit is for the interpreter")
     needs.release_files()
@@ -138,26 +158,83 @@ def test_audit_reports_the_int32_flat_index_hazard(low_limit, needs, backend, tm
     from tests.seeded_bugs import mutants
 
     tiny = Scale(max_requests=2, request_tail=2, max_query_len=4, max_programs=16)
-    wrapping = implementations_for(parse_source(f"file:{_wrapping(mutants, tmp_path)}"), [TK])[TK]
-    result = audit_target(TK, wrapping, "cpu", scale=tiny, examples=2)
-    (h,) = [h for h in result.hazards if h.prop.name == "divided_by_own_temperature"]
+    wrapping = implementations_for(parse_source(f"file:{_wrapping(mutants, tmp_path, name)}"), [name])[name]
+    result = audit_target(name, wrapping, "cpu", scale=tiny, examples=2)
+    (h,) = [h for h in result.hazards if h.prop.name == HAZARD[name]]
     assert h.prop.hazard_class == "int32_flat_index" and h.reachable_in_production
-    assert "past 2**31" in h.detail and "PR #46560" in h.report()
-    clean = implementations_for(parse_source("vllm-release:0.33.0"), [TK])[TK]
-    assert "divided_by_own_temperature" in audit_target(TK, clean, "cpu", scale=tiny, examples=2).holds
+    assert "past 2**31" in h.detail and ("PR #46560" if name == TK else "PR #47383") in h.report()
+    clean = implementations_for(parse_source("vllm-release:0.33.0"), [name])[name]
+    assert HAZARD[name] in audit_target(name, clean, "cpu", scale=tiny, examples=2).holds
 
 
-def test_scale_cases_reach_the_feature_at_full_size():
-    """At the real limit (no kernel run): a scale case's logits pass 2**31 elements by one to
-    four rows, sparse (a few rows written); its minimal cases are one row past it."""
+@pytest.mark.parametrize("name", SCALED)
+def test_scale_cases_are_production(name, low_limit):
+    """Scale cases and their minimal cases (at the lowered limit: the same construction, a few
+    thousand elements) lie in the production tier: the record's rules, no window met."""
     from eaglefuzz.harness.checking.device_mode import device_targets
 
-    dt = device_targets()[TK]
+    dt = device_targets()[name]
+    for seed in range(6):
+        case = dt.scale_case(np.random.default_rng(seed))
+        for c in (case, *dt.scale_minimal(case)):
+            TARGETS[name].production_rules(c)
+            assert "row_offset_past_2_31" in TARGETS[name].features_of(c)
+
+
+@pytest.mark.parametrize("name", SCALED)
+def test_scale_cases_reach_the_feature_at_full_size(name):
+    """At the real limit (no kernel run): a scale case's table passes 2**31 elements by at
+    most 17 rows, sparse (a few rows written); its minimal cases are one drafted row past it."""
+    from eaglefuzz.harness.checking.device_mode import device_targets
+
+    dt = device_targets()[name]
     case = dt.scale_case(np.random.default_rng(5))
-    n, W = case.arrays["logits"].shape
+    n, W = case.arrays[TABLE[name]].shape
     first = -(-(1 << 31) // W)
-    assert first < n <= first + 4
-    assert "row_offset_past_2_31" in TARGETS[TK].features_of(case)
+    assert first < n <= first + 17
+    assert "row_offset_past_2_31" in TARGETS[name].features_of(case)
     for m in dt.scale_minimal(case):
-        assert m.arrays["logits"].shape == (first + 1, W)
-        assert "row_offset_past_2_31" in TARGETS[TK].features_of(m)
+        assert m.arrays[TABLE[name]].shape[0] == first + (1 if name == TK else 2)
+        assert "row_offset_past_2_31" in TARGETS[name].features_of(m)
+
+
+def test_the_stats_torch_oracle_is_the_contract(backend):
+    """``local_logits_stats_rows`` against the NumPy oracle on a small random step (greedy and
+    random requests, masked logits, a drafter's cache, two blocks): the same elements written,
+    the exact ones bit for bit, the sums and the draft's maxima within each other's bounds."""
+    import torch
+
+    from eaglefuzz.harness.targetkit.runner_v2_verify import STATS
+    from eaglefuzz.harness.targetkit.scale_rows import bonus_rows
+    from eaglefuzz.oracles import tensor_ops_v2, vectorized_v2_verify
+
+    rng = np.random.default_rng(3)
+    V, block, counts = 700, 512, [3, 2, 4]
+    n, B = sum(counts), len(counts)
+    x = (rng.standard_normal((n, V)) * 4).astype(np.float32)
+    x[4, rng.integers(0, V, 300)] = -np.inf
+    x[5, :block] = -np.inf  # a whole masked block of a random row
+    x[0, [3, 9]] = 50.0  # a tie: the first wins
+    dl = (rng.standard_normal((B, 4, V)) * 3).astype(np.float32)
+    eidx = np.repeat(np.arange(B), counts).astype(np.int64)
+    elp = np.concatenate([np.arange(c) for c in counts]).astype(np.int32)
+    temp = np.array([0.0, 0.7, 1.3], np.float32)
+    nb = -(-V // block)
+    fill = {k: np.full((n, nb), -7, np.int64 if k == "target_local_argmax" else np.float32) for k in STATS}
+    st = vectorized_v2_verify.compute_local_logits_stats(
+        **fill, target_logits=x, draft_logits=dl, expanded_idx_mapping=eidx, expanded_local_pos=elp, temperature=temp,
+        vocab_size=V, BLOCK_SIZE=block)
+    got = tensor_ops_v2.local_logits_stats_rows(
+        torch.from_numpy(x), torch.from_numpy(temp[eidx] == 0), torch.from_numpy(bonus_rows(elp)),
+        torch.from_numpy(dl[eidx, np.minimum(elp, 3)]), torch.from_numpy(temp[eidx]), V, block)
+    for k in STATS:
+        w, e, b = (t.numpy() for t in got[k])
+        assert np.array_equal(w, fill[k] != -7), k
+        want = fill[k][w].astype(np.float64)
+        bound = st.bounds[k][w] if k in st.bounds else np.zeros(want.shape)
+        exact = bound == 0
+        assert np.array_equal(e[w][exact], fill[k][w][exact]), k  # -inf of a masked block included
+        with np.errstate(invalid="ignore"):
+            assert np.all(np.abs(e[w][~exact].astype(np.float64) - want[~exact]) <= np.maximum(b[w], bound)[~exact]), k
+        assert np.array_equal(b[w] > 0, bound > 0), k
+        assert np.all(b[w] <= 2 * bound + 1e-30) and np.all(bound <= 2 * b[w] + 1e-30), k

@@ -25,7 +25,7 @@ import torch
 from ..core.case import Case
 from ..core.compare import Difference, compare_arrays
 from .base import Outcome
-from .device import _POISON_BITS, GUARD, _storage, _wrap_guard
+from .device import _POISON_BITS, _SENTINEL, GUARD, _storage, _wrap_guard
 
 ROW_BLOCK = 1 << 26
 """Elements per block of rows uploaded and compared at once (256 MiB of float32)."""
@@ -76,36 +76,77 @@ class DeviceTable:
 def mismatches(actual: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
     """A device scalar: elements of ``actual`` not within ``bound`` of ``expected`` (bit for
     bit where the bound is 0; NaN never within a bound)."""
-    s = _storage(actual.dtype)
-    exact = actual.view(s) != expected.to(actual.dtype).view(s) if s != actual.dtype else actual != expected
-    near = (actual.to(torch.float64) - expected.to(torch.float64)).abs() <= bound
-    return torch.where(bound > 0, ~near, exact).sum()
+    return _mismatch_mask(actual, expected, bound).sum()
 
 
-def confirm_rows(record: Any, case: Case, rows: list[int], actual: np.ndarray, array: str,
-                 restrict: Callable[[Case, list[int]], Case]) -> Outcome:  # fmt: skip
-    """The record's NumPy and Numba oracles on ``case``'s rows ``rows`` alone (``restrict``
-    makes that case), against ``actual``: those rows of ``array`` as the device run left them.
-    Returns the outcome (its differences located in ``case``'s rows; the oracles' disagreements
-    too)."""
-    small = restrict(case, rows)
+def confirm_rows(record: Any, small: Case, rows: list[int], actual: dict[str, np.ndarray],
+                 sentinels: dict[str, int] | None = None) -> Outcome:  # fmt: skip
+    """The record's NumPy and Numba oracles on ``small`` (the rows ``rows`` of a production-scale
+    case alone: each output row ``k`` of ``small`` is row ``rows[k]`` there), against ``actual``:
+    those rows of each output as the device run left them (an element never written holding
+    ``sentinels[name]``, read as the oracles' own fill). Returns the outcome (its differences
+    located in the large case's rows; the oracles' disagreements too)."""
     e = record.expectation(small)
-    W = int(np.prod(case.arrays[array].shape[1:]))
 
-    def locate(name: str, index: int) -> tuple[int | None, str]:
-        r, v = divmod(index, W)
-        return None, f"row {rows[r]}, column {v} (the rows checked by the NumPy and Numba oracles)"
+    def locator(name: str) -> Callable[[str, int], tuple[int | None, str]]:
+        W = max(1, int(np.prod(actual[name].shape[1:]))) if name in actual else 1
+
+        def locate(array: str, index: int) -> tuple[int | None, str]:
+            r, v = divmod(index, W)
+            row = rows[r] if 0 <= r < len(rows) else r
+            return None, f"row {row}, column {v} (the rows checked by the NumPy and Numba oracles)"
+
+        return locate
 
     outcome = Outcome()
-    outcome.oracle_disagreements += record._oracles_disagree(small, e, lambda n, i: locate(n, i))
+    outcome.oracle_disagreements += record._oracles_disagree(small, e, locator(""))
     names = list(e.results)
-    buf = e.results[names[0]][array]
-    g = (buf.size - actual.size) // 2
-    tol = e.tolerances.get(array)
-    outcome.differences += compare_arrays(
-        array, buf[g : buf.size - g], actual.reshape(-1), locate=locate, versus=" = ".join(names) + " oracle",
-        tolerance=None if tol is None else tol[g : tol.size - g])
+    for name, got in actual.items():
+        buf = e.results[names[0]][name]
+        flat = np.array(got, copy=True).reshape(-1)
+        if sentinels and name in sentinels and name in e.fills:
+            bits = flat.view(np.dtype(f"i{flat.itemsize}"))
+            bits[bits == np.array(sentinels[name]).astype(bits.dtype)] = np.array(e.fills[name]).astype(bits.dtype)
+        g = (buf.size - flat.size) // 2
+        tol = e.tolerances.get(name)
+        outcome.differences += compare_arrays(
+            name, buf[g : buf.size - g], flat, locate=locator(name), versus=" = ".join(names) + " oracle",
+            sentinel=e.fills.get(name), tolerance=None if tol is None else tol[g : tol.size - g])
     return outcome
+
+
+class DeviceOutput:
+    """An output ``[rows, cols]`` of ``dtype`` on ``device`` between guard bands, every element
+    the sentinel until the kernel writes it."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype, device: str) -> None:
+        s = _storage(dtype)
+        self.sentinel = int(_SENTINEL[s])
+        n = int(np.prod(shape))
+        self.full = torch.full((GUARD + n + GUARD,), self.sentinel, dtype=s, device=device)
+        mid = self.full[GUARD : GUARD + n]
+        self.view = (mid.view(dtype) if s != dtype else mid).view(shape)
+        self.n = n
+
+    def guard_writes(self) -> int:
+        return int((self.full[:GUARD] != self.sentinel).sum()) + int((self.full[GUARD + self.n :] != self.sentinel).sum())
+
+    def mismatches(self, lo: int, hi: int, written: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
+        """Rows ``[lo, hi)``: elements ``written`` not within ``bound`` of ``expected``, and
+        elements not written that do not hold the sentinel (a device scalar)."""
+        act = self.view[lo:hi]
+        s = _storage(act.dtype)
+        bits = act.view(s) if s != act.dtype else act
+        wrong = torch.where(written, _mismatch_mask(act, expected, bound), bits != self.sentinel)
+        return wrong.sum()
+
+
+def _mismatch_mask(actual: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
+    s = _storage(actual.dtype)
+    exp = expected.to(actual.dtype)
+    exact = actual.view(s) != exp.view(s) if s != actual.dtype else actual != exp
+    near = (actual.to(torch.float64) - exp.to(torch.float64)).abs() <= bound
+    return torch.where(bound > 0, ~near, exact)
 
 
 def guard_difference(array: str, count: int, at: int, poison: int) -> Difference:
@@ -113,3 +154,39 @@ def guard_difference(array: str, count: int, at: int, poison: int) -> Difference
     region = "guard band before the buffer (an int32 offset that wrapped past 2**31)" if at < 0 else "guard band past the buffer"
     return Difference(array, at, f"untouched ({poison:#x})", f"written ({count} element(s) of the guard bands)",
                       None, region, "device guard bands")
+
+
+LIVE_ROWS = 17
+"""Logits rows of a scale step's live request (16 drafts and the bonus row: vLLM's most)."""
+
+
+def scale_request_rows(rng: np.random.Generator, first: int) -> list[int]:
+    """Logits rows per request (``d_r + 1``, 2 to 17) of a production-scale verification step
+    whose row ``first`` is the first an int32 row offset cannot reach: requests of 16 drafts
+    up to a few rows before it, then the *live* request of :data:`LIVE_ROWS` rows, 8 to 16 of
+    them past it (the last request; ``max_num_seqs x (1 + K)`` rows, as vLLM's call sites make
+    them)."""
+    return [*_requests_of(max(0, first - 1 - int(rng.integers(0, 9)))), LIVE_ROWS]
+
+
+def _requests_of(rows: int) -> list[int]:
+    """``rows`` logits rows as requests of 17 rows and one of 2 to 17 (none of one row)."""
+    q, rem = divmod(rows, LIVE_ROWS)
+    counts = [LIVE_ROWS] * q + ([rem] if rem else [])
+    if rem == 1:  # 17 + 1 = 9 + 9, or a lone row: 2
+        counts[-2:] = [9, 9] if q else [2]
+    return counts
+
+
+def minimal_request_rows(first: int) -> list[int]:
+    """Logits rows per request of the smallest step with a drafted row past the limit: requests
+    of 17 rows up to row ``first``, then one of one draft (rows ``first`` and ``first + 1``)."""
+    return [*_requests_of(first), 2]
+
+
+def bonus_rows(elp: np.ndarray) -> np.ndarray:
+    """Whether each logits row of a step's ``expanded_local_pos`` is its request's last."""
+    elp = np.asarray(elp)
+    out = np.ones(elp.size, dtype=bool)
+    out[:-1] = elp[1:] == 0
+    return out

@@ -116,7 +116,7 @@ class _Device(RecordDevice):
         if confirm and bad_n:
             rows = checked_rows(case)
             actual = table.view[rows[0] : rows[-1] + 1].cpu().numpy()
-            outcome = confirm_rows(TARGET, case, rows, actual, "logits", TARGET.join_requests)
+            outcome = confirm_rows(TARGET, TARGET.join_requests(case, rows), rows, {"logits": actual})
             if written:
                 outcome.differences.insert(0, guard_difference("logits", written, at, table.poison))
         del table
