@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["local_logits_stats_rows", "temperature_rows"]
+__all__ = ["block_lse", "cumulative_log_p", "local_logits_stats_rows", "temperature_rows"]
 
 
 def temperature_rows(logits: torch.Tensor, temperature: torch.Tensor, vocab_size: int | None = None
@@ -117,3 +117,89 @@ def local_logits_stats_rows(target: torch.Tensor, greedy: torch.Tensor, bonus: t
     out["draft_local_max"] = (r, qm, 2 * _ulp32(qm))
     out["draft_local_sumexp"] = (r, Sd32, SUM_BLOCK * Sd + 2 * EXP_ARG * spread_d + 2 * DIV * extra + 0.5 * _ulp32(Sd32))
     return out
+
+
+SUM_SMALL = 2.0**-17
+"""A ``tl.sum`` of at most 64 block partials: relative error."""
+LOG_REL = 2.0**-20
+"""``log(x)``: error relative to the result's magnitude."""
+EPS = 2.0**-24
+"""A correctly rounded float32 operation: relative error."""
+
+
+def block_lse(maxes: torch.Tensor, sums: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``lse`` of rows of §30's block statistics (docs/CONTRACT.md, §28-§35's notation): ``M +
+    log(sum_b S_b exp(m_b - M))``, ``M = max_b m_b`` (float64), and its bound ``E_lse = 2**-17 +
+    2**-21 (sum_b p_b |m_b - M|) / Z + 2**-20 |log Z| + 2**-24 |lse|`` (``p_b = S_b exp(m_b -
+    M)``, ``Z = sum_b p_b``; ``inf`` where it is not finite)."""
+    m, S = maxes.to(torch.float64), sums.to(torch.float64)
+    M = m.amax(-1)
+    x = m - M[..., None]
+    p = torch.where(S == 0, torch.zeros_like(S), S * x.exp())
+    Z = p.sum(-1)
+    lz = Z.log()
+    lse = M + lz
+    spread = torch.where(p > 0, p * x.abs(), torch.zeros_like(p)).sum(-1) / Z
+    e = SUM_SMALL + 2 * EXP_ARG * spread + LOG_REL * lz.abs() + EPS * lse.abs()
+    return lse, torch.where(torch.isfinite(e), e, torch.full_like(e, float("inf")))
+
+
+def cumulative_log_p(target_logits: torch.Tensor, target_local_max: torch.Tensor, target_local_sumexp: torch.Tensor,
+                     draft_sampled: torch.Tensor, draft_logits: torch.Tensor | None, draft_local_max: torch.Tensor | None,
+                     draft_local_sumexp: torch.Tensor | None, cu_num_logits: torch.Tensor, idx_mapping: torch.Tensor,
+                     temperature: torch.Tensor, blocks: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """§31.1: per random request ``r`` (``s = idx_mapping[r]``, ``T = T_s != 0``), ``L = 0``,
+    then for each draft ``i`` (row ``j = cu[r] + i``, token ``x = draft_sampled[j + 1]``): if
+    ``x >= 0``, ``L = min(L + (lp_t - lp_d), 0)`` with ``lp_t = target_logits[j, x] - lse_t(j)``
+    and ``lp_d = float32(draft_logits[s, i, x]) / T - lse_d(j)`` (0 without draft logits);
+    ``cumulative_log_p[j] = L``. The statistics are read over the first ``blocks`` blocks. A
+    greedy request's rows and every bonus row are not written.
+
+    ``target_logits`` ``[n, W]`` and ``draft_logits`` ``[R, K, Wd]`` may be production-scale
+    (each read at one element per row). Returns ``(written, expected, bound)`` of shape ``[n]``:
+    the bound sums, over the steps so far, ``E_lse(t) + E_lse(d) + 2**-22 |q| + 2**-24 (|lp_t|
+    + |lp_d| + |lp_t - lp_d| + |L|)``, plus half a float32 step of the stored value."""
+    dev = target_logits.device
+    n, W = target_logits.shape
+    cu = cu_num_logits.to(torch.int64)
+    start, nd = cu[:-1], cu[1:] - cu[:-1] - 1
+    s = idx_mapping.to(torch.int64)
+    temp = temperature.to(torch.float32)[s]
+    t_lse, t_e = block_lse(target_local_max[:, :blocks], target_local_sumexp[:, :blocks])
+    if draft_logits is not None:
+        d_lse, d_e = block_lse(draft_local_max[:, :blocks], draft_local_sumexp[:, :blocks])
+        K, Wd = draft_logits.shape[1], draft_logits.shape[2]
+    tflat = target_logits.reshape(-1)
+    ds = draft_sampled.to(torch.int64)
+    B = s.numel()
+    log_p = torch.zeros(B, dtype=torch.float64, device=dev)
+    err = torch.zeros(B, dtype=torch.float64, device=dev)
+    written = torch.zeros(n, dtype=torch.bool, device=dev)
+    expected = torch.zeros(n, dtype=torch.float32, device=dev)
+    bound = torch.zeros(n, dtype=torch.float64, device=dev)
+    ninf = torch.tensor(float("-inf"), dtype=torch.float64, device=dev)
+    for i in range(int(nd.max()) if B else 0):
+        r = torch.nonzero((temp != 0) & (i < nd)).reshape(-1)
+        if not r.numel():
+            continue
+        rows = start[r] + i
+        tok = ds[rows + 1]
+        valid = tok >= 0
+        tk = torch.where(valid, tok, torch.zeros_like(tok))
+        tlp = torch.where(valid, tflat[rows * W + tk].to(torch.float32).to(torch.float64), ninf) - t_lse[rows]
+        et = torch.where(torch.isfinite(tlp), t_e[rows] + EPS * tlp.abs(), torch.zeros_like(tlp))
+        if draft_logits is None:
+            dlp = ed = torch.zeros_like(tlp)
+        else:
+            d32 = draft_logits.reshape(-1)[(s[r] * K + i) * Wd + tk].to(torch.float32)
+            q = torch.where(valid, d32.to(torch.float64), ninf) / temp[r].to(torch.float64)
+            dlp = q - d_lse[rows]
+            ed = torch.where(torch.isfinite(dlp), d_e[rows] + DIV * q.abs() + EPS * dlp.abs(), torch.zeros_like(dlp))
+        new = torch.minimum(log_p[r] + (tlp - dlp), torch.zeros_like(tlp))
+        new_err = err[r] + et + ed + EPS * ((tlp - dlp).abs() + new.abs())
+        log_p[r] = torch.where(valid, new, log_p[r])
+        err[r] = torch.where(valid, new_err, err[r])
+        written[rows] = True
+        expected[rows] = log_p[r].to(torch.float32)
+        bound[rows] = err[r] + 0.5 * _ulp32(log_p[r])
+    return written, expected, bound

@@ -18,23 +18,28 @@ from eaglefuzz.harness.targets import TARGETS
 
 pytestmark = pytest.mark.kernel
 
-TK, ST = "_temperature_kernel", "_compute_local_logits_stats_kernel"
+TK, ST, CL = "_temperature_kernel", "_compute_local_logits_stats_kernel", "_compute_cumulative_log_p_kernel"
 LIMIT = 1 << 12
 
 
-def _wrap(line: str, ptr: str, row: str, stride: str) -> tuple[str, str]:
-    return line, line + f"    {ptr} = {ptr} - (({row} * {stride}) >= {LIMIT}).to(tl.int64) * {2 * LIMIT}\n"
+def _wrap(line: str, ptr: str, row: str, stride: str, into: str | None = None) -> tuple[tuple[str, str], ...]:
+    """Edits making ``ptr`` (or a new pointer ``into``) move back by ``2 * LIMIT`` once ``row *
+    stride`` passes the limit, after ``line``."""
+    indent = line[: len(line) - len(line.lstrip())]
+    return ((line, line + f"{indent}{into or ptr} = {ptr} - (({row} * {stride}) >= {LIMIT}).to(tl.int64) * {2 * LIMIT}\n"),)
 
 
 WRAPS = {
     TK: _wrap("    token_idx = tl.program_id(0).to(tl.int64)\n", "logits_ptr", "token_idx", "logits_stride"),
     ST: _wrap("    logit_idx = tl.program_id(0).to(tl.int64)\n", "target_logits_ptr", "logit_idx", "target_logits_stride"),
+    CL: (*_wrap("        logit_idx = start_idx + step\n", "target_logits_ptr", "logit_idx", "target_logits_stride",
+                "wrapped_ptr"), ("                    target_logits_ptr,\n", "                    wrapped_ptr,\n")),
 }
 """Each target's row offset wrapping at :data:`LIMIT` (the table's base pointer moved back by
 ``2 * LIMIT`` for a row past it), as vLLM 0.24.0's int32 row offsets (``token_idx *
 logits_stride``, ``logit_idx * target_logits_stride``) wrap at ``2**31``."""
 SCALED = tuple(WRAPS)
-TABLE = {TK: "logits", ST: "target_logits"}
+TABLE = {TK: "logits", ST: "target_logits", CL: "target_logits"}
 
 
 @pytest.fixture
@@ -46,7 +51,7 @@ def _wrapping(mutants, tmp_path, name: str = TK) -> str:
     from eaglefuzz.harness.targetkit.bugs import V033, Mutant, edit
 
     m = Mutant(f"{name.strip('_')}_wraps_at_limit", name, "the row offset wraps at the lowered limit",
-               (edit(*WRAPS[name]),), V033)
+               tuple(edit(*e) for e in WRAPS[name]), V033)
     return str(mutants.write(m, tmp_path))
 
 
@@ -135,13 +140,13 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low
     assert last * W >= LIMIT > (last - 1) * W  # one row past the limit, no more
     assert np.count_nonzero(table) == 1
     text = finding.reproducer()
-    assert ("sparse(" in text or "np.repeat(" in text) and len(text.splitlines()) < 20, text
+    assert ("sparse(" in text or "np.repeat(" in text) and len(text.splitlines()) < 25, text
     with pytest.raises(AssertionError):
         assert_case(case, source=f"file:{path}")
     assert_case(case, source="vllm-release:0.33.0")
 
 
-HAZARD = {TK: "divided_by_own_temperature", ST: "maxima_of_own_row"}
+HAZARD = {TK: "divided_by_own_temperature", ST: "maxima_of_own_row", CL: "ratio_of_own_rows"}
 
 
 @pytest.mark.parametrize("name", SCALED)

@@ -26,6 +26,7 @@ from ..core.case import Case
 from ..core.compare import Difference, compare_arrays
 from .base import Outcome
 from .device import _POISON_BITS, _SENTINEL, GUARD, _storage, _wrap_guard
+from .device_draws import lazy_full
 
 ROW_BLOCK = 1 << 26
 """Elements per block of rows uploaded and compared at once (256 MiB of float32)."""
@@ -58,6 +59,15 @@ class DeviceTable:
     def rows(self, a: int, b: int) -> torch.Tensor:
         """Rows ``[a, b)`` of the host array as given, on the device."""
         return torch.from_numpy(np.ascontiguousarray(self.host[a:b])).to(self.view.device)
+
+    def changed(self) -> int:
+        """Elements of the table (a read-only input) that no longer hold what was given."""
+        count = 0
+        for a, b in self.blocks():
+            got, want = self.view[a:b], self.rows(a, b)
+            s = _storage(got.dtype)
+            count += int((got.view(s) != want.view(s)).sum()) if s != got.dtype else int((got != want).sum())
+        return count
 
     def guard_writes(self) -> tuple[int, int | None]:
         """Elements of the guard bands that no longer hold their poison, and the first of them
@@ -145,7 +155,7 @@ def _mismatch_mask(actual: torch.Tensor, expected: torch.Tensor, bound: torch.Te
     s = _storage(actual.dtype)
     exp = expected.to(actual.dtype)
     exact = actual.view(s) != exp.view(s) if s != actual.dtype else actual != exp
-    near = (actual.to(torch.float64) - exp.to(torch.float64)).abs() <= bound
+    near = ((actual.to(torch.float64) - exp.to(torch.float64)).abs() <= bound) | ~exact  # an infinity matches itself
     return torch.where(bound > 0, ~near, exact)
 
 
@@ -190,3 +200,44 @@ def bonus_rows(elp: np.ndarray) -> np.ndarray:
     out = np.ones(elp.size, dtype=bool)
     out[:-1] = elp[1:] == 0
     return out
+
+
+STATE_ARRAYS = ("temperature", "seed", "draft_logits")
+"""Arrays of a verification step with a row per state row (``max_num_reqs``)."""
+
+
+def splice(live: Case, counts: list[int], fills: dict[str, float] | None = None) -> Case:
+    """A production-scale verification step: requests of ``counts`` logits rows (greedy, state
+    rows ``0 .. F-1``, temperature 0) before ``live``'s requests (a chain kernel's case of its
+    own, drawn and settled as the record draws them; its state rows shifted by ``F``). The new
+    rows' and states' arrays hold ``fills[name]`` (default 0: a table's rows are zeros, never
+    written on the host: their pages stay the system's zero page), the per-request arrays
+    ``fills`` too; ``cu_num_logits``, ``idx_mapping`` and §17's expansion are the step's."""
+    from .runner_v2 import cumulative
+    from .runner_v2_verify import REQUEST_ARRAYS, ROW_ARRAYS
+
+    fills = fills or {}
+    a = live.arrays
+    F, nf = len(counts), int(sum(counts))
+    out: dict[str, np.ndarray] = {}
+    for name, arr in a.items():
+        if name == "cu_num_logits":
+            out[name] = cumulative([*counts, *np.diff(arr.astype(np.int64)).tolist()])
+            continue
+        if name == "expanded_local_pos":
+            out[name] = np.concatenate([*(np.arange(c, dtype=arr.dtype) for c in counts), arr])
+            continue
+        if name == "expanded_idx_mapping":
+            out[name] = np.concatenate([np.repeat(np.arange(F, dtype=arr.dtype), counts), arr + F])
+            continue
+        if name == "idx_mapping":
+            out[name] = np.concatenate([np.arange(F, dtype=arr.dtype), arr + F])
+            continue
+        extra = nf if name in ROW_ARRAYS else F if name in (*REQUEST_ARRAYS, *STATE_ARRAYS) else None
+        if extra is None:
+            out[name] = arr
+            continue
+        big = lazy_full((extra + arr.shape[0], *arr.shape[1:]), arr.dtype, fills.get(name, 0))
+        big[extra:] = arr
+        out[name] = big
+    return live.replace(arrays=out)

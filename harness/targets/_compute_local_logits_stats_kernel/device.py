@@ -166,6 +166,7 @@ class _Device(RecordDevice):
             torch.cuda.synchronize()
         written = {name: t.guard_writes() for name, t in tables.items()}
         bad = sum(w for w, _ in written.values()) + sum(o.guard_writes() for o in outs.values())
+        bad += sum(t.changed() for t in tables.values())
         bad += sum(int((views[name] != t).sum()) for name, t in small.items())
         eidx, elp, temp = a["expanded_idx_mapping"], a["expanded_local_pos"], a["temperature"]
         greedy = torch.from_numpy(temp[eidx] == 0).to(device)
