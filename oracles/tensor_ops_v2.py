@@ -11,9 +11,11 @@ where the bound is 0.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-__all__ = ["block_lse", "cumulative_log_p", "local_logits_stats_rows", "temperature_rows"]
+__all__ = ["block_lse", "cumulative_log_p", "gumbel_mismatches", "gumbel_sample_rows", "local_logits_stats_rows",
+           "murmur3_hash32", "temperature_rows"]
 
 
 def temperature_rows(logits: torch.Tensor, temperature: torch.Tensor, vocab_size: int | None = None
@@ -203,3 +205,160 @@ def cumulative_log_p(target_logits: torch.Tensor, target_local_max: torch.Tensor
         expected[rows] = log_p[r].to(torch.float32)
         bound[rows] = err[r] + 0.5 * _ulp32(log_p[r])
     return written, expected, bound
+
+
+# -- the counter-based noise (the preface to §28-§35) -------------------------------------------
+
+M32 = 0xFFFFFFFF
+HI_DOMAIN = 0x9E3779B9
+"""The domain of the high word of ``murmur3_uniform64``."""
+DRAFT_NOISE_SALT = 1 << 30
+"""``_DRAFT_NOISE_SALT``: a drafting row's noise position is its position plus this."""
+
+
+def _rotl(v: torch.Tensor, s: int) -> torch.Tensor:
+    return ((v << s) | (v >> (32 - s))) & M32
+
+
+def _mix(h: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    k = (k * 0xCC9E2D51) & M32  # int64: the product's low 32 bits survive its wrap
+    k = (_rotl(k, 15) * 0x1B873593) & M32
+    h = _rotl(h ^ k, 13)
+    return (h * 5 + 0xE6546B64) & M32
+
+
+def murmur3_hash32(seed: torch.Tensor, pos: torch.Tensor, offset: torch.Tensor, domain: int = 0) -> torch.Tensor:
+    """``h32(seed, pos, offset, domain)`` (the preface's "Noise"): MurmurHash3_x86_32 of the words
+    ``lo32(seed), hi32(seed), lo32(pos), uint32(offset)`` with seed ``domain``, as int64 values in
+    ``[0, 2**32)`` (broadcast; int64 arguments, two's complement)."""
+    seed, pos, offset = torch.broadcast_tensors(seed.to(torch.int64), pos.to(torch.int64), offset.to(torch.int64))
+    h = torch.full_like(seed, domain & M32)
+    for k in (seed & M32, (seed >> 32) & M32, pos & M32, offset & M32):
+        h = _mix(h, k)
+    h = h ^ 16
+    h = h ^ (h >> 16)
+    h = (h * 0x85EBCA6B) & M32
+    h = h ^ (h >> 13)
+    h = (h * 0xC2B2AE35) & M32
+    return h ^ (h >> 16)
+
+
+def murmur3_uniform32(seed: torch.Tensor, pos: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """``u32 = RN32(hi16 * 2**-16 + (lo16 + 0.5) * 2**-32)`` of ``h32(.., 0)``: float32 (the sum is
+    exact in float64, rounded once)."""
+    r = murmur3_hash32(seed, pos, offset)
+    return ((r >> 16).to(torch.float64) * 2.0**-16 + ((r & 0xFFFF).to(torch.float64) + 0.5) * 2.0**-32).to(torch.float32)
+
+
+def murmur3_uniform64(seed: torch.Tensor, pos: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """``u64 = RN64(r53 + 0.5) * 2**-53``, ``r53 = ((h32(.., 0x9E3779B9) << 32) | h32(.., 0)) >>
+    11``, ``1.0`` replaced by ``1 - 2**-53``: float64."""
+    lo, hi = murmur3_hash32(seed, pos, offset), murmur3_hash32(seed, pos, offset, HI_DOMAIN)
+    r53 = (hi << 21) | (lo >> 11)  # the 64-bit word shifted right by 11, without an int64 sign
+    u = (r53.to(torch.float64) + 0.5) * 2.0**-53
+    return torch.where(u == 1.0, u - 2.0**-53, u)
+
+
+_SERIES = [float(np.float32(1.0 / k)) for k in (7, 6, 5, 4, 3, 2)] + [1.0]
+
+
+def gumbel_noise32(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float32 path's noise ``n = -log(-L(u))`` (``L(u) = -u P(u)`` below 0.25, ``P`` the
+    degree-7 Horner polynomial of float32 coefficients ``1/k`` ending in ``0.125``, else
+    ``log(max(1 - u, 2**-24))``), float64, and its bound ``2**-19 + 2**-20 |n|``."""
+    u = u.to(torch.float32).to(torch.float64)
+    poly = torch.full_like(u, 0.125)
+    for c in _SERIES:
+        poly = c + u * poly
+    L = torch.where(u < 0.25, -u * poly, torch.clamp(1.0 - u, min=2.0**-24).log())
+    n = -(-L).log()
+    return n, 2.0**-19 + 2.0**-20 * n.abs()
+
+
+def gumbel_noise64(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float64 path's noise ``-log(-log(u))`` and its bound ``2**-48 (1 + |n|)``."""
+    n = -(-u.to(torch.float64).log()).log()
+    return n, 2.0**-48 * (1.0 + n.abs())
+
+
+def gumbel_sample_rows(logits: torch.Tensor, state: torch.Tensor, seeds: torch.Tensor, pos: torch.Tensor,
+                       temperature: torch.Tensor, apply_temperature: bool, is_drafting: bool, use_fp64: bool,
+                       vocab_size: int | None = None, block: int = 1024) -> dict[str, torch.Tensor]:  # fmt: skip
+    """§29.1 (the target's sampling and the drafter's, its cache aside) for a block of rows:
+    ``logits`` ``[rows, W]`` as given, ``state`` int64 ``[rows]`` (``-1``: a padded drafter
+    row: temperature 0, seed 0), ``seeds`` int64 and ``temperature`` float32 of the state rows,
+    ``pos`` int64 ``[rows]``. Lane ``v`` of block ``b``: ``x_v`` (``-inf`` past ``V``), divided by
+    ``T`` when ``apply_temperature`` and ``T != 0`` (bound ``2**-22 |x_v|``); with ``T != 0``
+    ``g_v = x_v + n(u(seed, pos (+ 2**30 drafting), v))`` (bound plus the noise's and ``eps
+    |g_v|``), else ``g_v = x_v`` (exact).
+
+    Per row and block (``[rows, NB]``): ``nominal``, the first lane of greatest ``g`` (global
+    id); ``settled``, whether the winner is fixed (one candidate, or all candidates exact); the
+    candidates ``cand`` (``[rows, NB, block]``: lanes whose upper bound reaches the greatest
+    lower bound, a window's outcomes), with each lane's ``g`` and bound ``e`` (float64)."""
+    rows, W = logits.shape
+    V = W if vocab_size is None else int(vocab_size)
+    nb = -(-V // block)
+    dev = logits.device
+    valid = state >= 0
+    s = torch.where(valid, state, torch.zeros_like(state))
+    t = torch.where(valid, temperature.to(torch.float32)[s], torch.zeros((), dtype=torch.float32, device=dev))
+    seed = torch.where(valid, seeds.to(torch.int64)[s], torch.zeros_like(s))
+    x32 = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=dev)
+    x32[:, :V] = logits[:, :V].to(torch.float32)
+    noisy = t != 0
+    divide = noisy if apply_temperature else torch.zeros_like(noisy)
+    tt = torch.where(divide, t, torch.ones_like(t))[:, None]
+    x = torch.where(divide[:, None], (x32 / tt).to(torch.float64), x32.to(torch.float64))
+    xe = torch.where(divide[:, None] & torch.isfinite(x), 2.0**-22 * x.abs(), torch.zeros_like(x))
+    lanes = torch.arange(nb * block, device=dev, dtype=torch.int64)
+    p = pos.to(torch.int64) + (DRAFT_NOISE_SALT if is_drafting else 0)
+    if use_fp64:
+        noise, ne = gumbel_noise64(murmur3_uniform64(seed[:, None], p[:, None], lanes[None, :]))
+        eps = 2.0**-53
+    else:
+        noise, ne = gumbel_noise32(murmur3_uniform32(seed[:, None], p[:, None], lanes[None, :]))
+        eps = 2.0**-24
+    g = torch.where(noisy[:, None], x + noise, x)
+    e = torch.where(noisy[:, None], xe + ne + eps * g.abs(), xe)
+    masked = lanes[None, :] >= V
+    g = torch.where(masked, torch.full_like(g, float("-inf")), g)
+    e = torch.where(masked | ~torch.isfinite(g), torch.zeros_like(e), e)
+    g, e = g.view(rows, nb, block), e.view(rows, nb, block)
+    lo, hi = g - e, g + e
+    cand = hi >= lo.amax(-1, keepdim=True)
+    first = g.argmax(-1)  # the first of the maxima
+    settled = (cand.sum(-1) == 1) | torch.where(cand, e == 0, torch.ones_like(cand)).all(-1)
+    base = torch.arange(nb, device=dev, dtype=torch.int64) * block
+    return {"nominal": first + base, "settled": settled, "cand": cand, "g": g, "e": e}
+
+
+def gumbel_mismatches(res: dict[str, torch.Tensor], local_argmax: torch.Tensor, local_max: torch.Tensor,
+                      block: int = 1024) -> torch.Tensor:  # fmt: skip
+    """Elements of ``local_argmax`` and ``local_max`` (``[rows, NB]``, as the run left them) not
+    as §29.1 allows given :func:`gumbel_sample_rows`'s ``res``: the argmax a candidate of its
+    block (the nominal winner where it is settled), the maximum within its bound (plus half a
+    step of its dtype) of that lane's ``g`` (exact where the bound is 0). A device scalar."""
+    rows, nb = local_argmax.shape
+    base = torch.arange(nb, device=local_argmax.device, dtype=torch.int64) * block
+    k = local_argmax.to(torch.int64) - base
+    inside = (k >= 0) & (k < block)
+    kk = torch.where(inside, k, torch.zeros_like(k))
+    in_cand = inside & res["cand"].gather(-1, kk[..., None])[..., 0]
+    ok_arg = in_cand & (~res["settled"] | (local_argmax.to(torch.int64) == res["nominal"]))
+    c = torch.where(in_cand, kk, res["nominal"] - base)
+    val = res["g"].gather(-1, c[..., None])[..., 0]
+    bound = res["e"].gather(-1, c[..., None])[..., 0]
+    step = _ulp32(val) if local_max.dtype == torch.float32 else _ulp64(val)
+    bound = torch.where(bound > 0, bound + 0.5 * step, bound)
+    want = val.to(local_max.dtype)
+    same = local_max == want
+    near = (local_max.to(torch.float64) - val).abs() <= bound
+    ok_max = torch.where(bound > 0, near | same, same)
+    return (~ok_arg).sum() + (~ok_max).sum()
+
+
+def _ulp64(x: torch.Tensor) -> torch.Tensor:
+    a = x.abs().to(torch.float64)
+    step = torch.nextafter(a, torch.full_like(a, float("inf"))) - a
+    return torch.where(torch.isfinite(step) & torch.isfinite(a), step, torch.zeros_like(step))

@@ -19,6 +19,7 @@ from eaglefuzz.harness.targets import TARGETS
 pytestmark = pytest.mark.kernel
 
 TK, ST, CL = "_temperature_kernel", "_compute_local_logits_stats_kernel", "_compute_cumulative_log_p_kernel"
+GS = "_gumbel_sample_kernel"
 LIMIT = 1 << 12
 
 
@@ -31,6 +32,7 @@ def _wrap(line: str, ptr: str, row: str, stride: str, into: str | None = None) -
 
 WRAPS = {
     TK: _wrap("    token_idx = tl.program_id(0).to(tl.int64)\n", "logits_ptr", "token_idx", "logits_stride"),
+    GS: _wrap("    token_idx = tl.program_id(0).to(tl.int64)\n", "logits_ptr", "token_idx", "logits_stride"),
     ST: _wrap("    logit_idx = tl.program_id(0).to(tl.int64)\n", "target_logits_ptr", "logit_idx", "target_logits_stride"),
     CL: (*_wrap("        logit_idx = start_idx + step\n", "target_logits_ptr", "logit_idx", "target_logits_stride",
                 "wrapped_ptr"), ("                    target_logits_ptr,\n", "                    wrapped_ptr,\n")),
@@ -39,7 +41,7 @@ WRAPS = {
 ``2 * LIMIT`` for a row past it), as vLLM 0.24.0's int32 row offsets (``token_idx *
 logits_stride``, ``logit_idx * target_logits_stride``) wrap at ``2**31``."""
 SCALED = tuple(WRAPS)
-TABLE = {TK: "logits", ST: "target_logits", CL: "target_logits"}
+TABLE = {TK: "logits", GS: "logits", ST: "target_logits", CL: "target_logits"}
 
 
 @pytest.fixture
@@ -136,7 +138,7 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low
     case = finding.case
     table = case.arrays[TABLE[name]]
     n, W = table.shape
-    last = n - 1 if name == TK else n - 2  # the stats kernel's last row is a bonus row (read by none)
+    last = n - 1 if name in (TK, GS) else n - 2  # a chain kernel's last row is a bonus row (no draft read)
     assert last * W >= LIMIT > (last - 1) * W  # one row past the limit, no more
     assert np.count_nonzero(table) == 1
     text = finding.reproducer()
@@ -146,7 +148,7 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low
     assert_case(case, source="vllm-release:0.33.0")
 
 
-HAZARD = {TK: "divided_by_own_temperature", ST: "maxima_of_own_row", CL: "ratio_of_own_rows"}
+HAZARD = {TK: "divided_by_own_temperature", GS: "greedy_of_own_row", ST: "maxima_of_own_row", CL: "ratio_of_own_rows"}
 
 
 @pytest.mark.parametrize("name", SCALED)
@@ -167,7 +169,7 @@ def test_audit_reports_the_int32_flat_index_hazard(name, low_limit, needs, backe
     result = audit_target(name, wrapping, "cpu", scale=tiny, examples=2)
     (h,) = [h for h in result.hazards if h.prop.name == HAZARD[name]]
     assert h.prop.hazard_class == "int32_flat_index" and h.reachable_in_production
-    assert "past 2**31" in h.detail and ("PR #46560" if name == TK else "PR #47383") in h.report()
+    assert "past 2**31" in h.detail and ("PR #46560" if name in (TK, GS) else "PR #47383") in h.report()
     clean = implementations_for(parse_source("vllm-release:0.33.0"), [name])[name]
     assert HAZARD[name] in audit_target(name, clean, "cpu", scale=tiny, examples=2).holds
 
@@ -199,7 +201,7 @@ def test_scale_cases_reach_the_feature_at_full_size(name):
     assert first < n <= first + 17
     assert "row_offset_past_2_31" in TARGETS[name].features_of(case)
     for m in dt.scale_minimal(case):
-        assert m.arrays[TABLE[name]].shape[0] == first + (1 if name == TK else 2)
+        assert m.arrays[TABLE[name]].shape[0] == first + (1 if name in (TK, GS) else 2)
         assert "row_offset_past_2_31" in TARGETS[name].features_of(m)
 
 
@@ -243,3 +245,42 @@ def test_the_stats_torch_oracle_is_the_contract(backend):
             assert np.all(np.abs(e[w][~exact].astype(np.float64) - want[~exact]) <= np.maximum(b[w], bound)[~exact]), k
         assert np.array_equal(b[w] > 0, bound > 0), k
         assert np.all(b[w] <= 2 * bound + 1e-30) and np.all(bound <= 2 * b[w] + 1e-30), k
+
+
+def test_the_gumbel_torch_oracle_is_the_contract(backend):
+    """``tensor_ops_v2``'s murmur3 noise is the NumPy oracle's bit for bit (any int64 seeds and
+    positions); ``gumbel_sample_rows`` accepts the NumPy oracle's winners and maxima on random
+    rows (random, greedy, masked blocks; both noise paths; temperature applied or not) and
+    rejects a winner one lane off and a maximum moved past its bound."""
+    import torch
+
+    from eaglefuzz.oracles import tensor_ops_v2 as t
+    from eaglefuzz.oracles import vectorized_v2_verify as o
+
+    rng = np.random.default_rng(0)
+    seed = rng.integers(-(2**63), 2**63 - 1, 500, dtype=np.int64, endpoint=True)
+    pos, off = rng.integers(0, 2**40, 500), rng.integers(0, 262144, 500)
+    ts = [torch.from_numpy(v) for v in (seed, pos, off)]
+    assert np.array_equal(o.murmur3_hash32(seed, pos, off).astype(np.int64), t.murmur3_hash32(*ts).numpy())
+    assert np.array_equal(o.murmur3_uniform32(seed, pos, off), t.murmur3_uniform32(*ts).numpy())
+    assert np.array_equal(o.murmur3_uniform64(seed, pos, off), t.murmur3_uniform64(*ts).numpy())
+    for fp64, apply in ((False, False), (True, True)):
+        T, V = 6, 2100
+        x = (rng.standard_normal((T, V)) * 3).astype(np.float32)
+        x[2] = 0
+        x[3, 1024:2048] = -np.inf
+        rows = np.array([0, 1, 2, 3, 4, 0])
+        temp = np.array([0.7, 1.0, 0.0, 1.3, 0.5], np.float32)
+        seeds = rng.integers(-(2**63), 2**63 - 1, 5, dtype=np.int64, endpoint=True)
+        p = rng.integers(0, 5000, T)
+        nb = -(-V // 1024)
+        la, lm = np.zeros((T, nb), np.int64), np.zeros((T, nb), np.float64 if fp64 else np.float32)
+        st = o.gumbel_sample(local_argmax=la, local_max=lm, logits=x, expanded_idx_mapping=rows, seeds=seeds, pos=p,
+                             temperature=temp, apply_temperature=apply, is_drafting=False, use_fp64=fp64, logits_cache=None,
+                             logits_cache_col=None, logits_cache_source=None)
+        assert not st.windows
+        res = t.gumbel_sample_rows(*(torch.from_numpy(v) for v in (x, rows, seeds, p, temp)), apply, False, fp64)
+        assert int(t.gumbel_mismatches(res, torch.from_numpy(la), torch.from_numpy(lm))) == 0
+        la[0, 0] += 1
+        lm[1, 1] = lm[1, 1] + max(1e-3, abs(float(lm[1, 1])) * 1e-4)
+        assert int(t.gumbel_mismatches(res, torch.from_numpy(la), torch.from_numpy(lm))) == 2
