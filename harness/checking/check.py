@@ -248,7 +248,7 @@ def _checked_at_scale(case: Case) -> bool:
 
     dt = device_targets().get(case.kernel)
     return (dt is not None and dt.scale and dt.checked_on == "record" and bool(target.scale_features)
-            and bool(set(target.scale_features) & dt.reached(case)))
+            and bool(set(target.scale_features) & dt.reached(case)) and dt.checks_at_scale(case))
 
 
 def _scale_check(case: Case, impl: object, device: str) -> Outcome:

@@ -130,6 +130,11 @@ class DeviceTarget:
         Targets checked on the device check a scale case in :class:`Arenas` instead."""
         raise NotImplementedError(f"{self.name}: no production-scale check")
 
+    def checks_at_scale(self, case: Case) -> bool:
+        """Whether :meth:`scale_check` takes ``case`` (a case of the kind :meth:`scale_case`
+        draws; the others go through the record's check)."""
+        return True
+
     def reached(self, case: Case) -> frozenset[str]:
         """The features ``case`` reaches, as the run's coverage counts them (a production-scale
         case's at least; by default all of the record's)."""

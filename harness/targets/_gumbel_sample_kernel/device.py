@@ -121,6 +121,10 @@ class _Device(RecordDevice):
             return frozenset({"row_offset_past_2_31"})
         return TARGET.features_of(case)
 
+    def checks_at_scale(self, case: Case) -> bool:
+        """The target's sampling (no cache): the drafter's goes through the record's check."""
+        return "logits_cache" not in case.arrays
+
     def scale_check(self, impl: Any, case: Case, device: str, confirm: bool) -> tuple[int, int, Outcome | None]:
         """``case`` (a production-scale sampling step without a cache) run on ``device`` and
         checked there, a block of rows at a time, against the torch oracle (every block's
