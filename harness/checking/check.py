@@ -25,7 +25,7 @@ from ..sources import (
     parse_source,
 )
 from ..sources.triton_backend import select_backend
-from ..targets import TARGETS, ContractViolation, Outcome
+from ..targets import TARGETS, ContractViolation, Outcome, has_role, role
 from .costs import limits_needed, time_limit
 
 
@@ -235,6 +235,12 @@ def check_case(
     return None if outcome.ok else Finding(case, outcome, impls.origin[case.kernel], tier=tier)
 
 
+def device_role(name: str) -> Any:
+    """Target ``name``'s device role (its folder's ``DEVICE``; imported now: it imports torch),
+    or ``None``."""
+    return role(name, "device").DEVICE if has_role(name, "device") else None
+
+
 def _checked_at_scale(case: Case) -> bool:
     """Whether ``case`` is a production-scale case (a scale feature of its target reached) of a
     target whose record's check cannot hold it on the host (its device role checks such a case
@@ -244,9 +250,7 @@ def _checked_at_scale(case: Case) -> bool:
     target = TARGETS[case.kernel]
     if not target.scale_features or not any(past_limit(a.size - 1) for a in case.arrays.values()):
         return False
-    from .device_mode import device_targets
-
-    dt = device_targets().get(case.kernel)
+    dt = device_role(case.kernel)
     return (dt is not None and dt.scale and dt.checked_on == "record" and bool(target.scale_features)
             and bool(set(target.scale_features) & dt.reached(case)) and dt.checks_at_scale(case))
 
@@ -255,9 +259,7 @@ def _scale_check(case: Case, impl: object, device: str) -> Outcome:
     """The device role's check of production-scale ``case`` (a torch oracle on the device, the
     NumPy and Numba oracles on the rows that matter), as an outcome: its differences, or an
     oracle disagreement where the device saw one and the NumPy and Numba oracles did not."""
-    from .device_mode import device_targets
-
-    dt = device_targets()[case.kernel]
+    dt = device_role(case.kernel)
     try:
         bad, _, outcome = dt.scale_check(impl, case, device, True)
     except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
