@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..core.case import Case
+from ..core.compare import Difference
 from ..core.exitcodes import EXIT_DEVICE_LOST
 from ..core.interrupts import checkpoint, count, received_since
 from ..generation.strategies import Scale
@@ -24,7 +25,7 @@ from ..sources import (
     parse_source,
 )
 from ..sources.triton_backend import select_backend
-from ..targets import TARGETS, ContractViolation, Outcome
+from ..targets import TARGETS, ContractViolation, Outcome, has_role, role
 from .costs import limits_needed, time_limit
 
 
@@ -214,11 +215,12 @@ def check_case(
     tier = target.tier_of(case, domain)
     device = device_for(impls.source, device)
     signals_before = count()
+    check = _scale_check if _checked_at_scale(case) else target.check
     if journal is None:
-        outcome = target.check(case, impls[case.kernel], device)
+        outcome = check(case, impls[case.kernel], device)
     else:
         with journal.running(case, time_limit(case, compiled=device != "cpu")):
-            outcome = target.check(case, impls[case.kernel], device)
+            outcome = check(case, impls[case.kernel], device)
     if received_since(signals_before) is not None:
         # A signal came while the case ran, and the code under test swallowed the interrupt
         # (or turned it into an error): an interruption, never a finding against it.
@@ -231,6 +233,43 @@ def check_case(
         journal.abandon(case, f"the device became unusable: {outcome.crash}")
         os._exit(EXIT_DEVICE_LOST)
     return None if outcome.ok else Finding(case, outcome, impls.origin[case.kernel], tier=tier)
+
+
+def device_role(name: str) -> Any:
+    """Target ``name``'s device role (its folder's ``DEVICE``; imported now: it imports torch),
+    or ``None``."""
+    return role(name, "device").DEVICE if has_role(name, "device") else None
+
+
+def _checked_at_scale(case: Case) -> bool:
+    """Whether ``case`` is a production-scale case (a scale feature of its target reached) of a
+    target whose record's check cannot hold it on the host (its device role checks such a case
+    a block of rows at a time: Model Runner V2's verification, docs/CONTRACT.md §28-§35)."""
+    from ..targetkit.scale import past_limit
+
+    target = TARGETS[case.kernel]
+    if not target.scale_features or not any(past_limit(a.size - 1) for a in case.arrays.values()):
+        return False
+    dt = device_role(case.kernel)
+    return (dt is not None and dt.scale and dt.checked_on == "record" and bool(target.scale_features)
+            and bool(set(target.scale_features) & dt.reached(case)) and dt.checks_at_scale(case))
+
+
+def _scale_check(case: Case, impl: object, device: str) -> Outcome:
+    """The device role's check of production-scale ``case`` (a torch oracle on the device, the
+    NumPy and Numba oracles on the rows that matter), as an outcome: its differences, or an
+    oracle disagreement where the device saw one and the NumPy and Numba oracles did not."""
+    dt = device_role(case.kernel)
+    try:
+        bad, _, outcome = dt.scale_check(impl, case, device, True)
+    except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+        return Outcome().crashed(exc, device)
+    outcome = outcome if outcome is not None else Outcome()
+    if bad and outcome.ok:
+        outcome.oracle_disagreements.append(Difference(
+            case.kernel, None, "the kernel's outputs (the NumPy and Numba oracles agree with them on the rows they check)",
+            f"{bad} element(s) not as expected", None, "device oracle", "torch oracle (oracles/tensor_ops_v2.py)"))
+    return outcome
 
 
 def warm_oracles(names: list[str]) -> None:

@@ -132,6 +132,20 @@ class DeviceTarget:
         minimised to (the first that still fails)."""
         return []
 
+    def scale_check(self, impl: Any, case: Case, device: str, confirm: bool) -> tuple[int, int, Any]:
+        """A target checked by its record (:class:`RecordDevice`): production-scale ``case`` run
+        on ``device`` and checked there without a host copy of its tables (a torch oracle, a
+        block of rows at a time: :mod:`.scale_rows`). Returns the elements not as expected, the
+        elements verified, and, with ``confirm`` and a difference, the outcome of the NumPy and
+        Numba oracles on the rows that matter (an :class:`~.base.Outcome`; ``None`` otherwise).
+        Targets checked on the device check a scale case in :class:`Arenas` instead."""
+        raise NotImplementedError(f"{self.name}: no production-scale check")
+
+    def checks_at_scale(self, case: Case) -> bool:
+        """Whether :meth:`scale_check` takes ``case`` (a case of the kind :meth:`scale_case`
+        draws; the others go through the record's check)."""
+        return True
+
     def reached(self, case: Case) -> frozenset[str]:
         """The features ``case`` reaches, as the run's coverage counts them (a production-scale
         case's at least; by default all of the record's)."""

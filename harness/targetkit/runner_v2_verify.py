@@ -473,15 +473,22 @@ def check_temperature(a: Mapping[str, np.ndarray], tier: Tier) -> np.ndarray:
 def check_logits(x: np.ndarray, name: str, rows: np.ndarray, V: int, tier: Tier, *, masked: bool) -> None:  # noqa: N803
     """``x[rows, :V]`` finite, or ``-inf`` where masked (``masked``: a random row keeps at least
     one finite logit); the extended tier: ``+-inf`` anywhere, no NaN."""
-    v = x[rows, :V]
-    if np.isnan(v).any():
-        raise ContractViolation(f"arrays.{name}", "must hold no NaN where it is read")
-    if tier == EXTENDED:
-        return
-    if np.isposinf(v).any() or (not masked and np.isneginf(v).any()):
-        raise ContractViolation(f"arrays.{name}", "must be finite where read" + (" or -inf (masked)" if masked else ""))
-    if masked and len(v) and np.any(np.all(np.isneginf(v), axis=1)):
-        raise ContractViolation(f"arrays.{name}", "a row must keep a finite logit (top-k keeps one)")
+    rows = np.asarray(rows)
+    step = max(1, CHECK_BLOCK // max(1, V))  # a production-scale table (8 GiB) a block of rows at a time
+    for k in range(0, len(rows), step):
+        v = x[rows[k : k + step], :V]
+        if np.isnan(v).any():
+            raise ContractViolation(f"arrays.{name}", "must hold no NaN where it is read")
+        if tier == EXTENDED:
+            continue
+        if np.isposinf(v).any() or (not masked and np.isneginf(v).any()):
+            raise ContractViolation(f"arrays.{name}", "must be finite where read" + (" or -inf (masked)" if masked else ""))
+        if masked and len(v) and np.any(np.all(np.isneginf(v), axis=1)):
+            raise ContractViolation(f"arrays.{name}", "a row must keep a finite logit (top-k keeps one)")
+
+
+CHECK_BLOCK = 1 << 24
+"""Elements of a table the rules look at at once."""
 
 
 def features_of_step(a: Mapping[str, np.ndarray], K: int) -> dict[str, bool]:
@@ -609,23 +616,35 @@ def check_stats(a: Mapping[str, np.ndarray], eidx: np.ndarray, elp: np.ndarray, 
     if not len(rows) and not len(g):
         return
     nb = cdiv(V, STATS_BLOCK)
-    n = len(eidx)
-    outs = {k: np.full((n, nb), -1 if k == "target_local_argmax" else np.nan, dtype=I64 if k == "target_local_argmax" else F32)
-            for k in STATS}  # fmt: skip
     dl = a.get("draft_logits")
-    st = o.compute_local_logits_stats(**outs, target_logits=a["target_logits"], draft_logits=dl, expanded_idx_mapping=eidx,
-                                      expanded_local_pos=elp.astype(np.int32), temperature=a["temperature"], vocab_size=V)
+    # §30's oracle on the rows looked at alone (a production-scale step: thousands of rows of
+    # 262144 logits), each followed by a copy of it in a greedy state row of its own (a row
+    # the oracle reads as drafted, not as its request's bonus row)
+    sel = np.unique(np.concatenate([np.asarray(rows, np.int64), g]))
+    pick = {int(j): 2 * i for i, j in enumerate(sel)}
+    x = np.repeat(np.asarray(a["target_logits"])[sel], 2, axis=0)
+    t = np.append(a["temperature"], np.float32(0))
+    e2 = np.repeat(np.asarray(eidx, np.int64)[sel], 2)
+    e2[1::2] = len(t) - 1
+    l2 = np.repeat(np.asarray(elp, np.int64)[sel], 2)
+    l2[1::2] = 1
+    outs = {k: np.full((len(x), nb), -1 if k == "target_local_argmax" else np.nan,
+                       dtype=I64 if k == "target_local_argmax" else F32) for k in STATS}  # fmt: skip
+    st = o.compute_local_logits_stats(**outs, target_logits=x, draft_logits=dl, expanded_idx_mapping=e2,
+                                      expanded_local_pos=l2.astype(np.int32), temperature=t, vocab_size=V)
+    gi = np.array([pick[int(j)] for j in g], np.int64)
+    ri = np.array([pick[int(j)] for j in rows], np.int64)
     for k in ("target_local_argmax", "target_local_max"):
-        if len(g) and not np.array_equal(a[k][g, :nb], outs[k][g]):
-            j = int(g[np.flatnonzero(np.any(a[k][g, :nb] != outs[k][g], axis=1))[0]])
+        if len(g) and not np.array_equal(a[k][g, :nb], outs[k][gi]):
+            j = int(g[np.flatnonzero(np.any(a[k][g, :nb] != outs[k][gi], axis=1))[0]])
             raise ContractViolation(f"arrays.{k}", f"must be §30's greedy statistics of row {j} (its block argmaxes "
                                     "and maxima, exactly)")
     for k in STATS[1:]:
         if k.startswith("draft") and dl is None:
             continue
         got = a[k][rows, :nb].astype(np.float64)
-        want = outs[k][rows].astype(np.float64)
-        tol = st.bounds[k][rows] + 1e-30
+        want = outs[k][ri].astype(np.float64)
+        tol = st.bounds[k][ri] + 1e-30
         with np.errstate(invalid="ignore"):
             ok = (got == want) | (np.abs(got - want) <= tol)
         if not ok.all():

@@ -479,7 +479,8 @@ def _scale_finding(case: Case, v: Verdict, origin: object) -> Finding:
     outcome = Outcome()
     outcome.oracle_disagreements.append(Difference(
         case.kernel, None, "the kernel's outputs (the NumPy and Numba oracles agree with them)",
-        f"{v.bad} element(s) not as expected", None, "device oracle", "torch oracle (oracles/tensor_ops.py), scale lane"))
+        f"{v.bad} element(s) not as expected", None, "device oracle",
+        f"torch oracle (oracles/{'tensor_ops_v2' if TARGETS[case.kernel].runner == 'V2' else 'tensor_ops'}.py), scale lane"))
     return Finding(case, outcome, origin)
 
 

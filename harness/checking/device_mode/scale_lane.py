@@ -8,7 +8,11 @@ of a target, kept for the next ones) that draws the case from its seed with NumP
 the device as the device campaign runs its cases (the torch oracle, the guarded buffers of
 :class:`~...targetkit.device.Arenas`, whose poison before a large table catches a wrapped read
 the same way every time), and answers with its verdict. A difference is confirmed in the lane
-by the ordinary check (:func:`~..check.check_case`: the NumPy and Numba oracles). A fault ends
+by the ordinary check (:func:`~..check.check_case`: the NumPy and Numba oracles); a target checked
+by its record (Model Runner V2's verification) checks a scale case by its own
+:meth:`~...targetkit.device.DeviceTarget.scale_check` instead (a torch oracle a block of rows at a
+time on the device, the NumPy and Numba oracles on the rows that matter: no host copy of a
+table of 8 GiB). A fault ends
 the lane: the campaign records a ``crash`` finding of that case and starts a new lane for the
 next one; a lane that does not answer within its time limit is killed (a ``hang``).
 
@@ -222,6 +226,22 @@ def _serve() -> None:  # pragma: no cover - runs in the child; tests/test_scale.
         case = scale_case(name, seed, int(req["example"]), req.get("minimal"))
         _log(t0, f"{req}: drawn, {', '.join(f'{n} {list(a.shape)}' for n, a in case.arrays.items() if a.ndim > 1)}")
         reply: dict[str, Any] = {"features": _reached(dt, case)}
+        if dt.checked_on == "record":  # a block of rows at a time on the device; confirmed on the rows that matter
+            try:
+                reply["bad"], reply["tokens"], outcome = dt.scale_check(impl, case, device, bool(req.get("confirm")))
+                _log(t0, f"device check: {reply['bad']} element(s) not as expected")
+            except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+                outcome = Outcome().crashed(exc, device)
+                _log(t0, f"device check raised: {outcome.crash}")
+                reply |= {"crash": outcome.crash, "fatal": outcome.fatal}
+            if outcome is not None and (reply.get("bad") or outcome.crash):
+                reply["confirmed"] = True
+                if not outcome.ok:
+                    reply["outcome"] = base64.b64encode(pickle.dumps(outcome)).decode()
+            answer(reply)
+            if reply.get("fatal"):
+                return
+            continue
         try:
             reply["bad"], reply["tokens"] = _run_on_device(dt, impl, case, device)
             _log(t0, f"device check: {reply['bad']} element(s) not as expected")

@@ -11,7 +11,8 @@ import numpy as np
 
 from ...core.case import Case
 from ...targetkit.properties import Audit, Observation, Property, nothing_past_num_reqs
-from ...targetkit.runner_v2_verify import rows_of
+from ...targetkit.runner_v2_verify import draft_log_probs, rows_of
+from ...targetkit.scale import flat_limit
 
 
 def at_most_zero(case: Case, o: Observation) -> str | None:
@@ -47,12 +48,48 @@ def greedy_and_bonus_untouched(case: Case, o: Observation) -> str | None:
     return None
 
 
+def ratio_of_own_rows(case: Case, o: Observation) -> str | None:
+    """A random request with a draft row past ``2**31`` target logits has its own running joint
+    ratio (§31.1 from its rows' logits and statistics; within 1e-3 of its log)."""
+    a = case.arrays
+    first, d = rows_of(a["cu_num_logits"])
+    W = a["target_logits"].shape[1]
+    s = a["idx_mapping"].astype(np.int64)
+    v = o.out["cumulative_log_p"]
+    for r in range(len(first)):
+        rows = np.arange(first[r], first[r] + d[r])
+        if not d[r] or a["temperature"][s[r]] == 0 or int(rows[-1]) * W < flat_limit():
+            continue
+        tok = a["draft_sampled"][rows + 1].astype(np.int64)
+        ok = tok >= 0
+        lt, ld = draft_log_probs(a, rows[ok], np.arange(d[r])[ok], np.full(int(ok.sum()), s[r]), tok[ok])
+        L, k = 0.0, 0
+        for i, j in enumerate(rows):
+            if ok[i]:
+                L = min(L + float(lt[k] - ld[k]), 0.0)
+                k += 1
+            if not abs(float(v[j]) - L) <= 1e-3 * max(1.0, abs(L)):
+                return (f"request {r}, row {int(j)} (offset {int(j) * W}, past 2**31 in its request): joint log ratio "
+                        f"{float(v[j])!r}, its own rows give {L!r}: a row offset was not computed exactly (an int32 "
+                        "product wraps)")
+    return None
+
+
+INT32_FLAT_INDEX = (
+    "production reaches it: a block-verification step of more than 2**31 / V logits rows (8193 at V = 262144; "
+    "max_num_seqs x (1 + num_speculative_tokens) rows reach 16384) has target logits past 2**31 elements "
+    "(docs/CONTRACT.md §31.2; vLLM: vllm/v1/worker/gpu/spec_decode/rejection_sampler.py, RejectionSampler._verify)")
+"""Why production reaches the ``int32_flat_index`` hazard (README's hazard table)."""
+
 PROPERTIES: tuple[Property, ...] = (
     Property("at_most_zero", "every value written is at most 0 (a joint ratio of at most 1)", at_most_zero),
     Property("placeholder_carries", "a -1 draft carries the value before it", placeholder_carries),
     Property("greedy_and_bonus_untouched", "a greedy request's rows and every bonus row are never written",
              greedy_and_bonus_untouched),
     Property("nothing_past_the_buffer", "nothing is written outside cumulative_log_p", nothing_past_num_reqs),
+    Property("ratio_of_own_rows", "a random request with a row past 2**31 has its own running joint ratio",
+             ratio_of_own_rows, hazard_class="int32_flat_index", source="PR #46560, PR #47383",
+             rests_on=INT32_FLAT_INDEX),
 )
 """The properties, in the order the audit reports them."""
 

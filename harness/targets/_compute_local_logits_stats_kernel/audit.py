@@ -13,6 +13,7 @@ import numpy as np
 from ...core.case import Case
 from ...targetkit.properties import Audit, Observation, Property, nothing_past_num_reqs
 from ...targetkit.runner_v2_verify import STATS_BLOCK
+from ...targetkit.scale import flat_limit
 from .layout import requests
 
 
@@ -63,6 +64,29 @@ def bonus_rows_untouched(case: Case, o: Observation) -> str | None:
     return None
 
 
+def maxima_of_own_row(case: Case, o: Observation) -> str | None:
+    """Each drafted row whose offset ``j * stride`` lies past ``2**31`` has its own blocks'
+    maxima (greedy and random rows alike: exact)."""
+    g, r, _, V = _rows(case)
+    x = case.arrays["target_logits"]
+    W = x.shape[1]
+    for j in np.flatnonzero(g | r):
+        if j * W < flat_limit():
+            continue
+        for b in range(o.out["target_local_max"].shape[1]):
+            m, want = o.out["target_local_max"][j, b], x[j, b * STATS_BLOCK : min(V, (b + 1) * STATS_BLOCK)].max()
+            if not (m == want or (np.isnan(m) and np.isnan(want))):
+                return (f"row {j} (offset {j * W}, past 2**31), block {b}: maximum {float(m)!r}, not its own block's "
+                        f"{float(want)!r}: the row offset was not computed exactly (an int32 product wraps)")
+    return None
+
+
+INT32_FLAT_INDEX = (
+    "production reaches it: a verification step of more than 2**31 / V logits rows (8193 at V = 262144; "
+    "max_num_seqs x (1 + num_speculative_tokens) rows reach 16384) has target logits past 2**31 elements "
+    "(docs/CONTRACT.md §30.2; vLLM: vllm/v1/worker/gpu/spec_decode/rejection_sampler.py, RejectionSampler._verify)")
+"""Why production reaches the ``int32_flat_index`` hazard (README's hazard table)."""
+
 PROPERTIES: tuple[Property, ...] = (
     Property("argmax_holds_the_maximum", "a greedy row's block argmax is a token of the block holding its maximum",
              argmax_holds_the_maximum),
@@ -70,6 +94,9 @@ PROPERTIES: tuple[Property, ...] = (
              sums_in_range),
     Property("bonus_rows_untouched", "a bonus row's statistics are never written", bonus_rows_untouched),
     Property("nothing_past_the_buffers", "nothing is written outside the statistics", nothing_past_num_reqs),
+    Property("maxima_of_own_row", "a drafted row whose offset lies past 2**31 has its own blocks' maxima",
+             maxima_of_own_row, hazard_class="int32_flat_index", source="PR #47383, PR #46560",
+             rests_on=INT32_FLAT_INDEX),
 )
 """The properties, in the order the audit reports them."""
 

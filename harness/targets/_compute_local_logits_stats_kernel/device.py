@@ -1,16 +1,205 @@
-"""``_compute_local_logits_stats_kernel`` on the device (docs/CONTRACT.md §30): production batches drawn by its
-record and checked there by its record's check (:class:`~...targetkit.device.RecordDevice`)."""
+"""``_compute_local_logits_stats_kernel`` on the device (docs/CONTRACT.md §30): production batches
+drawn by its record and checked there by its record's check
+(:class:`~...targetkit.device.RecordDevice`), and production-scale steps whose target logits pass
+``2**31`` elements (the int32 row offset ``logit_idx * target_logits_stride`` of vLLM up to
+0.24.0's ``_compute_block_stats_kernel``, fixed by #47383; #46560 is the same class in the
+sampler), checked on the device a block of rows at a time against the torch oracle
+(:func:`~eaglefuzz.oracles.tensor_ops_v2.local_logits_stats_rows`) and confirmed by the NumPy and
+Numba oracles on the live request (:mod:`~...targetkit.scale_rows`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+import torch
+
+from ....oracles import tensor_ops_v2
+from ...core.case import Case
+from ...targetkit.base import Outcome
 from ...targetkit.device import RecordDevice
+from ...targetkit.device_draws import lazy_full, scale_vocab
+from ...targetkit.runner_v2_verify import STATS, STATS_BLOCK, cdiv
+from ...targetkit.scale import flat_limit, past_limit
+from ...targetkit.scale_rows import (
+    DeviceOutput,
+    DeviceTable,
+    bonus_rows,
+    confirm_rows,
+    guard_difference,
+    minimal_request_rows,
+    scale_request_rows,
+)
+from .layout import NAME
 from .record import TARGET
+
+K = 16
+"""Speculative steps of a scale step (``num_speculative_tokens``: vLLM's most)."""
+
+
+def first_row(V: int) -> int:  # noqa: N803
+    """The first logits row whose offset ``j * V`` an int32 cannot hold."""
+    return -(-flat_limit() // V)
+
+
+def _step(counts: list[int], V: int, temperature: np.ndarray, with_draft: bool) -> Case:  # noqa: N803
+    """A step of requests of ``counts`` logits rows (state rows ``0 .. B-1``), zero logits (and a
+    zero drafter's cache ``[B, K, V]`` when ``with_draft``): the caller writes the live rows."""
+    B, n = len(counts), int(sum(counts))
+    arrays: dict[str, np.ndarray] = {"target_logits": lazy_full((n, V), np.float32)}
+    if with_draft:
+        arrays["draft_logits"] = lazy_full((B, K, V), np.float32)
+    arrays |= {"expanded_idx_mapping": np.repeat(np.arange(B, dtype=np.int64), counts),
+               "expanded_local_pos": np.concatenate([np.arange(c, dtype=np.int32) for c in counts]),
+               "temperature": np.asarray(temperature, dtype=np.float32)}
+    return Case(NAME, arrays, {"vocab_size": int(V)}, {})
+
+
+def scale_case(rng: np.random.Generator) -> Case:
+    """A production verification step just past ``2**31`` target logits (a current model's
+    vocabulary, ``max_num_seqs x (1 + K)`` rows): greedy requests of 16 drafts whose rows are
+    zeros up to a few rows before the limit, then the live request of 16 drafts across it,
+    greedy or random (temperature 0.7, 1 or 1.3), its rows random logits (a random row's top-k
+    masked to ``-inf`` now and then), with the drafter's cache (its rows random too) in half
+    the steps: 8 GiB of target logits (and as much cache), sparse."""
+    V = scale_vocab(rng)
+    counts = scale_request_rows(rng, first_row(V))
+    B = len(counts)
+    temperature = np.zeros(B, np.float32)
+    temperature[-1] = rng.choice([0.0, 0.7, 1.0, 1.3])
+    case = _step(counts, V, temperature, bool(rng.random() < 0.5))
+    a = case.arrays
+    live = slice(int(sum(counts[:-1])), None)
+    x = (rng.standard_normal((counts[-1], V)) * 3).astype(np.float32)
+    if temperature[-1] and rng.random() < 0.3:  # top-k: all but k logits of each row masked
+        keep = int(rng.integers(1, min(64, V) + 1))
+        np.put_along_axis(x, np.argsort(x, axis=1)[:, : V - keep], -np.inf, axis=1)
+    a["target_logits"][live] = x
+    if "draft_logits" in a:
+        a["draft_logits"][B - 1] = (rng.standard_normal((K, V)) * 3).astype(np.float32)
+    return case.replace(note="a production-scale step (eaglefuzz fuzz --mode device)")
+
+
+def minimal_scale_cases(case: Case) -> list[Case]:
+    """The smallest steps with a drafted row past ``2**31`` target logits of ``case``'s
+    vocabulary, a table of zeros, no drafter's cache: greedy requests of 17 rows up to the
+    limit, then one of one draft whose row (the first past the limit) holds a single logit 1
+    at its last column, greedy, then random (temperature 1), simplest first."""
+    V = case.scalars["vocab_size"]
+    counts = minimal_request_rows(first_row(V))
+    out = []
+    for t in (0.0, 1.0):
+        temperature = np.zeros(len(counts), np.float32)
+        temperature[-1] = t
+        m = _step(counts, V, temperature, False)
+        m.arrays["target_logits"][first_row(V), V - 1] = 1.0
+        out.append(m.replace(note="the int32 row offset past 2**31, minimised"))
+    return out
+
+
+def live_requests(case: Case) -> list[int]:
+    """The requests the NumPy and Numba oracles confirm a scale finding on: those with a row
+    at or past the limit, and the one before them."""
+    elp = case.arrays["expanded_local_pos"]
+    starts = np.flatnonzero(elp == 0)
+    ends = np.append(starts[1:], elp.size)
+    W = case.arrays["target_logits"].shape[1]
+    past = [r for r in range(starts.size) if past_limit(int(ends[r] - 1) * W)]
+    return list(range(max(0, (past[0] if past else starts.size) - 1), starts.size))
+
+
+def restrict(case: Case, keep: list[int]) -> tuple[Case, list[int]]:
+    """``case`` with only the requests ``keep`` (their rows, their state rows renumbered from
+    0: temperatures and drafter's cache rows alike), and the rows kept."""
+    a = case.arrays
+    elp = a["expanded_local_pos"]
+    starts = np.flatnonzero(elp == 0)
+    ends = np.append(starts[1:], elp.size)
+    rows = np.concatenate([np.arange(starts[r], ends[r]) for r in keep])
+    states = a["expanded_idx_mapping"][starts[keep]]
+    arrays = {"target_logits": np.array(a["target_logits"][rows])}
+    if "draft_logits" in a:
+        arrays["draft_logits"] = np.array(a["draft_logits"][states])
+    arrays |= {"expanded_idx_mapping": np.repeat(np.arange(len(keep), dtype=np.int64), ends[keep] - starts[keep]),
+               "expanded_local_pos": np.array(elp[rows]), "temperature": np.array(a["temperature"][states])}
+    return case.replace(arrays=arrays), rows.tolist()
 
 
 class _Device(RecordDevice):
-    name = "_compute_local_logits_stats_kernel"
+    name = NAME
     launch_names = TARGET.launch_names
     record = TARGET
+    scale = True
+
+    def scale_case(self, rng: np.random.Generator) -> Case:
+        return scale_case(rng)
+
+    def scale_minimal(self, case: Case) -> list[Case]:
+        return minimal_scale_cases(case)
+
+    def reached(self, case: Case) -> frozenset[str]:
+        """The scale feature alone at production scale (the others look at every row)."""
+        n, W = case.arrays["target_logits"].shape
+        if past_limit((n - 1) * W):
+            return frozenset({"row_offset_past_2_31"})
+        return TARGET.features_of(case)
+
+    def scale_check(self, impl: Any, case: Case, device: str, confirm: bool) -> tuple[int, int, Outcome | None]:
+        """``case`` (a production-scale step) run on ``device`` and checked there, a block of
+        rows at a time, against the torch oracle: every statistic (written within its bound,
+        untouched ones their sentinel), the guard bands, the inputs; with ``confirm``, a
+        difference is checked by the NumPy and Numba oracles on :func:`live_requests`."""
+        a = case.arrays
+        n, _ = a["target_logits"].shape
+        V = int(case.scalars["vocab_size"])
+        nb = cdiv(V, STATS_BLOCK)
+        tables = {name: DeviceTable(a[name], device) for name in ("target_logits", "draft_logits") if name in a}
+        small = {name: torch.from_numpy(a[name]).to(device) for name in ("expanded_idx_mapping", "expanded_local_pos",
+                                                                           "temperature")}
+        outs = {name: DeviceOutput((n, nb), torch.int64 if name == "target_local_argmax" else torch.float32, device)
+                for name in STATS}
+        views = {name: t.clone() for name, t in small.items()} | {name: t.view for name, t in tables.items()}
+        views |= {name: o.view for name, o in outs.items()}
+        views.setdefault("draft_logits", None)
+        TARGET.launch(impl, views, case)
+        if device != "cpu":
+            torch.cuda.synchronize()
+        written = {name: t.guard_writes() for name, t in tables.items()}
+        bad = sum(w for w, _ in written.values()) + sum(o.guard_writes() for o in outs.values())
+        bad += sum(t.changed() for t in tables.values())
+        bad += sum(int((views[name] != t).sum()) for name, t in small.items())
+        eidx, elp, temp = a["expanded_idx_mapping"], a["expanded_local_pos"], a["temperature"]
+        greedy = torch.from_numpy(temp[eidx] == 0).to(device)
+        bonus = bonus_rows(elp)
+        count = torch.zeros((), dtype=torch.int64, device=device)
+        draft = a.get("draft_logits")
+        for lo, hi in tables["target_logits"].blocks():
+            dr = None
+            if draft is not None:
+                read = ~bonus[lo:hi] & (temp[eidx[lo:hi]] != 0)
+                dr = torch.zeros((hi - lo, draft.shape[2]), dtype=torch.float32, device=device)
+                if read.any():
+                    dr[torch.from_numpy(read).to(device)] = torch.from_numpy(
+                        np.ascontiguousarray(draft[eidx[lo:hi][read], elp[lo:hi][read]])).to(device)
+            res = tensor_ops_v2.local_logits_stats_rows(
+                tables["target_logits"].rows(lo, hi), greedy[lo:hi], torch.from_numpy(bonus[lo:hi]).to(device), dr,
+                small["temperature"][small["expanded_idx_mapping"][lo:hi]], V, STATS_BLOCK)
+            for name, (w, e, b) in res.items():
+                count += outs[name].mismatches(lo, hi, w, e, b)
+            del res, dr
+        bad += int(count)
+        outcome = None
+        if confirm and bad:
+            restricted, rows = restrict(case, live_requests(case))
+            actual = {name: o.view[rows[0] : rows[-1] + 1].cpu().numpy() for name, o in outs.items()}
+            outcome = confirm_rows(TARGET, restricted, rows, actual, {name: o.sentinel for name, o in outs.items()})
+            for name, (w, at) in written.items():
+                if w:
+                    outcome.differences.insert(0, guard_difference(name, w, at, tables[name].poison))
+        del tables, outs
+        if device != "cpu":
+            torch.cuda.empty_cache()
+        return bad, n * nb * len(STATS), outcome
 
 
 DEVICE = _Device()

@@ -13,6 +13,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...targetkit.properties import Audit, Observation, Property, nothing_past_num_reqs
+from ...targetkit.scale import flat_limit
 from .layout import mode_of
 
 
@@ -70,6 +71,33 @@ def cache_holds_the_raw_logits(case: Case, o: Observation) -> str | None:
     return None
 
 
+def greedy_of_own_row(case: Case, o: Observation) -> str | None:
+    """A greedy row whose offset ``t * stride`` lies past ``2**31`` samples its own argmax (its
+    blocks' winners and maxima are its own logits')."""
+    a = case.arrays
+    x, rows = a["logits"], a["expanded_idx_mapping"]
+    T, W = x.shape
+    t_ = np.where(rows >= 0, a["temperature"][np.maximum(rows, 0)], 0)
+    la, lm = o.out["local_argmax"].reshape(T, -1), o.out["local_max"].reshape(T, -1)
+    for t in range(-(-flat_limit() // W), T):
+        if t_[t] != 0:
+            continue
+        for b in range(la.shape[1]):
+            blk = x[t, b * 1024 : min(W, (b + 1) * 1024)]
+            want = b * 1024 + int(np.argmax(blk))
+            if int(la[t, b]) != want or lm[t, b] != blk.max():
+                return (f"greedy row {t} (offset {t * W}, past 2**31), block {b}: winner {int(la[t, b])} of value "
+                        f"{float(lm[t, b])!r}, its own block's is {want} of {float(blk.max())!r}: the row offset was not "
+                        "computed exactly (an int32 product wraps)")
+    return None
+
+
+INT32_FLAT_INDEX = (
+    "production reaches it: a sampling step of more than 2**31 / V logits rows (8193 at V = 262144; vLLM's "
+    "max_num_seqs x (1 + num_speculative_tokens) rows reach 16384) has logits past 2**31 elements (docs/CONTRACT.md "
+    "§29.2; vLLM: vllm/v1/worker/gpu/sample/sampler.py, Sampler._sample_random)")
+"""Why production reaches the ``int32_flat_index`` hazard (README's hazard table)."""
+
 PROPERTIES: tuple[Property, ...] = (
     Property("winners_in_their_blocks", "each block's winner is a token of its block", winners_in_their_blocks),
     Property("sampled_token_allowed", "a row samples a token of finite logit whenever it has one", sampled_token_allowed),
@@ -77,6 +105,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cache_holds_the_raw_logits", "the drafter's cache holds each row's raw logits at its state row and "
              "column, and is untouched elsewhere", cache_holds_the_raw_logits),
     Property("nothing_past_the_buffers", "nothing is written outside the outputs and the cache", nothing_past_num_reqs),
+    Property("greedy_of_own_row", "a greedy row whose offset lies past 2**31 samples its own argmax", greedy_of_own_row,
+             hazard_class="int32_flat_index", source="PR #46560, PR #47383", rests_on=INT32_FLAT_INDEX),
 )
 """The properties, in the order the audit reports them."""
 

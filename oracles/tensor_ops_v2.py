@@ -1,0 +1,409 @@
+"""Torch oracles of Model Runner V2's verification (docs/CONTRACT.md §28-§35), written from the
+contract, to run on the GPU beside the kernel where a case is too large for the host: the
+production-scale cases of the device campaign's scale lane (a table past ``2**31`` elements,
+8 GiB and more), checked a block of rows at a time so that no whole table is copied.
+
+Each oracle takes a block of rows as the contract reads them and returns, for that block, the
+expected values and each element's bound (float64; ``0`` where the contract fixes the element
+bit for bit): the caller compares ``abs(actual - expected) <= bound`` on the device, exactly
+where the bound is 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["block_lse", "cumulative_log_p", "gumbel_mismatches", "gumbel_sample_rows", "local_logits_stats_rows",
+           "local_residual_mass_rows", "murmur3_hash32", "temperature_rows"]
+
+
+def temperature_rows(logits: torch.Tensor, temperature: torch.Tensor, vocab_size: int | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """§28.1 for a block of rows: ``logits`` float32 ``[rows, W]`` as given (before the kernel),
+    ``temperature`` float32 ``[rows]`` (each row's ``T_s``, gathered through
+    ``expanded_idx_mapping``). A row of ``T = 0`` or ``T = 1`` is untouched; another row's
+    columns ``v < V`` become ``float32(logits[t, v]) / T``, the correctly rounded float32
+    quotient, within 2 ulp of it (a compiled division, §28.1); columns at and past ``V`` stay.
+    Returns the expected rows and each element's bound (float64)."""
+    W = logits.shape[1]
+    V = W if vocab_size is None else min(int(vocab_size), W)
+    t = temperature.to(torch.float32)[:, None]
+    divided = ((t != 0) & (t != 1)).expand(-1, W).clone()
+    divided[:, V:] = False
+    q = logits.to(torch.float32) / torch.where(divided, t, torch.ones_like(t))  # IEEE: correctly rounded
+    expected = torch.where(divided, q, logits)
+    up = torch.nextafter(q, torch.full_like(q, float("inf")))
+    ulp = (up - q).abs().to(torch.float64)  # one float32 step at the quotient
+    ulp = torch.where(torch.isfinite(ulp), ulp, torch.zeros_like(ulp))
+    bound = torch.where(divided, 2 * ulp, torch.zeros_like(ulp))
+    return expected, bound
+
+
+SUM_BLOCK = 2.0**-15
+"""A ``tl.sum`` of one block's non-negative terms: relative error (docs/CONTRACT.md, "Exactness")."""
+EXP_ARG = 2.0**-22
+"""``exp(x)``: the part of its relative error that grows with ``abs(x)``."""
+DIV = 2.0**-22
+"""A float32 division compiled (``div.full.f32``): relative error."""
+
+
+def _ulp32(x: torch.Tensor) -> torch.Tensor:
+    """One float32 step at ``abs(x)`` (float64; 0 where ``x`` is not finite)."""
+    a = x.abs().to(torch.float32)
+    up = torch.nextafter(a, torch.full_like(a, float("inf")))
+    step = (up.to(torch.float64) - a.to(torch.float64))
+    return torch.where(torch.isfinite(step) & torch.isfinite(a), step, torch.zeros_like(step))
+
+
+def _sumexp(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Over the last axis of float64 ``x``: ``m = max x``, ``S = sum exp(x - m)`` (0 where ``m``
+    is ``-inf``), and the spread ``sum exp(x - m) * abs(x - m)``."""
+    m = x.amax(-1)
+    d = x - m[..., None]
+    e = torch.where(torch.isfinite(d), d.exp(), torch.zeros_like(d))
+    S = torch.where(m > float("-inf"), e.sum(-1), torch.zeros_like(m))
+    spread = torch.where(e > 0, e * d.abs(), torch.zeros_like(e)).sum(-1)
+    return m, S, spread
+
+
+def local_logits_stats_rows(target: torch.Tensor, greedy: torch.Tensor, bonus: torch.Tensor, draft: torch.Tensor | None,
+                            temperature: torch.Tensor, vocab_size: int, block: int = 8192,
+                            ) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:  # fmt: skip
+    """§30.1 for a block of logits rows: ``target`` float32 ``[rows, Wt]`` (the rows as given),
+    ``greedy`` and ``bonus`` bool ``[rows]`` (``T_s = 0``; the request's last row), ``draft``
+    float32 ``[rows, Wd]`` (row ``j``'s ``draft_logits[s, i]``; ``None``: one-hot drafts),
+    ``temperature`` float32 ``[rows]`` (``T_s``), ``V = vocab_size``, blocks of ``block`` lanes
+    (lanes past ``V`` are ``-inf``).
+
+    Per output, ``(written, expected, bound)`` of shape ``[rows, NB]``: a bonus row writes
+    nothing; a greedy row its block argmax (``8192 b +`` the first lane of the maximum) and
+    maximum (exact); a random row its maximum (exact) and ``sum exp(x - m)`` (bound ``2**-15 S +
+    2**-21 sum e |x - m|`` plus half a float32 step of the rounding), and with draft logits the
+    maximum of the float32 quotients ``q = draft / T`` (2 ulp: a compiled division) and ``sum
+    exp(q - max q)`` (the target's bound plus ``2**-21 sum e (|q| + |max q|)``)."""
+    rows, V = target.shape[0], int(vocab_size)
+    nb = -(-V // block)
+    dev = target.device
+    x = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=dev)
+    x[:, :V] = target[:, :V].to(torch.float32)
+    xb = x.view(rows, nb, block)
+    m32 = xb.amax(-1)
+    arg = xb.argmax(-1) + torch.arange(nb, device=dev) * block  # the first of the maxima
+    _, S, spread = _sumexp(xb.to(torch.float64))
+    S32 = S.to(torch.float32)
+    g = (greedy & ~bonus)[:, None].expand(rows, nb)
+    r = (~greedy & ~bonus)[:, None].expand(rows, nb)
+    zero = torch.zeros((rows, nb), dtype=torch.float64, device=dev)
+    out = {
+        "target_local_argmax": (g, arg, zero),
+        "target_local_max": (g | r, m32, zero),
+        "target_local_sumexp": (r, S32, SUM_BLOCK * S + 2 * EXP_ARG * spread + 0.5 * _ulp32(S32)),
+    }
+    if draft is None:
+        none = torch.zeros((rows, nb), dtype=torch.bool, device=dev)
+        out["draft_local_max"] = (none, m32, zero)
+        out["draft_local_sumexp"] = (none, S32, zero)
+        return out
+    t = temperature.to(torch.float32)[:, None]
+    t = torch.where(t == 0, torch.ones_like(t), t)  # greedy rows read no draft: any divisor
+    d = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=dev)
+    d[:, :V] = draft[:, :V].to(torch.float32)
+    q32 = (d / t).view(rows, nb, block)  # the correctly rounded float32 quotients
+    q = (d.to(torch.float64) / t.to(torch.float64)).view(rows, nb, block)
+    qm = q32.amax(-1)
+    md, Sd, spread_d = _sumexp(q)
+    fin = torch.isfinite(q)
+    extra = torch.where(fin, (q - md[..., None]).exp() * (q.abs() + md.abs()[..., None]), torch.zeros_like(q)).sum(-1)
+    Sd32 = Sd.to(torch.float32)
+    out["draft_local_max"] = (r, qm, 2 * _ulp32(qm))
+    out["draft_local_sumexp"] = (r, Sd32, SUM_BLOCK * Sd + 2 * EXP_ARG * spread_d + 2 * DIV * extra + 0.5 * _ulp32(Sd32))
+    return out
+
+
+SUM_SMALL = 2.0**-17
+"""A ``tl.sum`` of at most 64 block partials: relative error."""
+LOG_REL = 2.0**-20
+"""``log(x)``: error relative to the result's magnitude."""
+EPS = 2.0**-24
+"""A correctly rounded float32 operation: relative error."""
+
+
+def block_lse(maxes: torch.Tensor, sums: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``lse`` of rows of §30's block statistics (docs/CONTRACT.md, §28-§35's notation): ``M +
+    log(sum_b S_b exp(m_b - M))``, ``M = max_b m_b`` (float64), and its bound ``E_lse = 2**-17 +
+    2**-21 (sum_b p_b |m_b - M|) / Z + 2**-20 |log Z| + 2**-24 |lse|`` (``p_b = S_b exp(m_b -
+    M)``, ``Z = sum_b p_b``; ``inf`` where it is not finite)."""
+    m, S = maxes.to(torch.float64), sums.to(torch.float64)
+    M = m.amax(-1)
+    x = m - M[..., None]
+    p = torch.where(S == 0, torch.zeros_like(S), S * x.exp())
+    Z = p.sum(-1)
+    lz = Z.log()
+    lse = M + lz
+    spread = torch.where(p > 0, p * x.abs(), torch.zeros_like(p)).sum(-1) / Z
+    e = SUM_SMALL + 2 * EXP_ARG * spread + LOG_REL * lz.abs() + EPS * lse.abs()
+    return lse, torch.where(torch.isfinite(e), e, torch.full_like(e, float("inf")))
+
+
+def cumulative_log_p(target_logits: torch.Tensor, target_local_max: torch.Tensor, target_local_sumexp: torch.Tensor,
+                     draft_sampled: torch.Tensor, draft_logits: torch.Tensor | None, draft_local_max: torch.Tensor | None,
+                     draft_local_sumexp: torch.Tensor | None, cu_num_logits: torch.Tensor, idx_mapping: torch.Tensor,
+                     temperature: torch.Tensor, blocks: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """§31.1: per random request ``r`` (``s = idx_mapping[r]``, ``T = T_s != 0``), ``L = 0``,
+    then for each draft ``i`` (row ``j = cu[r] + i``, token ``x = draft_sampled[j + 1]``): if
+    ``x >= 0``, ``L = min(L + (lp_t - lp_d), 0)`` with ``lp_t = target_logits[j, x] - lse_t(j)``
+    and ``lp_d = float32(draft_logits[s, i, x]) / T - lse_d(j)`` (0 without draft logits);
+    ``cumulative_log_p[j] = L``. The statistics are read over the first ``blocks`` blocks. A
+    greedy request's rows and every bonus row are not written.
+
+    ``target_logits`` ``[n, W]`` and ``draft_logits`` ``[R, K, Wd]`` may be production-scale
+    (each read at one element per row). Returns ``(written, expected, bound)`` of shape ``[n]``:
+    the bound sums, over the steps so far, ``E_lse(t) + E_lse(d) + 2**-22 |q| + 2**-24 (|lp_t|
+    + |lp_d| + |lp_t - lp_d| + |L|)``, plus half a float32 step of the stored value."""
+    dev = target_logits.device
+    n, W = target_logits.shape
+    cu = cu_num_logits.to(torch.int64)
+    start, nd = cu[:-1], cu[1:] - cu[:-1] - 1
+    s = idx_mapping.to(torch.int64)
+    temp = temperature.to(torch.float32)[s]
+    t_lse, t_e = block_lse(target_local_max[:, :blocks], target_local_sumexp[:, :blocks])
+    if draft_logits is not None:
+        d_lse, d_e = block_lse(draft_local_max[:, :blocks], draft_local_sumexp[:, :blocks])
+        K, Wd = draft_logits.shape[1], draft_logits.shape[2]
+    tflat = target_logits.reshape(-1)
+    ds = draft_sampled.to(torch.int64)
+    B = s.numel()
+    log_p = torch.zeros(B, dtype=torch.float64, device=dev)
+    err = torch.zeros(B, dtype=torch.float64, device=dev)
+    written = torch.zeros(n, dtype=torch.bool, device=dev)
+    expected = torch.zeros(n, dtype=torch.float32, device=dev)
+    bound = torch.zeros(n, dtype=torch.float64, device=dev)
+    ninf = torch.tensor(float("-inf"), dtype=torch.float64, device=dev)
+    for i in range(int(nd.max()) if B else 0):
+        r = torch.nonzero((temp != 0) & (i < nd)).reshape(-1)
+        if not r.numel():
+            continue
+        rows = start[r] + i
+        tok = ds[rows + 1]
+        valid = tok >= 0
+        tk = torch.where(valid, tok, torch.zeros_like(tok))
+        tlp = torch.where(valid, tflat[rows * W + tk].to(torch.float32).to(torch.float64), ninf) - t_lse[rows]
+        et = torch.where(torch.isfinite(tlp), t_e[rows] + EPS * tlp.abs(), torch.zeros_like(tlp))
+        if draft_logits is None:
+            dlp = ed = torch.zeros_like(tlp)
+        else:
+            d32 = draft_logits.reshape(-1)[(s[r] * K + i) * Wd + tk].to(torch.float32)
+            q = torch.where(valid, d32.to(torch.float64), ninf) / temp[r].to(torch.float64)
+            dlp = q - d_lse[rows]
+            ed = torch.where(torch.isfinite(dlp), d_e[rows] + DIV * q.abs() + EPS * dlp.abs(), torch.zeros_like(dlp))
+        new = torch.minimum(log_p[r] + (tlp - dlp), torch.zeros_like(tlp))
+        new_err = err[r] + et + ed + EPS * ((tlp - dlp).abs() + new.abs())
+        log_p[r] = torch.where(valid, new, log_p[r])
+        err[r] = torch.where(valid, new_err, err[r])
+        written[rows] = True
+        expected[rows] = log_p[r].to(torch.float32)
+        bound[rows] = err[r] + 0.5 * _ulp32(log_p[r])
+    return written, expected, bound
+
+
+# -- the counter-based noise (the preface to §28-§35) -------------------------------------------
+
+M32 = 0xFFFFFFFF
+HI_DOMAIN = 0x9E3779B9
+"""The domain of the high word of ``murmur3_uniform64``."""
+DRAFT_NOISE_SALT = 1 << 30
+"""``_DRAFT_NOISE_SALT``: a drafting row's noise position is its position plus this."""
+
+
+def _rotl(v: torch.Tensor, s: int) -> torch.Tensor:
+    return ((v << s) | (v >> (32 - s))) & M32
+
+
+def _mix(h: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    k = (k * 0xCC9E2D51) & M32  # int64: the product's low 32 bits survive its wrap
+    k = (_rotl(k, 15) * 0x1B873593) & M32
+    h = _rotl(h ^ k, 13)
+    return (h * 5 + 0xE6546B64) & M32
+
+
+def murmur3_hash32(seed: torch.Tensor, pos: torch.Tensor, offset: torch.Tensor, domain: int = 0) -> torch.Tensor:
+    """``h32(seed, pos, offset, domain)`` (the preface's "Noise"): MurmurHash3_x86_32 of the words
+    ``lo32(seed), hi32(seed), lo32(pos), uint32(offset)`` with seed ``domain``, as int64 values in
+    ``[0, 2**32)`` (broadcast; int64 arguments, two's complement)."""
+    seed, pos, offset = torch.broadcast_tensors(seed.to(torch.int64), pos.to(torch.int64), offset.to(torch.int64))
+    h = torch.full_like(seed, domain & M32)
+    for k in (seed & M32, (seed >> 32) & M32, pos & M32, offset & M32):
+        h = _mix(h, k)
+    h = h ^ 16
+    h = h ^ (h >> 16)
+    h = (h * 0x85EBCA6B) & M32
+    h = h ^ (h >> 13)
+    h = (h * 0xC2B2AE35) & M32
+    return h ^ (h >> 16)
+
+
+def murmur3_uniform32(seed: torch.Tensor, pos: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """``u32 = RN32(hi16 * 2**-16 + (lo16 + 0.5) * 2**-32)`` of ``h32(.., 0)``: float32 (the sum is
+    exact in float64, rounded once)."""
+    r = murmur3_hash32(seed, pos, offset)
+    return ((r >> 16).to(torch.float64) * 2.0**-16 + ((r & 0xFFFF).to(torch.float64) + 0.5) * 2.0**-32).to(torch.float32)
+
+
+def murmur3_uniform64(seed: torch.Tensor, pos: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """``u64 = RN64(r53 + 0.5) * 2**-53``, ``r53 = ((h32(.., 0x9E3779B9) << 32) | h32(.., 0)) >>
+    11``, ``1.0`` replaced by ``1 - 2**-53``: float64."""
+    lo, hi = murmur3_hash32(seed, pos, offset), murmur3_hash32(seed, pos, offset, HI_DOMAIN)
+    r53 = (hi << 21) | (lo >> 11)  # the 64-bit word shifted right by 11, without an int64 sign
+    u = (r53.to(torch.float64) + 0.5) * 2.0**-53
+    return torch.where(u == 1.0, u - 2.0**-53, u)
+
+
+_SERIES = [float(np.float32(1.0 / k)) for k in (7, 6, 5, 4, 3, 2)] + [1.0]
+
+
+def gumbel_noise32(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float32 path's noise ``n = -log(-L(u))`` (``L(u) = -u P(u)`` below 0.25, ``P`` the
+    degree-7 Horner polynomial of float32 coefficients ``1/k`` ending in ``0.125``, else
+    ``log(max(1 - u, 2**-24))``), float64, and its bound ``2**-19 + 2**-20 |n|``."""
+    u = u.to(torch.float32).to(torch.float64)
+    poly = torch.full_like(u, 0.125)
+    for c in _SERIES:
+        poly = c + u * poly
+    L = torch.where(u < 0.25, -u * poly, torch.clamp(1.0 - u, min=2.0**-24).log())
+    n = -(-L).log()
+    return n, 2.0**-19 + 2.0**-20 * n.abs()
+
+
+def gumbel_noise64(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float64 path's noise ``-log(-log(u))`` and its bound ``2**-48 (1 + |n|)``."""
+    n = -(-u.to(torch.float64).log()).log()
+    return n, 2.0**-48 * (1.0 + n.abs())
+
+
+def gumbel_sample_rows(logits: torch.Tensor, state: torch.Tensor, seeds: torch.Tensor, pos: torch.Tensor,
+                       temperature: torch.Tensor, apply_temperature: bool, is_drafting: bool, use_fp64: bool,
+                       vocab_size: int | None = None, block: int = 1024) -> dict[str, torch.Tensor]:  # fmt: skip
+    """§29.1 (the target's sampling and the drafter's, its cache aside) for a block of rows:
+    ``logits`` ``[rows, W]`` as given, ``state`` int64 ``[rows]`` (``-1``: a padded drafter
+    row: temperature 0, seed 0), ``seeds`` int64 and ``temperature`` float32 of the state rows,
+    ``pos`` int64 ``[rows]``. Lane ``v`` of block ``b``: ``x_v`` (``-inf`` past ``V``), divided by
+    ``T`` when ``apply_temperature`` and ``T != 0`` (bound ``2**-22 |x_v|``); with ``T != 0``
+    ``g_v = x_v + n(u(seed, pos (+ 2**30 drafting), v))`` (bound plus the noise's and ``eps
+    |g_v|``), else ``g_v = x_v`` (exact).
+
+    Per row and block (``[rows, NB]``): ``nominal``, the first lane of greatest ``g`` (global
+    id); ``settled``, whether the winner is fixed (one candidate, or all candidates exact); the
+    candidates ``cand`` (``[rows, NB, block]``: lanes whose upper bound reaches the greatest
+    lower bound, a window's outcomes), with each lane's ``g`` and bound ``e`` (float64)."""
+    rows, W = logits.shape
+    V = W if vocab_size is None else int(vocab_size)
+    nb = -(-V // block)
+    dev = logits.device
+    valid = state >= 0
+    s = torch.where(valid, state, torch.zeros_like(state))
+    t = torch.where(valid, temperature.to(torch.float32)[s], torch.zeros((), dtype=torch.float32, device=dev))
+    seed = torch.where(valid, seeds.to(torch.int64)[s], torch.zeros_like(s))
+    x32 = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=dev)
+    x32[:, :V] = logits[:, :V].to(torch.float32)
+    noisy = t != 0
+    divide = noisy if apply_temperature else torch.zeros_like(noisy)
+    tt = torch.where(divide, t, torch.ones_like(t))[:, None]
+    x = torch.where(divide[:, None], (x32 / tt).to(torch.float64), x32.to(torch.float64))
+    xe = torch.where(divide[:, None] & torch.isfinite(x), 2.0**-22 * x.abs(), torch.zeros_like(x))
+    lanes = torch.arange(nb * block, device=dev, dtype=torch.int64)
+    p = pos.to(torch.int64) + (DRAFT_NOISE_SALT if is_drafting else 0)
+    if use_fp64:
+        noise, ne = gumbel_noise64(murmur3_uniform64(seed[:, None], p[:, None], lanes[None, :]))
+        eps = 2.0**-53
+    else:
+        noise, ne = gumbel_noise32(murmur3_uniform32(seed[:, None], p[:, None], lanes[None, :]))
+        eps = 2.0**-24
+    g = torch.where(noisy[:, None], x + noise, x)
+    e = torch.where(noisy[:, None], xe + ne + eps * g.abs(), xe)
+    masked = lanes[None, :] >= V
+    g = torch.where(masked, torch.full_like(g, float("-inf")), g)
+    e = torch.where(masked | ~torch.isfinite(g), torch.zeros_like(e), e)
+    g, e = g.view(rows, nb, block), e.view(rows, nb, block)
+    lo, hi = g - e, g + e
+    cand = hi >= lo.amax(-1, keepdim=True)
+    first = g.argmax(-1)  # the first of the maxima
+    settled = (cand.sum(-1) == 1) | torch.where(cand, e == 0, torch.ones_like(cand)).all(-1)
+    base = torch.arange(nb, device=dev, dtype=torch.int64) * block
+    return {"nominal": first + base, "settled": settled, "cand": cand, "g": g, "e": e}
+
+
+def gumbel_mismatches(res: dict[str, torch.Tensor], local_argmax: torch.Tensor, local_max: torch.Tensor,
+                      block: int = 1024) -> torch.Tensor:  # fmt: skip
+    """Elements of ``local_argmax`` and ``local_max`` (``[rows, NB]``, as the run left them) not
+    as §29.1 allows given :func:`gumbel_sample_rows`'s ``res``: the argmax a candidate of its
+    block (the nominal winner where it is settled), the maximum within its bound (plus half a
+    step of its dtype) of that lane's ``g`` (exact where the bound is 0). A device scalar."""
+    rows, nb = local_argmax.shape
+    base = torch.arange(nb, device=local_argmax.device, dtype=torch.int64) * block
+    k = local_argmax.to(torch.int64) - base
+    inside = (k >= 0) & (k < block)
+    kk = torch.where(inside, k, torch.zeros_like(k))
+    in_cand = inside & res["cand"].gather(-1, kk[..., None])[..., 0]
+    ok_arg = in_cand & (~res["settled"] | (local_argmax.to(torch.int64) == res["nominal"]))
+    c = torch.where(in_cand, kk, res["nominal"] - base)
+    val = res["g"].gather(-1, c[..., None])[..., 0]
+    bound = res["e"].gather(-1, c[..., None])[..., 0]
+    step = _ulp32(val) if local_max.dtype == torch.float32 else _ulp64(val)
+    bound = torch.where(bound > 0, bound + 0.5 * step, bound)
+    want = val.to(local_max.dtype)
+    same = local_max == want
+    near = (local_max.to(torch.float64) - val).abs() <= bound
+    ok_max = torch.where(bound > 0, near | same, same)
+    return (~ok_arg).sum() + (~ok_max).sum()
+
+
+def _ulp64(x: torch.Tensor) -> torch.Tensor:
+    a = x.abs().to(torch.float64)
+    step = torch.nextafter(a, torch.full_like(a, float("inf"))) - a
+    return torch.where(torch.isfinite(step) & torch.isfinite(a), step, torch.zeros_like(step))
+
+
+def local_residual_mass_rows(target: torch.Tensor, draft: torch.Tensor, t_lse: torch.Tensor, t_e: torch.Tensor,
+                             d_lse: torch.Tensor, d_e: torch.Tensor, prev_log_p: torch.Tensor, temperature: torch.Tensor,
+                             vocab_size: int, block: int = 8192) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """§32.1 for rows that write (a random request's draft row past its first whose next draft
+    is real): ``target`` ``[rows, Wt]`` and ``draft`` ``[rows, Wd]`` (the row's
+    ``draft_logits[s, i]``) as given, the rows' log-sum-exps of §30's statistics with their
+    bounds (:func:`block_lse`), ``prev_log_p`` = ``cumulative_log_p[j - 1]`` (float32), ``T``.
+    Per block ``b``: ``sum_{v in b, v < V} max(p exp(lp_t(v)) - exp(lp_d(v)), 0)``, ``p =
+    exp(prev_log_p)``, ``lp_t = x - lse_t``, ``lp_d = float32(draft) / T - lse_d``; bound ``sum_v
+    [a_v (e_p + e(lp_t) + E_t + 2**-24) + c_v (e(lp_d) + E_d) + 2**-24 |a_v - c_v|] + 2**-15
+    total`` (``a_v = p exp(lp_t)``, ``c_v = exp(lp_d)``, ``e(x) = 2**-20 + 2**-22 |x|``, ``E_t``,
+    ``E_d`` the log-probabilities' bounds of §31.1), plus half a float32 step. Returns
+    ``(expected, bound)`` of shape ``[rows, NB]``."""
+    rows, V = target.shape[0], int(vocab_size)
+    nb = -(-V // block)
+    dev = target.device
+    t = torch.full((rows, nb * block), float("-inf"), dtype=torch.float64, device=dev)
+    t[:, :V] = target[:, :V].to(torch.float32).to(torch.float64)
+    d = torch.full((rows, nb * block), float("-inf"), dtype=torch.float64, device=dev)
+    d[:, :V] = draft[:, :V].to(torch.float32).to(torch.float64)
+    mask = torch.arange(nb * block, device=dev) < V
+    q = d / temperature.to(torch.float32).to(torch.float64)[:, None]
+    tlp = t - t_lse[:, None]
+    dlp = q - d_lse[:, None]
+    et = t_e[:, None] + EPS * tlp.abs()
+    ed = d_e[:, None] + DIV * q.abs() + EPS * dlp.abs()
+    clp = prev_log_p.to(torch.float32).to(torch.float64)
+    a = clp.exp()[:, None] * tlp.exp()
+    c = dlp.exp()
+    a = torch.where(torch.isfinite(tlp) | (tlp > 0), a, torch.zeros_like(a))
+    c = torch.where(torch.isfinite(dlp) | (dlp > 0), c, torch.zeros_like(c))
+    term = torch.where(mask, torch.clamp(a - c, min=0.0), torch.zeros_like(a))
+
+    def e(x: torch.Tensor) -> torch.Tensor:
+        return 2.0**-20 + 2.0**-22 * x.abs()
+
+    da = a * (e(clp)[:, None] + e(tlp) + et + EPS)
+    dc = c * (e(dlp) + ed)
+    dterm = torch.where(a > 0, da, torch.zeros_like(da)) + torch.where(c > 0, dc, torch.zeros_like(dc)) + EPS * (a - c).abs()
+    dterm = torch.where(mask & ((a > 0) | (c > 0)), dterm, torch.zeros_like(dterm))
+    partial = term.view(rows, nb, block).sum(-1)
+    p32 = partial.to(torch.float32)
+    return p32, dterm.view(rows, nb, block).sum(-1) + SUM_BLOCK * partial + 0.5 * _ulp32(p32)

@@ -1,0 +1,288 @@
+"""Production scale of Model Runner V2's verification (docs/CONTRACT.md §28-§35): row offsets
+past ``2**31`` elements, the class of vLLM #46560 and #47383 (int32 row offsets up to vLLM 0.24.0).
+
+The cases need tables of 8 GiB and a GPU (``--mode device``; benchmarks/RESULTS.md has the
+H200's runs). Here the machinery runs on the CPU with the flat limit lowered to ``2**12``
+(``EAGLEFUZZ_FLAT_LIMIT``): the scale lane's check of a record-checked target a block of rows at
+a time against the torch oracle (``oracles/tensor_ops_v2.py``), the confirmation by the NumPy and
+Numba oracles on the rows past the limit, the minimiser, the reproducer, the audit's hazard,
+against kernels that wrap at that limit as vLLM 0.24.0's int32 offsets wrap at ``2**31``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eaglefuzz.harness.targets import TARGETS
+
+pytestmark = pytest.mark.kernel
+
+TK, ST, CL = "_temperature_kernel", "_compute_local_logits_stats_kernel", "_compute_cumulative_log_p_kernel"
+GS, RM = "_gumbel_sample_kernel", "_compute_local_residual_mass_kernel"
+LIMIT = 1 << 12
+
+
+def _wrap(line: str, ptr: str, row: str, stride: str, into: str | None = None) -> tuple[tuple[str, str], ...]:
+    """Edits making ``ptr`` (or a new pointer ``into``) move back by ``2 * LIMIT`` once ``row *
+    stride`` passes the limit, after ``line``."""
+    indent = line[: len(line) - len(line.lstrip())]
+    return ((line, line + f"{indent}{into or ptr} = {ptr} - (({row} * {stride}) >= {LIMIT}).to(tl.int64) * {2 * LIMIT}\n"),)
+
+
+WRAPS = {
+    TK: _wrap("    token_idx = tl.program_id(0).to(tl.int64)\n", "logits_ptr", "token_idx", "logits_stride"),
+    GS: _wrap("    token_idx = tl.program_id(0).to(tl.int64)\n", "logits_ptr", "token_idx", "logits_stride"),
+    ST: _wrap("    logit_idx = tl.program_id(0).to(tl.int64)\n", "target_logits_ptr", "logit_idx", "target_logits_stride"),
+    RM: _wrap("    logit_idx = tl.program_id(0).to(tl.int64)\n", "target_logits_ptr", "logit_idx", "target_logits_stride"),
+    CL: (*_wrap("        logit_idx = start_idx + step\n", "target_logits_ptr", "logit_idx", "target_logits_stride",
+                "wrapped_ptr"), ("                    target_logits_ptr,\n", "                    wrapped_ptr,\n")),
+}
+"""Each target's row offset wrapping at :data:`LIMIT` (the table's base pointer moved back by
+``2 * LIMIT`` for a row past it), as vLLM 0.24.0's int32 row offsets (``token_idx *
+logits_stride``, ``logit_idx * target_logits_stride``) wrap at ``2**31``."""
+SCALED = tuple(WRAPS)
+TABLE = {TK: "logits", GS: "logits", ST: "target_logits", CL: "target_logits", RM: "target_logits"}
+
+
+@pytest.fixture
+def low_limit(monkeypatch):
+    monkeypatch.setenv("EAGLEFUZZ_FLAT_LIMIT", str(LIMIT))
+
+
+def _wrapping(mutants, tmp_path, name: str = TK) -> str:
+    from eaglefuzz.harness.targetkit.bugs import V033, Mutant, edit
+
+    m = Mutant(f"{name.strip('_')}_wraps_at_limit", name, "the row offset wraps at the lowered limit",
+               tuple(edit(*e) for e in WRAPS[name]), V033)
+    return str(mutants.write(m, tmp_path))
+
+
+def _scale_run(spec: str, examples: int, name: str = TK):
+    """A device campaign of ``name`` on the CPU whose every example is a scale case (3, 11,
+    ...: nothing runs in this process)."""
+    from eaglefuzz.harness.checking.device_mode.engine import (
+        SCALE_AT,
+        SCALE_EVERY,
+        device_fuzz_target,
+    )
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+
+    impls = implementations_for(parse_source(spec), [name])
+    return device_fuzz_target(name, impls, "cpu", examples=examples, seed=1, cross_check_share=0.0,
+                              chunk_offset=SCALE_AT, chunk_step=SCALE_EVERY)
+
+
+def test_the_torch_oracle_is_the_contract(backend):
+    """``temperature_rows`` against the NumPy oracle on random rows (divided, greedy, unit rows,
+    a ``vocab_size`` below the width); the comparison takes 2 ulp of a divided element, not 3,
+    never a NaN, and an untouched element bit for bit."""
+    import torch
+
+    from eaglefuzz.harness.targetkit.scale_rows import mismatches
+    from eaglefuzz.oracles import tensor_ops_v2, vectorized_v2_verify
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((6, 300)) * 5).astype(np.float32)
+    temp = np.array([0.7, 1.0, 0.0, 1.3, 0.05, 2.0], np.float32)
+    rows = np.array([0, 1, 2, 3, 4, 5, 0][:6], np.int64)
+    want = x.copy()
+    st = vectorized_v2_verify.temperature(logits=want, expanded_idx_mapping=rows, temperature=temp, vocab_size=250)
+    got, bound = tensor_ops_v2.temperature_rows(torch.from_numpy(x), torch.from_numpy(temp[rows]), 250)
+    assert np.array_equal(got.numpy().view(np.int32), want.view(np.int32))
+    assert np.array_equal(bound.numpy(), st.bounds["logits"])
+    assert int(mismatches(got, got, bound)) == 0
+    off = got.clone()
+    off[0, 0] = torch.nextafter(torch.nextafter(off[0, 0], torch.tensor(np.inf)), torch.tensor(np.inf))
+    assert int(mismatches(off, got, bound)) == 0  # 2 ulp: a compiled division may give it
+    off[0, 0] = torch.nextafter(off[0, 0], torch.tensor(np.inf))
+    off[0, 1] = float("nan")
+    off[1, 0] = torch.nextafter(off[1, 0], torch.tensor(np.inf))  # a unit row: untouched, bit for bit
+    off[0, 299] = torch.nextafter(off[0, 299], torch.tensor(np.inf))  # past vocab_size: untouched
+    assert int(mismatches(off, got, bound)) == 4
+
+
+@pytest.mark.parametrize("name", SCALED)
+def test_production_kernel_passes_its_scale_cases(name, low_limit, needs, backend):
+    """vLLM 0.33.0's kernel (int64 row offsets, the fixes of #46560 and #47383) at the lowered
+    limit: four scale cases in the lane, every element checked against the torch oracle,
+    nothing found, the scale feature reached."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter: on a GPU the real scale runs")
+    needs.release_files()
+    stats = _scale_run("vllm-release:0.33.0", 4, name)
+    assert not stats.findings, stats.findings[0].report()
+    assert stats.scale_cases == 4 and "row_offset_past_2_31" in stats.features
+    assert stats.tokens >= 4 * LIMIT // 8192
+
+
+@pytest.mark.parametrize("name", SCALED)
+def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low_limit, needs, backend, tmp_path):
+    """A kernel whose row offset wraps at the limit: the scale case fails in the lane, the NumPy
+    and Numba oracles confirm it on the rows past the limit (a kernel that writes its table: the
+    guard band before it names the wrap), and it is minimised to one drafted row past the
+    limit (a table of zeros with one entry) whose reproducer is a few lines and fails again."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    from eaglefuzz.harness.check import assert_case
+    from tests.seeded_bugs import mutants
+
+    path = _wrapping(mutants, tmp_path, name)
+    stats = _scale_run(f"file:{path}", 1, name)
+    finding = stats.findings[0]
+    assert finding.kind == "difference", finding.report()
+    diffs = finding.outcome.differences
+    if name == TK:  # in place: the wrapped rows are written before the table
+        assert diffs[0].region.startswith("guard band before the buffer") and diffs[0].index < 0
+    assert any("numpy = numba oracle" in d.versus for d in diffs) and not finding.outcome.oracle_disagreements
+    case = finding.case
+    table = case.arrays[TABLE[name]]
+    n, W = table.shape
+    last = n - 1 if name in (TK, GS) else n - 2  # a chain kernel's last row is a bonus row (no draft read)
+    assert last * W >= LIMIT > (last - 1) * W  # one row past the limit, no more
+    assert np.count_nonzero(table) == 1
+    text = finding.reproducer()
+    assert ("sparse(" in text or "np.repeat(" in text) and len(text.splitlines()) < 25, text
+    with pytest.raises(AssertionError):
+        assert_case(case, source=f"file:{path}")
+    assert_case(case, source="vllm-release:0.33.0")
+
+
+HAZARD = {TK: "divided_by_own_temperature", GS: "greedy_of_own_row", ST: "maxima_of_own_row", CL: "ratio_of_own_rows",
+          RM: "mass_of_own_rows"}
+
+
+@pytest.mark.parametrize("name", tuple(HAZARD))
+def test_audit_reports_the_int32_flat_index_hazard(name, low_limit, needs, backend, tmp_path):
+    """The audit's scale draws (the minimal scale cases, at the lowered limit) break the
+    target's int32_flat_index property on a kernel that wraps: a hazard of that class that
+    production reaches; vLLM 0.33.0's kernel keeps it."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    from eaglefuzz.harness.checking.audit import audit_target
+    from eaglefuzz.harness.generation.strategies import Scale
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+    from tests.seeded_bugs import mutants
+
+    tiny = Scale(max_requests=2, request_tail=2, max_query_len=4, max_programs=16)
+    wrapping = implementations_for(parse_source(f"file:{_wrapping(mutants, tmp_path, name)}"), [name])[name]
+    result = audit_target(name, wrapping, "cpu", scale=tiny, examples=2)
+    (h,) = [h for h in result.hazards if h.prop.name == HAZARD[name]]
+    assert h.prop.hazard_class == "int32_flat_index" and h.reachable_in_production
+    assert "past 2**31" in h.detail and ("PR #46560" if name in (TK, GS) else "PR #47383") in h.report()
+    clean = implementations_for(parse_source("vllm-release:0.33.0"), [name])[name]
+    assert HAZARD[name] in audit_target(name, clean, "cpu", scale=tiny, examples=2).holds
+
+
+@pytest.mark.parametrize("name", SCALED)
+def test_scale_cases_are_production(name, low_limit):
+    """Scale cases and their minimal cases (at the lowered limit: the same construction, a few
+    thousand elements) lie in the production tier: the record's rules, no window met."""
+    from eaglefuzz.harness.checking.device_mode import device_targets
+
+    dt = device_targets()[name]
+    for seed in range(6):
+        case = dt.scale_case(np.random.default_rng(seed))
+        for c in (case, *dt.scale_minimal(case)):
+            TARGETS[name].production_rules(c)
+            assert "row_offset_past_2_31" in TARGETS[name].features_of(c)
+
+
+@pytest.mark.parametrize("name", SCALED)
+def test_scale_cases_reach_the_feature_at_full_size(name):
+    """At the real limit (no kernel run): a scale case's table passes 2**31 elements by at
+    most 17 rows, sparse (a few rows written); its minimal cases are one drafted row past it."""
+    from eaglefuzz.harness.checking.device_mode import device_targets
+
+    dt = device_targets()[name]
+    case = dt.scale_case(np.random.default_rng(5))
+    n, W = case.arrays[TABLE[name]].shape
+    first = -(-(1 << 31) // W)
+    assert first < n <= first + 17
+    assert "row_offset_past_2_31" in TARGETS[name].features_of(case)
+    for m in dt.scale_minimal(case):
+        assert m.arrays[TABLE[name]].shape[0] == first + (1 if name in (TK, GS) else 2)
+        assert "row_offset_past_2_31" in TARGETS[name].features_of(m)
+
+
+def test_the_stats_torch_oracle_is_the_contract(backend):
+    """``local_logits_stats_rows`` against the NumPy oracle on a small random step (greedy and
+    random requests, masked logits, a drafter's cache, two blocks): the same elements written,
+    the exact ones bit for bit, the sums and the draft's maxima within each other's bounds."""
+    import torch
+
+    from eaglefuzz.harness.targetkit.runner_v2_verify import STATS
+    from eaglefuzz.harness.targetkit.scale_rows import bonus_rows
+    from eaglefuzz.oracles import tensor_ops_v2, vectorized_v2_verify
+
+    rng = np.random.default_rng(3)
+    V, block, counts = 700, 512, [3, 2, 4]
+    n, B = sum(counts), len(counts)
+    x = (rng.standard_normal((n, V)) * 4).astype(np.float32)
+    x[4, rng.integers(0, V, 300)] = -np.inf
+    x[5, :block] = -np.inf  # a whole masked block of a random row
+    x[0, [3, 9]] = 50.0  # a tie: the first wins
+    dl = (rng.standard_normal((B, 4, V)) * 3).astype(np.float32)
+    eidx = np.repeat(np.arange(B), counts).astype(np.int64)
+    elp = np.concatenate([np.arange(c) for c in counts]).astype(np.int32)
+    temp = np.array([0.0, 0.7, 1.3], np.float32)
+    nb = -(-V // block)
+    fill = {k: np.full((n, nb), -7, np.int64 if k == "target_local_argmax" else np.float32) for k in STATS}
+    st = vectorized_v2_verify.compute_local_logits_stats(
+        **fill, target_logits=x, draft_logits=dl, expanded_idx_mapping=eidx, expanded_local_pos=elp, temperature=temp,
+        vocab_size=V, BLOCK_SIZE=block)
+    got = tensor_ops_v2.local_logits_stats_rows(
+        torch.from_numpy(x), torch.from_numpy(temp[eidx] == 0), torch.from_numpy(bonus_rows(elp)),
+        torch.from_numpy(dl[eidx, np.minimum(elp, 3)]), torch.from_numpy(temp[eidx]), V, block)
+    for k in STATS:
+        w, e, b = (t.numpy() for t in got[k])
+        assert np.array_equal(w, fill[k] != -7), k
+        want = fill[k][w].astype(np.float64)
+        bound = st.bounds[k][w] if k in st.bounds else np.zeros(want.shape)
+        exact = bound == 0
+        assert np.array_equal(e[w][exact], fill[k][w][exact]), k  # -inf of a masked block included
+        with np.errstate(invalid="ignore"):
+            assert np.all(np.abs(e[w][~exact].astype(np.float64) - want[~exact]) <= np.maximum(b[w], bound)[~exact]), k
+        assert np.array_equal(b[w] > 0, bound > 0), k
+        assert np.all(b[w] <= 2 * bound + 1e-30) and np.all(bound <= 2 * b[w] + 1e-30), k
+
+
+def test_the_gumbel_torch_oracle_is_the_contract(backend):
+    """``tensor_ops_v2``'s murmur3 noise is the NumPy oracle's bit for bit (any int64 seeds and
+    positions); ``gumbel_sample_rows`` accepts the NumPy oracle's winners and maxima on random
+    rows (random, greedy, masked blocks; both noise paths; temperature applied or not) and
+    rejects a winner one lane off and a maximum moved past its bound."""
+    import torch
+
+    from eaglefuzz.oracles import tensor_ops_v2 as t
+    from eaglefuzz.oracles import vectorized_v2_verify as o
+
+    rng = np.random.default_rng(0)
+    seed = rng.integers(-(2**63), 2**63 - 1, 500, dtype=np.int64, endpoint=True)
+    pos, off = rng.integers(0, 2**40, 500), rng.integers(0, 262144, 500)
+    ts = [torch.from_numpy(v) for v in (seed, pos, off)]
+    assert np.array_equal(o.murmur3_hash32(seed, pos, off).astype(np.int64), t.murmur3_hash32(*ts).numpy())
+    assert np.array_equal(o.murmur3_uniform32(seed, pos, off), t.murmur3_uniform32(*ts).numpy())
+    assert np.array_equal(o.murmur3_uniform64(seed, pos, off), t.murmur3_uniform64(*ts).numpy())
+    for fp64, apply in ((False, False), (True, True)):
+        T, V = 6, 2100
+        x = (rng.standard_normal((T, V)) * 3).astype(np.float32)
+        x[2] = 0
+        x[3, 1024:2048] = -np.inf
+        rows = np.array([0, 1, 2, 3, 4, 0])
+        temp = np.array([0.7, 1.0, 0.0, 1.3, 0.5], np.float32)
+        seeds = rng.integers(-(2**63), 2**63 - 1, 5, dtype=np.int64, endpoint=True)
+        p = rng.integers(0, 5000, T)
+        nb = -(-V // 1024)
+        la, lm = np.zeros((T, nb), np.int64), np.zeros((T, nb), np.float64 if fp64 else np.float32)
+        st = o.gumbel_sample(local_argmax=la, local_max=lm, logits=x, expanded_idx_mapping=rows, seeds=seeds, pos=p,
+                             temperature=temp, apply_temperature=apply, is_drafting=False, use_fp64=fp64, logits_cache=None,
+                             logits_cache_col=None, logits_cache_source=None)
+        assert not st.windows
+        res = t.gumbel_sample_rows(*(torch.from_numpy(v) for v in (x, rows, seeds, p, temp)), apply, False, fp64)
+        assert int(t.gumbel_mismatches(res, torch.from_numpy(la), torch.from_numpy(lm))) == 0
+        la[0, 0] += 1
+        lm[1, 1] = lm[1, 1] + max(1e-3, abs(float(lm[1, 1])) * 1e-4)
+        assert int(t.gumbel_mismatches(res, torch.from_numpy(la), torch.from_numpy(lm))) == 2
