@@ -355,3 +355,22 @@ def test_a_wrong_batched_oracle_is_an_oracle_disagreement(monkeypatch, backend, 
     (finding,) = stats.findings
     assert finding.kind == "oracle disagreement", finding.report()
     assert "no case alone differs" in finding.report()
+
+
+@pytest.mark.parametrize("name", HOST)
+def test_a_host_batch_counts_the_features_of_every_case(name, backend, needs):
+    """Every case of a clean host batch is checked element for element: the run's coverage is
+    the record's features of every case drawn, not of the few cross-checked ones."""
+    from eaglefuzz.harness.checking.device_mode.producers import HostCases
+    from eaglefuzz.harness.targets import TARGETS
+
+    impls = implementations_for(parse_source(_source(name, needs)), [name])
+    stats = device_fuzz_target(name, impls, backend.device, examples=8, seed=4, cross_check_share=0.0,
+                               workers=0, scale_cases=False)
+    assert not stats.findings, stats.findings[0].report()
+    assert stats.cross_checked < 8
+    max_requests = 8 if backend.device == "cpu" else None
+    cases = HostCases(name, seed=4, first=0, step=1, max_requests=max_requests, workers=0)
+    dt = device_targets()[name]
+    drawn = set().union(*(TARGETS[name].features_of(dt.to_case(next(cases)[0])) for _ in range(8)))
+    assert stats.features == drawn

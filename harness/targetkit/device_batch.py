@@ -189,10 +189,12 @@ class HostBatchArenas:
     pre-filled as :class:`~.device.HostArenas` pre-fills a case's (sentinels; written elements
     their expected value with the lowest bit flipped). One copy to the device per dtype, the
     ``K`` launches, one copy back and one comparison of every element (guard bands, inputs)
-    check all ``K`` cases. ``cases[k]`` keeps case ``k`` (its inputs as drawn) for a report."""
+    check all ``K`` cases. ``cases[k]`` keeps case ``k`` (its inputs as drawn) for a report;
+    ``features[k]`` its coverage features where the maker of the batch gave them."""
 
     def __init__(self, cases: list[DeviceCase], writes: list[dict[str, tuple[np.ndarray, np.ndarray]]]) -> None:
         self.cases = cases
+        self.features: list[frozenset[str]] = []
         merged = DeviceCase({f"{k}/{n}": a for k, dc in enumerate(cases) for n, a in dc.inputs.items()},
                             {f"{k}/{n}": o for k, dc in enumerate(cases) for n, o in dc.outputs.items()}, {})
         self.arenas = HostArenas(merged, {f"{k}/{n}": w for k, ws in enumerate(writes) for n, w in ws.items()})

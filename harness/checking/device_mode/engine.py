@@ -520,6 +520,8 @@ def _host_batch(dt: DeviceTarget, impl: Any, origin: object, device: str, hb: Ho
     t = clock("compare", t)
     stats.examples += launched
     stats.tokens += sum(dc.tokens for dc in hb.cases)
+    if not bad:  # every case checked, every element: the features each reached
+        stats.features.update(*hb.features)
     if bad:
         for dc in hb.cases:  # which case: each alone, as a case at a time is checked
             alone = HostArenas(dc, dt.oracle(dc))
