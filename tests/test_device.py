@@ -374,3 +374,26 @@ def test_a_host_batch_counts_the_features_of_every_case(name, backend, needs):
     dt = device_targets()[name]
     drawn = set().union(*(TARGETS[name].features_of(dt.to_case(next(cases)[0])) for _ in range(8)))
     assert stats.features == drawn
+
+
+def test_batched_rejection_tables_make_a_quotient_of_one_and_subnormal_probabilities():
+    """The shared tables of ``rejection_random_sample_kernel``'s batches: in some epochs the
+    draft agrees with the target on every fourth row (``p == q``: the quotient exactly 1,
+    ``quotient_one``), in some the target is subnormal at the drafted ids of other rows
+    (``subnormal_prob``). Independent softmax tables at production vocabularies never made
+    either (H200 runs missed both); under the interpreter's small vocabularies chance does, so
+    the test asks for the tables themselves."""
+    import numpy as np
+    import torch
+
+    dt = device_targets()["rejection_random_sample_kernel"]
+    tiny = float(np.finfo(np.float32).tiny)
+    agree = subnormal = 0
+    for seed in range(24):
+        t = dt._tables(seed, "cpu", 8)
+        target, draft, ids = t["target_probs"], t["draft_probs"], t["draft_ids"].long()
+        agree += bool(torch.equal(draft[::4], target[::4]))
+        rows = torch.arange(1, t["R"], 4)
+        at = target[rows[:, None], ids[rows]]
+        subnormal += bool(((at > 0) & (at < tiny)).all())
+    assert 0 < agree < 24 and 0 < subnormal < 24, (agree, subnormal)
