@@ -14,24 +14,14 @@ import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.device_draws import scale_vocab
-from ...targetkit.runner_v2_verify import (
-    NOT_READ,
-    STATS_BLOCK,
-    _rng_chooser,
-    chain,
-    draw_step,
-    keep_requests,
-    settle_step,
-)
+from ...targetkit.runner_v2_verify import NOT_READ, STATS_BLOCK, keep_requests
 from ...targetkit.scale_device import (
     ScaleRecordDevice,
     ScaleRun,
-    first_row,
     live_requests,
-    standard_sentinel,
+    minimal_standard_case,
+    standard_scale_case,
 )
-from ...targetkit.scale_rows import join_steps, minimal_request_rows, splice
 from .layout import build
 from .record import TARGET
 
@@ -57,32 +47,18 @@ def fill_greedy(case: Case, requests: int) -> Case:
 
 
 def scale_case(rng: np.random.Generator) -> Case:
-    """A production standard-verification step just past ``2**31`` target logits (a current
-    model's vocabulary): greedy requests of 16 drafts, zero rows, up to the limit, then
-    :func:`~...targetkit.scale_device.standard_sentinel` (its drafted row the first past the
-    limit), then a random request of 16 drafts drawn and settled as the record draws them (its
-    logits, drafts, the drafter's cache or one-hot drafts, §30's statistics of its rows): 19
-    rows past the limit, every one a wrapped offset would move before the table."""
-    V = scale_vocab(rng)
-    step = draw_step(_rng_chooser(rng), B=1, K=16, V=V, method="standard", min_drafts=16, greedy=(0.0,),
-                     other_width=0.0, same=False)  # fmt: skip
-    step, ch = settle_step(step)
-    s = standard_sentinel(V, step.draft_logits is not None)
-    live = join_steps(build(s, chain(s)), build(step, ch))
-    counts = minimal_request_rows(first_row(V))[:-1]
-    return fill_greedy(splice(live, counts, FILLS), len(counts)).replace(
-        note="a production-scale step (eaglefuzz fuzz --mode device)")
+    """A production standard-verification step just past ``2**31`` target logits
+    (:func:`~...targetkit.scale_device.standard_scale_case`): greedy requests of zero rows up to
+    the limit, the sentinel request on the first row past it, a random request of 16 drafts."""
+    case, greedy = standard_scale_case(rng, build, FILLS)
+    return fill_greedy(case, greedy)
 
 
 def minimal_scale_cases(case: Case) -> list[Case]:
     """The smallest step with a random request's draft row past ``2**31`` target logits of
-    ``case``'s vocabulary, a table of zeros: greedy requests of 17 rows up to the limit, then
-    the sentinel request (one-hot drafts) whose row is the first past it."""
-    V = case.arrays["target_logits"].shape[1]
-    counts = minimal_request_rows(first_row(V))[:-1]
-    s = standard_sentinel(V, False)
-    return [fill_greedy(splice(build(s, chain(s)), counts, FILLS), len(counts)).replace(
-        note="the int32 row offset past 2**31, minimised")]
+    ``case``'s vocabulary (:func:`~...targetkit.scale_device.minimal_standard_case`)."""
+    m, greedy = minimal_standard_case(case.arrays["target_logits"].shape[1], build, FILLS)
+    return [fill_greedy(m, greedy)]
 
 
 class _Device(ScaleRecordDevice):

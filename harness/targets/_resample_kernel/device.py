@@ -9,30 +9,20 @@ winner and value) and confirmed by the NumPy and Numba oracles on the live reque
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.device_draws import scale_vocab
-from ...targetkit.runner_v2_verify import (
-    SAMPLE_BLOCK,
-    _rng_chooser,
-    chain,
-    draw_step,
-    keep_requests,
-    settle_step,
-)
+from ...targetkit.runner_v2_verify import SAMPLE_BLOCK, keep_requests
 from ...targetkit.scale_device import (
     ScaleRecordDevice,
     ScaleRun,
-    first_row,
     live_requests,
-    standard_sentinel,
+    minimal_standard_case,
+    standard_scale_case,
 )
-from ...targetkit.scale_rows import ROW_BLOCK, join_steps, minimal_request_rows, splice
+from ...targetkit.scale_rows import ROW_BLOCK
 from .layout import build
 from .record import TARGET
 
@@ -43,30 +33,17 @@ log-sum-exps §33's (0: a greedy request's)."""
 
 
 def scale_case(rng: np.random.Generator) -> Case:
-    """A production standard-verification step just past ``2**31`` target logits (a current
-    model's vocabulary, either noise path): greedy requests of 16 drafts, zero rows, up to the
-    limit (nothing drawn), then the sentinel request of
-    :func:`~...targetkit.scale_device.standard_sentinel` (its rejected row, the first past the
-    limit, drawn), then a random request of 16 drafts drawn and settled as the record draws it
-    (its rejected or bonus row drawn): 19 rows past the limit."""
-    V = scale_vocab(rng)
-    step = draw_step(_rng_chooser(rng), B=1, K=16, V=V, method="standard", min_drafts=16, greedy=(0.0,),
-                     other_width=0.0, same=False)  # fmt: skip
-    step, ch = settle_step(step)
-    s = replace(standard_sentinel(V, step.draft_logits is not None), use_fp64=step.use_fp64)
-    live = join_steps(build(s, chain(s)), build(step, ch))
-    counts = minimal_request_rows(first_row(V))[:-1]
-    return splice(live, counts, FILLS).replace(note="a production-scale step (eaglefuzz fuzz --mode device)")
+    """A production standard-verification step just past ``2**31`` target logits
+    (:func:`~...targetkit.scale_device.standard_scale_case`): greedy requests of zero rows up to
+    the limit (nothing drawn), the sentinel request (its rejected row, the first past the limit,
+    drawn), a random request of 16 drafts (its rejected or bonus row drawn), either noise path."""
+    return standard_scale_case(rng, build, FILLS)[0]
 
 
 def minimal_scale_cases(case: Case) -> list[Case]:
-    """The smallest step with a drawn row past ``2**31`` target logits of ``case``'s vocabulary,
-    a table of zeros: greedy requests of 17 rows up to the limit, then the sentinel request
-    (one-hot drafts) whose rejected row is the first past it."""
-    V = case.arrays["target_logits"].shape[1]
-    counts = minimal_request_rows(first_row(V))[:-1]
-    s = standard_sentinel(V, False)
-    return [splice(build(s, chain(s)), counts, FILLS).replace(note="the int32 row offset past 2**31, minimised")]
+    """The smallest step with a drawn row past ``2**31`` target logits of ``case``'s vocabulary
+    (:func:`~...targetkit.scale_device.minimal_standard_case`)."""
+    return [minimal_standard_case(case.arrays["target_logits"].shape[1], build, FILLS)[0]]
 
 
 class _Device(ScaleRecordDevice):
