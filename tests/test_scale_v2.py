@@ -357,3 +357,29 @@ def test_the_rejection_and_resample_torch_oracles_are_the_contract(backend):
         la2[0, 0] = la2[0, 0] + 1 if la2[0, 0] % 1024 < min(1023, step.V - 1) else la2[0, 0] - 1
         caught.add(int(t.gumbel_mismatches(res, T(la2), T(lm))) >= 1)
     assert caught == {True}
+
+
+@pytest.mark.parametrize("name", SCALED)
+def test_a_scale_case_is_placed_in_its_tier_by_its_live_rows(name, needs, backend, monkeypatch):
+    """``check_case`` (replay, reproducers) takes a production-scale case through the device
+    role's scale check, and decides its tier on the rows that matter alone (the rows the NumPy
+    and Numba oracles confirm on: at ``2**15``, a few requests of zero rows before them are left
+    out), never with the oracles over the whole table: production, and vLLM 0.33.0 passes it."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    monkeypatch.setenv("EAGLEFUZZ_FLAT_LIMIT", str(1 << 15))
+    from eaglefuzz.harness.check import assert_case
+    from eaglefuzz.harness.checking.device_mode import device_targets
+
+    dt = device_targets()[name]
+    case = dt.scale_case(np.random.default_rng(2))
+    n = case.arrays[TABLE[name]].shape[0]
+    live = dt.confirm_on(case)[0].arrays[TABLE[name]].shape[0]
+    target = TARGETS[name]
+    seen: list[int] = []
+    windows_of = type(target).windows_of
+    monkeypatch.setattr(type(target), "windows_of", lambda self, c: seen.append(c.arrays[TABLE[name]].shape[0]) or
+                        windows_of(self, c))
+    assert_case(case, source="vllm-release:0.33.0", domain="production")
+    assert seen == [live] and live < n
