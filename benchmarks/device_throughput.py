@@ -1,18 +1,24 @@
 """Device campaign throughput (not a test): examples/s and output tokens verified/s end to end,
 per stage, against the kernel alone. Needs a CUDA device.
 
-    python benchmarks/device_throughput.py [--seconds S] [--kernel NAME ...] [--source SPEC] [--output FILE]
+    python benchmarks/device_throughput.py [--seconds S] [--kernel NAME ...] [--source SPEC] [--output FILE] [--quick]
 
 Per target: a warm-up run (``--warmup`` examples, where Triton compiles the specializations
 the campaign meets: its time is the JIT column; Triton's on-disk cache keeps them for later runs), then a steady-state run of ``S``
 seconds with another seed (the figures), then a profiled run (the device is waited for after
 every stage, so the stage shares add up; its own rate is lower), then the kernel alone: the
-launches of 20 drawn cases, repeated, timed with CUDA events.
+launches of 20 drawn cases, repeated, timed with CUDA events. A target checked by its record
+(:class:`~eaglefuzz.harness.targetkit.device.RecordDevice`) launches its record's cases through
+the record's launch, on plain device tensors (an input the kernel updates in place is updated
+again on every repeat: the same launches, other values). ``--quick``: every target in a few
+seconds (2 s steady state, 40 warm-up examples, 1 s profiled), without production-scale cases
+(each takes tens of seconds: their figures are the section "Production scale" of RESULTS.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -22,7 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5) -> float:  # noqa: ANN001
     """Output tokens per second of the implementation's launches alone, on cases drawn as the
-    campaign draws them (a batched target's: two batches, every case launched)."""
+    campaign draws them (a batched target's: two batches, every case launched; a target checked
+    on the host: the first 256 cases of the steady-state run, seed 0, exactly those it checks
+    first: a sample of 20, a quarter of them with up to 4096 requests, made the rate swing by 2x)."""
     import numpy as np
     import torch
 
@@ -30,12 +38,21 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5) -> flo
     from eaglefuzz.harness.targetkit.device_batch import BatchArenas
 
     runs = []
+    if dt.checked_on == "record":
+        return _record_alone(dt, impl, device, cases, repeat)
     if dt.batch:
         for b in range(2):
             batch = dt.draw_batch((10_000, 10_000 + b), device, dt.batch)
             arenas = BatchArenas(batch, dt.oracle_batch(batch), device)
             runs += [(DeviceCase({}, {n: (t, sizes[j]) for n, (t, sizes) in batch.outputs.items()}, batch.scalars[j]), arenas.views[j])
                      for j in range(len(batch))]
+        cases = 0
+    if dt.checked_on == "host":
+        from eaglefuzz.harness.checking.device_mode.producers import host_case
+
+        for i in range(256):
+            dc, arenas = host_case(dt.name, 0, i)
+            runs.append((dc, arenas.upload(device)))
         cases = 0
     for k in range(cases):
         gen = torch.Generator(device=device)
@@ -59,9 +76,56 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5) -> flo
     return tokens / (start.elapsed_time(end) / 1000)
 
 
+def _record_alone(dt, impl, device: str, cases: int, repeat: int) -> float | None:  # noqa: ANN001
+    """:func:`kernel_alone` of a target checked by its record: its cases' launches through the
+    record's launch (as vLLM launches them), inputs and outputs plain device tensors; ``None``
+    for a torch function (no launch of its own: its record calls it). A kernel that updates
+    inputs in place (its record's ``inout``: counts, indices) is launched once per case, on
+    the inputs as drawn (a repeat would feed it its own output: other paths, indices past the
+    end)."""
+    import numpy as np
+    import torch
+
+    from eaglefuzz.harness.targets import TARGETS
+
+    record = TARGETS[dt.name]
+    if not hasattr(record, "launch") or not hasattr(record, "output_specs"):
+        return None
+    repeat = 1 if getattr(record, "inout", None) else repeat
+    runs = []
+    for k in range(cases):
+        case = dt.draw_case(np.random.default_rng(10_000 + k))
+        views = {n: torch.from_numpy(np.ascontiguousarray(a)).to(device) for n, a in case.arrays.items()}
+        alias = record.aliases(case)
+        for n, (dtype, shape) in record.output_specs(case).items():
+            if n not in alias:
+                views[n] = torch.from_numpy(np.zeros(shape, dtype=dtype)).to(device)
+        views |= {out: views[inp] for out, inp in alias.items()}
+        runs.append((case, views))
+    for case, views in runs:  # the warm-up launch, on copies of what it updates
+        record.launch(impl, {n: v.clone() for n, v in views.items()} if repeat == 1 else views, case)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeat):
+        for case, views in runs:
+            record.launch(impl, views, case)
+    end.record()
+    torch.cuda.synchronize()
+    tokens = repeat * sum(record.output_tokens(case) for case, _ in runs)
+    return tokens / (start.elapsed_time(end) / 1000)
+
+
+def _missed(name: str, stats) -> set[str]:  # noqa: ANN001
+    """The coverage features of ``name`` the run did not reach (as the campaign reports them)."""
+    from eaglefuzz.harness.targets import TARGETS
+
+    return set(getattr(TARGETS[name], "features", {}) or {}) - set(getattr(stats, "features", set()))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seconds", type=float, default=20.0, help="steady-state seconds per target")
+    p.add_argument("--seconds", type=float, help="steady-state seconds per target (20; 2 with --quick)")
     p.add_argument("--kernel", nargs="+", metavar="NAME", help="these targets only")
     p.add_argument("--warmup", type=int, default=300,
                    help="examples of the warm-up run, where Triton compiles the specializations a campaign meets "
@@ -70,7 +134,14 @@ def main() -> int:
     p.add_argument("--source", default="bundled",
                    help="where the kernels come from (a source spec: bundled, vllm-release:0.33.0, file:PATH); "
                         "targets the bundled copy lacks (the rejection sampler's) come from vLLM's pinned release")
+    p.add_argument("--quick", action="store_true",
+                   help="every target in a few seconds: --seconds 2, --warmup 40, a profiled run of 1 s, no production-scale case")
+    p.add_argument("--json", type=Path, help="also write the figures as JSON lines here (one per target, as each ends)")
     args = p.parse_args()
+    if args.quick:
+        args.warmup = min(args.warmup, 40)
+    args.seconds = args.seconds or (2.0 if args.quick else 20.0)
+    scale = {"scale_cases": False} if args.quick else {}
     sys.path.insert(0, str(ROOT))
     from eaglefuzz.harness.sources.triton_backend import select_backend
 
@@ -96,18 +167,32 @@ def main() -> int:
     stage_rows = ["| target | " + " | ".join(STAGES) + " |", "| --- |" + " ---: |" * len(STAGES)]
     for name in names:
         t0 = time.monotonic()
-        device_fuzz_target(name, impls, backend.device, seed=1, examples=args.warmup, shrink=False)
-        jit = time.monotonic() - t0
-        s = device_fuzz_target(name, impls, backend.device, seed=0, examples=None, time_budget=args.seconds, shrink=False)
-        prof = device_fuzz_target(name, impls, backend.device, seed=2, examples=None,
-                                  time_budget=min(args.seconds, 10), shrink=False, profile=True)
-        alone = kernel_alone(device_targets()[name], impls[name], backend.device)
+        try:
+            device_fuzz_target(name, impls, backend.device, seed=1, examples=args.warmup, shrink=False, **scale)
+            jit = time.monotonic() - t0
+            s = device_fuzz_target(name, impls, backend.device, seed=0, examples=None, time_budget=args.seconds,
+                                   shrink=False, **scale)
+            prof = device_fuzz_target(name, impls, backend.device, seed=2, examples=None,
+                                      time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
+                                      **scale)
+            alone = kernel_alone(device_targets()[name], impls[name], backend.device)
+        except Exception as exc:  # noqa: BLE001 - one target's failure is its row, the others still run
+            rows.append(f"| {name} | failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''} |")
+            print(rows[-1], file=sys.stderr, flush=True)
+            continue
         rate = s.tokens / s.seconds
-        rows.append(f"| {name} | {s.examples / s.seconds:,.0f} | {rate / 1e6:,.1f} M | {alone / 1e6:,.0f} M | "
-                    f"{rate / alone:.3f} | {jit:.1f} | {s.examples:,} | {s.cross_checked} | {len(s.findings)} |")
+        alone_cell, ratio = ("n/a (a torch function)", "n/a") if alone is None else (f"{alone / 1e6:,.0f} M", f"{rate / alone:.3f}")
+        rows.append(f"| {name} | {s.examples / s.seconds:,.0f} | {rate / 1e6:,.1f} M | {alone_cell} | "
+                    f"{ratio} | {jit:.1f} | {s.examples:,} | {s.cross_checked} | {len(s.findings)} |")
         total = sum(prof.stages.values()) or 1.0
         stage_rows.append(f"| {name} | " + " | ".join(f"{100 * prof.stages[k] / total:.0f}%" for k in STAGES) + " |")
         print(rows[-1], file=sys.stderr, flush=True)
+        if args.json:
+            with args.json.open("a") as f:
+                f.write(json.dumps({"target": name, "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
+                                    "alone": alone, "ratio": None if alone is None else rate / alone, "jit": jit, "cross_checked": s.cross_checked,
+                                    "findings": len(s.findings), "features_missed": sorted(_missed(name, s)),
+                                    "stages": {k: prof.stages[k] / total for k in STAGES}}) + "\n")
     text = "\n".join(rows) + "\n\nShare of the time per stage (profiled run, the device waited for after every stage):\n\n" + "\n".join(stage_rows)
     print(text)
     if args.output:

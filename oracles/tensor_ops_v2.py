@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["block_lse", "cumulative_log_p", "gumbel_mismatches", "gumbel_sample_rows", "local_logits_stats_rows",
-           "local_residual_mass_rows", "murmur3_hash32", "temperature_rows"]
+__all__ = ["block_lse", "cumulative_log_p", "greedy_argmax", "gumbel_mismatches", "gumbel_sample_rows",
+           "local_logits_stats_rows", "local_residual_mass_rows", "murmur3_hash32", "rejection", "resample_rows",
+           "temperature_rows", "tl_rand32"]
 
 
 def temperature_rows(logits: torch.Tensor, temperature: torch.Tensor, vocab_size: int | None = None
@@ -407,3 +408,251 @@ def local_residual_mass_rows(target: torch.Tensor, draft: torch.Tensor, t_lse: t
     partial = term.view(rows, nb, block).sum(-1)
     p32 = partial.to(torch.float32)
     return p32, dterm.view(rows, nb, block).sum(-1) + SUM_BLOCK * partial + 0.5 * _ulp32(p32)
+
+
+# -- §33 _rejection_kernel ------------------------------------------------------------------------
+
+_PHILOX_A, _PHILOX_B = 0xD2511F53, 0xCD9E8D57
+_PHILOX_KA, _PHILOX_KB = 0x9E3779B9, 0xBB67AE85
+TL_RAND_MIN = float(np.float32(4.6566127342e-10))
+"""``tl_rand32``'s floor and scale (``float32(4.6566127342e-10)``)."""
+
+
+def tl_rand32(seed: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """The preface's acceptance uniform ``tl_rand32(seed, offset, includes_zero=False)``:
+    Philox4x32-10 of counter ``(lo32(offset), hi32(offset), 0, 0)`` and key ``(lo32(seed),
+    hi32(seed))`` (int64 words in ``[0, 2**32)``: a 32-bit product's high word survives an int64
+    wrap), its first word as int32 ``x``, ``(x < 0 ? ~x : x)`` in float32 times
+    ``float32(4.6566127342e-10)``, raised to at least that; float32 (broadcast)."""
+    seed, offset = torch.broadcast_tensors(seed.to(torch.int64), offset.to(torch.int64))
+    c0, c1 = offset & M32, (offset >> 32) & M32
+    c2, c3 = torch.zeros_like(c0), torch.zeros_like(c0)
+    k0, k1 = seed & M32, (seed >> 32) & M32
+    for _ in range(10):
+        p0, p2 = c0 * _PHILOX_A, c2 * _PHILOX_B
+        c0, c1, c2, c3 = ((p2 >> 32) & M32) ^ c1 ^ k0, p2 & M32, ((p0 >> 32) & M32) ^ c3 ^ k1, p0 & M32
+        k0, k1 = (k0 + _PHILOX_KA) & M32, (k1 + _PHILOX_KB) & M32
+    x = torch.where(c0 >= 1 << 31, c0 - (1 << 32), c0)
+    x = torch.where(x < 0, -x - 1, x)
+    scale = torch.tensor(TL_RAND_MIN, dtype=torch.float32, device=x.device)
+    return torch.clamp(x.to(torch.float32) * scale, min=TL_RAND_MIN)
+
+
+def spec_step_seed(seed: torch.Tensor, step: int) -> torch.Tensor:
+    """``seed ^ (step << 32)`` (int64, two's complement)."""
+    return seed.to(torch.int64) ^ (int(step) << 32)
+
+
+def greedy_argmax(target_local_max: torch.Tensor, target_local_argmax: torch.Tensor) -> torch.Tensor:
+    """§33.1's greedy argmax of rows of §30's statistics (``[rows, P]``): the
+    ``target_local_argmax`` of the block of greatest ``target_local_max`` (NaN as ``-inf``, the
+    first of equals)."""
+    m = target_local_max.to(torch.float64)
+    m = torch.where(torch.isnan(m), torch.full_like(m, float("-inf")), m)
+    top = m.amax(-1, keepdim=True)
+    first = (m == top).to(torch.int8).argmax(-1)  # the first block holding the maximum
+    return target_local_argmax.to(torch.int64).gather(-1, first[:, None])[:, 0]
+
+
+def rejection(target_logits: torch.Tensor, target_local_argmax: torch.Tensor, target_local_max: torch.Tensor,
+              target_local_sumexp: torch.Tensor, draft_sampled: torch.Tensor, draft_logits: torch.Tensor | None,
+              draft_local_max: torch.Tensor | None, draft_local_sumexp: torch.Tensor | None,
+              cu_num_logits: torch.Tensor, idx_mapping: torch.Tensor, temperature: torch.Tensor, seed: torch.Tensor,
+              pos: torch.Tensor, blocks: int, K: int, rates: torch.Tensor | None = None,
+              decided: torch.Tensor | None = None) -> dict[str, tuple[torch.Tensor, ...]]:  # fmt: skip
+    """§33.1 for the standard and synthetic methods (not block verification, not FLy: the
+    scale lane's steps), every request at once, its drafts in order: request ``r`` (``s =
+    idx_mapping[r]``, greedy iff ``T_s = 0``), step ``i`` (row ``j = cu[r] + i``, draft ``x =
+    draft_sampled[j + 1]``): a random row stops at its first ``-1``; ``u = tl_rand32(seeds[s],
+    pos[j])``; a greedy row is accepted iff (``u < rates[i]`` with rates, else the §30 argmax of
+    row ``j`` is ``x``) and ``x >= 0``, its rejection writes that argmax; a random row takes
+    ``lse_t(j)``, ``lse_d(j)`` and is accepted iff ``u < rates[i]`` (synthetic) or ``lp_t >
+    log(u) + lp_d`` (``lp_t = target_logits[j, x] - lse_t(j)``, ``lp_d = float32(draft_logits[s,
+    i, x]) / T - lse_d(j)``, 0 without draft logits), the test's window ``E_t + E_d + 2**-20
+    |log u| + 2**-24 |log u + lp_d|``. A decision within its window is the run's: accepted iff
+    ``decided[r] > i`` (the run's ``num_sampled``; without it, the nominal decision).
+
+    ``target_logits`` ``[n, W]`` and ``draft_logits`` ``[R, K', Wd]`` may be production-scale
+    (each read at one element per verified row); the statistics are read over the first
+    ``blocks`` blocks. Returns per output ``(written, expected, bound)``: ``sampled``
+    ``[B, K + 1]`` (int64, the steps visited), ``num_sampled`` ``[B]`` (int32), the two
+    ``*_rejected_logsumexp`` ``[B]`` (float32 within ``E_lse`` plus half a step); and
+    ``windows``, a 0-d count of the decisions taken from ``decided``."""
+    dev = target_logits.device
+    n, W = target_logits.shape
+    cu = cu_num_logits.to(torch.int64)
+    start, nd = cu[:-1], cu[1:] - cu[:-1] - 1
+    s = idx_mapping.to(torch.int64)
+    B = s.numel()
+    temp = temperature.to(torch.float32)[s]
+    greedy = temp == 0
+    seeds = seed.to(torch.int64)[s]
+    t_lse, t_e = block_lse(target_local_max[:, :blocks], target_local_sumexp[:, :blocks])
+    if draft_logits is not None:
+        d_lse, d_e = block_lse(draft_local_max[:, :blocks], draft_local_sumexp[:, :blocks])
+        Kd, Wd = draft_logits.shape[1], draft_logits.shape[2]
+    tflat = target_logits.reshape(-1)
+    ds = draft_sampled.to(torch.int64)
+    p = pos.to(torch.int64)
+    ninf = torch.tensor(float("-inf"), dtype=torch.float64, device=dev)
+    sampled = torch.full((B, K + 1), -1, dtype=torch.int64, device=dev)
+    written = torch.zeros((B, K + 1), dtype=torch.bool, device=dev)
+    acc = torch.zeros(B, dtype=torch.int64, device=dev)
+    verifying = torch.ones(B, dtype=torch.bool, device=dev)
+    lse = {k: torch.zeros(B, dtype=torch.float64, device=dev) for k in ("t", "te", "d", "de")}
+    windows = torch.zeros((), dtype=torch.int64, device=dev)
+    for i in range(int(nd.max()) if B else 0):
+        on = i < nd
+        rows_all = torch.where(on, start + i, torch.zeros_like(start))
+        x = torch.where(on, ds[rows_all + 1], torch.zeros_like(start))
+        valid = x >= 0
+        verifying &= torch.where(~greedy & on, valid, torch.ones_like(valid))
+        r = torch.nonzero(on & verifying).reshape(-1)
+        if not r.numel():
+            continue
+        rows, xr, ok, g = rows_all[r], torch.where(valid[r], x[r], torch.zeros_like(x[r])), valid[r], greedy[r]
+        u = tl_rand32(seeds[r], p[rows])
+        rate = None if rates is None else rates.to(torch.float32)[i]
+        targ = greedy_argmax(target_local_max[rows, :blocks], target_local_argmax[rows, :blocks])
+        # the random rows' log-probabilities (§31.1) and their window
+        tlp = torch.where(ok, tflat[rows * W + xr].to(torch.float32).to(torch.float64), ninf) - t_lse[rows]
+        et = torch.where(torch.isfinite(tlp), t_e[rows] + EPS * tlp.abs(), torch.zeros_like(tlp))
+        if draft_logits is None:
+            dlp, ed = torch.zeros_like(tlp), torch.zeros_like(tlp)
+            dl_lse, dl_e = torch.zeros_like(tlp), torch.zeros_like(tlp)
+        else:
+            d32 = draft_logits.reshape(-1)[(s[r] * Kd + i) * Wd + xr].to(torch.float32)
+            q = torch.where(ok, d32.to(torch.float64), ninf) / temp[r].to(torch.float64)
+            dlp = q - d_lse[rows]
+            ed = torch.where(torch.isfinite(dlp), d_e[rows] + DIV * q.abs() + EPS * dlp.abs(), torch.zeros_like(dlp))
+            dl_lse, dl_e = d_lse[rows], d_e[rows]
+        if rate is not None:
+            rnd_acc = u < rate
+        else:
+            lu = u.to(torch.float64).log()
+            rhs = lu + dlp
+            margin = tlp - rhs
+            em = et + ed + LOG_REL * lu.abs() + EPS * rhs.abs()
+            rnd_acc = tlp > rhs
+            window = torch.isfinite(margin) & (margin.abs() <= em) & ~g
+            if decided is not None:
+                rnd_acc = torch.where(window, decided.to(torch.int64)[r] > i, rnd_acc)
+            windows = windows + window.sum()
+        grd_acc = ((u < rate) if rate is not None else targ == xr) & ok
+        accepted = torch.where(g, grd_acc, rnd_acc)
+        keep = ~g  # a random row's log-sum-exps are taken at every step it verifies
+        for k, v in (("t", t_lse[rows]), ("te", t_e[rows]), ("d", dl_lse), ("de", dl_e)):
+            lse[k][r] = torch.where(keep, v, lse[k][r])
+        sampled[r, i] = torch.where(g & ~accepted, targ, xr)
+        written[r, i] = True
+        verifying[r] = accepted
+        acc[r] += accepted.to(torch.int64)
+    out: dict[str, tuple[torch.Tensor, ...]] = {"sampled": (written, sampled, torch.zeros(written.shape, dtype=torch.float64,
+                                                                                          device=dev))}  # fmt: skip
+    every = torch.ones(B, dtype=torch.bool, device=dev)
+    out["num_sampled"] = (every, acc.to(torch.int32), torch.zeros(B, dtype=torch.float64, device=dev))
+    for name, k in (("target_rejected_logsumexp", "t"), ("draft_rejected_logsumexp", "d")):
+        v = lse[k].to(torch.float32)
+        out[name] = (every, v, lse[k + "e"] + 0.5 * _ulp32(lse[k]))
+    out["windows"] = (windows,)
+    return out
+
+
+# -- §34 _resample_kernel -------------------------------------------------------------------------
+
+EXP_REL = 2.0**-20
+"""``exp(x)``: the part of its relative error that does not grow with ``abs(x)``."""
+
+
+def resample_rows(target: torch.Tensor, draft: torch.Tensor | None, rejected: torch.Tensor, t_lse: torch.Tensor,
+                  d_lse: torch.Tensor, log_p_tau: torch.Tensor | None, temperature: torch.Tensor, seeds: torch.Tensor,
+                  pos: torch.Tensor, vocab_size: int, use_fp64: bool, block: int = 1024) -> dict[str, torch.Tensor]:  # fmt: skip
+    """§34.1 for the requests that draw (a random request's rejected draft, or any request's
+    bonus), a row each: ``target`` ``[rows, Wt]`` (logits row ``j = cu[r] + k``) and ``draft``
+    ``[rows, Wd]`` (``draft_logits[s, k]``; ``None``: one-hot drafts) as given, ``rejected``
+    int64 (``y = draft_sampled[j + 1]``; ``-1`` for a bonus row or a placeholder: the target's
+    own logits), ``t_lse``/``d_lse`` float32 (``*_rejected_logsumexp[r]``), ``log_p_tau``
+    (block verification: ``cumulative_log_p[j - 1]`` where ``k > 0``, else 0; ``None`` for the
+    other methods), ``T``, ``seeds``, ``pos`` of the rows. Lane ``v < V``: the residual
+    ``z_v`` (``t_v``; with draft logits ``lp_t + log1p(-ratio)``, ``-inf`` where ``ratio >= 1``,
+    within §34.1's bound, a lane whose ratio lies within ``ratio e_r`` of 1 anywhere from
+    ``-inf`` up; without, ``-inf`` at ``y``), plus the target's noise ``n(u(seed, pos, v))``
+    where ``T != 0`` (no division: ``APPLY_TEMPERATURE`` off).
+
+    Returns per row and 1024-wide block what :func:`gumbel_mismatches` reads: ``nominal`` (the
+    first lane of greatest value, global id), ``settled``, the candidates ``cand`` (lanes whose
+    interval reaches the greatest lower end), each lane's value ``g`` and bound ``e``."""
+    rows, V = target.shape[0], int(vocab_size)
+    nb = -(-V // block)
+    width = nb * block
+    dev = target.device
+    f64 = torch.float64
+    lanes = torch.arange(width, device=dev, dtype=torch.int64)
+    mask = lanes < V
+    t = torch.full((rows, width), float("-inf"), dtype=f64, device=dev)
+    t[:, :V] = target[:, :V].to(torch.float32).to(f64)
+    x, lo, hi = t.clone(), t.clone(), t.clone()
+    residual = rejected >= 0
+    if draft is not None and bool(residual.any()):
+        d = torch.full((rows, width), float("-inf"), dtype=f64, device=dev)
+        d[:, :V] = draft[:, :V].to(torch.float32).to(f64)
+        T64 = temperature.to(torch.float32).to(f64)[:, None]
+        tlp = t - t_lse.to(torch.float32).to(f64)[:, None]
+        etlp = EPS * (tlp.abs() + t.abs())
+        if log_p_tau is not None:
+            tlp = tlp + log_p_tau.to(torch.float32).to(f64)[:, None]
+            etlp = etlp + EPS * tlp.abs()
+        q = d / T64
+        dlp = q - d_lse.to(torch.float32).to(f64)[:, None]
+        dd = dlp - tlp
+        edd = etlp + DIV * q.abs() + EPS * (dlp.abs() + dd.abs())
+        ratio = dd.exp()
+        er = EXP_REL + EXP_ARG * dd.abs() + edd
+        res = torch.where(ratio < 1.0, tlp + torch.log1p(-torch.clamp(ratio, max=1.0)), torch.full_like(tlp, float("-inf")))
+        no_draft = torch.isfinite(tlp) & (dlp == float("-inf"))  # ratio 0: z = lp_t exactly
+        er = torch.where(no_draft, torch.zeros_like(er), er)
+        near = torch.isfinite(tlp) & torch.isfinite(dd) & ((1.0 - ratio).abs() <= ratio * er)
+        gap = 1.0 - ratio * (1.0 + er)
+        l1p = torch.log1p(-torch.clamp(ratio, max=1.0)).abs()
+        el1p = ratio * er / torch.where(gap > 0, gap, torch.full_like(gap, float("nan"))) + LOG_REL * l1p
+        el1p = torch.where(no_draft, torch.zeros_like(el1p), el1p)
+        eres = etlp + el1p + EPS * res.abs()
+        top = tlp + etlp + torch.log1p(-torch.clamp(ratio * (1.0 - er), max=1.0))
+        fin = torch.isfinite(res)
+        ninf = torch.full_like(res, float("-inf"))
+        lo_r = torch.where(near, ninf, torch.where(fin, res - eres, ninf))
+        hi_r = torch.where(near, top, torch.where(fin, res + eres, ninf))
+        hi_r = torch.where(torch.isnan(hi_r), torch.full_like(hi_r, float("inf")), hi_r)
+        k = residual[:, None]
+        x, lo, hi = torch.where(k, res, x), torch.where(k, lo_r, lo), torch.where(k, hi_r, hi)
+    elif bool(residual.any()):
+        drop = residual[:, None] & (lanes[None, :] == rejected[:, None])
+        x = torch.where(drop, torch.full_like(x, float("-inf")), x)
+        lo, hi = x.clone(), x.clone()
+    e0 = torch.where(torch.isfinite(x), torch.maximum(hi - x, x - lo), torch.zeros_like(x))
+    e0 = torch.where(torch.isnan(e0), torch.full_like(e0, float("inf")), e0)
+    if use_fp64:
+        noise, ne = gumbel_noise64(murmur3_uniform64(seeds.to(torch.int64)[:, None], pos.to(torch.int64)[:, None], lanes[None, :]))
+        eps = 2.0**-53
+    else:
+        noise, ne = gumbel_noise32(murmur3_uniform32(seeds.to(torch.int64)[:, None], pos.to(torch.int64)[:, None], lanes[None, :]))
+        eps = EPS
+    noisy = (temperature.to(torch.float32) != 0)[:, None]
+    g = torch.where(noisy, x + noise, x)
+    e = torch.where(noisy, ne + eps * g.abs(), torch.zeros_like(g))
+    g = torch.where(mask, g, torch.full_like(g, float("-inf")))
+    e = torch.where(mask & torch.isfinite(g), e, torch.zeros_like(e))
+    n_ = torch.where(torch.isfinite(g - x), g - x, torch.zeros_like(g))
+    glo = torch.where(mask, lo + n_ - e, torch.full_like(g, float("-inf")))
+    ghi = torch.where(mask, hi + n_ + e, torch.full_like(g, float("-inf")))
+    exact = (e0 == 0) & (e == 0)
+    glo, ghi = torch.where(exact, g, glo), torch.where(exact, g, ghi)
+    g, glo, ghi, exact = (v.view(rows, nb, block) for v in (g, glo, ghi, exact))
+    ninf = torch.full_like(g, float("-inf"))
+    first = torch.where(torch.isnan(g), ninf, g).argmax(-1)
+    cand = ghi >= torch.where(torch.isnan(glo), ninf, glo).amax(-1, keepdim=True)
+    settled = (cand.sum(-1) <= 1) | torch.where(cand, exact, torch.ones_like(cand)).all(-1)
+    bound = torch.where(torch.isfinite(g), torch.maximum(ghi - g, g - glo), torch.zeros_like(g))
+    bound = torch.where(torch.isnan(bound), torch.full_like(bound, float("inf")), bound)
+    base = torch.arange(nb, device=dev, dtype=torch.int64) * block
+    return {"nominal": first + base, "settled": settled, "cand": cand, "g": g, "e": bound}

@@ -264,13 +264,17 @@ def test_table_epochs_are_short_early_in_a_run():
     assert len({epoch_of(i, 64)[0] for i in range(130)}) == 13
 
 
-def test_a_batch_catches_a_guard_band_write(monkeypatch, backend, needs):
-    """A write into the guard band after one case's output, in a batch of cases, is a
-    difference: the batch's cases are then checked one at a time (the write is there too), and
-    the NumPy and Numba oracles, which see the kernel alone, make it an oracle disagreement."""
+HOST = sorted(n for n, t in device_targets().items() if t.checked_on == "host")
+
+
+@pytest.mark.parametrize("name", [BATCHED[0], HOST[0]])
+def test_a_batch_catches_a_guard_band_write(name, monkeypatch, backend, needs):
+    """A write into the guard band after one case's output, in a batch of cases (drawn on the
+    device, or made on the host by the producers), is a difference: the batch's cases are then
+    checked one at a time (the write is there too), and the NumPy and Numba oracles, which see
+    the kernel alone, make it an oracle disagreement."""
     import torch
 
-    name = BATCHED[0]
     target = device_targets()[name]
     launch = type(target).launch
 
@@ -281,9 +285,52 @@ def test_a_batch_catches_a_guard_band_write(monkeypatch, backend, needs):
 
     monkeypatch.setattr(type(target), "launch", stray)
     impls = implementations_for(parse_source(_source(name, needs)), [name])
-    stats = device_fuzz_target(name, impls, backend.device, examples=8, seed=0, cross_check_share=0.0)
+    stats = device_fuzz_target(name, impls, backend.device, examples=8, seed=0, cross_check_share=0.0, workers=0)
     (finding,) = stats.findings
     assert finding.kind == "oracle disagreement", finding.report()
+
+
+def _views(arenas, upload, expected: bool):  # noqa: ANN001, ANN202
+    """The views ``upload`` makes of ``arenas``' pre-filled buffers, or of its expected ones."""
+    full = arenas.full
+    arenas.full = arenas.expected if expected else full
+    try:
+        return upload("cpu")
+    finally:
+        arenas.full = full
+
+
+@pytest.mark.parametrize("name", HOST)
+def test_host_batches_hold_the_cases_and_buffers_of_one_at_a_time(name):
+    """A host-checked target's batches (``HostBatchArenas``) hold the cases one at a time makes,
+    in the same order, the last batch cut at the run's limit; each case's views hold, element
+    for element, what its own ``HostArenas`` holds, before the launch (inputs, pre-filled
+    outputs) and as expected after it."""
+    import numpy as np
+    import torch
+
+    from eaglefuzz.harness.checking.device_mode.producers import HostCases
+
+    single = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=0)
+    batched = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=0, batch=3, limit=7)
+    batches = list(batched)
+    assert [len(b) for b in batches] == [3, 3, 1]
+    for hb in batches:
+        assert hb.mismatch() > 0  # written elements are pre-filled with their value's lowest bit flipped
+        for expected in (False, True):
+            views = _views(hb.arenas, hb.upload, expected)
+            for k, dc in enumerate(hb.cases):
+                if not expected:
+                    dc1, arenas = next(single)
+                    assert dc.scalars == dc1.scalars and dc.outputs == dc1.outputs
+                    ones = [arenas]
+                    hb.alone = getattr(hb, "alone", []) + ones
+                alone = _views(hb.alone[k], hb.alone[k].upload, expected)
+                assert set(views[k]) == set(alone)
+                for n, v in alone.items():
+                    assert views[k][n].dtype == v.dtype and views[k][n].shape == v.shape, n
+                    assert torch.equal(views[k][n].view(torch.uint8), v.view(torch.uint8)), (n, expected)
+    assert np.unique([str(dc.scalars) for hb in batches for dc in hb.cases]).size > 1
 
 
 def test_a_wrong_batched_oracle_is_an_oracle_disagreement(monkeypatch, backend, needs):
@@ -308,3 +355,45 @@ def test_a_wrong_batched_oracle_is_an_oracle_disagreement(monkeypatch, backend, 
     (finding,) = stats.findings
     assert finding.kind == "oracle disagreement", finding.report()
     assert "no case alone differs" in finding.report()
+
+
+@pytest.mark.parametrize("name", HOST)
+def test_a_host_batch_counts_the_features_of_every_case(name, backend, needs):
+    """Every case of a clean host batch is checked element for element: the run's coverage is
+    the record's features of every case drawn, not of the few cross-checked ones."""
+    from eaglefuzz.harness.checking.device_mode.producers import HostCases
+    from eaglefuzz.harness.targets import TARGETS
+
+    impls = implementations_for(parse_source(_source(name, needs)), [name])
+    stats = device_fuzz_target(name, impls, backend.device, examples=8, seed=4, cross_check_share=0.0,
+                               workers=0, scale_cases=False)
+    assert not stats.findings, stats.findings[0].report()
+    assert stats.cross_checked < 8
+    max_requests = 8 if backend.device == "cpu" else None
+    cases = HostCases(name, seed=4, first=0, step=1, max_requests=max_requests, workers=0)
+    dt = device_targets()[name]
+    drawn = set().union(*(TARGETS[name].features_of(dt.to_case(next(cases)[0])) for _ in range(8)))
+    assert stats.features == drawn
+
+
+def test_batched_rejection_tables_make_a_quotient_of_one_and_subnormal_probabilities():
+    """The shared tables of ``rejection_random_sample_kernel``'s batches: in some epochs the
+    draft agrees with the target on every fourth row (``p == q``: the quotient exactly 1,
+    ``quotient_one``), in some the target is subnormal at the drafted ids of other rows
+    (``subnormal_prob``). Independent softmax tables at production vocabularies never made
+    either (H200 runs missed both); under the interpreter's small vocabularies chance does, so
+    the test asks for the tables themselves."""
+    import numpy as np
+    import torch
+
+    dt = device_targets()["rejection_random_sample_kernel"]
+    tiny = float(np.finfo(np.float32).tiny)
+    agree = subnormal = 0
+    for seed in range(24):
+        t = dt._tables(seed, "cpu", 8)
+        target, draft, ids = t["target_probs"], t["draft_probs"], t["draft_ids"].long()
+        agree += bool(torch.equal(draft[::4], target[::4]))
+        rows = torch.arange(1, t["R"], 4)
+        at = target[rows[:, None], ids[rows]]
+        subnormal += bool(((at > 0) & (at < tiny)).all())
+    assert 0 < agree < 24 and 0 < subnormal < 24, (agree, subnormal)

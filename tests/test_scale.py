@@ -255,8 +255,8 @@ def test_a_scale_finding_is_minimised_even_with_no_time_left_for_it(low_limit, n
 
 def test_device_campaigns_under_a_budget_run_their_scale_targets_first():
     """The campaign's choice: in device mode under a time budget, where the backend holds
-    scale cases, the targets with scale cases (the two V1 rejection kernels and five of Model Runner
-    V2's verification kernels) run first."""
+    scale cases, the targets with scale cases (the two V1 rejection kernels and seven of Model
+    Runner V2's sampling and verification kernels) run first."""
     from pathlib import Path
 
     from eaglefuzz.harness.checking.device_mode import device_targets
@@ -269,7 +269,8 @@ def test_device_campaigns_under_a_budget_run_their_scale_targets_first():
     run = dict.fromkeys(device_targets())
     assert c._scale_first(names, run, 1.0) == {RR, SR, "_temperature_kernel", "_gumbel_sample_kernel",
                                                "_compute_local_logits_stats_kernel", "_compute_cumulative_log_p_kernel",
-                                               "_compute_local_residual_mass_kernel"}
+                                               "_compute_local_residual_mass_kernel", "_rejection_kernel",
+                                               "_resample_kernel"}
     assert c._scale_first(names, run, None) == set()  # --examples: every eighth example, in turn
     c.scale_why = "the interpreter"
     assert c._scale_first(names, run, 1.0) == set()

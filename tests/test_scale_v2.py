@@ -20,6 +20,7 @@ pytestmark = pytest.mark.kernel
 
 TK, ST, CL = "_temperature_kernel", "_compute_local_logits_stats_kernel", "_compute_cumulative_log_p_kernel"
 GS, RM = "_gumbel_sample_kernel", "_compute_local_residual_mass_kernel"
+RJ, RS = "_rejection_kernel", "_resample_kernel"
 LIMIT = 1 << 12
 
 
@@ -37,12 +38,17 @@ WRAPS = {
     RM: _wrap("    logit_idx = tl.program_id(0).to(tl.int64)\n", "target_logits_ptr", "logit_idx", "target_logits_stride"),
     CL: (*_wrap("        logit_idx = start_idx + step\n", "target_logits_ptr", "logit_idx", "target_logits_stride",
                 "wrapped_ptr"), ("                    target_logits_ptr,\n", "                    wrapped_ptr,\n")),
+    RJ: _wrap("    start_idx = tl.load(cu_num_logits_ptr + req_idx).to(tl.int64)\n", "target_logits_ptr", "start_idx",
+              "target_logits_stride"),
+    RS: _wrap("    resample_token_idx = start_idx + resample_idx\n", "target_logits_ptr", "resample_token_idx",
+              "target_logits_stride"),
 }
 """Each target's row offset wrapping at :data:`LIMIT` (the table's base pointer moved back by
 ``2 * LIMIT`` for a row past it), as vLLM 0.24.0's int32 row offsets (``token_idx *
 logits_stride``, ``logit_idx * target_logits_stride``) wrap at ``2**31``."""
 SCALED = tuple(WRAPS)
-TABLE = {TK: "logits", GS: "logits", ST: "target_logits", CL: "target_logits", RM: "target_logits"}
+TABLE = {TK: "logits", GS: "logits", ST: "target_logits", CL: "target_logits", RM: "target_logits", RJ: "target_logits",
+         RS: "target_logits"}
 
 
 @pytest.fixture
@@ -150,7 +156,7 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low
 
 
 HAZARD = {TK: "divided_by_own_temperature", GS: "greedy_of_own_row", ST: "maxima_of_own_row", CL: "ratio_of_own_rows",
-          RM: "mass_of_own_rows"}
+          RM: "mass_of_own_rows", RJ: "decided_by_own_rows", RS: "drawn_from_own_row"}
 
 
 @pytest.mark.parametrize("name", tuple(HAZARD))
@@ -200,7 +206,7 @@ def test_scale_cases_reach_the_feature_at_full_size(name):
     case = dt.scale_case(np.random.default_rng(5))
     n, W = case.arrays[TABLE[name]].shape
     first = -(-(1 << 31) // W)
-    assert first < n <= first + 17
+    assert first < n <= first + (19 if name in (RJ, RS) else 17)
     assert "row_offset_past_2_31" in TARGETS[name].features_of(case)
     for m in dt.scale_minimal(case):
         assert m.arrays[TABLE[name]].shape[0] == first + (1 if name in (TK, GS) else 2)
@@ -286,3 +292,94 @@ def test_the_gumbel_torch_oracle_is_the_contract(backend):
         la[0, 0] += 1
         lm[1, 1] = lm[1, 1] + max(1e-3, abs(float(lm[1, 1])) * 1e-4)
         assert int(t.gumbel_mismatches(res, torch.from_numpy(la), torch.from_numpy(lm))) == 2
+
+
+def test_the_rejection_and_resample_torch_oracles_are_the_contract(backend):
+    """``tensor_ops_v2.rejection`` and ``resample_rows`` against the NumPy oracles on settled
+    random steps (standard and synthetic verification; every method's resampling, both noise
+    paths, draft logits or one-hot drafts): ``tl_rand32`` bit for bit, the same tokens, counts
+    and log-sum-exps (within the bounds), the same winners; a count one off, a token changed, a
+    winner one lane off are each caught."""
+    import torch
+
+    from eaglefuzz.harness.targetkit.runner_v2_verify import _rng_chooser, draw_step, settle_step
+    from eaglefuzz.harness.targetkit.scale_rows import mismatches
+    from eaglefuzz.oracles import tensor_ops_v2 as t
+    from eaglefuzz.oracles import vectorized_v2_verify as o
+
+    def T(x):  # noqa: N802
+        return None if x is None else torch.from_numpy(np.ascontiguousarray(x))
+
+    rng = np.random.default_rng(7)
+    seed = rng.integers(-(2**63), 2**63 - 1, 500, dtype=np.int64, endpoint=True)
+    pos = rng.integers(0, 2**40, 500)
+    assert np.array_equal(o.tl_rand32(seed, pos), t.tl_rand32(T(seed), T(pos)).numpy())
+    caught = set()
+    for it in range(12):
+        method = ("standard", "synthetic", "block", "standard")[it % 4]
+        step, ch = settle_step(draw_step(_rng_chooser(rng), B=int(rng.integers(2, 5)), method=method))
+        a = ch.arrays
+        if method != "block":
+            got = t.rejection(*(T(x) for x in (step.target_logits, a["target_local_argmax"], a["target_local_max"],
+                                                a["target_local_sumexp"], step.draft_sampled, step.draft_logits,
+                                                a["draft_local_max"], a["draft_local_sumexp"], step.cu_num_logits,
+                                                step.idx_mapping, step.temperature, step.seed, step.pos)),
+                              step.nb, step.K, T(step.rates))  # fmt: skip
+            w, e, _ = got["sampled"]
+            assert np.array_equal(np.where(w.numpy(), e.numpy(), -1), a["sampled_before"]), it
+            assert np.array_equal(got["num_sampled"][1].numpy(), a["num_sampled_before"]), it
+            for k in ("target_rejected_logsumexp", "draft_rejected_logsumexp"):
+                _, e, b = got[k]
+                assert int(mismatches(T(a[k]), e, b)) == 0, (it, k)
+            off = T(a["num_sampled_before"].copy())
+            off[0] += 1
+            caught.add(int(mismatches(off, got["num_sampled"][1], got["num_sampled"][2])) == 1)
+            s2 = T(a["sampled_before"].copy())
+            s2[0, 0] += 1
+            caught.add(int(mismatches(s2, got["sampled"][1], got["sampled"][2])) == 1)
+        k = a["num_sampled_before"].astype(np.int64)
+        cu = step.cu_num_logits.astype(np.int64)
+        j = cu[:-1] + k
+        s = step.expanded_idx_mapping[j]
+        bonus = j == cu[1:] - 1
+        r = np.flatnonzero(~((step.temperature[s] == 0) & ~bonus))
+        if not r.size:
+            continue
+        y = np.where(bonus[r], -1, step.draft_sampled[np.minimum(j[r] + 1, step.n - 1)]).astype(np.int64)
+        dl = None if step.draft_logits is None else step.draft_logits[s[r], np.minimum(k[r], step.K - 1)]
+        ltau = np.where(k[r] > 0, a["cumulative_log_p"][np.maximum(j[r] - 1, 0)], 0).astype(np.float32) if step.block else None
+        res = t.resample_rows(*(T(x) for x in (step.target_logits[j[r]], dl, y, a["target_rejected_logsumexp"][r],
+                                               a["draft_rejected_logsumexp"][r], ltau, step.temperature[s[r]],
+                                               step.seed[s[r]], step.pos[j[r]])), step.V, step.use_fp64)  # fmt: skip
+        la, lm = a["resampled_local_argmax"][r], a["resampled_local_max"][r]
+        assert int(t.gumbel_mismatches(res, T(la), T(lm))) == 0, it
+        la2 = la.copy()
+        la2[0, 0] = la2[0, 0] + 1 if la2[0, 0] % 1024 < min(1023, step.V - 1) else la2[0, 0] - 1
+        caught.add(int(t.gumbel_mismatches(res, T(la2), T(lm))) >= 1)
+    assert caught == {True}
+
+
+@pytest.mark.parametrize("name", SCALED)
+def test_a_scale_case_is_placed_in_its_tier_by_its_live_rows(name, needs, backend, monkeypatch):
+    """``check_case`` (replay, reproducers) takes a production-scale case through the device
+    role's scale check, and decides its tier on the rows that matter alone (the rows the NumPy
+    and Numba oracles confirm on: at ``2**15``, a few requests of zero rows before them are left
+    out), never with the oracles over the whole table: production, and vLLM 0.33.0 passes it."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    monkeypatch.setenv("EAGLEFUZZ_FLAT_LIMIT", str(1 << 15))
+    from eaglefuzz.harness.check import assert_case
+    from eaglefuzz.harness.checking.device_mode import device_targets
+
+    dt = device_targets()[name]
+    case = dt.scale_case(np.random.default_rng(2))
+    n = case.arrays[TABLE[name]].shape[0]
+    live = dt.confirm_on(case)[0].arrays[TABLE[name]].shape[0]
+    target = TARGETS[name]
+    seen: list[int] = []
+    windows_of = type(target).windows_of
+    monkeypatch.setattr(type(target), "windows_of", lambda self, c: seen.append(c.arrays[TABLE[name]].shape[0]) or
+                        windows_of(self, c))
+    assert_case(case, source="vllm-release:0.33.0", domain="production")
+    assert seen == [live] and live < n

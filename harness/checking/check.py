@@ -212,10 +212,11 @@ def check_case(
 
     checkpoint()  # a signal that came between cases (in a gc callback) stops the run here
     target = TARGETS[case.kernel]
-    tier = target.tier_of(case, domain)
+    scaled = _checked_at_scale(case)
+    tier = target.tier_of(_tier_rows(case) if scaled else case, domain)
     device = device_for(impls.source, device)
     signals_before = count()
-    check = _scale_check if _checked_at_scale(case) else target.check
+    check = _scale_check if scaled else target.check
     if journal is None:
         outcome = check(case, impls[case.kernel], device)
     else:
@@ -253,6 +254,16 @@ def _checked_at_scale(case: Case) -> bool:
     dt = device_role(case.kernel)
     return (dt is not None and dt.scale and dt.checked_on == "record" and bool(target.scale_features)
             and bool(set(target.scale_features) & dt.reached(case)) and dt.checks_at_scale(case))
+
+
+def _tier_rows(case: Case) -> Case:
+    """What a production-scale ``case`` checked at scale (:func:`_checked_at_scale`) is placed
+    in its tier by: the rows that matter alone, as its device role confirms a difference on
+    them (``confirm_on``: the requests past the flat limit and the one before), so that the
+    rules and the windows (the NumPy oracle) never run over tables of 8 GiB and more on the
+    host; each request's outputs depend on its own rows, and the requests before the limit are
+    zero rows the scale case is built of."""
+    return device_role(case.kernel).confirm_on(case)[0]
 
 
 def _scale_check(case: Case, impl: object, device: str) -> Outcome:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .device import _SENTINEL, GUARD, DeviceCase, _Big, _bits, _storage
+from .device import _SENTINEL, GUARD, DeviceCase, HostArenas, _Big, _bits, _storage
 
 
 @dataclass
@@ -181,3 +181,51 @@ STEP_FEATURES = frozenset({"wider_rows", "ragged", "several_requests", "many_req
                            "sixteen_drafts", "vocab_262144"})
 """The features :func:`step_features` decides from a step's sizes."""
 
+
+
+class HostBatchArenas:
+    """``K`` cases of a target checked on the host (:class:`~.device.HostArenas`) in one set
+    of buffers: every array of every case between guard bands in one buffer per storage dtype,
+    pre-filled as :class:`~.device.HostArenas` pre-fills a case's (sentinels; written elements
+    their expected value with the lowest bit flipped). One copy to the device per dtype, the
+    ``K`` launches, one copy back and one comparison of every element (guard bands, inputs)
+    check all ``K`` cases. ``cases[k]`` keeps case ``k`` (its inputs as drawn) for a report;
+    ``features[k]`` its coverage features where the maker of the batch gave them."""
+
+    def __init__(self, cases: list[DeviceCase], writes: list[dict[str, tuple[np.ndarray, np.ndarray]]]) -> None:
+        self.cases = cases
+        self.features: list[frozenset[str]] = []
+        merged = DeviceCase({f"{k}/{n}": a for k, dc in enumerate(cases) for n, a in dc.inputs.items()},
+                            {f"{k}/{n}": o for k, dc in enumerate(cases) for n, o in dc.outputs.items()}, {})
+        self.arenas = HostArenas(merged, {f"{k}/{n}": w for k, ws in enumerate(writes) for n, w in ws.items()})
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+    def upload(self, device: str) -> list[dict[str, torch.Tensor]]:
+        """The buffers on ``device`` (one copy per dtype) and each case's views of its arrays
+        (made with one split per buffer, not a slice per array)."""
+        a = self.arenas
+        a.on_device = {s: torch.from_numpy(b).to(device, non_blocking=True) for s, b in a.full.items()}
+        views: dict[str, torch.Tensor] = {}
+        for s, buf in a.on_device.items():
+            names = sorted((n for n, dt in a.dtypes.items() if _storage(dt) == s), key=a.offset.__getitem__)
+            if not names:
+                continue
+            ends = [a.offset[n] + a.sizes[n] for n in names]
+            gaps = [a.offset[names[0]]] + [a.offset[n] - e for n, e in zip(names[1:], ends[:-1], strict=True)]
+            sizes = [x for g, n in zip(gaps, names, strict=True) for x in (g, a.sizes[n])]
+            pieces = torch.split_with_sizes(buf[: ends[-1]], sizes)[1::2]
+            for n, v in zip(names, pieces, strict=True):
+                dt = a.dtypes[n]
+                v = v.view(dt) if dt != s else v
+                views[n] = v.view(a.shapes[n]) if n in a.shapes else v
+        return [{n: views[f"{k}/{n}"] for n in (*dc.inputs, *dc.outputs)} for k, dc in enumerate(self.cases)]
+
+    def download(self) -> None:
+        """The buffers as the launches left them, back on the host (waits for the device)."""
+        self.arenas.download()
+
+    def mismatch(self) -> int:
+        """The number of elements, over every buffer of every case, that are not as expected."""
+        return self.arenas.mismatch()

@@ -35,8 +35,8 @@ from ...core.compare import Difference
 from ...core.exitcodes import EXIT_DEVICE_LOST
 from ...generation.strategies import Scale, derive_seed
 from ...sources import Implementations
-from ...targetkit.device import Arenas, DeviceCase, DeviceTarget
-from ...targetkit.device_batch import BatchArenas, DeviceBatch, epoch_of
+from ...targetkit.device import Arenas, DeviceCase, DeviceTarget, HostArenas
+from ...targetkit.device_batch import BatchArenas, DeviceBatch, HostBatchArenas, epoch_of
 from ...targetkit.scale import unreachable
 from ...targets import TARGETS, Outcome
 from ..check import CaseJournal, Finding, check_case
@@ -50,6 +50,9 @@ WARMUP = 16
 CPU_MAX_REQUESTS = 8
 """Requests per case when the device is the CPU (the Triton interpreter): tests only."""
 CPU_BATCH = 4
+HOST_BATCH = 64
+"""Cases per batch of a target checked on the host (:class:`~...targetkit.device_batch.HostBatchArenas`:
+one copy each way per dtype and one comparison for all of them, made ahead by the producers)."""
 MIN_BATCHES = 8
 """Batches a run of ``examples`` cases makes at least (each batch draws some modes once for
 all of its cases: with or without draft probabilities, synthetic mode)."""
@@ -163,9 +166,12 @@ def device_fuzz_target(
     gen = torch.Generator(device=device) if on_device else None  # reseeded per example, one per run
     max_requests = CPU_MAX_REQUESTS if device == "cpu" else None
     by_record = dt.checked_on == "record"
+    host_k = CPU_BATCH if device == "cpu" else HOST_BATCH
+    if examples is not None:  # a run of few examples: at least MIN_BATCHES batches
+        host_k = max(1, min(host_k, -(-examples // MIN_BATCHES)))
     producer = None if on_device or by_record else HostCases(
         name, seed, chunk_offset, chunk_step, max_requests,
-        default_workers(device) if workers is None else workers)
+        default_workers(device) if workers is None else workers, batch=host_k, limit=examples)
 
     def clock(stage: str, t0: float) -> float:
         if profile and device != "cpu":
@@ -287,6 +293,33 @@ def device_fuzz_target(
                     stats.findings.append(finding)
                     stats.unshrunk = None
                 if on_progress is not None and (finding is not None or stats.examples % 16 == 0):
+                    on_progress(stats)
+                if finding is not None and (finding.fatal or stop_on_finding):
+                    break
+                continue
+            if producer is not None and producer.batch:
+                try:
+                    hb = next(producer)  # drawn, its oracle run and its buffers laid out
+                except StopIteration:
+                    break
+                t = clock("draw", t)
+                finding = _host_batch(dt, impl, origin, device, hb, stats, clock, confirm, start, time_budget,
+                                      cross_check_share, cross)
+                if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):
+                    stats.warmup = time.monotonic() - start
+                i += chunk_step * len(hb)
+                if finding is not None and finding.fatal and journal is not None:
+                    journal.abandon(finding.case, f"the device became unusable: {finding.outcome.crash}")
+                    os._exit(EXIT_DEVICE_LOST)
+                if finding is not None:
+                    stats.unshrunk = finding
+                    if on_progress is not None:
+                        on_progress(stats)
+                    if shrink and not finding.outcome.oracle_disagreements and not finding.fatal:
+                        finding = shrink_finding(finding, impls, device, journal=journal)
+                    stats.findings.append(finding)
+                    stats.unshrunk = None
+                if on_progress is not None:
                     on_progress(stats)
                 if finding is not None and (finding.fatal or stop_on_finding):
                     break
@@ -451,6 +484,78 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     return None
 
 
+
+
+def _host_batch(dt: DeviceTarget, impl: Any, origin: object, device: str, hb: HostBatchArenas, stats: Any,
+                clock: Callable, confirm: Callable, start: float, time_budget: float | None, cross_check_share: float,
+                cross: list[float]) -> Finding | None:
+    """A batch of cases of a target checked on the host (:class:`~...targetkit.device_batch.HostBatchArenas`,
+    made by the producers): one copy to the device per dtype, the launches, one copy back and
+    one comparison of every element of every case. A batch with a difference has its cases
+    checked one at a time (:class:`~...targetkit.device.HostArenas`, the same oracle), the
+    first that fails confirmed by the NumPy and Numba oracles; a difference no case alone shows
+    is an oracle disagreement. A share of the cases is cross-checked as :func:`_batch` does."""
+    name = dt.name
+    t = time.perf_counter()
+    views = hb.upload(device)
+    t = clock("buffers", t)
+
+    def host_case(dc: DeviceCase) -> Case:
+        return _case(dt, dc, dc.inputs)
+
+    finding, launched = None, len(hb)
+    for j, dc in enumerate(hb.cases):
+        try:
+            dt.launch(impl, views[j], dc)
+        except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+            outcome = Outcome().crashed(exc, device)
+            stats.examples += j + 1
+            stats.tokens += dc.tokens
+            if outcome.fatal:
+                return Finding(host_case(dc), outcome, origin)
+            return confirm(host_case(dc), True)
+    t = clock("kernel", t)
+    hb.download()
+    bad = int(hb.mismatch())
+    t = clock("compare", t)
+    stats.examples += launched
+    stats.tokens += sum(dc.tokens for dc in hb.cases)
+    if not bad:  # every case checked, every element: the features each reached
+        stats.features.update(*hb.features)
+    if bad:
+        for dc in hb.cases:  # which case: each alone, as a case at a time is checked
+            alone = HostArenas(dc, dt.oracle(dc))
+            dt.launch(impl, alone.upload(device), dc)
+            alone.download()
+            if alone.mismatch():
+                finding = confirm(host_case(dc), True)
+                break
+        else:
+            finding = confirm(host_case(hb.cases[0]), False)
+            if finding is None:
+                finding = Finding(host_case(hb.cases[0]), Outcome(), origin)
+            finding.outcome.oracle_disagreements.append(Difference(
+                name, None, f"{bad} element(s) not as expected in a batch of {len(hb)} cases", "no case alone differs",
+                None, "device oracle", dt.oracle_name + ", batched"))
+        stats.stages["cross-check"] += time.perf_counter() - t
+        return finding
+    for dc in hb.cases:
+        elapsed = time.monotonic() - start
+        size = sum(int(a.size) for a in dc.inputs.values())
+        rate = cross[0] / max(cross[1], 1) if cross[1] else CROSS_CHECK_S_PER_ELEMENT
+        if cross[0] > cross_check_share * elapsed or (time_budget is not None and elapsed + rate * size >= time_budget):
+            break
+        t0 = time.perf_counter()
+        case = host_case(dc)
+        stats.reach(name, case)
+        finding = confirm(case, False)
+        stats.cross_checked += 1
+        cross[0] += time.perf_counter() - t0
+        cross[1] += size
+        stats.stages["cross-check"] += time.perf_counter() - t0
+        if finding is not None:
+            return finding
+    return None
 
 
 def _say(name: str, line: str) -> None:

@@ -5,41 +5,25 @@ drawn by its record and checked there by its record's check
 0.24.0's ``_compute_block_stats_kernel``, fixed by #47383; #46560 is the same class in the
 sampler), checked on the device a block of rows at a time against the torch oracle
 (:func:`~eaglefuzz.oracles.tensor_ops_v2.local_logits_stats_rows`) and confirmed by the NumPy and
-Numba oracles on the live request (:mod:`~...targetkit.scale_rows`)."""
+Numba oracles on the live request (:mod:`~...targetkit.scale_device`)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.base import Outcome
-from ...targetkit.device import RecordDevice
 from ...targetkit.device_draws import lazy_full, scale_vocab
-from ...targetkit.runner_v2_verify import STATS, STATS_BLOCK, cdiv
-from ...targetkit.scale import flat_limit, past_limit
-from ...targetkit.scale_rows import (
-    DeviceOutput,
-    DeviceTable,
-    bonus_rows,
-    confirm_rows,
-    guard_difference,
-    minimal_request_rows,
-    scale_request_rows,
-)
+from ...targetkit.runner_v2_verify import STATS_BLOCK
+from ...targetkit.scale import past_limit
+from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row, requests_past_limit
+from ...targetkit.scale_rows import bonus_rows, minimal_request_rows, scale_request_rows
 from .layout import NAME
 from .record import TARGET
 
 K = 16
 """Speculative steps of a scale step (``num_speculative_tokens``: vLLM's most)."""
-
-
-def first_row(V: int) -> int:  # noqa: N803
-    """The first logits row whose offset ``j * V`` an int32 cannot hold."""
-    return -(-flat_limit() // V)
 
 
 def _step(counts: list[int], V: int, temperature: np.ndarray, with_draft: bool) -> Case:  # noqa: N803
@@ -102,10 +86,7 @@ def live_requests(case: Case) -> list[int]:
     at or past the limit, and the one before them."""
     elp = case.arrays["expanded_local_pos"]
     starts = np.flatnonzero(elp == 0)
-    ends = np.append(starts[1:], elp.size)
-    W = case.arrays["target_logits"].shape[1]
-    past = [r for r in range(starts.size) if past_limit(int(ends[r] - 1) * W)]
-    return list(range(max(0, (past[0] if past else starts.size) - 1), starts.size))
+    return requests_past_limit(starts, np.append(starts[1:], elp.size), case.arrays["target_logits"].shape[1])
 
 
 def restrict(case: Case, keep: list[int]) -> tuple[Case, list[int]]:
@@ -125,18 +106,7 @@ def restrict(case: Case, keep: list[int]) -> tuple[Case, list[int]]:
     return case.replace(arrays=arrays), rows.tolist()
 
 
-class _Device(RecordDevice):
-    name = NAME
-    launch_names = TARGET.launch_names
-    record = TARGET
-    scale = True
-
-    def scale_case(self, rng: np.random.Generator) -> Case:
-        return scale_case(rng)
-
-    def scale_minimal(self, case: Case) -> list[Case]:
-        return minimal_scale_cases(case)
-
+class _Device(ScaleRecordDevice):
     def reached(self, case: Case) -> frozenset[str]:
         """The scale feature alone at production scale (the others look at every row)."""
         n, W = case.arrays["target_logits"].shape
@@ -144,36 +114,18 @@ class _Device(RecordDevice):
             return frozenset({"row_offset_past_2_31"})
         return TARGET.features_of(case)
 
-    def scale_check(self, impl: Any, case: Case, device: str, confirm: bool) -> tuple[int, int, Outcome | None]:
-        """``case`` (a production-scale step) run on ``device`` and checked there, a block of
-        rows at a time, against the torch oracle: every statistic (written within its bound,
-        untouched ones their sentinel), the guard bands, the inputs; with ``confirm``, a
-        difference is checked by the NumPy and Numba oracles on :func:`live_requests`."""
-        a = case.arrays
-        n, _ = a["target_logits"].shape
+    def expect(self, case: Case, run: ScaleRun) -> torch.Tensor:
+        """Every statistic, a block of rows at a time, against the torch oracle (written within
+        its bound, untouched ones their sentinel)."""
+        a, device = case.arrays, run.device
         V = int(case.scalars["vocab_size"])
-        nb = cdiv(V, STATS_BLOCK)
-        tables = {name: DeviceTable(a[name], device) for name in ("target_logits", "draft_logits") if name in a}
-        small = {name: torch.from_numpy(a[name]).to(device) for name in ("expanded_idx_mapping", "expanded_local_pos",
-                                                                           "temperature")}
-        outs = {name: DeviceOutput((n, nb), torch.int64 if name == "target_local_argmax" else torch.float32, device)
-                for name in STATS}
-        views = {name: t.clone() for name, t in small.items()} | {name: t.view for name, t in tables.items()}
-        views |= {name: o.view for name, o in outs.items()}
-        views.setdefault("draft_logits", None)
-        TARGET.launch(impl, views, case)
-        if device != "cpu":
-            torch.cuda.synchronize()
-        written = {name: t.guard_writes() for name, t in tables.items()}
-        bad = sum(w for w, _ in written.values()) + sum(o.guard_writes() for o in outs.values())
-        bad += sum(t.changed() for t in tables.values())
-        bad += sum(int((views[name] != t).sum()) for name, t in small.items())
         eidx, elp, temp = a["expanded_idx_mapping"], a["expanded_local_pos"], a["temperature"]
         greedy = torch.from_numpy(temp[eidx] == 0).to(device)
         bonus = bonus_rows(elp)
         count = torch.zeros((), dtype=torch.int64, device=device)
         draft = a.get("draft_logits")
-        for lo, hi in tables["target_logits"].blocks():
+        table = run.tables["target_logits"]
+        for lo, hi in table.blocks():
             dr = None
             if draft is not None:
                 read = ~bonus[lo:hi] & (temp[eidx[lo:hi]] != 0)
@@ -182,25 +134,16 @@ class _Device(RecordDevice):
                     dr[torch.from_numpy(read).to(device)] = torch.from_numpy(
                         np.ascontiguousarray(draft[eidx[lo:hi][read], elp[lo:hi][read]])).to(device)
             res = tensor_ops_v2.local_logits_stats_rows(
-                tables["target_logits"].rows(lo, hi), greedy[lo:hi], torch.from_numpy(bonus[lo:hi]).to(device), dr,
-                small["temperature"][small["expanded_idx_mapping"][lo:hi]], V, STATS_BLOCK)
+                table.rows(lo, hi), greedy[lo:hi], torch.from_numpy(bonus[lo:hi]).to(device), dr,
+                run.small["temperature"][run.small["expanded_idx_mapping"][lo:hi]], V, STATS_BLOCK)
             for name, (w, e, b) in res.items():
-                count += outs[name].mismatches(lo, hi, w, e, b)
+                count += run.outs[name].mismatches(lo, hi, w, e, b)
             del res, dr
-        bad += int(count)
-        outcome = None
-        if confirm and bad:
-            restricted, rows = restrict(case, live_requests(case))
-            actual = {name: o.view[rows[0] : rows[-1] + 1].cpu().numpy() for name, o in outs.items()}
-            outcome = confirm_rows(TARGET, restricted, rows, actual, {name: o.sentinel for name, o in outs.items()})
-            for name, (w, at) in written.items():
-                if w:
-                    outcome.differences.insert(0, guard_difference(name, w, at, tables[name].poison))
-        del tables, outs
-        if device != "cpu":
-            torch.cuda.empty_cache()
-        return bad, n * nb * len(STATS), outcome
+        return count
+
+    def confirm_on(self, case: Case) -> tuple[Case, list[int]]:
+        return restrict(case, live_requests(case))
 
 
-DEVICE = _Device()
+DEVICE = _Device(TARGET, scale_case, minimal_scale_cases)
 """This target's device mode (``--mode device``)."""

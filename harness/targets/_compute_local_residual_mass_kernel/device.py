@@ -9,15 +9,11 @@ Numba oracles on the live request (:mod:`~...targetkit.scale_rows`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.base import Outcome
-from ...targetkit.device import RecordDevice
 from ...targetkit.device_draws import scale_vocab
 from ...targetkit.runner_v2_verify import (
     NOT_READ,
@@ -29,31 +25,21 @@ from ...targetkit.runner_v2_verify import (
     keep_requests,
     settle_step,
 )
-from ...targetkit.scale import flat_limit, past_limit
+from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row, requests_past_limit
 from ...targetkit.scale_rows import (
-    DeviceOutput,
-    DeviceTable,
     bonus_rows,
-    confirm_rows,
-    guard_difference,
     join_steps,
     minimal_request_rows,
     scale_request_rows,
     splice,
 )
-from .layout import NAME, build
+from .layout import build
 from .record import TARGET
 
 FILLS = {"target_local_max": 0.0, "target_local_sumexp": NOT_READ, "draft_local_max": NOT_READ,
          "draft_local_sumexp": NOT_READ, "cumulative_log_p": NOT_READ}
 """The greedy requests' statistics before the live request (§30: a zero row's maxima are 0, the
 rest never written), and their joint ratios (never written: greedy)."""
-SMALL = ("cumulative_log_p", "target_local_max", "target_local_sumexp", "draft_local_max", "draft_local_sumexp",
-         "draft_sampled", "expanded_idx_mapping", "expanded_local_pos", "temperature")
-
-
-def first_row(W: int) -> int:  # noqa: N803
-    return -(-flat_limit() // W)
 
 
 def scale_case(rng: np.random.Generator) -> Case:
@@ -96,78 +82,44 @@ def live_requests(case: Case) -> list[int]:
     """The requests with a row past the limit, and the one before them."""
     elp = case.arrays["expanded_local_pos"]
     starts = np.flatnonzero(elp == 0)
-    ends = np.append(starts[1:], elp.size)
-    W = case.arrays["target_logits"].shape[1]
-    past = [r for r in range(starts.size) if past_limit(int(ends[r] - 1) * W)]
-    return list(range(max(0, (past[0] if past else starts.size) - 1), starts.size))
+    return requests_past_limit(starts, np.append(starts[1:], elp.size), case.arrays["target_logits"].shape[1])
 
 
-class _Device(RecordDevice):
-    name = NAME
-    launch_names = TARGET.launch_names
-    record = TARGET
-    scale = True
-
-    def scale_case(self, rng: np.random.Generator) -> Case:
-        return scale_case(rng)
-
-    def scale_minimal(self, case: Case) -> list[Case]:
-        return minimal_scale_cases(case)
-
-    def scale_check(self, impl: Any, case: Case, device: str, confirm: bool) -> tuple[int, int, Outcome | None]:
-        """``case`` (a production-scale step) run on ``device`` and checked there against the
-        torch oracle: every row's partials (the rows that write within their bounds, the others
-        their sentinel), the guard bands, every input unchanged; with ``confirm``, a difference
-        is checked by the NumPy and Numba oracles on :func:`live_requests`."""
-        a, sc = case.arrays, case.scalars
+class _Device(ScaleRecordDevice):
+    def expect(self, case: Case, run: ScaleRun) -> torch.Tensor:
+        """Every row's partials: the rows that write within their bounds (the torch oracle on
+        their rows as given), the others their sentinel."""
+        a, sc, sm = case.arrays, case.scalars, run.small
         n = a["target_logits"].shape[0]
         V, nb = int(sc["vocab_size"]), int(sc["vocab_num_blocks"])
         P = min(nb, int(case.launch.get("PADDED_VOCAB_NUM_BLOCKS") or nb))
-        tables = {name: DeviceTable(a[name], device) for name in ("target_logits", "draft_logits")}
-        small = {name: torch.from_numpy(np.ascontiguousarray(a[name])).to(device) for name in SMALL}
-        out = DeviceOutput((n, nb), torch.float32, device)
-        views = {name: t.clone() for name, t in small.items()} | {name: t.view for name, t in tables.items()}
-        views["local_residual_mass"] = out.view
-        TARGET.launch(impl, views, case)
-        if device != "cpu":
-            torch.cuda.synchronize()
-        written = {name: t.guard_writes() for name, t in tables.items()}
-        bad = sum(w for w, _ in written.values()) + out.guard_writes() + sum(t.changed() for t in tables.values())
-        bad += sum(int((views[name].view(torch.uint8) != t.view(torch.uint8)).sum()) for name, t in small.items())
         eidx, elp, temp = a["expanded_idx_mapping"], a["expanded_local_pos"].astype(np.int64), a["temperature"]
         ds = a["draft_sampled"].astype(np.int64)
         nxt = np.append(ds[1:n], -1)[:n]
         on = np.flatnonzero((elp != 0) & ~bonus_rows(elp) & (nxt >= 0) & (temp[eidx] != 0))
+        device = run.device
         w = torch.zeros((n, nb), dtype=torch.bool, device=device)
         e = torch.zeros((n, nb), dtype=torch.float32, device=device)
         b = torch.zeros((n, nb), dtype=torch.float64, device=device)
         if on.size:
             rows = torch.from_numpy(on).to(device)
-            t_lse, t_e = tensor_ops_v2.block_lse(small["target_local_max"][rows, :P], small["target_local_sumexp"][rows, :P])
-            d_lse, d_e = tensor_ops_v2.block_lse(small["draft_local_max"][rows, :P], small["draft_local_sumexp"][rows, :P])
+            t_lse, t_e = tensor_ops_v2.block_lse(sm["target_local_max"][rows, :P], sm["target_local_sumexp"][rows, :P])
+            d_lse, d_e = tensor_ops_v2.block_lse(sm["draft_local_max"][rows, :P], sm["draft_local_sumexp"][rows, :P])
             dr = torch.from_numpy(np.ascontiguousarray(a["draft_logits"][eidx[on], elp[on]])).to(device)
             tr = torch.from_numpy(np.ascontiguousarray(a["target_logits"][on])).to(device)
             e[rows], b[rows] = tensor_ops_v2.local_residual_mass_rows(
-                tr, dr, t_lse, t_e, d_lse, d_e, small["cumulative_log_p"][rows - 1], small["temperature"][small["expanded_idx_mapping"][rows]],
-                V)
+                tr, dr, t_lse, t_e, d_lse, d_e, sm["cumulative_log_p"][rows - 1],
+                sm["temperature"][sm["expanded_idx_mapping"][rows]], V)
             w[rows] = True
-        bad += int(out.mismatches(0, n, w, e, b))
-        outcome = None
-        if confirm and bad:
-            keep = live_requests(case)
-            starts = np.flatnonzero(elp == 0)
-            ends = np.append(starts[1:], elp.size)
-            rows_ = list(range(int(starts[keep[0]]), int(ends[keep[-1]])))
-            actual = {"local_residual_mass": out.view[rows_[0] : rows_[-1] + 1].cpu().numpy()}
-            outcome = confirm_rows(TARGET, keep_requests(case, keep), rows_, actual, {"local_residual_mass": out.sentinel})
-            for name, (k, at) in written.items():
-                if k:
-                    outcome.differences.insert(0, guard_difference(name, k, at, tables[name].poison))
-        del tables
-        if device != "cpu":
-            torch.cuda.empty_cache()
-        return bad, n * nb, outcome
+        return run.outs["local_residual_mass"].mismatches(0, n, w, e, b)
+
+    def confirm_on(self, case: Case) -> tuple[Case, list[int]]:
+        """:func:`live_requests`' rows."""
+        keep = live_requests(case)
+        starts = np.flatnonzero(case.arrays["expanded_local_pos"] == 0)
+        ends = np.append(starts[1:], case.arrays["expanded_local_pos"].size)
+        return keep_requests(case, keep), list(range(int(starts[keep[0]]), int(ends[keep[-1]])))
 
 
-DEVICE = _Device()
+DEVICE = _Device(TARGET, scale_case, minimal_scale_cases)
 """This target's device mode (``--mode device``)."""

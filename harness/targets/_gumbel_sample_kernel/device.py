@@ -8,36 +8,22 @@ on the rows past the limit (:mod:`~...targetkit.scale_rows`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.base import Outcome
-from ...targetkit.device import RecordDevice
 from ...targetkit.device_draws import lazy_full, scale_vocab
-from ...targetkit.runner_v2_verify import MAX_MODEL_LEN, SAMPLE_BLOCK, cdiv
-from ...targetkit.scale import flat_limit, past_limit
-from ...targetkit.scale_rows import (
-    DeviceOutput,
-    DeviceTable,
-    confirm_rows,
-    guard_difference,
-    minimal_request_rows,
-    scale_request_rows,
-)
+from ...targetkit.runner_v2_verify import MAX_MODEL_LEN, SAMPLE_BLOCK
+from ...targetkit.scale import past_limit
+from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row
+from ...targetkit.scale_rows import minimal_request_rows, scale_request_rows
 from .layout import build, keep_rows, windows
 from .record import TARGET
 
 NAME = "_gumbel_sample_kernel"
 SMALL = ("expanded_idx_mapping", "seeds", "pos", "temperature")
 """The case's arrays of a few elements per row or state row (copied to the device whole)."""
-
-
-def first_row(V: int) -> int:  # noqa: N803
-    return -(-flat_limit() // V)
 
 
 def _case(counts: list[int], V: int, temperature: np.ndarray, seeds: np.ndarray, pos: np.ndarray,  # noqa: N803
@@ -102,17 +88,9 @@ def checked_rows(case: Case) -> list[int]:
     return list(range(max(0, min(first_row(V), n) - 1), n))
 
 
-class _Device(RecordDevice):
-    name = NAME
-    launch_names = TARGET.launch_names
-    record = TARGET
-    scale = True
-
-    def scale_case(self, rng: np.random.Generator) -> Case:
-        return scale_case(rng)
-
-    def scale_minimal(self, case: Case) -> list[Case]:
-        return minimal_scale_cases(case)
+class _Device(ScaleRecordDevice):
+    tables = ("logits",)
+    small = SMALL
 
     def reached(self, case: Case) -> frozenset[str]:
         """The scale feature alone at production scale (the others look at every row)."""
@@ -125,51 +103,28 @@ class _Device(RecordDevice):
         """The target's sampling (no cache): the drafter's goes through the record's check."""
         return "logits_cache" not in case.arrays
 
-    def scale_check(self, impl: Any, case: Case, device: str, confirm: bool) -> tuple[int, int, Outcome | None]:
-        """``case`` (a production-scale sampling step without a cache) run on ``device`` and
-        checked there, a block of rows at a time, against the torch oracle (every block's
-        winner and maximum), the guard bands, the inputs unchanged; with ``confirm``, a
-        difference is checked by the NumPy and Numba oracles on :func:`checked_rows`."""
-        a, sc = case.arrays, case.scalars
-        if "logits_cache" in a:
+    def expect(self, case: Case, run: ScaleRun) -> torch.Tensor:
+        """Every block's winner and maximum, a block of rows at a time, against the torch oracle
+        (the target's sampling without a cache)."""
+        sc, sm = case.scalars, run.small
+        if "logits_cache" in case.arrays:
             raise ValueError("a production-scale case of the Gumbel kernel samples the target's logits (no cache)")
-        n, V = a["logits"].shape
-        nb = cdiv(V, SAMPLE_BLOCK)
-        table = DeviceTable(a["logits"], device)
-        small = {name: torch.from_numpy(np.ascontiguousarray(a[name])).to(device) for name in SMALL}
-        outs = {"local_argmax": DeviceOutput((n, nb), torch.int64, device),
-                "local_max": DeviceOutput((n, nb), torch.float64 if sc.get("use_fp64") else torch.float32, device)}
-        views = {name: t.clone() for name, t in small.items()} | {"logits": table.view}
-        views |= {name: o.view for name, o in outs.items()}
-        TARGET.launch(impl, views, case)
-        if device != "cpu":
-            torch.cuda.synchronize()
-        written, at = table.guard_writes()
-        bad = written + table.changed() + sum(o.guard_writes() for o in outs.values())
-        bad += sum(int((views[name].view(torch.uint8) != t.view(torch.uint8)).sum()) for name, t in small.items())
-        count = torch.zeros((), dtype=torch.int64, device=device)
+        V = case.arrays["logits"].shape[1]
+        table, outs = run.tables["logits"], run.outs
+        count = torch.zeros((), dtype=torch.int64, device=run.device)
         for lo, hi in table.blocks():
             res = tensor_ops_v2.gumbel_sample_rows(
-                table.rows(lo, hi), small["expanded_idx_mapping"][lo:hi], small["seeds"], small["pos"][lo:hi],
-                small["temperature"], bool(sc.get("apply_temperature")), bool(sc.get("is_drafting")),
-                bool(sc.get("use_fp64")), V, SAMPLE_BLOCK)
+                table.rows(lo, hi), sm["expanded_idx_mapping"][lo:hi], sm["seeds"], sm["pos"][lo:hi], sm["temperature"],
+                bool(sc.get("apply_temperature")), bool(sc.get("is_drafting")), bool(sc.get("use_fp64")), V, SAMPLE_BLOCK)
             count += tensor_ops_v2.gumbel_mismatches(res, outs["local_argmax"].view[lo:hi], outs["local_max"].view[lo:hi],
                                                      SAMPLE_BLOCK)
             del res
-        bad += int(count)
-        outcome = None
-        if confirm and bad:
-            rows = checked_rows(case)
-            actual = {name: o.view[rows[0] : rows[-1] + 1].cpu().numpy() for name, o in outs.items()}
-            outcome = confirm_rows(TARGET, keep_rows(case, rows), rows, actual,
-                                   {name: o.sentinel for name, o in outs.items()})
-            if written:
-                outcome.differences.insert(0, guard_difference("logits", written, at, table.poison))
-        del table, outs
-        if device != "cpu":
-            torch.cuda.empty_cache()
-        return bad, 2 * n * nb, outcome
+        return count
+
+    def confirm_on(self, case: Case) -> tuple[Case, list[int]]:
+        rows = checked_rows(case)
+        return keep_rows(case, rows), rows
 
 
-DEVICE = _Device()
+DEVICE = _Device(TARGET, scale_case, minimal_scale_cases)
 """This target's device mode (``--mode device``)."""

@@ -28,6 +28,7 @@ from ...targetkit.properties import (
     nothing_past_num_reqs,
 )
 from ...targetkit.runner_v2_verify import DRAFT_NOISE_SALT, MAX_K, MAX_MODEL_LEN, step_view
+from ...targetkit.scale import flat_limit
 from .layout import method_of
 
 STAGES = ("_compute_local_logits_stats_kernel", "_compute_cumulative_log_p_kernel",
@@ -55,12 +56,43 @@ def accepted_are_the_drafts(case: Case, o: Observation) -> str | None:
     return None
 
 
+def decided_by_own_rows(case: Case, o: Observation) -> str | None:
+    """A request with a draft row whose offset ``j * stride`` lies past ``2**31`` has its own
+    verification: §33.1 of that request alone (its rows, the NumPy oracle) gives its count and
+    its tokens."""
+    from ...targetkit.runner_v2_verify import keep_requests
+    from .layout import run_oracle
+
+    a = case.arrays
+    W = a["target_logits"].shape[1]
+    v = step_view(case, "extended", stats=False)
+    for r in range(len(v.idx)):
+        if not v.d[r] or int(v.first[r] + v.d[r] - 1) * W < flat_limit():
+            continue
+        want, _ = run_oracle(keep_requests(case, [r]))
+        k = int(want["num_sampled"][0])
+        got = int(o.out["num_sampled"][r])
+        if got != k or not np.array_equal(o.out["sampled"][r, : k + 1], want["sampled"][0, : k + 1]):
+            return (f"request {r} (rows {int(v.first[r])}-{int(v.first[r] + v.d[r])}, offsets past 2**31): count {got}, "
+                    f"tokens {o.out['sampled'][r, : k + 1].tolist()}; its own rows give {k}, "
+                    f"{want['sampled'][0, : k + 1].tolist()}: a row offset was not computed exactly (an int32 product wraps)")
+    return None
+
+
+INT32_FLAT_INDEX = (
+    "production reaches it: a verification step of more than 2**31 / V logits rows (8193 at V = 262144; "
+    "max_num_seqs x (1 + num_speculative_tokens) rows reach 16384) has target logits past 2**31 elements "
+    "(docs/CONTRACT.md §33.2; vLLM: vllm/v1/worker/gpu/spec_decode/rejection_sampler.py, RejectionSampler._verify)")
+"""Why production reaches the ``int32_flat_index`` hazard (README's hazard table)."""
+
 PROPERTIES: tuple[Property, ...] = (
     Property("count_is_a_draft_count", "num_sampled counts accepted drafts: 0 .. the request's drafts",
              count_is_a_draft_count),
     Property("accepted_are_the_drafts", "the tokens before the count are the request's drafts, in order",
              accepted_are_the_drafts),
     Property("nothing_past_the_buffers", "nothing is written outside the outputs", nothing_past_num_reqs),
+    Property("decided_by_own_rows", "a request with a row past 2**31 is verified on its own rows", decided_by_own_rows,
+             hazard_class="int32_flat_index", source="PR #46560, PR #47383", rests_on=INT32_FLAT_INDEX),
 )
 """The properties, in the order the audit reports them."""
 

@@ -68,6 +68,39 @@ def greedy_bonus_is_the_argmax(case: Case, o: Observation) -> str | None:
     return None
 
 
+def drawn_from_own_row(case: Case, o: Observation) -> str | None:
+    """A request that draws from a row whose offset ``j * stride`` lies past ``2**31`` draws
+    from its own row: §34.1 of that request alone (the NumPy oracle) gives its block winners
+    (and their values, within ``1e-4``)."""
+    from ...targetkit.runner_v2_verify import keep_requests
+    from ...targetkit.scale import flat_limit
+    from .layout import run_oracle
+
+    a = case.arrays
+    W = a["target_logits"].shape[1]
+    v = step_view(case, "extended", stats=False)
+    j = v.first + a["rejected_step"].astype(np.int64)
+    for r in range(len(v.idx)):
+        if int(j[r]) * W < flat_limit() or not o.written["resampled_local_argmax"][r].any():
+            continue
+        want, _ = run_oracle(keep_requests(case, [r]))
+        la, lm = o.out["resampled_local_argmax"][r], o.out["resampled_local_max"][r].astype(np.float64)
+        wl, wm = want["resampled_local_argmax"][0], want["resampled_local_max"][0].astype(np.float64)
+        off = (la != wl) | ~(np.abs(lm - wm) <= 1e-4 * np.maximum(1.0, np.abs(wm)))
+        if off.any():
+            b = int(np.argmax(off))
+            return (f"request {r}, row {int(j[r])} (offset {int(j[r]) * W}, past 2**31), block {b}: winner {int(la[b])} "
+                    f"({float(lm[b])!r}), its own row gives {int(wl[b])} ({float(wm[b])!r}): the row offset was not "
+                    "computed exactly (an int32 product wraps)")
+    return None
+
+
+INT32_FLAT_INDEX = (
+    "production reaches it: a verification step of more than 2**31 / V logits rows (8193 at V = 262144; "
+    "max_num_seqs x (1 + num_speculative_tokens) rows reach 16384) has target logits past 2**31 elements "
+    "(docs/CONTRACT.md §34.2; vLLM: vllm/v1/worker/gpu/spec_decode/rejection_sampler.py, RejectionSampler._verify)")
+"""Why production reaches the ``int32_flat_index`` hazard (README's hazard table)."""
+
 PROPERTIES: tuple[Property, ...] = (
     Property("winners_in_their_blocks", "each block's winner is a token of its block", winners_in_their_blocks),
     Property("drawn_token_has_mass", "a drawn token is one the target allows, never a rejected one-hot draft",
@@ -75,6 +108,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("greedy_bonus_is_the_argmax", "a greedy request's bonus is its argmax; rejected earlier, nothing is drawn",
              greedy_bonus_is_the_argmax),
     Property("nothing_past_the_buffers", "nothing is written outside the block winners and values", nothing_past_num_reqs),
+    Property("drawn_from_own_row", "a request drawing from a row past 2**31 draws from its own row", drawn_from_own_row,
+             hazard_class="int32_flat_index", source="PR #46560, PR #47383", rests_on=INT32_FLAT_INDEX),
 )
 """The properties, in the order the audit reports them."""
 

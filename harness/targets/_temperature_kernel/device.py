@@ -8,28 +8,19 @@ NumPy and Numba oracles on the rows past the limit (:mod:`~...targetkit.scale_ro
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.base import Outcome
-from ...targetkit.device import RecordDevice
 from ...targetkit.device_draws import lazy_full, scale_vocab
-from ...targetkit.scale import flat_limit
-from ...targetkit.scale_rows import DeviceTable, confirm_rows, guard_difference, mismatches
-from .layout import NAME, build
+from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row
+from ...targetkit.scale_rows import mismatches
+from .layout import build
 from .record import TARGET
 
 TEMPERATURES = np.array([0.7, 1.0, 0.0, 1.3], np.float32)
 """The states of a scale step: two divided (0.7, 1.3), one left (1.0), one greedy (0.0)."""
-
-
-def first_row(V: int) -> int:  # noqa: N803
-    """The first row whose offset ``t * V`` an int32 cannot hold (:func:`~...targetkit.scale.flat_limit`)."""
-    return -(-flat_limit() // V)
 
 
 def scale_case(rng: np.random.Generator) -> Case:
@@ -77,53 +68,31 @@ def checked_rows(case: Case) -> list[int]:
     return list(range(max(0, min(first_row(V), n) - 1), n))
 
 
-class _Device(RecordDevice):
-    name = NAME
-    launch_names = TARGET.launch_names
-    record = TARGET
-    scale = True
+class _Device(ScaleRecordDevice):
+    tables = ("logits",)
+    in_place = ("logits",)
+    small = ("expanded_idx_mapping", "temperature")
 
-    def scale_case(self, rng: np.random.Generator) -> Case:
-        return scale_case(rng)
-
-    def scale_minimal(self, case: Case) -> list[Case]:
-        return minimal_scale_cases(case)
-
-    def scale_check(self, impl: Any, case: Case, device: str, confirm: bool) -> tuple[int, int, Outcome | None]:
-        """``case`` (a production-scale step) run on ``device`` and checked there, a block of
-        rows at a time, against the torch oracle; with ``confirm``, a difference is checked by
-        the NumPy and Numba oracles on :func:`checked_rows`. Returns the elements not as
-        expected (the guard bands' and the small inputs' included), the elements verified, and
-        the confirmation's outcome (``None``: not asked, or nothing to confirm)."""
-        a = case.arrays
-        table = DeviceTable(a["logits"], device)
-        eidx = torch.from_numpy(a["expanded_idx_mapping"]).to(device)
-        temp = torch.from_numpy(a["temperature"]).to(device)
-        TARGET.launch(impl, {"logits": table.view, "expanded_idx_mapping": eidx.clone(), "temperature": temp.clone()},
-                      case)
-        if device != "cpu":
-            torch.cuda.synchronize()
-        written, at = table.guard_writes()
-        bad = torch.zeros((), dtype=torch.int64, device=device)
-        t_rows = temp[eidx]
+    def expect(self, case: Case, run: ScaleRun) -> torch.Tensor:
+        """The logits, a block of rows at a time, against the torch oracle on the rows as given
+        (every element: divided ones within 2 ulp, the others bit for bit)."""
+        table, sm = run.tables["logits"], run.small
+        bad = torch.zeros((), dtype=torch.int64, device=run.device)
+        t_rows = sm["temperature"][sm["expanded_idx_mapping"]]
         V = case.scalars.get("vocab_size")
         for lo, hi in table.blocks():
             expected, bound = tensor_ops_v2.temperature_rows(table.rows(lo, hi), t_rows[lo:hi], V)
             bad += mismatches(table.view[lo:hi], expected, bound)
             del expected, bound
-        bad_n = int(bad) + written
-        outcome = None
-        if confirm and bad_n:
-            rows = checked_rows(case)
-            actual = table.view[rows[0] : rows[-1] + 1].cpu().numpy()
-            outcome = confirm_rows(TARGET, TARGET.join_requests(case, rows), rows, {"logits": actual})
-            if written:
-                outcome.differences.insert(0, guard_difference("logits", written, at, table.poison))
-        del table
-        if device != "cpu":
-            torch.cuda.empty_cache()
-        return bad_n, TARGET.output_tokens(case), outcome
+        return bad
+
+    def confirm_on(self, case: Case) -> tuple[Case, list[int]]:
+        rows = checked_rows(case)
+        return TARGET.join_requests(case, rows), rows
+
+    def verified(self, case: Case, run: ScaleRun) -> int:
+        return TARGET.output_tokens(case)
 
 
-DEVICE = _Device()
+DEVICE = _Device(TARGET, scale_case, minimal_scale_cases)
 """This target's device mode (``--mode device``)."""

@@ -29,30 +29,42 @@ from .layout import BOOL, F32, F64, I32, I64, NAME, PER_REQUEST, PER_TOKEN, proc
 MODULE = "vllm/v1/sample/rejection_sampler.py"
 
 
+def _tokens(case: Case) -> tuple[Rows, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every draft token of every request: the rows, its request, its position ``j`` in the
+    request, whether §10.1 accepts it (the comparison alone, rejections before it aside), and
+    its id."""
+    a = case.arrays
+    rows = Rows.of(a["cu_num_draft_tokens"])
+    d = np.maximum(rows.d, 0)
+    r = np.repeat(np.arange(rows.B, dtype=np.int64), d)
+    j = np.arange(r.size, dtype=np.int64) - np.repeat(np.cumsum(d) - d, d)
+    t = rows.s[r] + j
+    did = a["draft_token_ids"][t].astype(np.int64)
+    rates = a.get("synthetic_conditional_rates")
+    if rates is not None:
+        ok = (a["uniform_probs"][t].astype(np.float64) < rates[j].astype(np.float64)) & (did >= 0)
+    else:
+        ok = did == a["target_argmax"][t].astype(np.int64).astype(np.int32)
+    return rows, r, j, ok, did
+
+
+def _firsts(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    """Per request, whether §10.1 processes it, and the position of its first rejected draft
+    (``-1``: none rejected)."""
+    rows, r, j, ok, _ = _tokens(case)
+    greedy = case.arrays.get("is_greedy")
+    processed = np.ones(rows.B, dtype=bool) if greedy is None else np.asarray(greedy, dtype=bool)
+    k = np.full(rows.B, -1, dtype=np.int64)
+    rejected_r, first = np.unique(r[~ok], return_index=True)  # r ascending, j ascending within it
+    k[rejected_r] = j[~ok][first]
+    return processed, k
+
+
 def first_rejections(case: Case) -> dict[int, int | None]:
     """Per processed request, the position of its first rejected draft (``None``: all
     accepted), as §10.1 decides."""
-    a = case.arrays
-    rows = Rows.of(a["cu_num_draft_tokens"])
-    greedy = a.get("is_greedy")
-    rates = a.get("synthetic_conditional_rates")
-    out: dict[int, int | None] = {}
-    for r in range(rows.B):
-        if greedy is not None and not greedy[r]:
-            continue
-        k = None
-        for j in range(int(rows.d[r])):
-            t = int(rows.s[r]) + j
-            did = int(a["draft_token_ids"][t])
-            if rates is not None:
-                ok = bool(np.float64(a["uniform_probs"][t]) < np.float64(rates[j])) and did >= 0
-            else:
-                ok = did == int(np.int64(a["target_argmax"][t]).astype(np.int32))
-            if not ok:
-                k = j
-                break
-        out[r] = k
-    return out
+    processed, k = _firsts(case)
+    return {q: (None if k[q] < 0 else int(k[q])) for q in np.flatnonzero(processed).tolist()}
 
 
 class RejectionGreedy(DraftRowMoves, TritonTarget):
@@ -125,14 +137,12 @@ class RejectionGreedy(DraftRowMoves, TritonTarget):
     def features_of(self, case: Case) -> frozenset[str]:
         a = case.arrays
         rows = Rows.of(a["cu_num_draft_tokens"])
-        firsts = first_rejections(case)
+        processed, first = _firsts(case)
         L = case.scalars["max_spec_len"]
         greedy = a.get("is_greedy")
-        visited_minus = False
-        for r, k in firsts.items():
-            s, d = int(rows.s[r]), int(rows.d[r])
-            upto = d if k is None else k + 1
-            visited_minus |= bool(np.any(a["draft_token_ids"][s : s + upto] == -1))
+        _, r_of, j_of, _, did = _tokens(case)
+        last = np.where(processed, np.where(first < 0, rows.d - 1, first), -1)  # per request, the last position visited
+        visited_minus = bool(np.any((did == -1) & (j_of <= last[r_of])))
         out = np.full(self.output_specs(case)["output_token_ids"][1], -1, dtype=np.int32)
         self.call_oracle(self.oracles["numpy"], case, {"output_token_ids": out})
         rates = a.get("synthetic_conditional_rates")
@@ -145,10 +155,10 @@ class RejectionGreedy(DraftRowMoves, TritonTarget):
             "mixed_batch": greedy is not None and bool(greedy.any()) and not bool(greedy.all()),
             "greedy_tensor_all_true": greedy is not None and bool(greedy.all()),
             "synthetic_mode": rates is not None,
-            "no_drafts_row": any(rows.d[r] == 0 for r in firsts),
-            "all_accepted": any(k is None and rows.d[r] > 0 for r, k in firsts.items()),
-            "first_rejected": any(k == 0 for k in firsts.values()),
-            "later_rejected": any(k is not None and k > 0 for k in firsts.values()),
+            "no_drafts_row": bool(np.any(processed & (rows.d == 0))),
+            "all_accepted": bool(np.any(processed & (first < 0) & (rows.d > 0))),
+            "first_rejected": bool(np.any(processed & (first == 0))),
+            "later_rejected": bool(np.any(processed & (first > 0))),
             "minus_one_draft": visited_minus,
             "wider_rows": L > rows.longest,
             "ragged": len(set(rows.d.tolist())) > 1,

@@ -52,6 +52,8 @@ TABLE_EPOCH = 64
 """Batches that share one pair of tables (each case reads its first rows): drawing, staging and
 guarding tables of up to 2 GiB costs far more than the kernel's reads of one element per row."""
 CANDIDATES = 8
+SUBNORMAL = float(np.float32(1e-40))
+"""A float32 subnormal probability (below ``np.finfo(np.float32).tiny``, above 0)."""
 """Draft ids drawn per table row (from the draft table, and from the target table), of which
 each case's draft token on that row takes one."""
 
@@ -197,9 +199,14 @@ class RandomDevice(DeviceTarget):
         full = max(1, min(MAX_TABLE // V, 64 * max_requests))
         R = min(full, max(16, int(full * share)))  # 16: a request of 16 drafts always fits
         target, draft = softmax_table(rng, gen, R, V, device), softmax_table(rng, gen, R, V, device)
+        if rng.random() < 0.25:  # a draft model that agrees on every fourth row: p == q, the quotient exactly 1
+            draft[::4] = target[::4]
         tables = {"V": V, "R": R, "target_probs": target, "draft_probs": draft,
                   "target_ids": torch.multinomial(target, CANDIDATES, replacement=True, generator=gen).to(torch.int32),
                   "draft_ids": torch.multinomial(draft, CANDIDATES, replacement=True, generator=gen).to(torch.int32)}
+        if rng.random() < 0.25:  # subnormal target probabilities (a peaked softmax underflows) at drafted ids
+            rows = torch.arange(1, R, 4, device=device)
+            target[rows[:, None], tables["draft_ids"][rows].long()] = SUBNORMAL
         self._epoch = (key, tables)
         return tables
 
