@@ -241,6 +241,25 @@ SLOW = {
     "test_scale.py::test_a_wrapping_kernel_is_found_minimised_and_replays": 10,  # a child process (the scale lane)
     "test_scale.py::test_a_fault_in_the_lane_is_a_crash_and_the_run_goes_on": 10,
     "test_scale.py::test_production_kernel_passes_its_scale_cases": 6,
+    # Model Runner V2's verification targets (2026-12-04, CPU seconds of a fresh clone's run)
+    "test_differential.py::test_matches_oracles[_resample_kernel-1]": 24,  # four Gemma-vocabulary draws
+    "test_oracles_agree.py::test_oracles_agree_on_large_random_batches[_gumbel_sample_kernel]": 15,
+    "test_oracles_agree.py::test_oracles_agree_on_large_random_batches[_temperature_kernel]": 6,
+    "test_corpus.py::test_round_trip_of_target_cases[_compute_local_residual_mass_kernel]": 8,
+    "test_corpus.py::test_round_trip_of_target_cases[_compute_cumulative_log_p_kernel]": 7,
+    "test_corpus.py::test_round_trip_of_target_cases[_rejection_kernel]": 6,
+    "test_seeded_bugs.py::test_seeded_bug_is_found[rj_argmax_first_block]": 9,
+    "test_seeded_bugs.py::test_seeded_bug_is_found[rj_block_own_row_residual]": 9,
+    "test_seeded_bugs.py::test_seeded_bug_is_found[gs_padded_row_cached]": 7,
+    "test_seeded_bugs.py::test_seeded_bug_is_found[rj_block_step_seed_shared]": 6,
+    "test_seeded_bugs.py::test_seeded_bug_is_found[rj_fly_window_past_end]": 5,
+    "test_verification_statistics.py::test_the_statistics_hold_on_vllm_as_the_audit_runs_them": 9,
+    "test_verification_statistics.py::test_the_pre_fix_release_of_47386_is_caught": 6,
+    "test_scale_v2.py::test_scale_cases_reach_the_feature_at_full_size": 8,
+    "test_scale_v2.py::test_production_kernel_passes_its_scale_cases": 4,
+    "test_domains.py::test_a_run_of_the_extended_domain_checks_production_first_then_the_edges[_compute_local_residual_mass_kernel-hypothesis]": 7,
+    "test_features.py::test_tour_reaches_every_extreme[_compute_local_residual_mass_kernel]": 7,
+    "test_readme.py::test_the_quick_start_is_what_a_fresh_clone_prints": 9,
 }
 TOGETHER = {"test_verdicts.py", "test_vllm_cpu.py", "test_domains.py", "test_audit.py"}
 """Modules with a module-scoped fixture: their items stay one block (at the weight of the

@@ -48,11 +48,6 @@ def test_binomial_p_values_by_hand():
     assert A._binom_two_sided(0, 3, 0.25) == pytest.approx(2 * 0.75**3)
 
 
-def test_the_statistics_hold_on_vllm(kernels, backend):
-    for st in A.STATISTICS:
-        assert st.check(kernels, backend.device, 0) is None, st.name
-
-
 @pytest.mark.parametrize("name", ["rj_log_of_uniform_dropped", "rs_ratio_inverted"])
 def test_a_biased_verification_is_detected(name, kernels, mutants, tmp_path, backend):
     found = A.target_distribution_kept(_with_mutant(kernels, mutants, tmp_path, name), backend.device, 0)
@@ -86,10 +81,13 @@ def test_the_pre_fix_release_of_47386_is_caught(needs, backend):
     assert found is not None and "share a counter" in found, found
 
 
-def test_the_audit_runs_the_statistics(kernels, backend):
+def test_the_statistics_hold_on_vllm_as_the_audit_runs_them(kernels, backend):
+    """Every statistic holds on vLLM 0.33.0's kernels, run as ``eaglefuzz audit`` runs them
+    (each statistic's own check, through the audit); without kernels each says it was skipped."""
     from eaglefuzz.harness.checking.audit import audit_statistics
 
     held, failed, skipped = audit_statistics("_rejection_kernel", kernels, backend.device, 0)
-    assert held == [s.name for s in A.STATISTICS] and not failed and not skipped
+    assert not failed and not skipped, failed + skipped
+    assert held == [s.name for s in A.STATISTICS]
     held, failed, skipped = audit_statistics("_rejection_kernel", {}, backend.device, 0)
     assert not held and not failed and len(skipped) == len(A.STATISTICS)

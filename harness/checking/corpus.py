@@ -156,8 +156,9 @@ def compact_form(arr: np.ndarray) -> dict[str, Any] | None:
         where, fill = sparse[0], flat[sparse[1]]
         if where.size > arr.size * COMPACT_SHARE:
             return None
-    index = np.unravel_index(where, arr.shape)
-    entries = [[*(int(i[n]) for i in index), _element(flat[w])] for n, w in enumerate(where)]
+    index = np.stack(np.unravel_index(where, arr.shape), axis=1).tolist()
+    values = _float_elements(flat[where]) if arr.dtype.name in FLOATS else flat[where].tolist()
+    entries = [[*i, v] for i, v in zip(index, values, strict=True)]
     return {"dtype": arr.dtype.name, "shape": list(arr.shape), "fill": _element(fill), "entries": entries}
 
 
@@ -177,12 +178,48 @@ SHORTEST_UP_TO = 4096
 ones (probability tables) as the exact float64 value of each element, which is much faster."""
 
 
+def _float_elements(flat: np.ndarray, exact: np.ndarray | None = None) -> list[float | str]:
+    """:func:`_float_element` of each element of the 1-D ``flat`` (``exact``: where to write
+    the exact float64 value instead of the shortest decimal), at NumPy's speed: NumPy's text of
+    a float array is each element's ``str``, and its text-to-float64 conversion is ``float``'s."""
+    finite = np.isfinite(flat)
+    out = flat.astype(np.float64)  # the exact values
+    shortest = finite if exact is None else finite & ~exact
+    if shortest.any():
+        x = flat[shortest]
+        short = x.astype(str).astype(np.float64)
+        back = short.astype(flat.dtype)
+        out[shortest] = np.where(_bits(back) == _bits(x), short, out[shortest])
+    items = out.tolist()
+    if not finite.all():
+        for text, where in (("nan", np.isnan(flat)), ("inf", flat == np.inf), ("-inf", flat == -np.inf)):
+            for i in np.flatnonzero(where).tolist():
+                items[i] = text
+    return items
+
+
 def _float_data(arr: np.ndarray) -> Any:
+    """A float array's ``data``: nested lists of :func:`_float_element`, but for each sub-array
+    (the array, its rows, their rows...) of more than :data:`SHORTEST_UP_TO` elements, all
+    finite, whose elements are written as their exact float64 values."""
     if arr.size > SHORTEST_UP_TO and np.isfinite(arr).all():
         return arr.astype(np.float64).tolist()
     if arr.ndim == 0:
         return _float_element(arr[()])
-    return [_float_data(row) if arr.ndim > 1 else _float_element(row) for row in arr]
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    exact = np.zeros(flat.size, dtype=bool)
+    finite = np.isfinite(flat)
+    for d in range(1, arr.ndim):  # the sub-arrays of depth d: math.prod(arr.shape[:d]) of them
+        size = math.prod(arr.shape[d:])
+        if size > SHORTEST_UP_TO:
+            whole = finite.reshape(-1, size).all(axis=1)
+            exact |= np.repeat(whole, size)
+    items = _float_elements(flat, exact)
+    if arr.ndim == 1:
+        return items
+    nested = np.empty(flat.size, dtype=object)
+    nested[:] = items
+    return nested.reshape(arr.shape).tolist()
 
 
 def _plain(value: Any) -> Any:

@@ -289,7 +289,9 @@ def shrink_fault(
     from .journal import orphans
 
     deadline = time.monotonic() + (fault_shrink_budget() if budget_s is None else budget_s)
-    warm.start_server(wait=15.0)  # a worker per step: forked from a warm server they start in a fraction of a second
+    # a worker per step: forked from a warm server they start in a fraction of a second (waited
+    # for within the budget only: a budget spent waiting for it would leave no step anyway)
+    warm.start_server(wait=max(0.0, min(15.0, deadline - time.monotonic())))
     steps, skip = 0, 0
     while steps < rounds and time.monotonic() < deadline and not signals.received:
         if skip >= len(fault_candidates(case)):
