@@ -20,6 +20,7 @@ import importlib.util
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -284,15 +285,57 @@ def _constant_expression(node: ast.expr) -> bool:
     return True
 
 
-def _extract(p: Path, text: str, tree: ast.Module, names: list[str]) -> Path:
+def _package_root(p: Path) -> Path | None:
+    """The directory holding the ``vllm`` package ``p`` lies in (a vLLM checkout, an installed
+    or extracted tree: the nearest ``vllm`` folder above it), or ``None``."""
+    return next((parent.parent for parent in p.parents if parent.name == "vllm"), None)
+
+
+def _imported_helpers(p: Path, tree: ast.Module, seen: set[Path], targets: list[str]) -> list[str]:
+    """The ``@triton.jit`` functions and constants of the vLLM modules ``p`` imports from
+    (``from vllm.x.y import ...``), read from the same checkout as ``p`` (its siblings, so a
+    kernel author's edits there count), theirs first (recursively): Model Runner V2's
+    verification calls the noise helpers of ``vllm/v1/worker/gpu/sample/gumbel.py``. Nothing
+    where ``p`` is not in a checkout; never a function named like a target (``targets``: the
+    file under test defines those, not the modules it imports)."""
+    root = _package_root(p)
+    if root is None:
+        return []
+    chunks: list[str] = []
+    for node in tree.body:
+        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("vllm.")):
+            continue
+        dep = root.joinpath(*node.module.split(".")).with_suffix(".py")
+        if not dep.is_file() or dep in seen:
+            continue
+        seen.add(dep)
+        try:
+            dep_text = dep.read_text()
+            dep_tree = ast.parse(dep_text, filename=str(dep))
+        except (OSError, UnicodeDecodeError, SyntaxError):
+            continue  # a name it would have given stays unresolved: a "could not be tested" verdict
+        chunks += _imported_helpers(dep, dep_tree, seen, targets)
+        chunks += _module_chunks(dep_text, dep_tree, [], skip=targets)
+    return chunks
+
+
+def _module_chunks(text: str, tree: ast.Module, names: list[str], skip: Sequence[str] = ()) -> list[str]:
+    """The source of ``tree``'s constants, ``@triton.jit`` functions and functions named in
+    ``names``, in file order; none named in ``skip``."""
     lines = text.splitlines(keepends=True)
     chunks = []
     for node in tree.body:
         if _is_constant(node):  # e.g. PADDING_SLOT_ID = -1, which the functions read
             chunks.append("".join(lines[node.lineno - 1 : node.end_lineno]))
-        if isinstance(node, ast.FunctionDef) and (_is_jit(node) or node.name in names):
+        if isinstance(node, ast.FunctionDef) and (_is_jit(node) or node.name in names) and node.name not in skip:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
             chunks.append("".join(lines[start : node.end_lineno]))
+    return chunks
+
+
+def _extract(p: Path, text: str, tree: ast.Module, names: list[str]) -> Path:
+    # the helpers of the modules it imports first: the file's own definitions come after and win
+    chunks = _imported_helpers(p, tree, {p}, names) + _module_chunks(text, tree, names)
     if not any(isinstance(n, ast.FunctionDef) and n.name in names for n in tree.body):
         raise UserError(f"--kernels {p}: defines none of {', '.join(names)}")
     out_dir = cache_dir() / "loaded"

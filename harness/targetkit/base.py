@@ -116,6 +116,34 @@ class CannotTest(UserError):
     stand-in vLLM types lack). Its target's one-line verdict (exit 2), never a finding."""
 
 
+_TRITON_NAME_ERROR = re.compile(r"name \\?'(\w+)\\?' is not defined")
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or during."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def _frame_globals(exc: BaseException) -> Iterator[dict]:
+    """The module globals of every frame the exceptions of ``exc``'s chain passed through, then
+    those of the modules a ``--kernels`` file was loaded as (they carry ``UNRESOLVED``)."""
+    import sys
+
+    for e in _chain(exc):
+        tb = e.__traceback__
+        while tb is not None:
+            yield tb.tb_frame.f_globals
+            tb = tb.tb_next
+    for module in list(sys.modules.values()):
+        if getattr(module, SOURCE_FILE, None):
+            yield vars(module)
+
+
 _STAND_IN_KWARG = re.compile(r"^(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'")
 
 
@@ -135,6 +163,17 @@ def cannot_test(exc: BaseException) -> str | None:
             return (f"{where}: {tb.tb_frame.f_code.co_name} could not be tested: it needs {exc.name}, {why}, "
                     "and the file's imports do not resolve here (its functions are tested without them); "
                     "not a bug finding")
+    m = _TRITON_NAME_ERROR.search(" ".join(str(e) for e in _chain(exc)))
+    if m and not isinstance(exc, NameError):
+        # a @triton.jit function reading a name its file imports (a helper of another vLLM module):
+        # Triton reports it as its own error (the interpreter's InterpreterError, a compile error)
+        for g in _frame_globals(exc):
+            why = (g.get(UNRESOLVED) or {}).get(m.group(1))
+            if why is not None:
+                where = g.get(SOURCE_FILE) or "its file"
+                return (f"{where}: a kernel could not be tested: it calls {m.group(1)}, {why}, and the file's "
+                        "imports do not resolve here (its functions are tested without them; test the whole "
+                        "package with --vllm or --vllm-version X.Y.Z); not a bug finding")
     if isinstance(exc, TypeError):
         m = _STAND_IN_KWARG.match(str(exc))
         if m and m.group(1) in vllm_types.__all__:
