@@ -209,6 +209,24 @@ def device_fuzz_target(
             first = None
     begun = start
 
+    def after_batch(finding: Finding | None) -> bool:
+        """A batch's finding (device or host batch): a lost device ends the process, else the
+        finding is shrunk and kept; whether the run stops here."""
+        if finding is not None and finding.fatal and journal is not None:
+            journal.abandon(finding.case, f"the device became unusable: {finding.outcome.crash}")
+            os._exit(EXIT_DEVICE_LOST)
+        if finding is not None:
+            stats.unshrunk = finding
+            if on_progress is not None:
+                on_progress(stats)
+            if shrink and not finding.outcome.oracle_disagreements and not finding.fatal:
+                finding = shrink_finding(finding, impls, device, journal=journal)
+            stats.findings.append(finding)
+            stats.unshrunk = None
+        if on_progress is not None:
+            on_progress(stats)
+        return finding is not None and (finding.fatal or stop_on_finding)
+
     try:
         if first is not None:
             t = time.perf_counter()
@@ -256,20 +274,7 @@ def device_fuzz_target(
                 if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):
                     stats.warmup = time.monotonic() - start
                 i += chunk_step
-                if finding is not None and finding.fatal and journal is not None:
-                    journal.abandon(finding.case, f"the device became unusable: {finding.outcome.crash}")
-                    os._exit(EXIT_DEVICE_LOST)
-                if finding is not None:
-                    stats.unshrunk = finding
-                    if on_progress is not None:
-                        on_progress(stats)
-                    if shrink and not finding.outcome.oracle_disagreements and not finding.fatal:
-                        finding = shrink_finding(finding, impls, device, journal=journal)
-                    stats.findings.append(finding)
-                    stats.unshrunk = None
-                if on_progress is not None:
-                    on_progress(stats)
-                if finding is not None and (finding.fatal or stop_on_finding):
+                if after_batch(finding):
                     break
                 continue
             if by_record:  # drawn by the record, run on the device and checked by its check
@@ -308,20 +313,7 @@ def device_fuzz_target(
                 if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):
                     stats.warmup = time.monotonic() - start
                 i += chunk_step * len(hb)
-                if finding is not None and finding.fatal and journal is not None:
-                    journal.abandon(finding.case, f"the device became unusable: {finding.outcome.crash}")
-                    os._exit(EXIT_DEVICE_LOST)
-                if finding is not None:
-                    stats.unshrunk = finding
-                    if on_progress is not None:
-                        on_progress(stats)
-                    if shrink and not finding.outcome.oracle_disagreements and not finding.fatal:
-                        finding = shrink_finding(finding, impls, device, journal=journal)
-                    stats.findings.append(finding)
-                    stats.unshrunk = None
-                if on_progress is not None:
-                    on_progress(stats)
-                if finding is not None and (finding.fatal or stop_on_finding):
+                if after_batch(finding):
                     break
                 continue
             if on_device:
