@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -457,23 +457,8 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
                 None, "device oracle", dt.oracle_name + ", batched"))
         stats.stages["cross-check"] += time.perf_counter() - t
         return finding
-    for j in range(k):
-        elapsed = time.monotonic() - start
-        size = sum(int(a.numel()) for a in batch.case(j).inputs.values())
-        rate = cross[0] / max(cross[1], 1) if cross[1] else CROSS_CHECK_S_PER_ELEMENT
-        if cross[0] > cross_check_share * elapsed or (time_budget is not None and elapsed + rate * size >= time_budget):
-            break
-        t0 = time.perf_counter()
-        case = host_case(j)
-        stats.reach(name, case)
-        finding = confirm(case, False)
-        stats.cross_checked += 1
-        cross[0] += time.perf_counter() - t0
-        cross[1] += size
-        stats.stages["cross-check"] += time.perf_counter() - t0
-        if finding is not None:
-            return finding
-    return None
+    return _cross_check_clean(name, range(k), lambda j: sum(int(a.numel()) for a in batch.case(j).inputs.values()),
+                              host_case, confirm, stats, start, time_budget, cross_check_share, cross)
 
 
 
@@ -531,14 +516,25 @@ def _host_batch(dt: DeviceTarget, impl: Any, origin: object, device: str, hb: Ho
                 None, "device oracle", dt.oracle_name + ", batched"))
         stats.stages["cross-check"] += time.perf_counter() - t
         return finding
-    for dc in hb.cases:
+    return _cross_check_clean(name, hb.cases, lambda dc: sum(int(a.size) for a in dc.inputs.values()),
+                              host_case, confirm, stats, start, time_budget, cross_check_share, cross)
+
+
+def _cross_check_clean(name: str, cases: Iterable[Any], size_of: Callable[[Any], int], host_case: Callable[[Any], Case],
+                       confirm: Callable[[Case, bool], Finding | None], stats: Stats, start: float,
+                       time_budget: float | None, cross_check_share: float, cross: list) -> Finding | None:
+    """A clean batch's cases (device or host batch), in order, confirmed by the NumPy and Numba
+    oracles while the cross-checks' seconds stay within ``cross_check_share`` of the run's and
+    the next one (at the rate measured so far, ``cross``: seconds, elements) fits the budget;
+    the first that differs is the batch's finding."""
+    for c in cases:
         elapsed = time.monotonic() - start
-        size = sum(int(a.size) for a in dc.inputs.values())
+        size = size_of(c)
         rate = cross[0] / max(cross[1], 1) if cross[1] else CROSS_CHECK_S_PER_ELEMENT
         if cross[0] > cross_check_share * elapsed or (time_budget is not None and elapsed + rate * size >= time_budget):
             break
         t0 = time.perf_counter()
-        case = host_case(dc)
+        case = host_case(c)
         stats.reach(name, case)
         finding = confirm(case, False)
         stats.cross_checked += 1
