@@ -427,3 +427,29 @@ def test_host_features_are_the_records_features_of_each_case(name):
         assert got is None or got == want, (i, got ^ want)
         seen |= want
     assert len(seen) >= 8, seen  # the draws reach both sides of most features
+
+
+@pytest.mark.parametrize("name", HOST[:2])
+def test_a_host_batch_on_a_gpu_is_compared_there_bit_for_bit(name):
+    """A host batch copied to a GPU is compared there (launched half against expected half, as
+    64-bit words) and copied back only where that finds a difference: a batch whose launched
+    half holds what is expected is clean; one bit flipped anywhere (an output, the last byte
+    of the last guard band, an input) is found and counted as one element. Simulated here with
+    a copy in host memory standing for the GPU's."""
+    import numpy as np
+    import torch
+
+    from eaglefuzz.harness.checking.device_mode.producers import host_batch
+
+    hb = host_batch(name, 3, [0, 1, 2], max_requests=8)
+    F = hb.full_bytes
+    before, expected = hb.host.copy(), hb.host[F:].copy()
+    for byte in (None, 0, F - 1, F // 2, hb._regions[next(iter(hb._regions))][0] + 4 * 300):
+        dev = torch.from_numpy(np.concatenate([expected, expected]))
+        if byte is not None:
+            dev[byte] ^= 1 << (byte % 8)
+        hb.dev, hb._copied = dev, True
+        assert hb.mismatch() == (0 if byte is None else 1), byte
+    hb.dev = torch.from_numpy(before)  # as uploaded, nothing launched: every written element differs
+    dt = device_targets()[name]
+    assert hb.mismatch() == sum(w[0].size for k in range(len(hb)) for w in dt.oracle(hb.case(k)).values()) > 0

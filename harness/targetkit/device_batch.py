@@ -259,6 +259,7 @@ class HostBatchArenas:
                     end = o + size
             self._groups.append((dt, self._regions[s][0], end, sizes, keys))
         self.dev: torch.Tensor | None = None
+        self._copied = False  # whether dev is a copy of host (on a GPU), not host itself
 
     def __len__(self) -> int:
         return len(self.launch_cases)
@@ -267,14 +268,14 @@ class HostBatchArenas:
         # the cases' inputs travel inside the expected half of the buffer, not a second time;
         # the buffer as bytes (pickled at memory speed under protocol 4, which multiprocessing
         # uses: a NumPy array is pickled five times slower)
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_cases", "dev")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_cases", "dev", "_copied")}
         state["host"] = self.host.tobytes()
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.host = np.frombuffer(self.host, dtype=np.uint8)  # read-only: copied before a write
-        self._cases, self.dev = {}, None
+        self._cases, self.dev, self._copied = {}, None, False
 
     def _writable(self) -> np.ndarray:
         if not self.host.flags.writeable:
@@ -307,10 +308,10 @@ class HostBatchArenas:
     def upload(self, device: str) -> list[dict[str, torch.Tensor]]:
         """The buffer on ``device`` (one copy: through pinned memory to a GPU; the host buffer
         itself on the CPU) and each case's views of its arrays there (one split per dtype)."""
-        if torch.device(device).type == "cpu":
-            self.dev = torch.from_numpy(self._writable())
+        if torch.device(device).type == "cpu":  # the launches write into the host buffer itself
+            self.dev, self._copied = torch.from_numpy(self._writable()), False
         else:
-            self.dev = _staged_copy(self.host, device)
+            self.dev, self._copied = _staged_copy(self.host, device), True
         return self.views_of(self.dev)
 
     def views_of(self, buf: torch.Tensor) -> list[dict[str, torch.Tensor]]:
@@ -325,14 +326,14 @@ class HostBatchArenas:
 
     def download(self) -> None:
         """The launched half as the launches left it, back on the host (waits for the device)."""
-        if self.dev is not None and self.dev.device.type != "cpu":
+        if self.dev is not None and self._copied:
             self._writable()[: self.full_bytes] = self.dev[: self.full_bytes].cpu().numpy()
 
     def mismatch(self) -> int:
         """The number of elements, over every array and guard band of every case, that are not
         as expected. Uploaded to a GPU: compared there first (one scalar read), the buffer
         copied back only where something differs."""
-        if self.dev is not None and self.dev.device.type != "cpu":
+        if self.dev is not None and self._copied:
             words = self.dev.view(torch.int64)
             if not bool((words[: self.full_bytes // 8] != words[self.full_bytes // 8 :]).any()):
                 return 0
