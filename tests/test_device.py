@@ -453,3 +453,22 @@ def test_a_host_batch_on_a_gpu_is_compared_there_bit_for_bit(name):
     hb.dev = torch.from_numpy(before)  # as uploaded, nothing launched: every written element differs
     dt = device_targets()[name]
     assert hb.mismatch() == sum(w[0].size for k in range(len(hb)) for w in dt.oracle(hb.case(k)).values()) > 0
+
+
+@pytest.mark.parametrize("name", HOST)
+def test_a_host_batchs_oracle_gives_each_case_its_own_writes(name):
+    """The writes a producer lays out for a batch (:meth:`oracle_many`: one oracle call per
+    mode where a target concatenates its cases) are, case for case, index for index and
+    bit for bit, the oracle's on that case alone, small cases and production ones mixed."""
+    import numpy as np
+
+    dt = device_targets()[name]
+    for b in range(3):
+        rngs = [np.random.default_rng(2000 + 64 * b + i) for i in range(64)]
+        cases = [dt.draw(r, None, "cpu", 8) if i % 3 else dt.draw(r, None, "cpu") for i, r in enumerate(rngs)]
+        for dc, many in zip(cases, dt.oracle_many(cases), strict=True):
+            alone = dt.oracle(dc)
+            assert many.keys() == alone.keys()
+            for n, (index, value) in alone.items():
+                np.testing.assert_array_equal(many[n][0], index, strict=True)
+                np.testing.assert_array_equal(many[n][1].view(np.uint8), value.view(np.uint8), strict=True)
