@@ -472,3 +472,38 @@ def test_a_host_batchs_oracle_gives_each_case_its_own_writes(name):
             for n, (index, value) in alone.items():
                 np.testing.assert_array_equal(many[n][0], index, strict=True)
                 np.testing.assert_array_equal(many[n][1].view(np.uint8), value.view(np.uint8), strict=True)
+
+
+def test_host_batches_made_by_a_worker_travel_in_reused_shared_slots():
+    """A producer process writes its batch's buffer into a slot (a file in shared memory) that
+    the launching process maps, instead of pickling megabytes: the batches hold, byte for byte
+    and case for case, what batches made in process hold; a released slot takes the next batch
+    (a run of ten batches uses at most the pool's depth plus two); a batch larger than its slot
+    travels pickled, the same, and later slots are made larger."""
+    import numpy as np
+
+    from eaglefuzz.harness.checking.device_mode import producers
+    from eaglefuzz.harness.checking.device_mode.producers import HostCases
+
+    name = "eagle_prepare_next_token_padded_kernel"
+    ref = list(HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=0, batch=3, limit=30))
+    cases = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=1, batch=3, limit=30)
+    cases.slots.capacity = 64  # smaller than any batch: the first ones travel pickled
+    got = []
+    try:
+        for hb in cases:
+            got.append((hb.slot, hb.host.copy(), [hb.case(k) for k in range(len(hb))]))
+            hb.release()
+        assert cases.slots.count <= cases.depth + 2
+    finally:
+        cases.close()
+        producers._shutdown()  # the suite ends the processes it starts
+    assert len(got) == len(ref) == 10
+    assert got[0][0] is None and any(slot is not None for slot, _, _ in got), [s for s, _, _ in got]
+    assert len({slot for slot, _, _ in got if slot}) < sum(slot is not None for slot, _, _ in got)  # reused
+    for (_, host, made), want in zip(got, ref, strict=True):
+        assert host.tobytes() == want.host.tobytes()
+        for dc, dw in zip(made, want.cases, strict=True):
+            assert dc.scalars == dw.scalars and dc.outputs == dw.outputs
+            for n, a in dw.inputs.items():
+                np.testing.assert_array_equal(dc.inputs[n], a, strict=True)

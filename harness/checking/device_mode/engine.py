@@ -472,7 +472,18 @@ def _host_batch(dt: DeviceTarget, impl: Any, origin: object, device: str, hb: Ho
     differs). A batch with a difference has its cases checked one at a time
     (:class:`~...targetkit.device.HostArenas`, the same oracle), the first that fails confirmed
     by the NumPy and Numba oracles; a difference no case alone shows is an oracle disagreement.
-    A share of the cases is cross-checked as :func:`_batch` does."""
+    A share of the cases is cross-checked as :func:`_batch` does. The batch is released at the
+    end (its producer's slot takes another batch)."""
+    try:
+        return _host_batch_checked(dt, impl, origin, device, hb, stats, clock, confirm, start, time_budget,
+                                   cross_check_share, cross)
+    finally:
+        hb.release()
+
+
+def _host_batch_checked(dt: DeviceTarget, impl: Any, origin: object, device: str, hb: HostBatchArenas, stats: Any,
+                        clock: Callable, confirm: Callable, start: float, time_budget: float | None,
+                        cross_check_share: float, cross: list[float]) -> Finding | None:
     name = dt.name
     t = time.perf_counter()
     views = hb.upload(device)
