@@ -509,3 +509,21 @@ def test_host_batches_made_by_a_worker_travel_in_reused_shared_slots():
             assert dc.scalars == dw.scalars and dc.outputs == dw.outputs
             for n, a in dw.inputs.items():
                 np.testing.assert_array_equal(dc.inputs[n], a, strict=True)
+
+
+def test_slot_folders_of_ended_processes_are_removed(tmp_path):
+    """Shared memory is memory: the slot folders of a process that ended without its exit
+    handlers are removed by the next run's; a living process's are kept."""
+    import os
+    import subprocess
+    import sys
+
+    from eaglefuzz.harness.checking.device_mode.producers import _remove_orphans
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    for name in (f"eaglefuzz-slots-{gone}-abc", f"eaglefuzz-slots-{os.getpid()}-def", "other-123-x"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "slot0").write_bytes(b"x")
+    _remove_orphans(str(tmp_path), "eaglefuzz-slots-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"eaglefuzz-slots-{os.getpid()}-def", "other-123-x"])
