@@ -137,11 +137,16 @@ def main() -> int:
     p.add_argument("--quick", action="store_true",
                    help="every target in a few seconds: --seconds 2, --warmup 40, a profiled run of 1 s, no production-scale case")
     p.add_argument("--json", type=Path, help="also write the figures as JSON lines here (one per target, as each ends)")
+    p.add_argument("--workers", type=int, help="producer processes of a host-checked target (the campaign's default: "
+                   "min(8, cores - 2)); the warm-up run starts them (each task it submits starts one: give it "
+                   "--warmup 128 * N examples or more), so that the timed runs find them warm")
     args = p.parse_args()
     if args.quick:
         args.warmup = min(args.warmup, 40)
     args.seconds = args.seconds or (2.0 if args.quick else 20.0)
-    scale = {"scale_cases": False} if args.quick else {}
+    opts = {"scale_cases": False} if args.quick else {}
+    if args.workers is not None:
+        opts["workers"] = args.workers
     sys.path.insert(0, str(ROOT))
     from eaglefuzz.harness.sources.triton_backend import select_backend
 
@@ -168,13 +173,13 @@ def main() -> int:
     for name in names:
         t0 = time.monotonic()
         try:
-            device_fuzz_target(name, impls, backend.device, seed=1, examples=args.warmup, shrink=False, **scale)
+            device_fuzz_target(name, impls, backend.device, seed=1, examples=args.warmup, shrink=False, **opts)
             jit = time.monotonic() - t0
             s = device_fuzz_target(name, impls, backend.device, seed=0, examples=None, time_budget=args.seconds,
-                                   shrink=False, **scale)
+                                   shrink=False, **opts)
             prof = device_fuzz_target(name, impls, backend.device, seed=2, examples=None,
                                       time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
-                                      **scale)
+                                      **opts)
             alone = kernel_alone(device_targets()[name], impls[name], backend.device)
         except Exception as exc:  # noqa: BLE001 - one target's failure is its row, the others still run
             rows.append(f"| {name} | failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''} |")

@@ -305,7 +305,10 @@ def test_host_batches_hold_the_cases_and_buffers_of_one_at_a_time(name):
     """A host-checked target's batches (``HostBatchArenas``) hold the cases one at a time makes,
     in the same order, the last batch cut at the run's limit; each case's views hold, element
     for element, what its own ``HostArenas`` holds, before the launch (inputs, pre-filled
-    outputs) and as expected after it."""
+    outputs) and as expected after it; its cases, as the launching process rebuilds them from
+    the batch a producer sent (pickled), hold the inputs as drawn, bit for bit."""
+    import pickle
+
     import numpy as np
     import torch
 
@@ -313,16 +316,21 @@ def test_host_batches_hold_the_cases_and_buffers_of_one_at_a_time(name):
 
     single = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=0)
     batched = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=0, batch=3, limit=7)
-    batches = list(batched)
+    batches = [pickle.loads(pickle.dumps(hb)) for hb in batched]  # as a producer process sends them
     assert [len(b) for b in batches] == [3, 3, 1]
     for hb in batches:
         assert hb.mismatch() > 0  # written elements are pre-filled with their value's lowest bit flipped
         for expected in (False, True):
-            views = _views(hb.arenas, hb.upload, expected)
+            half = hb.host[hb.full_bytes :] if expected else hb.host[: hb.full_bytes]
+            views = hb.views_of(torch.from_numpy(half.copy()))
             for k, dc in enumerate(hb.cases):
                 if not expected:
                     dc1, arenas = next(single)
                     assert dc.scalars == dc1.scalars and dc.outputs == dc1.outputs
+                    assert dc.inputs.keys() == dc1.inputs.keys()
+                    for n, a in dc1.inputs.items():
+                        np.testing.assert_array_equal(dc.inputs[n], a, strict=True)
+                        assert dc.inputs[n].view(np.uint8).tobytes() == a.view(np.uint8).tobytes(), n
                     ones = [arenas]
                     hb.alone = getattr(hb, "alone", []) + ones
                 alone = _views(hb.alone[k], hb.alone[k].upload, expected)
@@ -397,3 +405,125 @@ def test_batched_rejection_tables_make_a_quotient_of_one_and_subnormal_probabili
         at = target[rows[:, None], ids[rows]]
         subnormal += bool(((at > 0) & (at < tiny)).all())
     assert 0 < agree < 24 and 0 < subnormal < 24, (agree, subnormal)
+
+
+@pytest.mark.parametrize("name", HOST)
+def test_host_features_are_the_records_features_of_each_case(name):
+    """The features a producer counts for a host-checked case (:meth:`host_features`, from the
+    oracle's writes where a target computes them itself) are exactly those the record's
+    ``features_of`` gives it, on small cases and at production scale (4096 requests, 16
+    drafts, synthetic mode, padding drafts)."""
+    import numpy as np
+
+    from eaglefuzz.harness.targets import TARGETS
+
+    dt = device_targets()[name]
+    seen = set()
+    for i in range(240):
+        rng = np.random.default_rng(1000 + i)
+        dc = dt.draw(rng, None, "cpu", 8) if i % 4 else dt.draw(rng, None, "cpu")
+        got = dt.host_features(dc, dt.oracle(dc))
+        want = TARGETS[name].features_of(dt.to_case(dc))
+        assert got is None or got == want, (i, got ^ want)
+        seen |= want
+    assert len(seen) >= 8, seen  # the draws reach both sides of most features
+
+
+@pytest.mark.parametrize("name", HOST[:2])
+def test_a_host_batch_on_a_gpu_is_compared_there_bit_for_bit(name):
+    """A host batch copied to a GPU is compared there (launched half against expected half, as
+    64-bit words) and copied back only where that finds a difference: a batch whose launched
+    half holds what is expected is clean; one bit flipped anywhere (an output, the last byte
+    of the last guard band, an input) is found and counted as one element. Simulated here with
+    a copy in host memory standing for the GPU's."""
+    import numpy as np
+    import torch
+
+    from eaglefuzz.harness.checking.device_mode.producers import host_batch
+
+    hb = host_batch(name, 3, [0, 1, 2], max_requests=8)
+    F = hb.full_bytes
+    before, expected = hb.host.copy(), hb.host[F:].copy()
+    for byte in (None, 0, F - 1, F // 2, hb._regions[next(iter(hb._regions))][0] + 4 * 300):
+        dev = torch.from_numpy(np.concatenate([expected, expected]))
+        if byte is not None:
+            dev[byte] ^= 1 << (byte % 8)
+        hb.dev, hb._copied = dev, True
+        assert hb.mismatch() == (0 if byte is None else 1), byte
+    hb.dev = torch.from_numpy(before)  # as uploaded, nothing launched: every written element differs
+    dt = device_targets()[name]
+    assert hb.mismatch() == sum(w[0].size for k in range(len(hb)) for w in dt.oracle(hb.case(k)).values()) > 0
+
+
+@pytest.mark.parametrize("name", HOST)
+def test_a_host_batchs_oracle_gives_each_case_its_own_writes(name):
+    """The writes a producer lays out for a batch (:meth:`oracle_many`: one oracle call per
+    mode where a target concatenates its cases) are, case for case, element for element and
+    bit for bit, the oracle's on that case alone (in any order: each element is written once),
+    small cases and production ones mixed."""
+    import numpy as np
+
+    dt = device_targets()[name]
+    for b in range(3):
+        rngs = [np.random.default_rng(2000 + 64 * b + i) for i in range(64)]
+        cases = [dt.draw(r, None, "cpu", 8) if i % 3 else dt.draw(r, None, "cpu") for i, r in enumerate(rngs)]
+        for dc, many in zip(cases, dt.oracle_many(cases), strict=True):
+            alone = dt.oracle(dc)
+            assert many.keys() == alone.keys()
+            for n, (index, value) in alone.items():
+                got, want = np.argsort(many[n][0], kind="stable"), np.argsort(index, kind="stable")
+                np.testing.assert_array_equal(many[n][0][got], index[want], strict=True)
+                np.testing.assert_array_equal(many[n][1][got].view(np.uint8), value[want].view(np.uint8), strict=True)
+
+
+def test_host_batches_made_by_a_worker_travel_in_reused_shared_slots():
+    """A producer process writes its batch's buffer into a slot (a file in shared memory) that
+    the launching process maps, instead of pickling megabytes: the batches hold, byte for byte
+    and case for case, what batches made in process hold; a released slot takes the next batch
+    (a run of ten batches uses at most the pool's depth plus two); a batch larger than its slot
+    travels pickled, the same, and later slots are made larger."""
+    import numpy as np
+
+    from eaglefuzz.harness.checking.device_mode import producers
+    from eaglefuzz.harness.checking.device_mode.producers import HostCases
+
+    name = "eagle_prepare_next_token_padded_kernel"
+    ref = list(HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=0, batch=3, limit=30))
+    cases = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=1, batch=3, limit=30)
+    cases.slots.capacity = 64  # smaller than any batch: the first ones travel pickled
+    got = []
+    try:
+        for hb in cases:
+            got.append((hb.slot, hb.host.copy(), [hb.case(k) for k in range(len(hb))]))
+            hb.release()
+        assert cases.slots.count <= cases.depth + 2
+    finally:
+        cases.close()
+        producers._shutdown()  # the suite ends the processes it starts
+    assert len(got) == len(ref) == 10
+    assert got[0][0] is None and any(slot is not None for slot, _, _ in got), [s for s, _, _ in got]
+    assert len({slot for slot, _, _ in got if slot}) < sum(slot is not None for slot, _, _ in got)  # reused
+    for (_, host, made), want in zip(got, ref, strict=True):
+        assert host.tobytes() == want.host.tobytes()
+        for dc, dw in zip(made, want.cases, strict=True):
+            assert dc.scalars == dw.scalars and dc.outputs == dw.outputs
+            for n, a in dw.inputs.items():
+                np.testing.assert_array_equal(dc.inputs[n], a, strict=True)
+
+
+def test_slot_folders_of_ended_processes_are_removed(tmp_path):
+    """Shared memory is memory: the slot folders of a process that ended without its exit
+    handlers are removed by the next run's; a living process's are kept."""
+    import os
+    import subprocess
+    import sys
+
+    from eaglefuzz.harness.checking.device_mode.producers import _remove_orphans
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    for name in (f"eaglefuzz-slots-{gone}-abc", f"eaglefuzz-slots-{os.getpid()}-def", "other-123-x"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "slot0").write_bytes(b"x")
+    _remove_orphans(str(tmp_path), "eaglefuzz-slots-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"eaglefuzz-slots-{os.getpid()}-def", "other-123-x"])
