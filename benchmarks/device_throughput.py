@@ -44,7 +44,8 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5) -> flo
         for b in range(2):
             batch = dt.draw_batch((10_000, 10_000 + b), device, dt.batch)
             arenas = BatchArenas(batch, dt.oracle_batch(batch), device)
-            runs += [(DeviceCase({}, {n: (t, sizes[j]) for n, (t, sizes) in batch.outputs.items()}, batch.scalars[j]), arenas.views[j])
+            runs += [(DeviceCase({}, {n: (t, sizes[j]) for n, (t, sizes) in batch.outputs.items()}, batch.scalars[j],
+                                  batch.host[j] if batch.host else {}), arenas.views[j])
                      for j in range(len(batch))]
         cases = 0
     if dt.checked_on == "host":

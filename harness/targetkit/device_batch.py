@@ -36,7 +36,8 @@ class DeviceBatch:
     ``shared``: the large inputs (on the device), case ``k`` reading the first
     ``rows[name][k]`` rows; ``outputs``: each output's dtype and per-case element counts;
     ``scalars``: per case. ``extra``: what the target's batched oracle needs besides
-    (host-known sizes, per-token table rows)."""
+    (host-known sizes, per-token table rows); ``host``: per case, what its launch needs
+    known on the host (:attr:`~.device.DeviceCase.host`), if anything."""
 
     cat: dict[str, torch.Tensor]
     lengths: dict[str, list[int]]
@@ -46,6 +47,7 @@ class DeviceBatch:
     outputs: dict[str, tuple[torch.dtype, list[int]]]
     scalars: list[dict]
     extra: dict = field(default_factory=dict)
+    host: list[dict] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.scalars)
@@ -70,7 +72,12 @@ class DeviceBatch:
             arrays[n] = t.reshape(-1)[s[k] : s[k + 1]].view(self.shapes[n][k])
         for n, t in shared.items():
             arrays[n] = t[: self.rows[n][k]]
-        return DeviceCase(arrays, {n: (dt, sizes[k]) for n, (dt, sizes) in self.outputs.items()}, dict(self.scalars[k]))
+        return DeviceCase(arrays, {n: (dt, sizes[k]) for n, (dt, sizes) in self.outputs.items()}, dict(self.scalars[k]),
+                          dict(self.host[k]) if self.host else {})
+
+    def launch_case(self, k: int) -> DeviceCase:
+        """What case ``k``'s launch needs besides its views: its scalars and host-known sizes."""
+        return DeviceCase({}, {}, self.scalars[k], self.host[k] if self.host else {})
 
 
 class BatchArenas:

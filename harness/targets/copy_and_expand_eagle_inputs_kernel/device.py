@@ -6,14 +6,24 @@ vLLM's launch)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from ....oracles import tensor_ops
-from ...generation.strategies import query_start_loc_from
+from ...generation.strategies import (
+    FLOAT32_EXACT,
+    ID16_MAX,
+    INT16_MAX,
+    MAX_NUM_SEQS,
+    SPEC_TOKENS,
+    next_power_of_2,
+    query_start_loc_from,
+)
 from ...targetkit.device import DeviceCase, DeviceTarget
+from ...targetkit.device_batch import DeviceBatch
 from .record import TARGET
 
 MAX_REQUESTS = 4096
@@ -25,52 +35,173 @@ VOCAB_IDS = (0, 2**31 - 1)
 ``randint``'s exclusive high)."""
 
 
+BATCH = 16
+"""Cases per batch on a GPU (:meth:`CopyAndExpandDevice.draw_batch`): a case averages some 10**5
+tokens, so 16 of them keep the device busy while the host prepares the next batch."""
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """What the host draws of a case (:meth:`CopyAndExpandDevice.draw`): request lengths and
+    rejected counts, the modes, the first positions' range, the parallel-drafting id."""
+
+    lengths: np.ndarray
+    rejected: np.ndarray
+    shift: bool
+    P: int  # noqa: N815 - the contract's name
+    high: int
+    parallel: int
+
+    @property
+    def qsl(self) -> np.ndarray:
+        return query_start_loc_from(self.lengths.tolist())
+
+    @property
+    def qel(self) -> np.ndarray:
+        return (self.qsl[1:] - 1 - self.rejected).astype(np.int32)
+
+    def outputs(self) -> dict[str, tuple[torch.dtype, int]]:
+        R, T = len(self.lengths), int(self.lengths.sum())
+        n_out = T + R * (self.P - int(self.shift))
+        return {
+            "out_input_ids": (torch.int32, n_out),
+            "out_positions": (torch.int64, n_out),
+            "out_is_rejected_token_mask": (torch.bool, n_out),
+            "out_is_masked_token_mask": (torch.bool, n_out),
+            "out_new_token_indices": (torch.int32, R * self.P),
+            "out_hidden_state_mapping": (torch.int32, T),
+        }
+
+    def scalars(self) -> dict[str, Any]:
+        return {
+            "padding_token_id": 0,
+            "parallel_drafting_token_id": self.parallel,
+            "total_input_tokens": int(self.lengths.sum()),
+            "num_padding_slots_per_request": self.P,
+            "shift_input_ids": self.shift,
+        }
+
+    def features(self) -> set[str]:
+        """The record's ``features_of`` that the sizes and modes decide (every one but the ids'
+        and the positions')."""
+        qlen, rej, P, s = self.lengths, self.rejected, self.P, int(self.shift)
+        R, mql = len(qlen), int(qlen.max())
+        nv = qlen - rej - s
+        block = min(256, next_power_of_2(mql + P - s))
+        qs = self.qsl[:-1]
+        return {n for n, on in (
+            ("shift_on", s == 1), ("shift_off", s == 0), ("p_is_1", P == 1), ("p_at_least_2", P >= 2),
+            ("rejected_tokens", bool(np.any(rej > 0))), ("last_request_rejected", rej[-1] > 0),
+            ("all_but_one_rejected", bool(np.any((rej == qlen - 1) & (qlen > 1)))),
+            ("no_valid_slot", s == 1 and bool(np.any(nv == 0))), ("multi_block_request", bool(np.any(qlen - s + P > block))),
+            ("several_requests", R > 1), ("many_requests", R > 64), ("long_request", mql > 512),
+            ("clamp_engaged", rej[-1] == 0), ("beyond_1024_requests", R > MAX_NUM_SEQS),
+            ("starts_past_32767", bool(np.any(qs > INT16_MAX))), ("prefill_thousands", mql >= 2048),
+            ("spec_tokens_15_plus", P >= SPEC_TOKENS), ("many_rejected", bool(np.any(rej >= 16))),
+            ("rp_past_32767", (R - 1) * P > INT16_MAX)) if on}
+
+
+def _sizes(rng: np.random.Generator, max_requests: int) -> _Sizes:
+    """A case's sizes and modes: up to ``max_requests`` requests (log-uniform), mostly decodes of
+    up to ``K + 1`` tokens, a share of prefills of 16 to 8192 tokens (64 on a small scale),
+    at most :data:`MAX_TOKENS` tokens; rejected tokens, shift mode and ``P`` as vLLM's call
+    sites make them; the first positions below 4096, 2**21 or 10**7."""
+    R = int(np.exp(rng.uniform(0, np.log(max_requests + 1))))
+    K = int(rng.integers(1, 16))
+    lengths = rng.integers(1, K + 2, size=R)
+    prefills = rng.random(R) < rng.choice([0.0, 0.01, 0.05, 0.3])
+    lengths[prefills] = rng.integers(16, 8193 if max_requests == MAX_REQUESTS else 64, size=int(prefills.sum()))
+    while lengths.sum() > MAX_TOKENS:  # a batch fits max_num_batched_tokens
+        lengths = lengths[: max(1, len(lengths) // 2)]
+    rejected = (rng.random(len(lengths)) * lengths).astype(np.int64)
+    shift = bool(rng.integers(0, 2))
+    P = int(rng.integers(2, 17)) if shift else int(rng.choice([1, int(rng.integers(1, 17))]))
+    high = int(rng.choice([1 << 12, 1 << 21, 10_000_000]))
+    return _Sizes(lengths, rejected, shift, P, high, int(rng.integers(0, 1 << 18)))
+
+
 class CopyAndExpandDevice(DeviceTarget):
     name = "copy_and_expand_eagle_inputs_kernel"
     launch_names = TARGET.launch_names
 
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
-        R = int(np.exp(rng.uniform(0, np.log(max_requests + 1))))
-        K = int(rng.integers(1, 16))
-        lengths = rng.integers(1, K + 2, size=R)
-        prefills = rng.random(R) < rng.choice([0.0, 0.01, 0.05, 0.3])
-        lengths[prefills] = rng.integers(16, 8193 if max_requests == MAX_REQUESTS else 64, size=int(prefills.sum()))
-        while lengths.sum() > MAX_TOKENS:  # a batch fits max_num_batched_tokens
-            lengths = lengths[: max(1, len(lengths) // 2)]
-        R, T = len(lengths), int(lengths.sum())
-        rejected = (rng.random(R) * lengths).astype(np.int64)
-        shift = bool(rng.integers(0, 2))
-        P = int(rng.integers(2, 17)) if shift else int(rng.choice([1, int(rng.integers(1, 17))]))
-        qsl = query_start_loc_from(lengths.tolist())
-        qel = (qsl[1:] - 1 - rejected).astype(np.int32)
-        lens = torch.from_numpy(lengths).to(device)
-        p0 = torch.randint(0, int(rng.choice([1 << 12, 1 << 21, 10_000_000])), (R,), generator=gen, device=device)
+        z = _sizes(rng, max_requests)
+        T = int(z.lengths.sum())
+        lens = torch.from_numpy(z.lengths).to(device)
+        p0 = torch.randint(0, z.high, (len(z.lengths),), generator=gen, device=device)
         local = torch.arange(T, device=device) - torch.repeat_interleave(torch.cumsum(lens, 0) - lens, lens, output_size=T)
-        positions = torch.repeat_interleave(p0, lens, output_size=T) + local
         inputs = {
             "target_token_ids": torch.randint(*VOCAB_IDS, (T,), generator=gen, device=device, dtype=torch.int32),
-            "target_positions": positions,
-            "next_token_ids": torch.randint(*VOCAB_IDS, (R,), generator=gen, device=device, dtype=torch.int32),
-            "query_start_loc": torch.from_numpy(qsl).to(device),
-            "query_end_loc": torch.from_numpy(qel).to(device),
+            "target_positions": torch.repeat_interleave(p0, lens, output_size=T) + local,
+            "next_token_ids": torch.randint(*VOCAB_IDS, (len(z.lengths),), generator=gen, device=device, dtype=torch.int32),
+            "query_start_loc": torch.from_numpy(z.qsl).to(device),
+            "query_end_loc": torch.from_numpy(z.qel).to(device),
         }
-        n_out = T + R * (P - int(shift))
-        outputs = {
-            "out_input_ids": (torch.int32, n_out),
-            "out_positions": (torch.int64, n_out),
-            "out_is_rejected_token_mask": (torch.bool, n_out),
-            "out_is_masked_token_mask": (torch.bool, n_out),
-            "out_new_token_indices": (torch.int32, R * P),
-            "out_hidden_state_mapping": (torch.int32, T),
+        return DeviceCase(inputs, z.outputs(), z.scalars(), {"max_query_len": int(z.lengths.max())})
+
+    batch = BATCH
+
+    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
+                   share: float = 1.0) -> DeviceBatch:
+        """``k`` cases of :meth:`draw`'s distribution drawn together: their sizes on the host
+        (``seeds[1]``; no shared tables), their ids and positions on the device in one draw
+        for all of them, each input the cases' arrays concatenated."""
+        rng = np.random.default_rng(seeds[1])
+        gen = torch.Generator(device=device).manual_seed(seeds[1])
+        zs = [_sizes(rng, max_requests) for _ in range(k)]
+        R = [len(z.lengths) for z in zs]
+        T = [int(z.lengths.sum()) for z in zs]
+        lens = np.concatenate([z.lengths for z in zs])
+        host = torch.from_numpy(np.stack([lens, np.repeat([z.high for z in zs], R)])).to(device)
+        lens_t, high = host[0], host[1]
+        n, nr = sum(T), sum(R)
+        starts = torch.cumsum(lens_t, 0) - lens_t
+        p0 = torch.randint(0, 1 << 62, (nr,), generator=gen, device=device) % high
+        small = torch.from_numpy(np.concatenate([z.qsl for z in zs] + [z.qel for z in zs])).to(device)
+        cat = {
+            "target_token_ids": torch.randint(*VOCAB_IDS, (n,), generator=gen, device=device, dtype=torch.int32),
+            "target_positions": torch.repeat_interleave(p0 - starts, lens_t, output_size=n) + torch.arange(n, device=device),
+            "next_token_ids": torch.randint(*VOCAB_IDS, (nr,), generator=gen, device=device, dtype=torch.int32),
+            "query_start_loc": small[: nr + k],
+            "query_end_loc": small[nr + k :],
         }
-        scalars = {
-            "padding_token_id": 0,
-            "parallel_drafting_token_id": int(rng.integers(0, 1 << 18)),
-            "total_input_tokens": T,
-            "num_padding_slots_per_request": P,
-            "shift_input_ids": shift,
-        }
-        return DeviceCase(inputs, outputs, scalars, {"max_query_len": int(lengths.max())})
+        lengths = {"target_token_ids": T, "target_positions": T, "next_token_ids": R,
+                   "query_start_loc": [r + 1 for r in R], "query_end_loc": R}
+        outs = [z.outputs() for z in zs]
+        outputs = {o: (outs[0][o][0], [x[o][1] for x in outs]) for o in outs[0]}
+        return DeviceBatch(cat, lengths, {n_: [(x,) for x in v] for n_, v in lengths.items()}, {}, {}, outputs,
+                           [z.scalars() for z in zs], {"sizes": zs, "R": R, "T": T},
+                           host=[{"max_query_len": int(z.lengths.max())} for z in zs])
+
+    batch_decides = frozenset(TARGET.features)
+
+    def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
+        """From each case's sizes and modes, and (``writes``: the batched oracle's) the ids it
+        copies (every valid slot's and every bonus slot's id: the ids ``features_of`` reads)
+        and its first positions: a few reductions on the device, one copy back."""
+        out = [z.features() for z in b.extra["sizes"]]
+        if writes is None or not len(b):
+            return [frozenset(f - {"ids_past_65535", "positions_past_2_24"}) for f in out]
+        dev = b.cat["query_start_loc"].device
+        slots = np.asarray(b.outputs["out_input_ids"][1], dtype=np.int64)
+        index, ids = writes["out_input_ids"]
+        copied = ~writes["out_is_masked_token_mask"][1] & ~writes["out_is_rejected_token_mask"][1]
+        of_slot = torch.searchsorted(torch.from_numpy(np.cumsum(slots)[:-1]).to(dev), index, right=True)
+        R = np.asarray(b.extra["R"])
+        first = torch.from_numpy(np.concatenate([[0], np.cumsum(b.extra["T"])[:-1]])).to(dev)
+        qs = b.cat["query_start_loc"][torch.from_numpy(np.arange(R.sum()) + np.repeat(np.arange(len(b)), R)).to(dev)].long()
+        of_req = torch.from_numpy(np.repeat(np.arange(len(b)), R)).to(dev)
+        p0 = b.cat["target_positions"][first[of_req] + qs]
+        per = torch.zeros((2, len(b)), dtype=torch.int64, device=dev)
+        per[0].index_add_(0, of_slot, (copied & (ids > ID16_MAX)).long())
+        per[1].index_add_(0, of_req, (p0 >= FLOAT32_EXACT).long())
+        hit = (per > 0).cpu().numpy()
+        return [frozenset(f | {n for n, row in zip(("ids_past_65535", "positions_past_2_24"), hit, strict=True) if row[c]})
+                for c, f in enumerate(out)]
+
+    def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        per_case = {n: [sc[n] for sc in b.scalars] for n in b.scalars[0]}
+        return tensor_ops.copy_and_expand_eagle_inputs(**b.cat, **per_case, tokens=b.extra["T"], requests=b.extra["R"])
 
     def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         return tensor_ops.copy_and_expand_eagle_inputs(**dc.inputs, **dc.scalars, tokens=dc.scalars["total_input_tokens"])
