@@ -303,14 +303,14 @@ def sample_recovered_tokens(
         tt, rr = t[c : c + step], r[c : c + step]
         at = tt if table_row is None else table_row.long()[tt]
         if draft is None:
-            p = target[at].clone()
+            p = target[at]  # a copy (an index tensor), written in place below
             did = draft_token_ids[tt].long()
             inside = (did >= 0) & (did < V)
             p[torch.nonzero(inside, as_tuple=True)[0], did[inside]] = 0
         else:
-            diff = target[at] - draft[at]
-            p = torch.where(diff > 0, diff, torch.zeros_like(diff))  # fmax(x, 0): NaN gives 0
+            p = target[at].sub_(draft[at])
+            p.masked_fill_(~(p > 0), 0.0)  # fmax(x, 0): NaN gives 0
         q = iq[rr if noise_row is None else noise_row.long()[rr]]
-        score = p.to(q.dtype) * q
+        score = p.mul_(q) if p.dtype == q.dtype else p.to(q.dtype).mul_(q)
         out[c : c + step] = torch.argmax(score, dim=1)
     return {"output_token_ids": (t, out.clamp(max=V - 1).to(torch.int32))}

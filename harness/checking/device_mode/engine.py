@@ -427,6 +427,17 @@ def device_fuzz_target(
     return stats
 
 
+def batch_of(dt: DeviceTarget, seed: int, i: int, k: int, device: str, max_requests: int | None = None) -> DeviceBatch:
+    """Batch ``i`` of ``k`` cases of a run of ``seed``, as :func:`device_fuzz_target` draws it
+    (its table epoch's tables, its own seed): the same batch whoever asks (the benchmark's
+    kernel alone launches the batches a run checked)."""
+    epoch, share = epoch_of(i, dt.table_epoch)
+    tables = derive_seed(seed, dt.name, "device tables", epoch)
+    s = derive_seed(seed, dt.name, "device", i)
+    return (dt.draw_batch((tables, s), device, k, share=share) if max_requests is None
+            else dt.draw_batch((tables, s), device, k, max_requests, share=share))
+
+
 def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, i: int, k: int, max_requests: int | None,
            staged: _Staged, bigs: dict, stats: Any, clock: Callable, confirm: Callable, start: float,
            time_budget: float | None, cross_check_share: float, cross: list[float]) -> Finding | None:
@@ -439,11 +450,7 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     they are intact; ``cross``: seconds and elements of cross-checks so far (updated)."""
     name = dt.name
     t = time.perf_counter()
-    epoch, share = epoch_of(i, dt.table_epoch)
-    tables = derive_seed(seed, name, "device tables", epoch)
-    s = derive_seed(seed, name, "device", i)
-    batch = (dt.draw_batch((tables, s), device, k, share=share) if max_requests is None
-             else dt.draw_batch((tables, s), device, k, max_requests, share=share))
+    batch = batch_of(dt, seed, i, k, device, max_requests)
     t = clock("draw", t)
     host_cat, host_shared = staged.stage(batch)
     t = clock("stage", t)
