@@ -35,9 +35,10 @@ VOCAB_IDS = (0, 2**31 - 1)
 ``randint``'s exclusive high)."""
 
 
-BATCH = 16
+BATCH = 64
 """Cases per batch on a GPU (:meth:`CopyAndExpandDevice.draw_batch`): a case averages some 10**5
-tokens, so 16 of them keep the device busy while the host prepares the next batch."""
+tokens (50 us of the kernel's), a batch's draw, oracle and buffers a few hundred device
+operations and a few milliseconds of the host's."""
 
 
 @dataclass(frozen=True)
@@ -81,25 +82,6 @@ class _Sizes:
             "shift_input_ids": self.shift,
         }
 
-    def features(self) -> set[str]:
-        """The record's ``features_of`` that the sizes and modes decide (every one but the ids'
-        and the positions')."""
-        qlen, rej, P, s = self.lengths, self.rejected, self.P, int(self.shift)
-        R, mql = len(qlen), int(qlen.max())
-        nv = qlen - rej - s
-        block = min(256, next_power_of_2(mql + P - s))
-        qs = self.qsl[:-1]
-        return {n for n, on in (
-            ("shift_on", s == 1), ("shift_off", s == 0), ("p_is_1", P == 1), ("p_at_least_2", P >= 2),
-            ("rejected_tokens", bool(np.any(rej > 0))), ("last_request_rejected", rej[-1] > 0),
-            ("all_but_one_rejected", bool(np.any((rej == qlen - 1) & (qlen > 1)))),
-            ("no_valid_slot", s == 1 and bool(np.any(nv == 0))), ("multi_block_request", bool(np.any(qlen - s + P > block))),
-            ("several_requests", R > 1), ("many_requests", R > 64), ("long_request", mql > 512),
-            ("clamp_engaged", rej[-1] == 0), ("beyond_1024_requests", R > MAX_NUM_SEQS),
-            ("starts_past_32767", bool(np.any(qs > INT16_MAX))), ("prefill_thousands", mql >= 2048),
-            ("spec_tokens_15_plus", P >= SPEC_TOKENS), ("many_rejected", bool(np.any(rej >= 16))),
-            ("rp_past_32767", (R - 1) * P > INT16_MAX)) if on}
-
 
 def _sizes(rng: np.random.Generator, max_requests: int) -> _Sizes:
     """A case's sizes and modes: up to ``max_requests`` requests (log-uniform), mostly decodes of
@@ -118,6 +100,97 @@ def _sizes(rng: np.random.Generator, max_requests: int) -> _Sizes:
     P = int(rng.integers(2, 17)) if shift else int(rng.choice([1, int(rng.integers(1, 17))]))
     high = int(rng.choice([1 << 12, 1 << 21, 10_000_000]))
     return _Sizes(lengths, rejected, shift, P, high, int(rng.integers(0, 1 << 18)))
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What the host draws of ``k`` cases at once (:func:`_batch_sizes`): every request's
+    length and rejected count, concatenated case after case, and per case its request count
+    ``R``, its modes and the parallel-drafting id, its first positions' range."""
+
+    lengths: np.ndarray
+    rejected: np.ndarray
+    R: np.ndarray  # noqa: N815 - the contract's names
+    shift: np.ndarray
+    P: np.ndarray  # noqa: N815
+    high: np.ndarray
+    parallel: np.ndarray
+
+    @property
+    def first(self) -> np.ndarray:
+        """Each case's first request."""
+        return np.cumsum(self.R) - self.R
+
+    @property
+    def T(self) -> np.ndarray:  # noqa: N802
+        """Each case's input tokens."""
+        return np.add.reduceat(self.lengths, self.first)
+
+    def qsl(self) -> np.ndarray:
+        """Each case's ``query_start_loc`` (``R + 1`` entries from 0), concatenated (int32)."""
+        c = np.cumsum(self.lengths)
+        ends = c - np.repeat(c[self.first] - self.lengths[self.first], self.R)  # each request's end in its case
+        return np.insert(ends, self.first, 0).astype(np.int32)
+
+    def features(self) -> list[frozenset[str]]:
+        """The record's ``features_of`` of each case that its sizes and modes decide (every one
+        but the ids' and the positions'), vectorised over the cases."""
+        qlen, rej, first, R = self.lengths, self.rejected, self.first, self.R
+        P, s = self.P, self.shift.astype(np.int64)
+        last = first + R - 1
+        case = np.repeat(np.arange(R.size), R)
+
+        def any_of(x: np.ndarray) -> np.ndarray:
+            return np.add.reduceat(x.astype(np.int64), first) > 0
+
+        mql = np.maximum.reduceat(qlen, first)
+        block = np.minimum(256, [next_power_of_2(int(x)) for x in mql + P - s])
+        qs_last = self.T - qlen[last]  # the last request starts last
+        cols = {
+            "shift_on": s == 1, "shift_off": s == 0, "p_is_1": P == 1, "p_at_least_2": P >= 2,
+            "rejected_tokens": any_of(rej > 0), "last_request_rejected": rej[last] > 0,
+            "all_but_one_rejected": any_of((rej == qlen - 1) & (qlen > 1)),
+            "no_valid_slot": (s == 1) & any_of(qlen - rej - s[case] == 0),
+            "multi_block_request": any_of(qlen - s[case] + P[case] > block[case]),
+            "several_requests": R > 1, "many_requests": R > 64, "long_request": mql > 512,
+            "clamp_engaged": rej[last] == 0, "beyond_1024_requests": R > MAX_NUM_SEQS,
+            "starts_past_32767": qs_last > INT16_MAX, "prefill_thousands": mql >= 2048,
+            "spec_tokens_15_plus": P >= SPEC_TOKENS, "many_rejected": any_of(rej >= 16),
+            "rp_past_32767": (R - 1) * P > INT16_MAX,
+        }
+        keys = np.stack(list(cols.values()), 1)
+        sets: dict[bytes, frozenset[str]] = {}
+        out = []
+        for row in keys:
+            key = row.tobytes()
+            if key not in sets:
+                sets[key] = frozenset(n for n, on in zip(cols, row, strict=True) if on)
+            out.append(sets[key])
+        return out
+
+
+def _batch_sizes(rng: np.random.Generator, k: int, max_requests: int) -> _Batch:
+    """:func:`_sizes` of ``k`` cases drawn at once (the same distribution, vectorised)."""
+    R = np.exp(rng.uniform(0, np.log(max_requests + 1), size=k)).astype(np.int64)
+    K = rng.integers(1, 16, size=k)
+    lengths = rng.integers(1, np.repeat(K + 2, R))
+    prefills = rng.random(lengths.size) < np.repeat(rng.choice([0.0, 0.01, 0.05, 0.3], size=k), R)
+    lengths[prefills] = rng.integers(16, 8193 if max_requests == MAX_REQUESTS else 64, size=int(prefills.sum()))
+    first = np.cumsum(R) - R
+    c = np.concatenate([[0], np.cumsum(lengths)])
+    size = R.copy()
+    while True:  # each case fits max_num_batched_tokens: its requests halved as _sizes does
+        cut = (size > 1) & (c[first + size] - c[first] > MAX_TOKENS)
+        if not cut.any():
+            break
+        size = np.where(cut, np.maximum(1, size // 2), size)
+    keep = (np.arange(lengths.size) - np.repeat(first, R)) < np.repeat(size, R)
+    lengths = lengths[keep]
+    rejected = (rng.random(lengths.size) * lengths).astype(np.int64)
+    shift = rng.integers(0, 2, size=k).astype(bool)
+    P = np.where(shift, rng.integers(2, 17, size=k), np.where(rng.random(k) < 0.5, 1, rng.integers(1, 17, size=k)))
+    high = rng.choice([1 << 12, 1 << 21, 10_000_000], size=k)
+    return _Batch(lengths, rejected, size, shift, P, high, rng.integers(0, 1 << 18, size=k))
 
 
 class CopyAndExpandDevice(DeviceTarget):
@@ -144,20 +217,20 @@ class CopyAndExpandDevice(DeviceTarget):
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
                    share: float = 1.0) -> DeviceBatch:
         """``k`` cases of :meth:`draw`'s distribution drawn together: their sizes on the host
-        (``seeds[1]``; no shared tables), their ids and positions on the device in one draw
-        for all of them, each input the cases' arrays concatenated."""
+        (``seeds[1]``, all cases at once; no shared tables), their ids and positions on the
+        device in one draw for all of them, each input the cases' arrays concatenated."""
         rng = np.random.default_rng(seeds[1])
         gen = torch.Generator(device=device).manual_seed(seeds[1])
-        zs = [_sizes(rng, max_requests) for _ in range(k)]
-        R = [len(z.lengths) for z in zs]
-        T = [int(z.lengths.sum()) for z in zs]
-        lens = np.concatenate([z.lengths for z in zs])
-        host = torch.from_numpy(np.stack([lens, np.repeat([z.high for z in zs], R)])).to(device)
-        lens_t, high = host[0], host[1]
+        z = _batch_sizes(rng, k, max_requests)
+        R, T = z.R.tolist(), z.T.tolist()
         n, nr = sum(T), sum(R)
+        qsl = z.qsl()
+        qel = (np.delete(qsl, z.first + np.arange(k)) - 1 - z.rejected).astype(np.int32)  # qsl[r + 1] - 1 - rejected
+        host = torch.from_numpy(np.stack([z.lengths, np.repeat(z.high, z.R)])).to(device)
+        lens_t, high = host[0], host[1]
         starts = torch.cumsum(lens_t, 0) - lens_t
         p0 = torch.randint(0, 1 << 62, (nr,), generator=gen, device=device) % high
-        small = torch.from_numpy(np.concatenate([z.qsl for z in zs] + [z.qel for z in zs])).to(device)
+        small = torch.from_numpy(np.concatenate([qsl, qel])).to(device)
         cat = {
             "target_token_ids": torch.randint(*VOCAB_IDS, (n,), generator=gen, device=device, dtype=torch.int32),
             "target_positions": torch.repeat_interleave(p0 - starts, lens_t, output_size=n) + torch.arange(n, device=device),
@@ -167,11 +240,16 @@ class CopyAndExpandDevice(DeviceTarget):
         }
         lengths = {"target_token_ids": T, "target_positions": T, "next_token_ids": R,
                    "query_start_loc": [r + 1 for r in R], "query_end_loc": R}
-        outs = [z.outputs() for z in zs]
-        outputs = {o: (outs[0][o][0], [x[o][1] for x in outs]) for o in outs[0]}
+        slots = (z.T + z.R * (z.P - z.shift)).tolist()
+        outputs = {"out_input_ids": (torch.int32, slots), "out_positions": (torch.int64, slots),
+                   "out_is_rejected_token_mask": (torch.bool, slots), "out_is_masked_token_mask": (torch.bool, slots),
+                   "out_new_token_indices": (torch.int32, (z.R * z.P).tolist()), "out_hidden_state_mapping": (torch.int32, T)}
+        scalars = [{"padding_token_id": 0, "parallel_drafting_token_id": int(par), "total_input_tokens": int(t),
+                    "num_padding_slots_per_request": int(p), "shift_input_ids": bool(sh)}
+                   for par, t, p, sh in zip(z.parallel, T, z.P, z.shift, strict=True)]
+        mql = np.maximum.reduceat(z.lengths, z.first).tolist()
         return DeviceBatch(cat, lengths, {n_: [(x,) for x in v] for n_, v in lengths.items()}, {}, {}, outputs,
-                           [z.scalars() for z in zs], {"sizes": zs, "R": R, "T": T},
-                           host=[{"max_query_len": int(z.lengths.max())} for z in zs])
+                           scalars, {"sizes": z, "R": R, "T": T}, host=[{"max_query_len": int(m)} for m in mql])
 
     batch_decides = frozenset(TARGET.features)
 
@@ -179,9 +257,9 @@ class CopyAndExpandDevice(DeviceTarget):
         """From each case's sizes and modes, and (``writes``: the batched oracle's) the ids it
         copies (every valid slot's and every bonus slot's id: the ids ``features_of`` reads)
         and its first positions: a few reductions on the device, one copy back."""
-        out = [z.features() for z in b.extra["sizes"]]
+        out = b.extra["sizes"].features()
         if writes is None or not len(b):
-            return [frozenset(f - {"ids_past_65535", "positions_past_2_24"}) for f in out]
+            return out
         dev = b.cat["query_start_loc"].device
         slots = np.asarray(b.outputs["out_input_ids"][1], dtype=np.int64)
         index, ids = writes["out_input_ids"]
@@ -196,7 +274,7 @@ class CopyAndExpandDevice(DeviceTarget):
         per[0].index_add_(0, of_slot, (copied & (ids > ID16_MAX)).long())
         per[1].index_add_(0, of_req, (p0 >= FLOAT32_EXACT).long())
         hit = (per > 0).cpu().numpy()
-        return [frozenset(f | {n for n, row in zip(("ids_past_65535", "positions_past_2_24"), hit, strict=True) if row[c]})
+        return [f | {n for n, row in zip(("ids_past_65535", "positions_past_2_24"), hit, strict=True) if row[c]}
                 for c, f in enumerate(out)]
 
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
