@@ -237,6 +237,27 @@ def test_batch_features_are_the_records_features_of_each_case(name):
     assert BOTH_SIDES.get(name, {"draft_probs", "no_draft_probs", "several_requests", "ragged"}) <= seen  # the test sees both sides
 
 
+def test_copy_and_expand_batch_features_of_ids_below_65536():
+    """``ids_past_65535`` of a batched copy_and_expand case whose next-token ids all lie below
+    65536 comes from the ids its valid slots copy (the slow path), as ``features_of`` has it:
+    with every copied id below 65536 too, and with some above."""
+    from eaglefuzz.harness.targets import TARGETS
+
+    name = "copy_and_expand_eagle_inputs_kernel"
+    target = device_targets()[name]
+    seen = set()
+    for b in range(4):
+        batch = target.draw_batch((0, 80 + b), "cpu", 4, 8)
+        batch.cat["next_token_ids"].clamp_(max=65535)
+        if b % 2:
+            batch.cat["target_token_ids"].clamp_(max=65535)
+        for k, got in enumerate(target.batch_features(batch, target.oracle_batch(batch))):
+            want = TARGETS[name].features_of(target.to_case(batch.case(k))) & target.batch_decides
+            assert got == want, (b, k, got ^ want)
+            seen.add("ids_past_65535" in got)
+    assert seen == {True, False}
+
+
 def test_batch_features_of_recovered_winners_past_the_first_tiles(monkeypatch):
     """The recovered kernel's features its winners decide (later tiles, the partial last tile,
     ids past 32767), on a vocabulary of 40000 (five of vLLM's 8192-token tiles, the last

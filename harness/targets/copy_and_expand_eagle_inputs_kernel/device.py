@@ -255,26 +255,30 @@ class CopyAndExpandDevice(DeviceTarget):
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """From each case's sizes and modes, and (``writes``: the batched oracle's) the ids it
-        copies (every valid slot's and every bonus slot's id: the ids ``features_of`` reads)
-        and its first positions: a few reductions on the device, one copy back."""
+        copies and its first positions: ``features_of``'s ids are the next-token ids and the
+        ids the valid slots read, so a case whose next-token ids pass 65535 has the feature
+        (one reduction over the requests); only a case whose next-token ids do not has its
+        copied ids looked at (its slots, contiguous in the writes). One copy back, two in
+        the rare case."""
         out = b.extra["sizes"].features()
         if writes is None or not len(b):
             return out
         dev = b.cat["query_start_loc"].device
-        slots = np.asarray(b.outputs["out_input_ids"][1], dtype=np.int64)
-        index, ids = writes["out_input_ids"]
-        copied = ~writes["out_is_masked_token_mask"][1] & ~writes["out_is_rejected_token_mask"][1]
-        of_slot = torch.searchsorted(torch.from_numpy(np.cumsum(slots)[:-1]).to(dev), index, right=True)
         R = np.asarray(b.extra["R"])
+        of_req = torch.from_numpy(np.repeat(np.arange(len(b)), R)).to(dev)
         first = torch.from_numpy(np.concatenate([[0], np.cumsum(b.extra["T"])[:-1]])).to(dev)
         qs = b.cat["query_start_loc"][torch.from_numpy(np.arange(R.sum()) + np.repeat(np.arange(len(b)), R)).to(dev)].long()
-        of_req = torch.from_numpy(np.repeat(np.arange(len(b)), R)).to(dev)
-        p0 = b.cat["target_positions"][first[of_req] + qs]
         per = torch.zeros((2, len(b)), dtype=torch.int64, device=dev)
-        per[0].index_add_(0, of_slot, (copied & (ids > ID16_MAX)).long())
-        per[1].index_add_(0, of_req, (p0 >= FLOAT32_EXACT).long())
-        hit = (per > 0).cpu().numpy()
-        return [f | {n for n, row in zip(("ids_past_65535", "positions_past_2_24"), hit, strict=True) if row[c]}
+        per[0].index_add_(0, of_req, (b.cat["next_token_ids"] > ID16_MAX).long())
+        per[1].index_add_(0, of_req, (b.cat["target_positions"][first[of_req] + qs] >= FLOAT32_EXACT).long())
+        ids_past, positions_past = (per > 0).cpu().numpy()
+        if not ids_past.all():  # the ids the valid slots copied: each case's slots are contiguous in the writes
+            _, ids = writes["out_input_ids"]
+            copied = ~writes["out_is_masked_token_mask"][1] & ~writes["out_is_rejected_token_mask"][1]
+            slots = np.concatenate([[0], np.cumsum(b.outputs["out_input_ids"][1])])
+            for c in np.flatnonzero(~ids_past):
+                ids_past[c] = bool((copied[slots[c] : slots[c + 1]] & (ids[slots[c] : slots[c + 1]] > ID16_MAX)).any())
+        return [f | {n for n, on in (("ids_past_65535", ids_past[c]), ("positions_past_2_24", positions_past[c])) if on}
                 for c, f in enumerate(out)]
 
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
