@@ -426,6 +426,31 @@ def shrink_fault_worker(case_file: str, skip: int, backend: str, **source_values
     sys.exit(EXIT_OK)
 
 
+@cli.command(name="_locate-fault", hidden=True)
+@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@source_options
+@_backend_opt
+def locate_fault_worker(folder: str, backend: str, **source_values: Any) -> None:
+    """Worker of :func:`~.run.supervisor.locate_fault`: the cases of ``folder`` (a device
+    batch's, in launch order) checked one at a time, until one kills us or runs past its time
+    limit (the supervisor watches the journal); exits 0 when none does."""
+    from .checking.check import check_case, warm_oracles
+    from .checking.corpus import decode
+    from .run.journal import Journal
+
+    cases = [decode(f.read_text(), str(f), contract=False).case for f in sorted(Path(folder).glob("*.json"))]
+    from .sources.triton_backend import select_backend  # NumPy, Triton's patches: not at start-up
+
+    b = select_backend(backend)
+    kernels = sorted({c.kernel for c in cases})
+    impls = implementations_for(_source(source_values), kernels)
+    journal = Journal(Path(os.environ[JOURNAL_ENV])) if os.environ.get(JOURNAL_ENV) else None
+    warm_oracles(kernels)
+    for case in cases:
+        check_case(case, impls, b.device, journal, domain=case_tier(case))  # a crash ends this process here
+    sys.exit(EXIT_OK)
+
+
 @cli.command(name="stop-servers")
 @click.option("--all", "everything", is_flag=True,
               help="stop the servers of every eaglefuzz installation of this user (another virtual "

@@ -72,3 +72,34 @@ def test_pytest_reports_the_case_that_killed_a_worker(tmp_path, crash_bug):
         assert "a test process died while checking a case" in proc.stdout
     for f in saved:
         assert load_entry(f).case.kernel == PI
+
+
+@pytest.mark.kernel
+def test_the_supervisor_finds_which_case_of_a_faulted_batch_faults(tmp_path, crash_bug, monkeypatch):
+    """A device batch that left the process unusable names every case it launched as a suspect
+    (tests/test_device.py); the supervisor runs them one at a time in a fresh worker, and the
+    first that faults alone is the case reported and shrunk: here the second of three (a request
+    of more than two drafts makes the seeded bug's wild store), not the batch's first."""
+    import numpy as np
+
+    from eaglefuzz.harness.generation.strategies import INTERPRETER_SCALE
+    from eaglefuzz.harness.run.supervisor import Signals, locate_fault
+    from eaglefuzz.harness.targets import TARGETS
+
+    for k, v in _env(tmp_path).items():
+        monkeypatch.setenv(k, v)
+    rng = np.random.default_rng(0)
+    clean, bad = [], []
+    while len(clean) < 2 or not bad:
+        c = TARGETS[PI].random_case(rng, INTERPRETER_SCALE)
+        drafts = np.diff(np.concatenate([[0], c.arrays["cu_num_draft_tokens"].astype(int)]))
+        (bad if drafts.max(initial=0) > 2 else clean).append(c)
+    suspects = [clean[0], bad[0], clean[1]]
+    case, message, found = locate_fault(suspects, "the device became unusable", spec=f"file:{crash_bug}",
+                                        backend="interpreter", signals=Signals())
+    assert found, message
+    assert case.kernel == PI and (case.arrays["cu_num_draft_tokens"] == bad[0].arrays["cu_num_draft_tokens"]).all()
+    case, message, found = locate_fault([clean[0], clean[1]], "the device became unusable", spec=f"file:{crash_bug}",
+                                        backend="interpreter", signals=Signals())
+    assert not found and "none of the batch's 2 cases faults alone" in message
+    assert (case.arrays["cu_num_draft_tokens"] == clean[0].arrays["cu_num_draft_tokens"]).all()

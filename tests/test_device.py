@@ -578,3 +578,80 @@ def test_slot_folders_of_ended_processes_are_removed(tmp_path):
         (tmp_path / name / "slot0").write_bytes(b"x")
     _remove_orphans(str(tmp_path), "eaglefuzz-slots-")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"eaglefuzz-slots-{os.getpid()}-def", "other-123-x"])
+
+
+def _fatal_on_cpu(monkeypatch) -> None:  # noqa: ANN001
+    """A CUDA error counts as fatal on the CPU too (no GPU here: the sticky error is faked)."""
+    from eaglefuzz.harness.targetkit.base import Outcome
+
+    crashed = Outcome.crashed
+
+    def fatal(self, exc, device, context=""):  # noqa: ANN001, ANN202
+        crashed(self, exc, device, context)
+        self.fatal = "CUDA error" in str(exc)
+        return self
+
+    monkeypatch.setattr(Outcome, "crashed", fatal)
+
+
+@pytest.mark.parametrize("name", [BATCHED[0], HOST[0]])
+@pytest.mark.parametrize("seen_at", ["launch", "wait"])
+def test_a_batch_that_loses_the_device_names_every_case_launched_as_a_suspect(name, seen_at, monkeypatch, backend,
+                                                                            needs, tmp_path):
+    """A sticky CUDA error in a batch (faked: raised by the third launch, or by the batch's one
+    wait for the device after its launches) is a fatal crash finding, never a traceback; since
+    a CUDA fault surfaces at a later call than the launch that made it, every case launched so
+    far is a suspect, in launch order, the first being the finding's case; with a journal the
+    process ends with EXIT_DEVICE_LOST, the suspects journaled for the supervisor to run one at
+    a time (run/supervisor.py locate_fault)."""
+    from eaglefuzz.harness.checking.device_mode import engine
+    from eaglefuzz.harness.core.exitcodes import EXIT_DEVICE_LOST
+    from eaglefuzz.harness.run.journal import Journal, orphans
+    from eaglefuzz.harness.targetkit.device_batch import BatchArenas, HostBatchArenas
+
+    _fatal_on_cpu(monkeypatch)
+    target = device_targets()[name]
+    lost = RuntimeError("CUDA error: an illegal memory access was encountered")
+    calls: list[int] = []
+    if seen_at == "launch":
+        launch = type(target).launch
+
+        def failing(self, impl, views, dc):  # noqa: ANN001, ANN202
+            calls.append(1)
+            if len(calls) == 3:
+                raise lost
+            launch(self, impl, views, dc)
+
+        monkeypatch.setattr(type(target), "launch", failing)
+    else:
+        def wait(self):  # noqa: ANN001, ANN202
+            raise lost
+
+        monkeypatch.setattr(BatchArenas if target.batch else HostBatchArenas, "mismatch", wait)
+    impls = implementations_for(parse_source(_source(name, needs)), [name])
+    stats = device_fuzz_target(name, impls, backend.device, examples=24, seed=0, shrink=False, workers=0)
+    (finding,) = stats.findings
+    assert finding.kind == "crash" and finding.fatal, finding.report()
+    k = 3 if seen_at == "launch" else len(finding.suspects)
+    assert len(finding.suspects) == k and k >= 3 and finding.case is finding.suspects[0]
+    assert len({str(c.arrays) for c in finding.suspects}) == k  # the batch's cases, each once
+    assert stats.examples == k
+
+    class Exited(Exception):
+        pass
+
+    def leave(code: int) -> None:  # the process's end, seen here (a fork of this one would deadlock in torch)
+        raise Exited(code)
+
+    monkeypatch.setattr(engine.os, "_exit", leave)
+    if seen_at == "launch":
+        calls.clear()
+    with pytest.raises(Exited) as exited:
+        device_fuzz_target(name, impls, backend.device, examples=24, seed=0, shrink=False, workers=0,
+                           journal=Journal(tmp_path / "j"))
+    assert exited.value.args == (EXIT_DEVICE_LOST,)
+    (orphan,) = orphans(tmp_path / "j")
+    assert "device became unusable" in orphan.message
+    assert [c.arrays.keys() for c in orphan.suspects] == [c.arrays.keys() for c in finding.suspects]
+    for a, b in zip(orphan.suspects, finding.suspects, strict=True):
+        assert all((a.arrays[n] == b.arrays[n]).all() for n in a.arrays) and a.scalars == b.scalars

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,6 +59,10 @@ class Finding:
     """The case's domain tier (:mod:`.domains`): ``production`` (a contract violation) or
     ``extended`` (an edge divergence: the implementation parts from the reference outside the
     production domain)."""
+    suspects: list[Case] = field(default_factory=list)
+    """A fatal crash of a device batch: the cases launched before the device failed, in order
+    (a CUDA fault surfaces at a later call than the launch that made it: any of them may be
+    the one; ``case`` is the first). Empty otherwise."""
 
     @property
     def kind(self) -> str:

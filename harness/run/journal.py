@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,12 +52,17 @@ class Journal:
             self.clock.unlink(missing_ok=True)
             self.path.unlink(missing_ok=True)
 
-    def abandon(self, case: Case, message: str) -> None:
+    def abandon(self, case: Case, message: str, suspects: Sequence[Case] = ()) -> None:
         """This process is about to exit on purpose while running ``case``: leave the journal
-        (and why) for whoever reports dead processes' cases."""
+        (and why) for whoever reports dead processes' cases. ``suspects``: the cases that may
+        have caused it, in the order they ran (a device batch: a CUDA fault surfaces at a later
+        call than the launch that made it), ``case`` among them; whoever reports it runs them
+        one at a time to find the one (:func:`~.supervisor.locate_fault`)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path.write_text(_journal_text(case))
         self.path.with_suffix(".why").write_text(message)
+        if suspects:
+            self.path.with_suffix(".suspects").write_text(json.dumps([_journal_text(c) for c in suspects]))
 
 
 def _journal_text(case: Case) -> str:
@@ -81,6 +86,9 @@ class Orphan:
     case: Case | None
     error: str = ""
     message: str = ""
+    suspects: tuple[Case, ...] = ()
+    """The cases the process named as those that may have caused its end (a device batch's), in
+    the order they ran; empty when the journal's case is the one."""
 
     @property
     def seq(self) -> int | None:
@@ -92,6 +100,7 @@ class Orphan:
         self.file.unlink(missing_ok=True)
         self.file.with_suffix(".why").unlink(missing_ok=True)
         self.file.with_suffix(".clock").unlink(missing_ok=True)
+        self.file.with_suffix(".suspects").unlink(missing_ok=True)
 
 
 def read_clock(path: Path) -> tuple[int, float] | None:
@@ -122,7 +131,24 @@ def orphans(directory: Path) -> list[Orphan]:
         why = f.with_suffix(".why")
         message = why.read_text() if why.is_file() else ""
         try:
-            out.append(Orphan(f, decode(f.read_text(), str(f), contract=False).case, message=message))
+            out.append(Orphan(f, decode(f.read_text(), str(f), contract=False).case, message=message,
+                              suspects=_suspects(f.with_suffix(".suspects"))))
         except (OSError, UserError) as exc:
             out.append(Orphan(f, None, error=str(exc), message=message))
     return out
+
+
+def _suspects(path: Path) -> tuple[Case, ...]:
+    """The cases of a journal's ``.suspects`` file (none when there is none; a suspect that
+    cannot be read back, too large to journal, is left out)."""
+    from ..checking.corpus import decode
+
+    if not path.is_file():
+        return ()
+    out = []
+    for k, text in enumerate(json.loads(path.read_text())):
+        try:
+            out.append(decode(text, f"{path} [{k}]", contract=False).case)
+        except UserError:
+            continue
+    return tuple(out)

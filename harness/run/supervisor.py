@@ -320,6 +320,35 @@ def shrink_fault(
     return case, message, steps
 
 
+LOCATE_LIMIT_S = 120.0
+"""Seconds the suspects of a batch's fault may take to run one at a time."""
+
+
+def locate_fault(suspects: list[Any], message: str, *, spec: str, backend: str, signals: Signals,
+                 budget_s: float = LOCATE_LIMIT_S) -> tuple[Any, str, bool]:
+    """The case among ``suspects`` (a device batch's cases, in the order they were launched)
+    that faults alone: one fresh worker runs them one at a time, each checked as a case alone
+    (a wait for the device after its launch), and the first that kills it or leaves the device
+    unusable is the one. Returns the case, its message and whether one was found (else the
+    first suspect, the message saying that none faults alone)."""
+    from ..checking.corpus import encode
+    from .journal import orphans
+
+    with tempfile.TemporaryDirectory(prefix="eaglefuzz-locate-") as d:
+        folder = Path(d) / "cases"
+        folder.mkdir()
+        for k, c in enumerate(suspects):
+            (folder / f"{k:05d}.json").write_text(encode(c))
+        ended = run_worker(["_locate-fault", str(folder), "--backend", backend, "--source", spec],
+                           Path(d) / "journal", signals, quiet=True, stop_at=time.monotonic() + budget_s)
+        if ended.hang is None and ended.code != EXIT_OK and not ended.killed:
+            died = orphans(Path(d) / "journal")
+            if died and died[0].case is not None:
+                return died[0].case, died[0].message or message, True
+    return suspects[0], (f"{message}; none of the batch's {len(suspects)} cases faults alone: its first is "
+                         "reported"), False
+
+
 class _Supervision:
     """One supervised ``fuzz`` or ``replay``: workers until every unit is done, then the report."""
 
@@ -354,7 +383,8 @@ class _Supervision:
                 crashed = orphans(self.jdir)
                 if not crashed or crashed[0].case is None:
                     return self._outside_any_case(how, ended.code, crashed[0].error if crashed else "", faults)
-                self._fault("crash", crashed[0].case, crashed[0].message or f"the process died ({how}) while running this case")
+                self._fault("crash", crashed[0].case, crashed[0].message or f"the process died ({how}) while running this case",
+                            list(crashed[0].suspects))
                 for o in crashed:
                     o.remove()
             faults += 1
@@ -368,8 +398,10 @@ class _Supervision:
         meta = self.log.meta() or {}
         return meta.get("command") or ("fuzz" if self.save else "replay")
 
-    def _fault(self, kind: str, case: Any, message: str) -> None:
-        """Report, shrink (fuzz) and save a crash or hang; record it as its unit's result."""
+    def _fault(self, kind: str, case: Any, message: str, suspects: list[Any] | None = None) -> None:
+        """Report, shrink (fuzz) and save a crash or hang; record it as its unit's result.
+        ``suspects``: the cases that may have caused it (a device batch's), the one found
+        first (:func:`locate_fault`)."""
 
         from ..checking.check import Finding
         from ..checking.corpus import save_finding
@@ -382,6 +414,13 @@ class _Supervision:
         unit = self.log.current() or case.kernel
         what = "ran past its time limit" if kind == "hang" else "killed the process"
         fuzz = self._command() == "fuzz"
+        if len(suspects or ()) > 1:
+            print(f"eaglefuzz: {unit}: a batch of {len(suspects)} cases left the device unusable; running them one "
+                  "at a time in a fresh process to find the one", file=sys.stderr, flush=True)
+            case, message, found = locate_fault(suspects, message, spec=origin.spec,
+                                                backend=meta.get("backend", self.backend), signals=self.signals)
+            print(f"eaglefuzz: {unit}: " + ("found the case" if found else "none of them faults alone"),
+                  file=sys.stderr, flush=True)
         if fuzz and self.save:
             print(f"eaglefuzz: {unit}: a case {what}; shrinking it, one process per step", file=sys.stderr, flush=True)
             case, message, _ = shrink_fault(case, kind, message, spec=origin.spec,

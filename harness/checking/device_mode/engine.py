@@ -250,7 +250,7 @@ def device_fuzz_target(
         """A batch's finding (device or host batch): a lost device ends the process, else the
         finding is shrunk and kept; whether the run stops here."""
         if finding is not None and finding.fatal and journal is not None:
-            journal.abandon(finding.case, f"the device became unusable: {finding.outcome.crash}")
+            journal.abandon(finding.case, f"the device became unusable: {finding.outcome.crash}", finding.suspects)
             os._exit(EXIT_DEVICE_LOST)
         if finding is not None:
             stats.unshrunk = finding
@@ -467,18 +467,26 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     finding, bad, launched = None, 0, k
     views = arenas.views
     staged.before_launch()
-    for j in range(k):
-        try:
-            dt.launch(impl, views[j], batch.launch_case(j))
-        except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
-            outcome = Outcome().crashed(exc, device)
-            if outcome.fatal:
-                return Finding(host_case(j), outcome, origin)
-            finding, launched = confirm(host_case(j), True), j + 1  # a finding either way (device_bad)
-            break
-    t = clock("kernel", t)
-    if finding is None:
-        bad = int(arenas.mismatch())  # the batch's one wait for the device
+    j = 0
+    try:
+        for j in range(k):
+            try:
+                dt.launch(impl, views[j], batch.launch_case(j))
+            except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+                outcome = Outcome().crashed(exc, device)
+                if outcome.fatal:
+                    raise
+                finding, launched = confirm(host_case(j), True), j + 1  # a finding either way (device_bad)
+                break
+        t = clock("kernel", t)
+        if finding is None:
+            bad = int(arenas.mismatch())  # the batch's one wait for the device
+    except Exception as exc:  # noqa: BLE001 - a fault of the batch's launches, seen at a launch or at the wait
+        outcome = Outcome().crashed(exc, device)
+        if not outcome.fatal:
+            raise
+        stats.examples += j + 1
+        return _lost(outcome, [host_case(x) for x in range(j + 1)], origin)
     bigs.clear()
     if not bad and finding is None:
         bigs.update(arenas.big)  # intact: the next batch of the epoch guards the same tables
@@ -543,18 +551,26 @@ def _host_batch_checked(dt: DeviceTarget, impl: Any, origin: object, device: str
         return _case(dt, dc, dc.inputs)
 
     launch = dt.launch
-    for j, (v, dc) in enumerate(zip(views, hb.launch_cases, strict=True)):
-        try:
-            launch(impl, v, dc)
-        except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
-            outcome = Outcome().crashed(exc, device)
-            stats.examples += j + 1
-            stats.tokens += dc.tokens
-            if outcome.fatal:
-                return Finding(host_case(j), outcome, origin)
-            return confirm(host_case(j), True)
-    t = clock("kernel", t)
-    bad = hb.mismatch()
+    j = 0
+    try:
+        for j, (v, dc) in enumerate(zip(views, hb.launch_cases, strict=True)):
+            try:
+                launch(impl, v, dc)
+            except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+                outcome = Outcome().crashed(exc, device)
+                if outcome.fatal:
+                    raise
+                stats.examples += j + 1
+                stats.tokens += dc.tokens
+                return confirm(host_case(j), True)
+        t = clock("kernel", t)
+        bad = hb.mismatch()
+    except Exception as exc:  # noqa: BLE001 - a fault of the batch's launches, seen at a launch or at the wait
+        outcome = Outcome().crashed(exc, device)
+        if not outcome.fatal:
+            raise
+        stats.examples += j + 1
+        return _lost(outcome, [host_case(x) for x in range(j + 1)], origin)
     t = clock("compare", t)
     stats.examples += len(hb)
     stats.tokens += hb.tokens
@@ -580,6 +596,18 @@ def _host_batch_checked(dt: DeviceTarget, impl: Any, origin: object, device: str
         return finding
     return _cross_check_clean(name, range(len(hb)), hb.input_elements.__getitem__,
                               host_case, confirm, stats, start, time_budget, cross_check_share, cross)
+
+
+def _lost(outcome: Outcome, suspects: list[Case], origin: object) -> Finding:
+    """The finding of a batch whose launches left the device unusable (a sticky CUDA error,
+    seen at a launch or at the batch's wait): a CUDA fault surfaces at a later call than the
+    launch that made it, so every case launched so far is a suspect. The finding's case is the
+    first; the CLI's supervisor runs the suspects one at a time in a fresh process to find the
+    one (:func:`~...run.supervisor.locate_fault`) before it shrinks it."""
+    if len(suspects) > 1:
+        outcome.crash = (f"{outcome.crash} (in a batch: one of the {len(suspects)} cases launched before the "
+                         "device failed)")
+    return Finding(suspects[0], outcome, origin, suspects=suspects)
 
 
 def _cross_check_clean(name: str, cases: Iterable[Any], size_of: Callable[[Any], int], host_case: Callable[[Any], Case],
