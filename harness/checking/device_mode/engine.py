@@ -165,7 +165,8 @@ def device_fuzz_target(
     on_device = dt.checked_on == "device"
     gen = torch.Generator(device=device) if on_device else None  # reseeded per example, one per run
     max_requests = CPU_MAX_REQUESTS if device == "cpu" else None
-    by_record = dt.checked_on == "record"
+    record_batches = dt.checked_on == "record" and dt.batches_on_host(impl)
+    by_record = dt.checked_on == "record" and not record_batches
     host_k = CPU_BATCH if device == "cpu" else HOST_BATCH
     if examples is not None:  # a run of few examples: at least MIN_BATCHES batches
         host_k = max(1, min(host_k, -(-examples // MIN_BATCHES)))
@@ -308,8 +309,13 @@ def device_fuzz_target(
                 except StopIteration:
                     break
                 t = clock("draw", t)
-                finding = _host_batch(dt, impl, origin, device, hb, stats, clock, confirm, start, time_budget,
-                                      cross_check_share, cross)
+                if record_batches:
+                    finding = _record_batch(dt, impl, origin, device, hb, stats, clock, confirm,
+                                            lambda case: check_case(case, impls, device, journal), start, time_budget,
+                                            cross_check_share, cross)
+                else:
+                    finding = _host_batch(dt, impl, origin, device, hb, stats, clock, confirm, start, time_budget,
+                                          cross_check_share, cross)
                 if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):
                     stats.warmup = time.monotonic() - start
                 i += chunk_step * len(hb)
@@ -518,6 +524,116 @@ def _host_batch(dt: DeviceTarget, impl: Any, origin: object, device: str, hb: Ho
         return finding
     return _cross_check_clean(name, hb.cases, lambda dc: sum(int(a.size) for a in dc.inputs.values()),
                               host_case, confirm, stats, start, time_budget, cross_check_share, cross)
+
+
+def _record_batch(dt: Any, impl: Any, origin: object, device: str, hb: HostBatchArenas, stats: Any, clock: Callable,
+                  confirm: Callable, check: Callable[[Case], Finding | None], start: float, time_budget: float | None,
+                  cross_check_share: float, cross: list[float]) -> Finding | None:
+    """A record host batch (:func:`~.producers.record_batch`: cases of a target checked by its
+    record, the first oracle's expectation laid out by the producers): one copy to the device
+    per dtype, each case launched through the record's launch (its outputs in the shapes the
+    record gives them, an aliased output in its input's buffer), one copy back and one
+    comparison of every element of every case. An element the first oracle bounds
+    (``loose``) may differ from its expected value within its bound (never the value it held
+    before the launch, never the sentinel); any other difference names its case. Such a case
+    is checked by the record's check (``check``: the NumPy and Numba oracles, settlement): one
+    whose expectation is exact (no bound, no window) and that the check does not fail is an
+    oracle disagreement, as a host batch's; one the contract leaves open (bounds, windows)
+    the check settles. A share of the clean cases is cross-checked as :func:`_batch` does."""
+    name = dt.name
+    record = dt.record
+    t = time.perf_counter()
+    views = hb.upload(device)
+    t = clock("buffers", t)
+    cases = [dt.to_case(dc) for dc in hb.cases]
+    for j, (v, rx) in enumerate(zip(views, hb.record, strict=True)):
+        for n, shape in rx.shapes.items():
+            v[n] = v[n].view(shape)
+        for out, inp in rx.alias.items():
+            v[out] = v[inp]
+        try:
+            with np.errstate(all="ignore"):  # the interpreter's NumPy ops, as the record's check runs them
+                record.launch(impl, v, cases[j])
+        except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+            outcome = Outcome().crashed(exc, device)
+            stats.examples += j + 1
+            stats.tokens += sum(rx.tokens for rx in hb.record[: j + 1])
+            if outcome.fatal:
+                return Finding(cases[j], outcome, origin)
+            return confirm(cases[j], True)
+    t = clock("kernel", t)
+    hb.download()
+    bad = int(hb.mismatch())
+    flagged = _unsettled(hb, bad) if bad or any(rx.loose for rx in hb.record) else {}
+    t = clock("compare", t)
+    stats.examples += len(hb)
+    stats.tokens += sum(rx.tokens for rx in hb.record)
+    if not flagged:  # every case checked, every element: the features each reached
+        stats.features.update(*hb.features)
+        stats.toured.update(*hb.toured)
+        return _cross_check_clean(name, cases, lambda c: sum(int(a.size) for a in c.arrays.values()),
+                                  lambda c: c, confirm, stats, start, time_budget, cross_check_share, cross)
+    finding = None
+    for j in range(len(hb)):
+        if j not in flagged:
+            stats.features.update(hb.features[j])
+            stats.toured.update(hb.toured[j])
+            continue
+        stats.reach(name, cases[j])
+        if flagged[j]:  # the record's check settles what the contract leaves open
+            finding = check(cases[j])
+        else:
+            finding = confirm(cases[j], True)
+        stats.cross_checked += 1
+        if finding is not None:
+            break
+    stats.stages["cross-check"] += time.perf_counter() - t
+    return finding
+
+
+def _unsettled(hb: HostBatchArenas, bad: int) -> dict[int, bool]:
+    """The cases of record host batch ``hb`` (after its launches; ``bad``: its elements not
+    as expected) with an element not as the contract says, each with whether the record's
+    check settles it (its oracle met windows, or its only differences are an in-place input's
+    bounded elements within their bounds holding what they held before the launch: written
+    with their own value, or not written) rather than confirms it (any other difference).
+    Bounded elements (:class:`~...targetkit.device.RecordExpectation`'s ``loose``) may lie
+    within their bound of the expected value: an output's (the sentinel in the expected
+    buffers) are every one compared so, an in-place input's where they differ."""
+    from ...core.compare import within
+
+    differing = hb.arenas.differing() if bad else {}
+    flagged: dict[int, bool] = {}
+    for j, (dc, rx) in enumerate(zip(hb.cases, hb.record, strict=True)):
+        for n in (*dc.inputs, *dc.outputs):
+            index = differing.get(f"{j}/{n}", _NONE)
+            if n not in rx.loose:
+                if index.size:
+                    flagged[j] = False
+                    break
+                continue
+            at, expected, before, bound = rx.loose[n]
+            if n in dc.outputs:  # every bounded element, written or not
+                k = np.arange(at.size)
+                outside = np.setdiff1d(index, at, assume_unique=True)
+            else:
+                k = np.minimum(np.searchsorted(at, index), max(at.size - 1, 0))
+                outside = index[(at.size == 0) | (at[k] != index)] if at.size else index
+            if outside.size:  # a difference outside the bounded elements
+                flagged[j] = False
+                break
+            actual = hb.arenas.array(f"{j}/{n}")[at[k]]
+            bits = actual.view(before.dtype)
+            same = bits == expected[k].view(before.dtype)
+            if not (same | within(expected[k], actual, bound[k])).all():
+                flagged[j] = False
+                break
+            if (~same & (bits == before[k])).any():
+                flagged[j] = True
+    return {j: settles or hb.record[j].windows for j, settles in flagged.items()}
+
+
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 def _cross_check_clean(name: str, cases: Iterable[Any], size_of: Callable[[Any], int], host_case: Callable[[Any], Case],
