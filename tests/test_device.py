@@ -305,7 +305,10 @@ def test_host_batches_hold_the_cases_and_buffers_of_one_at_a_time(name):
     """A host-checked target's batches (``HostBatchArenas``) hold the cases one at a time makes,
     in the same order, the last batch cut at the run's limit; each case's views hold, element
     for element, what its own ``HostArenas`` holds, before the launch (inputs, pre-filled
-    outputs) and as expected after it."""
+    outputs) and as expected after it; its cases, as the launching process rebuilds them from
+    the batch a producer sent (pickled), hold the inputs as drawn, bit for bit."""
+    import pickle
+
     import numpy as np
     import torch
 
@@ -313,16 +316,21 @@ def test_host_batches_hold_the_cases_and_buffers_of_one_at_a_time(name):
 
     single = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=0)
     batched = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=0, batch=3, limit=7)
-    batches = list(batched)
+    batches = [pickle.loads(pickle.dumps(hb)) for hb in batched]  # as a producer process sends them
     assert [len(b) for b in batches] == [3, 3, 1]
     for hb in batches:
         assert hb.mismatch() > 0  # written elements are pre-filled with their value's lowest bit flipped
         for expected in (False, True):
-            views = _views(hb.arenas, hb.upload, expected)
+            half = hb.host[hb.full_bytes :] if expected else hb.host[: hb.full_bytes]
+            views = hb.views_of(torch.from_numpy(half.copy()))
             for k, dc in enumerate(hb.cases):
                 if not expected:
                     dc1, arenas = next(single)
                     assert dc.scalars == dc1.scalars and dc.outputs == dc1.outputs
+                    assert dc.inputs.keys() == dc1.inputs.keys()
+                    for n, a in dc1.inputs.items():
+                        np.testing.assert_array_equal(dc.inputs[n], a, strict=True)
+                        assert dc.inputs[n].view(np.uint8).tobytes() == a.view(np.uint8).tobytes(), n
                     ones = [arenas]
                     hb.alone = getattr(hb, "alone", []) + ones
                 alone = _views(hb.alone[k], hb.alone[k].upload, expected)
@@ -397,3 +405,51 @@ def test_batched_rejection_tables_make_a_quotient_of_one_and_subnormal_probabili
         at = target[rows[:, None], ids[rows]]
         subnormal += bool(((at > 0) & (at < tiny)).all())
     assert 0 < agree < 24 and 0 < subnormal < 24, (agree, subnormal)
+
+
+@pytest.mark.parametrize("name", HOST)
+def test_host_features_are_the_records_features_of_each_case(name):
+    """The features a producer counts for a host-checked case (:meth:`host_features`, from the
+    oracle's writes where a target computes them itself) are exactly those the record's
+    ``features_of`` gives it, on small cases and at production scale (4096 requests, 16
+    drafts, synthetic mode, padding drafts)."""
+    import numpy as np
+
+    from eaglefuzz.harness.targets import TARGETS
+
+    dt = device_targets()[name]
+    seen = set()
+    for i in range(240):
+        rng = np.random.default_rng(1000 + i)
+        dc = dt.draw(rng, None, "cpu", 8) if i % 4 else dt.draw(rng, None, "cpu")
+        got = dt.host_features(dc, dt.oracle(dc))
+        want = TARGETS[name].features_of(dt.to_case(dc))
+        assert got is None or got == want, (i, got ^ want)
+        seen |= want
+    assert len(seen) >= 8, seen  # the draws reach both sides of most features
+
+
+@pytest.mark.parametrize("name", HOST[:2])
+def test_a_host_batch_on_a_gpu_is_compared_there_bit_for_bit(name):
+    """A host batch copied to a GPU is compared there (launched half against expected half, as
+    64-bit words) and copied back only where that finds a difference: a batch whose launched
+    half holds what is expected is clean; one bit flipped anywhere (an output, the last byte
+    of the last guard band, an input) is found and counted as one element. Simulated here with
+    a copy in host memory standing for the GPU's."""
+    import numpy as np
+    import torch
+
+    from eaglefuzz.harness.checking.device_mode.producers import host_batch
+
+    hb = host_batch(name, 3, [0, 1, 2], max_requests=8)
+    F = hb.full_bytes
+    before, expected = hb.host.copy(), hb.host[F:].copy()
+    for byte in (None, 0, F - 1, F // 2, hb._regions[next(iter(hb._regions))][0] + 4 * 300):
+        dev = torch.from_numpy(np.concatenate([expected, expected]))
+        if byte is not None:
+            dev[byte] ^= 1 << (byte % 8)
+        hb.dev, hb._copied = dev, True
+        assert hb.mismatch() == (0 if byte is None else 1), byte
+    hb.dev = torch.from_numpy(before)  # as uploaded, nothing launched: every written element differs
+    dt = device_targets()[name]
+    assert hb.mismatch() == sum(w[0].size for k in range(len(hb)) for w in dt.oracle(hb.case(k)).values()) > 0

@@ -87,6 +87,13 @@ class DeviceTarget:
         """Launch ``impl`` on ``views`` (every input and output by name) as vLLM does."""
         raise NotImplementedError
 
+    def host_features(self, dc: DeviceCase, writes: dict[str, tuple[Any, Any]]) -> frozenset[str] | None:
+        """A target checked on the host: the features the record's ``features_of`` gives the
+        drawn case ``dc`` (its :meth:`oracle`'s ``writes`` at hand), computed faster where a
+        target knows how (the producers count them for every case of a clean batch); ``None``:
+        the record's ``features_of`` itself."""
+        return None
+
     batch: int = 0
     """Cases per batch on a GPU (:meth:`draw_batch`: one draw, oracle and comparison for all of
     them, the implementation launched once per case); 0: a case at a time."""

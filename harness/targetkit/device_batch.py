@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .device import _SENTINEL, GUARD, DeviceCase, HostArenas, _Big, _bits, _storage
+from .device import _NUMPY_OF, _SENTINEL, _TORCH, GUARD, DeviceCase, _Big, _bits, _storage
 
 
 @dataclass
@@ -184,48 +184,187 @@ STEP_FEATURES = frozenset({"wider_rows", "ragged", "several_requests", "many_req
 
 
 class HostBatchArenas:
-    """``K`` cases of a target checked on the host (:class:`~.device.HostArenas`) in one set
-    of buffers: every array of every case between guard bands in one buffer per storage dtype,
-    pre-filled as :class:`~.device.HostArenas` pre-fills a case's (sentinels; written elements
-    their expected value with the lowest bit flipped). One copy to the device per dtype, the
-    ``K`` launches, one copy back and one comparison of every element (guard bands, inputs)
-    check all ``K`` cases. ``cases[k]`` keeps case ``k`` (its inputs as drawn) for a report;
-    ``features[k]`` its coverage features where the maker of the batch gave them."""
+    """``K`` cases of a target checked on the host (:class:`~.device.HostArenas`) in one
+    buffer: every array of every case between guard bands, pre-filled as
+    :class:`~.device.HostArenas` pre-fills a case's (sentinels; written elements their expected
+    value with the lowest bit flipped), one region per storage dtype, followed by the expected
+    contents of the same regions. One host-to-device copy (through pinned memory on a GPU), the
+    ``K`` launches and one comparison on the device of the launched half against the expected
+    half (bytes as 64-bit words: bit for bit) check all ``K`` cases, guard bands and inputs
+    included; only a batch with a difference is copied back, to count its elements on the host.
+
+    Made by the producers (:mod:`~..checking.device_mode.producers`) and sent to the launching
+    process as that buffer and its layout: the cases' inputs travel once, inside the expected
+    half, and :meth:`case` rebuilds case ``k`` (its inputs as drawn, bit for bit) only when a
+    report or a cross-check asks for it. :attr:`launch_cases` holds what a launch needs (each
+    case's scalars and outputs, no inputs); ``features[k]``: case ``k``'s coverage features
+    where the maker of the batch gave them."""
 
     def __init__(self, cases: list[DeviceCase], writes: list[dict[str, tuple[np.ndarray, np.ndarray]]]) -> None:
-        self.cases = cases
+        self._cases: dict[int, DeviceCase] = dict(enumerate(cases))
         self.features: list[frozenset[str]] = []
-        merged = DeviceCase({f"{k}/{n}": a for k, dc in enumerate(cases) for n, a in dc.inputs.items()},
-                            {f"{k}/{n}": o for k, dc in enumerate(cases) for n, o in dc.outputs.items()}, {})
-        self.arenas = HostArenas(merged, {f"{k}/{n}": w for k, ws in enumerate(writes) for n, w in ws.items()})
+        self.launch_cases = [DeviceCase({}, dc.outputs, dc.scalars, dc.host) for dc in cases]
+        self.input_elements = [sum(int(a.size) for a in dc.inputs.values()) for dc in cases]
+        # each case's arrays as HostArenas lays them out: inputs, then outputs (an output of an
+        # input's name replaces it), per storage dtype case after case, each after a guard band
+        # and 16-byte aligned (Triton specialises a launch on its pointers' alignment)
+        entries = []  # (case, name, dtype, elements, shape of a 2-D input or None)
+        for k, dc in enumerate(cases):
+            spec = {n: (_TORCH[a.dtype], a.size, a.shape if a.ndim > 1 else None) for n, a in dc.inputs.items()}
+            spec |= {n: (dt, size, None) for n, (dt, size) in dc.outputs.items()}
+            entries += [(k, n, dt, size, shape) for n, (dt, size, shape) in spec.items()]
+        cursor: dict[torch.dtype, int] = {}
+        offset = []
+        for _, _, dt, size, _ in entries:
+            s = _storage(dt)
+            u = 16 // _ITEMSIZE[s]
+            offset.append(-(-(cursor.get(s, 0) + GUARD) // u) * u)
+            cursor[s] = offset[-1] + size
+        self._regions: dict[torch.dtype, tuple[int, int]] = {}  # storage dtype: (byte start, elements)
+        start = 0
+        for s, used in cursor.items():
+            u = 16 // _ITEMSIZE[s]
+            self._regions[s] = (start, -(-(used + GUARD) // u) * u)
+            start += self._regions[s][1] * _ITEMSIZE[s]
+        self.full_bytes = start
+        self.host = np.empty(2 * start, dtype=np.uint8)
+        full, expected = self._host_regions(0), self._host_regions(start)
+        for s, r in full.items():
+            r[:] = _SENTINEL[s]
+        place = {(k, n): (o, dt, size) for (k, n, dt, size, _), o in zip(entries, offset, strict=True)}
+        self._inputs: list[list[tuple[str, str, tuple[int, ...], torch.dtype, int]]] = []
+        for k, dc in enumerate(cases):
+            self._inputs.append([])
+            for n, a in dc.inputs.items():
+                o, dt, size = place[k, n]
+                full[_storage(dt)][o : o + size] = _bits(a.reshape(-1), dt)
+                self._inputs[k].append((n, a.dtype.str, a.shape, _storage(dt), o))
+        self.host[start:] = self.host[:start]
+        for k, ws in enumerate(writes):
+            for n, (index, value) in ws.items():
+                o, dt, size = place[k, n]
+                bits = _bits(value, dt)
+                expected[_storage(dt)][o : o + size][index] = bits
+                if dt != torch.bool:
+                    full[_storage(dt)][o : o + size][index] = bits ^ 1
+        # the views: per dtype, one split of its storage region into [gap, array, gap, array, ...]
+        self._groups: list[tuple[torch.dtype, int, int, list[int], list[tuple[int, str, tuple[int, ...] | None]]]] = []
+        for dt in dict.fromkeys(e[2] for e in entries):
+            s = _storage(dt)
+            sizes, keys, end = [], [], 0
+            for (k, n, d, size, shape), o in zip(entries, offset, strict=True):
+                if d == dt:
+                    sizes += [o - end, size]
+                    keys.append((k, n, shape))
+                    end = o + size
+            self._groups.append((dt, self._regions[s][0], end, sizes, keys))
+        self.dev: torch.Tensor | None = None
+        self._copied = False  # whether dev is a copy of host (on a GPU), not host itself
 
     def __len__(self) -> int:
-        return len(self.cases)
+        return len(self.launch_cases)
+
+    def __getstate__(self) -> dict:
+        # the cases' inputs travel inside the expected half of the buffer, not a second time;
+        # the buffer as bytes (pickled at memory speed under protocol 4, which multiprocessing
+        # uses: a NumPy array is pickled five times slower)
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_cases", "dev", "_copied")}
+        state["host"] = self.host.tobytes()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.host = np.frombuffer(self.host, dtype=np.uint8)  # read-only: copied before a write
+        self._cases, self.dev, self._copied = {}, None, False
+
+    def _writable(self) -> np.ndarray:
+        if not self.host.flags.writeable:
+            self.host = self.host.copy()
+        return self.host
+
+    def _host_regions(self, at: int) -> dict[torch.dtype, np.ndarray]:
+        return {s: self.host[at + b : at + b + n * _ITEMSIZE[s]].view(_NUMPY_OF[s]) for s, (b, n) in self._regions.items()}
+
+    def case(self, k: int) -> DeviceCase:
+        """Case ``k`` as drawn (its inputs copied out of the expected half, bit for bit)."""
+        if k not in self._cases:
+            expected = self._host_regions(self.full_bytes)
+            inputs = {n: expected[s][o : o + int(np.prod(shape))].view(np.dtype(dtype)).reshape(shape).copy()
+                      for n, dtype, shape, s, o in self._inputs[k]}
+            lc = self.launch_cases[k]
+            self._cases[k] = DeviceCase(inputs, lc.outputs, lc.scalars, lc.host)
+        return self._cases[k]
+
+    @property
+    def cases(self) -> list[DeviceCase]:
+        """Every case as drawn (:meth:`case`)."""
+        return [self.case(k) for k in range(len(self))]
+
+    @property
+    def tokens(self) -> int:
+        """Output elements the batch's check verifies."""
+        return sum(dc.tokens for dc in self.launch_cases)
 
     def upload(self, device: str) -> list[dict[str, torch.Tensor]]:
-        """The buffers on ``device`` (one copy per dtype) and each case's views of its arrays
-        (made with one split per buffer, not a slice per array)."""
-        a = self.arenas
-        a.on_device = {s: torch.from_numpy(b).to(device, non_blocking=True) for s, b in a.full.items()}
-        views: dict[str, torch.Tensor] = {}
-        for s, buf in a.on_device.items():
-            names = sorted((n for n, dt in a.dtypes.items() if _storage(dt) == s), key=a.offset.__getitem__)
-            if not names:
-                continue
-            ends = [a.offset[n] + a.sizes[n] for n in names]
-            gaps = [a.offset[names[0]]] + [a.offset[n] - e for n, e in zip(names[1:], ends[:-1], strict=True)]
-            sizes = [x for g, n in zip(gaps, names, strict=True) for x in (g, a.sizes[n])]
-            pieces = torch.split_with_sizes(buf[: ends[-1]], sizes)[1::2]
-            for n, v in zip(names, pieces, strict=True):
-                dt = a.dtypes[n]
-                v = v.view(dt) if dt != s else v
-                views[n] = v.view(a.shapes[n]) if n in a.shapes else v
-        return [{n: views[f"{k}/{n}"] for n in (*dc.inputs, *dc.outputs)} for k, dc in enumerate(self.cases)]
+        """The buffer on ``device`` (one copy: through pinned memory to a GPU; the host buffer
+        itself on the CPU) and each case's views of its arrays there (one split per dtype)."""
+        if torch.device(device).type == "cpu":  # the launches write into the host buffer itself
+            self.dev, self._copied = torch.from_numpy(self._writable()), False
+        else:
+            self.dev, self._copied = _staged_copy(self.host, device), True
+        return self.views_of(self.dev)
+
+    def views_of(self, buf: torch.Tensor) -> list[dict[str, torch.Tensor]]:
+        """Each case's views of its arrays in ``buf`` (bytes laid out as the launched half, or
+        as the expected half: the same layout), made with one split per dtype."""
+        views: list[dict[str, torch.Tensor]] = [{} for _ in range(len(self))]
+        for dt, start, end, sizes, keys in self._groups:
+            region = buf[start : start + end * _ITEMSIZE[_storage(dt)]].view(dt)
+            for (k, n, shape), piece in zip(keys, torch.split_with_sizes(region, sizes)[1::2], strict=True):
+                views[k][n] = piece if shape is None else piece.view(shape)
+        return views
 
     def download(self) -> None:
-        """The buffers as the launches left them, back on the host (waits for the device)."""
-        self.arenas.download()
+        """The launched half as the launches left it, back on the host (waits for the device)."""
+        if self.dev is not None and self._copied:
+            self._writable()[: self.full_bytes] = self.dev[: self.full_bytes].cpu().numpy()
 
     def mismatch(self) -> int:
-        """The number of elements, over every buffer of every case, that are not as expected."""
-        return self.arenas.mismatch()
+        """The number of elements, over every array and guard band of every case, that are not
+        as expected. Uploaded to a GPU: compared there first (one scalar read), the buffer
+        copied back only where something differs."""
+        if self.dev is not None and self._copied:
+            words = self.dev.view(torch.int64)
+            if not bool((words[: self.full_bytes // 8] != words[self.full_bytes // 8 :]).any()):
+                return 0
+            self.download()
+        full, expected = self._host_regions(0), self._host_regions(self.full_bytes)
+        return sum(int(np.count_nonzero(full[s] != expected[s])) for s in full)
+
+
+_ITEMSIZE = {torch.int32: 4, torch.int64: 8, torch.uint8: 1}
+
+
+class _Staging:
+    """The launching process's pinned host buffer that a host batch is copied through (one
+    asynchronous copy to the GPU; the next batch waits for it before reusing the buffer)."""
+
+    buf: torch.Tensor | None = None
+    done: torch.cuda.Event | None = None
+
+
+def _staged_copy(host: np.ndarray, device: str) -> torch.Tensor:
+    """``host`` (bytes) on ``device``, copied through :class:`_Staging`'s pinned buffer."""
+    n = host.nbytes
+    if _Staging.done is not None:
+        _Staging.done.synchronize()
+    if _Staging.buf is None or _Staging.buf.numel() < n:
+        _Staging.buf = torch.empty(max(n, 2 * (0 if _Staging.buf is None else _Staging.buf.numel()), 1 << 20),
+                                   dtype=torch.uint8, pin_memory=True)
+    staged = _Staging.buf[:n]
+    staged.numpy()[:] = host
+    out = torch.empty(n, dtype=torch.uint8, device=device)
+    out.copy_(staged, non_blocking=True)
+    _Staging.done = torch.cuda.Event()
+    _Staging.done.record(torch.cuda.current_stream(out.device))
+    return out

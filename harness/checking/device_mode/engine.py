@@ -473,56 +473,58 @@ def _host_batch(dt: DeviceTarget, impl: Any, origin: object, device: str, hb: Ho
                 clock: Callable, confirm: Callable, start: float, time_budget: float | None, cross_check_share: float,
                 cross: list[float]) -> Finding | None:
     """A batch of cases of a target checked on the host (:class:`~...targetkit.device_batch.HostBatchArenas`,
-    made by the producers): one copy to the device per dtype, the launches, one copy back and
-    one comparison of every element of every case. A batch with a difference has its cases
-    checked one at a time (:class:`~...targetkit.device.HostArenas`, the same oracle), the
-    first that fails confirmed by the NumPy and Numba oracles; a difference no case alone shows
-    is an oracle disagreement. A share of the cases is cross-checked as :func:`_batch` does."""
+    made by the producers): one copy to the device, the launches, one comparison of every
+    element of every case (on the device; the buffer copied back only where something
+    differs). A batch with a difference has its cases checked one at a time
+    (:class:`~...targetkit.device.HostArenas`, the same oracle), the first that fails confirmed
+    by the NumPy and Numba oracles; a difference no case alone shows is an oracle disagreement.
+    A share of the cases is cross-checked as :func:`_batch` does."""
     name = dt.name
     t = time.perf_counter()
     views = hb.upload(device)
     t = clock("buffers", t)
 
-    def host_case(dc: DeviceCase) -> Case:
+    def host_case(k: int) -> Case:
+        dc = hb.case(k)
         return _case(dt, dc, dc.inputs)
 
-    finding, launched = None, len(hb)
-    for j, dc in enumerate(hb.cases):
+    launch = dt.launch
+    for j, (v, dc) in enumerate(zip(views, hb.launch_cases, strict=True)):
         try:
-            dt.launch(impl, views[j], dc)
+            launch(impl, v, dc)
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             outcome = Outcome().crashed(exc, device)
             stats.examples += j + 1
             stats.tokens += dc.tokens
             if outcome.fatal:
-                return Finding(host_case(dc), outcome, origin)
-            return confirm(host_case(dc), True)
+                return Finding(host_case(j), outcome, origin)
+            return confirm(host_case(j), True)
     t = clock("kernel", t)
-    hb.download()
-    bad = int(hb.mismatch())
+    bad = hb.mismatch()
     t = clock("compare", t)
-    stats.examples += launched
-    stats.tokens += sum(dc.tokens for dc in hb.cases)
+    stats.examples += len(hb)
+    stats.tokens += hb.tokens
     if not bad:  # every case checked, every element: the features each reached
         stats.features.update(*hb.features)
     if bad:
-        for dc in hb.cases:  # which case: each alone, as a case at a time is checked
+        for k in range(len(hb)):  # which case: each alone, as a case at a time is checked
+            dc = hb.case(k)
             alone = HostArenas(dc, dt.oracle(dc))
             dt.launch(impl, alone.upload(device), dc)
             alone.download()
             if alone.mismatch():
-                finding = confirm(host_case(dc), True)
+                finding = confirm(host_case(k), True)
                 break
         else:
-            finding = confirm(host_case(hb.cases[0]), False)
+            finding = confirm(host_case(0), False)
             if finding is None:
-                finding = Finding(host_case(hb.cases[0]), Outcome(), origin)
+                finding = Finding(host_case(0), Outcome(), origin)
             finding.outcome.oracle_disagreements.append(Difference(
                 name, None, f"{bad} element(s) not as expected in a batch of {len(hb)} cases", "no case alone differs",
                 None, "device oracle", dt.oracle_name + ", batched"))
         stats.stages["cross-check"] += time.perf_counter() - t
         return finding
-    return _cross_check_clean(name, hb.cases, lambda dc: sum(int(a.size) for a in dc.inputs.values()),
+    return _cross_check_clean(name, range(len(hb)), hb.input_elements.__getitem__,
                               host_case, confirm, stats, start, time_budget, cross_check_share, cross)
 
 

@@ -114,8 +114,11 @@ def host_batch(name: str, seed: int, indices: list[int], max_requests: int | Non
     for i in indices:
         rng = np.random.default_rng(derive_seed(seed, name, "device", i))
         cases.append(dt.draw(rng, None, "cpu") if max_requests is None else dt.draw(rng, None, "cpu", max_requests))
-    hb = HostBatchArenas(cases, [dt.oracle(dc) for dc in cases])
-    hb.features = [TARGETS[name].features_of(dt.to_case(dc)) for dc in cases]
+    writes = [dt.oracle(dc) for dc in cases]
+    hb = HostBatchArenas(cases, writes)
+    features = [dt.host_features(dc, w) for dc, w in zip(cases, writes, strict=True)]
+    hb.features = [TARGETS[name].features_of(dt.to_case(dc)) if f is None else f
+                   for dc, f in zip(cases, features, strict=True)]
     return hb
 
 

@@ -14,10 +14,8 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops
-from ...core.case import Case
 from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_draws import draw_step, greedy_mask
-from .record import TARGET
 
 MAX_REQUESTS = 1024
 MAX_NUM_TOKENS = 128
@@ -57,7 +55,13 @@ class ExpandDevice(DeviceTarget):
         return {n: (i.numpy(), v.numpy()) for n, (i, v) in writes.items()}
 
     def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
-        TARGET.launch(impl, views, Case(kernel=self.name, arrays={}, scalars=dict(dc.scalars), launch=dict.fromkeys(self.launch_names)))
+        """As vLLM's ``_expand`` launches it (the record's launch with every launch field null,
+        without a :class:`~...core.case.Case` made per launch)."""
+        from ....kernels.launchers import launch_expand
+
+        s = dc.scalars
+        launch_expand(impl, output=views["output"], input=views["input"], cu_num_tokens=views["cu_num_tokens"],
+                      replace_from=s["replace_from"], replace_to=s["replace_to"])
 
 
 DEVICE = ExpandDevice()

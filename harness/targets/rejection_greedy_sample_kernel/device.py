@@ -13,10 +13,9 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops
-from ...core.case import Case
+from ...generation.strategies import MAX_NUM_SEQS
 from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_draws import draw_step, greedy_mask, synthetic_rates
-from .record import TARGET
 
 MAX_REQUESTS = 1024
 
@@ -64,10 +63,68 @@ class GreedyDevice(DeviceTarget):
         )
         return {n: (i.numpy(), v.numpy()) for n, (i, v) in writes.items()}
 
+    def host_features(self, dc: DeviceCase, writes: dict[str, tuple[np.ndarray, np.ndarray]]) -> frozenset[str]:
+        """The record's ``features_of`` of a drawn case (production: ``cu`` non-decreasing from
+        0, ``N = cu[-1]`` drafts), from the oracle's ``writes`` instead of a second oracle run
+        and without the record's loop over requests: one pass over the draft tokens."""
+        a, L = dc.inputs, dc.scalars["max_spec_len"]
+        cu = a["cu_num_draft_tokens"].astype(np.int64)
+        B = cu.size
+        d = cu - np.concatenate([[0], cu[:-1]])
+        N = int(cu[-1]) if B else 0
+        longest = int(d.max()) if B else 0
+        r = np.repeat(np.arange(B), d)
+        j = np.arange(N) - (cu - d)[r]
+        did = a["draft_token_ids"][:N].astype(np.int64)
+        rates = a.get("synthetic_conditional_rates")
+        if rates is not None:
+            u = a["uniform_probs"].astype(np.float64)
+            ok = (u[:N] < rates[j].astype(np.float64)) & (did >= 0)
+            at_rate = bool(np.any(u == rates[j].astype(np.float64)))
+        else:
+            ok = did == a["target_argmax"][:N].astype(np.int64).astype(np.int32)
+            at_rate = False
+        greedy = a.get("is_greedy")
+        processed = np.ones(B, dtype=bool) if greedy is None else greedy.astype(bool)
+        first = np.full(B, -1, dtype=np.int64)
+        rr = r[~ok]
+        lead = np.concatenate([[True], rr[1:] != rr[:-1]]) if rr.size else np.zeros(0, dtype=bool)
+        first[rr[lead]] = j[~ok][lead]  # r ascending, j ascending within it: each request's first
+        last = np.where(processed, np.where(first < 0, d - 1, first), -1)
+        checks = {
+            "all_greedy": greedy is None,
+            "mixed_batch": greedy is not None and bool(greedy.any()) and not bool(greedy.all()),
+            "greedy_tensor_all_true": greedy is not None and bool(greedy.all()),
+            "synthetic_mode": rates is not None,
+            "no_drafts_row": bool(np.any(processed & (d == 0))),
+            "all_accepted": bool(np.any(processed & (first < 0) & (d > 0))),
+            "first_rejected": bool(np.any(processed & (first == 0))),
+            "later_rejected": bool(np.any(processed & (first > 0))),
+            "minus_one_draft": bool(np.any((did == -1) & (j <= last[r]))),
+            "wider_rows": L > longest,
+            "ragged": B > 0 and int(d.min()) != longest,
+            "several_requests": B > 1,
+            "many_requests": B > 64,
+            "uniform_at_rate": at_rate,
+            "beyond_1024_requests": B > MAX_NUM_SEQS,
+            "sixteen_drafts": longest >= 16,
+            "ids_past_32767": bool(np.any(writes["output_token_ids"][1] > 32767)),
+        }
+        return frozenset(k for k, v in checks.items() if v)
+
     def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
-        L = dc.scalars["max_spec_len"]
-        views = dict(views, output_token_ids=views["output_token_ids"].view(-1, L + 1))
-        TARGET.launch(impl, views, Case(kernel=self.name, arrays={}, scalars=dict(dc.scalars), launch=dict.fromkeys(self.launch_names)))
+        """As vLLM's ``_rejection_greedy_sample`` launches it (the record's launch, without a
+        :class:`~...core.case.Case` made per launch)."""
+        from ....kernels.launchers import launch_rejection_greedy_sample
+
+        out = views["output_token_ids"]
+        launch_rejection_greedy_sample(
+            impl, output_token_ids=out.view(-1, dc.scalars["max_spec_len"] + 1),
+            cu_num_draft_tokens=views["cu_num_draft_tokens"], draft_token_ids=views["draft_token_ids"],
+            target_argmax=views["target_argmax"], bonus_token_ids=views["bonus_token_ids"],
+            is_greedy=views.get("is_greedy"), max_spec_len=dc.scalars["max_spec_len"],
+            uniform_probs=views.get("uniform_probs"), synthetic_conditional_rates=views.get("synthetic_conditional_rates"),
+        )
 
 
 DEVICE = GreedyDevice()
