@@ -8,10 +8,9 @@ the campaign meets: its time is the JIT column; Triton's on-disk cache keeps the
 seconds with another seed (the figures), then a profiled run (the device is waited for after
 every stage, so the stage shares add up; its own rate is lower), then the kernel alone: the
 launches of 20 drawn cases, repeated, timed with CUDA events. A target checked by its record
-(:class:`~eaglefuzz.harness.targetkit.device.RecordDevice`) launches its record's cases through
-the record's launch, on plain device tensors (an input the kernel updates in place is updated
-again on every repeat: the same launches, other values). ``--quick``: every target in a few
-seconds (2 s steady state, 40 warm-up examples, 1 s profiled), without production-scale cases
+(:class:`~eaglefuzz.harness.targetkit.device.RecordDevice`) launches the steady state's own
+first cases (seed 0) through the record's launch, in the buffers of its record host batches.
+``--quick``: every target in a few seconds (2 s steady state, 40 warm-up examples, 1 s profiled), without production-scale cases
 (each takes tens of seconds: their figures are the section "Production scale" of RESULTS.md).
 """
 
@@ -76,43 +75,61 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5) -> flo
     return tokens / (start.elapsed_time(end) / 1000)
 
 
-def _record_alone(dt, impl, device: str, cases: int, repeat: int) -> float | None:  # noqa: ANN001
-    """:func:`kernel_alone` of a target checked by its record: its cases' launches through the
-    record's launch (as vLLM launches them), inputs and outputs plain device tensors; ``None``
-    for a torch function (no launch of its own: its record calls it). A kernel that updates
-    inputs in place (its record's ``inout``: counts, indices) is launched once per case, on
-    the inputs as drawn (a repeat would feed it its own output: other paths, indices past the
-    end)."""
+def _record_alone(dt, impl, device: str, cases: int, repeat: int, seconds: float = 5.0) -> float | None:  # noqa: ANN001
+    """:func:`kernel_alone` of a target checked by its record: the launches, through the
+    record's launch (as vLLM launches them), of the steady-state run's own first cases (seed 0:
+    the first 256, or those the producers make in ``seconds``), in the buffers the run checks
+    them in (record host batches); ``None`` for a torch function (no launch of its own: its
+    record calls it). A kernel that updates inputs in place (its record's ``inout``: counts,
+    indices) is launched once per case, on the inputs as drawn (a repeat would feed it its own
+    output: other paths, indices past the end)."""
     import numpy as np
     import torch
 
-    from eaglefuzz.harness.targets import TARGETS
+    from eaglefuzz.harness.checking.device_mode.engine import RECORD_BATCH
+    from eaglefuzz.harness.checking.device_mode.producers import HostCases, default_workers
 
-    record = TARGETS[dt.name]
-    if not hasattr(record, "launch") or not hasattr(record, "output_specs"):
+    if not dt.batches_on_host(impl):
         return None
-    repeat = 1 if getattr(record, "inout", None) else repeat
-    runs = []
-    for k in range(cases):
-        case = dt.draw_case(np.random.default_rng(10_000 + k))
-        views = {n: torch.from_numpy(np.ascontiguousarray(a)).to(device) for n, a in case.arrays.items()}
-        alias = record.aliases(case)
-        for n, (dtype, shape) in record.output_specs(case).items():
-            if n not in alias:
-                views[n] = torch.from_numpy(np.zeros(shape, dtype=dtype)).to(device)
-        views |= {out: views[inp] for out, inp in alias.items()}
-        runs.append((case, views))
-    for case, views in runs:  # the warm-up launch, on copies of what it updates
-        record.launch(impl, {n: v.clone() for n, v in views.items()} if repeat == 1 else views, case)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeat):
-        for case, views in runs:
+    record = dt.record
+    repeat = 1 if record.inout else repeat
+
+    def made() -> list:
+        out, t0 = [], time.monotonic()
+        producer = HostCases(dt.name, 0, 0, 1, None, default_workers(device), batch=RECORD_BATCH, limit=256)
+        try:
+            for hb in producer:
+                out.append(hb)
+                if time.monotonic() - t0 > seconds:
+                    break
+        finally:
+            producer.close()
+        return out
+
+    def runs(batches: list) -> list:
+        out = []
+        for hb in batches:
+            for views, dc, rx in zip(hb.upload(device), hb.cases, hb.record, strict=True):
+                for n, shape in rx.shapes.items():
+                    views[n] = views[n].view(shape)
+                views |= {o: views[i] for o, i in rx.alias.items()}
+                out.append((dt.to_case(dc), views, rx.tokens))
+        return out
+
+    batches = made()
+    with np.errstate(all="ignore"):
+        for case, views, _ in runs(batches):  # the warm-up launch, on buffers of their own
             record.launch(impl, views, case)
-    end.record()
-    torch.cuda.synchronize()
-    tokens = repeat * sum(record.output_tokens(case) for case, _ in runs)
+        timed = runs(batches)
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeat):
+            for case, views, _ in timed:
+                record.launch(impl, views, case)
+        end.record()
+        torch.cuda.synchronize()
+    tokens = repeat * sum(t for _, _, t in timed)
     return tokens / (start.elapsed_time(end) / 1000)
 
 

@@ -283,7 +283,7 @@ class RecordDevice(DeviceTarget):
                         dict(case.scalars), {"launch": dict(case.launch), "note": case.note})
         shapes = {n: tuple(shape) for n, (_, shape) in specs.items() if n not in alias and len(shape) > 1}
         return dc, writes, RecordExpectation(shapes, dict(alias), loose, bool(getattr(account, "windows", None)),
-                                             record.output_tokens(case))
+                                             record.output_tokens(case), {n: case.arrays[n] for n in writes if n in final})
 
 
 _FILL_A = -0x5A5A5A5B
@@ -301,14 +301,17 @@ class RecordExpectation:
     buffers (a value within the bound of the expected one, its lowest bit flipped, would pass
     for a write), an in-place input's its input; ``windows``, whether the oracle met decisions the contract leaves to the run (its
     expectation is one of the run's options); ``tokens``, the output elements the case verifies
-    (the record's ``output_tokens``). An element outside ``loose`` must match bit for bit; a
-    case whose oracle met windows is settled by the record's check wherever it differs."""
+    (the record's ``output_tokens``); ``inputs``, the inputs the launch changes (in place, or an
+    output written into them) as drawn (a batch's expected buffers hold them as the launch must
+    leave them). An element outside ``loose`` must match bit for bit; a case whose oracle met
+    windows is settled by the record's check wherever it differs."""
 
     shapes: dict[str, tuple[int, ...]]
     alias: dict[str, str]
     loose: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
     windows: bool
     tokens: int
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 _NUMPY_OF = {torch.int32: np.int32, torch.int64: np.int64, torch.uint8: np.uint8,
@@ -477,31 +480,3 @@ class HostArenas:
         """The number of elements, over every buffer, that are not as expected."""
         return sum(int(np.count_nonzero(self.full[s] != self.expected[s])) for s in self.full)
 
-    def array(self, n: str) -> np.ndarray:
-        """Array ``n``'s elements as the buffers hold them now (flat, in its dtype; after
-        :meth:`download`: as the launch left them)."""
-        v = self._view(self.full, n)
-        dt = self.dtypes[n]
-        return v.view(np.bool_) if dt == torch.bool else v.view(_NUMPY[dt]) if dt != _storage(dt) else v
-
-    def differing(self) -> dict[str, np.ndarray]:
-        """Per array, the elements not as expected, as indices from its first element
-        (negative: in the guard band before it; its size or more: after it). An element of the
-        guard band between two arrays is named for both (a write past the end of one, or
-        before the start of the next)."""
-        out: dict[str, list[np.ndarray]] = {}
-        for s, buf in self.full.items():
-            bad = np.flatnonzero(buf != self.expected[s])
-            if not bad.size:
-                continue
-            names = sorted((n for n, dt in self.dtypes.items() if _storage(dt) == s), key=self.offset.__getitem__)
-            starts = np.array([self.offset[n] for n in names])
-            ends = starts + np.array([self.sizes[n] for n in names])
-            at = np.searchsorted(starts, bad, side="right") - 1  # the last array starting at or before
-            inside = (at >= 0) & (bad < ends[np.maximum(at, 0)])
-            for k in np.unique(np.concatenate([at[at >= 0], at[~inside] + 1])).tolist():
-                if k >= len(names):
-                    continue
-                mine = (at == k) | ((at == k - 1) & ~inside)
-                out.setdefault(names[k], []).append(bad[mine] - starts[k])
-        return {n: np.concatenate(v) for n, v in out.items()}

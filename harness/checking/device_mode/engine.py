@@ -53,6 +53,11 @@ CPU_BATCH = 4
 HOST_BATCH = 64
 """Cases per batch of a target checked on the host (:class:`~...targetkit.device_batch.HostBatchArenas`:
 one copy each way per dtype and one comparison for all of them, made ahead by the producers)."""
+RECORD_BATCH = 16
+"""Cases per record host batch (:func:`~.producers.record_batch`): a record's draw and oracle
+take milliseconds a case (up to hundreds at production scale), so a batch of 64 would keep a
+producer busy for seconds before the first launch; the launches' overhead per batch is small
+beside them."""
 MIN_BATCHES = 8
 """Batches a run of ``examples`` cases makes at least (each batch draws some modes once for
 all of its cases: with or without draft probabilities, synthetic mode)."""
@@ -167,7 +172,7 @@ def device_fuzz_target(
     max_requests = CPU_MAX_REQUESTS if device == "cpu" else None
     record_batches = dt.checked_on == "record" and dt.batches_on_host(impl)
     by_record = dt.checked_on == "record" and not record_batches
-    host_k = CPU_BATCH if device == "cpu" else HOST_BATCH
+    host_k = CPU_BATCH if device == "cpu" else RECORD_BATCH if record_batches else HOST_BATCH
     if examples is not None:  # a run of few examples: at least MIN_BATCHES batches
         host_k = max(1, min(host_k, -(-examples // MIN_BATCHES)))
     producer = None if on_device or by_record else HostCases(
@@ -532,60 +537,65 @@ def _record_batch(dt: Any, impl: Any, origin: object, device: str, hb: HostBatch
                   confirm: Callable, check: Callable[[Case], Finding | None], start: float, time_budget: float | None,
                   cross_check_share: float, cross: list[float]) -> Finding | None:
     """A record host batch (:func:`~.producers.record_batch`: cases of a target checked by its
-    record, the first oracle's expectation laid out by the producers): one copy to the device
-    per dtype, each case launched through the record's launch (its outputs in the shapes the
-    record gives them, an aliased output in its input's buffer), one copy back and one
-    comparison of every element of every case. An element the first oracle bounds
-    (``loose``) may differ from its expected value within its bound (never the value it held
-    before the launch, never the sentinel); any other difference names its case. Such a case
-    is checked by the record's check (``check``: the NumPy and Numba oracles, settlement): one
-    whose expectation is exact (no bound, no window) and that the check does not fail is an
-    oracle disagreement, as a host batch's; one the contract leaves open (bounds, windows)
-    the check settles. A share of the clean cases is cross-checked as :func:`_batch` does."""
+    record, the first oracle's expectation laid out by the producers): one copy to the device,
+    each case launched through the record's launch (its outputs in the shapes the record gives
+    them, an aliased output in its input's buffer), one comparison of every element of every
+    case. An element the first oracle bounds (``loose``) may differ from its expected value
+    within its bound; any other difference names its case. Such a case is checked by the
+    record's check (``check``: the NumPy and Numba oracles, settlement): one whose difference
+    the contract does not leave open and that the check does not fail is an oracle
+    disagreement, as a host batch's; one the contract leaves open (windows, an in-place bounded
+    element as it was) the check settles. A share of the clean cases is cross-checked as
+    :func:`_batch` does."""
     name = dt.name
     record = dt.record
     t = time.perf_counter()
     views = hb.upload(device)
     t = clock("buffers", t)
-    cases = [dt.to_case(dc) for dc in hb.cases]
-    for j, (v, rx) in enumerate(zip(views, hb.record, strict=True)):
+
+    def host_case(k: int) -> Case:
+        dc = hb.case(k)
+        return dt.to_case(DeviceCase(dc.inputs | hb.record[k].inputs, dc.outputs, dc.scalars, dc.host))
+
+    for j, (v, dc, rx) in enumerate(zip(views, hb.launch_cases, hb.record, strict=True)):
+        arrays = hb.inputs(j) | rx.inputs  # as drawn: a launch may read sizes off them (vLLM's max_query_len)
         for n, shape in rx.shapes.items():
             v[n] = v[n].view(shape)
         for out, inp in rx.alias.items():
             v[out] = v[inp]
         try:
             with np.errstate(all="ignore"):  # the interpreter's NumPy ops, as the record's check runs them
-                record.launch(impl, v, cases[j])
+                record.launch(impl, v, Case(name, arrays, dc.scalars, dc.host.get("launch", {})))
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             outcome = Outcome().crashed(exc, device)
             stats.examples += j + 1
             stats.tokens += sum(rx.tokens for rx in hb.record[: j + 1])
             if outcome.fatal:
-                return Finding(cases[j], outcome, origin)
-            return confirm(cases[j], True)
+                return Finding(host_case(j), outcome, origin)
+            return confirm(host_case(j), True)
     t = clock("kernel", t)
-    hb.download()
-    bad = int(hb.mismatch())
-    flagged = _unsettled(hb, bad) if bad or any(rx.loose for rx in hb.record) else {}
+    bad = hb.mismatch()
+    loose_outputs = any(n in dc.outputs for dc, rx in zip(hb.launch_cases, hb.record, strict=True) for n in rx.loose)
+    if loose_outputs and not bad:
+        hb.download()  # bounded outputs are compared on the host, written or not
+    flagged = _unsettled(hb, bad) if bad or loose_outputs else {}
     t = clock("compare", t)
     stats.examples += len(hb)
     stats.tokens += sum(rx.tokens for rx in hb.record)
     if not flagged:  # every case checked, every element: the features each reached
         stats.features.update(*hb.features)
         stats.toured.update(*hb.toured)
-        return _cross_check_clean(name, cases, lambda c: sum(int(a.size) for a in c.arrays.values()),
-                                  lambda c: c, confirm, stats, start, time_budget, cross_check_share, cross)
+        return _cross_check_clean(name, range(len(hb)), hb.input_elements.__getitem__, host_case, confirm, stats, start,
+                                  time_budget, cross_check_share, cross)
     finding = None
     for j in range(len(hb)):
         if j not in flagged:
             stats.features.update(hb.features[j])
             stats.toured.update(hb.toured[j])
             continue
-        stats.reach(name, cases[j])
-        if flagged[j]:  # the record's check settles what the contract leaves open
-            finding = check(cases[j])
-        else:
-            finding = confirm(cases[j], True)
+        case = host_case(j)
+        stats.reach(name, case)
+        finding = check(case) if flagged[j] else confirm(case, True)  # settled by the record's check, or confirmed
         stats.cross_checked += 1
         if finding is not None:
             break
@@ -604,11 +614,14 @@ def _unsettled(hb: HostBatchArenas, bad: int) -> dict[int, bool]:
     buffers) are every one compared so, an in-place input's where they differ."""
     from ...core.compare import within
 
-    differing = hb.arenas.differing() if bad else {}
+    differing = hb.differing() if bad else {}
+    names: dict[int, list[str]] = {}
+    for j, n in differing:
+        names.setdefault(j, []).append(n)
     flagged: dict[int, bool] = {}
-    for j, (dc, rx) in enumerate(zip(hb.cases, hb.record, strict=True)):
-        for n in (*dc.inputs, *dc.outputs):
-            index = differing.get(f"{j}/{n}", _NONE)
+    for j, (dc, rx) in enumerate(zip(hb.launch_cases, hb.record, strict=True)):
+        for n in dict.fromkeys([*names.get(j, ()), *rx.loose]):
+            index = differing.get((j, n), _NONE)
             if n not in rx.loose:
                 if index.size:
                     flagged[j] = False
@@ -624,7 +637,7 @@ def _unsettled(hb: HostBatchArenas, bad: int) -> dict[int, bool]:
             if outside.size:  # a difference outside the bounded elements
                 flagged[j] = False
                 break
-            actual = hb.arenas.array(f"{j}/{n}")[at[k]]
+            actual = hb.array(j, n)[at[k]]
             bits = actual.view(before.dtype)
             same = bits == expected[k].view(before.dtype)
             if not (same | within(expected[k], actual, bound[k])).all():
