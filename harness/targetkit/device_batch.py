@@ -19,6 +19,7 @@ the failing ones with the NumPy and Numba oracles.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -346,9 +347,10 @@ class HostBatchArenas:
         """Case ``k``'s inputs as the expected half holds them (what :meth:`case` copies out, as
         views of the buffer: read them only; an input the launch changes holds what it must
         end up holding)."""
-        expected = self._host_regions(self.full_bytes)
-        return {n: expected[s][o : o + int(np.prod(shape))].view(np.dtype(dtype)).reshape(shape)
-                for n, dtype, shape, s, o in self._inputs[k]}
+        if getattr(self, "_expected", None) is None:  # made where it is asked for: never pickled
+            self._expected = self._host_regions(self.full_bytes)
+        expected = self._expected
+        return {n: expected[s][o : o + math.prod(shape)].view(dtype).reshape(shape) for n, dtype, shape, s, o in self._inputs[k]}
 
     def _arrays(self, storage: torch.dtype) -> list[tuple[int, int, int, str, torch.dtype]]:
         """The arrays in ``storage``'s region, in order: ``(offset, elements, case, name, dtype)``."""

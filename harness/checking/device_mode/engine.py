@@ -557,22 +557,25 @@ def _record_batch(dt: Any, impl: Any, origin: object, device: str, hb: HostBatch
         dc = hb.case(k)
         return dt.to_case(DeviceCase(dc.inputs | hb.record[k].inputs, dc.outputs, dc.scalars, dc.host))
 
-    for j, (v, dc, rx) in enumerate(zip(views, hb.launch_cases, hb.record, strict=True)):
-        arrays = hb.inputs(j) | rx.inputs  # as drawn: a launch may read sizes off them (vLLM's max_query_len)
-        for n, shape in rx.shapes.items():
-            v[n] = v[n].view(shape)
-        for out, inp in rx.alias.items():
-            v[out] = v[inp]
-        try:
-            with np.errstate(all="ignore"):  # the interpreter's NumPy ops, as the record's check runs them
-                record.launch(impl, v, Case(name, arrays, dc.scalars, dc.host.get("launch", {})))
-        except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
-            outcome = Outcome().crashed(exc, device)
-            stats.examples += j + 1
-            stats.tokens += sum(rx.tokens for rx in hb.record[: j + 1])
-            if outcome.fatal:
-                return Finding(host_case(j), outcome, origin)
-            return confirm(host_case(j), True)
+    launch = record.launch
+    with np.errstate(all="ignore"):  # the interpreter's NumPy ops, as the record's check runs them
+        for j, (v, dc, rx) in enumerate(zip(views, hb.launch_cases, hb.record, strict=True)):
+            arrays = hb.inputs(j)  # as drawn: a launch may read sizes off them (vLLM's max_query_len)
+            if rx.inputs:
+                arrays |= rx.inputs
+            for n, shape in rx.shapes.items():
+                v[n] = v[n].view(shape)
+            for out, inp in rx.alias.items():
+                v[out] = v[inp]
+            try:
+                launch(impl, v, Case(name, arrays, dc.scalars, dc.host.get("launch", {})))
+            except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+                outcome = Outcome().crashed(exc, device)
+                stats.examples += j + 1
+                stats.tokens += sum(rx.tokens for rx in hb.record[: j + 1])
+                if outcome.fatal:
+                    return Finding(host_case(j), outcome, origin)
+                return confirm(host_case(j), True)
     t = clock("kernel", t)
     bad = hb.mismatch()
     loose_outputs = any(n in dc.outputs for dc, rx in zip(hb.launch_cases, hb.record, strict=True) for n in rx.loose)
