@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5) -> float:  # noqa: ANN001
+def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5, workers: int | None = None) -> float:  # noqa: ANN001
     """Output tokens per second of the implementation's launches alone, on cases drawn as the
     campaign draws them (a batched target's: two batches, every case launched; a target checked
     on the host: the first 256 cases of the steady-state run, seed 0, exactly those it checks
@@ -38,7 +38,7 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5) -> flo
 
     runs = []
     if dt.checked_on == "record":
-        return _record_alone(dt, impl, device, cases, repeat)
+        return _record_alone(dt, impl, device, cases, repeat, workers=workers)
     if dt.batch:
         for b in range(2):
             batch = dt.draw_batch((10_000, 10_000 + b), device, dt.batch)
@@ -75,11 +75,12 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5) -> flo
     return tokens / (start.elapsed_time(end) / 1000)
 
 
-def _record_alone(dt, impl, device: str, cases: int, repeat: int, seconds: float = 5.0) -> float | None:  # noqa: ANN001
+def _record_alone(dt, impl, device: str, cases: int, repeat: int, seconds: float = 5.0,  # noqa: ANN001
+                  workers: int | None = None) -> float | None:
     """:func:`kernel_alone` of a target checked by its record: the launches, through the
     record's launch (as vLLM launches them), of the steady-state run's own first cases (seed 0:
-    the first 256, or those the producers make in ``seconds``), in the buffers the run checks
-    them in (record host batches); ``None`` for a torch function (no launch of its own: its
+    the first 256, or those the producers (``workers``: the campaign's default) make in
+    ``seconds``), in the buffers the run checks them in (record host batches); ``None`` for a torch function (no launch of its own: its
     record calls it). A kernel that updates inputs in place (its record's ``inout``: counts,
     indices) is launched once per case, on the inputs as drawn (a repeat would feed it its own
     output: other paths, indices past the end)."""
@@ -88,6 +89,7 @@ def _record_alone(dt, impl, device: str, cases: int, repeat: int, seconds: float
 
     from eaglefuzz.harness.checking.device_mode.engine import RECORD_BATCH
     from eaglefuzz.harness.checking.device_mode.producers import HostCases, default_workers
+    from eaglefuzz.harness.targetkit.device import DeviceCase
 
     if not dt.batches_on_host(impl):
         return None
@@ -96,7 +98,8 @@ def _record_alone(dt, impl, device: str, cases: int, repeat: int, seconds: float
 
     def made() -> list:
         out, t0 = [], time.monotonic()
-        producer = HostCases(dt.name, 0, 0, 1, None, default_workers(device), batch=RECORD_BATCH, limit=256)
+        producer = HostCases(dt.name, 0, 0, 1, None, default_workers(device) if workers is None else workers,
+                             batch=RECORD_BATCH, limit=256)
         try:
             for hb in producer:
                 out.append(hb)
@@ -113,7 +116,8 @@ def _record_alone(dt, impl, device: str, cases: int, repeat: int, seconds: float
                 for n, shape in rx.shapes.items():
                     views[n] = views[n].view(shape)
                 views |= {o: views[i] for o, i in rx.alias.items()}
-                out.append((dt.to_case(dc), views, rx.tokens))
+                drawn = DeviceCase(dc.inputs | rx.inputs, dc.outputs, dc.scalars, dc.host)  # in-place inputs as drawn
+                out.append((dt.to_case(drawn), views, rx.tokens))
         return out
 
     batches = made()
@@ -154,11 +158,16 @@ def main() -> int:
     p.add_argument("--quick", action="store_true",
                    help="every target in a few seconds: --seconds 2, --warmup 40, a profiled run of 1 s, no production-scale case")
     p.add_argument("--json", type=Path, help="also write the figures as JSON lines here (one per target, as each ends)")
+    p.add_argument("--workers", type=int, help="producer processes of a host-checked target (the campaign's default: "
+                   "min(8, cores - 2)); the warm-up run starts them (each task it submits starts one: give it "
+                   "--warmup 128 * N examples or more), so that the timed runs find them warm")
     args = p.parse_args()
     if args.quick:
         args.warmup = min(args.warmup, 40)
     args.seconds = args.seconds or (2.0 if args.quick else 20.0)
-    scale = {"scale_cases": False} if args.quick else {}
+    opts = {"scale_cases": False} if args.quick else {}
+    if args.workers is not None:
+        opts["workers"] = args.workers
     sys.path.insert(0, str(ROOT))
     from eaglefuzz.harness.sources.triton_backend import select_backend
 
@@ -185,14 +194,14 @@ def main() -> int:
     for name in names:
         t0 = time.monotonic()
         try:
-            device_fuzz_target(name, impls, backend.device, seed=1, examples=args.warmup, shrink=False, **scale)
+            device_fuzz_target(name, impls, backend.device, seed=1, examples=args.warmup, shrink=False, **opts)
             jit = time.monotonic() - t0
             s = device_fuzz_target(name, impls, backend.device, seed=0, examples=None, time_budget=args.seconds,
-                                   shrink=False, **scale)
+                                   shrink=False, **opts)
             prof = device_fuzz_target(name, impls, backend.device, seed=2, examples=None,
                                       time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
-                                      **scale)
-            alone = kernel_alone(device_targets()[name], impls[name], backend.device)
+                                      **opts)
+            alone = kernel_alone(device_targets()[name], impls[name], backend.device, workers=args.workers)
         except Exception as exc:  # noqa: BLE001 - one target's failure is its row, the others still run
             rows.append(f"| {name} | failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''} |")
             print(rows[-1], file=sys.stderr, flush=True)

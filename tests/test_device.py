@@ -453,3 +453,59 @@ def test_a_host_batch_on_a_gpu_is_compared_there_bit_for_bit(name):
     hb.dev = torch.from_numpy(before)  # as uploaded, nothing launched: every written element differs
     dt = device_targets()[name]
     assert hb.mismatch() == sum(w[0].size for k in range(len(hb)) for w in dt.oracle(hb.case(k)).values()) > 0
+
+
+@pytest.mark.parametrize("name", HOST)
+def test_a_host_batchs_oracle_gives_each_case_its_own_writes(name):
+    """The writes a producer lays out for a batch (:meth:`oracle_many`: one oracle call per
+    mode where a target concatenates its cases) are, case for case, element for element and
+    bit for bit, the oracle's on that case alone (in any order: each element is written once),
+    small cases and production ones mixed."""
+    import numpy as np
+
+    dt = device_targets()[name]
+    for b in range(3):
+        rngs = [np.random.default_rng(2000 + 64 * b + i) for i in range(64)]
+        cases = [dt.draw(r, None, "cpu", 8) if i % 3 else dt.draw(r, None, "cpu") for i, r in enumerate(rngs)]
+        for dc, many in zip(cases, dt.oracle_many(cases), strict=True):
+            alone = dt.oracle(dc)
+            assert many.keys() == alone.keys()
+            for n, (index, value) in alone.items():
+                got, want = np.argsort(many[n][0], kind="stable"), np.argsort(index, kind="stable")
+                np.testing.assert_array_equal(many[n][0][got], index[want], strict=True)
+                np.testing.assert_array_equal(many[n][1][got].view(np.uint8), value[want].view(np.uint8), strict=True)
+
+
+def test_host_batches_made_by_a_worker_travel_in_reused_shared_slots():
+    """A producer process writes its batch's buffer into a slot (a file in shared memory) that
+    the launching process maps, instead of pickling megabytes: the batches hold, byte for byte
+    and case for case, what batches made in process hold; a released slot takes the next batch
+    (a run of ten batches uses at most the pool's depth plus two); a batch larger than its slot
+    travels pickled, the same, and later slots are made larger."""
+    import numpy as np
+
+    from eaglefuzz.harness.checking.device_mode import producers
+    from eaglefuzz.harness.checking.device_mode.producers import HostCases
+
+    name = "eagle_prepare_next_token_padded_kernel"
+    ref = list(HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=0, batch=3, limit=30))
+    cases = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=1, batch=3, limit=30)
+    cases.slots.capacity = 64  # smaller than any batch: the first ones travel pickled
+    got = []
+    try:
+        for hb in cases:
+            got.append((hb.slot, hb.host.copy(), [hb.case(k) for k in range(len(hb))]))
+            hb.release()
+        assert cases.slots.count <= cases.depth + 2
+    finally:
+        cases.close()
+        producers._shutdown()  # the suite ends the processes it starts
+    assert len(got) == len(ref) == 10
+    assert got[0][0] is None and any(slot is not None for slot, _, _ in got), [s for s, _, _ in got]
+    assert len({slot for slot, _, _ in got if slot}) < sum(slot is not None for slot, _, _ in got)  # reused
+    for (_, host, made), want in zip(got, ref, strict=True):
+        assert host.tobytes() == want.host.tobytes()
+        for dc, dw in zip(made, want.cases, strict=True):
+            assert dc.scalars == dw.scalars and dc.outputs == dw.outputs
+            for n, a in dw.inputs.items():
+                np.testing.assert_array_equal(dc.inputs[n], a, strict=True)

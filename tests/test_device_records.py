@@ -206,3 +206,31 @@ def test_record_batches_hold_the_cases_the_record_draws(name, monkeypatch):
                 have, want, written = np.delete(have, at), np.delete(want, at), np.delete(written, at)
             assert np.array_equal(have[written], want[written]), n
             assert (have[~written] == sentinel).all(), n
+
+
+def test_producer_processes_make_the_same_record_batches():
+    """A record target's batches made by a worker process (handed over in a shared-memory slot,
+    or pickled) hold what those made in process hold, case for case and byte for byte, with
+    each case's expectation and features: the seed alone decides a case (determinism)."""
+    from eaglefuzz.harness.checking.device_mode import producers
+    from eaglefuzz.harness.checking.device_mode.producers import HostCases
+
+    name = "_post_update_kernel"  # in-place inputs, several dtypes
+    runs = []
+    for workers in (0, 1):
+        cases = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=workers, batch=3, limit=9)
+        try:
+            runs.append([(hb, [hb.case(k) for k in range(len(hb))], bytes(hb.host)) for hb in cases])
+        finally:
+            cases.close()
+            producers._shutdown()  # the suite ends the processes it starts
+    assert [len(cs) for _, cs, _ in runs[0]] == [len(cs) for _, cs, _ in runs[1]] == [3, 3, 3]
+    for (hb0, cs0, host0), (hb1, cs1, host1) in zip(*runs, strict=True):
+        assert host0 == host1 and hb0.features == hb1.features and hb0.toured == hb1.toured
+        for dc0, dc1, rx0, rx1 in zip(cs0, cs1, hb0.record, hb1.record, strict=True):
+            assert dc0.scalars == dc1.scalars and dc0.outputs == dc1.outputs and rx0.tokens == rx1.tokens
+            assert rx0.inputs.keys() == rx1.inputs.keys() and rx0.inputs
+            for n in dc0.inputs:
+                np.testing.assert_array_equal(dc0.inputs[n], dc1.inputs[n], strict=True)
+            for n in rx0.inputs:
+                np.testing.assert_array_equal(rx0.inputs[n], rx1.inputs[n], strict=True)

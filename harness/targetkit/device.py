@@ -87,6 +87,12 @@ class DeviceTarget:
         """Launch ``impl`` on ``views`` (every input and output by name) as vLLM does."""
         raise NotImplementedError
 
+    def oracle_many(self, dcs: list[DeviceCase]) -> list[dict[str, tuple[Any, Any]]]:
+        """:meth:`oracle` of each case of ``dcs`` (a host batch), the same writes, computed
+        together where a target knows how (one oracle call for many cases costs the per-call
+        overhead once)."""
+        return [self.oracle(dc) for dc in dcs]
+
     def host_features(self, dc: DeviceCase, writes: dict[str, tuple[Any, Any]]) -> frozenset[str] | None:
         """A target checked on the host: the features the record's ``features_of`` gives the
         drawn case ``dc`` (its :meth:`oracle`'s ``writes`` at hand), computed faster where a

@@ -20,7 +20,9 @@ the failing ones with the NumPy and Numba oracles.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -261,6 +263,7 @@ class HostBatchArenas:
             self._groups.append((dt, self._regions[s][0], end, sizes, keys))
         self.dev: torch.Tensor | None = None
         self._copied = False  # whether dev is a copy of host (on a GPU), not host itself
+        self._release: Any = None
 
     def __len__(self) -> int:
         return len(self.launch_cases)
@@ -268,15 +271,54 @@ class HostBatchArenas:
     def __getstate__(self) -> dict:
         # the cases' inputs travel inside the expected half of the buffer, not a second time;
         # the buffer as bytes (pickled at memory speed under protocol 4, which multiprocessing
-        # uses: a NumPy array is pickled five times slower)
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_cases", "dev", "_copied")}
-        state["host"] = self.host.tobytes()
+        # uses: a NumPy array is pickled five times slower), or not at all where it was put in
+        # a slot the receiving process maps (:meth:`put_in`)
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_cases", "dev", "_copied", "_release")}
+        state["host"] = None if self.slot is not None else self.host.tobytes()
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self.host = np.frombuffer(self.host, dtype=np.uint8)  # read-only: copied before a write
-        self._cases, self.dev, self._copied = {}, None, False
+        if self.host is not None:
+            self.host = np.frombuffer(self.host, dtype=np.uint8)  # read-only: copied before a write
+        self._cases, self.dev, self._copied, self._release = {}, None, False, None
+
+    slot: str | None = None
+    """The file (a shared-memory slot) the buffer was written to by :meth:`put_in`; the
+    receiving process maps it (:meth:`take_from`) instead of unpickling the buffer."""
+
+    def put_in(self, path: str, capacity: int) -> bool:
+        """The buffer written at the start of the file ``path`` (of ``capacity`` bytes), to
+        travel without it; ``False`` where it does not fit or cannot be written (a full
+        file system: then it travels pickled)."""
+        if self.host.nbytes > capacity:
+            return False
+        try:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                written = os.pwrite(fd, memoryview(self.host), 0)
+            finally:
+                os.close(fd)
+        except OSError:
+            return False
+        if written != self.host.nbytes:
+            return False
+        self.slot = path
+        return True
+
+    def take_from(self, mapping: Any, release: Any) -> None:
+        """The buffer as :meth:`put_in` wrote it, read in place from ``mapping`` (that file,
+        mapped); ``release()`` hands the slot back once the batch is done with
+        (:meth:`release`)."""
+        self.host = np.frombuffer(mapping, dtype=np.uint8, count=2 * self.full_bytes)
+        self._release = release
+
+    def release(self) -> None:
+        """The batch is done with: its slot (if any) may take another batch. Nothing of the
+        batch is read after this (:meth:`case` copies what a report keeps)."""
+        if self._release is not None:
+            self._release()
+            self._release, self.host, self._cases = None, None, {}
 
     def _writable(self) -> np.ndarray:
         if not self.host.flags.writeable:

@@ -483,7 +483,18 @@ def _host_batch(dt: DeviceTarget, impl: Any, origin: object, device: str, hb: Ho
     differs). A batch with a difference has its cases checked one at a time
     (:class:`~...targetkit.device.HostArenas`, the same oracle), the first that fails confirmed
     by the NumPy and Numba oracles; a difference no case alone shows is an oracle disagreement.
-    A share of the cases is cross-checked as :func:`_batch` does."""
+    A share of the cases is cross-checked as :func:`_batch` does. The batch is released at the
+    end (its producer's slot takes another batch)."""
+    try:
+        return _host_batch_checked(dt, impl, origin, device, hb, stats, clock, confirm, start, time_budget,
+                                   cross_check_share, cross)
+    finally:
+        hb.release()
+
+
+def _host_batch_checked(dt: DeviceTarget, impl: Any, origin: object, device: str, hb: HostBatchArenas, stats: Any,
+                        clock: Callable, confirm: Callable, start: float, time_budget: float | None,
+                        cross_check_share: float, cross: list[float]) -> Finding | None:
     name = dt.name
     t = time.perf_counter()
     views = hb.upload(device)
@@ -546,7 +557,19 @@ def _record_batch(dt: Any, impl: Any, origin: object, device: str, hb: HostBatch
     the contract does not leave open and that the check does not fail is an oracle
     disagreement, as a host batch's; one the contract leaves open (windows, an in-place bounded
     element as it was) the check settles. A share of the clean cases is cross-checked as
-    :func:`_batch` does."""
+    :func:`_batch` does. The batch is released at the end (its producer's slot takes another
+    batch)."""
+    try:
+        return _record_batch_checked(dt, impl, origin, device, hb, stats, clock, confirm, check, start, time_budget,
+                                     cross_check_share, cross)
+    finally:
+        hb._expected = None  # views of the buffer (HostBatchArenas.inputs), gone before its slot is reused
+        hb.release()
+
+
+def _record_batch_checked(dt: Any, impl: Any, origin: object, device: str, hb: HostBatchArenas, stats: Any,
+                          clock: Callable, confirm: Callable, check: Callable[[Case], Finding | None], start: float,
+                          time_budget: float | None, cross_check_share: float, cross: list[float]) -> Finding | None:
     name = dt.name
     record = dt.record
     t = time.perf_counter()

@@ -14,9 +14,13 @@ that started it is gone (one that ended without its exit handlers).
 from __future__ import annotations
 
 import atexit
+import mmap
 import multiprocessing
 import os
+import shutil
+import tempfile
 import threading
+import weakref
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -114,7 +118,7 @@ def host_batch(name: str, seed: int, indices: list[int], max_requests: int | Non
     for i in indices:
         rng = np.random.default_rng(derive_seed(seed, name, "device", i))
         cases.append(dt.draw(rng, None, "cpu") if max_requests is None else dt.draw(rng, None, "cpu", max_requests))
-    writes = [dt.oracle(dc) for dc in cases]
+    writes = dt.oracle_many(cases)
     hb = HostBatchArenas(cases, writes)
     features = [dt.host_features(dc, w) for dc, w in zip(cases, writes, strict=True)]
     hb.features = [TARGETS[name].features_of(dt.to_case(dc)) if f is None else f
@@ -176,10 +180,80 @@ def _chunk(name: str, seed: int, indices: list[int], max_requests: int | None) -
     return [host_case(name, seed, i, max_requests) for i in indices]
 
 
-def _batches(name: str, seed: int, batches: list[list[int]], max_requests: int | None) -> list[HostBatchArenas]:
+def _batches(name: str, seed: int, batches: list[list[int]], max_requests: int | None,
+             slot: tuple[str, int] | None = None) -> list[HostBatchArenas]:
+    """The batches of ``batches``; with ``slot`` (a worker's task: a file and its size), the
+    first one's buffer written there instead of pickled back (:meth:`~...targetkit.device_batch.HostBatchArenas.put_in`)."""
     if device_targets()[name].checked_on == "record":  # a batch of examples may be cut into several
-        return [hb for indices in batches for hb in record_batch(name, seed, indices, max_requests)]
-    return [host_batch(name, seed, indices, max_requests) for indices in batches]
+        out = [hb for indices in batches for hb in record_batch(name, seed, indices, max_requests)]
+    else:
+        out = [host_batch(name, seed, indices, max_requests) for indices in batches]
+    if slot is not None and out:
+        out[0].put_in(*slot)
+    return out
+
+
+class _Slots:
+    """Files in shared memory (``/dev/shm`` where there is one) that producers write their
+    batches' buffers to and the launching process maps, each reused batch after batch: a batch
+    travels as its layout alone, not as megabytes pickled by the producer and unpickled by the
+    launching process (where the pool's result thread competed with the launches for the
+    interpreter). A slot is handed to one task at a time and back when its batch is done with
+    (or lost with a task of a closed run: never reused then); a batch larger than its slot
+    travels pickled, and later slots are made larger."""
+
+    def __init__(self) -> None:
+        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        self.dir = tempfile.mkdtemp(prefix="eaglefuzz-slots-", dir=base)
+        self.free: list[str] = []
+        self.maps: dict[str, mmap.mmap] = {}
+        self.size: dict[str, int] = {}
+        self.capacity = 4 << 20
+        self.count = 0
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
+
+    def take(self, limit: int) -> tuple[str, int] | None:
+        """A free slot (made if fewer than ``limit`` exist), at least as large as the largest
+        batch seen; ``None`` where none is free."""
+        if self.free:
+            path = self.free.pop()
+        elif self.count < limit:
+            path = os.path.join(self.dir, f"slot{self.count}")
+            self.count += 1
+            self.size[path] = 0
+        else:
+            return None
+        if self.size[path] < self.capacity:
+            old = self.maps.pop(path, None)
+            if old is not None:
+                try:
+                    old.close()
+                except BufferError:  # a view of a released batch still alive: unmapped when it goes
+                    pass
+            with open(path, "ab"):
+                pass
+            os.truncate(path, self.capacity)
+            self.size[path] = self.capacity
+        return path, self.size[path]
+
+    def mapping(self, path: str) -> mmap.mmap:
+        if path not in self.maps:
+            with open(path, "r+b") as f:
+                self.maps[path] = mmap.mmap(f.fileno(), self.size[path])
+        return self.maps[path]
+
+    def grow(self, nbytes: int) -> None:
+        """A batch of ``nbytes`` travelled pickled: later slots hold one twice its size."""
+        self.capacity = max(self.capacity, -(-2 * nbytes // (1 << 20)) << 20)
+
+    def close(self) -> None:
+        for m in self.maps.values():
+            try:
+                m.close()
+            except BufferError:  # a batch still viewing it: unmapped when that goes
+                pass
+        self.maps.clear()
+        self._cleanup()
 
 
 class HostCases:
@@ -198,7 +272,8 @@ class HostCases:
         self.workers = workers
         self.batch, self.left = batch, limit
         self.pool = _pool(workers) if workers > 0 else None
-        self.in_flight: deque[tuple[list, Future]] = deque()
+        self.slots = _Slots() if self.pool is not None and batch else None
+        self.in_flight: deque[tuple[list, Future, tuple[str, int] | None]] = deque()
         self.depth = 2 * workers
         self.ready: deque = deque()
         self.pending: deque = deque()  # examples (batches) to make here: the pool broke before making them
@@ -241,26 +316,41 @@ class HostCases:
             work = self._work(1 if self.batch else CHUNK)
             if not work:
                 break
-            self.in_flight.append((work, self.pool.submit(_batches if self.batch else _chunk, *self.args, work,
-                                                          self.max_requests)))
+            if self.batch:
+                slot = self.slots.take(self.depth + 2)
+                future = self.pool.submit(_batches, *self.args, work, self.max_requests, slot)
+            else:
+                slot, future = None, self.pool.submit(_chunk, *self.args, work, self.max_requests)
+            self.in_flight.append((work, future, slot))
         if not self.in_flight:
             raise StopIteration
-        indices, future = self.in_flight[0]
+        indices, future, slot = self.in_flight[0]
         try:
-            self.ready.extend(future.result())
+            made = future.result()
         except BrokenProcessPool:
             # A worker could not start or died (a main module spawn cannot re-import, say):
             # the same cases, made here from now on.
-            self.pending.extend(i for indices, _ in self.in_flight for i in indices)
+            self.pending.extend(i for indices, _, _ in self.in_flight for i in indices)
             self.in_flight.clear()
             _discard(self.workers)
             self.pool = None
             return next(self)
         self.in_flight.popleft()
+        if slot is not None:
+            hb = made[0]
+            if hb.slot == slot[0]:
+                hb.take_from(self.slots.mapping(slot[0]), lambda path=slot[0]: self.slots.free.append(path))
+            else:  # it travelled pickled: too large for the slot, or the slot could not be written
+                self.slots.free.append(slot[0])
+                self.slots.grow(hb.host.nbytes)
+        self.ready.extend(made)
         return self.ready.popleft()
 
     def close(self) -> None:
-        for _, future in self.in_flight:
+        for _, future, _ in self.in_flight:
             future.cancel()
         self.in_flight.clear()
         self.pool = None
+        if self.slots is not None:  # a task still running writes into its slot's file, unlinked here
+            self.slots.close()
+            self.slots = None

@@ -54,6 +54,30 @@ class ExpandDevice(DeviceTarget):
         )
         return {n: (i.numpy(), v.numpy()) for n, (i, v) in writes.items()}
 
+    def oracle_many(self, dcs: list[DeviceCase]) -> list[dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """The torch oracle once per mode (dtype, ``replace_from``, ``replace_to``) over the
+        concatenation of that mode's cases, split back per case: each request's writes depend on
+        its own input and row alone, and a case's output is its ``N`` tokens, so the requests of
+        consecutive cases are requests of one larger step whose token ``i`` is case ``k``'s token
+        ``i - offset_k``. The same writes as :meth:`oracle` on each case, in the same order."""
+        out: list[dict[str, tuple[np.ndarray, np.ndarray]]] = [{} for _ in dcs]
+        modes: dict[tuple, list[int]] = {}
+        for k, dc in enumerate(dcs):
+            s = dc.scalars
+            modes.setdefault((dc.inputs["input"].dtype.str, s["replace_from"], s["replace_to"]), []).append(k)
+        for (_, frm, to), ks in modes.items():
+            n = np.array([dcs[k].scalars["num_tokens"] for k in ks], dtype=np.int64)
+            offset = np.cumsum(n) - n
+            cu = np.concatenate([dcs[k].inputs["cu_num_tokens"].astype(np.int64) + o for k, o in zip(ks, offset, strict=True)])
+            x = np.concatenate([dcs[k].inputs["input"] for k in ks])
+            index, value = tensor_ops.expand(input=torch.from_numpy(x), cu_num_tokens=torch.from_numpy(cu), replace_from=frm,
+                                             replace_to=to, MAX_NUM_TOKENS=MAX_NUM_TOKENS)["output"]
+            index, value = index.numpy(), value.numpy()
+            cut = np.searchsorted(index, np.append(offset, offset[-1] + n[-1]))
+            for j, k in enumerate(ks):
+                out[k]["output"] = (index[cut[j] : cut[j + 1]] - offset[j], value[cut[j] : cut[j + 1]])
+        return out
+
     def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
         """As vLLM's ``_expand`` launches it (the record's launch with every launch field null,
         without a :class:`~...core.case.Case` made per launch)."""

@@ -63,6 +63,48 @@ class GreedyDevice(DeviceTarget):
         )
         return {n: (i.numpy(), v.numpy()) for n, (i, v) in writes.items()}
 
+    def oracle_many(self, dcs: list[DeviceCase]) -> list[dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """The torch oracle once per ``max_spec_len`` over the concatenation of that width's
+        cases outside synthetic mode (each request's writes depend on its own drafts, argmax,
+        bonus and greediness alone; ``is_greedy`` None is every request greedy, as an all-true
+        mask), split back per case (case ``k``'s rows after the earlier cases' rows); a
+        synthetic case (its own rates) alone. Each case gets :meth:`oracle`'s writes on it (the
+        same elements and values; the order of a case's writes may differ)."""
+        out: list[dict | None] = [None] * len(dcs)
+        widths: dict[int, list[int]] = {}
+        for k, dc in enumerate(dcs):
+            if "synthetic_conditional_rates" in dc.inputs:
+                out[k] = self.oracle(dc)
+            else:
+                widths.setdefault(dc.scalars["max_spec_len"], []).append(k)
+        for L, ks in widths.items():
+            a = [dcs[k].inputs for k in ks]
+            B = np.array([x["cu_num_draft_tokens"].size for x in a], dtype=np.int64)
+            N = np.array([int(x["cu_num_draft_tokens"][-1]) if x["cu_num_draft_tokens"].size else 0 for x in a], dtype=np.int64)
+            cat = {
+                "cu_num_draft_tokens": np.concatenate([x["cu_num_draft_tokens"].astype(np.int64) + o
+                                                       for x, o in zip(a, np.cumsum(N) - N, strict=True)]),
+                "draft_token_ids": np.concatenate([x["draft_token_ids"] for x in a]),
+                "target_argmax": np.concatenate([x["target_argmax"] for x in a]),
+                "bonus_token_ids": np.concatenate([x["bonus_token_ids"].reshape(-1) for x in a]),
+                "is_greedy": np.concatenate([x["is_greedy"] if "is_greedy" in x else np.ones(b, dtype=np.bool_)
+                                             for x, b in zip(a, B, strict=True)]),
+            }
+            t = {n: torch.from_numpy(v) for n, v in cat.items()}
+            index, value = tensor_ops.rejection_greedy_sample(**t, max_spec_len=L)["output_token_ids"]
+            index, value = index.numpy(), value.numpy()
+            # the writes are two runs, each ascending: the visited drafts, then the bonus slots
+            drop = np.flatnonzero(index[1:] < index[:-1])
+            runs = [slice(0, int(drop[0]) + 1), slice(int(drop[0]) + 1, index.size)] if drop.size else [slice(0, index.size)]
+            start = (np.cumsum(B) - B) * (L + 1)
+            bounds = np.append(start, start[-1] + B[-1] * (L + 1))
+            cuts = [np.searchsorted(index[r], bounds) + r.start for r in runs]
+            for j, k in enumerate(ks):
+                pieces = [slice(int(c[j]), int(c[j + 1])) for c in cuts]
+                out[k] = {"output_token_ids": (np.concatenate([index[p] for p in pieces]) - start[j],
+                                               np.concatenate([value[p] for p in pieces]))}
+        return out
+
     def host_features(self, dc: DeviceCase, writes: dict[str, tuple[np.ndarray, np.ndarray]]) -> frozenset[str]:
         """The record's ``features_of`` of a drawn case (production: ``cu`` non-decreasing from
         0, ``N = cu[-1]`` drafts), from the oracle's ``writes`` instead of a second oracle run
