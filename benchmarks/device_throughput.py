@@ -7,10 +7,12 @@ Per target: a warm-up run (``--warmup`` examples, where Triton compiles the spec
 the campaign meets: its time is the JIT column; Triton's on-disk cache keeps them for later runs), then a steady-state run of ``S``
 seconds with another seed (the figures), then a profiled run (the device is waited for after
 every stage, so the stage shares add up; its own rate is lower), then the kernel alone: the
-launches of 20 drawn cases, repeated, timed with CUDA events. A target checked by its record
+launches of the cases the steady state checked (:func:`kernel_alone`), repeated, timed with
+CUDA events. A target checked by its record
 (:class:`~eaglefuzz.harness.targetkit.device.RecordDevice`) launches the steady state's own
 first cases (seed 0) through the record's launch, in the buffers of its record host batches.
-``--quick``: every target in a few seconds (2 s steady state, 40 warm-up examples, 1 s profiled), without production-scale cases
+``--quick``: every target in a few seconds (2 s steady state, 40 warm-up examples, 1 s
+profiled), without production-scale cases
 (each takes tens of seconds: their figures are the section "Production scale" of RESULTS.md).
 """
 
@@ -25,27 +27,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5, workers: int | None = None) -> float:  # noqa: ANN001
+def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5, batches: int | None = None,  # noqa: ANN001
+                 workers: int | None = None) -> float:
     """Output tokens per second of the implementation's launches alone, on cases drawn as the
-    campaign draws them (a batched target's: two batches, every case launched; a target checked
+    campaign draws them (a batched target's: the batches the steady-state run drew, seed 0, a
+    sample of up to 16 of its first ``batches``, every case launched; a target checked
     on the host: the first 256 cases of the steady-state run, seed 0, exactly those it checks
     first: a sample of 20, a quarter of them with up to 4096 requests, made the rate swing by 2x)."""
     import numpy as np
     import torch
 
-    from eaglefuzz.harness.targetkit.device import Arenas, DeviceCase, HostArenas
-    from eaglefuzz.harness.targetkit.device_batch import BatchArenas
+    from eaglefuzz.harness.targetkit.device import Arenas, HostArenas
 
     runs = []
     if dt.checked_on == "record":
         return _record_alone(dt, impl, device, cases, repeat, workers=workers)
     if dt.batch:
-        for b in range(2):
-            batch = dt.draw_batch((10_000, 10_000 + b), device, dt.batch)
-            arenas = BatchArenas(batch, dt.oracle_batch(batch), device)
-            runs += [(DeviceCase({}, {n: (t, sizes[j]) for n, (t, sizes) in batch.outputs.items()}, batch.scalars[j]), arenas.views[j])
-                     for j in range(len(batch))]
-        cases = 0
+        return _batches_alone(dt, impl, device, batches or 2, repeat)
     if dt.checked_on == "host":
         from eaglefuzz.harness.checking.device_mode.producers import host_case
 
@@ -73,6 +71,38 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5, worker
     torch.cuda.synchronize()
     tokens = repeat * sum(dc.tokens for dc, _ in runs)
     return tokens / (start.elapsed_time(end) / 1000)
+
+
+def _batches_alone(dt, impl, device: str, batches: int, repeat: int) -> float:  # noqa: ANN001
+    """:func:`kernel_alone` of a batched target: batches of the steady-state run (seed 0,
+    ``dt.batch`` cases each, drawn by the engine's :func:`batch_of`), up to 16 of its first
+    ``batches`` evenly spread, every case launched ``repeat`` times after a launch that warms
+    it up, each batch's launches timed with CUDA events."""
+    import numpy as np
+    import torch
+
+    from eaglefuzz.harness.checking.device_mode.engine import batch_of
+    from eaglefuzz.harness.targetkit.device_batch import BatchArenas
+
+    seconds, tokens = 0.0, 0
+    for i in sorted(set(np.linspace(0, max(batches, 1) - 1, min(batches, 16)).astype(int).tolist())):
+        batch = batch_of(dt, 0, i, dt.batch, device)
+        arenas = BatchArenas(batch, dt.oracle_batch(batch), device)
+        runs = [(arenas.views[j], batch.launch_case(j)) for j in range(len(batch))]
+        for views, dc in runs:
+            dt.launch(impl, views, dc)
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeat):
+            for views, dc in runs:
+                dt.launch(impl, views, dc)
+        end.record()
+        torch.cuda.synchronize()
+        seconds += start.elapsed_time(end) / 1000
+        tokens += repeat * sum(batch.tokens(j) for j in range(len(batch)))
+        del arenas, runs, batch
+    return tokens / seconds
 
 
 def _record_alone(dt, impl, device: str, cases: int, repeat: int, seconds: float = 5.0,  # noqa: ANN001
@@ -201,7 +231,9 @@ def main() -> int:
             prof = device_fuzz_target(name, impls, backend.device, seed=2, examples=None,
                                       time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
                                       **opts)
-            alone = kernel_alone(device_targets()[name], impls[name], backend.device, workers=args.workers)
+            dt = device_targets()[name]
+            alone = kernel_alone(dt, impls[name], backend.device, batches=-(-s.examples // dt.batch) if dt.batch else None,
+                                 workers=args.workers)
         except Exception as exc:  # noqa: BLE001 - one target's failure is its row, the others still run
             rows.append(f"| {name} | failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''} |")
             print(rows[-1], file=sys.stderr, flush=True)

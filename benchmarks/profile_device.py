@@ -1,33 +1,113 @@
-"""Where a device campaign's host time goes (not a test): cProfile of a steady-state run.
+"""Where a device campaign's time goes (not a test): figures and a cProfile of steady-state runs.
 
-    python benchmarks/profile_device.py NAME [SECONDS]
+    python benchmarks/profile_device.py [NAME ...] [--seconds S] [--warmup N] [--source SPEC] [--json FILE]
+
+Per target (vLLM 0.33.0's files by default; no production-scale case): a warm-up run of
+``--warmup`` examples (seed 1: Triton compiles what it meets), a steady-state run of ``S``
+seconds (seed 0: output tokens verified per second), a profiled run of 2 s (the device waited
+for after every stage: each stage's share), the kernel alone (``device_throughput.kernel_alone``:
+the cases or batches the steady state drew), a batched target's kernel alone on two batches of
+another seed too (the definition before session 5), then the 18 functions of most own time
+and the 35 of most cumulative time of a cProfile of a 2 s run (seed 3). One JSON line per
+target on stdout (and in ``--json``).
 """
 
 from __future__ import annotations
 
+import argparse
 import cProfile
+import io
+import json
 import pstats
 import sys
+import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+TARGETS = ("copy_and_expand_eagle_inputs_kernel", "rejection_random_sample_kernel", "sample_recovered_tokens_kernel")
 
 
-def main() -> None:
-    from eaglefuzz.harness.checking.device_mode.engine import device_fuzz_target
-    from eaglefuzz.harness.sources import implementations_for, parse_source, vllm
+def _two_batches_alone(dt, impl, device: str) -> float:  # noqa: ANN001
+    """Output tokens per second of the launches of two batches of seeds 10000 and 10001 (full
+    tables): the kernel alone of a batched target before session 5."""
+    import torch
 
-    name, seconds = sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
-    impls = implementations_for(parse_source(f"vllm-release:{vllm.PINNED_RELEASE}"), [name])
-    device_fuzz_target(name, impls, "cuda", seed=1, examples=600, shrink=False)
-    prof = cProfile.Profile()
-    prof.enable()
-    s = device_fuzz_target(name, impls, "cuda", seed=0, examples=None, time_budget=seconds, shrink=False)
-    prof.disable()
-    print(f"{s.examples} examples, {s.tokens / s.seconds / 1e6:.1f} M tokens/s")
-    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
-    pstats.Stats(prof).sort_stats("cumtime").print_stats(40)
+    from eaglefuzz.harness.targetkit.device_batch import BatchArenas
+
+    runs = []
+    for b in range(2):
+        batch = dt.draw_batch((10_000, 10_000 + b), device, dt.batch)
+        arenas = BatchArenas(batch, dt.oracle_batch(batch), device)
+        runs += [(arenas.views[j], batch.launch_case(j), batch.tokens(j)) for j in range(len(batch))]
+    for views, dc, _ in runs:
+        dt.launch(impl, views, dc)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        for views, dc, _ in runs:
+            dt.launch(impl, views, dc)
+    end.record()
+    torch.cuda.synchronize()
+    return 5 * sum(t for *_, t in runs) / (start.elapsed_time(end) / 1000)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("names", nargs="*", default=list(TARGETS), metavar="NAME")
+    p.add_argument("--seconds", type=float, default=6.0, help="steady-state seconds per target")
+    p.add_argument("--warmup", type=int, default=300, help="examples of the warm-up run")
+    p.add_argument("--source", default="vllm-release:0.33.0")
+    p.add_argument("--json", type=Path, help="also append the JSON lines here")
+    args = p.parse_args()
+
+    import device_throughput as bench
+
+    from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.checking.device_mode.engine import STAGES, device_fuzz_target
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+    from eaglefuzz.harness.sources.triton_backend import select_backend
+
+    dev = select_backend("cuda").device
+    for name in args.names:
+        t0 = time.monotonic()
+        impls = implementations_for(parse_source(args.source), [name])
+        dt = device_targets()[name]
+        device_fuzz_target(name, impls, dev, seed=1, examples=args.warmup, shrink=False, scale_cases=False)
+        jit = time.monotonic() - t0
+        st = device_fuzz_target(name, impls, dev, seed=0, examples=None, time_budget=args.seconds, shrink=False,
+                                scale_cases=False)
+        rate = st.tokens / st.seconds
+        pr = device_fuzz_target(name, impls, dev, seed=2, examples=None, time_budget=2, shrink=False, profile=True,
+                                scale_cases=False)
+        total = sum(pr.stages.values()) or 1.0
+        alone = bench.kernel_alone(dt, impls[name], dev, batches=-(-st.examples // dt.batch) if dt.batch else None)
+        row = {"target": name, "examples": st.examples, "seconds": st.seconds, "tokens": st.tokens, "rate": rate,
+               "alone": alone, "ratio": None if alone is None else rate / alone, "jit": jit,
+               "cross_checked": st.cross_checked, "findings": len(st.findings),
+               "features_missed": sorted(bench._missed(name, st)),
+               "stages": {k: round(pr.stages[k] / total, 3) for k in STAGES},
+               "steady_stages_s": {k: round(v, 3) for k, v in st.stages.items()}}
+        if dt.batch:
+            row["alone_two_batches"] = _two_batches_alone(dt, impls[name], dev)
+            row["ratio_two_batches"] = rate / row["alone_two_batches"]
+        print(json.dumps(row), flush=True)
+        if args.json:
+            with args.json.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+        prof = cProfile.Profile()
+        prof.enable()
+        device_fuzz_target(name, impls, dev, seed=3, examples=None, time_budget=2, shrink=False, scale_cases=False)
+        prof.disable()
+        for order, n in (("tottime", 18), ("cumtime", 35)):
+            s = io.StringIO()
+            pstats.Stats(prof, stream=s).sort_stats(order).print_stats(n)
+            print(s.getvalue(), flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

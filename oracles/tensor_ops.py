@@ -17,6 +17,9 @@ int64; values wrap to their output's width as the kernel's stores do.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import torch
 
 __all__ = ["copy_and_expand_eagle_inputs"]
@@ -40,12 +43,13 @@ def copy_and_expand_eagle_inputs(
     next_token_ids: torch.Tensor,
     query_start_loc: torch.Tensor,
     query_end_loc: torch.Tensor,
-    padding_token_id: int,
-    parallel_drafting_token_id: int,
-    total_input_tokens: int,
-    num_padding_slots_per_request: int,
-    shift_input_ids: bool,
-    tokens: int | None = None,
+    padding_token_id: int | Sequence[int],
+    parallel_drafting_token_id: int | Sequence[int],
+    total_input_tokens: int | Sequence[int],
+    num_padding_slots_per_request: int | Sequence[int],
+    shift_input_ids: bool | Sequence[bool],
+    tokens: int | Sequence[int] | None = None,
+    requests: Sequence[int] | None = None,
 ) -> Writes:
     """§1.1: per request ``r``, ``total = qlen + P - s`` slots from ``out_start = qs + r*(P - s)``:
     valid slots (``j < nv``), the bonus (``j == nv``), ``P - 1`` parallel-drafting slots, then the
@@ -53,38 +57,69 @@ def copy_and_expand_eagle_inputs(
     mode the hidden-state mapping of every input token.
 
     ``tokens``: the requests' input tokens, ``query_start_loc[R] - query_start_loc[0]``, when
-    the caller knows it (``T`` in the production domain); read from the device otherwise."""
-    P, s, T = num_padding_slots_per_request, int(bool(shift_input_ids)), total_input_tokens
+    the caller knows it (``T`` in the production domain); read from the device otherwise.
+
+    Several cases at once: ``requests``, each case's request count (known on the host); every
+    input the cases' arrays concatenated case after case (each case's ``query_start_loc`` its
+    own ``R + 1`` entries, each case's ``target_token_ids`` ``total_input_tokens`` long), every
+    scalar (and ``tokens``) one per case. Each output's indices are then flat indices in the
+    concatenation of the cases' outputs (``T + R*(P - s)`` elements each for the slots, ``R*P``
+    for the new-token indices, ``T`` for the hidden-state mapping); values are what each case
+    alone writes (indices into its own outputs)."""
+    single = requests is None
+    C = 1 if single else len(requests)
+
+    def per_case(v: object) -> np.ndarray:
+        return np.asarray([v] if single else list(v), dtype=np.int64)
+
+    req = np.asarray([query_end_loc.numel()] if single else list(requests), dtype=np.int64)
+    P, s, T = per_case(num_padding_slots_per_request), per_case(shift_input_ids), per_case(total_input_tokens)
+    pad, par = per_case(padding_token_id), per_case(parallel_drafting_token_id)
+    dev = query_start_loc.device
     qsl = query_start_loc.long()
-    qs, nqs, qe = qsl[:-1], qsl[1:], query_end_loc.long()
-    R = qe.numel()
-    nv = qe - qs + 1 - s
-    out_start = qs + torch.arange(R, device=qs.device) * (P - s)
-    tokens = int(qsl[-1] - qsl[0]) if tokens is None else tokens
-    r, j = _ragged(nqs - qs + P - s, tokens + R * (P - s))
-    nv_r = nv[r]
-    dest = out_start[r] + j
+    R = int(req.sum())
+    case = np.repeat(np.arange(C), req)  # each request's case
+    first = np.cumsum(req) - req
+    local = np.arange(R) - first[case]  # each request's index in its case
+    if tokens is None:  # each case's qsl[R] - qsl[0], from the device
+        ends = first + np.arange(C)
+        tok = (qsl[torch.from_numpy(ends + req).to(dev)] - qsl[torch.from_numpy(ends).to(dev)]).cpu().numpy()
+    else:
+        tok = per_case(tokens)
+    tok_off = np.cumsum(T) - T  # each case's first input token in the concatenation
+    slots = tok + req * (P - s)
+    out_off = np.cumsum(slots) - slots  # each case's first slot in the concatenation of its outputs
+    host = torch.from_numpy(np.stack([  # per request, one copy to the device
+        np.arange(R) + case, local * (P - s)[case], P[case], s[case], T[case] - 1, tok_off[case], out_off[case],
+        pad[case], par[case]])).to(dev)
+    at, r_ps, Pr, sr, last, toff, ooff, padr, parr = host
+    qs, nqs, qe = qsl[at], qsl[at + 1], query_end_loc.long()
+    nv = qe - qs + 1 - sr
+    out_start = qs + r_ps  # in the case's own outputs
+    r, j = _ragged(nqs - qs + Pr - sr, int(slots.sum()))
+    nv_r, P_r = nv[r], Pr[r]
+    dest = ooff[r] + out_start[r] + j
     valid = j < nv_r
-    parallel = (j > nv_r) & (j < nv_r + P)
-    rejected = j >= nv_r + P
-    src = torch.clamp(qs[r] + s + j, max=T - 1)
-    ids = torch.where(valid, target_token_ids[torch.where(valid, src, 0)], next_token_ids[r])
-    ids = torch.where(parallel, torch.full_like(ids, parallel_drafting_token_id), ids)
-    ids = torch.where(rejected, torch.full_like(ids, padding_token_id), ids)
-    p0 = target_positions[qs][r]
+    parallel = (j > nv_r) & (j < nv_r + P_r)
+    rejected = j >= nv_r + P_r
+    src = toff[r] + torch.minimum(qs[r] + sr[r] + j, last[r])
+    ids = torch.where(valid, target_token_ids[torch.where(valid, src, 0)].long(), next_token_ids[r].long())
+    ids = torch.where(parallel, parr[r], ids)
+    ids = torch.where(rejected, padr[r], ids)
+    p0 = target_positions[toff + qs][r]
     positions = torch.where(rejected, torch.zeros_like(p0), p0 + j.to(p0.dtype))
-    kr = torch.arange(R * P, device=qs.device)  # new-token index r*P + k: the slot nv + k of request r
+    kr = torch.arange(int((req * P).sum()), device=dev)  # new-token index r*P + k of each case, concatenated
+    rk, k = _ragged(Pr, kr.numel())
     writes: Writes = {
         "out_input_ids": (dest, ids.to(torch.int32)),
         "out_positions": (dest, positions),
         "out_is_rejected_token_mask": (dest, rejected),
         "out_is_masked_token_mask": (dest, parallel),
-        "out_new_token_indices": (kr, (out_start + nv).repeat_interleave(P, output_size=R * P) + kr % P),
+        "out_new_token_indices": (kr, (out_start[rk] + nv[rk] + k).to(torch.int32)),
     }
-    writes["out_new_token_indices"] = (kr, writes["out_new_token_indices"][1].to(torch.int32))
-    if s:
-        tr, tj = _ragged(nqs - qs, tokens)
-        writes["out_hidden_state_mapping"] = (qs[tr] + tj, (out_start[tr] + tj).to(torch.int32))
+    if s.any():  # the hidden-state mapping of the shift cases' input tokens
+        tr, tj = _ragged(torch.where(sr > 0, nqs - qs, 0), int((tok * s).sum()))
+        writes["out_hidden_state_mapping"] = (toff[tr] + qs[tr] + tj, (out_start[tr] + tj).to(torch.int32))
     return writes
 
 
@@ -268,14 +303,14 @@ def sample_recovered_tokens(
         tt, rr = t[c : c + step], r[c : c + step]
         at = tt if table_row is None else table_row.long()[tt]
         if draft is None:
-            p = target[at].clone()
+            p = target[at]  # a copy (an index tensor), written in place below
             did = draft_token_ids[tt].long()
             inside = (did >= 0) & (did < V)
             p[torch.nonzero(inside, as_tuple=True)[0], did[inside]] = 0
         else:
-            diff = target[at] - draft[at]
-            p = torch.where(diff > 0, diff, torch.zeros_like(diff))  # fmax(x, 0): NaN gives 0
+            p = target[at].sub_(draft[at])
+            p.masked_fill_(~(p > 0), 0.0)  # fmax(x, 0): NaN gives 0
         q = iq[rr if noise_row is None else noise_row.long()[rr]]
-        score = p.to(q.dtype) * q
+        score = p.mul_(q) if p.dtype == q.dtype else p.to(q.dtype).mul_(q)
         out[c : c + step] = torch.argmax(score, dim=1)
     return {"output_token_ids": (t, out.clamp(max=V - 1).to(torch.int32))}

@@ -212,6 +212,12 @@ def test_batched_device_draws_lie_in_the_production_tier(name):
     assert len({str(c.scalars) + str(sorted((n, a.tobytes()) for n, a in c.arrays.items())) for c in cases}) > 1
 
 
+BOTH_SIDES = {"copy_and_expand_eagle_inputs_kernel": {"shift_on", "shift_off", "p_is_1", "p_at_least_2", "rejected_tokens",
+                                                    "clamp_engaged", "last_request_rejected", "ids_past_65535"}}
+"""Features of each side of a mode that :func:`test_batch_features_are_the_records_features_of_each_case`
+must see (the rejection sampler's: with and without draft probabilities)."""
+
+
 @pytest.mark.parametrize("name", BATCHED)
 def test_batch_features_are_the_records_features_of_each_case(name):
     """The features a batch counts for every case it checked (:meth:`batch_features`, from the
@@ -228,7 +234,28 @@ def test_batch_features_are_the_records_features_of_each_case(name):
             want = TARGETS[name].features_of(target.to_case(batch.case(k))) & target.batch_decides
             assert got == want, (b, k, got ^ want)
             seen |= got
-    assert {"draft_probs", "no_draft_probs", "several_requests", "ragged"} <= seen  # the test sees both sides
+    assert BOTH_SIDES.get(name, {"draft_probs", "no_draft_probs", "several_requests", "ragged"}) <= seen  # the test sees both sides
+
+
+def test_copy_and_expand_batch_features_of_ids_below_65536():
+    """``ids_past_65535`` of a batched copy_and_expand case whose next-token ids all lie below
+    65536 comes from the ids its valid slots copy (the slow path), as ``features_of`` has it:
+    with every copied id below 65536 too, and with some above."""
+    from eaglefuzz.harness.targets import TARGETS
+
+    name = "copy_and_expand_eagle_inputs_kernel"
+    target = device_targets()[name]
+    seen = set()
+    for b in range(4):
+        batch = target.draw_batch((0, 80 + b), "cpu", 4, 8)
+        batch.cat["next_token_ids"].clamp_(max=65535)
+        if b % 2:
+            batch.cat["target_token_ids"].clamp_(max=65535)
+        for k, got in enumerate(target.batch_features(batch, target.oracle_batch(batch))):
+            want = TARGETS[name].features_of(target.to_case(batch.case(k))) & target.batch_decides
+            assert got == want, (b, k, got ^ want)
+            seen.add("ids_past_65535" in got)
+    assert seen == {True, False}
 
 
 def test_batch_features_of_recovered_winners_past_the_first_tiles(monkeypatch):
@@ -267,7 +294,7 @@ def test_table_epochs_are_short_early_in_a_run():
 HOST = sorted(n for n, t in device_targets().items() if t.checked_on == "host")
 
 
-@pytest.mark.parametrize("name", [BATCHED[0], HOST[0]])
+@pytest.mark.parametrize("name", [*BATCHED, HOST[0]])
 def test_a_batch_catches_a_guard_band_write(name, monkeypatch, backend, needs):
     """A write into the guard band after one case's output, in a batch of cases (drawn on the
     device, or made on the host by the producers), is a difference: the batch's cases are then
@@ -280,7 +307,7 @@ def test_a_batch_catches_a_guard_band_write(name, monkeypatch, backend, needs):
 
     def stray(self, impl, views, dc):  # noqa: ANN001, ANN202
         launch(self, impl, views, dc)
-        out = views[next(iter(dc.outputs))] if dc.outputs else next(v for n, v in views.items() if n.startswith("output"))
+        out = views[next(iter(dc.outputs))] if dc.outputs else next(v for n, v in views.items() if n.startswith("out"))
         torch.as_strided(out, (1,), (1,), out.storage_offset() + out.numel()).fill_(7)
 
     monkeypatch.setattr(type(target), "launch", stray)
@@ -288,6 +315,30 @@ def test_a_batch_catches_a_guard_band_write(name, monkeypatch, backend, needs):
     stats = device_fuzz_target(name, impls, backend.device, examples=8, seed=0, cross_check_share=0.0, workers=0)
     (finding,) = stats.findings
     assert finding.kind == "oracle disagreement", finding.report()
+
+
+@pytest.mark.parametrize("name", BATCHED)
+def test_a_launch_that_fails_in_a_batch_is_a_finding(name, monkeypatch, backend, needs):
+    """A launch that raises in the middle of a batch (here the harness's launch, the kernel
+    itself fine: the NumPy and Numba oracles see nothing, so an oracle disagreement) is the
+    batch's finding, never dropped for the cross-checks of a clean batch; the cases after it
+    are not counted as checked."""
+    target = device_targets()[name]
+    launch = type(target).launch
+    calls = []
+
+    def failing(self, impl, views, dc):  # noqa: ANN001, ANN202
+        calls.append(1)
+        if len(calls) == 2:
+            raise ValueError("a launch that fails")
+        launch(self, impl, views, dc)
+
+    monkeypatch.setattr(type(target), "launch", failing)
+    impls = implementations_for(parse_source(_source(name, needs)), [name])
+    stats = device_fuzz_target(name, impls, backend.device, examples=24, seed=0, cross_check_share=0.0, shrink=False)
+    (finding,) = stats.findings  # batches of 3 cases: the second launch is the first batch's second case
+    assert finding.kind == "oracle disagreement", finding.report()
+    assert stats.examples == 2
 
 
 def _views(arenas, upload, expected: bool):  # noqa: ANN001, ANN202
@@ -509,3 +560,21 @@ def test_host_batches_made_by_a_worker_travel_in_reused_shared_slots():
             assert dc.scalars == dw.scalars and dc.outputs == dw.outputs
             for n, a in dw.inputs.items():
                 np.testing.assert_array_equal(dc.inputs[n], a, strict=True)
+
+
+def test_slot_folders_of_ended_processes_are_removed(tmp_path):
+    """Shared memory is memory: the slot folders of a process that ended without its exit
+    handlers are removed by the next run's; a living process's are kept."""
+    import os
+    import subprocess
+    import sys
+
+    from eaglefuzz.harness.checking.device_mode.producers import _remove_orphans
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    for name in (f"eaglefuzz-slots-{gone}-abc", f"eaglefuzz-slots-{os.getpid()}-def", "other-123-x"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "slot0").write_bytes(b"x")
+    _remove_orphans(str(tmp_path), "eaglefuzz-slots-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"eaglefuzz-slots-{os.getpid()}-def", "other-123-x"])

@@ -39,7 +39,8 @@ class DeviceBatch:
     ``shared``: the large inputs (on the device), case ``k`` reading the first
     ``rows[name][k]`` rows; ``outputs``: each output's dtype and per-case element counts;
     ``scalars``: per case. ``extra``: what the target's batched oracle needs besides
-    (host-known sizes, per-token table rows)."""
+    (host-known sizes, per-token table rows); ``host``: per case, what its launch needs
+    known on the host (:attr:`~.device.DeviceCase.host`), if anything."""
 
     cat: dict[str, torch.Tensor]
     lengths: dict[str, list[int]]
@@ -49,6 +50,7 @@ class DeviceBatch:
     outputs: dict[str, tuple[torch.dtype, list[int]]]
     scalars: list[dict]
     extra: dict = field(default_factory=dict)
+    host: list[dict] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.scalars)
@@ -73,7 +75,12 @@ class DeviceBatch:
             arrays[n] = t.reshape(-1)[s[k] : s[k + 1]].view(self.shapes[n][k])
         for n, t in shared.items():
             arrays[n] = t[: self.rows[n][k]]
-        return DeviceCase(arrays, {n: (dt, sizes[k]) for n, (dt, sizes) in self.outputs.items()}, dict(self.scalars[k]))
+        return DeviceCase(arrays, {n: (dt, sizes[k]) for n, (dt, sizes) in self.outputs.items()}, dict(self.scalars[k]),
+                          dict(self.host[k]) if self.host else {})
+
+    def launch_case(self, k: int) -> DeviceCase:
+        """What case ``k``'s launch needs besides its views: its scalars and host-known sizes."""
+        return DeviceCase({}, {}, self.scalars[k], self.host[k] if self.host else {})
 
 
 class BatchArenas:
@@ -159,24 +166,34 @@ def epoch_of(i: int, full: int) -> tuple[int, float]:
     return e + (i - start) // full, 1.0
 
 
-def step_features(d: np.ndarray, B: np.ndarray, L: list[int], V: int, decided: dict[str, bool]) -> list[frozenset[str]]:  # noqa: N803
+def step_features(d: np.ndarray, B: np.ndarray, L: list[int], V: int, decided: dict[str, bool],  # noqa: N803
+                  more: dict[str, np.ndarray] | None = None) -> list[frozenset[str]]:
     """Each step's features that its sizes decide, as the rejection sampler's records'
     ``features_of`` define them (``d``: the steps' draft counts concatenated, ``B`` their
-    request counts, ``L`` their ``max_spec_len``), plus the batch-wide ``decided`` ones."""
+    request counts, ``L`` their ``max_spec_len``), plus the batch-wide ``decided`` ones and
+    ``more`` (a feature's value per step). Vectorised over the steps: no loop per step but
+    the one that gathers each distinct combination's set."""
     from ..generation.strategies import MAX_NUM_SEQS
     from .device_draws import MAX_VOCAB
 
-    out = []
+    B = np.asarray(B, dtype=np.int64)
     first = np.cumsum(B) - B
-    for k in range(B.size):
-        dk = d[first[k] : first[k] + B[k]]
-        longest = int(dk.max()) if dk.size else 0
-        f = {n for n, on in decided.items() if on}
-        f |= {n for n, on in (("wider_rows", L[k] > longest), ("ragged", np.unique(dk).size > 1),
-                              ("several_requests", B[k] > 1), ("many_requests", B[k] > 64),
-                              ("beyond_1024_requests", B[k] > MAX_NUM_SEQS), ("sixteen_drafts", longest >= 16),
-                              ("vocab_262144", V >= MAX_VOCAB)) if on}
-        out.append(frozenset(f))
+    some = B > 0
+    at = np.minimum(first, max(d.size - 1, 0))
+    longest = np.where(some, np.maximum.reduceat(d, at) if d.size else 0, 0)
+    least = np.where(some, np.minimum.reduceat(d, at) if d.size else 0, 0)
+    cols = {"wider_rows": np.asarray(L) > longest, "ragged": longest > least, "several_requests": B > 1,
+            "many_requests": B > 64, "beyond_1024_requests": B > MAX_NUM_SEQS, "sixteen_drafts": longest >= 16,
+            "vocab_262144": np.full(B.size, V >= MAX_VOCAB)} | (more or {})
+    names = [n for n, on in decided.items() if on]
+    keys = np.stack([np.asarray(c, dtype=bool) for c in cols.values()], 1) if cols else np.zeros((B.size, 0), bool)
+    sets: dict[bytes, frozenset[str]] = {}
+    out = []
+    for row in keys:
+        k = row.tobytes()
+        if k not in sets:
+            sets[k] = frozenset(names + [n for n, on in zip(cols, row, strict=True) if on])
+        out.append(sets[k])
     return out
 
 

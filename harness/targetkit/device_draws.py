@@ -251,7 +251,7 @@ def draw_steps(rng: np.random.Generator, k: int, max_requests: int, on_cpu: bool
     top = np.where(rng.random(k) < 0.75, max_requests, 4 * max_requests)
     B = np.exp(rng.uniform(0, np.log(top + 1))).astype(np.int64)
     K = rng.integers(1, 17, size=k)
-    d = rng.integers(0, np.repeat(K + 1, B))
+    d = (rng.random(int(B.sum())) * np.repeat(K + 1, B)).astype(np.int64)  # uniform on 0..K (integers with an array high is 3x slower)
     d[rng.random(d.size) < np.repeat(rng.choice([0.0, 0.1, 0.5], size=k), B)] = 0
     first = np.cumsum(B) - B
     c = np.concatenate([[0], np.cumsum(d)])
@@ -269,8 +269,11 @@ def draw_steps(rng: np.random.Generator, k: int, max_requests: int, on_cpu: bool
 def pad_from(rng: np.random.Generator, s: Steps) -> np.ndarray:
     """:func:`pad_mask` of each of ``s``'s steps at once, as each request's first ``-1`` draft:
     its drafts ``j >= pad_from[r]`` are ``-1`` (``d_r`` where none is)."""
-    some = np.repeat(rng.random(s.B.size) < 0.25, s.B)
-    return s.d - np.minimum(rng.integers(0, s.d + 1), s.d) * (rng.random(s.d.size) < 0.3) * some
+    some = np.flatnonzero(np.repeat(rng.random(s.B.size) < 0.25, s.B))  # the requests of the steps that pad
+    out = s.d.copy()
+    d = s.d[some]
+    out[some] -= np.minimum((rng.random(some.size) * (d + 1)).astype(np.int64), d) * (rng.random(some.size) < 0.3)
+    return out
 
 
 def token_index(s: Steps, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

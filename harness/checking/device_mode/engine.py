@@ -103,13 +103,50 @@ class _Staged:
     def __init__(self) -> None:
         self.pinned = _Pinned()
         self.shared: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.stream: Any = None
+        self.done: Any = None
 
     def stage(self, batch: DeviceBatch) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        cat = self.pinned.stage(DeviceCase(batch.cat, {}, {}))
-        for n, t in batch.shared.items():
-            if n not in self.shared or self.shared[n][0] is not t:  # a new table: into the same pinned memory
-                self.shared[n] = (t, self.pinned.stage(DeviceCase({n: t}, {}, {}))[n])
+        """The copies, on a stream of their own on a GPU (they overlap the oracle and the
+        buffers; :meth:`before_launch` makes the launches wait for them)."""
+        tensors = [*batch.cat.values(), *batch.shared.values()]
+        cuda = any(t.is_cuda for t in tensors)
+        if cuda:
+            self.stream = self.stream or torch.cuda.Stream(device=tensors[0].device)
+            self.stream.wait_stream(torch.cuda.current_stream(tensors[0].device))
+        with torch.cuda.stream(self.stream) if cuda else _nothing():
+            cat = self.pinned.stage(DeviceCase(batch.cat, {}, {}))
+            for n, t in batch.shared.items():
+                if n not in self.shared or self.shared[n][0] is not t:  # a new table: into the same pinned memory
+                    self.shared[n] = (t, self.pinned.stage(DeviceCase({n: t}, {}, {}))[n])
+        if cuda:
+            for t in tensors:  # read by the copies: not reused before they are done
+                t.record_stream(self.stream)
+            self.done = torch.cuda.Event()
+            self.done.record(self.stream)
         return cat, {n: self.shared[n][1] for n in batch.shared}
+
+    def before_launch(self) -> None:
+        """The device waits for the copies before the launches (a launch that kills the
+        context finds the batch's inputs on the host)."""
+        if self.done is not None:
+            torch.cuda.current_stream().wait_event(self.done)
+
+    def on_host(self) -> None:
+        """The host waits for the copies (before it reads them)."""
+        if self.done is not None:
+            try:
+                self.done.synchronize()
+            except RuntimeError:  # a context a launch killed: the copies ended before the launches began
+                pass
+
+
+class _nothing:  # noqa: N801 - a stand-in for a context manager
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def _case(dt: DeviceTarget, dc: DeviceCase, host: dict[str, torch.Tensor | np.ndarray]) -> Case:
@@ -401,6 +438,17 @@ def device_fuzz_target(
     return stats
 
 
+def batch_of(dt: DeviceTarget, seed: int, i: int, k: int, device: str, max_requests: int | None = None) -> DeviceBatch:
+    """Batch ``i`` of ``k`` cases of a run of ``seed``, as :func:`device_fuzz_target` draws it
+    (its table epoch's tables, its own seed): the same batch whoever asks (the benchmark's
+    kernel alone launches the batches a run checked)."""
+    epoch, share = epoch_of(i, dt.table_epoch)
+    tables = derive_seed(seed, dt.name, "device tables", epoch)
+    s = derive_seed(seed, dt.name, "device", i)
+    return (dt.draw_batch((tables, s), device, k, share=share) if max_requests is None
+            else dt.draw_batch((tables, s), device, k, max_requests, share=share))
+
+
 def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, i: int, k: int, max_requests: int | None,
            staged: _Staged, bigs: dict, stats: Any, clock: Callable, confirm: Callable, start: float,
            time_budget: float | None, cross_check_share: float, cross: list[float]) -> Finding | None:
@@ -413,11 +461,7 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     they are intact; ``cross``: seconds and elements of cross-checks so far (updated)."""
     name = dt.name
     t = time.perf_counter()
-    epoch, share = epoch_of(i, dt.table_epoch)
-    tables = derive_seed(seed, name, "device tables", epoch)
-    s = derive_seed(seed, name, "device", i)
-    batch = (dt.draw_batch((tables, s), device, k, share=share) if max_requests is None
-             else dt.draw_batch((tables, s), device, k, max_requests, share=share))
+    batch = batch_of(dt, seed, i, k, device, max_requests)
     t = clock("draw", t)
     host_cat, host_shared = staged.stage(batch)
     t = clock("stage", t)
@@ -427,31 +471,36 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     t = clock("buffers", t)
 
     def host_case(j: int) -> Case:
+        staged.on_host()
         dc = batch.case(j, host_cat, host_shared)
         return _case(dt, dc, dc.inputs)
 
-    finding, bad = None, 0
+    finding, bad, launched = None, 0, k
+    views = arenas.views
+    staged.before_launch()
     for j in range(k):
         try:
-            dt.launch(impl, arenas.views[j], DeviceCase({}, {}, batch.scalars[j]))
+            dt.launch(impl, views[j], batch.launch_case(j))
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
             outcome = Outcome().crashed(exc, device)
             if outcome.fatal:
                 return Finding(host_case(j), outcome, origin)
-            finding = confirm(host_case(j), True)
+            finding, launched = confirm(host_case(j), True), j + 1  # a finding either way (device_bad)
             break
     t = clock("kernel", t)
     if finding is None:
-        bad = int(arenas.mismatch())
+        bad = int(arenas.mismatch())  # the batch's one wait for the device
     bigs.clear()
-    if not bad:
+    if not bad and finding is None:
         bigs.update(arenas.big)  # intact: the next batch of the epoch guards the same tables
     t = clock("compare", t)
-    stats.examples += k
-    stats.tokens += sum(batch.tokens(j) for j in range(k))
-    if not bad and finding is None:  # every case checked: the features its sizes and modes decide
+    stats.examples += launched
+    stats.tokens += sum(batch.tokens(j) for j in range(launched))
+    if finding is not None:
+        return finding
+    if not bad:  # every case checked: the features its sizes and modes decide
         stats.features.update(*dt.batch_features(batch, writes))
-    if bad and finding is None:
+    if bad:
         for j in range(k):  # which case: each alone, as a case at a time is checked
             dc = batch.case(j)
             alone = Arenas(dc, dt.oracle(dc), device)

@@ -193,6 +193,24 @@ def _batches(name: str, seed: int, batches: list[list[int]], max_requests: int |
     return out
 
 
+def _remove_orphans(base: str, prefix: str) -> None:
+    """Slot folders of processes that ended without their exit handlers (``os._exit``: a lost
+    device, an xdist worker, a killed campaign): shared memory is memory, so the next run frees
+    it."""
+    for entry in os.listdir(base):
+        if not entry.startswith(prefix):
+            continue
+        pid = entry[len(prefix) :].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(base, entry), ignore_errors=True)
+        except PermissionError:  # another user's, alive
+            pass
+
+
 class _Slots:
     """Files in shared memory (``/dev/shm`` where there is one) that producers write their
     batches' buffers to and the launching process maps, each reused batch after batch: a batch
@@ -202,9 +220,12 @@ class _Slots:
     (or lost with a task of a closed run: never reused then); a batch larger than its slot
     travels pickled, and later slots are made larger."""
 
+    PREFIX = "eaglefuzz-slots-"
+
     def __init__(self) -> None:
-        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-        self.dir = tempfile.mkdtemp(prefix="eaglefuzz-slots-", dir=base)
+        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+        _remove_orphans(base, self.PREFIX)
+        self.dir = tempfile.mkdtemp(prefix=f"{self.PREFIX}{os.getpid()}-", dir=base)
         self.free: list[str] = []
         self.maps: dict[str, mmap.mmap] = {}
         self.size: dict[str, int] = {}

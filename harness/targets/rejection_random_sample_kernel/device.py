@@ -277,17 +277,17 @@ class RandomDevice(DeviceTarget):
                                      "no_drafts_row"}
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
-        d, B, greedy = b.extra["d"], b.extra["B"], b.extra["greedy"]
+        d, B, greedy = b.extra["d"], np.asarray(b.extra["B"]), b.extra["greedy"]
         with_draft = "draft_probs" in b.shared
-        out = step_features(d, B, [s["max_spec_len"] for s in b.scalars], b.extra["V"], {
-            "draft_probs": with_draft, "no_draft_probs": not with_draft,
-            "synthetic_mode": "synthetic_conditional_rates" in b.cat})
         first = np.cumsum(B) - B
-        for k in range(len(out)):
-            g, dk = greedy[first[k] : first[k] + B[k]], d[first[k] : first[k] + B[k]]
-            out[k] |= {n for n, on in (("mixed_batch", g.any() and not g.all()), ("all_random", not g.any()),
-                                      ("no_drafts_row", bool(np.any(dk[~g] == 0)))) if on}
-        return out
+        at = np.minimum(first, max(greedy.size - 1, 0))
+        g = np.add.reduceat(greedy.astype(np.int64), at) * (B > 0) if greedy.size else np.zeros(B.size, np.int64)
+        empty = (~greedy & (d == 0)).astype(np.int64)
+        e = np.add.reduceat(empty, at) * (B > 0) if empty.size else np.zeros(B.size, np.int64)
+        return step_features(d, B, [s["max_spec_len"] for s in b.scalars], b.extra["V"], {
+            "draft_probs": with_draft, "no_draft_probs": not with_draft,
+            "synthetic_mode": "synthetic_conditional_rates" in b.cat},
+            {"mixed_batch": (g > 0) & (g < B), "all_random": g == 0, "no_drafts_row": e > 0})
 
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         a, e = b.cat, b.extra

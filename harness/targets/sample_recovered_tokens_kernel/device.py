@@ -42,10 +42,11 @@ from .layout import BLOCK_SIZE, NAME
 from .record import TARGET, processed_tokens, scale_features_of
 
 MAX_REQUESTS = 1024
-BATCH = 64
-"""Cases per batch on a GPU."""
-TABLE_EPOCH = 128
-"""Batches that share one set of tables and noise (each case reads its first rows)."""
+BATCH = 256
+"""Cases per batch on a GPU (a step's launch takes some 15 us, the batch's draw, oracle and
+buffers a few hundred device operations: 256 cases share them)."""
+TABLE_EPOCH = 32
+"""Batches that share one set of tables and noise (each case reads its first rows): 8192 cases."""
 CANDIDATES = 8
 """Draft ids drawn per table row, of which each case's draft token on that row takes one."""
 
