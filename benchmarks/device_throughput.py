@@ -9,10 +9,10 @@ seconds with another seed (the figures), then a profiled run (the device is wait
 every stage, so the stage shares add up; its own rate is lower), then the kernel alone: the
 launches of the cases the steady state checked (:func:`kernel_alone`), repeated, timed with
 CUDA events. A target checked by its record
-(:class:`~eaglefuzz.harness.targetkit.device.RecordDevice`) launches its record's cases through
-the record's launch, on plain device tensors (an input the kernel updates in place is updated
-again on every repeat: the same launches, other values). ``--quick``: every target in a few
-seconds (2 s steady state, 40 warm-up examples, 1 s profiled), without production-scale cases
+(:class:`~eaglefuzz.harness.targetkit.device.RecordDevice`) launches the steady state's own
+first cases (seed 0) through the record's launch, in the buffers of its record host batches.
+``--quick``: every target in a few seconds (2 s steady state, 40 warm-up examples, 1 s
+profiled), without production-scale cases
 (each takes tens of seconds: their figures are the section "Production scale" of RESULTS.md).
 """
 
@@ -27,7 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5, batches: int | None = None) -> float:  # noqa: ANN001
+def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5, batches: int | None = None,  # noqa: ANN001
+                 workers: int | None = None) -> float:
     """Output tokens per second of the implementation's launches alone, on cases drawn as the
     campaign draws them (a batched target's: the batches the steady-state run drew, seed 0, a
     sample of up to 16 of its first ``batches``, every case launched; a target checked
@@ -40,7 +41,7 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5, batche
 
     runs = []
     if dt.checked_on == "record":
-        return _record_alone(dt, impl, device, cases, repeat)
+        return _record_alone(dt, impl, device, cases, repeat, workers=workers)
     if dt.batch:
         return _batches_alone(dt, impl, device, batches or 2, repeat)
     if dt.checked_on == "host":
@@ -104,43 +105,65 @@ def _batches_alone(dt, impl, device: str, batches: int, repeat: int) -> float:  
     return tokens / seconds
 
 
-def _record_alone(dt, impl, device: str, cases: int, repeat: int) -> float | None:  # noqa: ANN001
-    """:func:`kernel_alone` of a target checked by its record: its cases' launches through the
-    record's launch (as vLLM launches them), inputs and outputs plain device tensors; ``None``
-    for a torch function (no launch of its own: its record calls it). A kernel that updates
-    inputs in place (its record's ``inout``: counts, indices) is launched once per case, on
-    the inputs as drawn (a repeat would feed it its own output: other paths, indices past the
-    end)."""
+def _record_alone(dt, impl, device: str, cases: int, repeat: int, seconds: float = 5.0,  # noqa: ANN001
+                  workers: int | None = None) -> float | None:
+    """:func:`kernel_alone` of a target checked by its record: the launches, through the
+    record's launch (as vLLM launches them), of the steady-state run's own first cases (seed 0:
+    the first 256, or those the producers (``workers``: the campaign's default) make in
+    ``seconds``), in the buffers the run checks them in (record host batches); ``None`` for a torch function (no launch of its own: its
+    record calls it). A kernel that updates inputs in place (its record's ``inout``: counts,
+    indices) is launched once per case, on the inputs as drawn (a repeat would feed it its own
+    output: other paths, indices past the end)."""
     import numpy as np
     import torch
 
-    from eaglefuzz.harness.targets import TARGETS
+    from eaglefuzz.harness.checking.device_mode.engine import RECORD_BATCH
+    from eaglefuzz.harness.checking.device_mode.producers import HostCases, default_workers
+    from eaglefuzz.harness.targetkit.device import DeviceCase
 
-    record = TARGETS[dt.name]
-    if not hasattr(record, "launch") or not hasattr(record, "output_specs"):
+    if not dt.batches_on_host(impl):
         return None
-    repeat = 1 if getattr(record, "inout", None) else repeat
-    runs = []
-    for k in range(cases):
-        case = dt.draw_case(np.random.default_rng(10_000 + k))
-        views = {n: torch.from_numpy(np.ascontiguousarray(a)).to(device) for n, a in case.arrays.items()}
-        alias = record.aliases(case)
-        for n, (dtype, shape) in record.output_specs(case).items():
-            if n not in alias:
-                views[n] = torch.from_numpy(np.zeros(shape, dtype=dtype)).to(device)
-        views |= {out: views[inp] for out, inp in alias.items()}
-        runs.append((case, views))
-    for case, views in runs:  # the warm-up launch, on copies of what it updates
-        record.launch(impl, {n: v.clone() for n, v in views.items()} if repeat == 1 else views, case)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeat):
-        for case, views in runs:
+    record = dt.record
+    repeat = 1 if record.inout else repeat
+
+    def made() -> list:
+        out, t0 = [], time.monotonic()
+        producer = HostCases(dt.name, 0, 0, 1, None, default_workers(device) if workers is None else workers,
+                             batch=RECORD_BATCH, limit=256)
+        try:
+            for hb in producer:
+                out.append(hb)
+                if time.monotonic() - t0 > seconds:
+                    break
+        finally:
+            producer.close()
+        return out
+
+    def runs(batches: list) -> list:
+        out = []
+        for hb in batches:
+            for views, dc, rx in zip(hb.upload(device), hb.cases, hb.record, strict=True):
+                for n, shape in rx.shapes.items():
+                    views[n] = views[n].view(shape)
+                views |= {o: views[i] for o, i in rx.alias.items()}
+                drawn = DeviceCase(dc.inputs | rx.inputs, dc.outputs, dc.scalars, dc.host)  # in-place inputs as drawn
+                out.append((dt.to_case(drawn), views, rx.tokens))
+        return out
+
+    batches = made()
+    with np.errstate(all="ignore"):
+        for case, views, _ in runs(batches):  # the warm-up launch, on buffers of their own
             record.launch(impl, views, case)
-    end.record()
-    torch.cuda.synchronize()
-    tokens = repeat * sum(record.output_tokens(case) for case, _ in runs)
+        timed = runs(batches)
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeat):
+            for case, views, _ in timed:
+                record.launch(impl, views, case)
+        end.record()
+        torch.cuda.synchronize()
+    tokens = repeat * sum(t for _, _, t in timed)
     return tokens / (start.elapsed_time(end) / 1000)
 
 
@@ -209,7 +232,8 @@ def main() -> int:
                                       time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
                                       **opts)
             dt = device_targets()[name]
-            alone = kernel_alone(dt, impls[name], backend.device, batches=-(-s.examples // dt.batch) if dt.batch else None)
+            alone = kernel_alone(dt, impls[name], backend.device, batches=-(-s.examples // dt.batch) if dt.batch else None,
+                                 workers=args.workers)
         except Exception as exc:  # noqa: BLE001 - one target's failure is its row, the others still run
             rows.append(f"| {name} | failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''} |")
             print(rows[-1], file=sys.stderr, flush=True)

@@ -91,8 +91,21 @@ def _scatter(buf, idx, vals) -> None:
     if idx.size == 0:
         return
     vals = np.asarray(vals).astype(buf.dtype)
+    if _distinct(idx, buf.size):  # no index repeated: the order of the writes decides nothing
+        buf[idx] = vals
+        return
     uniq, first_in_reversed = np.unique(idx[::-1], return_index=True)
     buf[uniq] = vals[::-1][first_in_reversed]
+
+
+def _distinct(idx, n: int) -> bool:
+    """Whether the indices ``idx`` (into ``n`` elements) are all in ``[0, n)`` and none is
+    repeated (counted in one pass over ``n`` flags, not sorted)."""
+    if idx.size > n or int(idx.min()) < 0 or int(idx.max()) >= n:
+        return False
+    seen = np.zeros(n, dtype=np.bool_)
+    seen[idx] = True
+    return int(np.count_nonzero(seen)) == idx.size
 
 
 def _segments(counts):

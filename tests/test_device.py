@@ -594,7 +594,7 @@ def _fatal_on_cpu(monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setattr(Outcome, "crashed", fatal)
 
 
-@pytest.mark.parametrize("name", [BATCHED[0], HOST[0]])
+@pytest.mark.parametrize("name", [BATCHED[0], HOST[0], "_expand_idx_mapping_kernel"])
 @pytest.mark.parametrize("seen_at", ["launch", "wait"])
 def test_a_batch_that_loses_the_device_names_every_case_launched_as_a_suspect(name, seen_at, monkeypatch, backend,
                                                                             needs, tmp_path):
@@ -613,8 +613,9 @@ def test_a_batch_that_loses_the_device_names_every_case_launched_as_a_suspect(na
     target = device_targets()[name]
     lost = RuntimeError("CUDA error: an illegal memory access was encountered")
     calls: list[int] = []
+    owner = type(target.record) if target.checked_on == "record" else type(target)  # who launches a case
     if seen_at == "launch":
-        launch = type(target).launch
+        launch = owner.launch
 
         def failing(self, impl, views, dc):  # noqa: ANN001, ANN202
             calls.append(1)
@@ -622,7 +623,7 @@ def test_a_batch_that_loses_the_device_names_every_case_launched_as_a_suspect(na
                 raise lost
             launch(self, impl, views, dc)
 
-        monkeypatch.setattr(type(target), "launch", failing)
+        monkeypatch.setattr(owner, "launch", failing)
     else:
         def wait(self):  # noqa: ANN001, ANN202
             raise lost

@@ -480,3 +480,4 @@ def test_every_example_above_runs_on_both_oracles():
         oracles = [p.values[0] for m in marks for p in m.args[1]]
         assert oracles == [vectorized, loops], f"{f.__name__} is not run on both oracles: {oracles}"
     assert set(vectorized.__all__) == set(loops.__all__)
+

@@ -191,13 +191,17 @@ DEVICE_SCALE = Scale(max_requests=1024, request_tail=4096, max_query_len=8192, m
 
 class RecordDevice(DeviceTarget):
     """The device mode of a target whose record draws and checks its own cases (the newer utils
-    targets, docs/CONTRACT.md §6-§9: Triton kernels and torch functions vLLM runs on the GPU):
-    production cases drawn on the host by the record's generator at :data:`DEVICE_SCALE`, each
-    run on the device and checked by the record's check (the NumPy and Numba oracles, every
-    element and guard band compared), a case at a time."""
+    targets, docs/CONTRACT.md §6-§9, and Model Runner V2's: Triton kernels and torch functions
+    vLLM runs on the GPU): production cases drawn on the host by the record's generator at
+    :data:`DEVICE_SCALE`. A Triton kernel's cases are checked in record host batches
+    (:meth:`host_expectation`: the producer processes run the record's first (NumPy) oracle and
+    lay the cases out in a :class:`~.device_batch.HostBatchArenas`; every element and guard band
+    compared, bounded floats within their bounds), a share of them and every difference by the
+    record's check (the NumPy and Numba oracles, settlement); a torch function's a case at a
+    time by its record's check."""
 
     checked_on = "record"
-    oracle_name = "the NumPy and Numba oracles (the record's check)"
+    oracle_name = "the record's first (NumPy) oracle, in a record host batch"
 
     def draw(self, rng: np.random.Generator, gen: Any, device: str, max_requests: int | None = None) -> DeviceCase:
         case = self.draw_case(rng, max_requests)
@@ -212,7 +216,108 @@ class RecordDevice(DeviceTarget):
 
     def to_case(self, dc: DeviceCase) -> Case:
         return Case(self.name, dict(dc.inputs), dict(dc.scalars), dict(dc.host.get("launch", {})),
-                    note="drawn for the device (eaglefuzz fuzz --mode device)")
+                    note=dc.host.get("note", "drawn for the device (eaglefuzz fuzz --mode device)"))
+
+    def batches_on_host(self, impl: Any) -> bool:
+        """Whether the cases of ``impl`` are checked in record host batches
+        (:meth:`host_expectation`, :class:`~.device_batch.HostBatchArenas`): a Triton kernel's
+        record launched with every output (not a variant that lacks some). A torch function
+        (its record calls it, no buffers) is checked a case at a time by its record's check."""
+        from .base import TritonTarget
+
+        if not isinstance(self.record, TritonTarget):
+            return False
+        variant = self.record.variants.get(self.record.variant_of(impl) or "")
+        return not (variant and variant.lacks)
+
+    def host_expectation(self, case: Case) -> tuple[DeviceCase, dict[str, tuple[np.ndarray, np.ndarray]], RecordExpectation]:
+        """``case`` as a :class:`DeviceCase` of host arrays, the elements the record's first
+        (NumPy) oracle writes (``{array: (flat index, value)}``, as :meth:`DeviceTarget.oracle`
+        gives them for :class:`HostArenas`) and what else a record host batch needs of the case
+        (:class:`RecordExpectation`), exactly as the record's check expects it
+        (:meth:`~.base.TritonTarget.expectation`): an output the launch passes in an input's
+        buffer (an alias) lands there, an input the kernel updates in place (``inout``) ends as
+        the oracle left it; the elements the oracle writes are those it writes over a first
+        fill, and, only where one of them holds that fill's value, over a second one too."""
+        from ..core.buffers import filled, raw
+
+        record = self.record
+        specs = record.output_specs(case)
+        first = next(iter(record.oracles.values()))
+        fill_a = {n: _FILL_A if np.dtype(dt) != np.bool_ else 0xA5 for n, (dt, _) in specs.items()}
+        a, account = record._run_oracle(first, case, fill_a)
+        written: dict[str, np.ndarray] = {}
+        b = None
+        for n, (dt, _) in specs.items():
+            fa = raw(filled(dt, (1,), fill_a[n]))[0]
+            ra = raw(a[n]).reshape(-1)
+            if b is None and np.any(ra == fa):  # a written element holds the fill, or none is written there
+                b, _ = record._run_oracle(first, case, {m: 0x5A5A5A5A if np.dtype(d) != np.bool_ else 0x5A
+                                                        for m, (d, _) in specs.items()})
+            written[n] = ra == raw(b[n]).reshape(-1) if b is not None else ra != fa
+        alias = record.aliases(case)
+        final = {n: a[n] for n in record.inout if n in a and n in case.arrays}
+        for out, inp in alias.items():  # the output lands in the input's buffer
+            merged = final.get(inp, case.arrays[inp]).copy()
+            raw(merged).reshape(-1)[written[out]] = raw(a[out]).reshape(-1)[written[out]]
+            final[inp] = merged
+        loose: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        for n, bound in (getattr(account, "bounds", None) or {}).items():
+            bound = np.asarray(bound, dtype=np.float64).reshape(-1)
+            if n in alias or not (n in final or n in specs) or not np.any(bound > 0):
+                continue
+            value = final[n] if n in final else a[n]
+            index = np.flatnonzero((bound > 0) & (written[n] if n in written else True))
+            expected = value.reshape(-1)[index]
+            if n in final:  # the kernel reads it: it holds the input before the launch
+                before = raw(case.arrays[n]).reshape(-1)[index]
+            else:  # left out of the writes below: the sentinel before the launch, and as expected
+                before = np.full(index.size, _SENTINEL[_storage(_TORCH[expected.dtype])], raw(expected).dtype)
+                written[n] = written[n].copy()
+                written[n][index] = False
+            loose[n] = (index, expected, before, bound[index])
+        writes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for n in specs:
+            if n not in alias:
+                index = np.flatnonzero(written[n])
+                writes[n] = (index, a[n].reshape(-1)[index])
+        for n, v in final.items():  # the elements an in-place input must end up changed
+            index = np.flatnonzero(raw(v).reshape(-1) != raw(case.arrays[n]).reshape(-1))
+            writes[n] = (index, v.reshape(-1)[index])
+        dc = DeviceCase(dict(case.arrays),
+                        {n: (_TORCH[np.dtype(dt)], int(np.prod(shape))) for n, (dt, shape) in specs.items() if n not in alias},
+                        dict(case.scalars), {"launch": dict(case.launch), "note": case.note})
+        shapes = {n: tuple(shape) for n, (_, shape) in specs.items() if n not in alias and len(shape) > 1}
+        return dc, writes, RecordExpectation(shapes, dict(alias), loose, bool(getattr(account, "windows", None)),
+                                             record.output_tokens(case), {n: case.arrays[n] for n in writes if n in final})
+
+
+_FILL_A = -0x5A5A5A5B
+"""The fill of :meth:`RecordDevice.host_expectation`'s oracle run (the record check's first)."""
+
+
+@dataclass
+class RecordExpectation:
+    """What a record host batch needs of a case besides its buffers
+    (:meth:`RecordDevice.host_expectation`): ``shapes``, the outputs' shapes the launch passes
+    (multi-dimensional ones); ``alias``, output -> the input whose buffer the launch passes for
+    it; ``loose``, per array, the elements the contract fixes only within a bound (the first
+    oracle's account), as ``(flat index, expected value, value before the launch (raw bits),
+    bound)``: an output's hold the sentinel before the launch and in the batch's expected
+    buffers (a value within the bound of the expected one, its lowest bit flipped, would pass
+    for a write), an in-place input's its input; ``windows``, whether the oracle met decisions the contract leaves to the run (its
+    expectation is one of the run's options); ``tokens``, the output elements the case verifies
+    (the record's ``output_tokens``); ``inputs``, the inputs the launch changes (in place, or an
+    output written into them) as drawn (a batch's expected buffers hold them as the launch must
+    leave them). An element outside ``loose`` must match bit for bit; a case whose oracle met
+    windows is settled by the record's check wherever it differs."""
+
+    shapes: dict[str, tuple[int, ...]]
+    alias: dict[str, str]
+    loose: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+    windows: bool
+    tokens: int
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 _NUMPY_OF = {torch.int32: np.int32, torch.int64: np.int64, torch.uint8: np.uint8,
@@ -357,7 +462,7 @@ class HostArenas:
         for n, (index, value) in writes.items():
             bits = _bits(value, self.dtypes[n])
             self._view(self.expected, n)[index] = bits
-            if self.dtypes[n] != torch.bool:
+            if self.dtypes[n] != torch.bool and n not in dc.inputs:  # an input updated in place: the kernel reads it
                 self._view(self.full, n)[index] = bits ^ 1
 
     def _view(self, bufs: dict[torch.dtype, np.ndarray], n: str) -> np.ndarray:
@@ -380,3 +485,4 @@ class HostArenas:
     def mismatch(self) -> int:
         """The number of elements, over every buffer, that are not as expected."""
         return sum(int(np.count_nonzero(self.full[s] != self.expected[s])) for s in self.full)
+

@@ -19,6 +19,7 @@ the failing ones with the NumPy and Numba oracles.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -264,7 +265,7 @@ class HostBatchArenas:
                 o, dt, size = place[k, n]
                 bits = _bits(value, dt)
                 expected[_storage(dt)][o : o + size][index] = bits
-                if dt != torch.bool:
+                if dt != torch.bool and n not in cases[k].inputs:  # an input updated in place: the kernel reads it
                     full[_storage(dt)][o : o + size][index] = bits ^ 1
         # the views: per dtype, one split of its storage region into [gap, array, gap, array, ...]
         self._groups: list[tuple[torch.dtype, int, int, list[int], list[tuple[int, str, tuple[int, ...] | None]]]] = []
@@ -399,6 +400,60 @@ class HostBatchArenas:
             self.download()
         full, expected = self._host_regions(0), self._host_regions(self.full_bytes)
         return sum(int(np.count_nonzero(full[s] != expected[s])) for s in full)
+
+
+    def inputs(self, k: int) -> dict[str, np.ndarray]:
+        """Case ``k``'s inputs as the expected half holds them (what :meth:`case` copies out, as
+        views of the buffer: read them only; an input the launch changes holds what it must
+        end up holding)."""
+        if getattr(self, "_expected", None) is None:  # made where it is asked for: never pickled
+            self._expected = self._host_regions(self.full_bytes)
+        expected = self._expected
+        return {n: expected[s][o : o + math.prod(shape)].view(dtype).reshape(shape) for n, dtype, shape, s, o in self._inputs[k]}
+
+    def _arrays(self, storage: torch.dtype) -> list[tuple[int, int, int, str, torch.dtype]]:
+        """The arrays in ``storage``'s region, in order: ``(offset, elements, case, name, dtype)``."""
+        out = []
+        for dt, _, _, sizes, keys in self._groups:
+            if _storage(dt) != storage:
+                continue
+            at = 0
+            for (k, n, _), gap, size in zip(keys, sizes[0::2], sizes[1::2], strict=True):
+                out.append((at + gap, size, k, n, dt))
+                at += gap + size
+        return sorted(out)
+
+    def array(self, k: int, n: str, expected: bool = False) -> np.ndarray:
+        """Case ``k``'s array ``n`` as the launched half holds it on the host (flat, in its
+        dtype; after :meth:`download`: as the launches left it), or as the expected half does."""
+        if getattr(self, "_where", None) is None:  # made where it is asked for: never pickled
+            self._where = {(kk, nn): (s, o, size, dt) for s in self._regions for o, size, kk, nn, dt in self._arrays(s)}
+        s, o, size, dt = self._where[k, n]
+        v = self._host_regions(self.full_bytes if expected else 0)[s][o : o + size]
+        return v.view(np.bool_) if dt == torch.bool else v.view(_NUMPY_OF[dt])
+
+    def differing(self) -> dict[tuple[int, str], np.ndarray]:
+        """Per array ``(case, name)``, its elements the launched half (on the host: after
+        :meth:`download`) holds not as expected, as indices from its first element (negative:
+        in the guard band before it; its size or more: after it). An element of the guard band
+        between two arrays is named for both (a write past the end of one, or before the start
+        of the next)."""
+        out: dict[tuple[int, str], list[np.ndarray]] = {}
+        full, expected = self._host_regions(0), self._host_regions(self.full_bytes)
+        for s in full:
+            bad = np.flatnonzero(full[s] != expected[s])
+            if not bad.size:
+                continue
+            arrays = self._arrays(s)
+            starts = np.array([a[0] for a in arrays])
+            ends = starts + np.array([a[1] for a in arrays])
+            at = np.searchsorted(starts, bad, side="right") - 1  # the last array starting at or before
+            inside = (at >= 0) & (bad < ends[np.maximum(at, 0)])
+            for i in np.unique(np.concatenate([at[at >= 0], at[~inside] + 1])).tolist():
+                if i < len(arrays):
+                    mine = (at == i) | ((at == i - 1) & ~inside)
+                    out.setdefault((arrays[i][2], arrays[i][3]), []).append(bad[mine] - starts[i])
+        return {key: np.concatenate(v) for key, v in out.items()}
 
 
 _ITEMSIZE = {torch.int32: 4, torch.int64: 8, torch.uint8: 1}

@@ -53,6 +53,11 @@ CPU_BATCH = 4
 HOST_BATCH = 64
 """Cases per batch of a target checked on the host (:class:`~...targetkit.device_batch.HostBatchArenas`:
 one copy each way per dtype and one comparison for all of them, made ahead by the producers)."""
+RECORD_BATCH = 16
+"""Cases per record host batch (:func:`~.producers.record_batch`): a record's draw and oracle
+take milliseconds a case (up to hundreds at production scale), so a batch of 64 would keep a
+producer busy for seconds before the first launch; the launches' overhead per batch is small
+beside them."""
 MIN_BATCHES = 8
 """Batches a run of ``examples`` cases makes at least (each batch draws some modes once for
 all of its cases: with or without draft probabilities, synthetic mode)."""
@@ -202,8 +207,9 @@ def device_fuzz_target(
     on_device = dt.checked_on == "device"
     gen = torch.Generator(device=device) if on_device else None  # reseeded per example, one per run
     max_requests = CPU_MAX_REQUESTS if device == "cpu" else None
-    by_record = dt.checked_on == "record"
-    host_k = CPU_BATCH if device == "cpu" else HOST_BATCH
+    record_batches = dt.checked_on == "record" and dt.batches_on_host(impl)
+    by_record = dt.checked_on == "record" and not record_batches
+    host_k = CPU_BATCH if device == "cpu" else RECORD_BATCH if record_batches else HOST_BATCH
     if examples is not None:  # a run of few examples: at least MIN_BATCHES batches
         host_k = max(1, min(host_k, -(-examples // MIN_BATCHES)))
     producer = None if on_device or by_record else HostCases(
@@ -345,8 +351,13 @@ def device_fuzz_target(
                 except StopIteration:
                     break
                 t = clock("draw", t)
-                finding = _host_batch(dt, impl, origin, device, hb, stats, clock, confirm, start, time_budget,
-                                      cross_check_share, cross)
+                if record_batches:
+                    finding = _record_batch(dt, impl, origin, device, hb, stats, clock, confirm,
+                                            lambda case: check_case(case, impls, device, journal), start, time_budget,
+                                            cross_check_share, cross)
+                else:
+                    finding = _host_batch(dt, impl, origin, device, hb, stats, clock, confirm, start, time_budget,
+                                          cross_check_share, cross)
                 if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):
                     stats.warmup = time.monotonic() - start
                 i += chunk_step * len(hb)
@@ -608,6 +619,147 @@ def _lost(outcome: Outcome, suspects: list[Case], origin: object) -> Finding:
         outcome.crash = (f"{outcome.crash} (in a batch: one of the {len(suspects)} cases launched before the "
                          "device failed)")
     return Finding(suspects[0], outcome, origin, suspects=suspects)
+
+
+def _record_batch(dt: Any, impl: Any, origin: object, device: str, hb: HostBatchArenas, stats: Any, clock: Callable,
+                  confirm: Callable, check: Callable[[Case], Finding | None], start: float, time_budget: float | None,
+                  cross_check_share: float, cross: list[float]) -> Finding | None:
+    """A record host batch (:func:`~.producers.record_batch`: cases of a target checked by its
+    record, the first oracle's expectation laid out by the producers): one copy to the device,
+    each case launched through the record's launch (its outputs in the shapes the record gives
+    them, an aliased output in its input's buffer), one comparison of every element of every
+    case. An element the first oracle bounds (``loose``) may differ from its expected value
+    within its bound; any other difference names its case. Such a case is checked by the
+    record's check (``check``: the NumPy and Numba oracles, settlement): one whose difference
+    the contract does not leave open and that the check does not fail is an oracle
+    disagreement, as a host batch's; one the contract leaves open (windows, an in-place bounded
+    element as it was) the check settles. A share of the clean cases is cross-checked as
+    :func:`_batch` does. The batch is released at the end (its producer's slot takes another
+    batch)."""
+    try:
+        return _record_batch_checked(dt, impl, origin, device, hb, stats, clock, confirm, check, start, time_budget,
+                                     cross_check_share, cross)
+    finally:
+        hb._expected = None  # views of the buffer (HostBatchArenas.inputs), gone before its slot is reused
+        hb.release()
+
+
+def _record_batch_checked(dt: Any, impl: Any, origin: object, device: str, hb: HostBatchArenas, stats: Any,
+                          clock: Callable, confirm: Callable, check: Callable[[Case], Finding | None], start: float,
+                          time_budget: float | None, cross_check_share: float, cross: list[float]) -> Finding | None:
+    name = dt.name
+    record = dt.record
+    t = time.perf_counter()
+    views = hb.upload(device)
+    t = clock("buffers", t)
+
+    def host_case(k: int) -> Case:
+        dc = hb.case(k)
+        return dt.to_case(DeviceCase(dc.inputs | hb.record[k].inputs, dc.outputs, dc.scalars, dc.host))
+
+    launch = record.launch
+    with np.errstate(all="ignore"):  # the interpreter's NumPy ops, as the record's check runs them
+        j = 0
+        try:
+            for j, (v, dc, rx) in enumerate(zip(views, hb.launch_cases, hb.record, strict=True)):
+                arrays = hb.inputs(j)  # as drawn: a launch may read sizes off them (vLLM's max_query_len)
+                if rx.inputs:
+                    arrays |= rx.inputs
+                for n, shape in rx.shapes.items():
+                    v[n] = v[n].view(shape)
+                for out, inp in rx.alias.items():
+                    v[out] = v[inp]
+                try:
+                    launch(impl, v, Case(name, arrays, dc.scalars, dc.host.get("launch", {})))
+                except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+                    outcome = Outcome().crashed(exc, device)
+                    if outcome.fatal:
+                        raise
+                    stats.examples += j + 1
+                    stats.tokens += sum(rx.tokens for rx in hb.record[: j + 1])
+                    return confirm(host_case(j), True)
+            t = clock("kernel", t)
+            bad = hb.mismatch()
+        except Exception as exc:  # noqa: BLE001 - a fault of the batch's launches, seen at a launch or at the wait
+            outcome = Outcome().crashed(exc, device)
+            if not outcome.fatal:
+                raise
+            stats.examples += j + 1
+            return _lost(outcome, [host_case(x) for x in range(j + 1)], origin)
+    loose_outputs = any(n in dc.outputs for dc, rx in zip(hb.launch_cases, hb.record, strict=True) for n in rx.loose)
+    if loose_outputs and not bad:
+        hb.download()  # bounded outputs are compared on the host, written or not
+    flagged = _unsettled(hb, bad) if bad or loose_outputs else {}
+    t = clock("compare", t)
+    stats.examples += len(hb)
+    stats.tokens += sum(rx.tokens for rx in hb.record)
+    if not flagged:  # every case checked, every element: the features each reached
+        stats.features.update(*hb.features)
+        stats.toured.update(*hb.toured)
+        return _cross_check_clean(name, range(len(hb)), hb.input_elements.__getitem__, host_case, confirm, stats, start,
+                                  time_budget, cross_check_share, cross)
+    finding = None
+    for j in range(len(hb)):
+        if j not in flagged:
+            stats.features.update(hb.features[j])
+            stats.toured.update(hb.toured[j])
+            continue
+        case = host_case(j)
+        stats.reach(name, case)
+        finding = check(case) if flagged[j] else confirm(case, True)  # settled by the record's check, or confirmed
+        stats.cross_checked += 1
+        if finding is not None:
+            break
+    stats.stages["cross-check"] += time.perf_counter() - t
+    return finding
+
+
+def _unsettled(hb: HostBatchArenas, bad: int) -> dict[int, bool]:
+    """The cases of record host batch ``hb`` (after its launches; ``bad``: its elements not
+    as expected) with an element not as the contract says, each with whether the record's
+    check settles it (its oracle met windows, or its only differences are an in-place input's
+    bounded elements within their bounds holding what they held before the launch: written
+    with their own value, or not written) rather than confirms it (any other difference).
+    Bounded elements (:class:`~...targetkit.device.RecordExpectation`'s ``loose``) may lie
+    within their bound of the expected value: an output's (the sentinel in the expected
+    buffers) are every one compared so, an in-place input's where they differ."""
+    from ...core.compare import within
+
+    differing = hb.differing() if bad else {}
+    names: dict[int, list[str]] = {}
+    for j, n in differing:
+        names.setdefault(j, []).append(n)
+    flagged: dict[int, bool] = {}
+    for j, (dc, rx) in enumerate(zip(hb.launch_cases, hb.record, strict=True)):
+        for n in dict.fromkeys([*names.get(j, ()), *rx.loose]):
+            index = differing.get((j, n), _NONE)
+            if n not in rx.loose:
+                if index.size:
+                    flagged[j] = False
+                    break
+                continue
+            at, expected, before, bound = rx.loose[n]
+            if n in dc.outputs:  # every bounded element, written or not
+                k = np.arange(at.size)
+                outside = np.setdiff1d(index, at, assume_unique=True)
+            else:
+                k = np.minimum(np.searchsorted(at, index), max(at.size - 1, 0))
+                outside = index[(at.size == 0) | (at[k] != index)] if at.size else index
+            if outside.size:  # a difference outside the bounded elements
+                flagged[j] = False
+                break
+            actual = hb.array(j, n)[at[k]]
+            bits = actual.view(before.dtype)
+            same = bits == expected[k].view(before.dtype)
+            if not (same | within(expected[k], actual, bound[k])).all():
+                flagged[j] = False
+                break
+            if (~same & (bits == before[k])).any():
+                flagged[j] = True
+    return {j: settles or hb.record[j].windows for j, settles in flagged.items()}
+
+
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 def _cross_check_clean(name: str, cases: Iterable[Any], size_of: Callable[[Any], int], host_case: Callable[[Any], Case],

@@ -126,6 +126,56 @@ def host_batch(name: str, seed: int, indices: list[int], max_requests: int | Non
     return hb
 
 
+RECORD_BATCH_BYTES = 32 << 20
+"""The bytes of arrays (inputs and outputs) after which a record host batch is cut: the next
+cases of its examples make another batch (a batch of cases of tens of MB each would take
+seconds to hand over and gigabytes to hold)."""
+
+
+def record_batch(name: str, seed: int, indices: list[int], max_requests: int | None = None) -> list[HostBatchArenas]:
+    """Examples ``indices`` of a target checked by its record
+    (:class:`~...targetkit.device.RecordDevice`), each the case its record draws (the seed the
+    case-at-a-time path draws it with), checked against the record's first (NumPy) oracle
+    (:meth:`~...targetkit.device.RecordDevice.host_expectation`) in pre-filled buffers: one
+    :class:`~...targetkit.device_batch.HostBatchArenas` of consecutive cases, or several where
+    their arrays pass :data:`RECORD_BATCH_BYTES`. Each batch carries ``record`` (each case's
+    :class:`~...targetkit.device.RecordExpectation`), ``features`` (as the run counts them:
+    a tour shape's case its extremes only) and ``toured`` (a tour shape's case's others)."""
+    from ...generation.strategies import is_tour_case
+    from ...targets import TARGETS
+
+    dt = device_targets()[name]
+    target = TARGETS[name]
+    extremes = set(target.extremes)
+    out: list[HostBatchArenas] = []
+    parts: list[tuple] = []
+    size = 0
+
+    def cut() -> None:
+        hb = HostBatchArenas([p[0] for p in parts], [p[1] for p in parts])
+        hb.record = [p[2] for p in parts]
+        hb.features = [p[3] for p in parts]
+        hb.toured = [p[4] for p in parts]
+        out.append(hb)
+        parts.clear()
+
+    for i in indices:
+        case = dt.draw_case(np.random.default_rng(derive_seed(seed, name, "device", i)), max_requests)
+        dc, writes, rx = dt.host_expectation(case)
+        reached = target.features_of(case)
+        toured = frozenset()
+        if is_tour_case(case):
+            reached, toured = reached & extremes, reached - extremes
+        parts.append((dc, writes, rx, frozenset(reached), toured))
+        size += sum(a.nbytes for a in dc.inputs.values()) + sum(k * t.itemsize for t, k in dc.outputs.values())
+        if size >= RECORD_BATCH_BYTES:
+            cut()
+            size = 0
+    if parts:
+        cut()
+    return out
+
+
 def _chunk(name: str, seed: int, indices: list[int], max_requests: int | None) -> list[tuple[DeviceCase, HostArenas]]:
     return [host_case(name, seed, i, max_requests) for i in indices]
 
@@ -134,7 +184,10 @@ def _batches(name: str, seed: int, batches: list[list[int]], max_requests: int |
              slot: tuple[str, int] | None = None) -> list[HostBatchArenas]:
     """The batches of ``batches``; with ``slot`` (a worker's task: a file and its size), the
     first one's buffer written there instead of pickled back (:meth:`~...targetkit.device_batch.HostBatchArenas.put_in`)."""
-    out = [host_batch(name, seed, indices, max_requests) for indices in batches]
+    if device_targets()[name].checked_on == "record":  # a batch of examples may be cut into several
+        out = [hb for indices in batches for hb in record_batch(name, seed, indices, max_requests)]
+    else:
+        out = [host_batch(name, seed, indices, max_requests) for indices in batches]
     if slot is not None and out:
         out[0].put_in(*slot)
     return out
@@ -278,7 +331,8 @@ class HostCases:
             work = [self.pending.popleft()] if self.pending else self._work(1)
             if not work:
                 raise StopIteration
-            return self._make(work)[0]
+            self.ready.extend(self._make(work))
+            return self.ready.popleft()
         while len(self.in_flight) < self.depth:
             work = self._work(1 if self.batch else CHUNK)
             if not work:
