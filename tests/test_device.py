@@ -656,3 +656,36 @@ def test_a_batch_that_loses_the_device_names_every_case_launched_as_a_suspect(na
     assert [c.arrays.keys() for c in orphan.suspects] == [c.arrays.keys() for c in finding.suspects]
     for a, b in zip(orphan.suspects, finding.suspects, strict=True):
         assert all((a.arrays[n] == b.arrays[n]).all() for n in a.arrays) and a.scalars == b.scalars
+
+
+def test_a_batch_still_being_made_when_the_time_is_up_ends_the_run():
+    """``--time-budget`` holds while the producers make a batch: a batch not made by the run's
+    deadline ends the iteration (here one never made: the wait gives up at the deadline instead
+    of blocking), rather than the run waiting for it past its budget (a record target's batch
+    of production-scale draws takes seconds)."""
+    import threading
+    import time
+    from concurrent.futures import Future
+
+    from eaglefuzz.harness.checking.device_mode.producers import HostCases
+
+    hc = HostCases(HOST[0], 0, 0, 1, 8, workers=1, batch=4)
+
+    class Never:
+        def submit(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            return Future()
+
+    hc.pool, hc.deadline = Never(), time.monotonic() + 0.2
+    ended: list[str] = []
+
+    def wait() -> None:
+        try:
+            next(hc)
+        except StopIteration:
+            ended.append("stopped")
+
+    t = threading.Thread(target=wait, daemon=True)
+    t.start()
+    t.join(60)
+    hc.close()
+    assert ended == ["stopped"]

@@ -346,6 +346,7 @@ def device_fuzz_target(
                     break
                 continue
             if producer is not None and producer.batch:
+                producer.deadline = None if time_budget is None else start + time_budget
                 try:
                     hb = next(producer)  # drawn, its oracle run and its buffers laid out
                 except StopIteration:

@@ -20,10 +20,12 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import wait
 
@@ -296,6 +298,9 @@ class HostCases:
         self.slots = _Slots() if self.pool is not None and batch else None
         self.in_flight: deque[tuple[list, Future, tuple[str, int] | None]] = deque()
         self.depth = 2 * workers
+        self.deadline: float | None = None
+        """When (``time.monotonic()``) the run's time is up: a batch still being made then ends
+        the iteration (``--time-budget`` holds within one batch's launches, not its making)."""
         self.ready: deque = deque()
         self.pending: deque = deque()  # examples (batches) to make here: the pool broke before making them
 
@@ -347,7 +352,9 @@ class HostCases:
             raise StopIteration
         indices, future, slot = self.in_flight[0]
         try:
-            made = future.result()
+            made = future.result(timeout=None if self.deadline is None else max(0.0, self.deadline - time.monotonic()))
+        except FutureTimeout:  # the run's time is up before this batch is made: it ends here
+            raise StopIteration from None
         except BrokenProcessPool:
             # A worker could not start or died (a main module spawn cannot re-import, say):
             # the same cases, made here from now on.
