@@ -689,3 +689,21 @@ def test_a_batch_still_being_made_when_the_time_is_up_ends_the_run():
     t.join(60)
     hc.close()
     assert ended == ["stopped"]
+
+
+def test_a_run_under_a_time_budget_ramps_its_batches_up_over_the_same_cases():
+    """Under a time budget (``ramp``) the first batches hold 1, 2, 4, ... cases up to the batch
+    size, so that a short run checks cases while the later batches are made; the cases are the
+    same, in the same order, as without the ramp."""
+    from eaglefuzz.harness.checking.device_mode.producers import HostCases
+
+    def run(ramp: bool) -> list:  # noqa: FBT001
+        return list(HostCases(HOST[0], seed=5, first=0, step=1, max_requests=8, workers=0, batch=4, limit=12, ramp=ramp))
+
+    plain, ramped = run(False), run(True)
+    assert [len(hb) for hb in plain] == [4, 4, 4]
+    assert [len(hb) for hb in ramped] == [1, 2, 4, 4, 1]
+    flat = [hb.case(k) for hb in plain for k in range(len(hb))]
+    assert len(flat) == sum(len(hb) for hb in ramped) == 12
+    for a, b in zip(flat, (hb.case(k) for hb in ramped for k in range(len(hb))), strict=True):
+        assert a.scalars == b.scalars and all((a.inputs[n] == b.inputs[n]).all() for n in a.inputs)

@@ -214,7 +214,8 @@ def device_fuzz_target(
         host_k = max(1, min(host_k, -(-examples // MIN_BATCHES)))
     producer = None if on_device or by_record else HostCases(
         name, seed, chunk_offset, chunk_step, max_requests,
-        default_workers(device) if workers is None else workers, batch=host_k, limit=examples)
+        default_workers(device) if workers is None else workers, batch=host_k, limit=examples,
+        ramp=time_budget is not None)
 
     def clock(stage: str, t0: float) -> float:
         if profile and device != "cpu":

@@ -289,7 +289,7 @@ class HostCases:
     where ``limit`` examples in all end the run."""
 
     def __init__(self, name: str, seed: int, first: int, step: int, max_requests: int | None, workers: int,
-                 batch: int = 0, limit: int | None = None) -> None:
+                 batch: int = 0, limit: int | None = None, ramp: bool = False) -> None:
         self.args = (name, seed)
         self.next_index, self.step, self.max_requests = first, step, max_requests
         self.workers = workers
@@ -298,6 +298,11 @@ class HostCases:
         self.slots = _Slots() if self.pool is not None and batch else None
         self.in_flight: deque[tuple[list, Future, tuple[str, int] | None]] = deque()
         self.depth = 2 * workers
+        self.ramp = 1 if ramp else 0
+        """With ``ramp``, the first batches are of 1, 2, 4, ... cases up to ``batch`` (the same
+        cases in the same order, grouped so): a run under a time budget of a few seconds checks
+        its first cases while the later batches are made, instead of waiting for a whole batch
+        of production-scale draws (a record target's take seconds)."""
         self.deadline: float | None = None
         """When (``time.monotonic()``) the run's time is up: a batch still being made then ends
         the iteration (``--time-budget`` holds within one batch's launches, not its making)."""
@@ -316,6 +321,8 @@ class HostCases:
         out = []
         for _ in range(chunks):
             k = self.batch if self.left is None else min(self.batch, self.left)
+            if self.ramp:
+                k, self.ramp = min(k, self.ramp), self.ramp * 2
             if k <= 0:
                 break
             if self.left is not None:
