@@ -347,7 +347,9 @@ def device_fuzz_target(
                     break
                 continue
             if producer is not None and producer.batch:
-                producer.deadline = None if time_budget is None else start + time_budget
+                # the run's deadline, once a case is checked (a target's first batch, a single case
+                # under a time budget, is waited for: every target checks one case at least)
+                producer.deadline = None if time_budget is None or not stats.examples else start + time_budget
                 try:
                     hb = next(producer)  # drawn, its oracle run and its buffers laid out
                 except StopIteration:

@@ -305,7 +305,8 @@ class HostCases:
         of production-scale draws (a record target's take seconds)."""
         self.deadline: float | None = None
         """When (``time.monotonic()``) the run's time is up: a batch still being made then ends
-        the iteration (``--time-budget`` holds within one batch's launches, not its making)."""
+        the iteration (``--time-budget`` holds within one batch's launches, not its making).
+        The engine sets it once its target has checked a case."""
         self.ready: deque = deque()
         self.pending: deque = deque()  # examples (batches) to make here: the pool broke before making them
 
