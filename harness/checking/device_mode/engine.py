@@ -479,37 +479,23 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
         dc = batch.case(j, host_cat, host_shared)
         return _case(dt, dc, dc.inputs)
 
-    finding, bad, launched = None, 0, k
     views = arenas.views
     staged.before_launch()
-    j = 0
-    try:
-        for j in range(k):
-            try:
-                dt.launch(impl, views[j], batch.launch_case(j))
-            except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
-                outcome = Outcome().crashed(exc, device)
-                if outcome.fatal:
-                    raise
-                finding, launched = confirm(host_case(j), True), j + 1  # a finding either way (device_bad)
-                break
-        t = clock("kernel", t)
-        if finding is None:
-            bad = int(arenas.mismatch())  # the batch's one wait for the device
-    except Exception as exc:  # noqa: BLE001 - a fault of the batch's launches, seen at a launch or at the wait
-        outcome = Outcome().crashed(exc, device)
-        if not outcome.fatal:
-            raise
-        stats.examples += j + 1
-        return _lost(outcome, [host_case(x) for x in range(j + 1)], origin)
+    launched, failed = _launch_each(lambda j: dt.launch(impl, views[j], batch.launch_case(j)), k, device)
+    t = clock("kernel", t)
+    bad = 0
+    if failed is None:
+        bad, failed = _wait(arenas.mismatch, device)  # the batch's one wait for the device
     bigs.clear()
-    if not bad and finding is None:
+    if not bad and failed is None:
         bigs.update(arenas.big)  # intact: the next batch of the epoch guards the same tables
     t = clock("compare", t)
     stats.examples += launched
+    if failed is not None and failed.fatal:
+        return _lost(failed, [host_case(x) for x in range(launched)], origin)
     stats.tokens += sum(batch.tokens(j) for j in range(launched))
-    if finding is not None:
-        return finding
+    if failed is not None:
+        return confirm(host_case(launched - 1), True)  # a finding either way (device_bad)
     if not bad:  # every case checked: the features its sizes and modes decide
         stats.features.update(*dt.batch_features(batch, writes))
     if bad:
@@ -565,27 +551,18 @@ def _host_batch_checked(dt: DeviceTarget, impl: Any, origin: object, device: str
         dc = hb.case(k)
         return _case(dt, dc, dc.inputs)
 
-    launch = dt.launch
-    j = 0
-    try:
-        for j, (v, dc) in enumerate(zip(views, hb.launch_cases, strict=True)):
-            try:
-                launch(impl, v, dc)
-            except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
-                outcome = Outcome().crashed(exc, device)
-                if outcome.fatal:
-                    raise
-                stats.examples += j + 1
-                stats.tokens += dc.tokens
-                return confirm(host_case(j), True)
-        t = clock("kernel", t)
-        bad = hb.mismatch()
-    except Exception as exc:  # noqa: BLE001 - a fault of the batch's launches, seen at a launch or at the wait
-        outcome = Outcome().crashed(exc, device)
-        if not outcome.fatal:
-            raise
-        stats.examples += j + 1
-        return _lost(outcome, [host_case(x) for x in range(j + 1)], origin)
+    launch, cases = dt.launch, hb.launch_cases
+    launched, failed = _launch_each(lambda j: launch(impl, views[j], cases[j]), len(hb), device)
+    t = clock("kernel", t)
+    bad = 0
+    if failed is None:
+        bad, failed = _wait(hb.mismatch, device)
+    if failed is not None:
+        stats.examples += launched
+        if failed.fatal:
+            return _lost(failed, [host_case(x) for x in range(launched)], origin)
+        stats.tokens += cases[launched - 1].tokens
+        return confirm(host_case(launched - 1), True)
     t = clock("compare", t)
     stats.examples += len(hb)
     stats.tokens += hb.tokens
@@ -611,6 +588,31 @@ def _host_batch_checked(dt: DeviceTarget, impl: Any, origin: object, device: str
         return finding
     return _cross_check_clean(name, range(len(hb)), hb.input_elements.__getitem__,
                               host_case, confirm, stats, start, time_budget, cross_check_share, cross)
+
+
+def _launch_each(run: Callable[[int], None], n: int, device: str) -> tuple[int, Outcome | None]:
+    """A batch's launches, ``run(j)`` for its ``n`` cases in order, until one raises: the cases
+    launched and that failure of the code under test (``None``: none raised; fatal: a sticky
+    CUDA error, which may come from an earlier launch of the batch)."""
+    for j in range(n):
+        try:
+            run(j)
+        except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+            return j + 1, Outcome().crashed(exc, device)
+    return n, None
+
+
+def _wait(mismatch: Callable[[], Any], device: str) -> tuple[int, Outcome | None]:
+    """The batch's one wait for the device, its comparison ``mismatch()``: the elements not as
+    expected, or a sticky CUDA error of its launches seen there (a fatal outcome; any other
+    exception is the harness's own and raised)."""
+    try:
+        return int(mismatch()), None
+    except Exception as exc:  # noqa: BLE001 - a fault of the batch's launches, seen at the wait
+        outcome = Outcome().crashed(exc, device)
+        if not outcome.fatal:
+            raise
+        return 0, outcome
 
 
 def _lost(outcome: Outcome, suspects: list[Case], origin: object) -> Finding:
@@ -662,34 +664,30 @@ def _record_batch_checked(dt: Any, impl: Any, origin: object, device: str, hb: H
         return dt.to_case(DeviceCase(dc.inputs | hb.record[k].inputs, dc.outputs, dc.scalars, dc.host))
 
     launch = record.launch
+
+    def run(j: int) -> None:
+        v, dc, rx = views[j], hb.launch_cases[j], hb.record[j]
+        arrays = hb.inputs(j)  # as drawn: a launch may read sizes off them (vLLM's max_query_len)
+        if rx.inputs:
+            arrays |= rx.inputs
+        for n, shape in rx.shapes.items():
+            v[n] = v[n].view(shape)
+        for out, inp in rx.alias.items():
+            v[out] = v[inp]
+        launch(impl, v, Case(name, arrays, dc.scalars, dc.host.get("launch", {})))
+
     with np.errstate(all="ignore"):  # the interpreter's NumPy ops, as the record's check runs them
-        j = 0
-        try:
-            for j, (v, dc, rx) in enumerate(zip(views, hb.launch_cases, hb.record, strict=True)):
-                arrays = hb.inputs(j)  # as drawn: a launch may read sizes off them (vLLM's max_query_len)
-                if rx.inputs:
-                    arrays |= rx.inputs
-                for n, shape in rx.shapes.items():
-                    v[n] = v[n].view(shape)
-                for out, inp in rx.alias.items():
-                    v[out] = v[inp]
-                try:
-                    launch(impl, v, Case(name, arrays, dc.scalars, dc.host.get("launch", {})))
-                except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
-                    outcome = Outcome().crashed(exc, device)
-                    if outcome.fatal:
-                        raise
-                    stats.examples += j + 1
-                    stats.tokens += sum(rx.tokens for rx in hb.record[: j + 1])
-                    return confirm(host_case(j), True)
-            t = clock("kernel", t)
-            bad = hb.mismatch()
-        except Exception as exc:  # noqa: BLE001 - a fault of the batch's launches, seen at a launch or at the wait
-            outcome = Outcome().crashed(exc, device)
-            if not outcome.fatal:
-                raise
-            stats.examples += j + 1
-            return _lost(outcome, [host_case(x) for x in range(j + 1)], origin)
+        launched, failed = _launch_each(run, len(hb), device)
+    t = clock("kernel", t)
+    bad = 0
+    if failed is None:
+        bad, failed = _wait(hb.mismatch, device)
+    if failed is not None:
+        stats.examples += launched
+        if failed.fatal:
+            return _lost(failed, [host_case(x) for x in range(launched)], origin)
+        stats.tokens += sum(rx.tokens for rx in hb.record[:launched])
+        return confirm(host_case(launched - 1), True)
     loose_outputs = any(n in dc.outputs for dc, rx in zip(hb.launch_cases, hb.record, strict=True) for n in rx.loose)
     if loose_outputs and not bad:
         hb.download()  # bounded outputs are compared on the host, written or not
