@@ -274,3 +274,42 @@ def test_device_campaigns_under_a_budget_run_their_scale_targets_first():
     assert c._scale_first(names, run, None) == set()  # --examples: every eighth example, in turn
     c.scale_why = "the interpreter"
     assert c._scale_first(names, run, 1.0) == set()
+
+
+def test_a_lazy_table_crosses_to_the_device_by_its_written_pages_alone(monkeypatch):
+    """A table of ``lazy_full`` goes to the device as its written pages and zeros (a scale case's
+    table of gigabytes holds a few live rows): the tensor is the array, element for element, as a
+    whole copy makes it; a change on the device, in a page never written or in a written one, is
+    counted; an ordinary array, a strided view, or a system that does not tell which pages are
+    made crosses whole."""
+    import builtins
+
+    import torch
+
+    from eaglefuzz.harness.targetkit.device_draws import lazy_full, to_device, written_runs
+    from eaglefuzz.harness.targetkit.scale_rows import DeviceTable
+
+    table = lazy_full((64, 4099), np.float32)  # rows across page boundaries
+    table[3, 7], table[40, :] = 1.5, -2.0
+    table[63, 4098] = np.float32(np.nan)
+    runs = written_runs(table)
+    assert runs is not None and sum(hi - lo for lo, hi in runs) < table.size // 4
+    flat = table.reshape(-1)
+    assert all(any(lo <= i < hi for lo, hi in runs) for i in np.flatnonzero(flat != 0).tolist() + [flat.size - 1])
+    assert written_runs(table[10:50]) is not None and written_runs(table[:, ::2]) is None
+    assert written_runs(np.zeros(8, np.float32)) is None
+    for a in (table, table[10:50], np.arange(12, dtype=np.int64).reshape(3, 4), table[:, ::2]):
+        got = to_device(a, "cpu").numpy()
+        assert got.dtype == a.dtype and got.shape == a.shape and got.tobytes() == np.ascontiguousarray(a).tobytes()
+
+    t = DeviceTable(table, "cpu")
+    assert t.changed() == 0
+    t.view[20, 5] = 3.0  # a page never written on the host
+    t.view[40, 9] = 0.0  # a written one
+    assert t.changed() == 2
+
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda f, *a, **k: (_ for _ in ()).throw(PermissionError(f)) if f == "/proc/self/pagemap" else real_open(f, *a, **k))
+    assert written_runs(table) is None
+    assert to_device(table, "cpu").numpy().tobytes() == table.tobytes()
+    assert isinstance(t.rows(0, 64), torch.Tensor)

@@ -27,6 +27,7 @@ import torch
 
 from ..core.case import Case
 from ..generation.strategies import Scale
+from .device_draws import to_device
 from .scale import flat_limit
 
 GUARD = 256
@@ -168,7 +169,7 @@ class DeviceTarget:
         """``case`` on the device, launched as vLLM launches it (every launch field ``null``)."""
         specs = self.record.output_specs(case)
         return DeviceCase(
-            inputs={n: torch.from_numpy(np.ascontiguousarray(a)).to(device) for n, a in case.arrays.items()},
+            inputs={n: to_device(a, device) for n, a in case.arrays.items()},
             outputs={n: (_TORCH[np.dtype(dt)], int(np.prod(shape))) for n, (dt, shape) in specs.items()},
             scalars=dict(case.scalars),
         )
