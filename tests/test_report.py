@@ -716,3 +716,20 @@ def test_audit_examples_per_tier_are_those_said(capsys):
     code, out, _ = run(capsys, "audit", "--kernel", PI, "--examples", "12")
     assert "12 examples per tier" in out and f"## {PI}: production 12, extended 12 examples" in out
 
+
+
+def test_a_finding_derives_its_features_and_reproducer_once_per_case(monkeypatch):
+    """A finding is reported more than once (saved, printed); what comes from its case alone (the
+    features, the reproducer: gigabytes read for a production-scale case) is made once, and made
+    again when the finding's case is another (a shrunk one)."""
+    record = TARGETS[PI]
+    calls = []
+    real = type(record).features_of
+    monkeypatch.setattr(type(record), "features_of", lambda self, case: calls.append(case) or real(self, case))
+    f = _failing(_pi_minimal_case(), "request")
+    first = f.report()
+    assert f.report() == first and f.report(saved=Path("x.json")) != first
+    assert len(calls) == 1
+    f.case = _pi_minimal_case()
+    f.report()
+    assert len(calls) == 2

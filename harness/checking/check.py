@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,26 @@ class Finding:
     (a CUDA fault surfaces at a later call than the launch that made it: any of them may be
     the one; ``case`` is the first). Empty otherwise."""
 
+    _memo: dict[str, tuple[Case, Any]] = field(default_factory=dict, repr=False, compare=False)
+    """What :meth:`report` derives from the case alone, kept while ``case`` is the same object (a
+    production-scale case's features and reproducer read gigabytes; a finding is reported more
+    than once: saved, printed)."""
+
+    def _of_case(self, key: str, make: Callable[[], Any]) -> Any:
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] is self.case:
+            return hit[1]
+        value = make()
+        self._memo[key] = (self.case, value)
+        return value
+
+    def given_features(self, features: Iterable[str]) -> Finding:
+        """This finding, its case's features as already found (a production-scale case's, by the
+        scale lane that checked it: features_of reads every element of its tables) for the
+        report to show; the finding itself."""
+        self._memo["features"] = (self.case, sorted(features))
+        return self
+
     @property
     def kind(self) -> str:
         """``oracle disagreement``, ``crash``, ``difference`` or, in the extended tier,
@@ -106,6 +127,9 @@ class Finding:
 
     def reproducer(self) -> str:
         """Python source that fails while the finding stands: run it with ``python``."""
+        return self._of_case(f"reproducer {self.origin.spec}", self._reproducer)
+
+    def _reproducer(self) -> str:
         spec = self.origin.spec
         arg = "" if spec in ("bundled", "") else f", source={spec!r}"
         case = TARGETS[self.case.kernel].in_order(self.case)  # as the signature lists them, from a run or a file
@@ -162,7 +186,7 @@ class Finding:
         else:
             lines.append("tier: production (a contract violation)" if self.kind != "oracle disagreement"
                          else "tier: production")
-            lines.append("features: " + ", ".join(sorted(target.features_of(self.case))))
+            lines.append("features: " + ", ".join(self._of_case("features", lambda: sorted(target.features_of(self.case)))))
         if saved is not None:
             lines.append("replay it:")
             lines += ["    " + c for c in self.replay_commands(saved)]

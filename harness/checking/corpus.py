@@ -38,6 +38,7 @@ import numpy as np
 
 from ..core.case import Case
 from ..core.errors import UserError
+from ..core.lazy import zero_sparse
 from ..core.limits import LimitExceeded, Limits, check_file_size, check_shape, current, parse
 from ..core.paths import CORPUS_DIR as CORPUS_DIR  # the regression corpus, re-exported
 from ..core.paths import findings_corpus
@@ -131,6 +132,9 @@ def _sparse_where(bits: np.ndarray) -> tuple[np.ndarray, int] | None:
     sample = bits[:: bits.size // 4096]
     values, counts = np.unique(sample, return_counts=True)
     candidate = values[int(np.argmax(counts))]
+    lazy = zero_sparse(bits) if candidate == 0 else None  # a table of zeros with a few live rows
+    if lazy is not None:
+        return lazy
     where = np.flatnonzero(bits != candidate)
     return (where, int(np.argmax(bits == candidate))) if 2 * where.size < bits.size else None
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from .lazy import zero_sparse
+
 Scalar = int | bool | None
 
 
@@ -179,10 +181,11 @@ def _large_source(arr: np.ndarray, dt: str, max_entries: int = SPARSE_MAX) -> st
     bits = _bit_view(flat)
     probe = np.unique(bits[:: max(1, flat.size // 4096)], return_counts=True)
     fill_bits = probe[0][int(np.argmax(probe[1]))]
-    where = np.flatnonzero(bits != fill_bits)
+    lazy = zero_sparse(arr) if fill_bits == 0 else None  # a table of zeros with a few live rows
+    where = np.flatnonzero(bits != fill_bits) if lazy is None else lazy[0]
     if where.size == flat.size:
         return None
-    fill = flat[int(np.argmax(bits == fill_bits))]
+    fill = flat[int(np.argmax(bits == fill_bits)) if lazy is None else lazy[1]]
     fill_src = _scalar_source(fill)
     exact = _bit_view(np.array([fill.item()], dtype=arr.dtype))[0] == fill_bits
     shape = arr.shape if arr.ndim > 1 else arr.size

@@ -10,12 +10,13 @@ the largest entry of a row always kept.
 
 from __future__ import annotations
 
-import mmap
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from ..core.lazy import lazy_full, written_runs
 from .scale import flat_limit, scaled_vocab
 
 MAX_VOCAB = 262144
@@ -160,60 +161,6 @@ def scale_counts(rng: np.random.Generator, N: int) -> np.ndarray:  # noqa: N803
     return np.insert(d, zeros, 0)
 
 
-class _LazyPages(mmap.mmap):
-    """The anonymous private memory of :func:`lazy_full`: a page never written reads 0."""
-
-
-def lazy_full(shape: tuple[int, ...], dtype: type, fill: float = 0) -> np.ndarray:
-    """``np.full(shape, fill, dtype)`` whose pages are made only when written (``fill`` 0) or
-    once (else): anonymous memory with huge pages off, so that a few entries scattered over a
-    10 GiB table touch a few 4 KiB pages, not every 2 MiB huge page (gigabytes, tens of seconds).
-    :func:`written_runs` tells which elements such an array's written pages hold."""
-    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    try:
-        buf = _LazyPages(-1, max(n, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        buf.madvise(mmap.MADV_NOHUGEPAGE)
-    except (AttributeError, OSError, ValueError):  # not Linux: an ordinary array
-        return np.full(shape, fill, dtype=dtype)
-    out = np.frombuffer(buf, dtype=dtype, count=int(np.prod(shape))).reshape(shape)
-    if fill:
-        out[...] = fill
-    return out
-
-
-def written_runs(a: np.ndarray) -> list[tuple[int, int]] | None:
-    """The flat element ranges ``[start, end)`` of ``a`` (an array of :func:`lazy_full`, or a
-    C-contiguous view of one) that lie on pages ever made (written, or read): every element
-    outside them is 0, since a page of anonymous memory never made reads 0. Linux tells which
-    pages are made (``/proc/self/pagemap``: present or swapped). ``None``: ``a`` is no such
-    array, or the system does not tell; any element may then hold anything."""
-    base: object = a
-    while isinstance(base, np.ndarray):
-        base = base.base
-    if not isinstance(getattr(base, "obj", base), _LazyPages) or not a.flags.c_contiguous or a.size == 0:
-        return None
-    page = mmap.PAGESIZE
-    addr = int(a.__array_interface__["data"][0])
-    first, last = addr // page, (addr + a.nbytes - 1) // page
-    try:
-        with open("/proc/self/pagemap", "rb") as f:
-            f.seek(first * 8)
-            raw = f.read((last - first + 1) * 8)
-    except OSError:
-        return None
-    entries = np.frombuffer(raw, dtype=np.uint64)
-    if entries.size != last - first + 1:
-        return None
-    made = (entries >> np.uint64(62)) != 0  # bit 63 present, bit 62 swapped
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], made.astype(np.int8), [0]])))
-    runs = []
-    for s, t in zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True):
-        lo = max((first + s) * page, addr) - addr
-        hi = min((first + t) * page, addr + a.nbytes) - addr
-        runs.append((lo // a.itemsize, -(-hi // a.itemsize)))
-    return runs
-
-
 UPLOAD_BLOCK = 1 << 26
 """Elements copied to the device at once from a host array (256 MiB of float32)."""
 
@@ -230,10 +177,12 @@ def upload(a: np.ndarray, out: torch.Tensor) -> torch.Tensor:
         runs = [(0, src.size)]
     else:
         flat.zero_()
-    for lo, hi in runs:
-        for s in range(lo, hi, UPLOAD_BLOCK):
-            t = min(hi, s + UPLOAD_BLOCK)
-            flat[s:t].copy_(torch.from_numpy(src[s:t]))
+    with warnings.catch_warnings():  # a sealed (read-only) array: only read here
+        warnings.filterwarnings("ignore", "The given NumPy array is not writable", UserWarning)
+        for lo, hi in runs:
+            for s in range(lo, hi, UPLOAD_BLOCK):
+                t = min(hi, s + UPLOAD_BLOCK)
+                flat[s:t].copy_(torch.from_numpy(src[s:t]))
     return out
 
 

@@ -26,7 +26,7 @@ from ..core.case import Case
 from ..core.compare import Difference, compare_arrays
 from .base import Outcome
 from .device import _POISON_BITS, _SENTINEL, GUARD, _storage, _wrap_guard
-from .device_draws import lazy_full, upload, written_runs
+from .device_draws import lazy_full, upload
 
 ROW_BLOCK = 1 << 26
 """Elements per block of rows uploaded and compared at once (256 MiB of float32)."""
@@ -47,7 +47,6 @@ class DeviceTable:
         self.full = torch.full((self.before + n + GUARD,), self.poison, dtype=s, device=device)
         mid = self.full[self.before : self.before + n]
         self.view = (mid.view(self.dtype) if s != self.dtype else mid).view(host.shape)
-        self.runs = written_runs(host)
         upload(host, self.view)
 
     def blocks(self) -> list[tuple[int, int]]:
@@ -59,8 +58,6 @@ class DeviceTable:
     def rows(self, a: int, b: int) -> torch.Tensor:
         """Rows ``[a, b)`` of the host array as given, on the device (of a table of
         :func:`~.device_draws.lazy_full`, only its written elements cross)."""
-        if self.runs is None:
-            return torch.from_numpy(np.ascontiguousarray(self.host[a:b])).to(self.view.device)
         return upload(self.host[a:b], torch.empty((b - a, *self.host.shape[1:]), dtype=self.dtype, device=self.view.device))
 
     def changed(self) -> int:

@@ -43,7 +43,7 @@ from ..check import CaseJournal, Finding, check_case
 from ..fuzz import Stats, shrink_finding
 from . import device_targets
 from .producers import HostCases, default_workers
-from .scale_lane import ScaleLane, Verdict, minimise, scale_case
+from .scale_lane import ScaleLane, Verdict, forget_scale_cases, minimise, scale_case
 
 CROSS_CHECK_SHARE = 0.05
 WARMUP = 16
@@ -67,9 +67,9 @@ SCALE_EVERY, SCALE_AT = 8, 3
 """Examples ``i`` with ``i % SCALE_EVERY == SCALE_AT`` of a target with production-scale cases
 are such a case (tables past ``2**31`` elements), run in the scale lane (:mod:`.scale_lane`)
 where the GPU can hold them (:func:`~...targetkit.scale.unreachable`)."""
-SCALE_MIN_S = 30.0
+SCALE_MIN_S = 15.0
 """A target's time budget left under which its scale examples are ordinary ones (starting a lane
-and checking a case of gigabytes takes tens of seconds); the report says so."""
+and checking a case of gigabytes: 6-12 s on an H200, benchmarks/RESULTS.md); the report says so."""
 CROSS_CHECK_S_PER_ELEMENT = 1e-7
 """What a cross-check is assumed to cost per element before one has been timed (one that would
 not fit in the time left is not made: ``--time-budget`` holds)."""
@@ -438,6 +438,7 @@ def device_fuzz_target(
             producer.close()
         if lane is not None:
             lane.close()
+            forget_scale_cases()
     stats.seconds = time.monotonic() - begun
     return stats
 
@@ -810,15 +811,21 @@ def _scale_finding(case: Case, v: Verdict, origin: object) -> Finding:
     NumPy and Numba oracles) when it confirmed a difference; else the fault; else the lane's
     device check and the ordinary one disagree (an oracle disagreement, a harness bug)."""
     if v.outcome is not None and not v.outcome.ok:
-        return Finding(case, v.outcome, origin)
+        return _with_features(Finding(case, v.outcome, origin), v)
     if v.crash or v.hang:
-        return Finding(case, Outcome(crash=v.crash, hang=v.hang), origin)
+        return _with_features(Finding(case, Outcome(crash=v.crash, hang=v.hang), origin), v)
     outcome = Outcome()
     outcome.oracle_disagreements.append(Difference(
         case.kernel, None, "the kernel's outputs (the NumPy and Numba oracles agree with them)",
         f"{v.bad} element(s) not as expected", None, "device oracle",
         f"torch oracle (oracles/{'tensor_ops_v2' if TARGETS[case.kernel].runner == 'V2' else 'tensor_ops'}.py), scale lane"))
-    return Finding(case, outcome, origin)
+    return _with_features(Finding(case, outcome, origin), v)
+
+
+def _with_features(finding: Finding, v: Verdict) -> Finding:
+    """``finding`` showing the features the lane found of its case (a lane that died before it
+    did: the report finds them)."""
+    return finding.given_features(v.features) if v.features else finding
 
 
 def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: Any, shrink: bool,

@@ -27,6 +27,7 @@ device work in its own process) for its report, and minimises a finding through 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import pickle
@@ -41,7 +42,9 @@ from typing import Any
 import numpy as np
 
 from ...core.case import Case
+from ...core.lazy import seal
 from ...generation.strategies import derive_seed
+from ...targetkit.scale import flat_limit
 
 START_S = 600.0
 """How long a lane may take to start (import torch, load the code under test, a CUDA context)."""
@@ -57,12 +60,45 @@ def scale_rng(seed: int, name: str, example: int) -> np.random.Generator:
 
 def scale_case(name: str, seed: int, example: int, minimal: int | None = None) -> Case:
     """Example ``example``'s scale case of ``name`` (NumPy alone), or its ``minimal``-th minimal
-    case (:meth:`~...targetkit.device.DeviceTarget.scale_minimal`)."""
+    case (:meth:`~...targetkit.device.DeviceTarget.scale_minimal`). The last example's cases
+    are kept (:func:`forget_scale_cases`): a case is checked, minimised, confirmed and reported
+    by its seed, and drawing one writes up to gigabytes on the host (a table of ones). A caller
+    does not write into the arrays."""
+    key = (name, seed, example, flat_limit())  # the limit: a test's knob
+    return _drawn(*key) if minimal is None else _minimal(*key)[minimal]
+
+
+def scale_minimal_count(name: str, seed: int, example: int) -> int:
+    """How many minimal cases example ``example``'s scale case of ``name`` has."""
+    return len(_minimal(name, seed, example, flat_limit()))
+
+
+@functools.lru_cache(maxsize=1)
+def _drawn(name: str, seed: int, example: int, limit: int) -> Case:
     from . import device_targets
 
-    dt = device_targets()[name]
-    case = dt.scale_case(scale_rng(seed, name, example))
-    return case if minimal is None else dt.scale_minimal(case)[minimal]
+    return _sealed(device_targets()[name].scale_case(scale_rng(seed, name, example)))
+
+
+@functools.lru_cache(maxsize=1)
+def _minimal(name: str, seed: int, example: int, limit: int) -> list[Case]:
+    from . import device_targets
+
+    return [_sealed(c) for c in device_targets()[name].scale_minimal(_drawn(name, seed, example, limit))]
+
+
+def _sealed(case: Case) -> Case:
+    """``case`` with its lazily paged tables sealed (:func:`~...core.lazy.seal`): what is made
+    of them is known before anything reads them."""
+    for a in case.arrays.values():
+        seal(a)
+    return case
+
+
+def forget_scale_cases() -> None:
+    """Let the kept scale cases go (a target's scale examples are done)."""
+    _drawn.cache_clear()
+    _minimal.cache_clear()
 
 
 @dataclass
@@ -176,10 +212,9 @@ def minimise(lane: ScaleLane, example: int, budget_s: float, *, first_anyway: bo
     first minimal case is tried however little is left: confirming it costs no more than
     confirming the drawn case, the alternative); ``(None, None)`` when none does (the case stays
     as found)."""
-    from . import device_targets
 
     end = time.monotonic() + budget_s
-    count = len(device_targets()[lane.name].scale_minimal(scale_case(lane.name, lane.seed, example)))
+    count = scale_minimal_count(lane.name, lane.seed, example)
     for k in range(count):
         if time.monotonic() > end and not (first_anyway and k == 0):
             break
