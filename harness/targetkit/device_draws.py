@@ -171,7 +171,7 @@ def upload(a: np.ndarray, out: torch.Tensor) -> torch.Tensor:
     rest is zeroed there: seconds less for a table of gigabytes with a few live rows); of any
     other, every element, a block at a time. Returns ``out``."""
     src = np.ascontiguousarray(a).reshape(-1)
-    flat = out.reshape(-1)
+    flat = out.view(-1)  # a view: the writes land in out
     runs = written_runs(a)
     if runs is None:
         runs = [(0, src.size)]
