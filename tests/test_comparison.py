@@ -69,6 +69,25 @@ def test_another_dtype_is_a_difference_even_with_equal_values():
         assert [(d.region, d.expected, d.actual) for d in diffs] == [("dtype", "int64", np.dtype(other).name)]
 
 
+def test_a_float_difference_shows_the_values_and_their_bits():
+    """Floats are compared by their bits; a report shows what the bits stand for (``-0.0`` and
+    ``0.0`` apart, a NaN as NaN), and the bits; a sentinel stays named as one."""
+    e = np.array([0.5, 0.0, 1.0, 2.0], dtype=np.float32)
+    a = np.array([1.0, -0.0, np.nan, 2.0], dtype=np.float32)
+    lines = [d.describe() for d in compare_arrays("x", e, a, locate=_nowhere, versus="test")]
+    assert lines == [
+        "x[0] (-): expected 0.5 (bits 0x3f000000), actual 1.0 (bits 0x3f800000)  [vs test]",
+        "x[1] (-): expected 0.0 (bits 0x00000000), actual -0.0 (bits 0x80000000)  [vs test]",
+        "x[2] (-): expected 1.0 (bits 0x3f800000), actual nan (bits 0x7fc00000)  [vs test]",
+    ]
+    d = compare_arrays("y", np.array([0.25]), np.array([1.0]), locate=_nowhere, versus="test")[0]
+    assert d.describe() == "y[0] (-): expected 0.25 (bits 0x3fd0000000000000), actual 1.0 (bits 0x3ff0000000000000)  [vs test]"
+    s = int(np.array([7.0], np.float32).view(np.int32)[0])
+    d = compare_arrays("z", np.array([7.0], np.float32), np.array([3.0], np.float32), locate=_nowhere, versus="test",
+                       sentinel=s)[0]
+    assert d.describe() == f"z[0] (-): expected untouched (sentinel {s}), actual 3.0 (bits 0x40400000)  [vs test]"
+
+
 def test_the_sentinel_is_never_a_value_the_oracle_wrote():
     """Whatever the oracle writes, the sentinel is another value (so a missing write shows);
     bool buffers use a byte that is neither False nor True."""

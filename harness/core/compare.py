@@ -33,13 +33,24 @@ class Difference:
     region: str
     versus: str
     sentinel: int | None = None
+    floats: str | None = None
+    """The dtype (``float32``, ``float64``) of a float array, whose elements are compared by
+    their bits: ``expected`` and ``actual`` are then bit patterns (integers of the width), shown
+    with the float each stands for."""
+
+    def _shown(self, value: object) -> str:
+        if self.floats is None or not isinstance(value, int) or isinstance(value, bool):
+            return repr(value)
+        dt = np.dtype(self.floats)
+        bits = np.array([value], dtype=np.dtype(f"i{dt.itemsize}"))
+        return f"{bits.view(dt)[0]} (bits {int(bits.view(np.dtype(f'u{dt.itemsize}'))[0]):#0{2 + 2 * dt.itemsize}x})"
 
     def _value(self, value: object, unset: str, *, actual: bool = False) -> str:
         if self.sentinel is not None and value == self.sentinel:
             return f"{unset} (sentinel {value!r})"
         if actual and self.sentinel is not None and value in POISONS:  # an output holding an input's guard fill
-            return f"{value!r} (the poison of the inputs' guard bands: read outside an input)"
-        return repr(value)
+            return f"{self._shown(value)} (the poison of the inputs' guard bands: read outside an input)"
+        return self._shown(value)
 
     def describe(self) -> str:
         where = self.array if self.index is None else f"{self.array}[{self.index}]"
@@ -88,6 +99,7 @@ def compare_arrays(
     if expected.shape != actual.shape:
         return [Difference(name, None, expected.shape, actual.shape, None, "shape", versus)]
     e, a = raw(expected).reshape(-1), raw(actual).reshape(-1)
+    floats = expected.dtype.name if expected.dtype.kind == "f" else None
     differ = e != a
     if tolerance is not None and expected.dtype.kind == "f" and differ.any():
         close = within(expected.reshape(-1), actual.reshape(-1), np.asarray(tolerance).reshape(-1))
@@ -98,7 +110,7 @@ def compare_arrays(
     for flat in np.flatnonzero(differ).tolist():
         index = flat - guard
         request, region = locate(name, index)
-        out.append(Difference(name, index, e[flat].item(), a[flat].item(), request, region, versus, sentinel))
+        out.append(Difference(name, index, e[flat].item(), a[flat].item(), request, region, versus, sentinel, floats))
     return out
 
 

@@ -761,7 +761,9 @@ class TritonTarget(Target):
         inputs_expected = {n: b.initial for n, b in buffers.items() if n in case.arrays and n not in changed | large}
         outcome.differences += compare_all(inputs_expected, actual, locate=locate, versus="input as given", guards=guards)
         for n, found in large_changes.items():
-            outcome.differences += [Difference(n, i, e_, a, *locate(n, i), "input as given") for i, e_, a in found]
+            floats = case.arrays[n].dtype.name if case.arrays[n].dtype.kind == "f" else None
+            outcome.differences += [Difference(n, i, e_, a, *locate(n, i), "input as given", None, floats)
+                                    for i, e_, a in found]
         return outcome
 
     def _settle_windows(self, case: Case, e: Expectation, written: Mapping[str, np.ndarray]) -> Expectation | None:
