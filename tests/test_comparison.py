@@ -72,11 +72,11 @@ def test_another_dtype_is_a_difference_even_with_equal_values():
 def test_a_float_difference_shows_the_values_and_their_bits():
     """Floats are compared by their bits; a report shows what the bits stand for (``-0.0`` and
     ``0.0`` apart, a NaN as NaN), and the bits; a sentinel stays named as one."""
-    e = np.array([0.5, 0.0, 1.0, 2.0], dtype=np.float32)
+    e = np.array([0.1, 0.0, 1.0, 2.0], dtype=np.float32)
     a = np.array([1.0, -0.0, np.nan, 2.0], dtype=np.float32)
     lines = [d.describe() for d in compare_arrays("x", e, a, locate=_nowhere, versus="test")]
     assert lines == [
-        "x[0] (-): expected 0.5 (bits 0x3f000000), actual 1.0 (bits 0x3f800000)  [vs test]",
+        "x[0] (-): expected 0.1 (bits 0x3dcccccd), actual 1.0 (bits 0x3f800000)  [vs test]",
         "x[1] (-): expected 0.0 (bits 0x00000000), actual -0.0 (bits 0x80000000)  [vs test]",
         "x[2] (-): expected 1.0 (bits 0x3f800000), actual nan (bits 0x7fc00000)  [vs test]",
     ]

@@ -43,7 +43,7 @@ class Difference:
             return repr(value)
         dt = np.dtype(self.floats)
         bits = np.array([value], dtype=np.dtype(f"i{dt.itemsize}"))
-        return f"{bits.view(dt)[0]} (bits {int(bits.view(np.dtype(f'u{dt.itemsize}'))[0]):#0{2 + 2 * dt.itemsize}x})"
+        return f"{str(bits.view(dt)[0])} (bits {int(bits.view(np.dtype(f'u{dt.itemsize}'))[0]):#0{2 + 2 * dt.itemsize}x})"
 
     def _value(self, value: object, unset: str, *, actual: bool = False) -> str:
         if self.sentinel is not None and value == self.sentinel:
