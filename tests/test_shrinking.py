@@ -241,3 +241,36 @@ def test_hypothesis_stops_shrinking_once_its_share_of_the_budget_is_spent(monkey
                                   max_examples=50, shrink_budget=0.0)
     assert found is not None and found.case.kernel == PI
     assert draws["n"] <= 3, draws["n"]
+
+
+STATEFUL = [n for n, t in TARGETS.items() if getattr(t, "state_index", ())]
+
+
+@pytest.mark.parametrize("name", STATEFUL)
+def test_idle_state_rows_are_dropped_and_the_outputs_stay_the_same(name):
+    """A Model Runner V2 kernel's case names a few of a deployment's state rows; the shrink move
+    drops the others (a reproducer without them) and renumbers the rows named, in order: the
+    case stays in the production tier and its oracles expect the same outputs. Cases where every
+    state row is named get no such move."""
+    from eaglefuzz.harness.targetkit.runner_v2 import compact_states
+
+    target = TARGETS[name]
+    seen = 0
+    for seed in range(40):
+        case = target.random_case(np.random.default_rng(seed), INTERPRETER_SCALE)
+        small = compact_states(case, target.state_index, target.per_state)
+        if small is None:
+            continue
+        seen += 1
+        target.production_rules(small)
+        state = next(n for n in target.per_state if n in case.arrays)
+        assert small.arrays[state].shape[0] < case.arrays[state].shape[0]
+        assert compact_states(small, target.state_index, target.per_state) is None
+        assert next(target.shrink_moves(case)).arrays.keys() == small.arrays.keys()
+        before, after = target.expectation(case), target.expectation(small)
+        for oracle, outs in before.results.items():
+            for out, buf in outs.items():
+                if out in target.per_state:  # an input the case also holds: cut with the states
+                    continue
+                assert np.array_equal(buf, after.results[oracle][out], equal_nan=True), (name, seed, out)
+    assert seen, f"{name}: no drawn case has idle state rows"

@@ -99,6 +99,19 @@ class V2Target(TritonTarget):
     per_token: ClassVar[tuple[str, ...]] = ()
     """The token arrays, cut to the kept rows' tokens (``query_start_loc``'s ranges)."""
 
+    state_index: ClassVar[tuple[str, ...]] = ()
+    """The arrays whose elements are state rows (``idx_mapping``, ``expanded_idx_mapping``; a
+    negative element names none): rows of the :attr:`per_state` arrays."""
+    per_state: ClassVar[tuple[str, ...]] = ()
+    """The arrays of one entry per state row along their first axis (``temperature``, ``seed``,
+    a drafter's cache); the state rows no :attr:`state_index` element names are dropped by the
+    shrink move :func:`compact_states`."""
+
+    def shrink_moves(self, case: Case) -> Iterator[Case]:
+        """By default the state rows no request names dropped (:func:`compact_states`)."""
+        compact = compact_states(case, self.state_index, self.per_state)
+        return iter(() if compact is None else (compact,))
+
     def split_requests(self, case: Case) -> list[Any] | None:
         if not self.per_row:
             return None
@@ -106,6 +119,31 @@ class V2Target(TritonTarget):
 
     def join_requests(self, case: Case, pieces: list[Any]) -> Case:
         return drop_rows(case, pieces, self.per_row, self.per_token)
+
+
+def compact_states(case: Case, index: Sequence[str], states: Sequence[str]) -> Case | None:
+    """``case`` with only the state rows its ``index`` arrays name (in their order of state
+    row; the first alone when none is named), renumbered from 0 in those arrays, the ``states``
+    arrays cut to them: a reproducer without a deployment's idle rows. ``None`` when every state
+    row is kept (or the case has none of these arrays, or they do not agree on the state count)."""
+    a = case.arrays
+    idx = [n for n in index if n in a]
+    st = [n for n in states if n in a and a[n].ndim >= 1]
+    if not idx or not st:
+        return None
+    R = a[st[0]].shape[0]
+    named = [a[n][a[n] >= 0] for n in idx]
+    used = np.unique(np.concatenate(named)) if named else np.zeros(0, np.int64)
+    used = used if used.size else np.zeros(1, np.int64)  # no row named: one state row kept
+    if any(a[n].shape[0] != R for n in st) or used.size == R or (used.size and int(used.max()) >= R):
+        return None
+    arrays = {n: a[n][used].copy() for n in st}
+    for n in idx:
+        new = a[n].copy()
+        live = new >= 0
+        new[live] = np.searchsorted(used, new[live]).astype(new.dtype)
+        arrays[n] = new
+    return case.replace(arrays=arrays)
 
 
 def _parameters(fn: Any) -> frozenset[str]:

@@ -31,6 +31,8 @@ from .layout import ARRAYS, NAME
 
 
 class CumulativeLogP(VerifyTarget):
+    state_index = ("idx_mapping", "expanded_idx_mapping")
+    per_state = ("temperature", "seed", "draft_logits")
     name = NAME
     runner = "V2"
     module = UTILS

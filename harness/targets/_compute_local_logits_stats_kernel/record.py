@@ -34,6 +34,8 @@ from .layout import NAME, keep_requests, requests
 
 
 class LocalLogitsStats(VerifyTarget):
+    state_index = ("expanded_idx_mapping",)
+    per_state = ("temperature", "draft_logits")
     name = NAME
     runner = "V2"
     module = UTILS

@@ -32,6 +32,8 @@ from .layout import ARRAYS, NAME
 
 
 class LocalResidualMass(VerifyTarget):
+    state_index = ("idx_mapping", "expanded_idx_mapping")
+    per_state = ("temperature", "seed", "draft_logits")
     name = NAME
     runner = "V2"
     module = UTILS

@@ -32,6 +32,8 @@ from .layout import NAME, arguments, keep_rows, mode_of
 
 
 class GumbelSample(VerifyTarget):
+    state_index = ("expanded_idx_mapping",)
+    per_state = ("temperature", "seeds", "logits_cache")
     name = NAME
     runner = "V2"
     module = GUMBEL

@@ -36,6 +36,8 @@ INTS = {"draft_sampled": I32, "cu_num_logits": I32, "idx_mapping": I64, "seed": 
 
 
 class Rejection(VerifyTarget):
+    state_index = ("idx_mapping", "expanded_idx_mapping")
+    per_state = ("temperature", "seed", "draft_logits")
     name = NAME
     runner = "V2"
     module = UTILS

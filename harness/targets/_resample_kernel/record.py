@@ -40,6 +40,8 @@ INTS = {"rejected_step": I32, "cu_num_logits": I32, "expanded_idx_mapping": I64,
 
 
 class Resample(VerifyTarget):
+    state_index = ("idx_mapping", "expanded_idx_mapping")
+    per_state = ("temperature", "seed", "draft_logits")
     name = NAME
     runner = "V2"
     module = UTILS

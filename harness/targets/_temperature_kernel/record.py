@@ -29,6 +29,8 @@ from .layout import NAME
 
 
 class Temperature(VerifyTarget):
+    state_index = ("expanded_idx_mapping",)
+    per_state = ("temperature",)
     name = NAME
     runner = "V2"
     module = GUMBEL
