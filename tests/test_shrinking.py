@@ -266,7 +266,10 @@ def test_idle_state_rows_are_dropped_and_the_outputs_stay_the_same(name):
         state = next(n for n in target.per_state if n in case.arrays)
         assert small.arrays[state].shape[0] < case.arrays[state].shape[0]
         assert compact_states(small, target.state_index, target.per_state) is None
-        assert next(target.shrink_moves(case)).arrays.keys() == small.arrays.keys()
+        assert any(m.arrays.keys() == small.arrays.keys()
+                   and all(np.array_equal(m.arrays[n], small.arrays[n], equal_nan=m.arrays[n].dtype.kind == "f")
+                           for n in small.arrays)
+                   for m in target.shrink_moves(case))
         before, after = target.expectation(case), target.expectation(small)
         for oracle, outs in before.results.items():
             for out, buf in outs.items():

@@ -32,6 +32,8 @@ from .layout import NAME
 
 
 class CombineSampledAndDraftTokens(V2Target):
+    state_index = ("idx_mapping",)
+    per_state = ("last_sampled_tokens", "prefill_len", "draft_tokens")
     name = NAME
     runner = "V2"
     module = INPUT_BATCH

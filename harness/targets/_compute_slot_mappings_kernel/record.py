@@ -22,6 +22,8 @@ from .layout import NAME, groups, table
 
 
 class ComputeSlotMappings(V2Target):
+    state_index = ("idx_mapping",)
+    per_state = ("block_table_0", "block_table_1", "block_table_2", "block_table_3")
     name = NAME
     runner = "V2"
     module = BLOCK_TABLE

@@ -31,6 +31,8 @@ from .layout import NAME, build, rows_of
 
 
 class GatherDraftSampled(V2Target):
+    state_index = ("expanded_idx_mapping",)
+    per_state = ("prefill_len",)
     name = NAME
     runner = "V2"
     module = REJECTION

@@ -31,6 +31,8 @@ from .layout import NAME
 
 
 class GetNumSampledAndRejected(V2Target):
+    state_index = ("idx_mapping",)
+    per_state = ("prefill_len",)
     name = NAME
     runner = "V2"
     module = INPUT_BATCH
@@ -111,11 +113,12 @@ class GetNumSampledAndRejected(V2Target):
         return index, "the row's count"
 
     def shrink_moves(self, case: Case) -> Iterator[Case]:
-        """Plain counts: one logit, one token per row."""
+        """Plain counts: one logit, one token per row; the state rows no request names dropped."""
         B = int(case.scalars["num_reqs"])
         if np.any(case.arrays["num_sampled"] != 1) or case.arrays["cu_num_logits"][-1] != B:
             yield case.replace(arrays={"num_sampled": np.ones(B, np.int32),
                                        "cu_num_logits": np.arange(B + 1, dtype=np.int32)})
+        yield from super().shrink_moves(case)
 
 
 TARGET = GetNumSampledAndRejected()

@@ -35,6 +35,8 @@ INTS = {"sampled": I64, "num_sampled": I32, "resampled_local_argmax": I64, "cu_n
 
 
 class InsertResampled(VerifyTarget):
+    state_index = ("expanded_idx_mapping",)
+    per_state = ("temperature",)
     name = NAME
     runner = "V2"
     module = UTILS
