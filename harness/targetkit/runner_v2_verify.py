@@ -148,9 +148,15 @@ class Step:
 
 def _logit_rows(rng: np.random.Generator, n: int, V: int, style: str) -> np.ndarray:  # noqa: N803
     """``n`` rows of ``V`` float32 logits: ``gauss`` (spread 3), ``flat`` (spread 0.3: close
-    probabilities), ``peaked`` (one token far ahead), ``ints`` (integers: ties)."""
+    probabilities), ``peaked`` (one token far ahead), ``ints`` (integers: ties), ``logprobs``
+    (log-probabilities of spread-3 logits: every logit below 0, as in a block of a vocabulary's
+    rare tokens, where a padded lane read as 0 would win)."""
     if style == "ints":
         return rng.integers(-4, 5, size=(n, V)).astype(np.float32)
+    if style == "logprobs":
+        x = rng.standard_normal((n, V)) * 3.0
+        x -= x.max(axis=1, keepdims=True) if V else 0.0
+        return (x - np.log(np.exp(x).sum(axis=1, keepdims=True))).astype(np.float32)
     spread = {"gauss": 3.0, "flat": 0.3, "peaked": 2.0}[style]
     x = (rng.standard_normal((n, V)) * spread).astype(np.float32)
     if style == "peaked" and V:
@@ -196,7 +202,7 @@ def draw_step(c: Chooser, *, B: int, K: int | None = None, V: int | None = None,
     if draft and Vt > 8 and c.chance(other_width):  # a draft vocabulary narrower or wider than the target's
         Vd = Vt + c.choice([-1, 1]) * c.integer(1, min(64, Vt // 2))
     Vk = min(Vt, Vd)
-    style = c.choice(["gauss", "flat", "peaked", "ints"]) if style is None else style
+    style = c.choice(["gauss", "flat", "peaked", "ints", "logprobs"]) if style is None else style
     temp = np.where(rng.random(R) < 0.5, rng.choice([0.3, 0.7, 1.0, 1.3], size=R), 1.0).astype(np.float32)
     greedy_share = c.choice(list(greedy))
     temp[idx[rng.random(B) < greedy_share]] = 0

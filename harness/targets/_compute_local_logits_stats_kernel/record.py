@@ -62,6 +62,8 @@ class LocalLogitsStats(VerifyTarget):
         "narrower_draft_vocab": "a draft vocabulary narrower than the target's (V = the draft's)",
         "wider_draft_vocab": "a draft vocabulary wider than the target's",
         "tied_maximum": "a greedy row whose block maximum is tied (the first wins)",
+        "negative_partial_block": "a greedy row whose last block, past the vocabulary's end, holds only negative logits "
+                                  "(a padded lane must not win)",
         "low_temperature": "a random request below temperature 0.5 (draft quotients twice the logits and more)",
         "several_blocks": "more than one 8192-wide block",
         "untouched_state_rows": "draft rows of state rows no request names",
@@ -126,11 +128,12 @@ class LocalLogitsStats(VerifyTarget):
         greedy = (t[eidx] == 0) & ~bonus
         rnd = (t[eidx] != 0) & ~bonus
         dl = a.get("draft_logits")
-        tied = False
+        tied = negative = False
         for j in np.flatnonzero(greedy)[:64]:
             for b in range(cdiv(V, STATS_BLOCK)):
                 blk = tl_[j, b * STATS_BLOCK : min(V, (b + 1) * STATS_BLOCK)]
                 tied |= bool(np.sum(blk == blk.max()) > 1)
+            negative |= bool(V % STATS_BLOCK and V and tl_[j, (V - 1) // STATS_BLOCK * STATS_BLOCK : V].max() < 0)
         checks = {
             "greedy_row": bool(greedy.any()),
             "random_row": bool(rnd.any()),
@@ -141,6 +144,7 @@ class LocalLogitsStats(VerifyTarget):
             "narrower_draft_vocab": dl is not None and dl.shape[2] < Vt,
             "wider_draft_vocab": dl is not None and dl.shape[2] > Vt,
             "tied_maximum": tied,
+            "negative_partial_block": negative,
             "low_temperature": bool(np.any((t[eidx[rnd]] > 0) & (t[eidx[rnd]] < 0.5))),
             "several_blocks": V > STATS_BLOCK,
             "untouched_state_rows": dl is not None and dl.shape[0] > len(starts),
