@@ -146,6 +146,20 @@ class Step:
         return self.temperature[self.idx_mapping] == 0
 
 
+def blocks_vocab(c: Chooser) -> int:
+    """A vocabulary of two or three 8192-wide blocks (:data:`STATS_BLOCK`): with three, a
+    reduction over a row's blocks (the global maximum, log-sum-exp or argmax of §31-§34) reads
+    a padded one, its block count rounded up to a power of two."""
+    return STATS_BLOCK * c.integer(1, 2) + c.integer(1, 2000)
+
+
+def padded_blocks(V: int) -> bool:  # noqa: N803
+    """Whether a row of ``V`` logits has a block count (of :data:`STATS_BLOCK`) past 2 and not a
+    power of two: the reduction over its blocks reads padded ones."""
+    nb = -(-V // STATS_BLOCK)
+    return nb > 2 and nb & (nb - 1) != 0
+
+
 def _logit_rows(rng: np.random.Generator, n: int, V: int, style: str) -> np.ndarray:  # noqa: N803
     """``n`` rows of ``V`` float32 logits: ``gauss`` (spread 3), ``flat`` (spread 0.3: close
     probabilities), ``peaked`` (one token far ahead), ``ints`` (integers: ties), ``logprobs``

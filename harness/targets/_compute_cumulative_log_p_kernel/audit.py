@@ -50,8 +50,13 @@ def greedy_and_bonus_untouched(case: Case, o: Observation) -> str | None:
 
 def ratio_of_own_rows(case: Case, o: Observation) -> str | None:
     """A random request with a draft row past ``2**31`` target logits has its own running joint
-    ratio (§31.1 from its rows' logits and statistics; within 1e-3 of its log)."""
+    ratio (§31.1 from its rows' logits and statistics, every block's; within 1e-3 of its log).
+    A launch whose ``PADDED_VOCAB_NUM_BLOCKS`` is below the block count (the extended tier: the
+    kernel reads that many blocks) is not judged here."""
     a = case.arrays
+    padded = case.launch.get("PADDED_VOCAB_NUM_BLOCKS")
+    if padded is not None and padded < case.scalars["vocab_num_blocks"]:  # the launch reads fewer blocks (an edge)
+        return None
     first, d = rows_of(a["cu_num_logits"])
     W = a["target_logits"].shape[1]
     s = a["idx_mapping"].astype(np.int64)

@@ -22,6 +22,7 @@ from ...targetkit.runner_v2_verify import (
     VerifyTarget,
     draft_log_probs,
     keep_requests,
+    padded_blocks,
     request_of_row,
     step_view,
     verify_oracles,
@@ -59,6 +60,7 @@ class CumulativeLogP(VerifyTarget):
         "masked_draft": "a draft the target masked (-inf: the ratio falls to 0)",
         "no_drafts": "a request without drafts (nothing written)",
         "several_blocks": "more than one 8192-wide block",
+        "padded_blocks": "three 8192-wide blocks or more, not a power of two (the reduction over a row's blocks reads padded ones)",
         # production extremes
         "vocab_past_131072": "a 151936- or 262144-id vocabulary (log-sum-exps over 19 or 32 blocks)",
         "many_requests": "more than 64 requests",
@@ -94,6 +96,7 @@ class CumulativeLogP(VerifyTarget):
             "masked_draft": bool(np.any(np.isneginf(lt))),
             "no_drafts": bool(np.any(v.d == 0)),
             "several_blocks": v.V > STATS_BLOCK,
+            "padded_blocks": padded_blocks(v.V),
             "vocab_past_131072": v.V > 1 << 17,
             "many_requests": len(v.idx) > 64,
             "row_offset_past_2_31": bool(rd.size) and past_limit(int(rd.max()) * a["target_logits"].shape[1]),

@@ -22,6 +22,7 @@ from ...targetkit.runner_v2_verify import (
     VerifyTarget,
     check_clp,
     keep_requests,
+    padded_blocks,
     request_count,
     step_view,
     verify_oracles,
@@ -59,6 +60,7 @@ class LocalResidualMass(VerifyTarget):
         "zero_residual": "a row whose draft is the target (a residual of 0)",
         "ratio_below_one": "a row whose previous joint ratio is below 1 (p_{i-1} < 1)",
         "several_blocks": "more than one 8192-wide block",
+        "padded_blocks": "three 8192-wide blocks or more, not a power of two (the reduction over a row's blocks reads padded ones)",
         # production extremes
         "vocab_past_131072": "a 151936- or 262144-id vocabulary (19 or 32 blocks)",
         "many_rows": "more than 192 logits rows",
@@ -106,6 +108,7 @@ class LocalResidualMass(VerifyTarget):
             "zero_residual": bool(rows.size) and bool(np.any(np.all(ref[rows] == 0, axis=1))),
             "ratio_below_one": bool(np.any(a["cumulative_log_p"][rows - 1] < 0)),
             "several_blocks": v.V > STATS_BLOCK,
+            "padded_blocks": padded_blocks(v.V),
             "vocab_past_131072": v.V > 1 << 17,
             "many_rows": v.n > 192,
             "row_offset_past_2_31": bool(rows.size) and past_limit(int(rows.max()) * a["target_logits"].shape[1]),

@@ -36,7 +36,7 @@ def draw(c: Chooser, T: int, V: int, mode: str, max_pos: int = 5000) -> Case:  #
     limits now and then), positions below ``max_pos``, a cache of ``K`` columns."""
     rng = np.random.default_rng(c.integer(0, 2**32 - 1))
     R = T + c.integer(0, 4)
-    logits = (rng.standard_normal((T, V)) * c.choice([3.0, 0.3, 8.0])).astype(np.float32)
+    logits = (rng.standard_normal((T, V)) * c.choice([3.0, 0.3, 8.0]) - c.choice([0.0, 0.0, 40.0])).astype(np.float32)
     temp = np.asarray([c.choice(TEMPERATURES) for _ in range(R)], np.float32)
     seeds = np.asarray(c.array_of(np.int64, R, [(INT64_MIN, INT64_MAX)]))
     pos = rng.integers(0, max_pos, size=T).astype(np.int64)

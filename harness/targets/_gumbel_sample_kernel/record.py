@@ -62,6 +62,7 @@ class GumbelSample(VerifyTarget):
         "masked_logits": "-inf logits of a random row (top-k/top-p)",
         "several_blocks": "more than one 1024-wide block",
         "partial_last_block": "a last block cut by the vocabulary",
+        "negative_row": "a row whose logits are all negative (a lane past the vocabulary, read as 0, would win)",
         "untouched_cache_rows": "cache rows no row writes",
         "seed_at_int64_limit": "a seed at the int64 minimum or maximum",
         # production extremes
@@ -111,6 +112,7 @@ class GumbelSample(VerifyTarget):
             "masked_logits": bool(np.isneginf(a["logits"][t != 0]).any()),
             "several_blocks": V > SAMPLE_BLOCK,
             "partial_last_block": V > SAMPLE_BLOCK and V % SAMPLE_BLOCK != 0,
+            "negative_row": V % SAMPLE_BLOCK != 0 and bool(np.any(a["logits"][rows >= 0].max(axis=1, initial=-np.inf) < 0)),
             "untouched_cache_rows": "logits_cache" in a and a["logits_cache"].shape[0] > len(np.unique(rows[rows >= 0])),
             "seed_at_int64_limit": bool(np.any((seeds == np.iinfo(np.int64).min) | (seeds == np.iinfo(np.int64).max))),
             "vocab_past_131072": V > 1 << 17,

@@ -26,6 +26,7 @@ from ...targetkit.runner_v2_verify import (
     check_stats,
     keep_requests,
     need,
+    padded_blocks,
     step_view,
     verify_oracles,
 )
@@ -77,6 +78,7 @@ class Rejection(VerifyTarget):
         "rates_zero_or_one": "a synthetic rate of 0 or 1",
         "no_drafts": "a request without drafts (its count 0, nothing written)",
         "several_blocks": "more than one 8192-wide block",
+        "padded_blocks": "three 8192-wide blocks or more, not a power of two (the reduction over a row's blocks reads padded ones)",
         # production extremes
         "vocab_past_131072": "a 151936- or 262144-id vocabulary (log-sum-exps and argmaxes over 19 or 32 blocks)",
         "many_requests": "more than 64 requests",
@@ -195,6 +197,7 @@ class Rejection(VerifyTarget):
             "rates_zero_or_one": rates is not None and bool(np.any((rates == 0) | (rates == 1))),
             "no_drafts": bool(np.any(v.d == 0)),
             "several_blocks": v.V > STATS_BLOCK,
+            "padded_blocks": padded_blocks(v.V),
             "vocab_past_131072": v.V > 1 << 17,
             "many_requests": len(v.idx) > 64,
             "positions_past_65535": bool(np.any(a["pos"][rows] > 0xFFFF)),
