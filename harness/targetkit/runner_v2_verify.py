@@ -160,6 +160,13 @@ def padded_blocks(V: int) -> bool:  # noqa: N803
     return nb > 2 and nb & (nb - 1) != 0
 
 
+STYLES = ("gauss", "flat", "peaked", "ints")
+"""The logits styles a step draws from by default (:func:`_logit_rows`)."""
+WITH_LOGPROBS = (*STYLES, "logprobs")
+"""The styles with log-probabilities too (every logit below 0): the verification kernels whose
+padded lanes a positive logit would hide draw these."""
+
+
 def _logit_rows(rng: np.random.Generator, n: int, V: int, style: str) -> np.ndarray:  # noqa: N803
     """``n`` rows of ``V`` float32 logits: ``gauss`` (spread 3), ``flat`` (spread 0.3: close
     probabilities), ``peaked`` (one token far ahead), ``ints`` (integers: ties), ``logprobs``
@@ -186,7 +193,7 @@ def _bf16(x: np.ndarray) -> np.ndarray:
 
 
 def draw_step(c: Chooser, *, B: int, K: int | None = None, V: int | None = None, method: str | None = None,  # noqa: N803
-              draft: bool | None = None, max_pos: int = 5000, style: str | None = None, min_drafts: int = 0,
+              draft: bool | None = None, max_pos: int = 5000, style: str | None = None, styles: tuple[str, ...] = STYLES, min_drafts: int = 0,
               greedy: tuple[float, ...] = (0.0, 0.3, 1.0), same: bool = True, other_width: float = 0.2
               ) -> Step:  # fmt: skip
     """A verification step of ``B`` requests as vLLM makes it (docs/CONTRACT.md §30.2-§33.2):
@@ -216,7 +223,7 @@ def draw_step(c: Chooser, *, B: int, K: int | None = None, V: int | None = None,
     if draft and Vt > 8 and c.chance(other_width):  # a draft vocabulary narrower or wider than the target's
         Vd = Vt + c.choice([-1, 1]) * c.integer(1, min(64, Vt // 2))
     Vk = min(Vt, Vd)
-    style = c.choice(["gauss", "flat", "peaked", "ints", "logprobs"]) if style is None else style
+    style = c.choice(list(styles)) if style is None else style
     temp = np.where(rng.random(R) < 0.5, rng.choice([0.3, 0.7, 1.0, 1.3], size=R), 1.0).astype(np.float32)
     greedy_share = c.choice(list(greedy))
     temp[idx[rng.random(B) < greedy_share]] = 0
