@@ -14,15 +14,25 @@ first cases (seed 0) through the record's launch, in the buffers of its record h
 ``--quick``: every target in a few seconds (2 s steady state, 40 warm-up examples, 1 s
 profiled), without production-scale cases
 (each takes tens of seconds: their figures are the section "Production scale" of RESULTS.md).
+``--lanes N``: the steady state as ``eaglefuzz fuzz --lanes N`` runs it, ``N`` processes on the
+one GPU with disjoint shares of the same cases (seed 0, shard ``i/N`` each, each after a
+warm-up of its own, all started together; no production-scale case), their tokens summed over
+the longest lane's seconds;
+the profiled run and the kernel alone stay one process (the kernel alone is vLLM's launch, one
+process).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -167,6 +177,56 @@ def _record_alone(dt, impl, device: str, cases: int, repeat: int, seconds: float
     return tokens / (start.elapsed_time(end) / 1000)
 
 
+def _lane(argv: list[str]) -> int:
+    """One lane of :func:`in_lanes` (this script run with ``--lane-child``): its warm-up, then,
+    once the ``go`` file exists, its steady state; the figures as JSON into ``out``."""
+    name, spec, k, n, seconds, warmup, go, out = argv
+    sys.path.insert(0, str(ROOT))
+    from eaglefuzz.harness.sources.triton_backend import select_backend
+
+    device = select_backend("cuda").device
+    from eaglefuzz.harness.checking.device_mode.engine import device_fuzz_target
+    from eaglefuzz.harness.checking.device_mode.producers import default_workers
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+
+    impls = implementations_for(parse_source(spec), [name])
+    opts = {"shrink": False, "scale_cases": False, "workers": default_workers(device, int(n)),
+            "chunk_offset": int(k), "chunk_step": int(n)}
+    device_fuzz_target(name, impls, device, seed=1, examples=int(warmup), **opts)
+    Path(out + ".ready").write_text("")
+    while not Path(go).exists():
+        time.sleep(0.005)
+    s = device_fuzz_target(name, impls, device, seed=0, examples=None, time_budget=float(seconds), **opts)
+    Path(out).write_text(json.dumps({"tokens": s.tokens, "seconds": s.seconds, "examples": s.examples,
+                                     "cross_checked": s.cross_checked, "findings": len(s.findings),
+                                     "features": sorted(getattr(s, "features", set()))}))
+    return 0
+
+
+def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int) -> SimpleNamespace:
+    """The steady state of ``name`` in ``lanes`` processes on this GPU at once (shards ``k/lanes``
+    of seed 0, each warmed up first, started together): tokens and examples summed, seconds the
+    longest lane's, features the union."""
+    with tempfile.TemporaryDirectory() as tmp:
+        go, outs = Path(tmp) / "go", [str(Path(tmp) / f"lane{k}.json") for k in range(lanes)]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        procs = [subprocess.Popen([sys.executable, __file__, "--lane-child", name, spec, str(k), str(lanes), str(seconds),
+                                   str(warmup), str(go), outs[k]], env=env) for k in range(lanes)]
+        while not all(Path(o + ".ready").exists() for o in outs):
+            if any(p.poll() is not None for p in procs):
+                break
+            time.sleep(0.05)
+        go.write_text("")
+        codes = [p.wait() for p in procs]
+        if any(codes):
+            raise RuntimeError(f"a lane exited with {max(codes)}")
+        rs = [json.loads(Path(o).read_text()) for o in outs]
+    return SimpleNamespace(tokens=sum(r["tokens"] for r in rs), seconds=max(r["seconds"] for r in rs),
+                           examples=sum(r["examples"] for r in rs), cross_checked=sum(r["cross_checked"] for r in rs),
+                           findings=[None] * sum(r["findings"] for r in rs),
+                           features=set().union(*(r["features"] for r in rs)))
+
+
 def _missed(name: str, stats) -> set[str]:  # noqa: ANN001
     """The coverage features of ``name`` the run did not reach (as the campaign reports them)."""
     from eaglefuzz.harness.targets import TARGETS
@@ -191,6 +251,10 @@ def main() -> int:
     p.add_argument("--workers", type=int, help="producer processes of a host-checked target (the campaign's default: "
                    "min(8, cores - 2)); the warm-up run starts them (each task it submits starts one: give it "
                    "--warmup 128 * N examples or more), so that the timed runs find them warm")
+    p.add_argument("--lanes", type=int, default=1, help="the steady state in N processes on the GPU at once, "
+                   "as eaglefuzz fuzz --lanes N runs it (disjoint shares of the same cases)")
+    if sys.argv[1:2] == ["--lane-child"]:
+        return _lane(sys.argv[2:])
     args = p.parse_args()
     if args.quick:
         args.warmup = min(args.warmup, 40)
@@ -226,13 +290,17 @@ def main() -> int:
         try:
             device_fuzz_target(name, impls, backend.device, seed=1, examples=args.warmup, shrink=False, **opts)
             jit = time.monotonic() - t0
-            s = device_fuzz_target(name, impls, backend.device, seed=0, examples=None, time_budget=args.seconds,
-                                   shrink=False, **opts)
+            if args.lanes > 1:
+                s = in_lanes(name, spec[name], args.seconds, args.lanes, args.warmup)
+            else:
+                s = device_fuzz_target(name, impls, backend.device, seed=0, examples=None, time_budget=args.seconds,
+                                       shrink=False, **opts)
             prof = device_fuzz_target(name, impls, backend.device, seed=2, examples=None,
                                       time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
                                       **opts)
             dt = device_targets()[name]
-            alone = kernel_alone(dt, impls[name], backend.device, batches=-(-s.examples // dt.batch) if dt.batch else None,
+            alone = kernel_alone(dt, impls[name], backend.device,
+                                 batches=-(-s.examples // dt.batch) if dt.batch else None,
                                  workers=args.workers)
         except Exception as exc:  # noqa: BLE001 - one target's failure is its row, the others still run
             rows.append(f"| {name} | failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''} |")
@@ -247,7 +315,7 @@ def main() -> int:
         print(rows[-1], file=sys.stderr, flush=True)
         if args.json:
             with args.json.open("a") as f:
-                f.write(json.dumps({"target": name, "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
+                f.write(json.dumps({"target": name, "lanes": args.lanes, "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
                                     "alone": alone, "ratio": None if alone is None else rate / alone, "jit": jit, "cross_checked": s.cross_checked,
                                     "findings": len(s.findings), "features_missed": sorted(_missed(name, s)),
                                     "stages": {k: prof.stages[k] / total for k in STAGES}}) + "\n")

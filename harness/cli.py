@@ -64,15 +64,15 @@ _LOADED = time.time()
 """When this module was imported: a process run as ``eaglefuzz`` started about then."""
 
 
-def _shard(value: str | None) -> tuple[int, int]:
+def _shard(value: str | None, option: str = "--shard") -> tuple[int, int]:
     if value is None:
         return 0, 1
     try:
         k, n = (int(x) for x in value.split("/"))
     except ValueError:
-        raise UserError(f"--shard {value}: expected K/N with integers, e.g. 2/8") from None
+        raise UserError(f"{option} {value}: expected K/N with integers, e.g. 2/8") from None
     if not 1 <= k <= n:
-        raise UserError(f"--shard {value}: K must be from 1 to N")
+        raise UserError(f"{option} {value}: K must be from 1 to N")
     return k - 1, n
 
 
@@ -183,6 +183,12 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
 @click.option("--devices", metavar="all|0,1,...", default=None,
               help="one shard per GPU of this host, at once, into one corpus and one report (with "
                    "--shard K/N: share K split across the GPUs)")
+@click.option("--lanes", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+              help="N shards per GPU, at once (with --devices: on each; else on the first visible GPU), into "
+                   "one corpus and one report: a device run's rate is bound by the process that launches, "
+                   "so N processes verify more per second; one lane per GPU draws production-scale cases")
+@click.option("--lane", "lane", metavar="K/N", default=None, hidden=True,
+              help="set by --lanes in each shard: this process is lane K of its GPU's N")
 @click.option("--ray", "ray_address", metavar="ADDRESS", default=None,
               help="one Ray task per shard (--shards N): local (a local Ray instance), auto (the "
                    "running cluster) or a cluster address; needs pip install 'eaglefuzz[ray]'")
@@ -201,7 +207,7 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
 @click.pass_context
 def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None,
          time_budget: float | None, seed: int, mode: str, shard: str | None, devices: str | None,
-         ray_address: str | None, shards: int | None, domain: str | None,
+         lanes: int, lane: str | None, ray_address: str | None, shards: int | None, domain: str | None,
          corpus_dir: str | None, keep_going: bool, backend: str, as_json: bool,
          progress: bool | None, isolate: bool, case_timeout: float | None, limits_spec: str | None,
          **source_values: Any) -> None:
@@ -216,8 +222,8 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
         raise UserError(f"--examples {examples} and --time-budget {time_budget:g}: give one (examples per "
                         "target, or seconds in all)")
     _needs_isolation(isolate, case_timeout, limits_spec)
-    if progress and (devices is not None or ray_address is not None):
-        raise UserError("--progress: not with --devices or --ray (the shards' progress lines are shown)")
+    if progress and (devices is not None or ray_address is not None or lanes > 1):
+        raise UserError("--progress: not with --devices, --lanes or --ray (the shards' progress lines are shown)")
     _apply_limits(limits_spec, case_timeout)
     shard_k, shard_n = _shard(shard)
     source = _source(source_values)
@@ -228,11 +234,12 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
     if why is not None:  # before any example runs: a finding must never be lost for want of a folder
         what = f"--corpus {corpus_dir}" if corpus_dir is not None else f"the findings folder {corpus}"
         raise UserError(f"{what}: findings cannot be written there ({why}); give --corpus DIR, a folder you can write")
-    if (devices, ray_address, shards) != (None, None, None) and not os.environ.get(WORKER_ENV):
+    lane_k, lane_n = _shard(lane, "--lane")
+    if ((devices, ray_address, shards) != (None, None, None) or lanes > 1) and not os.environ.get(WORKER_ENV):
         from .run.multi import fuzz_in_shards
 
         _targets(kernel_names)  # a wrong name: one line here, not one per shard
-        sys.exit(fuzz_in_shards(list(ctx.obj["argv"]), devices=devices, ray_address=ray_address,
+        sys.exit(fuzz_in_shards(list(ctx.obj["argv"]), devices=devices, lanes=lanes, ray_address=ray_address,
                                 shards=shards, shard=(shard_k, shard_n), corpus=corpus, backend=backend,
                                 as_json=as_json))
     if isolate and not os.environ.get(WORKER_ENV):
@@ -248,7 +255,7 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
     names = _targets(kernel_names)
     campaign = Campaign(
         names=names, source=source, backend=backend, seed=seed, mode=mode,
-        examples=examples, time_budget=time_budget, shard=(shard_k, shard_n),
+        examples=examples, time_budget=time_budget, shard=(shard_k, shard_n), lane=(lane_k, lane_n),
         corpus_dir=corpus, keep_going=keep_going,
         progress=sys.stderr.isatty() if progress is None else progress, as_json=as_json,
         journal_dir=Path(os.environ[JOURNAL_ENV]) if os.environ.get(JOURNAL_ENV) else None,

@@ -46,7 +46,7 @@ def test_sub_shards_cover_the_share_disjointly():
 
 
 def test_child_args_replace_what_the_parent_handles(tmp_path):
-    argv = ["fuzz", "--devices", "all", "--json", "--corpus=x", "--shard", "1/2", "--progress", "--seed", "3"]
+    argv = ["fuzz", "--devices", "all", "--lanes", "2", "--json", "--corpus=x", "--shard", "1/2", "--progress", "--seed", "3"]
     assert child_args(argv, "3/4", tmp_path) == [
         "fuzz", "--seed", "3", "--shard", "3/4", "--json", "--no-progress", "--corpus", str(tmp_path)]
 
@@ -110,10 +110,76 @@ def test_merge_sums_counts_and_names_each_findings_shard():
     assert merged_exit_code(merge(runs, (0, 1)), runs) == 2
 
 
+def test_merge_keeps_a_device_runs_stages_cross_checks_and_scale_cases():
+    """Device-mode shards (--devices, --lanes): the merged target keeps its device entry (the
+    text report would otherwise say the target has no device generator), the lanes' stages,
+    cross-checks and scale cases summed; a lane that skipped scale cases does not hide one
+    that ran them."""
+    docs = [_doc(4, ["a"], ["b"], []), _doc(6, ["b"], ["a"], [])]
+    for d, (cc, scale, skipped) in zip(docs, [(2, 1, None), (3, 0, "no time")], strict=True):
+        d["mode"] = "device"
+        d["targets"][PI]["device"] = {"stage_seconds": {"draw": 1.0, "kernel": 0.5}, "cross_checked": cc,
+                                      "warmup_seconds": cc / 2, "scale_cases": scale,
+                                      **({"scale_skipped": skipped} if skipped else {})}
+    runs = [ShardRun("1/2", "device 0, lane 1/2", 0, docs[0]), ShardRun("2/2", "device 0, lane 2/2", 0, docs[1])]
+    dev = merge(runs, (0, 1))["targets"][PI]["device"]
+    assert dev == {"stage_seconds": {"draw": 2.0, "kernel": 1.0}, "cross_checked": 5, "warmup_seconds": 1.5,
+                   "scale_cases": 1}
+    docs[0]["targets"][PI]["device"]["scale_cases"] = 0
+    assert merge(runs, (0, 1))["targets"][PI]["device"]["scale_skipped"] == "no time"
+    from io import StringIO
+
+    from eaglefuzz.harness.reporting.fuzz_report import print_fuzz
+
+    out = StringIO()
+    print_fuzz(merge(runs, (0, 1)), out=out)
+    assert f"device: {PI}: seconds per stage" in out.getvalue() and "no device generator" not in out.getvalue()
+
+
+def test_lanes_run_several_shards_on_one_device(monkeypatch, tmp_path):
+    """--lanes N: N shards on the first visible device (with --devices: on each), disjoint
+    shares, each told its lane (lane 1 alone draws production-scale cases)."""
+    from eaglefuzz.harness.run import multi
+
+    seen = []
+
+    def fake(argv, shards, devices, corpus, lanes=1):  # noqa: ANN001, ANN202
+        seen.append((shards, devices, lanes))
+        return [ShardRun(s, "x", 0, None, []) for s in shards]
+
+    monkeypatch.setattr(multi, "run_on_devices", fake)
+    monkeypatch.setenv(FAKE_ENV, "2")
+    common = {"ray_address": None, "shards": None, "corpus": tmp_path, "backend": "auto", "as_json": True}
+    multi.fuzz_in_shards(["fuzz"], devices=None, lanes=3, shard=(0, 1), **common)
+    multi.fuzz_in_shards(["fuzz"], devices="all", lanes=2, shard=(1, 2), **common)
+    assert seen == [(["1/3", "2/3", "3/3"], ["0", "0", "0"], 3),
+                    (["2/8", "4/8", "6/8", "8/8"], ["0", "0", "1", "1"], 2)]
+
+
+def test_a_lane_past_the_first_draws_no_scale_case(tmp_path):
+    from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.run.campaign import Campaign
+
+    def campaign(lane: tuple[int, int]) -> Campaign:
+        c = Campaign(names=None, source=None, backend="auto", seed=0, mode="device", examples=None, time_budget=60.0,
+                     shard=(0, 1), corpus_dir=tmp_path, keep_going=False, progress=False, as_json=True, lane=lane)
+        c.scale_why = None
+        return c
+
+    run = dict.fromkeys(device_targets(), None)
+    names = list(run)
+    assert campaign((0, 4))._scale_first(names, run, 100.0) == {n for n in names if device_targets()[n].scale} != set()
+    assert campaign((1, 4))._scale_first(names, run, 100.0) == set()
+
+
 @pytest.mark.parametrize(
     ("args", "env", "words"),
     [
         (["fuzz", "--devices", "all"], {FAKE_ENV: "0"}, "--devices all: no CUDA device here"),
+        (["fuzz", "--lanes", "2"], {FAKE_ENV: "0"}, "--lanes 2: no CUDA device here"),
+        (["fuzz", "--lanes", "2", "--ray", "local", "--shards", "2"], {FAKE_ENV: "2"}, "--lanes 2 and --ray: choose one"),
+        (["fuzz", "--lanes", "0"], {FAKE_ENV: "2"}, "--lanes"),
+        (["fuzz", "--lanes", "2", "--progress"], {FAKE_ENV: "2"}, "--progress: not with --devices, --lanes"),
         (["fuzz", "--devices", "all", "--ray", "local", "--shards", "2"], {FAKE_ENV: "2"}, "choose one"),
         (["fuzz", "--shards", "2"], {FAKE_ENV: "2"}, "--shards: only with --ray"),
         (["fuzz", "--ray", "local"], {}, "--shards N"),

@@ -72,6 +72,10 @@ class Campaign:
     """``production`` or ``extended`` (:mod:`..checking.domains`); ``None``: the default,
     ``extended`` (the production tier, then the edges), or ``production`` in device mode (which
     draws production cases only)."""
+    lane: tuple[int, int] = (0, 1)
+    """Lane ``k`` of ``n`` processes fuzzing one GPU at once (``--lanes``, 0-based ``k``): lane 0
+    alone draws production-scale cases, and each lane's device targets take ``1/n`` of the
+    host's producer processes."""
     unsaved: dict[int, str] = field(default_factory=dict)
     """``id`` of a finding that could not be written -> why."""
 
@@ -125,6 +129,7 @@ class Campaign:
         if self.mode == "device":
             from ..checking.device_mode import device_targets
             from ..checking.device_mode.engine import device_fuzz_target
+            from ..checking.device_mode.producers import default_workers
 
             if not backend.compiled:
                 raise UserError("--mode device: needs a CUDA device (cases are drawn and checked on the GPU) and "
@@ -187,6 +192,9 @@ class Campaign:
                     per_budget = max(0.0, deadline - time.monotonic()) / len(left)
                     if name in scale_first:  # its first scale case now, if the run can afford one
                         extra["scale_first"] = deadline - time.monotonic() - ORDINARY_MIN_S * len(left)
+                if name in device_run and self.lane[1] > 1:
+                    extra["workers"] = default_workers(backend.device, self.lane[1])
+                    extra["scale_cases"] = self.lane[0] == 0
                 total = self.examples if self.examples is not None else per_budget
                 task = bar.add_task(name, total=total, examples=0, rate=0.0, findings=0)
                 start = time.monotonic()
@@ -278,7 +286,7 @@ class Campaign:
         this backend holds them. A short run then still reaches production scale where its
         budget affords a scale case, instead of leaving it to the every-eighth example of a
         target's even share (seconds)."""
-        if deadline is None or self.mode != "device" or getattr(self, "scale_why", None) is not None:
+        if deadline is None or self.mode != "device" or getattr(self, "scale_why", None) is not None or self.lane[0]:
             return set()
         from ..checking.device_mode import device_targets
 

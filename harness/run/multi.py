@@ -1,5 +1,12 @@
-"""One campaign as several shards at once: one process per GPU (``--devices``), or one Ray task
-per shard (``--ray``, :mod:`.ray_shards`), merged into one report.
+"""One campaign as several shards at once: one process per GPU (``--devices``), ``N`` per GPU
+(``--lanes N``), or one Ray task per shard (``--ray``, :mod:`.ray_shards`), merged into one
+report.
+
+Lanes: a device run launches each case from Python (vLLM's launchers), so one process keeps a
+GPU busy a fraction of the time; ``N`` processes on one GPU launch ``N`` streams of cases at
+once (the GPU time-slices between them). Lane 1 of each GPU alone draws production-scale cases
+(tables of tens of GB each, a process of their own), and each lane's producer processes are its
+share of the host's cores (:func:`~..checking.device_mode.producers.default_workers`).
 
 Each shard is the ordinary ``eaglefuzz fuzz`` with ``--shard i/n`` and the same seed and
 options (a supervised run of its own: crashes and hangs are handled per shard), run with
@@ -42,9 +49,12 @@ def _pump(stream: Any, label: str, tail: list[str]) -> None:
     stream.close()
 
 
-def run_on_devices(argv: Sequence[str], shards: list[str], devices: list[str], corpus: Path) -> list[ShardRun]:
+def run_on_devices(argv: Sequence[str], shards: list[str], devices: list[str], corpus: Path,
+                   lanes: int = 1) -> list[ShardRun]:
     """Run shard ``shards[i]`` on ``devices[i]`` (``CUDA_VISIBLE_DEVICES`` set to it), all at
-    once; their runs, in order. An interrupting signal to this process is forwarded to each
+    once; their runs, in order. ``lanes`` > 1: ``devices`` names each device ``lanes`` times in
+    a row, and shard ``i`` is lane ``i % lanes`` of its device (``--lane``: lane 1 alone draws
+    production-scale cases, whose tables take tens of GB of the device). An interrupting signal to this process is forwarded to each
     shard once (each stops and reports what it found)."""
 
     procs: list[subprocess.Popen[str]] = []
@@ -61,12 +71,13 @@ def run_on_devices(argv: Sequence[str], shards: list[str], devices: list[str], c
             line = lifeline()
             lines.append(line)
             env = {**os.environ, "CUDA_VISIBLE_DEVICES": device, **line.env}
-            p = subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.cli", *child_args(argv, shard, corpus)],
+            lane = ["--lane", f"{i % lanes + 1}/{lanes}"] if lanes > 1 else []
+            p = subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.cli", *child_args(argv, shard, corpus), *lane],
                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  start_new_session=True, pass_fds=line.pass_fds)
             line.spawned()
             procs.append(p)
-            label = f"shard {shard} device {device}"
+            label = f"shard {shard} device {device}" + (f" lane {i % lanes + 1}/{lanes}" if lanes > 1 else "")
             threads.append(threading.Thread(target=_pump, args=(p.stderr, label, tails[i]), daemon=True))
             threads.append(threading.Thread(target=lambda p=p, o=outs[i]: o.append(p.stdout.read()), daemon=True))
         for t in threads:
@@ -90,8 +101,9 @@ def run_on_devices(argv: Sequence[str], shards: list[str], devices: list[str], c
             signal.signal(s, h)
         for line in lines:
             line.close()
-    return [ShardRun(s, f"device {d}", p.returncode, parse_doc("".join(o)), t)
-            for s, d, p, o, t in zip(shards, devices, procs, outs, tails, strict=True)]
+    where = [f"device {d}" + (f", lane {i % lanes + 1}/{lanes}" if lanes > 1 else "") for i, d in enumerate(devices)]
+    return [ShardRun(s, w, p.returncode, parse_doc("".join(o)), t)
+            for s, w, p, o, t in zip(shards, where, procs, outs, tails, strict=True)]
 
 
 def fuzz_in_shards(
@@ -100,15 +112,20 @@ def fuzz_in_shards(
     devices: str | None,
     ray_address: str | None,
     shards: int | None,
+    lanes: int = 1,
     shard: tuple[int, int],
     corpus: Path,
     backend: str,
     as_json: bool,
 ) -> int:
-    """``eaglefuzz fuzz --devices ...`` or ``--ray ADDRESS --shards N``: the shards run, their
-    reports merged and printed; the exit code. Bad combinations are a :class:`UserError`."""
+    """``eaglefuzz fuzz --devices ...``, ``--lanes N`` or ``--ray ADDRESS --shards N``: the shards
+    run, their reports merged and printed; the exit code. Bad combinations are a
+    :class:`UserError`."""
     if devices is not None and ray_address is not None:
         raise UserError("--devices and --ray: choose one (Ray hands each task its own GPU)")
+    if lanes > 1 and ray_address is not None:
+        raise UserError(f"--lanes {lanes} and --ray: choose one (Ray hands each task its own GPU; "
+                        "--shards N sets how many tasks)")
     if ray_address is not None:
         if shards is None:
             raise UserError(f"--ray {ray_address}: give --shards N (how many Ray tasks)")
@@ -118,7 +135,13 @@ def fuzz_in_shards(
     if shards is not None:
         raise UserError("--shards: only with --ray (--devices runs one shard per device; --shard K/N picks one share)")
 
-    chosen = pick_devices(devices or "all", cuda_devices())
-    names = sub_shards(shard, len(chosen))
-    runs = run_on_devices(argv, names, chosen, corpus.resolve())
+    available = cuda_devices()
+    if devices is None and lanes > 1:
+        if not available:
+            raise UserError(f"--lanes {lanes}: no CUDA device here; run on a GPU host, or drop --lanes")
+        chosen = available[:1]
+    else:
+        chosen = pick_devices(devices or "all", available)
+    names = sub_shards(shard, len(chosen) * lanes)
+    runs = run_on_devices(argv, names, [d for d in chosen for _ in range(lanes)], corpus.resolve(), lanes=lanes)
     return report(merge(runs, shard), runs, as_json=as_json)

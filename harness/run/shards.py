@@ -20,7 +20,7 @@ from ..core.exitcodes import EXIT_FINDINGS, EXIT_INTERNAL, EXIT_USAGE
 from ..reporting.fuzz_report import fuzz_exit_code, print_fuzz
 
 # Options the parent handles itself: (flag, takes a value).
-_PARENT_OPTIONS = {"--devices": True, "--ray": True, "--shards": True, "--shard": True, "--json": False,
+_PARENT_OPTIONS = {"--devices": True, "--lanes": True, "--lane": True, "--ray": True, "--shards": True, "--shard": True, "--json": False,
                    "--corpus": True, "--progress": False, "--no-progress": False}
 
 
@@ -97,6 +97,17 @@ def _merge_target(entries: list[tuple[ShardRun, dict[str, Any]]]) -> dict[str, A
     if any("tiers_searched" in t for _, t in ran):  # what any shard searched
         out["tiers_searched"] = [k for k in ("production", "extended")
                                  if any(k in t.get("tiers_searched", ()) for _, t in ran)]
+    if any("device" in t for _, t in ran):  # device mode: the shards' stages and cross-checks summed
+        dev = [t["device"] for _, t in ran if "device" in t]
+        out["device"] = {
+            "stage_seconds": {k: round(sum(d["stage_seconds"].get(k, 0.0) for d in dev), 4) for k in dev[0]["stage_seconds"]},
+            "cross_checked": sum(d["cross_checked"] for d in dev),
+            "warmup_seconds": max(d["warmup_seconds"] for d in dev),
+            "scale_cases": sum(d.get("scale_cases", 0) for d in dev),
+        }
+        skipped = [d["scale_skipped"] for d in dev if d.get("scale_skipped")]
+        if skipped and not out["device"]["scale_cases"]:
+            out["device"]["scale_skipped"] = skipped[0]
     for key in ("findings", "edge_divergences"):
         if any(key in t for _, t in entries):
             out[key] = [dict(f, shard=r.shard, where=r.where) for r, t in entries for f in t.get(key, [])]

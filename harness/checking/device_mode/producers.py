@@ -40,13 +40,15 @@ CHUNK = 8
 """Examples per task: enough to pay for the round trip to a worker."""
 
 
-def default_workers(device: str) -> int:
+def default_workers(device: str, lanes: int = 1) -> int:
     """Worker processes for a campaign on ``device``: none on the CPU (the interpreted kernel
     costs far more than the host work), else up to 8, leaving two cores to the launching
-    process and the rest of the machine."""
+    process and the rest of the machine; with ``lanes`` processes launching on the GPU at
+    once (``--lanes``), each lane's share of those cores, at least one."""
     if device == "cpu":
         return 0
-    return max(0, min(8, (os.cpu_count() or 1) - 2))
+    spare = (os.cpu_count() or 1) - 2
+    return max(0, min(8, spare)) if lanes <= 1 else max(1, min(8, spare // lanes))
 
 
 _POOL: dict[int, ProcessPoolExecutor] = {}
