@@ -37,7 +37,9 @@ class DeviceBatch:
     ``cat``: each small input, the cases' arrays concatenated (flat, on the device);
     ``lengths``: its element count per case; ``shapes``: its shape per case (a 2-D input);
     ``shared``: the large inputs (on the device), case ``k`` reading the first
-    ``rows[name][k]`` rows; ``outputs``: each output's dtype and per-case element counts;
+    ``rows[name][k]`` rows; ``outputs``: each output's dtype and per-case element counts (an
+    input the kernel updates in place is an input; the oracle's writes to it are its elements
+    that change, which the buffers hold as drawn before the launch);
     ``scalars``: per case. ``extra``: what the target's batched oracle needs besides
     (host-known sizes, per-token table rows); ``host``: per case, what its launch needs
     known on the host (:attr:`~.device.DeviceCase.host`), if anything."""
@@ -51,6 +53,9 @@ class DeviceBatch:
     scalars: list[dict]
     extra: dict = field(default_factory=dict)
     host: list[dict] = field(default_factory=list)
+    inout: tuple[str, ...] = ()
+    """The inputs the kernel updates in place (their elements count as verified output, as the
+    record's ``output_tokens`` counts them)."""
 
     def __len__(self) -> int:
         return len(self.scalars)
@@ -60,8 +65,8 @@ class DeviceBatch:
         return np.concatenate([[0], np.cumsum(self.lengths[name])]).tolist()
 
     def tokens(self, k: int) -> int:
-        """Output elements case ``k``'s check verifies."""
-        return sum(sizes[k] for _, sizes in self.outputs.values())
+        """Output elements case ``k``'s check verifies (an input updated in place included)."""
+        return sum(sizes[k] for _, sizes in self.outputs.values()) + sum(self.lengths[n][k] for n in self.inout)
 
     def case(self, k: int, inputs: dict[str, torch.Tensor] | None = None,
              shared: dict[str, torch.Tensor] | None = None) -> DeviceCase:
@@ -122,7 +127,7 @@ class BatchArenas:
         for n, (index, value) in writes.items():
             s, dt = _storage(dtypes[n]), dtypes[n]
             placed[n] = self._place(n, index)
-            if dt != torch.bool:
+            if dt != torch.bool and n not in batch.cat:  # an input updated in place holds what the kernel reads
                 self.full[s][placed[n]] = _bits(value, dt) ^ 1
         self.expected = {s: b.clone() for s, b in self.full.items()}
         for n, (_, value) in writes.items():

@@ -1,0 +1,142 @@
+"""Batches of Model Runner V2 steps drawn on the device: the pieces a step kernel's device
+module (``device.py``) draws ``K`` production cases with at once, and the class it derives from.
+
+A step kernel's case is a batch of ``B`` rows (requests) over ``R >= B`` state rows; ``K``
+cases concatenated are :class:`Rows`: each case's rows after the previous case's, each row
+knowing its case and where its case's state rows and ``cu`` entries start, so that a batched
+torch oracle (:mod:`eaglefuzz.oracles.tensor_steps_v2`) reads every case in one call. The
+sizes (``B``, ``R``, modes per case) are drawn on the host with NumPy, the per-row values on
+the device with a seeded ``torch.Generator``: the same seeds give the same batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..core.case import Case
+from .device import DeviceCase, DeviceTarget
+from .device_batch import DeviceBatch
+
+MAX_REQUESTS = 1024
+"""Rows of a step on a GPU: up to 1024 (vLLM's default ``max_num_seqs``), a tail to 4096."""
+
+
+@dataclass
+class Rows:
+    """``K`` cases' rows, concatenated: per case ``B`` rows over ``R`` state rows (host arrays);
+    per row (device tensors) its case ``cid``, its index in its case ``local``, and where its
+    case's state arrays (``state_base``) and ``cu`` entries (``cu_at``: the row's own entry in
+    the concatenated ``[B + 1]`` arrays) start."""
+
+    B: np.ndarray
+    R: np.ndarray
+    cid: torch.Tensor
+    local: torch.Tensor
+    state_base: torch.Tensor
+    cu_at: torch.Tensor
+
+    @property
+    def n(self) -> int:
+        """Rows in all."""
+        return int(self.B.sum())
+
+    def per_row(self, values: np.ndarray) -> torch.Tensor:
+        """A per-case host value, for each row (on the rows' device)."""
+        return torch.as_tensor(np.asarray(values), device=self.cid.device)[self.cid]
+
+
+def rows_of(lengths: dict[str, list[int]], row_array: str, state_array: str | None, device: str) -> Rows:
+    """The :class:`Rows` of a batch whose cases have ``lengths[row_array]`` rows and
+    ``lengths[state_array]`` state rows (``None``: as many as rows)."""
+    B = np.asarray(lengths[row_array], dtype=np.int64)
+    return _rows(B, B if state_array is None else np.asarray(lengths[state_array], dtype=np.int64), device)
+
+
+def _rows(B: np.ndarray, R: np.ndarray, device: str) -> Rows:
+    k = len(B)
+    Bt = torch.as_tensor(B, device=device)
+    cid = torch.repeat_interleave(torch.arange(k, device=device), Bt, output_size=int(B.sum()))
+    first = torch.as_tensor(np.cumsum(B) - B, device=device)
+    local = torch.arange(int(B.sum()), device=device) - first[cid]
+    state_base = torch.as_tensor(np.cumsum(R) - R, device=device)[cid]
+    return Rows(B, R, cid, local, state_base, torch.arange(int(B.sum()), device=device) + cid)
+
+
+def draw_rows(rng: np.random.Generator, k: int, device: str, max_requests: int = MAX_REQUESTS) -> Rows:
+    """``k`` cases' row counts, as the records' generators draw a step's (``B`` of a few, up to
+    ``max_requests``, or up to four times that; ``R`` the rows, a few more, or up to 40 more:
+    a deployment's ``max_num_seqs`` above the batch's) and their places."""
+    ranges = np.array([(1, 8), (1, max_requests), (1, 4 * max_requests)])
+    lo, hi = ranges[rng.integers(0, 3, size=k)].T
+    B = rng.integers(lo, hi, endpoint=True)
+    more = np.array([0, 4, 40])[rng.integers(0, 3, size=k)]
+    R = B + rng.integers(0, more, endpoint=True)
+    return _rows(B.astype(np.int64), R.astype(np.int64), device)
+
+
+def state_rows(rows: Rows, gen: torch.Generator) -> torch.Tensor:
+    """Each row's state row within its case (int64): per case, the first ``B`` of a random
+    permutation of its ``R`` state rows (distinct)."""
+    device = rows.cid.device
+    R = torch.as_tensor(rows.R, device=device)
+    owner = torch.repeat_interleave(torch.arange(len(rows.R), device=device), R, output_size=int(rows.R.sum()))
+    keys = owner.double() + torch.rand(owner.numel(), generator=gen, device=device, dtype=torch.float64)
+    order = torch.argsort(keys)  # each case's state rows together, shuffled
+    base = torch.as_tensor(np.cumsum(rows.R) - rows.R, device=device)
+    return order[base[rows.cid] + rows.local] - rows.state_base
+
+
+def uniform(gen: torch.Generator, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """Per element an integer in ``[lo, hi]`` (int64 tensors, ``lo <= hi``)."""
+    u = torch.rand(lo.shape, generator=gen, device=lo.device, dtype=torch.float64)
+    return torch.minimum(lo + (u * (hi - lo + 1).double()).long(), hi)
+
+
+def cumulative(rows: Rows, counts: torch.Tensor) -> torch.Tensor:
+    """The cases' ``[B + 1]`` cumulative arrays of per-row ``counts``, concatenated (int32):
+    each case's from 0."""
+    total = torch.cumsum(counts.long(), 0)
+    base = total - counts.long()
+    first = torch.as_tensor(np.cumsum(rows.B) - rows.B, device=counts.device)
+    starts = base[first.clamp(max=max(rows.n - 1, 0))] if rows.n else base
+    out = torch.zeros(rows.n + len(rows.B), dtype=torch.int64, device=counts.device)
+    out[rows.cu_at + 1] = total - starts[rows.cid]
+    return out.to(torch.int32)
+
+
+def per_case_any(rows: Rows, flags: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """Per case, whether any of its rows has each flag (one copy to the host for all)."""
+    if not flags:
+        return {}
+    stacked = torch.stack([f.to(torch.int64) for f in flags.values()], 1)
+    counts = torch.zeros((len(rows.B), stacked.shape[1]), dtype=torch.int64, device=stacked.device)
+    counts.index_add_(0, rows.cid, stacked)
+    host = counts.cpu().numpy() > 0
+    return {n: host[:, j] for j, n in enumerate(flags)}
+
+
+class StepBatchDevice(DeviceTarget):
+    """A Model Runner V2 step kernel drawn and checked on the device in batches
+    (:meth:`draw_batch`, :meth:`oracle_batch` and :meth:`batch_features` of the target's
+    ``device.py``), launched through its record's launch (as vLLM launches it). One case alone
+    is a batch of one (:meth:`draw`, :meth:`oracle`)."""
+
+    batch = 256
+    """Cases per batch on a GPU."""
+    oracle_name = "torch oracle (oracles/tensor_steps_v2.py)"
+
+    def draw(self, rng: np.random.Generator, gen: Any, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
+        seeds = (int(rng.integers(0, 2**62)), int(rng.integers(0, 2**62)))
+        return self.draw_batch(seeds, device, 1, max_requests).case(0)
+
+    def oracle(self, dc: DeviceCase) -> dict[str, tuple[Any, Any]]:
+        return self.oracle_batch(DeviceBatch(
+            dict(dc.inputs), {n: [t.numel()] for n, t in dc.inputs.items()}, {n: [tuple(t.shape)] for n, t in dc.inputs.items()},
+            {}, {}, {n: (dt, [k]) for n, (dt, k) in dc.outputs.items()}, [dict(dc.scalars)]))
+
+    def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
+        self.record.launch(impl, views, Case(kernel=self.name, arrays={}, scalars=dict(dc.scalars), launch={}))
