@@ -8,8 +8,9 @@ takes those places as tensors (``state_base``: where the row's case's state arra
 ``cu_at``: where its entry of ``cu_num_logits`` is), so that one call checks every case; one
 case alone is a batch of one (the defaults). Like :mod:`.tensor_ops`, each returns, per array it
 writes, the flat indices it writes (in the concatenation of the cases' arrays) and the values
-(``{name: (index, value)}``); an input the kernel updates in place lists only the elements that
-change. Only the production domain (the section's N.2) is covered; index arithmetic is int64.
+(``{name: (index, value)}``); an input the kernel updates in place lists its elements' values after
+the call (one it leaves as it was too). No oracle waits for the device: a batch's sizes are known
+on the host. Only the production domain (the section's N.2) is covered; index arithmetic is int64.
 """
 
 from __future__ import annotations
@@ -40,6 +41,4 @@ def get_num_sampled_and_rejected(*, num_sampled: torch.Tensor, seq_lens: torch.T
     chunked = seq_lens.long() < prefill_len.long()[base + idx_mapping.long()]
     rejected = torch.where(chunked, torch.zeros_like(nl), nl - ns)
     rejected = ((rejected + 2**31) % 2**32 - 2**31).to(torch.int32)  # int32, as the kernel stores it
-    zeroed = chunked & (ns != 0)
-    return {"num_rejected": (rows, rejected),
-            "num_sampled": (rows[zeroed], torch.zeros(int(zeroed.sum()), dtype=torch.int32, device=rows.device))}
+    return {"num_rejected": (rows, rejected), "num_sampled": (rows, torch.where(chunked, 0, ns).to(torch.int32))}
