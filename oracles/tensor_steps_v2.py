@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["get_num_sampled_and_rejected"]
+__all__ = ["combine_sampled_and_draft_tokens", "get_num_sampled_and_rejected"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
 
@@ -42,3 +42,60 @@ def get_num_sampled_and_rejected(*, num_sampled: torch.Tensor, seq_lens: torch.T
     rejected = torch.where(chunked, torch.zeros_like(nl), nl - ns)
     rejected = ((rejected + 2**31) % 2**32 - 2**31).to(torch.int32)  # int32, as the kernel stores it
     return {"num_rejected": (rows, rejected), "num_sampled": (rows, torch.where(chunked, 0, ns).to(torch.int32))}
+
+
+def _ragged(counts: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For rows of ``counts`` (int64, ``total`` their sum): each element's row and its index in
+    the row."""
+    row = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts, output_size=total)
+    return row, torch.arange(total, device=counts.device) - (torch.cumsum(counts, 0) - counts)[row]
+
+
+def combine_sampled_and_draft_tokens(*, idx_mapping: torch.Tensor, last_sampled_tokens: torch.Tensor,
+                                     query_start_loc: torch.Tensor, seq_lens: torch.Tensor, prefill_len: torch.Tensor,
+                                     draft_tokens: torch.Tensor, cu_num_logits: torch.Tensor, K: torch.Tensor | int,
+                                     new: int = 1, state_base: torch.Tensor | None = None,
+                                     cu_at: torch.Tensor | None = None, draft_base: torch.Tensor | None = None,
+                                     ids_base: torch.Tensor | None = None, logits_base: torch.Tensor | None = None,
+                                     logits_total: int | None = None, bonus_total: int | None = None,
+                                     drafts_total: int | None = None) -> Writes:
+    """§16.1 for every row ``b`` (``NUM_NEW_SAMPLED_TOKENS = new``, ``BLOCK_SIZE >= nl``, as in
+    production): ``s = state_base[b] + idx_mapping[b]``; from its case's ``[B + 1]`` arrays at
+    ``cu_at[b]``: its query ``[qs, qe)`` and logits count ``nl``, ``d = nl - new``,
+    ``ls = qe - nl``. ``logits_indices[logits_base[b] + cu[b] + i] = ls + i`` for ``i < nl``; a row
+    with ``seq_lens[b] > prefill_len[s]`` also writes ``input_ids[ids_base[b] + ls] =
+    last_sampled_tokens[s]`` when ``new > 0`` and ``seq - nl >= prefill_len[s]``, and
+    ``input_ids[ids_base[b] + qe - d + i] = draft_tokens[draft_base[b] + idx_mapping[b] * K[b] + i]`` for
+    ``i < d`` (int32, truncated). ``logits_total``, ``bonus_total``, ``drafts_total``: the logits,
+    the last sampled tokens and the draft ids written in all, where the caller knows them (else
+    counted: a wait for the device). Defaults: one case."""
+    B = idx_mapping.numel()
+    dev = idx_mapping.device
+    rows = torch.arange(B, device=dev)
+    zero = torch.zeros_like(rows)
+    base = zero if state_base is None else state_base.long()
+    at = rows if cu_at is None else cu_at.long()
+    K = torch.full_like(rows, int(K)) if isinstance(K, int) else K.long()
+    s = base + idx_mapping.long()
+    q, cu = query_start_loc.long(), cu_num_logits.long()
+    qe = q[at + 1]
+    nl = cu[at + 1] - cu[at]
+    d = nl - new
+    ls = qe - nl
+    seq, L = seq_lens.long(), prefill_len.long()[s]
+    past = seq > L
+    lb = zero if logits_base is None else logits_base.long()
+    ib = zero if ids_base is None else ids_base.long()
+    total = int(nl.sum()) if logits_total is None else logits_total
+    r, i = _ragged(nl, total)
+    logits = (lb[r] + cu[at[r]] + i, ls[r] + i)
+    bonus = past & (seq - nl >= L) & (new > 0)
+    nb = int(bonus.sum()) if bonus_total is None else bonus_total
+    rb, _ = _ragged(bonus.long(), nb)  # the rows that write their last sampled token
+    written = torch.where(past & (d > 0), d, zero)
+    nd = int(written.sum()) if drafts_total is None else drafts_total
+    r, i = _ragged(written, nd)
+    db = zero if draft_base is None else draft_base.long()
+    index = torch.cat([ib[rb] + ls[rb], ib[r] + qe[r] - d[r] + i])
+    value = torch.cat([last_sampled_tokens.reshape(-1)[s[rb]], draft_tokens.reshape(-1)[db[r] + idx_mapping.long()[r] * K[r] + i]])
+    return {"logits_indices": logits, "input_ids": (index, ((value + 2**31) % 2**32 - 2**31).to(torch.int32))}

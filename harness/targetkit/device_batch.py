@@ -140,7 +140,11 @@ class BatchArenas:
             base = base.view(dt) if dt != _storage(dt) else base
             gaps = np.concatenate([[0], o[1:] - o[:-1] - sz[:-1]])
             two_d = n in batch.shapes and len(batch.shapes[n][0]) > 1  # [n, 1]
-            per_name[n] = torch.split_with_sizes(base.view(-1, 1) if two_d else base, np.stack([gaps, sz], 1).reshape(-1).tolist())[1::2]
+            columns = two_d and any(shape[1:] != (1,) for shape in batch.shapes[n])  # [R, K]: each case its K
+            per_name[n] = torch.split_with_sizes(base.view(-1, 1) if two_d and not columns else base,
+                                                 np.stack([gaps, sz], 1).reshape(-1).tolist())[1::2]
+            if columns:
+                per_name[n] = [piece.view(shape) for piece, shape in zip(per_name[n], batch.shapes[n], strict=True)]
         shared = {n: b.view.view(batch.shared[n].shape) for n, b in self.big.items()}
         self.views: list[dict[str, torch.Tensor]] = [
             {n: v[k] for n, v in per_name.items()} | {n: t[: batch.rows[n][k]] for n, t in shared.items()} for k in range(K)]

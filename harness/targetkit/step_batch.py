@@ -96,6 +96,14 @@ def uniform(gen: torch.Generator, lo: torch.Tensor, hi: torch.Tensor) -> torch.T
     return torch.minimum(lo + (u * (hi - lo + 1).double()).long(), hi)
 
 
+def chosen(gen: torch.Generator, lo: torch.Tensor, hi: torch.Tensor, ends: float = 1 / 16) -> torch.Tensor:
+    """:func:`uniform`, with an end of the range (either, at even odds) ``ends`` of the time:
+    as the records' generators choose in bulk mode (``choosers.RngChooser``), so that a
+    device batch meets the limits as often."""
+    u = torch.rand((2, *lo.shape), generator=gen, device=lo.device)
+    return torch.where(u[0] < ends, torch.where(u[1] < 0.5, lo, hi), uniform(gen, lo, hi))
+
+
 def cumulative(rows: Rows, counts: torch.Tensor) -> torch.Tensor:
     """The cases' ``[B + 1]`` cumulative arrays of per-row ``counts``, concatenated (int32):
     each case's from 0."""
