@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["combine_sampled_and_draft_tokens", "get_num_sampled_and_rejected"]
+__all__ = ["combine_sampled_and_draft_tokens", "gather_draft_sampled", "get_num_sampled_and_rejected"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
 
@@ -99,3 +99,20 @@ def combine_sampled_and_draft_tokens(*, idx_mapping: torch.Tensor, last_sampled_
     index = torch.cat([ib[rb] + ls[rb], ib[r] + qe[r] - d[r] + i])
     value = torch.cat([last_sampled_tokens.reshape(-1)[s[rb]], draft_tokens.reshape(-1)[db[r] + idx_mapping.long()[r] * K[r] + i]])
     return {"logits_indices": logits, "input_ids": (index, ((value + 2**31) % 2**32 - 2**31).to(torch.int32))}
+
+
+def gather_draft_sampled(*, input_ids: torch.Tensor, positions: torch.Tensor, logits_indices: torch.Tensor,
+                         expanded_idx_mapping: torch.Tensor, expanded_local_pos: torch.Tensor, prefill_len: torch.Tensor,
+                         state_base: torch.Tensor | None = None, token_base: torch.Tensor | None = None) -> Writes:
+    """§23.1 for every logits row ``j``: ``t = token_base[j] + logits_indices[j]``, ``p =
+    positions[t]``, ``lp = expanded_local_pos[j]``, ``s = state_base[j] +
+    expanded_idx_mapping[j]``; ``draft_sampled[j] = -1`` where ``lp > 0`` and ``p - lp <
+    prefill_len[s]`` (a placeholder), else ``input_ids[t]``; ``pos[j] = p``. Defaults: one case."""
+    n = logits_indices.numel()
+    rows = torch.arange(n, device=logits_indices.device)
+    t = logits_indices.long() + (0 if token_base is None else token_base.long())
+    s = expanded_idx_mapping.long() + (0 if state_base is None else state_base.long())
+    p = positions.long()[t]
+    lp = expanded_local_pos.long()
+    placeholder = (lp > 0) & (p - lp < prefill_len.long()[s])
+    return {"draft_sampled": (rows, torch.where(placeholder, -1, input_ids[t].long()).to(torch.int32)), "pos": (rows, p)}

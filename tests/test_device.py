@@ -58,7 +58,8 @@ def test_device_oracle_agrees_with_the_numpy_and_numba_oracles(name, backend, ne
 
 # (seeded bug of tests/seeded_bugs/mutants.py, one per device target)
 BUGS = ["ce_masked_includes_bonus", "pi_rejected_missing_plus_one", "nt_first_valid_column",
-        "gs_prompt_end_is_chunked", "gs_seq_len_int16", "cs_tail_overwritten", "cs_query_end_int16"]
+        "gs_prompt_end_is_chunked", "gs_seq_len_int16", "cs_tail_overwritten", "cs_query_end_int16",
+        "gd_placeholder_at_prompt_end", "gd_positions_int16"]
 UNSHRUNK = ["gr_bonus_after_rejection", "rr_recovered_of_next", "ex_input_of_next", "sr_residual_swapped"]
 """The rejection sampler's (one per target), not shrunk here: that takes 15 to 35 s each under
 the interpreter (their shrinking is tested with the seeded bugs' tests)."""
@@ -218,7 +219,26 @@ BOTH_SIDES = {"copy_and_expand_eagle_inputs_kernel": {"shift_on", "shift_off", "
                                                     "clamp_engaged", "last_request_rejected", "ids_past_65535"}}
 """Features of each side of a mode that :func:`test_batch_features_are_the_records_features_of_each_case`
 must see (the rejection sampler's: with and without draft probabilities; a Model Runner V2
-step's: all of them, but the one past 64 rows)."""
+step's: all of them, but those of size)."""
+
+
+SIZE_FEATURES = {"many_requests", "logits_past_1024"}
+"""The features of a Model Runner V2 step's size, which a test's batches of up to 32 rows do not
+reach (:func:`test_step_batches_reach_their_size_features_at_production_scale` does)."""
+
+
+@pytest.mark.parametrize("name", [n for n in BATCHED if isinstance(device_targets()[n], StepBatchDevice)])
+def test_step_batches_reach_their_size_features_at_production_scale(name):
+    """A batch of Model Runner V2 steps at the device's own scale (up to 1024 rows, a tail to
+    4096) reaches its size features, each case in the production tier."""
+    from eaglefuzz.harness.targets import TARGETS
+
+    target = device_targets()[name]
+    batch = target.draw_batch((3, 4), "cpu", 12)
+    seen = set().union(*target.batch_features(batch, target.oracle_batch(batch)))
+    assert SIZE_FEATURES & set(TARGETS[name].features) <= seen
+    for k in range(len(batch)):
+        TARGETS[name].validate(target.to_case(batch.case(k)))
 
 
 @pytest.mark.parametrize("name", BATCHED)
@@ -237,8 +257,8 @@ def test_batch_features_are_the_records_features_of_each_case(name):
             want = TARGETS[name].features_of(target.to_case(batch.case(k))) & target.batch_decides
             assert got == want, (b, k, got ^ want)
             seen |= got
-    if isinstance(target, StepBatchDevice):  # a Model Runner V2 step's: every feature but the one past 64 rows
-        assert set(TARGETS[name].features) - {"many_requests"} <= seen
+    if isinstance(target, StepBatchDevice):  # a Model Runner V2 step's: every feature but those of size
+        assert set(TARGETS[name].features) - SIZE_FEATURES <= seen
         return
     assert BOTH_SIDES.get(name, {"draft_probs", "no_draft_probs", "several_requests", "ragged"}) <= seen  # the test sees both sides
 

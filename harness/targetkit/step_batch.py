@@ -116,15 +116,20 @@ def cumulative(rows: Rows, counts: torch.Tensor) -> torch.Tensor:
     return out.to(torch.int32)
 
 
+def per_case_sum(rows: Rows, values: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """Per case, the sum of each value over its rows (int64; one copy to the host for all)."""
+    if not values:
+        return {}
+    stacked = torch.stack([v.to(torch.int64) for v in values.values()], 1)
+    sums = torch.zeros((len(rows.B), stacked.shape[1]), dtype=torch.int64, device=stacked.device)
+    sums.index_add_(0, rows.cid, stacked)
+    host = sums.cpu().numpy()
+    return {n: host[:, j] for j, n in enumerate(values)}
+
+
 def per_case_any(rows: Rows, flags: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
     """Per case, whether any of its rows has each flag (one copy to the host for all)."""
-    if not flags:
-        return {}
-    stacked = torch.stack([f.to(torch.int64) for f in flags.values()], 1)
-    counts = torch.zeros((len(rows.B), stacked.shape[1]), dtype=torch.int64, device=stacked.device)
-    counts.index_add_(0, rows.cid, stacked)
-    host = counts.cpu().numpy() > 0
-    return {n: host[:, j] for j, n in enumerate(flags)}
+    return {n: v > 0 for n, v in per_case_sum(rows, flags).items()}
 
 
 class StepBatchDevice(DeviceTarget):
