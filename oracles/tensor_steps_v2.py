@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["combine_sampled_and_draft_tokens", "gather_draft_sampled", "get_num_sampled_and_rejected"]
+__all__ = ["combine_sampled_and_draft_tokens", "expand_idx_mapping", "gather_draft_sampled", "get_num_sampled_and_rejected"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
 
@@ -116,3 +116,19 @@ def gather_draft_sampled(*, input_ids: torch.Tensor, positions: torch.Tensor, lo
     lp = expanded_local_pos.long()
     placeholder = (lp > 0) & (p - lp < prefill_len.long()[s])
     return {"draft_sampled": (rows, torch.where(placeholder, -1, input_ids[t].long()).to(torch.int32)), "pos": (rows, p)}
+
+
+def expand_idx_mapping(*, idx_mapping: torch.Tensor, cu_num_logits: torch.Tensor, cu_at: torch.Tensor | None = None,
+                       out_base: torch.Tensor | None = None, total: int | None = None) -> Writes:
+    """§17.1 for every row ``b`` (``BLOCK_SIZE >= nl_b``, as in production), its logits count
+    ``nl`` from its case's ``cu_num_logits`` at ``cu_at[b]``: ``expanded_idx_mapping[out_base[b]
+    + cu[b] + i] = idx_mapping[b]`` and ``expanded_local_pos[...] = i`` for ``0 <= i < nl``.
+    ``total``: the logits rows in all, where the caller knows it. Defaults: one case."""
+    B = idx_mapping.numel()
+    rows = torch.arange(B, device=idx_mapping.device)
+    at = rows if cu_at is None else cu_at.long()
+    cu = cu_num_logits.long()
+    nl = (cu[at + 1] - cu[at]).clamp(min=0)
+    r, i = _ragged(nl, int(nl.sum()) if total is None else total)
+    index = (0 if out_base is None else out_base.long()[r]) + cu[at[r]] + i
+    return {"expanded_idx_mapping": (index, idx_mapping.long()[r]), "expanded_local_pos": (index, i.to(torch.int32))}

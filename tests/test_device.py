@@ -59,7 +59,7 @@ def test_device_oracle_agrees_with_the_numpy_and_numba_oracles(name, backend, ne
 # (seeded bug of tests/seeded_bugs/mutants.py, one per device target)
 BUGS = ["ce_masked_includes_bonus", "pi_rejected_missing_plus_one", "nt_first_valid_column",
         "gs_prompt_end_is_chunked", "gs_seq_len_int16", "cs_tail_overwritten", "cs_query_end_int16",
-        "gd_placeholder_at_prompt_end", "gd_positions_int16"]
+        "gd_placeholder_at_prompt_end", "gd_positions_int16", "ei_local_pos_from_one"]
 UNSHRUNK = ["gr_bonus_after_rejection", "rr_recovered_of_next", "ex_input_of_next", "sr_residual_swapped"]
 """The rejection sampler's (one per target), not shrunk here: that takes 15 to 35 s each under
 the interpreter (their shrinking is tested with the seeded bugs' tests)."""
@@ -222,7 +222,7 @@ must see (the rejection sampler's: with and without draft probabilities; a Model
 step's: all of them, but those of size)."""
 
 
-SIZE_FEATURES = {"many_requests", "logits_past_1024"}
+SIZE_FEATURES = {"many_requests", "logits_past_1024", "beyond_1024_rows", "sixteen_drafts"}
 """The features of a Model Runner V2 step's size, which a test's batches of up to 32 rows do not
 reach (:func:`test_step_batches_reach_their_size_features_at_production_scale` does)."""
 
@@ -620,7 +620,11 @@ def _fatal_on_cpu(monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setattr(Outcome, "crashed", fatal)
 
 
-@pytest.mark.parametrize("name", [BATCHED[0], HOST[0], "_expand_idx_mapping_kernel"])
+RECORD_BATCHED = sorted(n for n, t in device_targets().items() if t.checked_on == "record" and t.batches_on_host(None))
+"""The targets checked in record host batches (their records' generators, producer processes)."""
+
+
+@pytest.mark.parametrize("name", [BATCHED[0], HOST[0], RECORD_BATCHED[0]])
 @pytest.mark.parametrize("seen_at", ["launch", "wait"])
 def test_a_batch_that_loses_the_device_names_every_case_launched_as_a_suspect(name, seen_at, monkeypatch, backend,
                                                                             needs, tmp_path):
@@ -681,7 +685,7 @@ def test_a_batch_that_loses_the_device_names_every_case_launched_as_a_suspect(na
     assert "device became unusable" in orphan.message
     assert [c.arrays.keys() for c in orphan.suspects] == [c.arrays.keys() for c in finding.suspects]
     for a, b in zip(orphan.suspects, finding.suspects, strict=True):
-        assert all((a.arrays[n] == b.arrays[n]).all() for n in a.arrays) and a.scalars == b.scalars
+        assert all(a.arrays[n].tobytes() == b.arrays[n].tobytes() for n in a.arrays) and a.scalars == b.scalars  # NaN too
 
 
 def test_a_batch_still_being_made_when_the_time_is_up_ends_the_run():
