@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["combine_sampled_and_draft_tokens", "expand_idx_mapping", "gather_draft_sampled", "get_num_sampled_and_rejected"]
+__all__ = ["combine_sampled_and_draft_tokens", "expand_idx_mapping", "gather_draft_sampled", "get_num_sampled_and_rejected",
+           "post_update_num_computed_tokens"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
 
@@ -132,3 +133,22 @@ def expand_idx_mapping(*, idx_mapping: torch.Tensor, cu_num_logits: torch.Tensor
     r, i = _ragged(nl, int(nl.sum()) if total is None else total)
     index = (0 if out_base is None else out_base.long()[r]) + cu[at[r]] + i
     return {"expanded_idx_mapping": (index, idx_mapping.long()[r]), "expanded_local_pos": (index, i.to(torch.int32))}
+
+
+def _int32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` (int64) wrapped to int32, as a kernel's int32 store does."""
+    return ((x + 2**31) % 2**32 - 2**31).to(torch.int32)
+
+
+def post_update_num_computed_tokens(*, idx_mapping: torch.Tensor, query_start_loc: torch.Tensor,
+                                    num_computed_tokens: torch.Tensor, state_base: torch.Tensor | None = None,
+                                    cu_at: torch.Tensor | None = None) -> Writes:
+    """§20.1 for every row ``b``: ``num_computed_tokens[state_base[b] + idx_mapping[b]] +=
+    qlen_b`` (int32, wrapping), ``qlen_b`` from its case's ``query_start_loc`` at ``cu_at[b]``.
+    Defaults: one case."""
+    B = idx_mapping.numel()
+    rows = torch.arange(B, device=idx_mapping.device)
+    at = rows if cu_at is None else cu_at.long()
+    q = query_start_loc.long()
+    s = idx_mapping.long() + (0 if state_base is None else state_base.long())
+    return {"num_computed_tokens": (s, _int32(num_computed_tokens.long()[s] + q[at + 1] - q[at]))}
