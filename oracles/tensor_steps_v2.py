@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["combine_sampled_and_draft_tokens", "expand_idx_mapping", "gather_draft_sampled", "get_num_sampled_and_rejected",
+__all__ = ["combine_sampled_and_draft_tokens", "expand_idx_mapping", "flatten_sampled", "gather_draft_sampled", "get_num_sampled_and_rejected",
            "post_update_num_computed_tokens"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
@@ -152,3 +152,23 @@ def post_update_num_computed_tokens(*, idx_mapping: torch.Tensor, query_start_lo
     q = query_start_loc.long()
     s = idx_mapping.long() + (0 if state_base is None else state_base.long())
     return {"num_computed_tokens": (s, _int32(num_computed_tokens.long()[s] + q[at + 1] - q[at]))}
+
+
+def flatten_sampled(*, sampled: torch.Tensor, num_sampled: torch.Tensor, cu_num_logits: torch.Tensor,
+                    width: torch.Tensor | int | None = None, sampled_base: torch.Tensor | None = None,
+                    cu_at: torch.Tensor | None = None, out_base: torch.Tensor | None = None,
+                    total: int | None = None) -> Writes:
+    """§24.1 for every row ``b`` of its case's ``sampled`` (``width[b]`` columns, starting at
+    ``sampled_base[b]`` in the flat concatenation) and ``i < num_sampled[b]``:
+    ``flat_sampled[out_base[b] + cu[b] + i] = sampled[b, i]``, ``cu`` its case's at ``cu_at[b]``.
+    ``total``: the elements written in all, where the caller knows it. Defaults: one case."""
+    B = num_sampled.numel()
+    rows = torch.arange(B, device=num_sampled.device)
+    W = sampled.shape[1] if width is None else width
+    W = torch.full_like(rows, int(W)) if isinstance(W, int) else W.long()
+    base = rows * W if sampled_base is None else sampled_base.long()
+    at = rows if cu_at is None else cu_at.long()
+    ns = num_sampled.long().clamp(min=0)
+    r, i = _ragged(ns, int(ns.sum()) if total is None else total)
+    index = (0 if out_base is None else out_base.long()[r]) + cu_num_logits.long()[at[r]] + i
+    return {"flat_sampled": (index, sampled.reshape(-1)[base[r] + i])}
