@@ -15,10 +15,11 @@ on the host. Only the production domain (the section's N.2) is covered; index ar
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 __all__ = ["combine_sampled_and_draft_tokens", "expand_idx_mapping", "flatten_sampled", "gather_draft_sampled", "get_num_sampled_and_rejected",
-           "post_update_num_computed_tokens"]
+           "post_update_num_computed_tokens", "prepare_decode_inputs"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
 
@@ -172,3 +173,48 @@ def flatten_sampled(*, sampled: torch.Tensor, num_sampled: torch.Tensor, cu_num_
     r, i = _ragged(ns, int(ns.sum()) if total is None else total)
     index = (0 if out_base is None else out_base.long()[r]) + cu_num_logits.long()[at[r]] + i
     return {"flat_sampled": (index, sampled.reshape(-1)[base[r] + i])}
+
+
+def prepare_decode_inputs(*, draft_tokens: torch.Tensor, target_seq_lens: torch.Tensor, num_rejected: torch.Tensor,
+                          positions: torch.Tensor, sample_src_positions: torch.Tensor, B: list[int], R: list[int],
+                          K: list[int], M: list[int], advance: list[bool]) -> Writes:
+    """§26.1 for ``K`` cases concatenated, case ``k`` of ``B[k]`` rows over ``R[k]``
+    (``max_num_reqs``) entries, its drafts ``[R[k], K[k]]``, its ``positions`` ``R[k] + 3``
+    entries, ``max_model_len = M[k]``, ``ADVANCE_DRAFT_POSITIONS = advance[k]``. Row ``b < B``:
+    ``input_ids[b] = draft_tokens[b, 0]`` (int32), ``sample_src_positions[b] += 1``, ``seq =
+    target_seq_lens[b] - num_rejected[b]``, advancing: ``positions[b] = min(positions[b] + 1,
+    M - 1)``, ``seq = min(seq + 1, M)``; ``seq_lens[b] = seq``. Padding: ``query_start_loc[i] =
+    min(i, B)`` for ``i <= R`` and ``seq_lens[i] = 0`` for ``B <= i < R``. Sizes are host lists
+    (one case alone: lists of one)."""
+    dev = target_seq_lens.device
+    Bn, Rn, Kn = (np.asarray(x, dtype=np.int64) for x in (B, R, K))
+
+    def places(counts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:  # each element's case and index in it
+        total = int(counts.sum())
+        case = torch.repeat_interleave(torch.arange(len(counts), device=dev), torch.as_tensor(counts, device=dev),
+                                       output_size=total)
+        return case, torch.arange(total, device=dev) - torch.as_tensor(np.cumsum(counts) - counts, device=dev)[case]
+
+    def per(case: torch.Tensor, values: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(values), device=dev)[case]
+
+    rc, b = places(Bn)  # the rows
+    Mr, adv = per(rc, np.asarray(M, dtype=np.int64)), per(rc, np.asarray(advance, dtype=bool))
+    ids = draft_tokens.reshape(-1)[per(rc, np.cumsum(Rn * Kn) - Rn * Kn) + b * per(rc, Kn)]
+    seq = target_seq_lens.long() - num_rejected.long()
+    seq = torch.where(adv, torch.minimum(seq + 1, Mr), seq)
+    at_src = per(rc, np.cumsum(Rn) - Rn) + b
+    at_pos = per(rc, np.cumsum(Rn + 3) - (Rn + 3)) + b
+    pos = positions.long()[at_pos]
+    sc, i = places(Rn)  # every seq_lens entry of every case
+    row = per(sc, np.cumsum(Bn) - Bn) + i
+    inside = i < per(sc, Bn)
+    qc, j = places(Rn + 1)
+    return {
+        "input_ids": (torch.arange(rc.numel(), device=dev), _int32(ids.long())),
+        "sample_src_positions": (at_src, sample_src_positions.long()[at_src] + 1),
+        "positions": (at_pos, torch.where(adv, torch.minimum(pos + 1, Mr - 1), pos)),
+        "seq_lens": (torch.arange(sc.numel(), device=dev),
+                     torch.where(inside, _int32(seq[row.clamp(max=max(rc.numel() - 1, 0))]), 0).to(torch.int32)),
+        "query_start_loc": (torch.arange(qc.numel(), device=dev), torch.minimum(j, per(qc, Bn)).to(torch.int32)),
+    }
