@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 __all__ = ["combine_sampled_and_draft_tokens", "expand_idx_mapping", "flatten_sampled", "gather_draft_sampled", "get_num_sampled_and_rejected",
-           "post_update_num_computed_tokens", "prepare_decode_inputs"]
+           "post_update_num_computed_tokens", "prepare_decode_inputs", "prepare_pos_seq_lens"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
 
@@ -136,6 +136,14 @@ def expand_idx_mapping(*, idx_mapping: torch.Tensor, cu_num_logits: torch.Tensor
     return {"expanded_idx_mapping": (index, idx_mapping.long()[r]), "expanded_local_pos": (index, i.to(torch.int32))}
 
 
+def _places(counts: np.ndarray, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+    """For cases of ``counts`` elements (a host array): each element's case and its index in it."""
+    total = int(counts.sum())
+    case = torch.repeat_interleave(torch.arange(len(counts), device=device), torch.as_tensor(counts, device=device),
+                                   output_size=total)
+    return case, torch.arange(total, device=device) - torch.as_tensor(np.cumsum(counts) - counts, device=device)[case]
+
+
 def _int32(x: torch.Tensor) -> torch.Tensor:
     """``x`` (int64) wrapped to int32, as a kernel's int32 store does."""
     return ((x + 2**31) % 2**32 - 2**31).to(torch.int32)
@@ -189,11 +197,8 @@ def prepare_decode_inputs(*, draft_tokens: torch.Tensor, target_seq_lens: torch.
     dev = target_seq_lens.device
     Bn, Rn, Kn = (np.asarray(x, dtype=np.int64) for x in (B, R, K))
 
-    def places(counts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:  # each element's case and index in it
-        total = int(counts.sum())
-        case = torch.repeat_interleave(torch.arange(len(counts), device=dev), torch.as_tensor(counts, device=dev),
-                                       output_size=total)
-        return case, torch.arange(total, device=dev) - torch.as_tensor(np.cumsum(counts) - counts, device=dev)[case]
+    def places(counts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        return _places(counts, dev)
 
     def per(case: torch.Tensor, values: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(np.asarray(values), device=dev)[case]
@@ -218,3 +223,26 @@ def prepare_decode_inputs(*, draft_tokens: torch.Tensor, target_seq_lens: torch.
                      torch.where(inside, _int32(seq[row.clamp(max=max(rc.numel() - 1, 0))]), 0).to(torch.int32)),
         "query_start_loc": (torch.arange(qc.numel(), device=dev), torch.minimum(j, per(qc, Bn)).to(torch.int32)),
     }
+
+
+def prepare_pos_seq_lens(*, idx_mapping: torch.Tensor, query_start_loc: torch.Tensor, num_computed_tokens: torch.Tensor,
+                         B: list[int], R: list[int], T: list[int]) -> Writes:
+    """§15.1 for cases concatenated, case ``k`` of ``B[k]`` rows, ``R[k]`` state rows
+    (``max_num_reqs``: ``num_computed_tokens``' length) and ``T[k]`` tokens: row ``b``, ``c =
+    num_computed_tokens[s_b]``: ``seq_lens[b] = c + qlen_b`` (int32) and ``pos[qs_b + i] = c + i``
+    (an int32 sum, stored as int64) for ``i < qlen_b``; ``seq_lens[i] = 0`` for ``B <= i < R``.
+    Sizes are host lists (one case alone: lists of one)."""
+    dev = idx_mapping.device
+    Bn, Rn, Tn = (np.asarray(x, dtype=np.int64) for x in (B, R, T))
+    rc, b = _places(Bn, dev)
+    at = torch.arange(rc.numel(), device=dev) + rc  # the row's entry of its case's query_start_loc
+    q = query_start_loc.long()
+    qs, qlen = q[at], q[at + 1] - q[at]
+    c = num_computed_tokens.long()[torch.as_tensor(np.cumsum(Rn) - Rn, device=dev)[rc] + idx_mapping.long()]
+    r, i = _ragged(qlen, int(Tn.sum()))
+    pos = (torch.as_tensor(np.cumsum(Tn) - Tn, device=dev)[rc[r]] + qs[r] + i, _int32(c[r] + i).long())
+    sc, j = _places(Rn, dev)
+    inside = j < torch.as_tensor(Bn, device=dev)[sc]
+    row = (torch.as_tensor(np.cumsum(Bn) - Bn, device=dev)[sc] + j).clamp(max=max(rc.numel() - 1, 0))
+    seq = torch.where(inside, _int32(c + qlen)[row], 0).to(torch.int32)
+    return {"pos": pos, "seq_lens": (torch.arange(sc.numel(), device=dev), seq)}

@@ -49,6 +49,14 @@ class Rows:
         return torch.as_tensor(np.asarray(values), device=self.cid.device)[self.cid]
 
 
+def draw_drafts(rng: np.random.Generator, k: int, least: int = 1) -> np.ndarray:
+    """Each of ``k`` cases' ``K`` (``num_speculative_tokens``): ``least`` to 4 or to 16 at even
+    odds, and 16 one case in 8 (the production extreme of 16 drafts, which a rare end of a
+    range would leave to chance)."""
+    K = np.where(rng.random(k) < 0.5, rng.integers(least, 5, size=k), rng.integers(least, 17, size=k))
+    return np.where(rng.random(k) < 1 / 8, 16, K)
+
+
 def rows_of(lengths: dict[str, list[int]], row_array: str, state_array: str | None, device: str) -> Rows:
     """The :class:`Rows` of a batch whose cases have ``lengths[row_array]`` rows and
     ``lengths[state_array]`` state rows (``None``: as many as rows)."""

@@ -20,6 +20,7 @@ from ...targetkit.step_batch import (
     StepBatchDevice,
     chosen,
     cumulative,
+    draw_drafts,
     draw_rows,
     per_case_any,
     rows_of,
@@ -42,7 +43,7 @@ class _Device(StepBatchDevice):
         rng = np.random.default_rng(seeds[1])
         gen = torch.Generator(device=device).manual_seed(seeds[1])
         rows = draw_rows(rng, k, device, max_requests)
-        K = np.where(rng.random(k) < 0.5, rng.integers(1, 5, size=k), rng.integers(1, 17, size=k))
+        K = draw_drafts(rng, k)
         one = torch.ones(rows.n, dtype=torch.int64, device=device)
         nl = chosen(gen, one, rows.per_row(K + 1), ends=1 / 32)
         sums = torch.zeros(k, dtype=torch.int64, device=device).index_add_(0, rows.cid, nl)

@@ -21,6 +21,7 @@ from ...targetkit.step_batch import (
     StepBatchDevice,
     chosen,
     cumulative,
+    draw_drafts,
     draw_rows,
     per_case_any,
     rows_of,
@@ -55,7 +56,7 @@ class _Device(StepBatchDevice):
         gen = torch.Generator(device=device).manual_seed(seeds[1])
         rows = draw_rows(rng, k, device, max_requests)
         B = rows.B
-        K = np.where(rng.random(k) < 0.5, rng.integers(1, 5, size=k), rng.integers(1, 17, size=k))
+        K = draw_drafts(rng, k)
         V = np.asarray(VOCABS)[rng.integers(0, len(VOCABS), size=k)]
         reject = rows.per_row(rng.random(k) < 0.8)
         tail = np.where(rng.random(k) < 0.5, -1, 0)

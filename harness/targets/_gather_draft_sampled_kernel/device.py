@@ -19,6 +19,7 @@ from ...targetkit.step_batch import (
     MAX_REQUESTS,
     StepBatchDevice,
     chosen,
+    draw_drafts,
     draw_rows,
     per_case_sum,
     rows_of,
@@ -57,7 +58,7 @@ class _Device(StepBatchDevice):
         gen = torch.Generator(device=device).manual_seed(seeds[1])
         rows = draw_rows(rng, k, device, max_requests)
         n, R = rows.n, rows.R
-        K = np.where(rng.random(k) < 0.5, rng.integers(1, 5, size=k), rng.integers(1, 17, size=k))
+        K = draw_drafts(rng, k)
         M = np.asarray(MODELS)[rng.integers(0, len(MODELS), size=k)]
         zero = torch.zeros(n, dtype=torch.int64, device=device)
         one = zero + 1

@@ -21,6 +21,7 @@ from ...targetkit.step_batch import (
     MAX_REQUESTS,
     StepBatchDevice,
     cumulative,
+    draw_drafts,
     draw_rows,
     per_case_any,
     rows_of,
@@ -51,7 +52,7 @@ class _Device(StepBatchDevice):
         gen = torch.Generator(device=device).manual_seed(seeds[1])
         rows = draw_rows(rng, k, device, max_requests)
         n = rows.n
-        K = np.where(rng.random(k) < 0.5, rng.integers(1, 5, size=k), rng.integers(1, 17, size=k))
+        K = draw_drafts(rng, k)
         sampler, long = rows.per_row(rng.random(k) < 0.2), rows.per_row(rng.random(k) < 1 / LONG)
         long &= torch.rand(n, generator=gen, device=device) < 0.5
         one = torch.ones(n, dtype=torch.int64, device=device)

@@ -21,6 +21,7 @@ from ...targetkit.step_batch import (
     MAX_REQUESTS,
     StepBatchDevice,
     chosen,
+    draw_drafts,
     draw_rows,
     per_case_any,
     rows_of,
@@ -54,7 +55,7 @@ class _Device(StepBatchDevice):
         gen = torch.Generator(device=device).manual_seed(seeds[1])
         rows = draw_rows(rng, k, device, max_requests)
         B, R = rows.B, rows.R
-        K = np.where(rng.random(k) < 0.5, rng.integers(2, 5, size=k), rng.integers(2, 17, size=k))
+        K = draw_drafts(rng, k, least=2)
         M = np.asarray(MODELS)[rng.integers(0, len(MODELS), size=k)]
         advance = rng.random(k) < 0.8
         Mr = rows.per_row(M)
