@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 __all__ = ["combine_sampled_and_draft_tokens", "expand_idx_mapping", "flatten_sampled", "gather_draft_sampled", "get_num_sampled_and_rejected",
-           "post_update_num_computed_tokens", "prepare_decode_inputs", "prepare_pos_seq_lens"]
+           "post_update_num_computed_tokens", "prepare_decode_inputs", "prepare_pos_seq_lens",
+           "update_draft_inputs"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
 
@@ -246,3 +247,45 @@ def prepare_pos_seq_lens(*, idx_mapping: torch.Tensor, query_start_loc: torch.Te
     row = (torch.as_tensor(np.cumsum(Bn) - Bn, device=dev)[sc] + j).clamp(max=max(rc.numel() - 1, 0))
     seq = torch.where(inside, _int32(c + qlen)[row], 0).to(torch.int32)
     return {"pos": pos, "seq_lens": (torch.arange(sc.numel(), device=dev), seq)}
+
+
+def update_draft_inputs(*, positions: torch.Tensor, sample_src_positions: torch.Tensor, seq_lens: torch.Tensor,
+                        draft_tokens: torch.Tensor, current_draft_step: torch.Tensor, hidden_states: torch.Tensor,
+                        B: list[int], P: list[int], H: list[int], K: list[int], M: list[int], advance: list[bool]) -> Writes:
+    """§27.1 for cases concatenated, case ``k`` of ``B[k]`` rows, ``P[k]`` entries of
+    ``positions``, ``seq_lens`` and ``sample_src_positions``, hidden states ``[B[k], H[k]]``
+    (float32 bits: copied), ``num_speculative_steps = K[k]``, ``max_model_len = M[k]``,
+    ``ADVANCE_DRAFT_POSITIONS = advance[k]``, its ``current_draft_step`` one element. Row ``b``:
+    ``output_draft_tokens[b, step] = draft_tokens[b]``; before the last step also
+    ``sample_src_positions[b] += 1``, ``input_ids[b] = draft_tokens[b]`` (int32), the row's
+    hidden state copied, and, advancing, ``positions[b] = min(positions[b] + 1, M - 1)``,
+    ``seq_lens[b] = min(seq_lens[b] + 1, M)``. The steps are read to the host (the written
+    sets depend on them: one wait for the device)."""
+    dev = draft_tokens.device
+    Bn, Pn, Hn, Kn, Mn = (np.asarray(x, dtype=np.int64) for x in (B, P, H, K, M))
+    step = current_draft_step.reshape(-1).cpu().numpy().astype(np.int64)
+    mid = step < Kn - 1
+    adv = mid & np.asarray(advance, dtype=bool)
+
+    def per(case: torch.Tensor, values: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(values), device=dev)[case]
+
+    def base(counts: np.ndarray) -> np.ndarray:
+        return np.cumsum(counts) - counts
+
+    rc, b = _places(Bn, dev)
+    out: Writes = {"output_draft_tokens": (per(rc, base(Bn * Kn)) + b * per(rc, Kn) + per(rc, step), draft_tokens.long())}
+    mc, mb = _places(Bn * mid, dev)  # the rows of the cases before their last step
+    mrow = per(mc, base(Bn)) + mb
+    out["input_ids"] = (mrow, _int32(draft_tokens.long()[mrow]))
+    src_at = per(mc, base(Pn)) + mb
+    out["sample_src_positions"] = (src_at, sample_src_positions.long()[src_at] + 1)
+    hc, e = _places(Bn * Hn * mid, dev)  # their hidden states' elements
+    at = per(hc, base(Bn * Hn)) + e
+    out["next_input_hidden_states"] = (at, hidden_states.reshape(-1)[at])
+    ac, ab = _places(Bn * adv, dev)
+    at = per(ac, base(Pn)) + ab
+    Ma = per(ac, Mn)
+    out["positions"] = (at, torch.minimum(positions.long()[at] + 1, Ma - 1))
+    out["seq_lens"] = (at, torch.minimum(seq_lens.long()[at] + 1, Ma).to(torch.int32))
+    return out

@@ -277,3 +277,25 @@ def test_idle_state_rows_are_dropped_and_the_outputs_stay_the_same(name):
                     continue
                 assert np.array_equal(buf, after.results[oracle][out], equal_nan=True), (name, seed, out)
     assert seen, f"{name}: no drawn case has idle state rows"
+
+
+def test_whole_case_value_changes_keep_arrays_c_contiguous():
+    """A value change of a 2-D array (every row like row ``k``: a broadcast) is a C-contiguous
+    array, as every oracle requires; in 'K' order its copy kept the broadcast's axis order, and
+    the shrinking of a finding of ``_update_draft_inputs_kernel`` (hidden states ``[B, H]``)
+    raised inside the oracles."""
+    from eaglefuzz.harness.checking.shrinking import value_changes
+
+    hidden = np.arange(12, dtype=np.float32).reshape(3, 4)
+    case = Case("_update_draft_inputs_kernel", {"hidden_states": hidden}, {}, {})
+    made = 0
+    for change in value_changes(TARGETS[case.kernel], case, 1):
+        for alt in change:
+            try:
+                other = alt(case)
+            except Exception:  # noqa: BLE001, S112 - a change another array's absence refuses
+                continue
+            a = other.arrays["hidden_states"]
+            assert a.flags.c_contiguous and a.shape == (3, 4) and a.dtype == np.float32
+            made += 1
+    assert made

@@ -138,7 +138,9 @@ def _one_value(name: str, request: int | None) -> Change:
             a = case.arrays[name]
             if a.size == 0:
                 return case
-            return case.replace(arrays={name: np.asarray(make(a)).astype(a.dtype, casting="unsafe").reshape(a.shape)})
+            # C order: a broadcast row of a 2-D array would keep its strides' order ('K') otherwise
+            return case.replace(arrays={name: np.ascontiguousarray(
+                np.asarray(make(a)).astype(a.dtype, casting="unsafe").reshape(a.shape))})
 
         return change
 

@@ -124,6 +124,12 @@ def cumulative(rows: Rows, counts: torch.Tensor) -> torch.Tensor:
     return out.to(torch.int32)
 
 
+def owners(counts: np.ndarray, device: str) -> torch.Tensor:
+    """For cases of ``counts`` elements each (a host array), each element's case."""
+    return torch.repeat_interleave(torch.arange(len(counts), device=device), torch.as_tensor(counts, device=device),
+                                   output_size=int(np.sum(counts)))
+
+
 def per_case_sum(rows: Rows, values: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
     """Per case, the sum of each value over its rows (int64; one copy to the host for all)."""
     if not values:
@@ -160,4 +166,9 @@ class StepBatchDevice(DeviceTarget):
             {}, {}, {n: (dt, [k]) for n, (dt, k) in dc.outputs.items()}, [dict(dc.scalars)]))
 
     def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
+        """Through the record's launch; an output of more than one axis (``dc.host["shapes"]``:
+        the batch's buffers hold it flat) in its shape."""
+        shapes = dc.host.get("shapes") if dc.host else None
+        if shapes:
+            views = dict(views) | {n: views[n].view(shape) for n, shape in shapes.items()}
         self.record.launch(impl, views, Case(kernel=self.name, arrays={}, scalars=dict(dc.scalars), launch={}))
