@@ -20,7 +20,7 @@ import torch
 
 __all__ = ["combine_sampled_and_draft_tokens", "expand_idx_mapping", "flatten_sampled", "gather_draft_sampled", "get_num_sampled_and_rejected",
            "post_update_num_computed_tokens", "prepare_decode_inputs", "prepare_pos_seq_lens",
-           "update_draft_inputs"]
+           "target_dependent_ar_prepare_prefill_inputs", "update_draft_inputs"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
 
@@ -289,3 +289,60 @@ def update_draft_inputs(*, positions: torch.Tensor, sample_src_positions: torch.
     out["positions"] = (at, torch.minimum(positions.long()[at] + 1, Ma - 1))
     out["seq_lens"] = (at, torch.minimum(seq_lens.long()[at] + 1, Ma).to(torch.int32))
     return out
+
+
+def target_dependent_ar_prepare_prefill_inputs(
+    *, target_input_ids: torch.Tensor, target_positions: torch.Tensor, idx_mapping: torch.Tensor,
+    last_sampled: torch.Tensor, next_prefill_tokens: torch.Tensor, num_sampled: torch.Tensor,
+    num_rejected: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: torch.Tensor, B: list[int], R: list[int],
+    T: list[int], lookahead: list[int],
+) -> Writes:  # fmt: skip
+    """§25.1 for cases concatenated, case ``k`` of ``B[k]`` rows, ``R[k]`` state rows
+    (``max_num_reqs``), ``T[k]`` tokens and ``lookahead[k]`` rows of ``next_prefill_tokens``
+    (``[lookahead, R]``, row 0 read). Row ``b``: ``q = qlen_b - num_rejected[b]``, ``lti = qs_b
+    + q - 1``; ``draft_input_ids[qs_b + i - 1] = target_input_ids[qs_b + i]`` for ``1 <= i < q``
+    and ``draft_input_ids[lti]`` the next token (``last_sampled[s]`` truncated to int32 when the
+    row sampled, else ``next_prefill_tokens[0, s]``); ``draft_positions[qs_b + i] =
+    target_positions[qs_b + i]`` for ``i < q``; ``last_token_indices[b] = lti``,
+    ``draft_query_start_loc[b] = qs_b``, ``draft_seq_lens[b] = seq_lens[b]``; past the batch
+    ``draft_query_start_loc[i] = qe_{B-1}`` (``i <= R``), ``draft_seq_lens[i] = 0`` and
+    ``last_token_indices[i] = 0`` (``i < R``); ``draft_current_step = 0``. The kept tokens are
+    counted on the host (one wait for the device)."""
+    dev = idx_mapping.device
+    Bn, Rn, Tn, Ln = (np.asarray(x, dtype=np.int64) for x in (B, R, T, lookahead))
+
+    def per(case: torch.Tensor, values: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(values), device=dev)[case]
+
+    def base(counts: np.ndarray) -> np.ndarray:
+        return np.cumsum(counts) - counts
+
+    rc, b = _places(Bn, dev)
+    at = torch.arange(rc.numel(), device=dev) + rc  # the row's entry of its case's query_start_loc
+    qsl = query_start_loc.long()
+    qs, qlen = qsl[at], qsl[at + 1] - qsl[at]
+    q = qlen - num_rejected.long()
+    tb = per(rc, base(Tn))
+    s = idx_mapping.long()
+    nxt = torch.where(num_sampled.long() > 0, _int32(last_sampled.reshape(-1).long()[per(rc, base(Rn)) + s]).long(),
+                      next_prefill_tokens.reshape(-1).long()[per(rc, base(Ln * Rn)) + s])
+    r, i = _ragged(q, int(q.sum()))
+    t = tb[r] + qs[r] + i
+    last = i == q[r] - 1
+    ids = torch.where(last, nxt[r], target_input_ids.long()[(t + 1).clamp(max=max(target_input_ids.numel() - 1, 0))])
+    lti = qs + q - 1
+    sc, j = _places(Rn, dev)
+    inside = j < per(sc, Bn)
+    row = (per(sc, base(Bn)) + j).clamp(max=max(rc.numel() - 1, 0))
+    qc, jq = _places(Rn + 1, dev)
+    rowq = (per(qc, base(Bn)) + jq).clamp(max=max(rc.numel() - 1, 0))
+    end = qsl[torch.as_tensor(np.cumsum(Bn + 1) - 1, device=dev)]  # each case's qe_{B-1}
+    return {
+        "draft_input_ids": (t, _int32(ids)),
+        "draft_positions": (t, target_positions.long()[t]),
+        "last_token_indices": (torch.arange(sc.numel(), device=dev), torch.where(inside, lti[row], 0)),
+        "draft_seq_lens": (torch.arange(sc.numel(), device=dev), torch.where(inside, seq_lens.long()[row], 0).to(torch.int32)),
+        "draft_query_start_loc": (torch.arange(qc.numel(), device=dev),
+                                  torch.where(jq < per(qc, Bn), qs[rowq], end[qc]).to(torch.int32)),
+        "draft_current_step": (torch.arange(len(Bn), device=dev), torch.zeros(len(Bn), dtype=torch.int64, device=dev)),
+    }

@@ -60,7 +60,7 @@ def test_device_oracle_agrees_with_the_numpy_and_numba_oracles(name, backend, ne
 BUGS = ["ce_masked_includes_bonus", "pi_rejected_missing_plus_one", "nt_first_valid_column",
         "gs_prompt_end_is_chunked", "gs_seq_len_int16", "cs_tail_overwritten", "cs_query_end_int16",
         "gd_placeholder_at_prompt_end", "gd_positions_int16", "ei_local_pos_from_one", "pc_batch_row_as_state_row", "fs_stride_k",
-        "dd_rejected_ignored", "ps_pad_from_next", "ud_hidden_of_next_row"]
+        "dd_rejected_ignored", "ps_pad_from_next", "ud_hidden_of_next_row", "dp_chunked_takes_last_sampled"]
 UNSHRUNK = ["gr_bonus_after_rejection", "rr_recovered_of_next", "ex_input_of_next", "sr_residual_swapped"]
 """The rejection sampler's (one per target), not shrunk here: that takes 15 to 35 s each under
 the interpreter (their shrinking is tested with the seeded bugs' tests)."""
@@ -224,7 +224,8 @@ step's: all of them, but those of size)."""
 
 
 SIZE_FEATURES = {"many_requests", "logits_past_1024", "beyond_1024_rows", "sixteen_drafts", "offsets_past_32767",
-                 "max_num_seqs_1024", "padding_past_1024", "chunk_past_1024"}
+                 "max_num_seqs_1024", "padding_past_1024", "chunk_past_1024",
+                 "query_past_1024"}
 """The features of a Model Runner V2 step's size, which a test's batches of up to 32 rows do not
 reach (:func:`test_step_batches_reach_their_size_features_at_production_scale` does)."""
 
