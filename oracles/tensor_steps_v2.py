@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["combine_sampled_and_draft_tokens", "expand_idx_mapping", "flatten_sampled", "gather_draft_sampled", "get_num_sampled_and_rejected",
+__all__ = ["combine_sampled_and_draft_tokens", "expand_idx_mapping", "flatten_sampled", "gather_draft_sampled",
+           "input_batch_prepare_prefill_inputs", "get_num_sampled_and_rejected",
            "post_update_num_computed_tokens", "prepare_decode_inputs", "prepare_pos_seq_lens",
            "target_dependent_ar_prepare_prefill_inputs", "update_draft_inputs"]
 
@@ -346,3 +347,44 @@ def target_dependent_ar_prepare_prefill_inputs(
                                   torch.where(jq < per(qc, Bn), qs[rowq], end[qc]).to(torch.int32)),
         "draft_current_step": (torch.arange(len(Bn), device=dev), torch.zeros(len(Bn), dtype=torch.int64, device=dev)),
     }
+
+
+def input_batch_prepare_prefill_inputs(*, idx_mapping: torch.Tensor, query_start_loc: torch.Tensor,
+                                       all_token_ids: torch.Tensor, prefill_len: torch.Tensor,
+                                       num_computed_tokens: torch.Tensor, B: list[int], R: list[int], W: list[int],
+                                       T: list[int], lookahead: list[int]) -> Writes:
+    """§14.1 for cases concatenated, case ``k`` of ``B[k]`` rows, ``R[k]`` state rows, a token
+    table ``[R[k], W[k]]``, ``T[k]`` tokens and ``lookahead[k]`` lookahead rows (``LOOKAHEAD_BLOCK
+    >= lookahead``, as in production). A row with ``c = num_computed_tokens[s] < L =
+    prefill_len[s]``: ``input_ids[qs + i] = all_token_ids[s, c + i]`` for ``i < qlen`` and
+    ``next_prefill_tokens[j, s] = all_token_ids[s, c + qlen + j]`` if ``c + qlen + j < L``, else
+    0, for ``j < lookahead``; other rows write nothing. The written sets are counted on the host
+    (one wait for the device)."""
+    dev = idx_mapping.device
+    Bn, Rn, Wn, Tn, Ln = (np.asarray(x, dtype=np.int64) for x in (B, R, W, T, lookahead))
+
+    def per(case: torch.Tensor, values: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(values), device=dev)[case]
+
+    def base(counts: np.ndarray) -> np.ndarray:
+        return np.cumsum(counts) - counts
+
+    rc, _ = _places(Bn, dev)
+    at = torch.arange(rc.numel(), device=dev) + rc
+    q = query_start_loc.long()
+    qs, qlen = q[at], q[at + 1] - q[at]
+    s = idx_mapping.long()
+    st = per(rc, base(Rn)) + s
+    c, L = num_computed_tokens.long()[st], prefill_len.long()[st]
+    pre = c < L
+    row0 = per(rc, base(Rn * Wn)) + s * per(rc, Wn)  # the row's first element of its case's table
+    copied = torch.where(pre, qlen, 0)
+    r, i = _ragged(copied, int(copied.sum()))
+    ids = (per(rc[r], base(Tn)) + qs[r] + i, all_token_ids.reshape(-1)[row0[r] + c[r] + i])
+    ahead = torch.where(pre, per(rc, Ln), 0)
+    r, j = _ragged(ahead, int(ahead.sum()))
+    t = c[r] + qlen[r] + j
+    inside = t < L[r]
+    value = torch.where(inside, all_token_ids.reshape(-1)[torch.where(inside, row0[r] + t, 0)], 0)
+    nxt = (per(rc[r], base(Ln * Rn)) + j * per(rc[r], Rn) + s[r], value.to(torch.int32))
+    return {"input_ids": ids, "next_prefill_tokens": nxt}
