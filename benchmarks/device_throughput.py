@@ -2,6 +2,7 @@
 per stage, against the kernel alone. Needs a CUDA device.
 
     python benchmarks/device_throughput.py [--seconds S] [--kernel NAME ...] [--source SPEC] [--output FILE] [--quick]
+                                           [--lanes N] [--backend cuda|interpreter]
 
 Per target: a warm-up run (``--warmup`` examples, where Triton compiles the specializations
 the campaign meets: its time is the JIT column; Triton's on-disk cache keeps them for later runs), then a steady-state run of ``S``
@@ -37,6 +38,36 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _small(device: str) -> int | None:
+    """The cases' scale: the campaign's on a GPU (``None``), its small one on the CPU (a smoke run)."""
+    from eaglefuzz.harness.checking.device_mode.engine import CPU_MAX_REQUESTS
+
+    return CPU_MAX_REQUESTS if device == "cpu" else None
+
+
+def _timed(launches, device: str, repeat: int, warm: bool = True) -> float:  # noqa: ANN001
+    """Seconds ``repeat`` calls of ``launches()`` take, after one that warms them up (``warm``;
+    a caller whose launches change their own inputs warms up on other buffers): CUDA events on a
+    GPU (the device's time, waited for), the host's clock on the CPU (a smoke run)."""
+    import torch
+
+    if warm:
+        launches()
+    if device == "cpu":
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            launches()
+        return time.perf_counter() - t0
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeat):
+        launches()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1000
+
+
 def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5, batches: int | None = None,  # noqa: ANN001
                  workers: int | None = None) -> float:
     """Output tokens per second of the implementation's launches alone, on cases drawn as the
@@ -58,7 +89,7 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5, batche
         from eaglefuzz.harness.checking.device_mode.producers import host_case
 
         for i in range(256):
-            dc, arenas = host_case(dt.name, 0, i)
+            dc, arenas = host_case(dt.name, 0, i, _small(device))
             runs.append((dc, arenas.upload(device)))
         cases = 0
     for k in range(cases):
@@ -69,18 +100,12 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5, batche
             runs.append((dc, Arenas(dc, dt.oracle(dc), device).views))
         else:
             runs.append((dc, HostArenas(dc, dt.oracle(dc)).upload(device)))
-    for dc, views in runs:
-        dt.launch(impl, views, dc)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeat):
+    def launches() -> None:
         for dc, views in runs:
             dt.launch(impl, views, dc)
-    end.record()
-    torch.cuda.synchronize()
+
     tokens = repeat * sum(dc.tokens for dc, _ in runs)
-    return tokens / (start.elapsed_time(end) / 1000)
+    return tokens / _timed(launches, device, repeat)
 
 
 def _batches_alone(dt, impl, device: str, batches: int, repeat: int) -> float:  # noqa: ANN001
@@ -89,27 +114,21 @@ def _batches_alone(dt, impl, device: str, batches: int, repeat: int) -> float:  
     ``batches`` evenly spread, every case launched ``repeat`` times after a launch that warms
     it up, each batch's launches timed with CUDA events."""
     import numpy as np
-    import torch
 
-    from eaglefuzz.harness.checking.device_mode.engine import batch_of
+    from eaglefuzz.harness.checking.device_mode.engine import CPU_BATCH, batch_of
     from eaglefuzz.harness.targetkit.device_batch import BatchArenas
 
     seconds, tokens = 0.0, 0
     for i in sorted(set(np.linspace(0, max(batches, 1) - 1, min(batches, 16)).astype(int).tolist())):
-        batch = batch_of(dt, 0, i, dt.batch, device)
+        batch = batch_of(dt, 0, i, dt.batch if device != "cpu" else CPU_BATCH, device, _small(device))
         arenas = BatchArenas(batch, dt.oracle_batch(batch), device)
         runs = [(arenas.views[j], batch.launch_case(j)) for j in range(len(batch))]
-        for views, dc in runs:
-            dt.launch(impl, views, dc)
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(repeat):
+
+        def launches(runs: list = runs) -> None:
             for views, dc in runs:
                 dt.launch(impl, views, dc)
-        end.record()
-        torch.cuda.synchronize()
-        seconds += start.elapsed_time(end) / 1000
+
+        seconds += _timed(launches, device, repeat)
         tokens += repeat * sum(batch.tokens(j) for j in range(len(batch)))
         del arenas, runs, batch
     return tokens / seconds
@@ -125,7 +144,6 @@ def _record_alone(dt, impl, device: str, cases: int, repeat: int, seconds: float
     indices) is launched once per case, on the inputs as drawn (a repeat would feed it its own
     output: other paths, indices past the end)."""
     import numpy as np
-    import torch
 
     from eaglefuzz.harness.checking.device_mode.engine import RECORD_BATCH
     from eaglefuzz.harness.checking.device_mode.producers import HostCases, default_workers
@@ -138,7 +156,7 @@ def _record_alone(dt, impl, device: str, cases: int, repeat: int, seconds: float
 
     def made() -> list:
         out, t0 = [], time.monotonic()
-        producer = HostCases(dt.name, 0, 0, 1, None, default_workers(device) if workers is None else workers,
+        producer = HostCases(dt.name, 0, 0, 1, _small(device), default_workers(device) if workers is None else workers,
                              batch=RECORD_BATCH, limit=256)
         try:
             for hb in producer:
@@ -165,26 +183,23 @@ def _record_alone(dt, impl, device: str, cases: int, repeat: int, seconds: float
         for case, views, _ in runs(batches):  # the warm-up launch, on buffers of their own
             record.launch(impl, views, case)
         timed = runs(batches)
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(repeat):
+
+        def launches() -> None:
             for case, views, _ in timed:
                 record.launch(impl, views, case)
-        end.record()
-        torch.cuda.synchronize()
-    tokens = repeat * sum(t for _, _, t in timed)
-    return tokens / (start.elapsed_time(end) / 1000)
+
+        tokens = repeat * sum(t for _, _, t in timed)
+        return tokens / _timed(launches, device, repeat, warm=False)
 
 
 def _lane(argv: list[str]) -> int:
     """One lane of :func:`in_lanes` (this script run with ``--lane-child``): its warm-up, then,
     once the ``go`` file exists, its steady state; the figures as JSON into ``out``."""
-    name, spec, k, n, seconds, warmup, go, out = argv
+    name, spec, k, n, seconds, warmup, go, out, backend = argv
     sys.path.insert(0, str(ROOT))
     from eaglefuzz.harness.sources.triton_backend import select_backend
 
-    device = select_backend("cuda").device
+    device = select_backend(backend).device
     from eaglefuzz.harness.checking.device_mode.engine import device_fuzz_target
     from eaglefuzz.harness.checking.device_mode.producers import default_workers
     from eaglefuzz.harness.sources import implementations_for, parse_source
@@ -203,7 +218,7 @@ def _lane(argv: list[str]) -> int:
     return 0
 
 
-def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int) -> SimpleNamespace:
+def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int, backend: str = "cuda") -> SimpleNamespace:
     """The steady state of ``name`` in ``lanes`` processes on this GPU at once (shards ``k/lanes``
     of seed 0, each warmed up first, started together): tokens and examples summed, seconds the
     longest lane's, features the union."""
@@ -211,7 +226,7 @@ def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int) -> S
         go, outs = Path(tmp) / "go", [str(Path(tmp) / f"lane{k}.json") for k in range(lanes)]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         procs = [subprocess.Popen([sys.executable, __file__, "--lane-child", name, spec, str(k), str(lanes), str(seconds),
-                                   str(warmup), str(go), outs[k]], env=env) for k in range(lanes)]
+                                   str(warmup), str(go), outs[k], backend], env=env) for k in range(lanes)]
         while not all(Path(o + ".ready").exists() for o in outs):
             if any(p.poll() is not None for p in procs):
                 break
@@ -251,6 +266,8 @@ def main() -> int:
     p.add_argument("--workers", type=int, help="producer processes of a host-checked target (the campaign's default: "
                    "min(8, cores - 2)); the warm-up run starts them (each task it submits starts one: give it "
                    "--warmup 128 * N examples or more), so that the timed runs find them warm")
+    p.add_argument("--backend", choices=("cuda", "interpreter"), default="cuda",
+                   help="interpreter: a smoke run on the CPU (its figures mean nothing; every path runs)")
     p.add_argument("--lanes", type=int, default=1, help="the steady state in N processes on the GPU at once, "
                    "as eaglefuzz fuzz --lanes N runs it (disjoint shares of the same cases)")
     if sys.argv[1:2] == ["--lane-child"]:
@@ -265,7 +282,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     from eaglefuzz.harness.sources.triton_backend import select_backend
 
-    backend = select_backend("cuda")
+    backend = select_backend(args.backend)
     from eaglefuzz.harness.checking.device_mode import device_targets
     from eaglefuzz.harness.checking.device_mode.engine import STAGES, device_fuzz_target
     from eaglefuzz.harness.sources import (
@@ -291,7 +308,7 @@ def main() -> int:
             device_fuzz_target(name, impls, backend.device, seed=1, examples=args.warmup, shrink=False, **opts)
             jit = time.monotonic() - t0
             if args.lanes > 1:
-                s = in_lanes(name, spec[name], args.seconds, args.lanes, args.warmup)
+                s = in_lanes(name, spec[name], args.seconds, args.lanes, args.warmup, args.backend)
             else:
                 s = device_fuzz_target(name, impls, backend.device, seed=0, examples=None, time_budget=args.seconds,
                                        shrink=False, **opts)

@@ -311,7 +311,7 @@ def test_a_finding_that_cannot_be_saved_is_printed_in_full(tmp_path, mutants, ca
         (["fuzz", "--limits", "timeout_scale=2", "--no-isolate"], "--limits timeout_scale=... and --no-isolate"),
         (["replay", "--case-timeout", "3", "--no-isolate"], "--case-timeout 3 and --no-isolate"),
         (["replay", "--sanitize", "--no-isolate"], "--sanitize and --no-isolate"),
-        (["fuzz", "--progress", "--devices", "all"], "--progress: not with --devices or --ray"),
+        (["fuzz", "--progress", "--devices", "all"], "--progress: not with --devices, --lanes or --ray"),
         (["fuzz", "--kernels", str(ROOT / "kernels")], "is a directory"),
     ],
 )
