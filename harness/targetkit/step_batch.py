@@ -124,6 +124,32 @@ def cumulative(rows: Rows, counts: torch.Tensor) -> torch.Tensor:
     return out.to(torch.int32)
 
 
+def scheduled_counts(rng: np.random.Generator, gen: torch.Generator, rows: Rows,
+                     queries: tuple[tuple[int, int], ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A step's queries and computed-token counts, as the records of §15 and §20 draw them: per
+    case a range of query lengths of ``queries`` and a model of 4096 or 131072 tokens; per row
+    its query (an end one time in 32); every state row's count below the model's length, a
+    scheduled row's leaving room for its query. Returns each row's query length and state row,
+    and the counts (int64, every case's state rows concatenated)."""
+    from .runner_v2 import MAX_MODEL_LEN
+
+    k = len(rows.B)
+    lo, hi = np.asarray(queries)[rng.integers(0, len(queries), size=k)].T
+    M = torch.as_tensor(np.where(rng.random(k) < 0.5, 4096, MAX_MODEL_LEN), device=rows.cid.device)
+    qlen = chosen(gen, rows.per_row(lo), rows.per_row(hi), ends=1 / 32)
+    owner = owners(rows.R, rows.cid.device.type)
+    counts = chosen(gen, torch.zeros_like(owner), M[owner] - 1, ends=1 / 32)
+    s = state_rows(rows, gen)
+    at = rows.state_base + s
+    counts[at] = torch.minimum(counts[at], (M[rows.cid] - qlen).clamp(min=0))
+    return qlen, s, counts
+
+
+def feature_sets(on: dict[str, np.ndarray], k: int) -> list[frozenset[str]]:
+    """Each of ``k`` cases' features: those whose per-case flag in ``on`` is set."""
+    return [frozenset(f for f, v in on.items() if v[j]) for j in range(k)]
+
+
 def owners(counts: np.ndarray, device: str) -> torch.Tensor:
     """For cases of ``counts`` elements each (a host array), each element's case."""
     return torch.repeat_interleave(torch.arange(len(counts), device=device), torch.as_tensor(counts, device=device),

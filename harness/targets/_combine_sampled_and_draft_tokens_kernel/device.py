@@ -24,6 +24,7 @@ from ...targetkit.step_batch import (
     cumulative,
     draw_drafts,
     draw_rows,
+    feature_sets,
     per_case_any,
     rows_of,
     state_rows,
@@ -144,7 +145,7 @@ class _Device(StepBatchDevice):
         on["several_rows"], on["many_requests"] = rows.B > 1, rows.B > 64
         T = np.asarray(b.outputs["input_ids"][1], dtype=np.int64)
         on["offsets_past_32767"] = T > INT16_MAX
-        features = [frozenset(f for f, v in on.items() if v[j]) for j in range(len(b))]
+        features = feature_sets(on, len(b))
         if writes is None:
             return features
         index, value = writes["input_ids"]

@@ -22,6 +22,7 @@ from ...targetkit.step_batch import (
     cumulative,
     draw_drafts,
     draw_rows,
+    feature_sets,
     per_case_any,
     rows_of,
     state_rows,
@@ -74,7 +75,7 @@ class _Device(StepBatchDevice):
                                  "permuted_state_rows": a["idx_mapping"] != rows.local, "sixteen_drafts": nl >= 16})
         on |= {"block_wider": np.asarray([npow2(int(e)) > e for e in E]), "several_rows": rows.B > 1,
                "many_requests": rows.B > 64, "beyond_1024_rows": rows.B > MAX_NUM_SEQS}
-        return [frozenset(f for f, v in on.items() if v[j]) for j in range(len(b))]
+        return feature_sets(on, len(b))
 
 
 DEVICE = _Device()

@@ -23,6 +23,7 @@ from ...targetkit.step_batch import (
     cumulative,
     draw_drafts,
     draw_rows,
+    feature_sets,
     per_case_any,
     rows_of,
 )
@@ -97,7 +98,7 @@ class _Device(StepBatchDevice):
         on = per_case_any(rows, {"all_kept": (nl > 1) & (ns == nl), "rejected": ns < nl, "no_drafts_row": nl == 1,
                                  "full_row": nl == p["width"], "unread_columns": ns < p["width"]})
         on |= {"several_rows": rows.B > 1, "many_requests": rows.B > 64, "beyond_1024_rows": rows.B > MAX_NUM_SEQS}
-        features = [frozenset(f for f, v in on.items() if v[j]) for j in range(len(b))]
+        features = feature_sets(on, len(b))
         if writes is None:
             return features
         index, value = writes["flat_sampled"]

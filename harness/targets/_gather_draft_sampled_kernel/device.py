@@ -21,6 +21,7 @@ from ...targetkit.step_batch import (
     chosen,
     draw_drafts,
     draw_rows,
+    feature_sets,
     per_case_sum,
     rows_of,
     state_rows,
@@ -124,7 +125,7 @@ class _Device(StepBatchDevice):
         on = {f: v > 0 for f, v in on.items()}
         N = rows.B  # each case's logits rows
         on |= {"bonus_slot": N > 0, "several_rows": count > 1, "many_requests": count > 64, "logits_past_1024": N > BLOCK}
-        return [frozenset(f for f, v in on.items() if v[j]) for j in range(len(b))]
+        return feature_sets(on, len(b))
 
 
 DEVICE = _Device()

@@ -23,6 +23,7 @@ from ...targetkit.step_batch import (
     cumulative,
     draw_drafts,
     draw_rows,
+    feature_sets,
     per_case_any,
     rows_of,
     state_rows,
@@ -102,7 +103,7 @@ class _Device(StepBatchDevice):
             "seq_lens_past_32767": seq > INT16_MAX, "prompts_past_32767": chunked & (L > INT16_MAX)})
         on["sampler_batch"] = ~on.pop("not_sampler")
         on["several_rows"], on["many_requests"] = rows.B > 1, rows.B > 64
-        return [frozenset(f for f, v in on.items() if v[j]) for j in range(len(b))]
+        return feature_sets(on, len(b))
 
 
 DEVICE = _Device()

@@ -16,16 +16,15 @@ import torch
 from ....oracles import tensor_steps_v2
 from ...generation.strategies import INT16_MAX
 from ...targetkit.device_batch import DeviceBatch
-from ...targetkit.runner_v2 import MAX_MODEL_LEN
 from ...targetkit.step_batch import (
     MAX_REQUESTS,
     StepBatchDevice,
-    chosen,
     cumulative,
     draw_rows,
+    feature_sets,
     per_case_sum,
     rows_of,
-    state_rows,
+    scheduled_counts,
 )
 from .layout import NAME
 from .record import TARGET
@@ -48,16 +47,7 @@ class _Device(StepBatchDevice):
         gen = torch.Generator(device=device).manual_seed(seeds[1])
         rows = draw_rows(rng, k, device, max_requests)
         R = rows.R
-        lo, hi = np.asarray(QUERIES)[rng.integers(0, len(QUERIES), size=k)].T
-        M = np.where(rng.random(k) < 0.5, 4096, MAX_MODEL_LEN)
-        qlen = chosen(gen, rows.per_row(lo), rows.per_row(hi), ends=1 / 32)
-        owner = torch.repeat_interleave(torch.arange(k, device=device), torch.as_tensor(R, device=device),
-                                        output_size=int(R.sum()))
-        Ms = torch.as_tensor(M, device=device)
-        counts = chosen(gen, torch.zeros(int(R.sum()), dtype=torch.int64, device=device), Ms[owner] - 1, ends=1 / 32)
-        s = state_rows(rows, gen)
-        at = rows.state_base + s
-        counts[at] = torch.minimum(counts[at], (Ms[rows.cid] - qlen).clamp(min=0))
+        qlen, s, counts = scheduled_counts(rng, gen, rows, QUERIES)
         B = rows.B.tolist()
         cat = {"idx_mapping": s, "query_start_loc": cumulative(rows, qlen), "num_computed_tokens": counts.to(torch.int32)}
         lengths = {"idx_mapping": B, "query_start_loc": [b + 1 for b in B], "num_computed_tokens": R.tolist()}
@@ -82,7 +72,7 @@ class _Device(StepBatchDevice):
         on = {f: v > (INT16_MAX if f == "tokens" else 0) for f, v in on.items()}
         on["offsets_past_32767"] = on.pop("tokens")
         on |= {"untouched_state_rows": rows.R > rows.B, "several_rows": rows.B > 1, "many_requests": rows.B > 64}
-        return [frozenset(f for f, v in on.items() if v[j]) for j in range(len(b))]
+        return feature_sets(on, len(b))
 
 
 DEVICE = _Device()

@@ -23,6 +23,7 @@ from ...targetkit.step_batch import (
     chosen,
     draw_drafts,
     draw_rows,
+    feature_sets,
     per_case_any,
     rows_of,
 )
@@ -98,7 +99,7 @@ class _Device(StepBatchDevice):
         Bn, adv_c = rows.B, np.asarray(z["advance"])
         on |= {"advancing": adv_c, "constant_positions": ~adv_c, "padding": R > Bn, "no_padding": R == Bn,
                "several_rows": Bn > 1, "many_requests": Bn > 64, "max_num_seqs_1024": R >= MAX_NUM_SEQS}
-        return [frozenset(f for f, v in on.items() if v[j]) for j in range(len(b))]
+        return feature_sets(on, len(b))
 
 
 DEVICE = _Device()

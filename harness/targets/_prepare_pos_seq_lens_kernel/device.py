@@ -14,16 +14,15 @@ import torch
 
 from ....oracles import tensor_steps_v2
 from ...targetkit.device_batch import DeviceBatch
-from ...targetkit.runner_v2 import MAX_MODEL_LEN
 from ...targetkit.step_batch import (
     MAX_REQUESTS,
     StepBatchDevice,
-    chosen,
     cumulative,
     draw_rows,
+    feature_sets,
     per_case_any,
     rows_of,
-    state_rows,
+    scheduled_counts,
 )
 from .layout import NAME
 from .record import BLOCK, TARGET
@@ -57,16 +56,7 @@ class _Device(StepBatchDevice):
         rows.R = rows.R + np.where(wide, rng.integers(BLOCK + 1, 3 * BLOCK + 1, size=k), 0)
         rows = rows_of({"b": rows.B.tolist(), "r": rows.R.tolist()}, "b", "r", device)
         R = rows.R
-        lo, hi = np.asarray(QUERIES)[rng.integers(0, len(QUERIES), size=k)].T
-        M = np.where(rng.random(k) < 0.5, 4096, MAX_MODEL_LEN)
-        qlen = chosen(gen, rows.per_row(lo), rows.per_row(hi), ends=1 / 32)
-        owner = torch.repeat_interleave(torch.arange(k, device=device), torch.as_tensor(R, device=device),
-                                        output_size=int(R.sum()))
-        Ms = torch.as_tensor(M, device=device)
-        counts = chosen(gen, torch.zeros(int(R.sum()), dtype=torch.int64, device=device), Ms[owner] - 1, ends=1 / 32)
-        s = state_rows(rows, gen)
-        at = rows.state_base + s
-        counts[at] = torch.minimum(counts[at], (Ms[rows.cid] - qlen).clamp(min=0))
+        qlen, s, counts = scheduled_counts(rng, gen, rows, QUERIES)
         T = torch.zeros(k, dtype=torch.int64, device=device).index_add_(0, rows.cid, qlen).cpu().numpy().tolist()
         Bl, Rl = rows.B.tolist(), R.tolist()
         cat = {"idx_mapping": s, "query_start_loc": cumulative(rows, qlen), "num_computed_tokens": counts.to(torch.int32)}
@@ -90,7 +80,7 @@ class _Device(StepBatchDevice):
         B, R = rows.B, rows.R
         on |= {"padding": R > B, "no_padding": R == B, "several_rows": B > 1, "many_requests": B > 64,
                "padding_past_1024": R - B > BLOCK}
-        return [frozenset(f for f, v in on.items() if v[j]) for j in range(len(b))]
+        return feature_sets(on, len(b))
 
 
 DEVICE = _Device()

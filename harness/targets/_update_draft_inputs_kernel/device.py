@@ -24,6 +24,7 @@ from ...targetkit.step_batch import (
     chosen,
     draw_drafts,
     draw_rows,
+    feature_sets,
     owners,
     per_case_any,
     rows_of,
@@ -122,7 +123,7 @@ class _Device(StepBatchDevice):
         on |= {"middle_step": mid, "last_step": ~mid, "advancing": adv, "constant_positions": ~adv,
                "signed_zeros_and_subnormals": odd_any, "several_rows": Bn > 1, "many_requests": Bn > 64,
                "hidden_past_1024": H > BLOCK, "beyond_1024_rows": Bn > MAX_NUM_SEQS}
-        return [frozenset(f for f, v in on.items() if v[j]) for j in range(len(b))]
+        return feature_sets(on, len(b))
 
 
 DEVICE = _Device()

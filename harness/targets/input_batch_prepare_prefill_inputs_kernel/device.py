@@ -24,6 +24,7 @@ from ...targetkit.step_batch import (
     chosen,
     cumulative,
     draw_rows,
+    feature_sets,
     owners,
     per_case_any,
     rows_of,
@@ -128,7 +129,7 @@ class _Device(StepBatchDevice):
         look = np.asarray(z["lookahead"])
         on |= {"several_lookahead": look > 1, "lookahead_block_wider": np.asarray([npow2(int(x)) > x for x in look]),
                "untouched_state_rows": rows.R > rows.B, "several_rows": rows.B > 1, "many_requests": rows.B > 64}
-        return [frozenset(f for f, v in on.items() if v[j]) for j in range(len(b))]
+        return feature_sets(on, len(b))
 
 
 DEVICE = _Device()

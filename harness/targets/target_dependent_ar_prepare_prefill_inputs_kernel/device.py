@@ -22,6 +22,7 @@ from ...targetkit.step_batch import (
     cumulative,
     draw_drafts,
     draw_rows,
+    feature_sets,
     per_case_any,
     rows_of,
     state_rows,
@@ -113,7 +114,7 @@ class _Device(StepBatchDevice):
         B, R = rows.B, rows.R
         on |= {"padding": R > B, "no_padding": R == B, "several_rows": B > 1, "many_requests": B > 64,
                "padding_past_1024": R - B > BLOCK}
-        return [frozenset(f for f, v in on.items() if v[j]) for j in range(len(b))]
+        return feature_sets(on, len(b))
 
 
 DEVICE = _Device()
