@@ -678,6 +678,21 @@ def test_an_output_holding_an_inputs_poison_says_so():
     assert "actual never written (sentinel -1515870811)" in d[2].describe()
 
 
+def test_a_never_written_float_shows_the_fills_bits():
+    """A float output's never-written element: the fill as the bits the array holds, not the
+    integer they make (a report said "actual never written (sentinel -1515870811)" of a float
+    array)."""
+    from eaglefuzz.harness.core.compare import compare_arrays
+
+    expected = np.array([0.5, 1.0], dtype=np.float32)
+    actual = expected.copy()
+    actual.view(np.int32)[1] = -0x5A5A5A5B
+    (d,) = compare_arrays("out", expected, actual, locate=lambda a, i: (0, "row"), versus="oracle", sentinel=-0x5A5A5A5B)
+    assert d.describe() == ("out[1] request 0 (row): expected 1.0 (bits 0x3f800000), actual never written "
+                            "(the sentinel fill, bits 0xa5a5a5a5)  [vs oracle]")
+    assert d.to_json()["never_written"]
+
+
 # -- 10, 16: the text report and the progress lines -------------------------------------------------------------
 
 

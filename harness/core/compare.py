@@ -47,6 +47,10 @@ class Difference:
 
     def _value(self, value: object, unset: str, *, actual: bool = False) -> str:
         if self.sentinel is not None and value == self.sentinel:
+            if self.floats is not None and isinstance(value, int):  # the fill's bits, as a float array holds them
+                size = np.dtype(self.floats).itemsize
+                bits = int(np.array([value], dtype=np.dtype(f"i{size}")).view(np.dtype(f"u{size}"))[0])
+                return f"{unset} (the sentinel fill, bits {bits:#0{2 + 2 * size}x})"
             return f"{unset} (sentinel {value!r})"
         if actual and self.sentinel is not None and value in POISONS:  # an output holding an input's guard fill
             return f"{self._shown(value)} (the poison of the inputs' guard bands: read outside an input)"
