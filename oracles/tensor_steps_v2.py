@@ -20,7 +20,7 @@ import torch
 
 __all__ = ["combine_sampled_and_draft_tokens", "expand_idx_mapping", "flatten_sampled", "gather_draft_sampled",
            "input_batch_prepare_prefill_inputs", "get_num_sampled_and_rejected",
-           "post_update_num_computed_tokens", "prepare_decode_inputs", "prepare_pos_seq_lens",
+           "post_update", "post_update_num_computed_tokens", "prepare_decode_inputs", "prepare_pos_seq_lens",
            "target_dependent_ar_prepare_prefill_inputs", "update_draft_inputs"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
@@ -388,3 +388,68 @@ def input_batch_prepare_prefill_inputs(*, idx_mapping: torch.Tensor, query_start
     value = torch.where(inside, all_token_ids.reshape(-1)[torch.where(inside, row0[r] + t, 0)], 0)
     nxt = (per(rc[r], base(Ln * Rn)) + j * per(rc[r], Rn) + s[r], value.to(torch.int32))
     return {"input_ids": ids, "next_prefill_tokens": nxt}
+
+
+def post_update(*, idx_mapping: torch.Tensor, num_computed_tokens: torch.Tensor, sampled_tokens: torch.Tensor,
+                num_sampled: torch.Tensor, num_rejected: torch.Tensor, all_token_ids: torch.Tensor,
+                total_len: torch.Tensor, B: list[int], R: list[int], W: list[int], S: list[int],
+                query_start_loc: torch.Tensor | None = None, output_bin_counts: torch.Tensor | None = None,
+                V: list[int] | None = None, draft_tokens: torch.Tensor | None = None, D: list[int] | None = None
+                ) -> Writes:  # fmt: skip
+    """§19.1 for cases concatenated, case ``k`` of ``B[k]`` rows over ``R[k]`` state rows, a
+    history ``[R[k], W[k]]``, sampled rows of ``S[k]`` columns, penalties' counts ``[R[k], V[k]]``
+    and drafts ``[B[k], D[k]]`` where given (every case of a batch the same call). A row with
+    ``s = idx_mapping[b] >= 0``, ``t = total_len[s]``, ``n = num_sampled[b]``: ``n > 0``:
+    ``last_sampled_tokens[s] = sampled[b, n - 1]``, ``total_len[s] = t + n``; ``all_token_ids[s,
+    t + i] = sampled[b, i]`` (int32) and ``output_bin_counts[s, sampled[b, i]] += 1`` for
+    ``i < n``; ``num_computed_tokens[s] += qlen_b - num_rejected[b]`` (``qlen_b = 0`` without
+    ``query_start_loc``; int32); ``draft_tokens_out[s, i] = draft_tokens[b, i]`` for ``i < D``.
+    Masked rows (``-1``) write nothing. The rows that write are counted on the host (one wait
+    for the device)."""
+    dev = idx_mapping.device
+    Bn, Rn, Wn, Sn = (np.asarray(x, dtype=np.int64) for x in (B, R, W, S))
+
+    def per(case: torch.Tensor, values: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(values), device=dev)[case]
+
+    def base(counts: np.ndarray) -> np.ndarray:
+        return np.cumsum(counts) - counts
+
+    rc, b = _places(Bn, dev)
+    rows = torch.arange(rc.numel(), device=dev)
+    s = idx_mapping.long()
+    real = s >= 0
+    n = torch.where(real, num_sampled.long().clamp(min=0), 0)
+    nr = num_rejected.long()
+    sb = per(rc, base(Rn)) + s.clamp(min=0)  # the row's state entry in the concatenation
+    t = total_len.long()[sb]
+    dn = torch.where(real, per(rc, np.asarray(D, dtype=np.int64)), 0) if draft_tokens is not None else torch.zeros_like(n)
+    sums = torch.stack([real.long(), (n > 0).long(), n, dn]).sum(1).cpu().numpy()  # the batch's one wait for the device
+    wr, _ = _ragged(real.long(), int(sums[0]))  # the real rows
+    sr, _ = _ragged((n > 0).long(), int(sums[1]))  # the rows that sampled
+    r, i = _ragged(n, int(sums[2]))  # each sampled token
+    srow = per(rc, base(Bn * Sn)) + b * per(rc, Sn)  # the row's first sampled column, flat
+    token = sampled_tokens.reshape(-1).long()[srow[r] + i]
+    out: Writes = {
+        "last_sampled_tokens": (sb[sr], sampled_tokens.reshape(-1).long()[srow[sr] + n[sr] - 1]),
+        "total_len": (sb[sr], _int32(t[sr] + n[sr])),
+        "all_token_ids": (per(rc[r], base(Rn * Wn)) + s[r] * per(rc[r], Wn) + t[r] + i, _int32(token)),
+    }
+    qlen = torch.zeros_like(n)
+    if query_start_loc is not None:
+        q = query_start_loc.long()
+        at = rows + rc
+        qlen = q[at + 1] - q[at]
+    out["num_computed_tokens"] = (sb[wr], _int32(num_computed_tokens.long()[sb[wr]] + qlen[wr] - nr[wr]))
+    if output_bin_counts is not None:
+        Vn = np.asarray(V, dtype=np.int64)
+        at = per(rc[r], base(Rn * Vn)) + s[r] * per(rc[r], Vn) + token
+        after = output_bin_counts.reshape(-1).long().clone()
+        after.index_put_((at,), torch.ones_like(at), accumulate=True)
+        out["output_bin_counts"] = (at, after[at].to(torch.int32))
+    if draft_tokens is not None:
+        Dn = np.asarray(D, dtype=np.int64)
+        dr, j = _ragged(dn, int(sums[3]))
+        out["draft_tokens_out"] = (per(rc[dr], base(Rn * Dn)) + s[dr] * per(rc[dr], Dn) + j,
+                                   draft_tokens.reshape(-1).long()[per(rc[dr], base(Bn * Dn)) + b[dr] * per(rc[dr], Dn) + j])
+    return out
