@@ -71,7 +71,8 @@ def test_another_dtype_is_a_difference_even_with_equal_values():
 
 def test_a_float_difference_shows_the_values_and_their_bits():
     """Floats are compared by their bits; a report shows what the bits stand for (``-0.0`` and
-    ``0.0`` apart, a NaN as NaN), and the bits; a sentinel stays named as one."""
+    ``0.0`` apart, a NaN as NaN), and the bits; a sentinel stays named as one, as the bits the
+    array holds."""
     e = np.array([0.1, 0.0, 1.0, 2.0], dtype=np.float32)
     a = np.array([1.0, -0.0, np.nan, 2.0], dtype=np.float32)
     lines = [d.describe() for d in compare_arrays("x", e, a, locate=_nowhere, versus="test")]
@@ -85,7 +86,8 @@ def test_a_float_difference_shows_the_values_and_their_bits():
     s = int(np.array([7.0], np.float32).view(np.int32)[0])
     d = compare_arrays("z", np.array([7.0], np.float32), np.array([3.0], np.float32), locate=_nowhere, versus="test",
                        sentinel=s)[0]
-    assert d.describe() == f"z[0] (-): expected untouched (sentinel {s}), actual 3.0 (bits 0x40400000)  [vs test]"
+    assert d.describe() == ("z[0] (-): expected untouched (the sentinel fill, bits 0x40e00000), actual 3.0 "
+                            "(bits 0x40400000)  [vs test]")
 
 
 def test_the_sentinel_is_never_a_value_the_oracle_wrote():
