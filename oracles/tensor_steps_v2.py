@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["combine_sampled_and_draft_tokens", "expand_idx_mapping", "flatten_sampled", "gather_draft_sampled",
+__all__ = ["combine_sampled_and_draft_tokens", "compute_slot_mappings", "expand_idx_mapping", "flatten_sampled", "gather_draft_sampled",
            "input_batch_prepare_prefill_inputs", "get_num_sampled_and_rejected",
            "post_update", "post_update_num_computed_tokens", "prepare_decode_inputs", "prepare_pos_seq_lens",
            "target_dependent_ar_prepare_prefill_inputs", "update_draft_inputs"]
@@ -453,3 +453,62 @@ def post_update(*, idx_mapping: torch.Tensor, num_computed_tokens: torch.Tensor,
         out["draft_tokens_out"] = (per(rc[dr], base(Rn * Dn)) + s[dr] * per(rc[dr], Dn) + j,
                                    draft_tokens.reshape(-1).long()[per(rc[dr], base(Bn * Dn)) + b[dr] * per(rc[dr], Dn) + j])
     return out
+
+
+def compute_slot_mappings(*, idx_mapping: torch.Tensor, query_start_loc: torch.Tensor, positions: torch.Tensor,
+                          tables: list[torch.Tensor], block_sizes: torch.Tensor, slot_mapping_enabled: torch.Tensor,
+                          dcp_sharded: torch.Tensor, B: list[int], R: list[int], T: list[int], MT: list[int],
+                          W: list[list[int]], cp: list[tuple[int, int, int]], pad_id: int = -1) -> Writes:
+    """§22.1 for cases concatenated, every case with the same ``G`` groups: case ``k`` of
+    ``B[k]`` rows over ``R[k]`` state rows, ``T[k]`` tokens, slot mappings ``[G, MT[k]]``, group
+    ``g``'s table ``[R[k], W[k][g]]`` (``tables[g]``, every case's concatenated), its block size
+    and flags at ``k * G + g`` of ``block_sizes``, ``slot_mapping_enabled``, ``dcp_sharded``,
+    ``cp[k] = (CP_SIZE, cp_rank, CP_INTERLEAVE)``. Every slot is written: a row's token ``t``
+    (position ``p``, its row's state row ``s``): with context parallelism and a sharded group,
+    ``V = bs * CP``, ``vo = p mod V``, local when ``(vo div I) mod CP == cp_rank``, ``lp = (p div V)
+    * bs + (vo div (I * CP)) * I + vo mod I``; else ``lp = p``, local; ``bn = table[s, lp div bs]``;
+    the slot ``bn * bs`` (an int32 product) ``+ lp mod bs`` where enabled, ``s >= 0`` and local,
+    else ``pad_id``; the slots past the case's tokens ``pad_id``."""
+    dev = idx_mapping.device
+    G = len(tables)
+    Bn, Rn, Tn, Mn = (np.asarray(x, dtype=np.int64) for x in (B, R, T, MT))
+    CPn, rank, IL = (np.asarray(x, dtype=np.int64) for x in zip(*cp, strict=True)) if cp else (np.zeros(0, np.int64),) * 3
+    rc, _ = _places(Bn, dev)
+    at = torch.arange(rc.numel(), device=dev) + rc
+    q = query_start_loc.long()
+    qlen = q[at + 1] - q[at]
+    token_row = torch.repeat_interleave(torch.arange(rc.numel(), device=dev), qlen, output_size=int(Tn.sum()))
+    ec, e = _places(G * Mn, dev)  # every slot of every case
+    M = torch.as_tensor(Mn, device=dev)[ec]
+    g, t = e // M, e % M
+    inside = t < torch.as_tensor(Tn, device=dev)[ec]
+    tg = (torch.as_tensor(np.cumsum(Tn) - Tn, device=dev)[ec] + t).clamp(max=max(int(Tn.sum()) - 1, 0))
+    row = token_row[tg] if token_row.numel() else torch.zeros_like(tg)
+    s = idx_mapping.long()[row] if row.numel() else row
+    real = inside & (s >= 0)
+    p = positions.long()[tg] if positions.numel() else torch.zeros_like(tg)
+    at_g = ec * G + g
+    bs = block_sizes.long()[at_g]
+    enabled = slot_mapping_enabled[at_g].bool()
+    sharded = dcp_sharded[at_g].bool()
+    C = torch.as_tensor(CPn, device=dev)[ec]
+    I = torch.as_tensor(IL, device=dev)[ec]  # noqa: E741 - the contract's name
+    V = bs * C
+    vo = p % V
+    local_rank = (vo // I) % C == torch.as_tensor(rank, device=dev)[ec]
+    lp_sh = (p // V) * bs + (vo // (I * C)) * I + vo % I
+    shard = (C > 1) & sharded
+    lp = torch.where(shard, lp_sh, p)
+    local = torch.where(shard, local_rank, True)
+    col = torch.where(enabled, lp // bs, 0)
+    read = real & local & enabled
+    bn = torch.zeros_like(p)
+    Wn = np.asarray(W, dtype=np.int64).reshape(len(Bn), G)
+    for h in range(G):  # each group's table: its cases' tables concatenated
+        mine = read & (g == h)
+        base = torch.as_tensor(np.cumsum(Rn * Wn[:, h]) - Rn * Wn[:, h], device=dev)[ec]
+        width = torch.as_tensor(Wn[:, h], device=dev)[ec]
+        where = torch.where(mine, base + s.clamp(min=0) * width + col, 0)
+        bn = torch.where(mine, tables[h].reshape(-1).long()[where], bn)
+    slot = _int32(bn * bs).long() + lp % bs
+    return {"slot_mappings": (torch.arange(ec.numel(), device=dev), torch.where(read, slot, pad_id))}
