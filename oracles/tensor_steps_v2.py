@@ -146,6 +146,16 @@ def _places(counts: np.ndarray, device: torch.device | str) -> tuple[torch.Tenso
     return case, torch.arange(total, device=device) - torch.as_tensor(np.cumsum(counts) - counts, device=device)[case]
 
 
+def _per(case: torch.Tensor, values: np.ndarray) -> torch.Tensor:
+    """A per-case host value (``values[k]``), for each element of ``case`` (each one's case)."""
+    return torch.as_tensor(np.asarray(values), device=case.device)[case]
+
+
+def _base(counts: np.ndarray) -> np.ndarray:
+    """Where each case's elements start in the concatenation, for cases of ``counts`` each."""
+    return np.cumsum(counts) - counts
+
+
 def _int32(x: torch.Tensor) -> torch.Tensor:
     """``x`` (int64) wrapped to int32, as a kernel's int32 store does."""
     return ((x + 2**31) % 2**32 - 2**31).to(torch.int32)
@@ -199,31 +209,25 @@ def prepare_decode_inputs(*, draft_tokens: torch.Tensor, target_seq_lens: torch.
     dev = target_seq_lens.device
     Bn, Rn, Kn = (np.asarray(x, dtype=np.int64) for x in (B, R, K))
 
-    def places(counts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        return _places(counts, dev)
-
-    def per(case: torch.Tensor, values: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(values), device=dev)[case]
-
-    rc, b = places(Bn)  # the rows
-    Mr, adv = per(rc, np.asarray(M, dtype=np.int64)), per(rc, np.asarray(advance, dtype=bool))
-    ids = draft_tokens.reshape(-1)[per(rc, np.cumsum(Rn * Kn) - Rn * Kn) + b * per(rc, Kn)]
+    rc, b = _places(Bn, dev)  # the rows
+    Mr, adv = _per(rc, np.asarray(M, dtype=np.int64)), _per(rc, np.asarray(advance, dtype=bool))
+    ids = draft_tokens.reshape(-1)[_per(rc, np.cumsum(Rn * Kn) - Rn * Kn) + b * _per(rc, Kn)]
     seq = target_seq_lens.long() - num_rejected.long()
     seq = torch.where(adv, torch.minimum(seq + 1, Mr), seq)
-    at_src = per(rc, np.cumsum(Rn) - Rn) + b
-    at_pos = per(rc, np.cumsum(Rn + 3) - (Rn + 3)) + b
+    at_src = _per(rc, np.cumsum(Rn) - Rn) + b
+    at_pos = _per(rc, np.cumsum(Rn + 3) - (Rn + 3)) + b
     pos = positions.long()[at_pos]
-    sc, i = places(Rn)  # every seq_lens entry of every case
-    row = per(sc, np.cumsum(Bn) - Bn) + i
-    inside = i < per(sc, Bn)
-    qc, j = places(Rn + 1)
+    sc, i = _places(Rn, dev)  # every seq_lens entry of every case
+    row = _per(sc, np.cumsum(Bn) - Bn) + i
+    inside = i < _per(sc, Bn)
+    qc, j = _places(Rn + 1, dev)
     return {
         "input_ids": (torch.arange(rc.numel(), device=dev), _int32(ids.long())),
         "sample_src_positions": (at_src, sample_src_positions.long()[at_src] + 1),
         "positions": (at_pos, torch.where(adv, torch.minimum(pos + 1, Mr - 1), pos)),
         "seq_lens": (torch.arange(sc.numel(), device=dev),
                      torch.where(inside, _int32(seq[row.clamp(max=max(rc.numel() - 1, 0))]), 0).to(torch.int32)),
-        "query_start_loc": (torch.arange(qc.numel(), device=dev), torch.minimum(j, per(qc, Bn)).to(torch.int32)),
+        "query_start_loc": (torch.arange(qc.numel(), device=dev), torch.minimum(j, _per(qc, Bn)).to(torch.int32)),
     }
 
 
@@ -268,25 +272,19 @@ def update_draft_inputs(*, positions: torch.Tensor, sample_src_positions: torch.
     mid = step < Kn - 1
     adv = mid & np.asarray(advance, dtype=bool)
 
-    def per(case: torch.Tensor, values: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(values), device=dev)[case]
-
-    def base(counts: np.ndarray) -> np.ndarray:
-        return np.cumsum(counts) - counts
-
     rc, b = _places(Bn, dev)
-    out: Writes = {"output_draft_tokens": (per(rc, base(Bn * Kn)) + b * per(rc, Kn) + per(rc, step), draft_tokens.long())}
+    out: Writes = {"output_draft_tokens": (_per(rc, _base(Bn * Kn)) + b * _per(rc, Kn) + _per(rc, step), draft_tokens.long())}
     mc, mb = _places(Bn * mid, dev)  # the rows of the cases before their last step
-    mrow = per(mc, base(Bn)) + mb
+    mrow = _per(mc, _base(Bn)) + mb
     out["input_ids"] = (mrow, _int32(draft_tokens.long()[mrow]))
-    src_at = per(mc, base(Pn)) + mb
+    src_at = _per(mc, _base(Pn)) + mb
     out["sample_src_positions"] = (src_at, sample_src_positions.long()[src_at] + 1)
     hc, e = _places(Bn * Hn * mid, dev)  # their hidden states' elements
-    at = per(hc, base(Bn * Hn)) + e
+    at = _per(hc, _base(Bn * Hn)) + e
     out["next_input_hidden_states"] = (at, hidden_states.reshape(-1)[at])
     ac, ab = _places(Bn * adv, dev)
-    at = per(ac, base(Pn)) + ab
-    Ma = per(ac, Mn)
+    at = _per(ac, _base(Pn)) + ab
+    Ma = _per(ac, Mn)
     out["positions"] = (at, torch.minimum(positions.long()[at] + 1, Ma - 1))
     out["seq_lens"] = (at, torch.minimum(seq_lens.long()[at] + 1, Ma).to(torch.int32))
     return out
@@ -312,31 +310,25 @@ def target_dependent_ar_prepare_prefill_inputs(
     dev = idx_mapping.device
     Bn, Rn, Tn, Ln = (np.asarray(x, dtype=np.int64) for x in (B, R, T, lookahead))
 
-    def per(case: torch.Tensor, values: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(values), device=dev)[case]
-
-    def base(counts: np.ndarray) -> np.ndarray:
-        return np.cumsum(counts) - counts
-
     rc, b = _places(Bn, dev)
     at = torch.arange(rc.numel(), device=dev) + rc  # the row's entry of its case's query_start_loc
     qsl = query_start_loc.long()
     qs, qlen = qsl[at], qsl[at + 1] - qsl[at]
     q = qlen - num_rejected.long()
-    tb = per(rc, base(Tn))
+    tb = _per(rc, _base(Tn))
     s = idx_mapping.long()
-    nxt = torch.where(num_sampled.long() > 0, _int32(last_sampled.reshape(-1).long()[per(rc, base(Rn)) + s]).long(),
-                      next_prefill_tokens.reshape(-1).long()[per(rc, base(Ln * Rn)) + s])
+    nxt = torch.where(num_sampled.long() > 0, _int32(last_sampled.reshape(-1).long()[_per(rc, _base(Rn)) + s]).long(),
+                      next_prefill_tokens.reshape(-1).long()[_per(rc, _base(Ln * Rn)) + s])
     r, i = _ragged(q, int(q.sum()))
     t = tb[r] + qs[r] + i
     last = i == q[r] - 1
     ids = torch.where(last, nxt[r], target_input_ids.long()[(t + 1).clamp(max=max(target_input_ids.numel() - 1, 0))])
     lti = qs + q - 1
     sc, j = _places(Rn, dev)
-    inside = j < per(sc, Bn)
-    row = (per(sc, base(Bn)) + j).clamp(max=max(rc.numel() - 1, 0))
+    inside = j < _per(sc, Bn)
+    row = (_per(sc, _base(Bn)) + j).clamp(max=max(rc.numel() - 1, 0))
     qc, jq = _places(Rn + 1, dev)
-    rowq = (per(qc, base(Bn)) + jq).clamp(max=max(rc.numel() - 1, 0))
+    rowq = (_per(qc, _base(Bn)) + jq).clamp(max=max(rc.numel() - 1, 0))
     end = qsl[torch.as_tensor(np.cumsum(Bn + 1) - 1, device=dev)]  # each case's qe_{B-1}
     return {
         "draft_input_ids": (t, _int32(ids)),
@@ -344,7 +336,7 @@ def target_dependent_ar_prepare_prefill_inputs(
         "last_token_indices": (torch.arange(sc.numel(), device=dev), torch.where(inside, lti[row], 0)),
         "draft_seq_lens": (torch.arange(sc.numel(), device=dev), torch.where(inside, seq_lens.long()[row], 0).to(torch.int32)),
         "draft_query_start_loc": (torch.arange(qc.numel(), device=dev),
-                                  torch.where(jq < per(qc, Bn), qs[rowq], end[qc]).to(torch.int32)),
+                                  torch.where(jq < _per(qc, Bn), qs[rowq], end[qc]).to(torch.int32)),
         "draft_current_step": (torch.arange(len(Bn), device=dev), torch.zeros(len(Bn), dtype=torch.int64, device=dev)),
     }
 
@@ -363,30 +355,24 @@ def input_batch_prepare_prefill_inputs(*, idx_mapping: torch.Tensor, query_start
     dev = idx_mapping.device
     Bn, Rn, Wn, Tn, Ln = (np.asarray(x, dtype=np.int64) for x in (B, R, W, T, lookahead))
 
-    def per(case: torch.Tensor, values: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(values), device=dev)[case]
-
-    def base(counts: np.ndarray) -> np.ndarray:
-        return np.cumsum(counts) - counts
-
     rc, _ = _places(Bn, dev)
     at = torch.arange(rc.numel(), device=dev) + rc
     q = query_start_loc.long()
     qs, qlen = q[at], q[at + 1] - q[at]
     s = idx_mapping.long()
-    st = per(rc, base(Rn)) + s
+    st = _per(rc, _base(Rn)) + s
     c, L = num_computed_tokens.long()[st], prefill_len.long()[st]
     pre = c < L
-    row0 = per(rc, base(Rn * Wn)) + s * per(rc, Wn)  # the row's first element of its case's table
+    row0 = _per(rc, _base(Rn * Wn)) + s * _per(rc, Wn)  # the row's first element of its case's table
     copied = torch.where(pre, qlen, 0)
     r, i = _ragged(copied, int(copied.sum()))
-    ids = (per(rc[r], base(Tn)) + qs[r] + i, all_token_ids.reshape(-1)[row0[r] + c[r] + i])
-    ahead = torch.where(pre, per(rc, Ln), 0)
+    ids = (_per(rc[r], _base(Tn)) + qs[r] + i, all_token_ids.reshape(-1)[row0[r] + c[r] + i])
+    ahead = torch.where(pre, _per(rc, Ln), 0)
     r, j = _ragged(ahead, int(ahead.sum()))
     t = c[r] + qlen[r] + j
     inside = t < L[r]
     value = torch.where(inside, all_token_ids.reshape(-1)[torch.where(inside, row0[r] + t, 0)], 0)
-    nxt = (per(rc[r], base(Ln * Rn)) + j * per(rc[r], Rn) + s[r], value.to(torch.int32))
+    nxt = (_per(rc[r], _base(Ln * Rn)) + j * _per(rc[r], Rn) + s[r], value.to(torch.int32))
     return {"input_ids": ids, "next_prefill_tokens": nxt}
 
 
@@ -409,31 +395,25 @@ def post_update(*, idx_mapping: torch.Tensor, num_computed_tokens: torch.Tensor,
     dev = idx_mapping.device
     Bn, Rn, Wn, Sn = (np.asarray(x, dtype=np.int64) for x in (B, R, W, S))
 
-    def per(case: torch.Tensor, values: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(values), device=dev)[case]
-
-    def base(counts: np.ndarray) -> np.ndarray:
-        return np.cumsum(counts) - counts
-
     rc, b = _places(Bn, dev)
     rows = torch.arange(rc.numel(), device=dev)
     s = idx_mapping.long()
     real = s >= 0
     n = torch.where(real, num_sampled.long().clamp(min=0), 0)
     nr = num_rejected.long()
-    sb = per(rc, base(Rn)) + s.clamp(min=0)  # the row's state entry in the concatenation
+    sb = _per(rc, _base(Rn)) + s.clamp(min=0)  # the row's state entry in the concatenation
     t = total_len.long()[sb]
-    dn = torch.where(real, per(rc, np.asarray(D, dtype=np.int64)), 0) if draft_tokens is not None else torch.zeros_like(n)
+    dn = torch.where(real, _per(rc, np.asarray(D, dtype=np.int64)), 0) if draft_tokens is not None else torch.zeros_like(n)
     sums = torch.stack([real.long(), (n > 0).long(), n, dn]).sum(1).cpu().numpy()  # the batch's one wait for the device
     wr, _ = _ragged(real.long(), int(sums[0]))  # the real rows
     sr, _ = _ragged((n > 0).long(), int(sums[1]))  # the rows that sampled
     r, i = _ragged(n, int(sums[2]))  # each sampled token
-    srow = per(rc, base(Bn * Sn)) + b * per(rc, Sn)  # the row's first sampled column, flat
+    srow = _per(rc, _base(Bn * Sn)) + b * _per(rc, Sn)  # the row's first sampled column, flat
     token = sampled_tokens.reshape(-1).long()[srow[r] + i]
     out: Writes = {
         "last_sampled_tokens": (sb[sr], sampled_tokens.reshape(-1).long()[srow[sr] + n[sr] - 1]),
         "total_len": (sb[sr], _int32(t[sr] + n[sr])),
-        "all_token_ids": (per(rc[r], base(Rn * Wn)) + s[r] * per(rc[r], Wn) + t[r] + i, _int32(token)),
+        "all_token_ids": (_per(rc[r], _base(Rn * Wn)) + s[r] * _per(rc[r], Wn) + t[r] + i, _int32(token)),
     }
     qlen = torch.zeros_like(n)
     if query_start_loc is not None:
@@ -443,15 +423,15 @@ def post_update(*, idx_mapping: torch.Tensor, num_computed_tokens: torch.Tensor,
     out["num_computed_tokens"] = (sb[wr], _int32(num_computed_tokens.long()[sb[wr]] + qlen[wr] - nr[wr]))
     if output_bin_counts is not None:
         Vn = np.asarray(V, dtype=np.int64)
-        at = per(rc[r], base(Rn * Vn)) + s[r] * per(rc[r], Vn) + token
+        at = _per(rc[r], _base(Rn * Vn)) + s[r] * _per(rc[r], Vn) + token
         after = output_bin_counts.reshape(-1).long().clone()
         after.index_put_((at,), torch.ones_like(at), accumulate=True)
         out["output_bin_counts"] = (at, after[at].to(torch.int32))
     if draft_tokens is not None:
         Dn = np.asarray(D, dtype=np.int64)
         dr, j = _ragged(dn, int(sums[3]))
-        out["draft_tokens_out"] = (per(rc[dr], base(Rn * Dn)) + s[dr] * per(rc[dr], Dn) + j,
-                                   draft_tokens.reshape(-1).long()[per(rc[dr], base(Bn * Dn)) + b[dr] * per(rc[dr], Dn) + j])
+        out["draft_tokens_out"] = (_per(rc[dr], _base(Rn * Dn)) + s[dr] * _per(rc[dr], Dn) + j,
+                                   draft_tokens.reshape(-1).long()[_per(rc[dr], _base(Bn * Dn)) + b[dr] * _per(rc[dr], Dn) + j])
     return out
 
 
