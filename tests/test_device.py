@@ -226,9 +226,10 @@ step's: all of them, but those of size)."""
 
 SIZE_FEATURES = {"many_requests", "logits_past_1024", "beyond_1024_rows", "sixteen_drafts", "offsets_past_32767",
                  "max_num_seqs_1024", "padding_past_1024", "chunk_past_1024",
-                 "query_past_1024"}
+                 "query_past_1024", "vocab_past_131072"}
 """The features of a Model Runner V2 step's size, which a test's batches of up to 32 rows do not
-reach (:func:`test_step_batches_reach_their_size_features_at_production_scale` does)."""
+reach (:func:`test_step_batches_reach_their_size_features_at_production_scale` does; a
+verification step's large vocabulary comes in one batch in twenty)."""
 
 
 @pytest.mark.parametrize("name", [n for n in BATCHED if isinstance(device_targets()[n], StepBatchDevice)])
@@ -238,11 +239,13 @@ def test_step_batches_reach_their_size_features_at_production_scale(name):
     from eaglefuzz.harness.targets import TARGETS
 
     target = device_targets()[name]
-    batch = target.draw_batch((3, 4), "cpu", 32)
-    seen = set().union(*target.batch_features(batch, target.oracle_batch(batch)))
+    seen = set()
+    for kind in (None, *target.kinds):  # a kind of batch a run draws now and then: one of each
+        batch = target.draw_batch((3, 4), "cpu", 32, **({"kind": kind} if kind else {}))
+        seen |= set().union(*target.batch_features(batch, target.oracle_batch(batch)))
+        for k in range(len(batch)):
+            TARGETS[name].validate(target.to_case(batch.case(k)))
     assert SIZE_FEATURES & set(TARGETS[name].features) <= seen
-    for k in range(len(batch)):
-        TARGETS[name].validate(target.to_case(batch.case(k)))
 
 
 @pytest.mark.parametrize("name", BATCHED)
@@ -261,8 +264,8 @@ def test_batch_features_are_the_records_features_of_each_case(name):
             want = TARGETS[name].features_of(target.to_case(batch.case(k))) & target.batch_decides
             assert got == want, (b, k, got ^ want)
             seen |= got
-    if isinstance(target, StepBatchDevice):  # a Model Runner V2 step's: every feature but those of size
-        assert set(TARGETS[name].features) - SIZE_FEATURES <= seen
+    if isinstance(target, StepBatchDevice):  # a Model Runner V2 step's: every feature but those of size and scale
+        assert set(TARGETS[name].features) - SIZE_FEATURES - set(TARGETS[name].scale_features) <= seen
         return
     assert BOTH_SIDES.get(name, {"draft_probs", "no_draft_probs", "several_requests", "ragged"}) <= seen  # the test sees both sides
 

@@ -280,7 +280,7 @@ def _checked_at_scale(case: Case) -> bool:
     if not target.scale_features or not any(past_limit(a.size - 1) for a in case.arrays.values()):
         return False
     dt = device_role(case.kernel)
-    return (dt is not None and dt.scale and dt.checked_on == "record" and bool(target.scale_features)
+    return (dt is not None and dt.scale and dt.scale_by_rows and bool(target.scale_features)
             and bool(set(target.scale_features) & dt.reached(case)) and dt.checks_at_scale(case))
 
 

@@ -72,6 +72,10 @@ class DeviceTarget:
     each torch operation on the host, costs more in overhead than in work)."""
     oracle_name: str = "torch oracle (oracles/tensor_ops.py)"
     """The oracle :meth:`oracle` runs, as reports name it."""
+    scale_by_rows: bool = False
+    """Whether a production-scale case is checked by :meth:`scale_check` (a torch oracle a
+    block of rows at a time, confirmed on the rows that matter: tables of tens of GB) rather
+    than in :class:`Arenas` whole."""
 
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int) -> DeviceCase:
         """A production case of at most ``max_requests`` requests: sizes and modes from ``rng``
@@ -405,7 +409,9 @@ class Arenas:
     """Every array of ``dc`` in one guarded buffer per storage dtype, pre-filled for ``writes``;
     an input of :data:`BIG` elements or more in a buffer of its own (:class:`_Big`)."""
 
-    def __init__(self, dc: DeviceCase, writes: dict[str, tuple[torch.Tensor, torch.Tensor]], device: str) -> None:
+    def __init__(self, dc: DeviceCase, writes: dict[str, tuple[torch.Tensor, ...]], device: str) -> None:
+        """``writes``: per array ``(flat index, value)``, or ``(flat index, value, bound)``
+        where the contract fixes some of them only within a bound (:func:`written_parts`)."""
         self.big = {n: _Big(t, device) for n, t in dc.inputs.items() if t.numel() >= _big_from() and n not in writes}
         shapes = {n: (t.dtype, t.numel()) for n, t in dc.inputs.items() if n not in self.big} | dc.outputs
         self.offset, sizes = _layout(shapes)
@@ -418,15 +424,21 @@ class Arenas:
         for n, t in dc.inputs.items():
             if n not in self.big:
                 self.views[n].copy_(t.reshape(-1))
-        for n, (index, value) in writes.items():
-            s = _storage(shapes[n][0])
-            if value.dtype != torch.bool and n not in dc.inputs:  # an input updated in place holds what the kernel reads
-                self.full[s][self.offset[n] : self.offset[n] + shapes[n][1]][index] = _bits(value, shapes[n][0]) ^ 1
-        self.expected = {s: b.clone() for s, b in self.full.items()}
-        for n, (index, value) in writes.items():
+        self.loose: dict[torch.dtype, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
+        for n, w in writes.items():
+            index, value, bound = written_parts(w)
             dt = shapes[n][0]
-            e = self.expected[_storage(dt)][self.offset[n] : self.offset[n] + shapes[n][1]]
-            e[index] = value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)
+            s = _storage(dt)
+            place = self.offset[n] + index
+            if bound is not None:
+                self.loose.setdefault(s, []).append((place, value.to(dt), bound))
+            if value.dtype != torch.bool and n not in dc.inputs:  # an input updated in place holds what the kernel reads
+                self.full[s][place] = prefill(_bits(value, dt), bound, s)
+        self.expected = {s: b.clone() for s, b in self.full.items()}
+        for n, w in writes.items():
+            index, value, _ = written_parts(w)
+            dt = shapes[n][0]
+            self.expected[_storage(dt)][self.offset[n] + index] = value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)
         self.shapes = {n: t.shape for n, t in dc.inputs.items()}
         self.views = self._shaped(self.views | {n: b.view for n, b in self.big.items()})
 
@@ -435,9 +447,53 @@ class Arenas:
         return {n: v.view(self.shapes[n]) if n in self.shapes and len(self.shapes[n]) > 1 else v for n, v in views.items()}
 
     def mismatch(self) -> torch.Tensor:
-        """A device scalar: the number of elements, over every buffer, that are not as expected."""
-        return (sum((self.full[s] != self.expected[s]).sum() for s in self.full)
-                + sum(b.mismatch() for b in self.big.values()))
+        """A device scalar: the number of elements, over every buffer, that are not as expected
+        (a bounded element: not within its bound of its expected value)."""
+        return mismatch_count(self.full, self.expected, self.loose) + sum(b.mismatch() for b in self.big.values())
+
+
+def written_parts(w: tuple[Any, ...]) -> tuple[Any, Any, Any]:
+    """An oracle's writes to one array: ``(flat index, value)``, every element exact, or
+    ``(flat index, value, bound)``, each element's bound (float64; 0: bit for bit), for the
+    outputs the contract fixes only within a bound. Returns the three, ``bound`` ``None`` where
+    none is given."""
+    return (w[0], w[1], w[2]) if len(w) > 2 else (w[0], w[1], None)
+
+
+def prefill(bits: torch.Tensor, bound: torch.Tensor | None, storage: torch.dtype) -> torch.Tensor:
+    """What an output's written element holds before the launch: its expected bits with the
+    lowest bit flipped (a kernel that skips it leaves a difference), or the sentinel fill where
+    it is bounded (a flipped bit would lie within its bound)."""
+    flipped = bits ^ 1
+    if bound is None:
+        return flipped
+    return torch.where(bound > 0, torch.full_like(flipped, _SENTINEL[storage]), flipped)
+
+
+def mismatch_count(full: dict[torch.dtype, torch.Tensor], expected: dict[torch.dtype, torch.Tensor],
+                   loose: dict[torch.dtype, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]) -> torch.Tensor:
+    """A device scalar: the elements of the buffers ``full`` (per storage dtype) that differ from
+    ``expected`` bit for bit, except where ``loose`` bounds them (per storage dtype, ``(buffer
+    positions, expected values in the array's float dtype, bound)``): those count where
+    they are not within their bound (:func:`bounded_mismatch`)."""
+    total = torch.zeros((), dtype=torch.int64, device=next(iter(full.values())).device) if full else 0
+    for s, buf in full.items():
+        differ = buf != expected[s]
+        for place, value, bound in loose.get(s, ()):
+            differ[place] = bounded_mismatch(buf[place].view(value.dtype), value, bound)
+        total = total + differ.sum()
+    return total
+
+
+def bounded_mismatch(actual: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
+    """Per element, whether float ``actual`` is not as ``expected``: not within ``bound`` of it
+    where the bound is positive (NaN never is; an infinity only as itself), not bit for bit
+    where it is 0."""
+    s = _storage(actual.dtype)
+    exp = expected.to(actual.dtype)
+    differ = actual.view(s) != exp.view(s) if s != actual.dtype else actual != exp
+    near = ((actual.to(torch.float64) - exp.to(torch.float64)).abs() <= bound) | ~differ
+    return torch.where(bound > 0, ~near, differ)
 
 
 _NUMPY = _NUMPY_OF

@@ -27,7 +27,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from .device import _NUMPY_OF, _SENTINEL, _TORCH, GUARD, DeviceCase, _Big, _bits, _storage
+from .device import (
+    _NUMPY_OF,
+    _SENTINEL,
+    _TORCH,
+    GUARD,
+    DeviceCase,
+    _Big,
+    _bits,
+    _storage,
+    mismatch_count,
+    prefill,
+    written_parts,
+)
 
 
 @dataclass
@@ -92,9 +104,10 @@ class BatchArenas:
     """Every case of ``batch`` in guarded buffers, pre-filled for ``writes`` (each output's flat
     indices in the concatenation of the cases' outputs); :attr:`views` per case."""
 
-    def __init__(self, batch: DeviceBatch, writes: dict[str, tuple[torch.Tensor, torch.Tensor]], device: str,
+    def __init__(self, batch: DeviceBatch, writes: dict[str, tuple[torch.Tensor, ...]], device: str,
                  bigs: dict[str, _Big] | None = None) -> None:
-        """``bigs``: guarded buffers of shared inputs from an earlier batch that left them
+        """``writes``: per array ``(flat index, value)`` or ``(flat index, value, bound)``
+        (:func:`~.device.written_parts`); ``bigs``: guarded buffers of shared inputs from an earlier batch that left them
         intact, used again where they hold the same tensor."""
         K = len(batch)
         bigs = bigs or {}
@@ -124,13 +137,18 @@ class BatchArenas:
             buf = self.full[_storage(dtypes[n])]
             buf[self._place(n, torch.arange(t.numel(), device=device))] = _bits(t.reshape(-1), dtypes[n]) if dtypes[n] != torch.bool else t.reshape(-1).to(torch.uint8)
         placed = {}
-        for n, (index, value) in writes.items():
+        self.loose: dict[torch.dtype, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
+        for n, w in writes.items():
+            index, value, bound = written_parts(w)
             s, dt = _storage(dtypes[n]), dtypes[n]
             placed[n] = self._place(n, index)
+            if bound is not None:
+                self.loose.setdefault(s, []).append((placed[n], value.to(dt), bound))
             if dt != torch.bool and n not in batch.cat:  # an input updated in place holds what the kernel reads
-                self.full[s][placed[n]] = _bits(value, dt) ^ 1
+                self.full[s][placed[n]] = prefill(_bits(value, dt), bound, s)
         self.expected = {s: b.clone() for s, b in self.full.items()}
-        for n, (_, value) in writes.items():
+        for n, w in writes.items():
+            value = w[1]
             dt = dtypes[n]
             self.expected[_storage(dt)][placed[n]] = value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)
         per_name = {}
@@ -155,9 +173,9 @@ class BatchArenas:
         return index + self.shift[name][k]
 
     def mismatch(self) -> torch.Tensor:
-        """A device scalar: the number of elements, over every buffer, that are not as expected."""
-        return (sum((self.full[s] != self.expected[s]).sum() for s in self.full)
-                + sum(b.mismatch() for b in self.big.values()))
+        """A device scalar: the number of elements, over every buffer, that are not as expected
+        (a bounded element: not within its bound of its expected value)."""
+        return mismatch_count(self.full, self.expected, self.loose) + sum(b.mismatch() for b in self.big.values())
 
 
 def epoch_of(i: int, full: int) -> tuple[int, float]:

@@ -89,6 +89,7 @@ class ScaleRecordDevice(RecordDevice):
     difference on); ``tables`` names its production-scale arrays."""
 
     scale = True
+    scale_by_rows = True
     tables: tuple[str, ...] = ("target_logits", "draft_logits")
     """The arrays uploaded a block of rows at a time after a wrap's band of poison (absent ones
     are passed as ``None``); the others are small and copied whole."""

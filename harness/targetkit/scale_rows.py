@@ -25,7 +25,7 @@ import torch
 from ..core.case import Case
 from ..core.compare import Difference, compare_arrays
 from .base import Outcome
-from .device import _POISON_BITS, _SENTINEL, GUARD, _storage, _wrap_guard
+from .device import _POISON_BITS, _SENTINEL, GUARD, _storage, _wrap_guard, bounded_mismatch
 from .device_draws import lazy_full, upload
 
 ROW_BLOCK = 1 << 26
@@ -86,7 +86,7 @@ class DeviceTable:
 def mismatches(actual: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
     """A device scalar: elements of ``actual`` not within ``bound`` of ``expected`` (bit for
     bit where the bound is 0; NaN never within a bound)."""
-    return _mismatch_mask(actual, expected, bound).sum()
+    return bounded_mismatch(actual, expected, bound).sum()
 
 
 def confirm_rows(record: Any, small: Case, rows: list[int], actual: dict[str, np.ndarray],
@@ -147,16 +147,8 @@ class DeviceOutput:
         act = self.view[lo:hi]
         s = _storage(act.dtype)
         bits = act.view(s) if s != act.dtype else act
-        wrong = torch.where(written, _mismatch_mask(act, expected, bound), bits != self.sentinel)
+        wrong = torch.where(written, bounded_mismatch(act, expected, bound), bits != self.sentinel)
         return wrong.sum()
-
-
-def _mismatch_mask(actual: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
-    s = _storage(actual.dtype)
-    exp = expected.to(actual.dtype)
-    exact = actual.view(s) != exp.view(s) if s != actual.dtype else actual != exp
-    near = ((actual.to(torch.float64) - exp.to(torch.float64)).abs() <= bound) | ~exact  # an infinity matches itself
-    return torch.where(bound > 0, ~near, exact)
 
 
 def guard_difference(array: str, count: int, at: int, poison: int) -> Difference:

@@ -180,6 +180,9 @@ class StepBatchDevice(DeviceTarget):
 
     batch = 256
     """Cases per batch on a GPU."""
+    kinds: tuple[str, ...] = ()
+    """Kinds of batch a run draws now and then (a verification step's large vocabulary), which
+    :meth:`draw_batch` also draws when asked (``kind=``): a test makes them happen."""
     oracle_name = "torch oracle (oracles/tensor_steps_v2.py)"
 
     def draw(self, rng: np.random.Generator, gen: Any, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:

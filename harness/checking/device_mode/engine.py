@@ -467,6 +467,7 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     name = dt.name
     t = time.perf_counter()
     batch = batch_of(dt, seed, i, k, device, max_requests)
+    k = len(batch)  # a target may draw fewer (steps of large tables)
     t = clock("draw", t)
     host_cat, host_shared = staged.stage(batch)
     t = clock("stage", t)

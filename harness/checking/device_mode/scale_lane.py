@@ -261,7 +261,7 @@ def _serve() -> None:  # pragma: no cover - runs in the child; tests/test_scale.
         case = scale_case(name, seed, int(req["example"]), req.get("minimal"))
         _log(t0, f"{req}: drawn, {', '.join(f'{n} {list(a.shape)}' for n, a in case.arrays.items() if a.ndim > 1)}")
         reply: dict[str, Any] = {"features": _reached(dt, case)}
-        if dt.checked_on == "record":  # a block of rows at a time on the device; confirmed on the rows that matter
+        if dt.scale_by_rows:  # a block of rows at a time on the device; confirmed on the rows that matter
             try:
                 reply["bad"], reply["tokens"], outcome = dt.scale_check(impl, case, device, bool(req.get("confirm")))
                 _log(t0, f"device check: {reply['bad']} element(s) not as expected")

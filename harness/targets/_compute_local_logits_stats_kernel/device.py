@@ -1,24 +1,34 @@
-"""``_compute_local_logits_stats_kernel`` on the device (docs/CONTRACT.md §30): production batches
-drawn by its record and checked there by its record's check
-(:class:`~...targetkit.device.RecordDevice`), and production-scale steps whose target logits pass
+"""``_compute_local_logits_stats_kernel`` on the device (docs/CONTRACT.md §30): verification
+steps drawn on the GPU in batches of 256 (16 of a 151936- or 262144-id vocabulary), as its
+record's generator draws them (:mod:`~...targetkit.verify_batch`: greedy and random requests,
+the drafter's cache or none, narrower and wider draft vocabularies, masked logits, the logits
+styles with log-probabilities; the tour's large vocabularies and hundreds of rows), checked
+against the batched torch oracle (:func:`~eaglefuzz.oracles.tensor_ops_v2.local_logits_stats_rows`,
+the maxima and argmaxes bit for bit, the sums within their bounds) and compared on the GPU,
+every statistic of every row and block; and production-scale steps whose target logits pass
 ``2**31`` elements (the int32 row offset ``logit_idx * target_logits_stride`` of vLLM up to
 0.24.0's ``_compute_block_stats_kernel``, fixed by #47383; #46560 is the same class in the
-sampler), checked on the device a block of rows at a time against the torch oracle
-(:func:`~eaglefuzz.oracles.tensor_ops_v2.local_logits_stats_rows`) and confirmed by the NumPy and
-Numba oracles on the live request (:mod:`~...targetkit.scale_device`)."""
+sampler), checked on the device a block of rows at a time against the same torch oracle and
+confirmed by the NumPy and Numba oracles on the live request (:mod:`~...targetkit.scale_device`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from typing import Any
+
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
+from ...targetkit.device import DeviceCase, DeviceTarget
+from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import lazy_full, scale_vocab
-from ...targetkit.runner_v2_verify import STATS_BLOCK
+from ...targetkit.runner_v2_verify import STATS, STATS_BLOCK
 from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row, requests_past_limit
 from ...targetkit.scale_rows import bonus_rows, minimal_request_rows, scale_request_rows
+from ...targetkit.step_batch import StepBatchDevice, feature_sets, per_case_any, per_case_sum, rows_of
+from ...targetkit.verify_batch import KINDS, draw_steps, step_rows
 from .layout import NAME
 from .record import TARGET
 
@@ -81,6 +91,14 @@ def minimal_scale_cases(case: Case) -> list[Case]:
     return out
 
 
+def _case_start(rows: Any, flags: torch.Tensor) -> torch.Tensor:
+    """Per row, the count of ``flags`` in its case's rows before the case's first row."""
+    total = torch.cumsum(flags.long(), 0)
+    first = torch.as_tensor(np.cumsum(rows.B) - rows.B, device=flags.device)
+    before = torch.where(first > 0, total[(first - 1).clamp(min=0)], torch.zeros_like(first))
+    return before[rows.cid]
+
+
 def live_requests(case: Case) -> list[int]:
     """The requests the NumPy and Numba oracles confirm a scale finding on: those with a row
     at or past the limit, and the one before them."""
@@ -106,7 +124,90 @@ def restrict(case: Case, keep: list[int]) -> tuple[Case, list[int]]:
     return case.replace(arrays=arrays), rows.tolist()
 
 
-class _Device(ScaleRecordDevice):
+class _Device(StepBatchDevice, ScaleRecordDevice):
+    checked_on = "device"
+    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
+
+    kinds = KINDS
+
+    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = 12,
+                   share: float = 1.0, kind: str | None = None) -> DeviceBatch:
+        """``k`` steps (:func:`~...targetkit.verify_batch.draw_steps`; fewer of a large
+        vocabulary), the statistics' outputs ``[n, cdiv(V, 8192)]`` each."""
+        st = draw_steps(seeds, device, k, max_requests, kind)
+        k = len(st.K)
+        n, R = st.n.tolist(), st.req.R.tolist()
+        nb = -(-st.V // STATS_BLOCK)
+        cat = {"target_logits": st.target_logits.reshape(-1)}
+        lengths = {"target_logits": [x * st.Vt for x in n]}
+        shapes = {"target_logits": [(x, st.Vt) for x in n]}
+        if st.draft_logits is not None:
+            cat["draft_logits"] = st.draft_logits
+            lengths["draft_logits"] = (st.req.R * st.K * st.Vd).tolist()
+            shapes["draft_logits"] = [(r, int(kk), st.Vd) for r, kk in zip(R, st.K, strict=True)]
+        cat |= {"expanded_idx_mapping": st.eidx, "expanded_local_pos": st.elp, "temperature": st.temperature}
+        lengths |= {"expanded_idx_mapping": n, "expanded_local_pos": n, "temperature": R}
+        shapes |= {x: [(y,) for y in lengths[x]] for x in ("expanded_idx_mapping", "expanded_local_pos", "temperature")}
+        outputs = {x: (torch.int64 if x == "target_local_argmax" else torch.float32, [m * nb for m in n]) for x in STATS}
+        host = [{"shapes": dict.fromkeys(STATS, (m, nb))} for m in n]
+        return DeviceBatch(cat, lengths, shapes, {}, {}, outputs, [{"vocab_size": st.V} for _ in range(k)], host=host)
+
+    def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
+        """Every case's rows in one call of the torch oracle: per statistic its written
+        elements (flat, over the cases' outputs), their values and bounds."""
+        r = step_rows(b)
+        V = int(b.scalars[0]["vocab_size"])
+        res = tensor_ops_v2.local_logits_stats_rows(
+            r.target, r.greedy, r.bonus, r.draft, r.row_temperature, V, STATS_BLOCK)
+        out = {}
+        for name, (written, value, bound) in res.items():
+            index = torch.nonzero(written.reshape(-1)).flatten()
+            v = value.reshape(-1)[index]
+            out[name] = (index, v) if name == "target_local_argmax" else (index, v, bound.reshape(-1)[index])
+        return out
+
+    def to_case(self, dc: DeviceCase) -> Case:
+        return DeviceTarget.to_case(self, dc)
+
+    batch_decides = frozenset(TARGET.features)
+
+    def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
+        """The record's features of each case (``features_of``), from the batch's arrays on the
+        device: one copy to the host for all."""
+        r = step_rows(b)
+        V = int(b.scalars[0]["vocab_size"])
+        Vt = b.shapes["target_logits"][0][1]
+        k = len(b)
+        rows = rows_of(b.lengths, "expanded_local_pos", None, r.target.device.type)
+        greedy = r.greedy & ~r.bonus
+        rnd = ~r.greedy & ~r.bonus
+        x = r.target[:, :V]
+        # a greedy row among its case's first 64: a tied block maximum, a negative partial block
+        first64 = greedy & ((torch.cumsum(greedy.long(), 0) - _case_start(rows, greedy)) <= 64)
+        nb = -(-V // STATS_BLOCK)
+        pad = torch.full((x.shape[0], nb * STATS_BLOCK), float("-inf"), device=x.device)
+        pad[:, :V] = x
+        blocks = pad.view(-1, nb, STATS_BLOCK)
+        tied = ((blocks == blocks.amax(-1, keepdim=True)).sum(-1) > 1).any(-1)
+        tail = V % STATS_BLOCK
+        negative = (x[:, V - tail :].amax(1) < 0) if tail else torch.zeros_like(greedy)
+        t = r.row_temperature
+        on = per_case_any(rows, {"greedy_row": greedy, "random_row": rnd,
+                                 "masked_logits": rnd & torch.isneginf(x).any(1),
+                                 "tied_maximum": first64 & tied, "negative_partial_block": first64 & negative,
+                                 "low_temperature": rnd & (t > 0) & (t < 0.5)})
+        has_draft = "draft_logits" in b.cat
+        n = np.asarray(b.lengths["expanded_local_pos"])
+        B = per_case_sum(rows, {"B": r.elp == 0})["B"]
+        R = np.asarray(b.lengths["temperature"])
+        Vd = b.shapes["draft_logits"][0][2] if has_draft else Vt
+        full = {"draft_logits": on["random_row"] & has_draft, "one_hot_drafts": np.full(k, not has_draft),
+                "bonus_rows_skipped": np.ones(k, bool), "narrower_draft_vocab": np.full(k, has_draft and Vd < Vt),
+                "wider_draft_vocab": np.full(k, has_draft and Vd > Vt), "several_blocks": np.full(k, V > STATS_BLOCK),
+                "untouched_state_rows": has_draft & (R > B), "vocab_past_131072": np.full(k, V > 1 << 17),
+                "many_rows": n > 192, "row_offset_past_2_31": np.asarray([past_limit((m - 1) * Vt) for m in n])}
+        return feature_sets(on | full, k)
+
     def reached(self, case: Case) -> frozenset[str]:
         """The scale feature alone at production scale (the others look at every row)."""
         n, W = case.arrays["target_logits"].shape

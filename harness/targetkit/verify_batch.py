@@ -1,0 +1,292 @@
+"""Batches of Model Runner V2 verification steps drawn on the device: ``K`` steps at once, as
+:func:`~.runner_v2_verify.draw_step` draws one (docs/CONTRACT.md §30.2-§33.2), for the device
+modules of the verification kernels.
+
+A batch shares what a step's record draws once and the kernels' buffers need alike: its kind
+(an ordinary step, or one of the tour's: a 151936- or 262144-id vocabulary, or hundreds of
+rows), the vocabularies (target's and drafter's), whether the drafter's logits are cached, and
+the style of the logits. Each step draws its own requests, drafts, state rows, temperatures,
+greedy share, masks and drafter modes: sizes on the host with NumPy, values on the device with
+a seeded ``torch.Generator`` (the same seeds give the same batch). Across batches the modes come
+as often as a record's generator draws them per case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .device_batch import DeviceBatch
+from .runner_v2_verify import LARGE_VOCABS, MAX_K, STATS_BLOCK, VOCABS, WITH_LOGPROBS
+from .step_batch import Rows, _rows, chosen, owners, state_rows
+
+SHAPES = 0.1
+"""The share of batches of one of the tour's kinds (half large vocabularies, half many rows), as
+a record's generator draws a shape (:func:`~...generation.strategies.random_shape`)."""
+LARGE_BATCH = 16
+"""Steps per batch of a large vocabulary at most (each up to 8 rows of 262144 logits)."""
+
+
+@dataclass
+class Steps:
+    """``K`` verification steps, concatenated.
+
+    ``req``: per case its requests over its state rows (:class:`~.step_batch.Rows`: ``B``,
+    ``R``); ``rows``: per case its logits rows (``n``: every request's drafts and bonus);
+    ``K``: per case ``num_speculative_tokens``; ``Vt``, ``Vd``: the batch's vocabularies
+    (``Vd`` ``None``: one-hot drafts, no cache); per logits row (device) its request's state row
+    within its case ``eidx`` and its step ``elp``, and whether it is a bonus row;
+    ``target_logits`` ``[N, Vt]``; ``draft_logits`` every case's ``[R, K, Vd]`` cache, flat;
+    ``temperature`` every case's ``[R]``, concatenated; ``kind`` and ``style`` the batch's."""
+
+    req: Rows
+    rows: Rows
+    K: np.ndarray
+    Vt: int
+    Vd: int | None
+    eidx: torch.Tensor
+    elp: torch.Tensor
+    bonus: torch.Tensor
+    target_logits: torch.Tensor
+    draft_logits: torch.Tensor | None
+    temperature: torch.Tensor
+    kind: str
+    style: str
+
+    @property
+    def V(self) -> int:  # noqa: N802
+        """The vocabulary the kernels see: ``min(Vt, Vd)``."""
+        return self.Vt if self.Vd is None else min(self.Vt, self.Vd)
+
+    @property
+    def n(self) -> np.ndarray:
+        """Logits rows per case."""
+        return self.rows.B
+
+    def draft_rows(self) -> torch.Tensor:
+        """Each logits row's cached draft logits ``draft_logits[s, i]`` (``[N, Vd]``; a bonus
+        row's step may lie past ``K``: it reads its last step's, never used)."""
+        assert self.draft_logits is not None and self.Vd is not None
+        dev = self.eidx.device
+        K = torch.as_tensor(self.K, device=dev)[self.rows.cid]
+        base = torch.as_tensor(np.cumsum(self.req.R * self.K) - self.req.R * self.K, device=dev)[self.rows.cid]
+        at = base + self.eidx * K + torch.minimum(self.elp.long(), K - 1)
+        return self.draft_logits.view(-1, self.Vd)[at]
+
+
+def _kind(rng: np.random.Generator) -> str:
+    if rng.random() >= SHAPES:
+        return "ordinary"
+    return "large_vocab" if rng.random() < 0.5 else "many_rows"
+
+
+def _ends(rng: np.random.Generator, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per element an integer of ``[lo, hi]``, an end (either) one time in 16 (``RngChooser``'s
+    ``integer``)."""
+    x = rng.integers(lo, hi, endpoint=True)
+    edge = (rng.integers(0, 16, size=x.shape) == 0) & (hi > lo)
+    return np.where(edge, np.where(rng.integers(0, 2, size=x.shape) == 1, hi, lo), x)
+
+
+def _logits(gen: torch.Generator, n: int, V: int, style: str, device: str) -> torch.Tensor:  # noqa: N803
+    """``n`` rows of ``V`` float32 logits of ``style`` (as :func:`~.runner_v2_verify._logit_rows`
+    draws them: gauss, flat, peaked, ints, logprobs)."""
+    if style == "ints":
+        return torch.randint(-4, 5, (n, V), generator=gen, device=device).to(torch.float32)
+    if style == "logprobs":
+        x = torch.randn((n, V), generator=gen, device=device, dtype=torch.float64) * 3.0
+        x = x - x.amax(1, keepdim=True) if V else x
+        return (x - x.exp().sum(1, keepdim=True).log()).to(torch.float32)
+    spread = {"gauss": 3.0, "flat": 0.3, "peaked": 2.0}[style]
+    x = torch.randn((n, V), generator=gen, device=device) * spread
+    if style == "peaked" and V:
+        x[torch.arange(n, device=device), torch.randint(0, V, (n,), generator=gen, device=device)] += 12.0
+    return x
+
+
+def bf16(x: torch.Tensor) -> torch.Tensor:
+    """``x`` rounded to bfloat16 (round to nearest even), as float32: the drafter's head."""
+    return x.to(torch.bfloat16).to(torch.float32)
+
+
+KINDS = ("large_vocab", "many_rows")
+"""The tour's kinds of batch (:data:`SHAPES`)."""
+
+
+def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 12, kind: str | None = None) -> Steps:
+    """``k`` verification steps (fewer for a batch of large vocabularies: :data:`LARGE_BATCH`)
+    as ``_compute_local_logits_stats_kernel``'s record draws a case (``draw_step`` with ``B`` of
+    ``(1, 4)`` or ``(1, 12)`` requests, ``K`` of ``(1, 4)`` or ``(1, 16)``, the logits styles
+    with log-probabilities, a draft vocabulary other than the target's half the time), a batch
+    in ten one of its tour's: one or two requests of up to 3 drafts over a 151936- or
+    262144-id vocabulary (compact logits: a random row ``-inf`` but for its peaks), or 24 to 32
+    requests of 8 to 16 drafts over 37 ids. ``max_requests``: ``B``'s ceiling (a test's small
+    scale); ``kind``: ``"ordinary"`` or one of :data:`KINDS` (``None``: drawn)."""
+    rng = np.random.default_rng(seeds[1])
+    gen = torch.Generator(device=device).manual_seed(seeds[1])
+    drawn = _kind(rng)
+    kind = drawn if kind is None else kind
+    cap = max(1, min(12, max_requests))
+    if kind == "large_vocab":
+        k = min(k, LARGE_BATCH)
+        B = rng.integers(1, 3, size=k)
+        K = np.full(k, 3)
+        Vt = int(rng.choice(LARGE_VOCABS))
+        least = np.zeros(k, np.int64)
+    elif kind == "many_rows":
+        B = rng.integers(24, 33, size=k)
+        K = np.full(k, 16)
+        Vt = 37
+        least = np.full(k, 8)
+    else:
+        wide = rng.integers(0, 2, size=k) == 1
+        B = _ends(rng, np.ones(k, np.int64), np.where(wide, min(12, cap), min(4, cap)))
+        kw = rng.integers(0, 2, size=k) == 1
+        K = _ends(rng, np.ones(k, np.int64), np.where(kw, MAX_K, 4))
+        Vt = int(rng.choice(VOCABS)) if rng.random() >= 0.1 else STATS_BLOCK * int(rng.integers(1, 3)) + int(rng.integers(1, 2001))
+        least = np.zeros(k, np.int64)
+    draft = rng.random() < 0.6
+    Vd = None
+    if draft:
+        Vd = Vt
+        if Vt > 8 and rng.random() < (0.5 if kind == "ordinary" else 0.2):  # a draft vocabulary narrower or wider
+            Vd = Vt + int(rng.choice([-1, 1])) * int(rng.integers(1, min(64, Vt // 2), endpoint=True))
+    style = str(rng.choice(WITH_LOGPROBS))
+    spare = np.where(rng.integers(0, 2, size=k) == 1, rng.integers(0, 7, size=k), 0)
+    R = B if kind == "large_vocab" else B + spare
+    req = _rows(B.astype(np.int64), R.astype(np.int64), device)
+    s = state_rows(req, gen) if kind != "large_vocab" else req.local
+    nd = chosen(gen, req.per_row(least), req.per_row(K), ends=1 / 32)
+    nl = nd + 1
+    nl_host = nl.cpu().numpy()
+    n = np.zeros(k, np.int64)
+    np.add.at(n, req.cid.cpu().numpy(), nl_host)
+    rows = _rows(n, n, device)
+    r_of = torch.repeat_interleave(torch.arange(req.n, device=device), nl, output_size=int(n.sum()))
+    first = torch.cumsum(nl, 0) - nl
+    elp = (torch.arange(int(n.sum()), device=device) - first[r_of]).to(torch.int32)
+    eidx = s[r_of]
+    bonus = elp.long() == nd[r_of]
+    # temperatures: per state row 0.3 / 0.7 / 1.0 / 1.3 half the time, else 1; the case's greedy
+    # share (0, 0.3 or 1) of its requests at 0
+    state_owner = owners(R, device)
+    u = torch.rand((2, int(R.sum())), generator=gen, device=device)
+    pick = torch.tensor([0.3, 0.7, 1.0, 1.3], device=device)[torch.randint(0, 4, (int(R.sum()),), generator=gen, device=device)]
+    temperature = torch.where(u[0] < 0.5, pick, torch.ones_like(pick)).to(torch.float32)
+    share = torch.as_tensor(np.asarray([0.0, 0.3, 1.0])[rng.integers(0, 3, size=k)], device=device)
+    greedy_req = torch.rand(req.n, generator=gen, device=device) < share[req.cid]
+    temperature[(req.state_base + s)[greedy_req]] = 0.0
+    del state_owner, u
+    N = int(n.sum())
+    Vk = Vt if Vd is None else min(Vt, Vd)
+    greedy_row = temperature[(req.state_base + s)[r_of]] == 0
+    if kind == "large_vocab":
+        tl = _sparse(gen, N, Vt, Vk, greedy_row, device)
+    else:
+        tl = _logits(gen, N, Vt, style, device)
+        masked_case = torch.as_tensor(rng.random(k) < 0.4, device=device)[rows.cid]
+        rate = torch.as_tensor(np.asarray([0.3, 0.9])[rng.integers(0, 2, size=k)], device=device)[rows.cid]
+        masked = torch.rand((N, Vt), generator=gen, device=device) < rate[:, None]
+        keep = torch.randint(0, max(Vk, 1), (N,), generator=gen, device=device)
+        masked[torch.arange(N, device=device), keep] = False
+        tl = torch.where(masked & (masked_case & ~greedy_row)[:, None], torch.full_like(tl, float("-inf")), tl)
+    dl = None
+    if Vd is not None:
+        dl = _drafts(gen, tl, req, s, nd, r_of, elp, bonus, K, R, Vt, Vd, temperature, kind, device)
+    return Steps(req, rows, K.astype(np.int64), Vt, Vd, eidx, elp, bonus, tl, dl, temperature, kind, style)
+
+
+def _sparse(gen: torch.Generator, N: int, Vt: int, Vk: int, greedy: torch.Tensor, device: str,  # noqa: N803
+            peaks: int = 24) -> torch.Tensor:  # fmt: skip
+    """Compact rows (:func:`~.runner_v2_verify.sparse_step`): a random row ``-inf``, a greedy
+    row 0, but for ``peaks`` tokens and 4 of the last 4096 (logits of spread 2 around 3)."""
+    tl = torch.where(greedy[:, None], 0.0, float("-inf")) * torch.ones((N, Vt), device=device)
+    tl = tl.to(torch.float32)
+    at = torch.cat([torch.randint(0, Vk, (N, peaks), generator=gen, device=device),
+                    torch.randint(max(0, Vk - 4096), Vk, (N, 4), generator=gen, device=device)], 1)
+    value = torch.randn(at.shape, generator=gen, device=device) * 2 + 3
+    tl.scatter_(1, at, value)
+    return tl
+
+
+def _drafts(gen: torch.Generator, tl: torch.Tensor, req: Rows, s: torch.Tensor, nd: torch.Tensor, r_of: torch.Tensor,
+            elp: torch.Tensor, bonus: torch.Tensor, K: np.ndarray, R: np.ndarray, Vt: int, Vd: int,  # noqa: N803
+            temperature: torch.Tensor, kind: str, device: str) -> torch.Tensor:  # fmt: skip
+    """The drafter's cache of every case (``[R, K, Vd]`` each, flat; NaN where never read; a
+    large vocabulary's 0): request ``r``'s first ``d_r`` steps hold the target's rows of its
+    drafts (past the target's vocabulary, more logits) near them (noise of 0.5), the same, or
+    others, times its temperature (1 for greedy), rounded to bfloat16."""
+    fill = 0.0 if kind == "large_vocab" else float("nan")
+    sizes = R * K * Vd
+    dl = torch.full((int(sizes.sum()),), fill, dtype=torch.float32, device=device)
+    draft_row = ~bonus
+    if not bool(draft_row.any()):
+        return dl
+    j = torch.nonzero(draft_row).flatten()
+    base = tl[j, : min(Vt, Vd)]
+    if Vd > Vt:
+        base = torch.cat([base, _logits(gen, j.numel(), Vd - Vt, "gauss", device)], 1)
+    r = r_of[j]
+    T = temperature[req.state_base[r] + s[r]]
+    T = torch.where(T == 0, torch.ones_like(T), T)[:, None]
+    mode = torch.rand(req.n, generator=gen, device=device)[r][:, None]  # per request: near .5, other .35, same .15
+    fin = torch.where(torch.isfinite(base), base, torch.full_like(base, -30.0))
+    near = (fin + torch.randn(fin.shape, generator=gen, device=device) * 0.5) * T
+    other = _logits(gen, j.numel(), Vd, "gauss", device)
+    if kind == "large_vocab":  # compact: zeros but at the target's finite non-zero tokens, near them
+        nz = torch.isfinite(base) & (base != 0)
+        rows = torch.where(nz, fin + torch.randn(fin.shape, generator=gen, device=device), torch.zeros_like(fin))
+    else:
+        rows = torch.where(mode < 0.5, near, torch.where(mode < 0.85, other, fin * T))
+    Kt = torch.as_tensor(K, device=device)[req.cid[r]]
+    start = torch.as_tensor(np.cumsum(R * K * Vd) - R * K * Vd, device=device)[req.cid[r]]
+    at = start + (s[r] * Kt + elp[j].long()) * Vd
+    dl.view(-1)[at[:, None] + torch.arange(Vd, device=device)] = bf16(rows)
+    return dl
+
+
+@dataclass
+class StepRows:
+    """A batch's logits rows as the verification oracles read them (device tensors, every
+    case's rows concatenated): ``target`` ``[N, Vt]``; per row its state row within its case
+    ``eidx``, step ``elp``, whether it is its request's bonus row, whether its request is greedy,
+    its temperature, and its cached draft logits ``draft`` ``[N, Vd]`` (``None``: one-hot)."""
+
+    target: torch.Tensor
+    eidx: torch.Tensor
+    elp: torch.Tensor
+    bonus: torch.Tensor
+    greedy: torch.Tensor
+    row_temperature: torch.Tensor
+    draft: torch.Tensor | None
+
+
+def step_rows(b: DeviceBatch) -> StepRows:
+    """The logits rows of batch ``b`` (``target_logits``, ``draft_logits`` if any,
+    ``expanded_idx_mapping``, ``expanded_local_pos``, ``temperature``: one table width a
+    batch), read off its arrays alone: a case alone (a batch of one) reads the same."""
+    a = b.cat
+    n = np.asarray(b.lengths["expanded_local_pos"], dtype=np.int64)
+    R = np.asarray(b.lengths["temperature"], dtype=np.int64)
+    Vt = b.shapes["target_logits"][0][1]
+    dev = a["expanded_local_pos"].device
+    rows = _rows(n, R, dev.type)
+    eidx = a["expanded_idx_mapping"].long()
+    elp = a["expanded_local_pos"].long()
+    N = int(n.sum())
+    last = torch.zeros(N, dtype=torch.bool, device=dev)
+    if N:
+        last[torch.as_tensor(np.cumsum(n) - 1, device=dev)] = True
+    nxt = torch.cat([elp[1:], elp.new_zeros(1)]) if N else elp
+    bonus = last | (nxt == 0)
+    t = a["temperature"][rows.state_base + eidx]
+    draft = None
+    if "draft_logits" in a:
+        Vd = b.shapes["draft_logits"][0][2]
+        K = torch.as_tensor([shape[1] for shape in b.shapes["draft_logits"]], device=dev)[rows.cid]
+        sizes = np.asarray(b.lengths["draft_logits"], dtype=np.int64) // Vd
+        base = torch.as_tensor(np.cumsum(sizes) - sizes, device=dev)[rows.cid]
+        draft = a["draft_logits"].view(-1, Vd)[base + eidx * K + torch.minimum(elp, K - 1)]
+    return StepRows(a["target_logits"].view(-1, Vt), eidx, elp, bonus, t == 0, t, draft)

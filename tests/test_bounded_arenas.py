@@ -1,0 +1,82 @@
+"""Bounded float writes in the device buffers (``Arenas``, ``BatchArenas``): an element the
+contract fixes only within a bound passes within it and nowhere else, an element of bound 0 only
+bit for bit, and a bounded output the kernel never writes is a difference (it holds the sentinel,
+not its expected value with a bit flipped, which would lie within its bound)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from eaglefuzz.harness.targetkit.device import Arenas, DeviceCase
+from eaglefuzz.harness.targetkit.device_batch import BatchArenas, DeviceBatch
+
+EXPECTED = torch.tensor([1.0, -2.5, 3.0, 0.125], dtype=torch.float32)
+BOUND = torch.tensor([1e-3, 1e-3, 0.0, 1e-3], dtype=torch.float64)
+
+
+def _batch_views(bound: torch.Tensor | None, inplace: bool = False) -> tuple[object, list[torch.Tensor]]:
+    """Two cases of one float output ``y`` (or an input ``x`` updated in place) of 2 elements
+    each, the expected values :data:`EXPECTED` (with :data:`BOUND`)."""
+    name = "x" if inplace else "y"
+    cat = {"x": torch.zeros(4, dtype=torch.float32)} if inplace else {"i": torch.zeros(2, dtype=torch.int32)}
+    lengths = {"x": [2, 2]} if inplace else {"i": [1, 1]}
+    shapes = {n: [(v,) for v in lengths[n]] for n in cat}
+    outputs = {} if inplace else {"y": (torch.float32, [2, 2])}
+    b = DeviceBatch(cat, lengths, shapes, {}, {}, outputs, [{}, {}], inout=("x",) if inplace else ())
+    index = torch.arange(4)
+    writes = {name: (index, EXPECTED) if bound is None else (index, EXPECTED, bound)}
+    arenas = BatchArenas(b, writes, "cpu")
+    return arenas, [arenas.views[k][name] for k in range(2)]
+
+
+def _write(views: list[torch.Tensor], values: torch.Tensor) -> None:
+    views[0].copy_(values[:2])
+    views[1].copy_(values[2:])
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_a_batch_passes_bounded_values_within_their_bounds_and_no_others(inplace):
+    arenas, views = _batch_views(BOUND, inplace)
+    near = EXPECTED + torch.tensor([5e-4, -9e-4, 0.0, 1e-4])
+    _write(views, near)
+    assert int(arenas.mismatch()) == 0
+    far = near.clone()
+    far[1] = EXPECTED[1] + 2e-3  # past its bound
+    _write(views, far)
+    assert int(arenas.mismatch()) == 1
+    exact = near.clone()
+    exact[2] = torch.nextafter(EXPECTED[2], torch.tensor(9.0))  # bound 0: one ulp off is a difference
+    _write(views, exact)
+    assert int(arenas.mismatch()) == 1
+    nan = near.clone()
+    nan[3] = float("nan")
+    _write(views, nan)
+    assert int(arenas.mismatch()) == 1
+
+
+def test_a_bounded_output_left_unwritten_is_a_difference():
+    arenas, views = _batch_views(BOUND)
+    assert int(arenas.mismatch()) == 4  # every element holds its pre-fill, none its expected value
+    _write(views, EXPECTED)
+    assert int(arenas.mismatch()) == 0
+    views[0][:1].copy_(torch.full((1,), -1515870811, dtype=torch.int32).view(torch.float32))  # the sentinel again
+    assert int(arenas.mismatch()) == 1
+
+
+def test_without_bounds_a_batch_is_bit_for_bit():
+    arenas, views = _batch_views(None)
+    _write(views, EXPECTED + torch.tensor([0.0, 0.0, 0.0, 1e-7]))
+    assert int(arenas.mismatch()) == 1
+    _write(views, EXPECTED)
+    assert int(arenas.mismatch()) == 0
+
+
+def test_one_case_alone_compares_within_bounds_as_its_batch_does():
+    dc = DeviceCase({"i": torch.zeros(1, dtype=torch.int32)}, {"y": (torch.float32, 4)}, {})
+    arenas = Arenas(dc, {"y": (torch.arange(4), EXPECTED, BOUND)}, "cpu")
+    assert int(arenas.mismatch()) == 4
+    arenas.views["y"].copy_(EXPECTED + torch.tensor([5e-4, 0.0, 0.0, -5e-4]))
+    assert int(arenas.mismatch()) == 0
+    arenas.views["y"][2] = EXPECTED[2] + 1e-6
+    assert int(arenas.mismatch()) == 1
