@@ -13,10 +13,10 @@ confirmed by the NumPy and Numba oracles on the live request (:mod:`~...targetki
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
-
-from typing import Any
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
@@ -27,7 +27,13 @@ from ...targetkit.runner_v2_verify import STATS, STATS_BLOCK
 from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row, requests_past_limit
 from ...targetkit.scale_rows import bonus_rows, minimal_request_rows, scale_request_rows
-from ...targetkit.step_batch import StepBatchDevice, feature_sets, per_case_any, per_case_sum, rows_of
+from ...targetkit.step_batch import (
+    StepBatchDevice,
+    feature_sets,
+    per_case_any,
+    per_case_sum,
+    rows_of,
+)
 from ...targetkit.verify_batch import KINDS, draw_steps, step_rows
 from .layout import NAME
 from .record import TARGET
