@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["combine_sampled_and_draft_tokens", "compute_slot_mappings", "expand_idx_mapping", "flatten_sampled", "gather_draft_sampled",
-           "input_batch_prepare_prefill_inputs", "get_num_sampled_and_rejected",
-           "post_update", "post_update_num_computed_tokens", "prepare_decode_inputs", "prepare_pos_seq_lens",
-           "target_dependent_ar_prepare_prefill_inputs", "update_draft_inputs"]
+__all__ = ["combine_sampled_and_draft_tokens", "compute_slot_mappings", "expand_idx_mapping", "flatten_sampled",
+           "gather_block_tables", "gather_draft_sampled", "input_batch_prepare_prefill_inputs",
+           "get_num_sampled_and_rejected", "post_update", "post_update_num_computed_tokens", "prepare_decode_inputs",
+           "prepare_pos_seq_lens", "target_dependent_ar_prepare_prefill_inputs", "update_draft_inputs"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
 
@@ -492,3 +492,47 @@ def compute_slot_mappings(*, idx_mapping: torch.Tensor, query_start_loc: torch.T
         bn = torch.where(mine, tables[h].reshape(-1).long()[where], bn)
     slot = _int32(bn * bs).long() + lp % bs
     return {"slot_mappings": (torch.arange(ec.numel(), device=dev), torch.where(read, slot, pad_id))}
+
+
+def gather_block_tables(*, idx_mapping: torch.Tensor, src_block_tables: list[torch.Tensor], num_blocks: torch.Tensor,
+                        num_computed_tokens: torch.Tensor, sliding_window_reach: torch.Tensor,
+                        block_sizes: torch.Tensor, B: list[int], R: list[int], NR: list[int], W: list[list[int]],
+                        mask: list[bool]) -> Writes:
+    """§21.1 for cases concatenated, every case with the same ``G`` groups: case ``k`` of
+    ``B[k]`` rows over ``R[k]`` state rows, ``NR[k]`` grid rows, ``MASK_SLIDING_WINDOW =
+    mask[k]``; group ``g``'s source table ``[R[k], W[k][g]]`` (``src_block_tables[g]``, every
+    case's concatenated), ``num_blocks`` ``[G, R[k]]``, ``num_computed_tokens`` ``[R[k]]``, the
+    group's reach and block size at ``k * G + g``. The writes to ``dst_block_table_<g>``
+    (``dst_g``, of its source's shape): a row ``b < B`` of state row ``s``, ``n = num_blocks[g,
+    s]``, ``null = max(num_computed_tokens[s] - reach, 0) div bs`` where masked and ``reach >
+    0``, else 0: ``dst_g[b, i] = src_g[s, i]`` for ``null <= i < n``, 0 for ``i < min(null,
+    n)``; a grid row ``B <= b < NR``: all of its ``W`` entries 0; nothing else. The rows'
+    blocks are counted on the host (one wait for the device)."""
+    dev = idx_mapping.device
+    G = len(src_block_tables)
+    Bn, Rn, Nn = (np.asarray(x, dtype=np.int64) for x in (B, R, NR))
+    Wn = np.asarray(W, dtype=np.int64).reshape(len(Bn), G)
+    rc, b = _places(Bn, dev)
+    s = idx_mapping.long()
+    first = num_computed_tokens.long()[_per(rc, _base(Rn)) + s]
+    masked = _per(rc, np.asarray(mask, dtype=bool))
+    nb = num_blocks.reshape(-1).long()
+    counts, nulls = [], []
+    for g in range(G):
+        counts.append(nb[_per(rc, _base(G * Rn)) + g * _per(rc, Rn) + s])
+        reach = sliding_window_reach.long()[rc * G + g]
+        bs = block_sizes.long()[rc * G + g]
+        nulls.append(torch.where(masked & (reach > 0), (first - reach).clamp(min=0) // bs, 0))
+    sums = torch.stack([n.sum() for n in counts]).cpu().numpy() if G else np.zeros(0, np.int64)  # the one wait
+    out: Writes = {}
+    for g in range(G):
+        r, i = _ragged(counts[g], int(sums[g]))  # every entry of a row's blocks
+        base = _per(rc, _base(Rn * Wn[:, g]))  # where the row's case's table starts
+        width = _per(rc, Wn[:, g])
+        src = src_block_tables[g].reshape(-1)
+        value = torch.where(i >= nulls[g][r], src[base[r] + s[r] * width[r] + i], 0).to(torch.int32)
+        pc, p = _places((Nn - Bn) * Wn[:, g], dev)  # every entry of the grid rows past the batch
+        pad = _per(pc, _base(Rn * Wn[:, g]) + Bn * Wn[:, g]) + p
+        out[f"dst_block_table_{g}"] = (torch.cat([base[r] + b[r] * width[r] + i, pad]),
+                                        torch.cat([value, torch.zeros(pad.numel(), dtype=torch.int32, device=dev)]))
+    return out
