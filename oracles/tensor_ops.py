@@ -1,4 +1,4 @@
-"""Torch oracles for the EAGLE helper kernels (docs/CONTRACT.md §1) and the rejection sampler's
+"""Torch oracles for the EAGLE helper kernels (docs/CONTRACT.md §1, §6) and the rejection sampler's
 kernels (§10-§13), written from the contract, to run on the
 GPU beside the kernel (the device campaign, :mod:`eaglefuzz.harness.checking.device_mode`). The prepare
 kernels' cases are small and checked on the host with the NumPy oracle instead.
@@ -314,3 +314,67 @@ def sample_recovered_tokens(
         score = p.mul_(q) if p.dtype == q.dtype else p.to(q.dtype).mul_(q)
         out[c : c + step] = torch.argmax(score, dim=1)
     return {"output_token_ids": (t, out.clamp(max=V - 1).to(torch.int32))}
+
+
+__all__ += ["eagle_step_slot_mapping_metadata"]
+
+
+def eagle_step_slot_mapping_metadata(
+    *,
+    positions: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    B: Sequence[int],  # noqa: N803 - the contract's names
+    IB: Sequence[int],  # noqa: N803
+    NB: Sequence[int],  # noqa: N803
+    block_size: Sequence[int],
+    max_model_len: Sequence[int],
+    aliased: Sequence[bool],
+    pad_id: int = -1,
+) -> Writes:
+    """§6.1 for cases concatenated: case ``k`` of ``B[k]`` requests and ``IB[k] >= B[k]``
+    programs, its ``block_table`` ``[B[k], NB[k]]`` (contiguous: the row stride is
+    ``n_blocks_per_req = NB[k]``), ``block_size[k]``, ``max_model_len[k]``. Request ``r``:
+    ``p = positions[r] + 1``, ``exceeds = p >= M``, ``clamped = 0`` if it exceeds else ``p``,
+    column ``c = min(clamped // bs, NB - 1)``; ``out_slot_mapping[r] = pad_id`` if it exceeds
+    else ``block_table[r, c] * bs + clamped % bs``; ``seq_lens[r]`` (in place) ``1`` if it
+    exceeds else ``min(seq_lens[r] + 1, M)`` (int32). The clamped position goes to
+    ``out_clamped_positions`` (its elements: the cases not ``aliased``, theirs concatenated),
+    or, where ``aliased[k]`` (the output is the positions buffer), into ``positions`` itself
+    (in place: every request's element). The padding programs ``B <= r < IB`` write ``pad_id``
+    into ``out_slot_mapping`` and nothing else. The sizes are host lists: no wait for the device."""
+    dev = positions.device
+    Bn, IBn, NBn = (np.asarray(x, dtype=np.int64) for x in (B, IB, NB))
+    bs_k, M_k = np.asarray(block_size, dtype=np.int64), np.asarray(max_model_len, dtype=np.int64)
+    al = np.asarray(aliased, dtype=bool)
+    n = int(Bn.sum())
+    case = torch.repeat_interleave(torch.arange(Bn.size, device=dev), torch.as_tensor(Bn, device=dev), output_size=n)
+    r = torch.arange(n, device=dev) - torch.as_tensor(np.cumsum(Bn) - Bn, device=dev)[case]
+
+    def per(values: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(values, device=dev)[case]
+
+    bs, M, nb = per(bs_k), per(M_k), per(NBn)
+    p = positions.long() + 1
+    exceeds = p >= M
+    clamped = torch.where(exceeds, 0, p)
+    col = torch.minimum(clamped // bs, nb - 1)
+    row_at = per(np.cumsum(Bn * NBn) - Bn * NBn) + r * nb
+    block = block_table.reshape(-1).long()[row_at + col]
+    slot = torch.where(exceeds, pad_id, block * bs + clamped % bs)
+    seq = torch.where(exceeds, 1, torch.minimum(seq_lens.long() + 1, M)).to(torch.int32)
+    # out_slot_mapping: each case's IB entries, its requests' first, then the padding
+    slot_at = per(np.cumsum(IBn) - IBn) + r
+    pad_case, pad_j = _ragged(torch.as_tensor(IBn - Bn, device=dev), int((IBn - Bn).sum()))
+    pad_at = torch.as_tensor(np.cumsum(IBn) - IBn + Bn, device=dev)[pad_case] + pad_j
+    out: Writes = {
+        "out_slot_mapping": (torch.cat([slot_at, pad_at]), torch.cat([slot, torch.full_like(pad_at, pad_id)])),
+        "seq_lens": (torch.arange(n, device=dev), seq),
+    }
+    first = torch.as_tensor(np.cumsum(Bn) - Bn, device=dev)
+    sep, inplace = Bn * ~al, Bn * al
+    c, j = _ragged(torch.as_tensor(sep, device=dev), int(sep.sum()))  # the separate buffers' cases: theirs concatenated
+    out["out_clamped_positions"] = (torch.as_tensor(np.cumsum(sep) - sep, device=dev)[c] + j, clamped[first[c] + j])
+    c, j = _ragged(torch.as_tensor(inplace, device=dev), int(inplace.sum()))  # the aliased cases': into positions
+    out["positions"] = (first[c] + j, clamped[first[c] + j])
+    return out
