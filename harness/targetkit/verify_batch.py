@@ -13,14 +13,15 @@ as often as a record's generator draws them per case.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from .device_batch import DeviceBatch
-from .runner_v2_verify import LARGE_VOCABS, MAX_K, STATS_BLOCK, VOCABS, WITH_LOGPROBS
-from .step_batch import Rows, _rows, chosen, owners, state_rows
+from .runner_v2_verify import LARGE_VOCABS, MAX_K, METHODS, STATS_BLOCK, VOCABS, WITH_LOGPROBS
+from .step_batch import Rows, _rows, chosen, cumulative, owners, state_rows
 
 SHAPES = 0.1
 """The share of batches of one of the tour's kinds (half large vocabularies, half many rows), as
@@ -39,7 +40,13 @@ class Steps:
     (``Vd`` ``None``: one-hot drafts, no cache); per logits row (device) its request's state row
     within its case ``eidx`` and its step ``elp``, and whether it is a bonus row;
     ``target_logits`` ``[N, Vt]``; ``draft_logits`` every case's ``[R, K, Vd]`` cache, flat;
-    ``temperature`` every case's ``[R]``, concatenated; ``kind`` and ``style`` the batch's."""
+    ``temperature`` every case's ``[R]``, concatenated; ``kind`` and ``style`` the batch's; per
+    request its state row ``idx_mapping`` (int64) and per case ``cu_num_logits`` (``[B + 1]``,
+    int32, concatenated); per row ``draft_sampled`` (int32: row ``j``'s draft at ``j + 1``,
+    ``-1`` a refused one) and ``pos`` (int64); per state row ``seed`` (int64, any); the batch's
+    ``method`` (one of :data:`~.runner_v2_verify.METHODS`) with, per case, its synthetic
+    ``rates`` (``[K]`` float32, concatenated), FLy's ``fly_window`` and ``fly_threshold`` (host)
+    and per row ``fly_entropy``; whether the batch resamples in float64 (``use_fp64``)."""
 
     req: Rows
     rows: Rows
@@ -54,6 +61,17 @@ class Steps:
     temperature: torch.Tensor
     kind: str
     style: str
+    idx_mapping: torch.Tensor
+    cu_num_logits: torch.Tensor
+    draft_sampled: torch.Tensor
+    pos: torch.Tensor
+    seed: torch.Tensor
+    method: str
+    rates: torch.Tensor | None
+    fly_window: np.ndarray
+    fly_threshold: np.ndarray
+    fly_entropy: torch.Tensor | None
+    use_fp64: bool
 
     @property
     def V(self) -> int:  # noqa: N802
@@ -115,7 +133,18 @@ KINDS = ("large_vocab", "many_rows")
 """The tour's kinds of batch (:data:`SHAPES`)."""
 
 
-def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 12, kind: str | None = None) -> Steps:
+def stats_vocab(rng: np.random.Generator) -> int:
+    """A vocabulary of :data:`~.runner_v2_verify.VOCABS`, one time in ten two or three 8192-wide
+    blocks (``_compute_local_logits_stats_kernel``'s record)."""
+    if rng.random() >= 0.1:
+        return int(rng.choice(VOCABS))
+    return STATS_BLOCK * int(rng.integers(1, 3)) + int(rng.integers(1, 2001))
+
+
+def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 12, kind: str | None = None, *,
+               vocab: Callable[[np.random.Generator], int] = stats_vocab, method: str | None = None,
+               draft: bool | None = None, greedy: tuple[float, ...] = (0.0, 0.3, 1.0), same: bool = True,
+               other_width: float = 0.5, max_pos: int = 5000) -> Steps:  # fmt: skip
     """``k`` verification steps (fewer for a batch of large vocabularies: :data:`LARGE_BATCH`)
     as ``_compute_local_logits_stats_kernel``'s record draws a case (``draw_step`` with ``B`` of
     ``(1, 4)`` or ``(1, 12)`` requests, ``K`` of ``(1, 4)`` or ``(1, 16)``, the logits styles
@@ -123,7 +152,11 @@ def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
     in ten one of its tour's: one or two requests of up to 3 drafts over a 151936- or
     262144-id vocabulary (compact logits: a random row ``-inf`` but for its peaks), or 24 to 32
     requests of 8 to 16 drafts over 37 ids. ``max_requests``: ``B``'s ceiling (a test's small
-    scale); ``kind``: ``"ordinary"`` or one of :data:`KINDS` (``None``: drawn)."""
+    scale); ``kind``: ``"ordinary"`` or one of :data:`KINDS` (``None``: drawn). The other
+    keywords are ``draw_step``'s (a record's choices): an ordinary batch's ``vocab``, the
+    ``method`` (``None``: drawn per batch), whether the drafter's logits are cached (``None``:
+    six batches in ten), the greedy shares a case draws from, whether the drafter may be the
+    target (``same``), the chance of another draft vocabulary, the positions' ceiling."""
     rng = np.random.default_rng(seeds[1])
     gen = torch.Generator(device=device).manual_seed(seeds[1])
     drawn = _kind(rng)
@@ -145,13 +178,14 @@ def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
         B = _ends(rng, np.ones(k, np.int64), np.where(wide, min(12, cap), min(4, cap)))
         kw = rng.integers(0, 2, size=k) == 1
         K = _ends(rng, np.ones(k, np.int64), np.where(kw, MAX_K, 4))
-        Vt = int(rng.choice(VOCABS)) if rng.random() >= 0.1 else STATS_BLOCK * int(rng.integers(1, 3)) + int(rng.integers(1, 2001))
+        Vt = vocab(rng)
         least = np.zeros(k, np.int64)
-    draft = rng.random() < 0.6
+    drafted = rng.random() < 0.6
+    drafted = drafted if draft is None else draft
     Vd = None
-    if draft:
+    if drafted:
         Vd = Vt
-        if Vt > 8 and rng.random() < (0.5 if kind == "ordinary" else 0.2):  # a draft vocabulary narrower or wider
+        if Vt > 8 and rng.random() < (other_width if kind == "ordinary" else 0.2):  # a draft vocabulary narrower or wider
             Vd = Vt + int(rng.choice([-1, 1])) * int(rng.integers(1, min(64, Vt // 2), endpoint=True))
     style = str(rng.choice(WITH_LOGPROBS))
     spare = np.where(rng.integers(0, 2, size=k) == 1, rng.integers(0, 7, size=k), 0)
@@ -175,7 +209,7 @@ def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
     u = torch.rand((2, int(R.sum())), generator=gen, device=device)
     pick = torch.tensor([0.3, 0.7, 1.0, 1.3], device=device)[torch.randint(0, 4, (int(R.sum()),), generator=gen, device=device)]
     temperature = torch.where(u[0] < 0.5, pick, torch.ones_like(pick)).to(torch.float32)
-    share = torch.as_tensor(np.asarray([0.0, 0.3, 1.0])[rng.integers(0, 3, size=k)], device=device)
+    share = torch.as_tensor(np.asarray(greedy)[rng.integers(0, len(greedy), size=k)], device=device)
     greedy_req = torch.rand(req.n, generator=gen, device=device) < share[req.cid]
     temperature[(req.state_base + s)[greedy_req]] = 0.0
     del state_owner, u
@@ -194,8 +228,42 @@ def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
         tl = torch.where(masked & (masked_case & ~greedy_row)[:, None], torch.full_like(tl, float("-inf")), tl)
     dl = None
     if Vd is not None:
-        dl = _drafts(gen, tl, req, s, nd, r_of, elp, bonus, K, R, Vt, Vd, temperature, kind, device)
-    return Steps(req, rows, K.astype(np.int64), Vt, Vd, eidx, elp, bonus, tl, dl, temperature, kind, style)
+        dl = _drafts(gen, tl, req, s, nd, r_of, elp, bonus, K, R, Vt, Vd, temperature, kind, device,
+                     same and kind != "large_vocab")
+    # the drafts: a random id, half of them the target's favourite at the row before (of the
+    # same request); in three cases in ten, a quarter of those past a request's first row -1
+    ds = (torch.rand(N, generator=gen, device=device) * Vk).long().clamp(max=max(Vk - 1, 0))
+    fav = torch.where(torch.isfinite(tl[:, :Vk]), tl[:, :Vk], float("-inf")).argmax(1) if N and Vk else ds
+    take = (torch.rand(N, generator=gen, device=device) < 0.5) & (elp > 0)
+    prev = torch.cat([fav.new_zeros(1), fav[:-1]]) if N else fav
+    ds = torch.where(take, prev, ds)
+    refused = torch.as_tensor(rng.random(k) < 0.3, device=device)[rows.cid]
+    ds = torch.where(refused & (torch.rand(N, generator=gen, device=device) < 0.25) & (elp > 0), -1, ds)
+    if kind == "large_vocab":  # compact rows: the favourite or any finite nonzero logit of the row before
+        live = torch.isfinite(tl[:, :Vk]) & (tl[:, :Vk] != 0)
+        best = torch.where(live, tl[:, :Vk], float("-inf")).argmax(1)
+        anyone = (torch.rand((N, Vk), generator=gen, device=device) * live).argmax(1)
+        pick = torch.where(torch.rand(N, generator=gen, device=device) < 0.5, best, anyone)
+        prev = torch.cat([pick.new_zeros(1), pick[:-1]])
+        ds = torch.where((ds >= 0) & (torch.arange(N, device=device) > 0), prev, ds)
+    p0 = torch.randint(0, max_pos, (req.n,), generator=gen, device=device)
+    pos = p0[r_of] + elp.long()
+    seed = torch.randint(-(2**63), 2**63 - 1, (int(R.sum()),), generator=gen, device=device, dtype=torch.int64)
+    chosen_method = str(rng.choice(METHODS)) if method is None else method
+    rates = entropy = None
+    window, threshold = np.zeros(k, np.int64), np.full(k, 0.3)
+    if chosen_method == "synthetic":
+        rates = torch.tensor([0.0, 0.35, 0.8, 1.0], device=device)[
+            torch.randint(0, 4, (int(K.sum()),), generator=gen, device=device)].to(torch.float32)
+    if chosen_method == "fly":
+        window = _ends(rng, np.ones(k, np.int64), np.maximum(1, K))
+        threshold = np.asarray([0.3, 0.0, 1.0])[rng.integers(0, 3, size=k)]
+        entropy = torch.tensor([0.0, 0.1, 0.3, 1.0, 2.5], device=device)[
+            torch.randint(0, 5, (N,), generator=gen, device=device)].to(torch.float32)
+    fp64 = bool(rng.random() < 0.25)
+    return Steps(req, rows, K.astype(np.int64), Vt, Vd, eidx, elp, bonus, tl, dl, temperature, kind, style, s,
+                 cumulative(req, nl), ds.to(torch.int32), pos, seed, chosen_method, rates, window, threshold,
+                 entropy, fp64)
 
 
 def _sparse(gen: torch.Generator, N: int, Vt: int, Vk: int, greedy: torch.Tensor, device: str,  # noqa: N803
@@ -213,7 +281,7 @@ def _sparse(gen: torch.Generator, N: int, Vt: int, Vk: int, greedy: torch.Tensor
 
 def _drafts(gen: torch.Generator, tl: torch.Tensor, req: Rows, s: torch.Tensor, nd: torch.Tensor, r_of: torch.Tensor,
             elp: torch.Tensor, bonus: torch.Tensor, K: np.ndarray, R: np.ndarray, Vt: int, Vd: int,  # noqa: N803
-            temperature: torch.Tensor, kind: str, device: str) -> torch.Tensor:  # fmt: skip
+            temperature: torch.Tensor, kind: str, device: str, same: bool = True) -> torch.Tensor:  # fmt: skip
     """The drafter's cache of every case (``[R, K, Vd]`` each, flat; NaN where never read; a
     large vocabulary's 0): request ``r``'s first ``d_r`` steps hold the target's rows of its
     drafts (past the target's vocabulary, more logits) near them (noise of 0.5), the same, or
@@ -239,7 +307,8 @@ def _drafts(gen: torch.Generator, tl: torch.Tensor, req: Rows, s: torch.Tensor, 
         nz = torch.isfinite(base) & (base != 0)
         rows = torch.where(nz, fin + torch.randn(fin.shape, generator=gen, device=device), torch.zeros_like(fin))
     else:
-        rows = torch.where(mode < 0.5, near, torch.where(mode < 0.85, other, fin * T))
+        rows = torch.where(mode < 0.5, near, torch.where(mode < 0.85, other, fin * T)) if same else (
+            torch.where(mode < 0.5, near, other))
     Kt = torch.as_tensor(K, device=device)[req.cid[r]]
     start = torch.as_tensor(np.cumsum(R * K * Vd) - R * K * Vd, device=device)[req.cid[r]]
     at = start + (s[r] * Kt + elp[j].long()) * Vd
