@@ -39,8 +39,9 @@ from .layout import COMMON_BLOCK_SIZES, MAX_SPEC_TOKENS, NAME, ODD_BLOCK_SIZES, 
 from .record import TARGET
 
 BATCH = 16
-"""Cases per batch on a GPU: a case of the record's averages about a million tokens (a prefill
-cap of 8192 one time in four, up to 4096 requests)."""
+"""Cases per batch on a GPU: a case of the record's averages some 170k tokens (a prefill cap of
+8192 one time in four, up to 4096 requests; a batch 2.6M on average, 25M at most in 300 batches),
+a batch's draw, oracle and buffers a few hundred device operations."""
 TOUR = (1 / 16, 1 / 8, 1 / 16)
 """The share of the cases that are each of the tour's shapes (long_context, huge_offsets,
 many_requests): one in four in all, so that a short run meets each (the record's generator draws
