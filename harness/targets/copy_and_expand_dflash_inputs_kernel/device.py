@@ -233,9 +233,11 @@ class CopyAndExpandDflashDevice(DeviceTarget):
         shapes = {x: [(v,) for v in lengths[x]] for x in cat} | {"block_table": list(zip(R.tolist(), W.tolist(), strict=True))}
         Q = z.K + 1
         query, context = (R * Q + z.spare).tolist(), (T + z.spare).tolist()
-        outputs = {"out_input_ids": (torch.int32, query), "out_context_positions": (torch.int64, context),
-                   "out_query_positions": (torch.int64, query), "out_context_slot_mapping": (torch.int64, context),
-                   "out_query_slot_mapping": (torch.int64, query), "out_token_indices": (torch.int32, (R * z.K).tolist())}
+        # the token indices before the query ids in the int32 buffer: a write past a case's R*K
+        # (up to R*Q) lands in the guarded buffer, never past its end
+        outputs = {"out_token_indices": (torch.int32, (R * z.K).tolist()), "out_input_ids": (torch.int32, query),
+                   "out_context_positions": (torch.int64, context), "out_query_positions": (torch.int64, query),
+                   "out_context_slot_mapping": (torch.int64, context), "out_query_slot_mapping": (torch.int64, query)}
         scalars = [{"parallel_drafting_token_id": int(m), "block_size": int(b), "num_query_per_req": int(q),
                     "num_speculative_tokens": int(kk), "total_input_tokens": int(t), "has_num_rejected": has}
                    for m, b, q, kk, t in zip(z.mask, z.bs, Q, z.K, T, strict=True)]
