@@ -378,3 +378,82 @@ def eagle_step_slot_mapping_metadata(
     c, j = _ragged(torch.as_tensor(inplace, device=dev), int(inplace.sum()))  # the aliased cases': into positions
     out["positions"] = (first[c] + j, clamped[first[c] + j])
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# §9: DFlash's first-pass inputs (production domain: 0 <= rej <= qlen - 1, positions >= 0, every
+# query position inside the table)
+# --------------------------------------------------------------------------------------------
+
+__all__ += ["copy_and_expand_dflash_inputs"]
+
+
+def copy_and_expand_dflash_inputs(
+    *,
+    next_token_ids: torch.Tensor,
+    target_positions: torch.Tensor,
+    block_table: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    num_rejected_tokens: torch.Tensor | None = None,
+    parallel_drafting_token_id: Sequence[int],
+    block_size: Sequence[int],
+    num_speculative_tokens: Sequence[int],
+    total_input_tokens: Sequence[int],
+    requests: Sequence[int],
+    widths: Sequence[int],
+    spare: Sequence[int],
+) -> Writes:
+    """§9.1 for cases concatenated: case ``k`` of ``requests[k]`` requests (its own ``R + 1``
+    entries of ``query_start_loc``, from 0), ``total_input_tokens[k]`` positions, a block table
+    of ``[R, widths[k]]`` (every case's flattened and concatenated), its scalars one per case;
+    ``num_rejected_tokens`` ``None`` (the variant off: no rejected token) or one count per
+    request. Per request ``r`` with ``K`` speculative tokens, ``Q = 1 + K``: every context slot
+    ``j`` keeps its position ``p = target_positions[min(qs + j, T - 1)]`` and gets
+    ``slot(r, p) = int64(table[r, min(p div bs, W - 1)]) * bs + p mod bs``; query slot ``q``
+    (``r*Q + q``) the position ``target_positions[nqs - rej - 1] + 1 + q``, its slot, and the
+    id ``next_token_ids[r]`` (``q = 0``) or the mask id; token index ``r*K + q - 1`` the value
+    ``r*Q + q`` (``q >= 1``). Each output's indices are flat in the concatenation of the cases'
+    outputs: ``T + spare`` context elements a case, ``R*Q + spare`` query elements, ``R*K``
+    token indices (the spare elements are never written)."""
+    dev = query_start_loc.device
+    Rn, Tn, Wn = (np.asarray(list(x), dtype=np.int64) for x in (requests, total_input_tokens, widths))
+    Kn, bsn, par, sp = (np.asarray(list(x), dtype=np.int64) for x in (num_speculative_tokens, block_size,
+                                                                      parallel_drafting_token_id, spare))
+    C, R = len(Rn), int(Rn.sum())
+    Qn = Kn + 1
+    case = np.repeat(np.arange(C), Rn)  # each request's case
+    local = np.arange(R) - (np.cumsum(Rn) - Rn)[case]  # each request's index in its case
+    ctx_out = np.cumsum(Tn + sp) - (Tn + sp)  # each case's first element of the context outputs
+    query_out = np.cumsum(Rn * Qn + sp) - (Rn * Qn + sp)
+    host = torch.from_numpy(np.stack([
+        np.arange(R) + case, local, (np.cumsum(Tn) - Tn)[case], Tn[case], (np.cumsum(Rn * Wn) - Rn * Wn)[case] + local * Wn[case],
+        Wn[case], bsn[case], Qn[case], Kn[case], par[case], ctx_out[case], query_out[case] + local * Qn[case],
+        (np.cumsum(Rn * Kn) - Rn * Kn)[case] + local * Kn[case]])).to(dev)  # per request, one copy
+    at, lr, toff, Tr, row, Wr, bs, Qr, Kr, parr, cout, qout, kout = host
+    qsl = query_start_loc.long()
+    qs, nqs = qsl[at], qsl[at + 1]
+    rej = torch.zeros_like(qs) if num_rejected_tokens is None else num_rejected_tokens.long()
+    table = block_table.reshape(-1)
+    pos = target_positions.long()
+
+    def slot(r: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        col = torch.minimum(torch.div(p, bs[r], rounding_mode="floor"), Wr[r] - 1)
+        return table[row[r] + col].long() * bs[r] + torch.remainder(p, bs[r])
+
+    r, j = _ragged(nqs - qs, int(Tn.sum()))  # every context slot
+    p = pos[toff[r] + torch.minimum(qs[r] + j, Tr[r] - 1)]
+    ctx = cout[r] + qs[r] + j
+    rq, q = _ragged(Qr, int((Rn * Qn).sum()))  # every query slot
+    last = pos[toff + nqs - rej - 1]
+    pq = last[rq] + 1 + q
+    dest = qout[rq] + q
+    ids = torch.where(q == 0, next_token_ids.long()[rq], parr[rq]).to(torch.int32)
+    rk, k = _ragged(Kr, int((Rn * Kn).sum()))  # every mask token's index
+    return {
+        "out_context_positions": (ctx, p),
+        "out_context_slot_mapping": (ctx, slot(r, p)),
+        "out_query_positions": (dest, pq),
+        "out_query_slot_mapping": (dest, slot(rq, pq)),
+        "out_input_ids": (dest, ids),
+        "out_token_indices": (kout[rk] + k, (lr[rk] * Qr[rk] + k + 1).to(torch.int32)),
+    }

@@ -62,7 +62,7 @@ BUGS = ["ce_masked_includes_bonus", "pi_rejected_missing_plus_one", "nt_first_va
         "gd_placeholder_at_prompt_end", "gd_positions_int16", "ei_local_pos_from_one", "pc_batch_row_as_state_row", "fs_stride_k",
         "dd_rejected_ignored", "ps_pad_from_next", "ud_hidden_of_next_row", "dp_chunked_takes_last_sampled",
         "pp_copy_from_next_token", "pu_rejected_ignored", "pu_drafts_at_batch_row", "sm_cp_global_offset",
-        "gb_row_of_batch_index", "st_sum_unshifted", "es_alias_reload"]
+        "gb_row_of_batch_index", "st_sum_unshifted", "es_alias_reload", "dfl_block_table_row_0"]
 UNSHRUNK = ["gr_bonus_after_rejection", "rr_recovered_of_next", "ex_input_of_next", "sr_residual_swapped"]
 """The rejection sampler's (one per target), not shrunk here: that takes 15 to 35 s each under
 the interpreter (their shrinking is tested with the seeded bugs' tests)."""
@@ -219,7 +219,10 @@ def test_batched_device_draws_lie_in_the_production_tier(name):
 
 
 BOTH_SIDES = {"copy_and_expand_eagle_inputs_kernel": {"shift_on", "shift_off", "p_is_1", "p_at_least_2", "rejected_tokens",
-                                                    "clamp_engaged", "last_request_rejected", "ids_past_65535"}}
+                                                    "clamp_engaged", "last_request_rejected", "ids_past_65535"},
+              "copy_and_expand_dflash_inputs_kernel": {"has_num_rejected_on", "has_num_rejected_off", "some_rejected",
+                                                       "mrope_positions", "several_requests", "spare_buffers",
+                                                       "query_crosses_kv_block"}}
 """Features of each side of a mode that :func:`test_batch_features_are_the_records_features_of_each_case`
 must see (the rejection sampler's: with and without draft probabilities; a Model Runner V2
 step's: all of them, but those of size)."""
