@@ -86,6 +86,8 @@ def local_logits_stats_rows(target: torch.Tensor, greedy: torch.Tensor, bonus: t
     rows, V = target.shape[0], int(vocab_size)
     nb = -(-V // block)
     dev = target.device
+    if nb == 1:  # one block: its lanes past V (-inf) change no statistic, so none are made
+        block = max(V, 1)
     x = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=dev)
     x[:, :V] = target[:, :V].to(torch.float32)
     xb = x.view(rows, nb, block)

@@ -191,9 +191,10 @@ class _Device(StepBatchDevice, ScaleRecordDevice):
         # a greedy row among its case's first 64: a tied block maximum, a negative partial block
         first64 = greedy & ((torch.cumsum(greedy.long(), 0) - _case_start(rows, greedy)) <= 64)
         nb = -(-V // STATS_BLOCK)
-        pad = torch.full((x.shape[0], nb * STATS_BLOCK), float("-inf"), device=x.device)
+        width = STATS_BLOCK if nb > 1 else V
+        pad = torch.full((x.shape[0], nb * width), float("-inf"), device=x.device)
         pad[:, :V] = x
-        blocks = pad.view(-1, nb, STATS_BLOCK)
+        blocks = pad.view(-1, nb, width)
         tied = ((blocks == blocks.amax(-1, keepdim=True)).sum(-1) > 1).any(-1)
         tail = V % STATS_BLOCK
         negative = (x[:, V - tail :].amax(1) < 0) if tail else torch.zeros_like(greedy)
