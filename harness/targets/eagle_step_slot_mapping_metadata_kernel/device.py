@@ -14,6 +14,7 @@ its own)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -44,8 +45,6 @@ TOUR = 0.1
 them: :func:`~...generation.strategies.random_shape`), half of them each."""
 LONG_SIZES = (1024, 528, 512)
 MANY_SIZES = (16, 32, 64)
-
-
 def _integer(rng: np.random.Generator, lo: Any, hi: Any, k: int) -> np.ndarray:
     """``k`` draws of :meth:`~...generation.choosers.RngChooser.integer` (an end of the range one
     time in 16)."""
@@ -53,6 +52,39 @@ def _integer(rng: np.random.Generator, lo: Any, hi: Any, k: int) -> np.ndarray:
     u = rng.integers(lo, hi, endpoint=True)
     edge = (hi > lo) & (rng.random(k) < 1 / 16)
     return np.where(edge, np.where(rng.random(k) < 0.5, hi, lo), u)
+
+
+POOL_SEED = 6
+"""The seed of the deployments device mode draws its cases from (:func:`deployments`)."""
+
+
+@functools.cache
+def deployments() -> dict[str, np.ndarray]:
+    """The deployments a device run's cases are drawn from: ``block_size``, ``max_model_len`` and
+    the table's width ``n_blocks_per_req`` are the kernel's compile-time constants, which one
+    deployment of vLLM compiles once; a case of its own triple would make Triton compile the
+    kernel anew for nearly every case on a GPU. Two for each of vLLM's block sizes, drawn as the
+    record's ``cases.body`` draws a case's (1-16 or 1-512 columns, a model as long as the table or
+    shorter, two tokens at least), then the tour's: a long context (a model past 2**24 tokens on
+    a table as wide as vLLM's) for each of :data:`LONG_SIZES`, narrow tables for 1025 to 1088
+    requests for each of :data:`MANY_SIZES`. Returns ``bs``, ``nb``, ``M`` and each one's
+    ``kind`` (0 ordinary, 1 long context, 2 many requests). The fuzz and bulk modes draw every
+    triple; a device run meets these (each compiled once per process)."""
+    rng = np.random.default_rng(POOL_SEED)
+    bs = np.repeat(np.asarray(PRODUCTION_BLOCK_SIZES), 2)
+    D = bs.size
+    nb = _integer(rng, 1, np.where(np.arange(D) % 4 < 2, 16, 512), D)
+    span = nb * bs
+    M = np.where(np.arange(D) % 2 == 0, span, 1 + _integer(rng, 0, 1 << 30, D) % span)
+    nb = np.where(M < 2, np.maximum(nb, -(-2 // bs)), nb)
+    M = np.maximum(M, 2)
+    lM = FLOAT32_EXACT + rng.integers(2048, 1 << 16, size=len(LONG_SIZES))
+    mnb = rng.integers(1, 17, size=len(MANY_SIZES))
+    mM = np.maximum(2, mnb * np.asarray(MANY_SIZES) - rng.integers(0, np.asarray(MANY_SIZES)))
+    return {"bs": np.concatenate([bs, LONG_SIZES, MANY_SIZES]),
+            "nb": np.concatenate([nb, [table_width(int(m), b) for m, b in zip(lM, LONG_SIZES, strict=True)], mnb]),
+            "M": np.concatenate([M, lM, mM]),
+            "kind": np.concatenate([np.zeros(D, np.int64), np.ones(len(LONG_SIZES), np.int64), np.full(len(MANY_SIZES), 2)])}
 
 
 class _Batch(DeviceBatch):
@@ -79,9 +111,8 @@ class _Device(StepBatchDevice):
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
                    share: float = 1.0) -> DeviceBatch:
         """``k`` draft steps as the record's generator draws them (``cases.body`` at the device's
-        scale, the tour's shapes one case in ten): per case its requests (up to 8, to
-        ``max_requests`` or to four times that, at 6:3:1), block size, table width (1-16 or
-        1-512 columns, within 2**15 elements), model length (the table's span or less), the
+        scale, the tour's shapes one case in ten): per case its deployment (one of :func:`deployments`), its requests (up to 8, to ``max_requests`` or to four times that,
+        at 6:3:1, within 2**15 table elements), the
         sequence lengths' mode (following the positions, or M-RoPE's one time in three), the
         block ids' range, cudagraph padding (half the cases: ``B`` plus 1-16, or the next
         capture size) and aliasing (half); per request its position's kind (anywhere, at the
@@ -93,26 +124,15 @@ class _Device(StepBatchDevice):
         many = tour & ~long
         body = ~tour
         top = np.asarray([8, max_requests, 4 * max_requests])[np.searchsorted([6, 9], rng.integers(0, 10, size=k), side="right")]
+        # each case one of the run's deployments (the tour's their own): its block size, table
+        # width and model length; an ordinary case's requests within MAX_TABLE cells of table
+        dep = deployments()
+        pick = [np.flatnonzero(dep["kind"] == x) for x in range(3)]
+        d = np.where(long, rng.choice(pick[1], size=k), np.where(many, rng.choice(pick[2], size=k), rng.choice(pick[0], size=k)))
+        bs, nb, M = dep["bs"][d], dep["nb"][d], dep["M"][d]
         B = np.where(long, rng.integers(1, 3, size=k),
-                     np.where(many, rng.integers(MAX_NUM_SEQS + 1, MAX_NUM_SEQS + 65, size=k), _integer(rng, 1, top, k)))
-        # body: vLLM's block sizes, a table of 1-16 or 1-512 columns within MAX_TABLE, a model as long
-        # as the table or shorter (two tokens at least: room for a step)
-        bs = np.asarray(PRODUCTION_BLOCK_SIZES)[rng.integers(0, len(PRODUCTION_BLOCK_SIZES), size=k)]
-        nb = np.maximum(1, np.minimum(_integer(rng, 1, np.where(rng.random(k) < 0.5, 16, 512), k),
-                                      np.maximum(1, MAX_TABLE // B)))
-        span = nb * bs
-        M = np.where(rng.random(k) < 0.5, span, 1 + _integer(rng, 0, 1 << 30, k) % span)
-        nb = np.where(M < 2, np.maximum(nb, -(-2 // bs)), nb)
-        M = np.maximum(M, 2)
-        # the tour's: a context past 2**24 on a table as wide as vLLM's; 1025-1088 requests on narrow tables
-        lbs = np.asarray(LONG_SIZES)[rng.integers(0, len(LONG_SIZES), size=k)]
-        lM = FLOAT32_EXACT + rng.integers(2048, 1 << 16, size=k)
-        mbs = np.asarray(MANY_SIZES)[rng.integers(0, len(MANY_SIZES), size=k)]
-        mnb = rng.integers(1, 17, size=k)
-        mM = np.maximum(2, mnb * mbs - rng.integers(0, mbs))
-        bs = np.where(long, lbs, np.where(many, mbs, bs))
-        M = np.where(long, lM, np.where(many, mM, M))
-        nb = np.where(long, [table_width(int(m), int(b)) for m, b in zip(lM, lbs, strict=True)], np.where(many, mnb, nb))
+                     np.where(many, rng.integers(MAX_NUM_SEQS + 1, MAX_NUM_SEQS + 65, size=k),
+                              np.minimum(_integer(rng, 1, top, k), np.maximum(1, MAX_TABLE // nb))))
         mrope = body & (rng.integers(0, 3, size=k) == 2)
         ids = np.where(long, 0, np.where(many, 1, rng.integers(0, 3, size=k)))  # small, any, near the limit
         padded = np.where(long, rng.random(k) >= 0.7, rng.random(k) < 0.5)
