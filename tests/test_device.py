@@ -750,3 +750,17 @@ def test_a_run_under_a_time_budget_ramps_its_batches_up_over_the_same_cases():
     assert len(flat) == sum(len(hb) for hb in ramped) == 12
     for a, b in zip(flat, (hb.case(k) for hb in ramped for k in range(len(hb))), strict=True):
         assert a.scalars == b.scalars and all((a.inputs[n] == b.inputs[n]).all() for n in a.inputs)
+
+
+def test_eagle_step_device_cases_share_a_few_compile_time_constants():
+    """``eagle_step_slot_mapping_metadata_kernel``'s block size, model length and table width are
+    ``tl.constexpr``: a device run draws them from its pool of deployments (each compiled once per
+    process on a GPU), not a triple per case, which would compile the kernel for nearly every case."""
+    from eaglefuzz.harness.targets.eagle_step_slot_mapping_metadata_kernel.device import deployments
+
+    target = device_targets()["eagle_step_slot_mapping_metadata_kernel"]
+    triples = set()
+    for j in range(12):
+        batch = target.draw_batch((1, j), "cpu", 32, 8)
+        triples |= {(s["block_size"], s["max_model_len"], s["n_blocks_per_req"]) for s in batch.scalars}
+    assert 8 < len(triples) <= len(deployments()["bs"])
