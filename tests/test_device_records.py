@@ -52,13 +52,14 @@ def test_every_record_kernel_is_checked_in_host_batches():
     """Every Triton kernel checked by its record goes through record host batches; only the two
     torch functions (no buffers, no launch of their own) are checked a case at a time."""
     assert sorted(set(RECORD) - set(BATCHED)) == ["compute_new_slot_mapping", "update_num_computed_tokens_for_batch_change"]
-    assert len(BATCHED) == 7  # and seventeen more drawn and checked on the device (test_device.py's BATCHED)
+    assert len(BATCHED) == 6  # and eighteen more drawn and checked on the device (test_device.py's BATCHED)
 
 
-@pytest.mark.parametrize("bug", ["gs_padded_row_cached", "tk_multiplies", "cl_not_clamped", "ir_slot_after_next"])
+@pytest.mark.parametrize("bug", ["gs_padded_row_cached", "ir_count_not_incremented", "cl_not_clamped",
+                                 "ir_slot_after_next"])
 def test_a_record_batch_catches_a_seeded_bug(bug, seeded_bugs_dir, backend, needs):
     """A seeded bug of a record-checked kernel (an in-place cache written for a padded row; an
-    in-place table of bounded floats; bounded float outputs; integer outputs) is found by the
+    in-place count left as it was; bounded float outputs; integer outputs) is found by the
     batch comparison, confirmed by the record's check: a difference, not an oracle disagreement."""
     path = seeded_bugs_dir / f"{bug}.py"
     if not path.is_file():
@@ -111,10 +112,10 @@ def _nudge(monkeypatch, name: str, array: str, ulps: int) -> None:  # noqa: ANN0
     monkeypatch.setattr(type(record), "launch", nudged)
 
 
-@pytest.mark.parametrize(("name", "array"), [("_temperature_kernel", "logits"),
+@pytest.mark.parametrize(("name", "array"), [("_compute_cumulative_log_p_kernel", "cumulative_log_p"),
                                              ("_compute_local_logits_stats_kernel", "target_local_sumexp")])
 def test_bounded_floats_within_their_bound_pass_and_beyond_it_fail(name, array, monkeypatch, backend, needs):
-    """A bounded float (an in-place table's, an output's) one unit in the last place off is what
+    """A bounded float output one unit in the last place off is what
     the contract allows: no finding; a thousand units off is a difference."""
     impls = _impls(name, needs)
     _nudge(monkeypatch, name, array, 1)
@@ -166,7 +167,7 @@ def test_a_wrong_record_batch_expectation_is_an_oracle_disagreement(monkeypatch,
     assert "record host batch" in finding.report()
 
 
-@pytest.mark.parametrize("name", ["_resample_kernel", "_temperature_kernel", "_insert_resampled_kernel"])
+@pytest.mark.parametrize("name", ["_resample_kernel", "_compute_cumulative_log_p_kernel", "_insert_resampled_kernel"])
 def test_record_batches_hold_the_cases_the_record_draws(name, monkeypatch):
     """A record host batch holds the cases a case at a time draws (the same seeds), in order,
     cut where their arrays pass ``RECORD_BATCH_BYTES``; its expected buffers hold, for every
