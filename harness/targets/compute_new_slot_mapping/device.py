@@ -271,6 +271,14 @@ class _Device(StepBatchDevice):
                                f"not {out.dtype} {tuple(out.shape)} on {out.device.type}")
         out.copy_(result)
 
+    def alone(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> Any:
+        """The function alone on the case's views, as vLLM calls it (the benchmark's kernel
+        alone: the metadata made beforehand, nothing checked, the result dropped)."""
+        h = dc.host
+        cad = metadata(views.__getitem__, h["qsl"], int(h["qsl"].size) - 1, h["max_seq_len"],
+                       self.record.types.CommonAttentionMetadata)
+        return lambda: self.record.invoke(impl, cad, views, dc.scalars)
+
     def to_case(self, dc: DeviceCase) -> Case:
         """The case with its launch (views or tensors of their own, as drawn)."""
         h = dc.host

@@ -202,6 +202,13 @@ class _Device(StepBatchDevice):
         for region, copy, _ in own.values():
             region.copy_(copy)
 
+    def alone(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> Any:
+        """The function alone on the case's arguments, in its mode (the benchmark's kernel
+        alone: a compiled case's storages of their own made beforehand, nothing copied back)."""
+        mode = dc.host["mode"]
+        args = views if mode == "eager" else {x: _own(views[x])[2] for x in ARRAYS}
+        return lambda: self.record.invoke(impl, args, mode)
+
     def to_case(self, dc: DeviceCase) -> Case:
         """The case with its launch (its mode, as drawn)."""
         h = dc.host
