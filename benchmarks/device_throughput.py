@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -112,7 +113,9 @@ def _batches_alone(dt, impl, device: str, batches: int, repeat: int) -> float:  
     """:func:`kernel_alone` of a batched target: batches of the steady-state run (seed 0,
     ``dt.batch`` cases each, drawn by the engine's :func:`batch_of`), up to 16 of its first
     ``batches`` evenly spread, every case launched ``repeat`` times after a launch that warms
-    it up, each batch's launches timed with CUDA events."""
+    it up, each batch's launches timed with CUDA events. A torch function's device mode has
+    ``alone(impl, views, dc)``: the function called as vLLM calls it on the case's views (its
+    arguments made beforehand), without the checks and copies its launch adds."""
     import numpy as np
 
     from eaglefuzz.harness.checking.device_mode.engine import CPU_BATCH, batch_of
@@ -122,15 +125,18 @@ def _batches_alone(dt, impl, device: str, batches: int, repeat: int) -> float:  
     for i in sorted(set(np.linspace(0, max(batches, 1) - 1, min(batches, 16)).astype(int).tolist())):
         batch = batch_of(dt, 0, i, dt.batch if device != "cpu" else CPU_BATCH, device, _small(device))
         arenas = BatchArenas(batch, dt.oracle_batch(batch), device)
-        runs = [(arenas.views[j], batch.launch_case(j)) for j in range(len(batch))]
+        if hasattr(dt, "alone"):  # a torch function: the call alone
+            calls = [dt.alone(impl, arenas.views[j], batch.launch_case(j)) for j in range(len(batch))]
+        else:
+            calls = [partial(dt.launch, impl, arenas.views[j], batch.launch_case(j)) for j in range(len(batch))]
 
-        def launches(runs: list = runs) -> None:
-            for views, dc in runs:
-                dt.launch(impl, views, dc)
+        def launches(calls: list = calls) -> None:
+            for call in calls:
+                call()
 
         seconds += _timed(launches, device, repeat)
         tokens += repeat * sum(batch.tokens(j) for j in range(len(batch)))
-        del arenas, runs, batch
+        del arenas, calls, batch
     return tokens / seconds
 
 

@@ -1,5 +1,6 @@
-"""Torch oracles for the EAGLE helper kernels (docs/CONTRACT.md §1, §6) and the rejection sampler's
-kernels (§10-§13), written from the contract, to run on the
+"""Torch oracles for the EAGLE helper kernels (docs/CONTRACT.md §1, §6, §9), the torch functions
+``compute_new_slot_mapping`` and ``update_num_computed_tokens_for_batch_change`` (§7, §8) and
+the rejection sampler's kernels (§10-§13), written from the contract, to run on the
 GPU beside the kernel (the device campaign, :mod:`eaglefuzz.harness.checking.device_mode`). The prepare
 kernels' cases are small and checked on the host with the NumPy oracle instead.
 
@@ -457,3 +458,90 @@ def copy_and_expand_dflash_inputs(
         "out_input_ids": (dest, ids),
         "out_token_indices": (kout[rk] + k, (lr[rk] * Qr[rk] + k + 1).to(torch.int32)),
     }
+
+
+__all__ += ["compute_new_slot_mapping", "update_num_computed_tokens_for_batch_change"]
+
+
+def compute_new_slot_mapping(
+    *,
+    query_start_loc: torch.Tensor,
+    block_table: torch.Tensor,
+    new_positions: torch.Tensor,
+    is_rejected_token_mask: torch.Tensor,
+    R: Sequence[int],  # noqa: N803 - the contract's names
+    NB: Sequence[int],  # noqa: N803
+    block_size: Sequence[int],
+    num_new_tokens: Sequence[int],
+    max_model_len: Sequence[int],
+    pad_id: int = -1,
+) -> Writes:
+    """§7.1 for cases concatenated: case ``k`` of ``R[k]`` requests (its ``query_start_loc``
+    ``R[k] + 1`` entries from 0), its ``block_table`` ``[R[k], NB[k]]`` (contiguous),
+    ``bs = block_size[k]``, ``N = num_new_tokens[k]``, ``M = max_model_len[k]``. Request ``r``
+    owns the next ``qlen_r + N`` tokens of its case (``qlen_r = query_start_loc[r + 1] -
+    query_start_loc[r]``, read on the device). Token ``t`` of request ``r``: ``p =
+    new_positions[t]``, ``q = min(p, M - 1)``; the result is ``pad_id`` where
+    ``is_rejected_token_mask[t]`` or ``p >= M``, else ``block_table[r, q // bs] * bs + q % bs``
+    (int64). The result, a new tensor per case, is the output ``new_slot_mapping``: each case's
+    ``len(new_positions)`` elements concatenated, every one written."""
+    dev = new_positions.device
+    Rn, NBn = np.asarray(R, dtype=np.int64), np.asarray(NB, dtype=np.int64)
+    bs_k, N_k, M_k = (np.asarray(x, dtype=np.int64) for x in (block_size, num_new_tokens, max_model_len))
+    n = int(Rn.sum())
+    case = torch.repeat_interleave(torch.arange(Rn.size, device=dev), torch.as_tensor(Rn, device=dev), output_size=n)
+    r = torch.arange(n, device=dev) - torch.as_tensor(np.cumsum(Rn) - Rn, device=dev)[case]
+    qsl = query_start_loc.long()
+    at = torch.arange(n, device=dev) + case  # request r's own entry of its case's [R + 1] segment
+    counts = qsl[at + 1] - qsl[at] + torch.as_tensor(N_k, device=dev)[case]
+    total = new_positions.numel()
+    owner = torch.repeat_interleave(torch.arange(n, device=dev), counts, output_size=total)
+
+    def per(values: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(values, device=dev)[case[owner]]
+
+    bs, M = per(bs_k), per(M_k)
+    p = new_positions.long()
+    q = torch.minimum(p, M - 1)
+    row_at = torch.as_tensor(np.cumsum(Rn * NBn) - Rn * NBn, device=dev)[case] + r * torch.as_tensor(NBn, device=dev)[case]
+    block = block_table.reshape(-1).long()[row_at[owner] + q // bs]
+    slot = torch.where(is_rejected_token_mask.bool() | (p >= M), pad_id, block * bs + q % bs)
+    return {"new_slot_mapping": (torch.arange(total, device=dev), slot)}
+
+
+def update_num_computed_tokens_for_batch_change(
+    *,
+    num_computed_tokens: torch.Tensor,
+    num_accepted_tokens: torch.Tensor,
+    prev_positions: torch.Tensor,
+    valid_sampled_token_count: torch.Tensor,
+    prev_num_draft_tokens: torch.Tensor,
+    cpu_num_computed_tokens: torch.Tensor,
+    n: Sequence[int],
+    P: Sequence[int],  # noqa: N803 - the contract's names
+    Mx: Sequence[int],  # noqa: N803
+) -> Writes:
+    """§8.1 for cases concatenated: case ``k`` of ``n[k]`` requests (``prev_positions``,
+    ``num_accepted_tokens``, ``cpu_num_computed_tokens``), a previous batch of ``P[k]``
+    (``valid_sampled_token_count``) and buffers of ``Mx[k]`` rows (``num_computed_tokens``,
+    ``prev_num_draft_tokens``). Row ``i``: ``g = max(prev_positions[i], 0)``, ``v =
+    valid_sampled_token_count[g]``, participating when ``prev_positions[i] >= 0`` and
+    ``prev_num_draft_tokens[g] > 0``; every value read as given (before any write).
+    ``num_computed_tokens[i]`` (in place) becomes ``num_computed_tokens[g] + v`` (int32) if
+    participating, else ``cpu_num_computed_tokens[i]``; ``num_accepted_tokens[i]`` (in place)
+    ``v`` if participating, else itself. Rows ``i >= n`` are not written."""
+    dev = prev_positions.device
+    nn, Pn, Mn = (np.asarray(x, dtype=np.int64) for x in (n, P, Mx))
+    total = int(nn.sum())
+    case = torch.repeat_interleave(torch.arange(nn.size, device=dev), torch.as_tensor(nn, device=dev), output_size=total)
+    i = torch.arange(total, device=dev) - torch.as_tensor(np.cumsum(nn) - nn, device=dev)[case]
+    m_base = torch.as_tensor(np.cumsum(Mn) - Mn, device=dev)[case]
+    p_base = torch.as_tensor(np.cumsum(Pn) - Pn, device=dev)[case]
+    prev = prev_positions.long()
+    g = prev.clamp(min=0)
+    v = valid_sampled_token_count[p_base + g]
+    part = (prev >= 0) & (prev_num_draft_tokens[m_base + g] > 0)
+    corrected = (num_computed_tokens[m_base + g].long() + v.long()).to(torch.int32)  # int32 arithmetic wraps
+    everyone = torch.arange(total, device=dev)
+    return {"num_computed_tokens": (m_base + i, torch.where(part, corrected, cpu_num_computed_tokens.to(torch.int32))),
+            "num_accepted_tokens": (everyone, torch.where(part, v.to(torch.int32), num_accepted_tokens.to(torch.int32)))}

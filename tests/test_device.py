@@ -63,7 +63,7 @@ BUGS = ["ce_masked_includes_bonus", "pi_rejected_missing_plus_one", "nt_first_va
         "dd_rejected_ignored", "ps_pad_from_next", "ud_hidden_of_next_row", "dp_chunked_takes_last_sampled",
         "pp_copy_from_next_token", "pu_rejected_ignored", "pu_drafts_at_batch_row", "sm_cp_global_offset",
         "gb_row_of_batch_index", "st_sum_unshifted", "es_alias_reload", "dfl_block_table_row_0",
-        "tk_token_row_as_state_row"]
+        "tk_token_row_as_state_row", "ns_new_tokens_forgotten", "bc_compiled_path_differs"]
 UNSHRUNK = ["gr_bonus_after_rejection", "rr_recovered_of_next", "ex_input_of_next", "sr_residual_swapped"]
 """The rejection sampler's (one per target), not shrunk here: that takes 15 to 35 s each under
 the interpreter (their shrinking is tested with the seeded bugs' tests)."""
@@ -267,6 +267,12 @@ reach (:func:`test_step_batches_reach_their_size_features_at_production_scale` d
 verification step's large vocabulary comes in one batch in twenty)."""
 
 
+TOUR_ONLY = {"compute_new_slot_mapping": {"beyond_1024_requests"}}
+"""Features that only one of a target's tour shapes reaches (one case in 30), which a test's
+sixty small cases may miss: :func:`test_step_batches_reach_their_size_features_at_production_scale`
+requires them instead (its tour kind of batch)."""
+
+
 @pytest.mark.parametrize("name", [n for n in BATCHED if isinstance(device_targets()[n], StepBatchDevice)])
 def test_step_batches_reach_their_size_features_at_production_scale(name):
     """A batch of Model Runner V2 steps at the device's own scale (up to 1024 rows, a tail to
@@ -280,7 +286,7 @@ def test_step_batches_reach_their_size_features_at_production_scale(name):
         seen |= set().union(*target.batch_features(batch, target.oracle_batch(batch)))
         for k in range(len(batch)):
             TARGETS[name].validate(target.to_case(batch.case(k)))
-    assert SIZE_FEATURES & set(TARGETS[name].features) <= seen
+    assert (SIZE_FEATURES & set(TARGETS[name].features)) | TOUR_ONLY.get(name, set()) <= seen
 
 
 @pytest.mark.parametrize("name", BATCHED)
@@ -300,7 +306,7 @@ def test_batch_features_are_the_records_features_of_each_case(name):
             assert got == want, (b, k, got ^ want)
             seen |= got
     if isinstance(target, StepBatchDevice):  # a Model Runner V2 step's: every feature but those of size and scale
-        assert set(TARGETS[name].features) - SIZE_FEATURES - set(TARGETS[name].scale_features) <= seen
+        assert set(TARGETS[name].features) - SIZE_FEATURES - set(TARGETS[name].scale_features) - TOUR_ONLY.get(name, set()) <= seen
         return
     assert BOTH_SIDES.get(name, {"draft_probs", "no_draft_probs", "several_requests", "ragged"}) <= seen  # the test sees both sides
 

@@ -267,10 +267,7 @@ class NewSlotMapping(PythonFunctionTarget):
         refs = {n: getattr(cad, n) for n in names}
         before = {n: snapshot(v) for n, v in refs.items()} | {n: snapshot(v) for n, v in args.items()}
         try:
-            result = impl(
-                cad=cad, **args, block_size=s["block_size"], num_new_tokens=s["num_new_tokens"],
-                max_model_len=s["max_model_len"],
-            )  # fmt: skip
+            result = self.invoke(impl, cad, args, s)
             if device != "cpu":
                 torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
@@ -300,6 +297,15 @@ class NewSlotMapping(PythonFunctionTarget):
                         Difference(n, i - g.guard, "untouched", "written", None, "guard band around the view", "input as given")
                     )
         return outcome
+
+    @staticmethod
+    def invoke(impl: Any, cad: Any, tensors: Mapping[str, Any], scalars: Mapping[str, int]) -> Any:
+        """``impl`` called as vLLM calls it (keywords): ``cad``, the function's own tensors of
+        ``tensors`` and the case's ``scalars`` (the check's call, and the device mode's)."""
+        return impl(
+            cad=cad, **{n: tensors[n] for n in TENSORS}, block_size=scalars["block_size"],
+            num_new_tokens=scalars["num_new_tokens"], max_model_len=scalars["max_model_len"],
+        )  # fmt: skip
 
     def output_tokens(self, case: Case) -> int:
         a = case.arrays
@@ -353,18 +359,24 @@ def build_metadata(case: Case, tensor: Any, cls: type) -> Any:
     """The ``CommonAttentionMetadata`` (of class ``cls``, any dataclass with vLLM's field names)
     that ``case`` describes; ``tensor(name)`` makes the device tensor of an array. Fields the
     case has no value for keep their defaults."""
+    a = case.arrays
+    return metadata(tensor, a["query_start_loc"], len(a["seq_lens"]), int(a["seq_lens"].max(initial=0)), cls)
+
+
+def metadata(tensor: Any, qsl: np.ndarray, num_reqs: int, max_seq_len: int, cls: type) -> Any:
+    """The ``CommonAttentionMetadata`` of :func:`build_metadata` from what the host knows of a
+    case: ``tensor(name)`` its device tensors, ``qsl`` its ``query_start_loc`` (host), its
+    requests (``len(seq_lens)``) and the largest of its ``seq_lens``."""
     import torch
 
-    a = case.arrays
-    qsl, seq = a["query_start_loc"], a["seq_lens"]
     values: dict[str, Any] = {
         "query_start_loc": tensor("query_start_loc"),
         "query_start_loc_cpu": torch.from_numpy(qsl.copy()),
         "seq_lens": tensor("seq_lens"),
-        "num_reqs": len(seq),
+        "num_reqs": num_reqs,
         "num_actual_tokens": int(qsl[-1]),
         "max_query_len": int(np.diff(qsl.astype(np.int64)).max(initial=0)),
-        "max_seq_len": int(seq.max(initial=0)),
+        "max_seq_len": max_seq_len,
         "block_table_tensor": tensor("block_table"),
         "slot_mapping": tensor("slot_mapping"),
         "causal": True,

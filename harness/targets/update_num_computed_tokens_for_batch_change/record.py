@@ -70,6 +70,8 @@ class BatchChange(PythonFunctionTarget):
         "spec_tokens_15_plus": "a request with 15 or more drafts (num_speculative_tokens >= 15)",
     }
     extremes = ("beyond_1024_requests", "counts_past_2_24", "spec_tokens_15_plus")
+    inout = frozenset(INOUT)
+    """The arguments the function updates in place (as a kernel's ``inout``)."""
 
     oracle_functions = numpy_and_numba("update_num_computed_tokens_for_batch_change")
 
@@ -193,9 +195,8 @@ class BatchChange(PythonFunctionTarget):
         versus = " = ".join(exp) + f" oracle, {mode} run"
         want = exp[next(iter(exp))]
         buffers = {n: _Buffer(case.arrays[n], device) for n in ARRAYS}
-        fn = variants(impl)[mode]
         try:
-            fn(*(buffers[n].view for n in ARRAYS))
+            self.invoke(impl, {n: b.view for n, b in buffers.items()}, mode)
             if device != "cpu":
                 torch.cuda.synchronize()
             actual = {n: b.read() for n, b in buffers.items()}
@@ -208,6 +209,12 @@ class BatchChange(PythonFunctionTarget):
             else:
                 outcome.differences += _diff(n, b.initial, actual[n], t, f"input as given, {mode} run", b.before, b.size)
         return outcome
+
+    @staticmethod
+    def invoke(impl: Any, tensors: Mapping[str, Any], mode: str) -> Any:
+        """``impl`` run in ``mode`` (:func:`variants`) on ``tensors``, in vLLM's order (the
+        check's call, and the device mode's)."""
+        return variants(impl)[mode](*(tensors[n] for n in ARRAYS))
 
     def output_tokens(self, case: Case) -> int:
         return sum(case.arrays[n].size for n in ARRAYS)
