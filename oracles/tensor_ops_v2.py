@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 __all__ = ["block_lse", "cumulative_log_p", "greedy_argmax", "gumbel_mismatches", "gumbel_sample_rows",
-           "local_logits_stats_rows", "local_residual_mass_rows", "murmur3_hash32", "rejection", "resample_rows",
-           "temperature_rows", "tl_rand32"]
+           "gumbel_sample_winners", "local_logits_stats_rows", "local_residual_mass_rows", "murmur3_hash32", "rejection",
+           "resample_rows", "temperature_rows", "tl_rand32"]
 
 
 def temperature_rows(logits: torch.Tensor, temperature: torch.Tensor, vocab_size: int | None = None
@@ -359,6 +359,54 @@ def gumbel_mismatches(res: dict[str, torch.Tensor], local_argmax: torch.Tensor, 
     near = (local_max.to(torch.float64) - val).abs() <= bound
     ok_max = torch.where(bound > 0, near | same, same)
     return (~ok_arg).sum() + (~ok_max).sum()
+
+
+def gumbel_sample_winners(logits: torch.Tensor, state: torch.Tensor, seeds: torch.Tensor, pos: torch.Tensor,
+                          temperature: torch.Tensor, apply_temperature: bool, is_drafting: bool, use_fp64: bool,
+                          vocab_size: int | None = None, cache_col: torch.Tensor | None = None, block: int = 1024,
+                          lanes: int = 1 << 24) -> dict[str, torch.Tensor]:  # fmt: skip
+    """§29.1 for many rows at once (a batch of cases of one vocabulary), :func:`gumbel_sample_rows`
+    a chunk of about ``lanes`` lanes at a time: ``logits`` ``[rows, W]`` as given, ``state`` int64
+    ``[rows]`` (``-1``: a padded drafter row) into ``seeds`` and ``temperature``, ``pos`` int64
+    ``[rows]``; ``cache_col`` int64 ``[rows]``, each row's logits-cache column (a drafter's call:
+    its noise seed ``spec_step_seed(seed, col) = seed ^ (col << 32)``), ``None`` without a cache.
+
+    Per row and block (``[rows, NB]``): ``nominal``, the first lane of greatest ``g`` (its token
+    id); ``settled``, whether that winner is fixed (otherwise the block is a window: the contract
+    accepts any of its candidates); ``value``, that lane's ``g`` as ``local_max`` stores it
+    (float32, or float64 with ``use_fp64``), and ``bound``, its ``E`` plus half a step of that
+    rounding (float64; 0: exact, bit for bit)."""
+    rows, W = logits.shape
+    V = W if vocab_size is None else int(vocab_size)
+    nb = -(-V // block)
+    dev = logits.device
+    valid = state >= 0
+    s = torch.where(valid, state, torch.zeros_like(state))
+    seed = seeds.to(torch.int64)[s]
+    if cache_col is not None:
+        seed = seed ^ (cache_col.to(torch.int64) << 32)
+    temp = temperature.to(torch.float32)[s]
+    local = torch.where(valid, torch.arange(rows, device=dev, dtype=torch.int64), torch.full_like(state, -1))
+    base = torch.arange(nb, device=dev, dtype=torch.int64) * block
+    out = {"nominal": torch.empty((rows, nb), dtype=torch.int64, device=dev),
+           "settled": torch.empty((rows, nb), dtype=torch.bool, device=dev),
+           "value": torch.empty((rows, nb), dtype=torch.float64 if use_fp64 else torch.float32, device=dev),
+           "bound": torch.empty((rows, nb), dtype=torch.float64, device=dev)}
+    chunk = max(1, lanes // max(1, nb * block))
+    for lo in range(0, rows, chunk):
+        hi = min(rows, lo + chunk)
+        res = gumbel_sample_rows(logits[lo:hi], local[lo:hi] - lo * valid[lo:hi], seed[lo:hi], pos[lo:hi], temp[lo:hi],
+                                 apply_temperature, is_drafting, use_fp64, V, block)
+        k = (res["nominal"] - base)[..., None]
+        out["nominal"][lo:hi] = res["nominal"]
+        out["settled"][lo:hi] = res["settled"]
+        value = res["g"].gather(-1, k)[..., 0].to(out["value"].dtype)
+        e = res["e"].gather(-1, k)[..., 0]
+        half = 0.5 * (_ulp64(value) if use_fp64 else _ulp32(value))
+        out["value"][lo:hi] = value
+        out["bound"][lo:hi] = torch.where(e > 0, e + half, torch.zeros_like(e))
+        del res
+    return out
 
 
 def _ulp64(x: torch.Tensor) -> torch.Tensor:
