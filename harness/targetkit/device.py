@@ -350,14 +350,26 @@ def _layout(shapes: dict[str, tuple[torch.dtype, int]]) -> tuple[dict[str, int],
     """Each array's offset in its storage dtype's buffer, and each buffer's size (the last
     guard band not counted). Every array starts 16-byte aligned, as vLLM's fresh allocations
     do: Triton specializes a kernel on its pointers' alignment, so ragged offsets would make it
-    compile a new variant for case after case."""
+    compile a new variant for case after case. The first array of a buffer comes after a band
+    of :func:`lead` elements."""
     offset: dict[str, int] = {}
     sizes: dict[torch.dtype, int] = {}
+    leads: dict[torch.dtype, int] = {}
+    for dt, k in shapes.values():
+        leads[_storage(dt)] = max(leads.get(_storage(dt), 0), k)
     for n, (dt, k) in shapes.items():
         s = _storage(dt)
-        offset[n] = -(-(sizes.get(s, 0) + GUARD) // 16) * 16
+        offset[n] = -(-(sizes[s] + GUARD if s in sizes else lead(leads[s])) // 16) * 16
         sizes[s] = offset[n] + k
     return offset, sizes
+
+
+def lead(largest: int) -> int:
+    """The band before a buffer's first array, for a buffer whose largest array has ``largest``
+    elements: a write up to one array's length before any array of the buffer (a row ``-1`` of
+    a table, an offset wrapped below 0) lands in the buffer, where the comparison sees it, not
+    outside it (at least :data:`GUARD`, at most :data:`BIG`)."""
+    return max(GUARD, min(int(largest), BIG))
 
 
 BIG = 1 << 26

@@ -36,6 +36,7 @@ from .device import (
     _Big,
     _bits,
     _storage,
+    lead,
     mismatch_count,
     prefill,
     written_parts,
@@ -118,11 +119,16 @@ class BatchArenas:
         # padded to 16 bytes (so that every array starts 16-byte aligned, as _layout's do)
         self.offset: dict[str, np.ndarray] = {}
         cursor: dict[torch.dtype, int] = {}
+        leads: dict[torch.dtype, int] = {}
+        for n, dt in dtypes.items():
+            leads[_storage(dt)] = max([leads.get(_storage(dt), 0), *sizes[n]])
         for n, dt in dtypes.items():
             st = _storage(dt)
             u = max(1, 16 // torch.empty(0, dtype=st).element_size())
             sz = np.asarray(sizes[n], dtype=np.int64)
             span = GUARD + -(-sz // u) * u
+            if st not in cursor:  # the buffer's first array: after a band as long as its largest (device.lead)
+                cursor[st] = -(-(lead(leads[st]) - GUARD) // u) * u
             self.offset[n] = cursor.get(st, 0) + GUARD + np.cumsum(span) - span
             cursor[st] = int(self.offset[n][-1] + span[-1] - GUARD)
         self.full = {s: torch.full((size + GUARD,), _SENTINEL[s], dtype=s, device=device) for s, size in cursor.items()}
