@@ -1,7 +1,8 @@
 """Bounded float writes in the device buffers (``Arenas``, ``BatchArenas``): an element the
 contract fixes only within a bound passes within it and nowhere else, an element of bound 0 only
 bit for bit, and a bounded output the kernel never writes is a difference (it holds the sentinel,
-not its expected value with a bit flipped, which would lie within its bound)."""
+not its expected value with a bit flipped, which would lie within its bound); and the band before
+a buffer's first array, which a write one table's length before it lands in."""
 
 from __future__ import annotations
 
@@ -80,3 +81,21 @@ def test_one_case_alone_compares_within_bounds_as_its_batch_does():
     assert int(arenas.mismatch()) == 0
     arenas.views["y"][2] = EXPECTED[2] + 1e-6
     assert int(arenas.mismatch()) == 1
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_write_one_table_before_the_first_array_lands_in_the_buffer(batched):
+    """A kernel writing a row ``-1`` of a table (one table's length before it) writes into the
+    buffer's leading band, which the comparison sees, never outside the buffer."""
+    n = 4096  # far more than the guard band between arrays
+    table = torch.zeros(n, dtype=torch.float32)
+    if batched:
+        b = DeviceBatch({"t": table}, {"t": [n]}, {"t": [(n,)]}, {}, {}, {}, [{}], inout=("t",))
+        arenas = BatchArenas(b, {}, "cpu")
+        view = arenas.views[0]["t"]
+    else:
+        arenas = Arenas(DeviceCase({"t": table}, {}, {}), {}, "cpu")
+        view = arenas.views["t"]
+    assert view.storage_offset() >= n
+    torch.as_strided(view, (n,), (1,), view.storage_offset() - n).fill_(1.0)
+    assert int(arenas.mismatch()) == n
