@@ -150,7 +150,8 @@ def block_lse(maxes: torch.Tensor, sums: torch.Tensor) -> tuple[torch.Tensor, to
 def cumulative_log_p(target_logits: torch.Tensor, target_local_max: torch.Tensor, target_local_sumexp: torch.Tensor,
                      draft_sampled: torch.Tensor, draft_logits: torch.Tensor | None, draft_local_max: torch.Tensor | None,
                      draft_local_sumexp: torch.Tensor | None, cu_num_logits: torch.Tensor, idx_mapping: torch.Tensor,
-                     temperature: torch.Tensor, blocks: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+                     temperature: torch.Tensor, blocks: int, draft_rows: torch.Tensor | None = None,
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """§31.1: per random request ``r`` (``s = idx_mapping[r]``, ``T = T_s != 0``), ``L = 0``,
     then for each draft ``i`` (row ``j = cu[r] + i``, token ``x = draft_sampled[j + 1]``): if
     ``x >= 0``, ``L = min(L + (lp_t - lp_d), 0)`` with ``lp_t = target_logits[j, x] - lse_t(j)``
@@ -159,8 +160,10 @@ def cumulative_log_p(target_logits: torch.Tensor, target_local_max: torch.Tensor
     greedy request's rows and every bonus row are not written.
 
     ``target_logits`` ``[n, W]`` and ``draft_logits`` ``[R, K, Wd]`` may be production-scale
-    (each read at one element per row). Returns ``(written, expected, bound)`` of shape ``[n]``:
-    the bound sums, over the steps so far, ``E_lse(t) + E_lse(d) + 2**-22 |q| + 2**-24 (|lp_t|
+    (each read at one element per row); ``draft_rows``: per request the row of its first step in
+    ``draft_logits`` viewed ``[-1, Wd]`` (by default ``s K``: one step's cache; several steps'
+    caches of different ``K``, concatenated, give their own). Returns ``(written, expected,
+    bound)`` of shape ``[n]``: the bound sums, over the steps so far, ``E_lse(t) + E_lse(d) + 2**-22 |q| + 2**-24 (|lp_t|
     + |lp_d| + |lp_t - lp_d| + |L|)``, plus half a float32 step of the stored value."""
     dev = target_logits.device
     n, W = target_logits.shape
@@ -171,7 +174,8 @@ def cumulative_log_p(target_logits: torch.Tensor, target_local_max: torch.Tensor
     t_lse, t_e = block_lse(target_local_max[:, :blocks], target_local_sumexp[:, :blocks])
     if draft_logits is not None:
         d_lse, d_e = block_lse(draft_local_max[:, :blocks], draft_local_sumexp[:, :blocks])
-        K, Wd = draft_logits.shape[1], draft_logits.shape[2]
+        K, Wd = draft_logits.shape[-2], draft_logits.shape[-1]
+        first = s * K if draft_rows is None else draft_rows.to(torch.int64)
     tflat = target_logits.reshape(-1)
     ds = draft_sampled.to(torch.int64)
     B = s.numel()
@@ -194,7 +198,7 @@ def cumulative_log_p(target_logits: torch.Tensor, target_local_max: torch.Tensor
         if draft_logits is None:
             dlp = ed = torch.zeros_like(tlp)
         else:
-            d32 = draft_logits.reshape(-1)[(s[r] * K + i) * Wd + tk].to(torch.float32)
+            d32 = draft_logits.reshape(-1)[(first[r] + i) * Wd + tk].to(torch.float32)
             q = torch.where(valid, d32.to(torch.float64), ninf) / temp[r].to(torch.float64)
             dlp = q - d_lse[rows]
             ed = torch.where(torch.isfinite(dlp), d_e[rows] + DIV * q.abs() + EPS * dlp.abs(), torch.zeros_like(dlp))
@@ -656,3 +660,4 @@ def resample_rows(target: torch.Tensor, draft: torch.Tensor | None, rejected: to
     bound = torch.where(torch.isnan(bound), torch.full_like(bound, float("inf")), bound)
     base = torch.arange(nb, device=dev, dtype=torch.int64) * block
     return {"nominal": first + base, "settled": settled, "cand": cand, "g": g, "e": bound}
+
