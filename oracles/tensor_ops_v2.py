@@ -858,3 +858,11 @@ def rejection_steps(target_logits: torch.Tensor, target_local_argmax: torch.Tens
         out[name + "_bound"] = lse[k + "e"] + 0.5 * _ulp32(lse[k])
     return out
 
+
+# -- §35 _insert_resampled_kernel -----------------------------------------------------------------
+
+
+def insert_resampled_rows(local_argmax: torch.Tensor, local_max: torch.Tensor) -> torch.Tensor:
+    """§35.1's token of rows of §34's block winners (``[rows, P]``): the ``local_argmax`` of the
+    block of greatest ``local_max`` (NaN as ``-inf``, the first of equals), int64."""
+    return greedy_argmax(local_max, local_argmax)
