@@ -152,7 +152,8 @@ def block_lse(maxes: torch.Tensor, sums: torch.Tensor) -> tuple[torch.Tensor, to
 def cumulative_log_p(target_logits: torch.Tensor, target_local_max: torch.Tensor, target_local_sumexp: torch.Tensor,
                      draft_sampled: torch.Tensor, draft_logits: torch.Tensor | None, draft_local_max: torch.Tensor | None,
                      draft_local_sumexp: torch.Tensor | None, cu_num_logits: torch.Tensor, idx_mapping: torch.Tensor,
-                     temperature: torch.Tensor, blocks: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+                     temperature: torch.Tensor, blocks: int, draft_rows: torch.Tensor | None = None,
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """§31.1: per random request ``r`` (``s = idx_mapping[r]``, ``T = T_s != 0``), ``L = 0``,
     then for each draft ``i`` (row ``j = cu[r] + i``, token ``x = draft_sampled[j + 1]``): if
     ``x >= 0``, ``L = min(L + (lp_t - lp_d), 0)`` with ``lp_t = target_logits[j, x] - lse_t(j)``
@@ -161,8 +162,10 @@ def cumulative_log_p(target_logits: torch.Tensor, target_local_max: torch.Tensor
     greedy request's rows and every bonus row are not written.
 
     ``target_logits`` ``[n, W]`` and ``draft_logits`` ``[R, K, Wd]`` may be production-scale
-    (each read at one element per row). Returns ``(written, expected, bound)`` of shape ``[n]``:
-    the bound sums, over the steps so far, ``E_lse(t) + E_lse(d) + 2**-22 |q| + 2**-24 (|lp_t|
+    (each read at one element per row); ``draft_rows``: per request the row of its first step in
+    ``draft_logits`` viewed ``[-1, Wd]`` (by default ``s K``: one step's cache; several steps'
+    caches of different ``K``, concatenated, give their own). Returns ``(written, expected,
+    bound)`` of shape ``[n]``: the bound sums, over the steps so far, ``E_lse(t) + E_lse(d) + 2**-22 |q| + 2**-24 (|lp_t|
     + |lp_d| + |lp_t - lp_d| + |L|)``, plus half a float32 step of the stored value."""
     dev = target_logits.device
     n, W = target_logits.shape
@@ -173,7 +176,8 @@ def cumulative_log_p(target_logits: torch.Tensor, target_local_max: torch.Tensor
     t_lse, t_e = block_lse(target_local_max[:, :blocks], target_local_sumexp[:, :blocks])
     if draft_logits is not None:
         d_lse, d_e = block_lse(draft_local_max[:, :blocks], draft_local_sumexp[:, :blocks])
-        K, Wd = draft_logits.shape[1], draft_logits.shape[2]
+        K, Wd = draft_logits.shape[-2], draft_logits.shape[-1]
+        first = s * K if draft_rows is None else draft_rows.to(torch.int64)
     tflat = target_logits.reshape(-1)
     ds = draft_sampled.to(torch.int64)
     B = s.numel()
@@ -196,7 +200,7 @@ def cumulative_log_p(target_logits: torch.Tensor, target_local_max: torch.Tensor
         if draft_logits is None:
             dlp = ed = torch.zeros_like(tlp)
         else:
-            d32 = draft_logits.reshape(-1)[(s[r] * K + i) * Wd + tk].to(torch.float32)
+            d32 = draft_logits.reshape(-1)[(first[r] + i) * Wd + tk].to(torch.float32)
             q = torch.where(valid, d32.to(torch.float64), ninf) / temp[r].to(torch.float64)
             dlp = q - d_lse[rows]
             ed = torch.where(torch.isfinite(dlp), d_e[rows] + DIV * q.abs() + EPS * dlp.abs(), torch.zeros_like(dlp))
@@ -706,3 +710,209 @@ def resample_rows(target: torch.Tensor, draft: torch.Tensor | None, rejected: to
     bound = torch.where(torch.isnan(bound), torch.full_like(bound, float("inf")), bound)
     base = torch.arange(nb, device=dev, dtype=torch.int64) * block
     return {"nominal": first + base, "settled": settled, "cand": cand, "g": g, "e": bound}
+
+
+def rejection_steps(target_logits: torch.Tensor, target_local_argmax: torch.Tensor, target_local_max: torch.Tensor,
+                    target_local_sumexp: torch.Tensor, draft_sampled: torch.Tensor, draft_logits: torch.Tensor | None,
+                    draft_local_max: torch.Tensor | None, draft_local_sumexp: torch.Tensor | None, cu: torch.Tensor,
+                    state: torch.Tensor, draft_first: torch.Tensor | None, temperature: torch.Tensor,
+                    seed: torch.Tensor, pos: torch.Tensor, blocks: int, K: int, method: str,
+                    rates: torch.Tensor | None = None, cumulative_log_p: torch.Tensor | None = None,
+                    local_residual_mass: torch.Tensor | None = None, fly_entropy: torch.Tensor | None = None,
+                    fly_threshold: torch.Tensor | None = None, fly_window: torch.Tensor | None = None,
+                    ) -> dict[str, torch.Tensor]:  # fmt: skip
+    """§33.1 of every method, many steps' requests at once (their rows concatenated: ``cu``
+    ``[B + 1]`` int64 over the rows, per request its state row ``state`` in ``temperature`` and
+    ``seed``, the row of its first step in ``draft_logits`` viewed ``[-1, Wd]``
+    ``draft_first``; ``K`` the most drafts of a request). ``method``: ``"standard"``,
+    ``"synthetic"`` (``rates`` ``[B, K]``: each request's step's rate), ``"block"``
+    (``cumulative_log_p`` ``[n]``, ``local_residual_mass`` ``[n, NB]`` with the drafter's
+    logits) or ``"fly"`` (``fly_entropy`` ``[n]``, per request ``fly_threshold`` float32 and
+    ``fly_window`` int64 >= 1). The statistics are read over the first ``blocks`` blocks.
+
+    Request ``r`` (greedy iff ``T_s = 0``), step ``i`` (row ``j = cu[r] + i``, draft ``x =
+    draft_sampled[j + 1]``): a random row of a method but FLy stops at its first ``-1``; ``u =
+    tl_rand32(seed', pos[j])`` (``seed' = seed ^ (i << 32)`` under block verification, else the
+    seed). A greedy row is accepted iff (``u < rate`` with rates, else §30's argmax of row ``j``
+    is ``x``) and ``x >= 0``, its rejection the argmax. A random row: standard, ``lp_t > log u
+    + lp_d`` (window ``E_t + E_d + 2**-20 |log u| + 2**-24 |log u + lp_d|``); synthetic, ``u <
+    rate``; block verification, ``u <= h`` with ``p = exp(cumulative_log_p[j])``, ``h = p`` at
+    a request's last draft or before a ``-1``, else ``h = R / (R + 1 - p)`` (1 where the
+    denominator is not positive; ``R`` the sum of row ``j + 1``'s residual partials, or without
+    the drafter's logits ``p (1 - exp(lp_t))`` of its draft), its count the last step accepted
+    and every step visited written with its draft; FLy, the standard test (a ``-1`` rejected),
+    a rejection of a draft both sides give a probability deferred (a greedy row's: the target's)
+    while the entropy of its row reaches the threshold and ``window`` more drafts follow, then
+    confirmed by the window's drafts all accepted, a greedy rejection writing the argmax at the
+    count. The log-sum-exps: a random row's at every step it verifies (FLy: outside a deferral),
+    block verification's at the rejected row.
+
+    Returns ``sampled`` ``[B, K + 1]`` and its ``sampled_written``, ``num_sampled`` (int32),
+    ``target_rejected_logsumexp`` and ``draft_rejected_logsumexp`` (float32) with their bounds
+    (``*_bound``, float64), and per request ``window``: whether a decision of it lies within
+    its window (the extended tier's: a production draw re-keys such a request)."""
+    dev = target_logits.device
+    n, W = target_logits.shape
+    cu = cu.to(torch.int64)
+    start, nd = cu[:-1], cu[1:] - cu[:-1] - 1
+    s = state.to(torch.int64)
+    B = s.numel()
+    temp = temperature.to(torch.float32)[s]
+    greedy = temp == 0
+    seeds = seed.to(torch.int64)[s]
+    f64 = torch.float64
+    t_lse_all, t_e_all = block_lse(target_local_max[:, :blocks], target_local_sumexp[:, :blocks])
+    has_draft = draft_logits is not None
+    if has_draft:
+        d_lse_all, d_e_all = block_lse(draft_local_max[:, :blocks], draft_local_sumexp[:, :blocks])
+        Wd = draft_logits.shape[-1]
+        dflat = draft_logits.reshape(-1)
+    tflat = target_logits.reshape(-1)
+    ds = draft_sampled.to(torch.int64)
+    p = pos.to(torch.int64)
+    block, fly = method == "block", method == "fly"
+    syn = method == "synthetic"
+    ninf = torch.tensor(float("-inf"), dtype=f64, device=dev)
+    sampled = torch.full((B, K + 1), -1, dtype=torch.int64, device=dev)
+    written = torch.zeros((B, K + 1), dtype=torch.bool, device=dev)
+    acc = torch.zeros(B, dtype=torch.int64, device=dev)
+    pending = torch.full((B,), -1, dtype=torch.int64, device=dev)
+    rej_arg = torch.zeros(B, dtype=torch.int64, device=dev)
+    lse = {k: torch.zeros(B, dtype=f64, device=dev) for k in ("t", "te", "d", "de")}
+    verifying = torch.ones(B, dtype=torch.bool, device=dev)
+    window = torch.zeros(B, dtype=torch.bool, device=dev)
+    thr = fly_threshold.to(torch.float32) if fly else None
+    win = fly_window.to(torch.int64) if fly else None
+
+    def exp_rel(x: torch.Tensor) -> torch.Tensor:
+        return EXP_REL + EXP_ARG * x.abs()
+
+    for i in range(int(nd.max()) if B else 0):
+        on = i < nd
+        rows_all = torch.where(on, start + i, torch.zeros_like(start))
+        x = torch.where(on, ds[rows_all + 1], torch.zeros_like(start))
+        valid = x >= 0
+        xc = x.clamp(min=0)
+        if not fly:
+            verifying &= torch.where(~greedy & on, valid, torch.ones_like(valid))
+        r = torch.nonzero(on & verifying).reshape(-1)
+        if not r.numel():
+            continue
+        rows, xr, ok, g = rows_all[r], xc[r], valid[r], greedy[r]
+        step_seed = spec_step_seed(seeds[r], i) if block else seeds[r]
+        u = tl_rand32(step_seed, p[rows])
+        rate = rates.to(torch.float32)[r, i] if syn else None
+        targ = greedy_argmax(target_local_max[rows, :blocks], target_local_argmax[rows, :blocks])
+        tlog = torch.where(ok, tflat[rows * W + xr].to(torch.float32).to(f64), ninf)
+        tlp = tlog - t_lse_all[rows]
+        et = torch.where(torch.isfinite(tlp), t_e_all[rows] + EPS * tlp.abs(), torch.zeros_like(tlp))
+        if has_draft:
+            d32 = dflat[(draft_first.to(torch.int64)[r] + i) * Wd + xr].to(torch.float32)
+            q = torch.where(ok, d32.to(f64), ninf) / temp[r].to(f64)
+            dlp = q - d_lse_all[rows]
+            ed = torch.where(torch.isfinite(dlp), d_e_all[rows] + DIV * q.abs() + EPS * dlp.abs(), torch.zeros_like(dlp))
+            dl_lse, dl_e = d_lse_all[rows], d_e_all[rows]
+        else:
+            dlp = ed = dl_lse = dl_e = torch.zeros_like(tlp)
+        # greedy rows
+        g_acc = ((u < rate) if syn else targ == xr) & ok
+        can_defer = torch.where(g, ok & (tlog > float("-inf")), ok & (tlp > float("-inf")) & (dlp > float("-inf")))
+        if block:  # random rows: the joint ratio's threshold
+            clp = cumulative_log_p[rows].to(torch.float32).to(f64)
+            pr = clp.exp()
+            epr = torch.where(pr > 0, pr * exp_rel(clp), torch.zeros_like(pr))
+            last = i >= nd[r] - 1
+            nxt = torch.where(last, torch.full_like(xr, -1), ds[(rows + 2).clamp(max=n - 1)])
+            has_next = nxt >= 0
+            nr = (rows + 1).clamp(max=n - 1)
+            if has_draft:
+                parts = local_residual_mass[nr, :blocks].to(torch.float32).to(f64)
+                R = parts.sum(-1)
+                eR = SUM_SMALL * parts.abs().sum(-1)
+            else:
+                xl = tflat[nr * W + nxt.clamp(min=0)].to(torch.float32).to(f64) - t_lse_all[nr]
+                mb = xl.exp()
+                emb = torch.where(mb > 0, mb * (exp_rel(xl) + t_e_all[nr] + EPS * xl.abs()), torch.zeros_like(mb))
+                R = pr * (1.0 - mb)
+                eR = epr * (1.0 - mb).abs() + pr * emb + EPS * (R.abs() + pr)
+            den = R + 1.0 - pr
+            eden = eR + epr + EPS * ((R + 1.0).abs() + den.abs())
+            hk = torch.where(den > 0, R / den, torch.ones_like(den))
+            ehk = torch.where(den.abs() > eden, DIV * hk.abs() + (eR + hk.abs() * eden) / torch.clamp(den.abs() - eden, min=1e-300),
+                              torch.full_like(den, float("inf")))
+            h = torch.where(has_next, hk, pr)
+            eh = torch.where(has_next, ehk, epr)
+            margin = h - u.to(f64)
+            r_acc = u.to(f64) <= h
+            inside = ~(margin.abs() > eh) & ~g
+        elif syn:
+            r_acc = u < rate
+            inside = torch.zeros_like(g)
+        else:
+            lu = u.to(f64).log()
+            rhs = lu + dlp
+            margin = tlp - rhs
+            em = et + ed + LOG_REL * lu.abs() + EPS * rhs.abs()
+            r_acc = tlp > rhs
+            inside = torch.isfinite(margin) & (margin.abs() <= em) & ~g
+            if fly:
+                r_acc = r_acc & ok
+        window[r] |= inside
+        accepted = torch.where(g, g_acc, r_acc)
+        if not block:  # a random row's log-sum-exps at every step it verifies (FLy: outside a deferral)
+            upd = ~g if not fly else ~g & (pending[r] < 0)
+            for k, v in (("t", t_lse_all[rows]), ("te", t_e_all[rows]), ("d", dl_lse), ("de", dl_e)):
+                lse[k][r] = torch.where(upd, v, lse[k][r])
+        if block:  # random rows: the last step accepted, every step visited written with its draft
+            rb = r[~g]
+            acc[rb] = torch.where(r_acc[~g], torch.full_like(rb, i + 1), acc[rb])
+            sampled[rb, i] = xr[~g]
+            written[rb, i] = True
+        book = g if block else torch.ones_like(g)
+        k = torch.nonzero(book).reshape(-1)
+        if not k.numel():
+            continue
+        rk, a = r[k], accepted[k]
+        if fly:
+            pend = pending[rk] >= 0
+            confirm = pend & a & (i - pending[rk] == win[rk])
+            new_verifying = torch.where(pend, a, torch.ones_like(a))
+            acc[rk] = torch.where(confirm | (~pend & a), torch.full_like(rk, i + 1), acc[rk])
+            pending[rk] = torch.where(confirm, torch.full_like(rk, -1), pending[rk])
+            rej = ~pend & ~a
+            rej_arg[rk] = torch.where(rej, targ[k], rej_arg[rk])
+            ent = fly_entropy[rows[k]].to(torch.float32)
+            cont = can_defer[k] & (i + win[rk] < nd[rk]) & (ent >= thr[rk])
+            new_verifying = torch.where(rej, cont, new_verifying)
+            pending[rk] = torch.where(rej & cont, torch.full_like(rk, i), pending[rk])
+            verifying[rk] = new_verifying
+            sampled[rk, i] = xr[k]
+        else:
+            verifying[rk] = a
+            acc[rk] += a.to(torch.int64)
+            sampled[rk, i] = torch.where(g[k] & ~a, targ[k], xr[k])
+        written[rk, i] = True
+    if fly:
+        k = torch.nonzero(greedy & (acc < nd)).reshape(-1)
+        sampled[k, acc[k]] = rej_arg[k]
+        written[k, acc[k]] = True
+    if block:
+        k = torch.nonzero(~greedy & (acc < nd)).reshape(-1)
+        rw = start[k] + acc[k]
+        lse["t"][k], lse["te"][k] = t_lse_all[rw], t_e_all[rw]
+        if has_draft:
+            lse["d"][k], lse["de"][k] = d_lse_all[rw], d_e_all[rw]
+    out = {"sampled": sampled, "sampled_written": written, "num_sampled": acc.to(torch.int32), "window": window}
+    for name, k in (("target_rejected_logsumexp", "t"), ("draft_rejected_logsumexp", "d")):
+        out[name] = lse[k].to(torch.float32)
+        out[name + "_bound"] = lse[k + "e"] + 0.5 * _ulp32(lse[k])
+    return out
+
+
+# -- §35 _insert_resampled_kernel -----------------------------------------------------------------
+
+
+def insert_resampled_rows(local_argmax: torch.Tensor, local_max: torch.Tensor) -> torch.Tensor:
+    """§35.1's token of rows of §34's block winners (``[rows, P]``): the ``local_argmax`` of the
+    block of greatest ``local_max`` (NaN as ``-inf``, the first of equals), int64."""
+    return greedy_argmax(local_max, local_argmax)

@@ -63,7 +63,8 @@ BUGS = ["ce_masked_includes_bonus", "pi_rejected_missing_plus_one", "nt_first_va
         "dd_rejected_ignored", "ps_pad_from_next", "ud_hidden_of_next_row", "dp_chunked_takes_last_sampled",
         "pp_copy_from_next_token", "pu_rejected_ignored", "pu_drafts_at_batch_row", "sm_cp_global_offset",
         "gb_row_of_batch_index", "st_sum_unshifted", "es_alias_reload", "dfl_block_table_row_0",
-        "tk_token_row_as_state_row", "ns_new_tokens_forgotten", "bc_compiled_path_differs", "gs_step_seed_dropped"]
+        "tk_token_row_as_state_row", "ns_new_tokens_forgotten", "bc_compiled_path_differs", "gs_step_seed_dropped",
+        "cl_not_clamped", "rm_not_clamped", "rj_greedy_keeps_draft", "rs_bonus_as_rejection", "ir_slot_after_next"]
 UNSHRUNK = ["gr_bonus_after_rejection", "rr_recovered_of_next", "ex_input_of_next", "sr_residual_swapped"]
 """The rejection sampler's (one per target), not shrunk here: that takes 15 to 35 s each under
 the interpreter (their shrinking is tested with the seeded bugs' tests)."""

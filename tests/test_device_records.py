@@ -1,8 +1,11 @@
 """Record host batches: the device mode of a target checked by its record (``RecordDevice``).
 
-A Triton kernel's cases are drawn by its record, its first (NumPy) oracle run by the producers
-and laid out in one ``HostBatchArenas`` per batch; the engine launches each case through the
-record's launch and compares every element once. These tests run the batch path alone
+Every target's own device module now draws and checks on the device; a ``RecordDevice`` is the
+device mode a target gets from its record alone (a new target's, before it has a batched torch
+oracle). These tests give a few targets that role (:data:`RECORDED`, in this process). A Triton
+kernel's cases are drawn by its record, its first (NumPy) oracle run by the producers and laid
+out in one ``HostBatchArenas`` per batch; the engine launches each case through the record's
+launch and compares every element once. These tests run the batch path alone
 (``cross_check_share=0``: only the first case of a run is cross-checked by the record's check),
 so that a bug, a guard-band write or a missing write of a bounded float must be seen by the batch
 comparison itself. On a CPU the kernels run under the Triton interpreter, on small cases.
@@ -20,12 +23,30 @@ from eaglefuzz.harness.checking.device_mode.engine import device_fuzz_target
 from eaglefuzz.harness.core.buffers import filled, raw
 from eaglefuzz.harness.sources import implementations_for, parse_source, vllm
 from eaglefuzz.harness.sources.file import FileSource
-from eaglefuzz.harness.targetkit.device import _SENTINEL, _TORCH, RecordDevice, _storage
+from eaglefuzz.harness.targetkit.device import (
+    _SENTINEL,
+    _TORCH,
+    RecordDevice,
+    _storage,
+    record_device,
+)
 
 pytestmark = pytest.mark.kernel
 
-RECORD = sorted(n for n, t in device_targets().items() if t.checked_on == "record")
-BATCHED = [n for n in RECORD if device_targets()[n].batches_on_host(None)]
+LEFT_TO_RECORDS = sorted(n for n, t in device_targets().items() if t.checked_on == "record")
+RECORDED = ("copy_and_expand_dflash_inputs_kernel", "_compute_local_logits_stats_kernel", "_temperature_kernel",
+            "_gumbel_sample_kernel", "_insert_resampled_kernel", "compute_new_slot_mapping")
+"""The targets these tests check as a ``RecordDevice`` would: aliased and in-place arrays,
+bounded floats in place and as outputs, integer outputs, a torch function."""
+
+
+@pytest.fixture(autouse=True)
+def _as_records(monkeypatch):  # noqa: ANN001, ANN202
+    """:data:`RECORDED`'s device modules replaced by their records' (this process only)."""
+    from eaglefuzz.harness.targets import TARGETS, role
+
+    for name in RECORDED:
+        monkeypatch.setattr(role(name, "device"), "DEVICE", record_device(TARGETS[name]))
 
 
 def _impls(name: str, needs):  # noqa: ANN001, ANN202
@@ -48,19 +69,20 @@ def _run(name: str, impls, backend, examples: int = 8, seed: int = 0, **kw):  # 
                               workers=0, scale_cases=False, **kw)
 
 
-def test_every_record_kernel_is_checked_in_host_batches():
-    """Every target checked by its record goes through record host batches: none is checked a
-    case at a time (the two torch functions are drawn and checked on the device in batches,
-    test_device.py's BATCHED)."""
-    assert sorted(set(RECORD) - set(BATCHED)) == []
-    assert len(BATCHED) == 5  # the others are drawn and checked on the device (test_device.py's BATCHED)
+def test_every_target_draws_on_the_device_and_a_record_batches_a_kernel():
+    """No target's device mode is left to its record: each draws and checks on the device
+    (test_device.py's BATCHED). A record's device mode puts a Triton kernel's cases in record
+    host batches and checks a torch function's (no buffers of its own) a case at a time."""
+    assert LEFT_TO_RECORDS == []
+    assert device_targets()["_temperature_kernel"].checked_on == "record"  # this file's stand-in
+    assert all(device_targets()[n].batches_on_host(None) for n in RECORDED if n != "compute_new_slot_mapping")
+    assert not device_targets()["compute_new_slot_mapping"].batches_on_host(None)
 
 
-@pytest.mark.parametrize("bug", ["rj_greedy_keeps_draft", "ir_count_not_incremented", "cl_not_clamped",
-                                 "ir_slot_after_next"])
+@pytest.mark.parametrize("bug", ["gs_padded_row_cached", "tk_multiplies", "gs_temperature_twice", "dfl_block_table_row_0"])
 def test_a_record_batch_catches_a_seeded_bug(bug, seeded_bugs_dir, backend, needs):
-    """A seeded bug of a record-checked kernel (a greedy request's decision; an in-place count
-    left as it was; bounded float outputs; integer outputs) is found by the
+    """A seeded bug of a record-checked kernel (an in-place cache written for a padded row; an
+    in-place table of bounded floats; bounded float outputs; integer outputs) is found by the
     batch comparison, confirmed by the record's check: a difference, not an oracle disagreement."""
     path = seeded_bugs_dir / f"{bug}.py"
     if not path.is_file():
@@ -73,7 +95,7 @@ def test_a_record_batch_catches_a_seeded_bug(bug, seeded_bugs_dir, backend, need
     assert finding.kind == "difference", finding.report()
 
 
-@pytest.mark.parametrize("name", ["_resample_kernel", "_rejection_kernel"])
+@pytest.mark.parametrize("name", ["copy_and_expand_dflash_inputs_kernel", "_compute_local_logits_stats_kernel"])
 def test_a_record_batch_catches_a_guard_band_write(name, monkeypatch, backend, needs):
     """A write into the guard band after a case's output is a difference of that case, which
     the record's check confirms (the same launch writes there alone)."""
@@ -113,7 +135,7 @@ def _nudge(monkeypatch, name: str, array: str, ulps: int) -> None:  # noqa: ANN0
     monkeypatch.setattr(type(record), "launch", nudged)
 
 
-@pytest.mark.parametrize(("name", "array"), [("_compute_cumulative_log_p_kernel", "cumulative_log_p"),
+@pytest.mark.parametrize(("name", "array"), [("_temperature_kernel", "logits"),
                                              ("_compute_local_logits_stats_kernel", "target_local_sumexp")])
 def test_bounded_floats_within_their_bound_pass_and_beyond_it_fail(name, array, monkeypatch, backend, needs):
     """A bounded float output one unit in the last place off is what
@@ -151,7 +173,7 @@ def test_a_wrong_record_batch_expectation_is_an_oracle_disagreement(monkeypatch,
     """The batch's expectation is checked as a host batch's: one that expects what the record's
     check does not (a written element off by one) makes its case differ while the NumPy and
     Numba oracles pass the kernel: an oracle disagreement, never a kernel finding."""
-    name = "_insert_resampled_kernel"
+    name = "copy_and_expand_dflash_inputs_kernel"
     impls = _impls(name, needs)
     right = RecordDevice.host_expectation
 
@@ -168,7 +190,7 @@ def test_a_wrong_record_batch_expectation_is_an_oracle_disagreement(monkeypatch,
     assert "record host batch" in finding.report()
 
 
-@pytest.mark.parametrize("name", ["_resample_kernel", "_compute_cumulative_log_p_kernel", "_insert_resampled_kernel"])
+@pytest.mark.parametrize("name", ["copy_and_expand_dflash_inputs_kernel", "_temperature_kernel", "_insert_resampled_kernel"])
 def test_record_batches_hold_the_cases_the_record_draws(name, monkeypatch):
     """A record host batch holds the cases a case at a time draws (the same seeds), in order,
     cut where their arrays pass ``RECORD_BATCH_BYTES``; its expected buffers hold, for every
@@ -217,7 +239,7 @@ def test_producer_processes_make_the_same_record_batches():
     from eaglefuzz.harness.checking.device_mode import producers
     from eaglefuzz.harness.checking.device_mode.producers import HostCases
 
-    name = "_insert_resampled_kernel"  # in-place inputs, several dtypes
+    name = "_temperature_kernel"  # an in-place table, several dtypes
     runs = []
     for workers in (0, 1):
         cases = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=workers, batch=3, limit=9)

@@ -297,6 +297,15 @@ class RecordDevice(DeviceTarget):
                                              record.output_tokens(case), {n: case.arrays[n] for n in writes if n in final})
 
 
+def record_device(record: Any) -> RecordDevice:
+    """The device mode a target has from its record alone (the newer targets' before their own
+    ``device.py`` drew on the device; a new target's): its cases drawn by the record's generator
+    and checked in record host batches (a torch function's a case at a time)."""
+    dt = RecordDevice()
+    dt.name, dt.record, dt.launch_names = record.name, record, tuple(getattr(record, "launch_names", ()))
+    return dt
+
+
 _FILL_A = -0x5A5A5A5B
 """The fill of :meth:`RecordDevice.host_expectation`'s oracle run (the record check's first)."""
 

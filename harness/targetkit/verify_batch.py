@@ -20,7 +20,15 @@ import numpy as np
 import torch
 
 from .device_batch import DeviceBatch
-from .runner_v2_verify import LARGE_VOCABS, MAX_K, METHODS, STATS_BLOCK, VOCABS, WITH_LOGPROBS
+from .runner_v2_verify import (
+    LARGE_VOCABS,
+    MAX_K,
+    MAX_MODEL_LEN,
+    METHODS,
+    STATS_BLOCK,
+    VOCABS,
+    WITH_LOGPROBS,
+)
 from .step_batch import Rows, _rows, chosen, cumulative, owners, state_rows
 
 SHAPES = 0.1
@@ -94,10 +102,12 @@ class Steps:
         return self.draft_logits.view(-1, self.Vd)[at]
 
 
-def _kind(rng: np.random.Generator) -> str:
+def _kind(rng: np.random.Generator, tour: tuple[str, ...]) -> str:
     if rng.random() >= SHAPES:
         return "ordinary"
-    return "large_vocab" if rng.random() < 0.5 else "many_rows"
+    if len(tour) == 2:
+        return tour[0] if rng.random() < 0.5 else tour[1]
+    return tour[int(rng.integers(0, len(tour)))]
 
 
 def _ends(rng: np.random.Generator, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -131,6 +141,11 @@ def bf16(x: torch.Tensor) -> torch.Tensor:
 
 KINDS = ("large_vocab", "many_rows")
 """The tour's kinds of batch (:data:`SHAPES`)."""
+MANY_REQUESTS = ("large_vocab", "many_requests")
+"""The kinds of a tour with more than 64 requests (:func:`~.runner_v2_verify.many_requests_step`)
+in place of hundreds of rows."""
+LONG_CONTEXT = ("large_vocab", "long_context", "many_requests")
+"""The kinds of a tour with positions past 65535 too (:func:`~.runner_v2_verify.long_context_step`)."""
 
 
 def stats_vocab(rng: np.random.Generator) -> int:
@@ -144,23 +159,36 @@ def stats_vocab(rng: np.random.Generator) -> int:
 def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 12, kind: str | None = None, *,
                vocab: Callable[[np.random.Generator], int] = stats_vocab, method: str | None = None,
                draft: bool | None = None, greedy: tuple[float, ...] = (0.0, 0.3, 1.0), same: bool = True,
-               other_width: float = 0.5, max_pos: int = 5000) -> Steps:  # fmt: skip
+               other_width: float = 0.5, max_pos: int = 5000, tour: tuple[str, ...] = KINDS,
+               same_in_tour: bool = True, tour_choices: dict[str, dict] | None = None,
+               styles: tuple[str, ...] = WITH_LOGPROBS) -> Steps:  # fmt: skip
     """``k`` verification steps (fewer for a batch of large vocabularies: :data:`LARGE_BATCH`)
     as ``_compute_local_logits_stats_kernel``'s record draws a case (``draw_step`` with ``B`` of
     ``(1, 4)`` or ``(1, 12)`` requests, ``K`` of ``(1, 4)`` or ``(1, 16)``, the logits styles
     with log-probabilities, a draft vocabulary other than the target's half the time), a batch
     in ten one of its tour's: one or two requests of up to 3 drafts over a 151936- or
     262144-id vocabulary (compact logits: a random row ``-inf`` but for its peaks), or 24 to 32
-    requests of 8 to 16 drafts over 37 ids. ``max_requests``: ``B``'s ceiling (a test's small
-    scale); ``kind``: ``"ordinary"`` or one of :data:`KINDS` (``None``: drawn). The other
+    requests of 8 to 16 drafts over 37 ids (``"many_rows"``), or with ``tour`` of
+    :data:`MANY_REQUESTS` 65 to 128 requests of up to 2 drafts over 8 or 37 ids
+    (``"many_requests"``, :func:`~.runner_v2_verify.many_requests_step`). ``max_requests``:
+    ``B``'s ceiling (a test's small scale); ``kind``: ``"ordinary"`` or one of ``tour``
+    (``None``: drawn, half each; of three, a third each: ``"long_context"``, 4 to 8 requests of
+    2 drafts and more over 37 or 1000 ids at positions past 65535,
+    :func:`~.runner_v2_verify.long_context_step`); ``same_in_tour``: whether a ``"many_rows"``
+    batch's drafter may be the target (as ``same`` an ordinary one's); ``tour_choices``: per
+    kind of the tour, its own ``method`` and ``greedy`` (a record's tour shape's); ``styles``:
+    the logits styles drawn from. The other
     keywords are ``draw_step``'s (a record's choices): an ordinary batch's ``vocab``, the
     ``method`` (``None``: drawn per batch), whether the drafter's logits are cached (``None``:
     six batches in ten), the greedy shares a case draws from, whether the drafter may be the
     target (``same``), the chance of another draft vocabulary, the positions' ceiling."""
     rng = np.random.default_rng(seeds[1])
     gen = torch.Generator(device=device).manual_seed(seeds[1])
-    drawn = _kind(rng)
+    drawn = _kind(rng, tour)
     kind = drawn if kind is None else kind
+    over = (tour_choices or {}).get(kind, {})
+    method, greedy = over.get("method", method), over.get("greedy", greedy)
+    past = 0
     cap = max(1, min(12, max_requests))
     if kind == "large_vocab":
         k = min(k, LARGE_BATCH)
@@ -173,6 +201,18 @@ def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
         K = np.full(k, 16)
         Vt = 37
         least = np.full(k, 8)
+    elif kind == "long_context":
+        B = rng.integers(4, 9, size=k)
+        kw = rng.integers(0, 2, size=k) == 1
+        K = _ends(rng, np.ones(k, np.int64), np.where(kw, MAX_K, 4))
+        Vt = int(rng.choice([37, 1000]))
+        least = np.minimum(2, K)
+        max_pos, past = MAX_MODEL_LEN - (1 << 16) - MAX_K - 1, 1 << 16
+    elif kind == "many_requests":
+        B = rng.integers(65, 129, size=k)
+        K = np.full(k, 2)
+        Vt = int(rng.choice([8, 37]))
+        least = np.zeros(k, np.int64)
     else:
         wide = rng.integers(0, 2, size=k) == 1
         B = _ends(rng, np.ones(k, np.int64), np.where(wide, min(12, cap), min(4, cap)))
@@ -187,7 +227,7 @@ def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
         Vd = Vt
         if Vt > 8 and rng.random() < (other_width if kind == "ordinary" else 0.2):  # a draft vocabulary narrower or wider
             Vd = Vt + int(rng.choice([-1, 1])) * int(rng.integers(1, min(64, Vt // 2), endpoint=True))
-    style = str(rng.choice(WITH_LOGPROBS))
+    style = str(rng.choice(styles))
     spare = np.where(rng.integers(0, 2, size=k) == 1, rng.integers(0, 7, size=k), 0)
     R = B if kind == "large_vocab" else B + spare
     req = _rows(B.astype(np.int64), R.astype(np.int64), device)
@@ -229,7 +269,7 @@ def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
     dl = None
     if Vd is not None:
         dl = _drafts(gen, tl, req, s, nd, r_of, elp, bonus, K, R, Vt, Vd, temperature, kind, device,
-                     same and kind != "large_vocab")
+                     same and (kind == "ordinary" or (kind == "many_rows" and same_in_tour)))
     # the drafts: a random id, half of them the target's favourite at the row before (of the
     # same request); in three cases in ten, a quarter of those past a request's first row -1
     ds = (torch.rand(N, generator=gen, device=device) * Vk).long().clamp(max=max(Vk - 1, 0))
@@ -247,7 +287,7 @@ def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
         prev = torch.cat([pick.new_zeros(1), pick[:-1]])
         ds = torch.where((ds >= 0) & (torch.arange(N, device=device) > 0), prev, ds)
     p0 = torch.randint(0, max_pos, (req.n,), generator=gen, device=device)
-    pos = p0[r_of] + elp.long()
+    pos = p0[r_of] + elp.long() + past
     seed = torch.randint(-(2**63), 2**63 - 1, (int(R.sum()),), generator=gen, device=device, dtype=torch.int64)
     chosen_method = str(rng.choice(METHODS)) if method is None else method
     rates = entropy = None

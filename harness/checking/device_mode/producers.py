@@ -146,10 +146,13 @@ def record_batch(name: str, seed: int, indices: list[int], max_requests: int | N
     :class:`~...targetkit.device.RecordExpectation`), ``features`` (as the run counts them:
     a tour shape's case its extremes only) and ``toured`` (a tour shape's case's others)."""
     from ...generation.strategies import is_tour_case
+    from ...targetkit.device import record_device
     from ...targets import TARGETS
 
     dt = device_targets()[name]
     target = TARGETS[name]
+    if dt.checked_on != "record":  # asked of a target that draws on the device: its record's device mode
+        dt = record_device(target)
     extremes = set(target.extremes)
     out: list[HostBatchArenas] = []
     parts: list[tuple] = []
@@ -185,10 +188,14 @@ def _chunk(name: str, seed: int, indices: list[int], max_requests: int | None) -
 
 
 def _batches(name: str, seed: int, batches: list[list[int]], max_requests: int | None,
-             slot: tuple[str, int] | None = None) -> list[HostBatchArenas]:
+             slot: tuple[str, int] | None = None, by_record: bool | None = None) -> list[HostBatchArenas]:
     """The batches of ``batches``; with ``slot`` (a worker's task: a file and its size), the
-    first one's buffer written there instead of pickled back (:meth:`~...targetkit.device_batch.HostBatchArenas.put_in`)."""
-    if device_targets()[name].checked_on == "record":  # a batch of examples may be cut into several
+    first one's buffer written there instead of pickled back (:meth:`~...targetkit.device_batch.HostBatchArenas.put_in`);
+    ``by_record``: record host batches (:func:`record_batch`) or host batches, as the process
+    that asks sees the target (``None``: as this one does)."""
+    if by_record is None:
+        by_record = device_targets()[name].checked_on == "record"
+    if by_record:  # a batch of examples may be cut into several
         out = [hb for indices in batches for hb in record_batch(name, seed, indices, max_requests)]
     else:
         out = [host_batch(name, seed, indices, max_requests) for indices in batches]
@@ -293,6 +300,7 @@ class HostCases:
     def __init__(self, name: str, seed: int, first: int, step: int, max_requests: int | None, workers: int,
                  batch: int = 0, limit: int | None = None, ramp: bool = False) -> None:
         self.args = (name, seed)
+        self.by_record = device_targets()[name].checked_on == "record"
         self.next_index, self.step, self.max_requests = first, step, max_requests
         self.workers = workers
         self.batch, self.left = batch, limit
@@ -334,7 +342,8 @@ class HostCases:
         return out
 
     def _make(self, work: list) -> list:
-        return _batches(*self.args, work, self.max_requests) if self.batch else _chunk(*self.args, work, self.max_requests)
+        return (_batches(*self.args, work, self.max_requests, None, self.by_record) if self.batch
+                else _chunk(*self.args, work, self.max_requests))
 
     def __iter__(self) -> Iterator[tuple[DeviceCase, HostArenas]]:
         return self
@@ -354,7 +363,7 @@ class HostCases:
                 break
             if self.batch:
                 slot = self.slots.take(self.depth + 2)
-                future = self.pool.submit(_batches, *self.args, work, self.max_requests, slot)
+                future = self.pool.submit(_batches, *self.args, work, self.max_requests, slot, self.by_record)
             else:
                 slot, future = None, self.pool.submit(_chunk, *self.args, work, self.max_requests)
             self.in_flight.append((work, future, slot))

@@ -1,28 +1,45 @@
-"""``_compute_cumulative_log_p_kernel`` on the device (docs/CONTRACT.md §31): production batches
-drawn by its record and checked there by its record's check
-(:class:`~...targetkit.device.RecordDevice`), and production-scale block-verification steps whose
-target logits pass ``2**31`` elements (the request's rows counted from ``cu_num_logits`` as
-loaded, int32: the class of #46560 and #47383, fixed in vLLM 0.25.0 where this kernel first
-ships with its rows in int64), checked on the device against the torch oracle
-(:func:`~eaglefuzz.oracles.tensor_ops_v2.cumulative_log_p`) and confirmed by the NumPy and Numba
-oracles on the live request (:mod:`~...targetkit.scale_rows`)."""
+"""``_compute_cumulative_log_p_kernel`` on the device (docs/CONTRACT.md §31): block-verification
+steps drawn on the GPU in batches of 256 (16 of a 151936- or 262144-id vocabulary), as its
+record's generator draws them (:func:`~...targetkit.verify_batch.draw_steps` with the record's
+choices: up to 12 requests of up to 16 drafts, greedy and random requests, the drafter's cache
+(a narrower or wider vocabulary now and then, the target's own rows now and then: ratios of 1)
+or one-hot drafts, ``-1`` drafts, masked logits, the logits styles with log-probabilities, two
+or three 8192-wide blocks one batch in five; the tour's large vocabularies and 65 to 128
+requests), §30's statistics left by the torch oracle of §30 (:mod:`~...targetkit.verify_chain`,
+as ``rejection_sample`` hands them over), checked against the batched torch oracle
+(:func:`~eaglefuzz.oracles.tensor_ops_v2.cumulative_log_p`: every row of every case, the
+written values within their bounds, the others untouched) and compared on the GPU; and
+production-scale block-verification steps whose target logits pass ``2**31`` elements (the
+request's rows counted from ``cu_num_logits`` as loaded, int32: the class of #46560 and #47383,
+fixed in vLLM 0.25.0 where this kernel first ships with its rows in int64), checked on the
+device against the same torch oracle and confirmed by the NumPy and Numba oracles on the live
+request (:mod:`~...targetkit.scale_rows`). §31 decides nothing (no window): every drawn step is
+kept."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
+from ...targetkit.device import DeviceCase, DeviceTarget
+from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import scale_vocab
 from ...targetkit.runner_v2_verify import (
     NOT_READ,
+    STATS_BLOCK,
     _rng_chooser,
+    block_lse,
     chain,
     draw_step,
     keep_requests,
+    padded_blocks,
     settle_step,
 )
+from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import (
     ScaleRecordDevice,
     ScaleRun,
@@ -31,7 +48,10 @@ from ...targetkit.scale_device import (
     sentinel_step,
 )
 from ...targetkit.scale_rows import join_steps, minimal_request_rows, scale_request_rows, splice
-from .layout import build
+from ...targetkit.step_batch import StepBatchDevice, feature_sets, per_case_any, rows_of
+from ...targetkit.verify_batch import MANY_REQUESTS, draw_steps
+from ...targetkit.verify_chain import batch_requests, chain_rows, vocab_of
+from .layout import ARRAYS, build
 from .record import TARGET
 
 FILLS = {"target_local_max": 0.0, "target_local_sumexp": NOT_READ, "draft_local_max": NOT_READ,
@@ -73,7 +93,120 @@ def minimal_scale_cases(case: Case) -> list[Case]:
     return [splice(sentinel(V, False), counts, FILLS).replace(note="the int32 row offset past 2**31, minimised")]
 
 
-class _Device(ScaleRecordDevice):
+STAT_INPUTS = ("target_local_max", "target_local_sumexp", "draft_local_max", "draft_local_sumexp")
+"""§30's statistics this kernel reads."""
+
+
+class _Device(StepBatchDevice, ScaleRecordDevice):
+    checked_on = "device"
+    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
+
+    kinds = MANY_REQUESTS
+
+    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = 12,
+                   share: float = 1.0, kind: str | None = None) -> DeviceBatch:
+        """``k`` block-verification steps (fewer of a large vocabulary) as the record's body
+        draws them, with §30's statistics (:func:`~...targetkit.verify_chain.chain_rows`);
+        ``cumulative_log_p`` ``[n]`` each."""
+        st = draw_steps(seeds, device, k, max_requests, kind, vocab=vocab_of(0.2), method="block", other_width=0.2,
+                        tour=MANY_REQUESTS)
+        ch = chain_rows(st, 30)
+        k = len(st.K)
+        n, R, B = st.n.tolist(), st.req.R.tolist(), st.req.B.tolist()
+        nb = -(-st.V // STATS_BLOCK)
+        arrays = {"target_logits": (st.target_logits.reshape(-1), [(m, st.Vt) for m in n]),
+                  "draft_sampled": (st.draft_sampled, [(m,) for m in n]),
+                  "cu_num_logits": (st.cu_num_logits, [(x + 1,) for x in B]),
+                  "idx_mapping": (st.idx_mapping, [(x,) for x in B]),
+                  "temperature": (st.temperature, [(r,) for r in R])}
+        arrays |= {x: (ch.stats[x].reshape(-1), [(m, nb) for m in n]) for x in STAT_INPUTS}
+        if st.draft_logits is not None:
+            arrays["draft_logits"] = (st.draft_logits, [(r, int(kk), st.Vd) for r, kk in zip(R, st.K, strict=True)])
+        cat, lengths, shapes = {}, {}, {}
+        for x in ARRAYS:
+            if x in arrays:
+                cat[x], shapes[x] = arrays[x]
+                lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+        outputs = {"cumulative_log_p": (torch.float32, n)}
+        return DeviceBatch(cat, lengths, shapes, {}, {}, outputs, [{"vocab_num_blocks": nb} for _ in range(k)])
+
+    def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
+        """Every request of every case in one call of the torch oracle, over the concatenated
+        cases: each written row (flat over the cases' outputs), its value and bound."""
+        q = batch_requests(b)
+        a = b.cat
+        nb = int(b.scalars[0]["vocab_num_blocks"])
+        Vt = b.shapes["target_logits"][0][1]
+        dl = a.get("draft_logits")
+        w, v, bound = tensor_ops_v2.cumulative_log_p(
+            a["target_logits"].view(-1, Vt), *(a[x].view(-1, nb) for x in STAT_INPUTS[:2]), a["draft_sampled"],
+            None if dl is None else dl.view(-1, 1, b.shapes["draft_logits"][0][2]),
+            *(a[x].view(-1, nb) for x in STAT_INPUTS[2:]), q.cu, q.state, a["temperature"], nb, q.draft_first)
+        index = torch.nonzero(w).flatten()
+        return {"cumulative_log_p": (index, v[index], bound[index])}
+
+    def to_case(self, dc: DeviceCase) -> Case:
+        return DeviceTarget.to_case(self, dc)
+
+    batch_decides = frozenset(TARGET.features)
+
+    def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
+        """The record's features of each case (``features_of``), from the batch's arrays: the
+        random draft rows' log-probabilities of their drafts on the host (the record's float64
+        arithmetic, :func:`~...targetkit.runner_v2_verify.block_lse`), the rest on the device."""
+        q = batch_requests(b)
+        a = b.cat
+        k = len(b)
+        nb = int(b.scalars[0]["vocab_num_blocks"])
+        Vt = b.shapes["target_logits"][0][1]
+        dev = q.cu.device
+        greedy = a["temperature"][q.state] == 0
+        d = q.d
+        rd = (q.elp < d[q.req]) & ~greedy[q.req]
+        rows = torch.nonzero(rd).flatten()
+        tok = a["draft_sampled"][rows + 1].long()
+        ok = tok >= 0
+        j, x = rows[ok], tok[ok]
+
+        def host(name: str, width: int) -> np.ndarray:
+            return a[name].view(-1, width)[j].cpu().numpy()
+
+        lt = host("target_logits", Vt)[np.arange(j.numel()), x.cpu().numpy()].astype(np.float64) - block_lse(
+            host("target_local_max", nb), host("target_local_sumexp", nb))
+        ld = np.zeros_like(lt)
+        has_draft = "draft_logits" in a
+        if has_draft:
+            Vd = b.shapes["draft_logits"][0][2]
+            r = q.req[j]
+            q_ = a["draft_logits"].view(-1, Vd)[q.draft_first[r] + q.elp[j], x].cpu().numpy().astype(np.float64)
+            ld = q_ / a["temperature"][q.state[r]].cpu().numpy().astype(np.float64) - block_lse(
+                host("draft_local_max", nb), host("draft_local_sumexp", nb))
+        with np.errstate(invalid="ignore"):
+            above, masked = lt - ld > 0, np.isneginf(lt)
+
+        def at_rows(flags: np.ndarray | torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+            out = torch.zeros(q.req.numel(), dtype=torch.bool, device=dev)
+            out[where] = torch.as_tensor(flags, device=dev)
+            return out
+
+        n = np.asarray(b.lengths["draft_sampled"], dtype=np.int64)
+        B = np.asarray(b.lengths["idx_mapping"], dtype=np.int64)
+        on = per_case_any(rows_of(b.lengths, "draft_sampled", None, dev.type),
+                          {"random_request": rd, "minus_one_draft": at_rows(~ok, rows),
+                           "ratio_above_one": at_rows(above, j), "masked_draft": at_rows(masked, j)})
+        on |= per_case_any(rows_of(b.lengths, "idx_mapping", None, dev.type),
+                           {"greedy_request": greedy & (d > 0), "no_drafts": d == 0})
+        # the last random draft row of each case (its offset row * Vt: past 2**31 at production scale)
+        last = np.full(k, -1, np.int64)
+        cid = q.cid[rows].cpu().numpy()
+        np.maximum.at(last, cid, rows.cpu().numpy() - (np.cumsum(n) - n)[cid])
+        V = q.V
+        full = {"draft_logits": on["random_request"] & has_draft, "one_hot_drafts": np.full(k, not has_draft),
+                "several_blocks": np.full(k, V > STATS_BLOCK), "padded_blocks": np.full(k, padded_blocks(V)),
+                "vocab_past_131072": np.full(k, V > 1 << 17), "many_requests": B > 64,
+                "row_offset_past_2_31": np.asarray([x >= 0 and past_limit(int(x) * Vt) for x in last])}
+        return feature_sets(on | full, k)
+
     def expect(self, case: Case, run: ScaleRun) -> torch.Tensor:
         """Every row's ``cumulative_log_p`` against the torch oracle (within its bound; untouched
         rows their sentinel)."""

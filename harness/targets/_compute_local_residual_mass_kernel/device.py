@@ -1,30 +1,47 @@
-"""``_compute_local_residual_mass_kernel`` on the device (docs/CONTRACT.md §32): production batches
-drawn by its record and checked there by its record's check
-(:class:`~...targetkit.device.RecordDevice`), and production-scale block-verification steps with
-the drafter's logits whose target logits pass ``2**31`` elements (the int32 row offset
+"""``_compute_local_residual_mass_kernel`` on the device (docs/CONTRACT.md §32): block-verification
+steps with the drafter's logits drawn on the GPU in batches of 256 (16 of a 151936- or
+262144-id vocabulary), as its record's generator draws them
+(:func:`~...targetkit.verify_batch.draw_steps` with the record's choices: up to 12 requests of
+up to 16 drafts, greedy shares of 0 and 0.3, the drafter's cache near the target's, other, or
+the target's own rows (residuals of 0), a narrower or wider draft vocabulary now and then,
+``-1`` drafts, masked logits, the logits styles with log-probabilities, two or three 8192-wide
+blocks one batch in five; the tour's large vocabularies and 24 to 32 requests of 8 to 16
+drafts), §30's statistics and §31's joint log ratios left by the torch oracles of §30 and §31
+(:mod:`~...targetkit.verify_chain`, as ``rejection_sample`` hands them over), checked against
+the batched torch oracle (:func:`~eaglefuzz.oracles.tensor_ops_v2.local_residual_mass_rows`:
+every block of every row of every case, the written partials within their bounds, the others
+untouched) and compared on the GPU; and production-scale block-verification steps with the
+drafter's logits whose target logits pass ``2**31`` elements (the int32 row offset
 ``logit_idx * target_logits_stride``: the class of #46560 and #47383; this kernel first ships in
-vLLM 0.25.0 with its rows in int64), checked on the device against the torch oracle
-(:func:`~eaglefuzz.oracles.tensor_ops_v2.local_residual_mass_rows`) and confirmed by the NumPy and
-Numba oracles on the live request (:mod:`~...targetkit.scale_rows`)."""
+vLLM 0.25.0 with its rows in int64), checked on the device against the same torch oracle and
+confirmed by the NumPy and Numba oracles on the live request (:mod:`~...targetkit.scale_rows`).
+§32 decides nothing (no window): every drawn step is kept."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
+from ...targetkit.device import DeviceCase, DeviceTarget
+from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import scale_vocab
 from ...targetkit.runner_v2_verify import (
     NOT_READ,
+    STATS_BLOCK,
     Step,
     _rng_chooser,
     chain,
     cumulative,
     draw_step,
     keep_requests,
+    padded_blocks,
     settle_step,
 )
+from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row, requests_past_limit
 from ...targetkit.scale_rows import (
     bonus_rows,
@@ -33,7 +50,10 @@ from ...targetkit.scale_rows import (
     scale_request_rows,
     splice,
 )
-from .layout import build
+from ...targetkit.step_batch import StepBatchDevice, feature_sets, per_case_any, rows_of
+from ...targetkit.verify_batch import KINDS, draw_steps
+from ...targetkit.verify_chain import batch_rows, chain_rows, residual_mass, vocab_of
+from .layout import ARRAYS, build
 from .record import TARGET
 
 FILLS = {"target_local_max": 0.0, "target_local_sumexp": NOT_READ, "draft_local_max": NOT_READ,
@@ -85,7 +105,139 @@ def live_requests(case: Case) -> list[int]:
     return requests_past_limit(starts, np.append(starts[1:], elp.size), case.arrays["target_logits"].shape[1])
 
 
-class _Device(ScaleRecordDevice):
+STAT_INPUTS = ("target_local_max", "target_local_sumexp", "draft_local_max", "draft_local_sumexp")
+"""§30's statistics this kernel reads."""
+
+
+def _zero_rows(b: DeviceBatch, rows: torch.Tensor) -> np.ndarray:
+    """Whether §32's NumPy oracle (the record's ``features_of``) leaves every partial of each
+    of the batch's logits ``rows`` 0: each row alone as the middle row of a request of two
+    drafts (its own logits, statistics, cached draft logits, temperature, the joint ratio of
+    the row before it and its next draft), a host copy of those rows alone."""
+    from ....oracles import vectorized_v2_verify as o
+
+    m = rows.numel()
+    if not m:
+        return np.zeros(0, bool)
+    a = b.cat
+    r = batch_rows(b)
+    nb, V = int(b.scalars[0]["vocab_num_blocks"]), int(b.scalars[0]["vocab_size"])
+    Vt, Vd = b.shapes["target_logits"][0][1], b.shapes["draft_logits"][0][2]
+
+    def three(x: torch.Tensor) -> np.ndarray:
+        return np.repeat(x.cpu().numpy(), 3, axis=0)
+
+    ds = np.zeros(3 * m, np.int32)
+    ds[2::3] = a["draft_sampled"][rows + 1].cpu().numpy()
+    dl = np.zeros((m, 2, Vd), np.float32)
+    dl[:, 1] = a["draft_logits"].view(-1, Vd)[r.draft_at[rows]].cpu().numpy()
+    arrays = {"target_logits": three(a["target_logits"].view(-1, Vt)[rows]),
+              "cumulative_log_p": three(a["cumulative_log_p"][rows - 1]), "draft_logits": dl, "draft_sampled": ds,
+              "expanded_idx_mapping": np.repeat(np.arange(m, dtype=np.int64), 3),
+              "expanded_local_pos": np.tile(np.arange(3, dtype=np.int32), m),
+              "temperature": r.temperature[rows].cpu().numpy()}
+    arrays |= {x: three(a[x].view(-1, nb)[rows]) for x in STAT_INPUTS}
+    out = np.full((3 * m, nb), np.nan, np.float32)
+    with np.errstate(all="ignore"):
+        o.compute_local_residual_mass(local_residual_mass=out, vocab_num_blocks=nb, vocab_size=V, **arrays)
+    return np.all(out[1::3] == 0, axis=1)
+
+
+class _Device(StepBatchDevice, ScaleRecordDevice):
+    checked_on = "device"
+    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
+
+    kinds = KINDS
+
+    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = 12,
+                   share: float = 1.0, kind: str | None = None) -> DeviceBatch:
+        """``k`` block-verification steps with the drafter's logits (fewer of a large
+        vocabulary) as the record's body draws them, with §30's statistics and §31's joint log
+        ratios (:func:`~...targetkit.verify_chain.chain_rows`); ``local_residual_mass`` ``[n,
+        NB]`` each."""
+        st = draw_steps(seeds, device, k, max_requests, kind, vocab=vocab_of(0.2), method="block", draft=True,
+                        greedy=(0.0, 0.3), other_width=0.2, same_in_tour=False)
+        ch = chain_rows(st, 31)
+        k = len(st.K)
+        n, R = st.n.tolist(), st.req.R.tolist()
+        nb = -(-st.V // STATS_BLOCK)
+        assert st.draft_logits is not None and ch.cumulative_log_p is not None
+        arrays = {"cumulative_log_p": (ch.cumulative_log_p, [(m,) for m in n]),
+                  "target_logits": (st.target_logits.reshape(-1), [(m, st.Vt) for m in n]),
+                  "draft_logits": (st.draft_logits, [(x, int(kk), st.Vd) for x, kk in zip(R, st.K, strict=True)]),
+                  "draft_sampled": (st.draft_sampled, [(m,) for m in n]),
+                  "expanded_idx_mapping": (st.eidx, [(m,) for m in n]),
+                  "expanded_local_pos": (st.elp, [(m,) for m in n]),
+                  "temperature": (st.temperature, [(x,) for x in R])}
+        arrays |= {x: (ch.stats[x].reshape(-1), [(m, nb) for m in n]) for x in STAT_INPUTS}
+        cat, lengths, shapes = {}, {}, {}
+        for x in ARRAYS:
+            cat[x], shapes[x] = arrays[x]
+            lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+        outputs = {"local_residual_mass": (torch.float32, [m * nb for m in n])}
+        host = [{"shapes": {"local_residual_mass": (m, nb)}} for m in n]
+        return DeviceBatch(cat, lengths, shapes, {}, {}, outputs,
+                           [{"vocab_num_blocks": nb, "vocab_size": st.V} for _ in range(k)], host=host)
+
+    def _writes(self, b: DeviceBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        a, r = b.cat, batch_rows(b)
+        nb, V = int(b.scalars[0]["vocab_num_blocks"]), int(b.scalars[0]["vocab_size"])
+        Vt, Vd = b.shapes["target_logits"][0][1], b.shapes["draft_logits"][0][2]
+        assert r.draft_at is not None
+        return residual_mass(a["target_logits"].view(-1, Vt), a["draft_logits"].view(-1, Vd)[r.draft_at],
+                             {x: a[x].view(-1, nb) for x in STAT_INPUTS}, a["cumulative_log_p"], r.temperature, r.elp,
+                             r.bonus, a["draft_sampled"], V)
+
+    def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
+        """Every row of every case in one call of the torch oracle, over the concatenated
+        cases: each written partial (flat over the cases' ``[n, NB]`` outputs), its value and
+        bound."""
+        w, v, bound = self._writes(b)
+        index = torch.nonzero(w.reshape(-1)).flatten()
+        return {"local_residual_mass": (index, v.reshape(-1)[index], bound.reshape(-1)[index])}
+
+    def to_case(self, dc: DeviceCase) -> Case:
+        return DeviceTarget.to_case(self, dc)
+
+    batch_decides = frozenset(TARGET.features)
+
+    def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
+        """The record's features of each case (``features_of``), from the batch's arrays on the
+        device; a residual of 0 (every partial of a row 0, as the NumPy oracle computes it)
+        decided on the host for the rows the torch oracle puts within a few bounds of 0."""
+        a, r = b.cat, batch_rows(b)
+        k = len(b)
+        nb = int(b.scalars[0]["vocab_num_blocks"])
+        Vt = b.shapes["target_logits"][0][1]
+        dev = r.elp.device
+        n = np.asarray(b.lengths["expanded_local_pos"], dtype=np.int64)
+        N = int(n.sum())
+        ds = a["draft_sampled"].long()
+        nxt = torch.cat([ds[1:], ds.new_zeros(1)]) if N else ds
+        rd = ~r.bonus & (r.temperature != 0)
+        w, v, bound = self._writes(b)
+        on_rows = w[:, 0] if nb else torch.zeros(N, dtype=torch.bool, device=dev)
+        near = on_rows & (v.to(torch.float64) <= 4 * bound).all(1)
+        cand = torch.nonzero(near).flatten()
+        zero = torch.zeros(N, dtype=torch.bool, device=dev)
+        zero[cand] = torch.as_tensor(_zero_rows(b, cand), device=dev)
+        clp = a["cumulative_log_p"]
+        prev = torch.cat([clp.new_zeros(1), clp[:-1]]) if N else clp
+        on = per_case_any(rows_of(b.lengths, "expanded_local_pos", None, dev.type), {
+            "residual_rows": on_rows, "first_rows_skipped": rd & (r.elp == 0),
+            "placeholder_next_skipped": rd & (r.elp > 0) & (nxt < 0),
+            "greedy_skipped": ~r.bonus & (r.temperature == 0) & (r.elp > 0),
+            "zero_residual": zero, "ratio_below_one": on_rows & (prev < 0)})
+        last = np.full(k, -1, np.int64)
+        rows = torch.nonzero(on_rows).flatten()
+        cid = r.cid[rows].cpu().numpy()
+        np.maximum.at(last, cid, rows.cpu().numpy() - (np.cumsum(n) - n)[cid])
+        V = r.V
+        full = {"several_blocks": np.full(k, V > STATS_BLOCK), "padded_blocks": np.full(k, padded_blocks(V)),
+                "vocab_past_131072": np.full(k, V > 1 << 17), "many_rows": n > 192,
+                "row_offset_past_2_31": np.asarray([x >= 0 and past_limit(int(x) * Vt) for x in last])}
+        return feature_sets(on | full, k)
+
     def expect(self, case: Case, run: ScaleRun) -> torch.Tensor:
         """Every row's partials: the rows that write within their bounds (the torch oracle on
         their rows as given), the others their sentinel."""

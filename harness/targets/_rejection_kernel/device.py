@@ -1,26 +1,63 @@
-"""``_rejection_kernel`` on the device (docs/CONTRACT.md §33): production batches drawn by its
-record and checked there by its record's check (:class:`~...targetkit.device.RecordDevice`), and
-production-scale standard-verification steps whose target logits pass ``2**31`` elements (the
-request's rows counted from ``cu_num_logits`` as loaded, int32, in vLLM up to 0.24.0: the class
-of #46560 and #47383; the draft's logit ``target_logits[j, x]`` read at ``logit_idx *
+"""``_rejection_kernel`` on the device (docs/CONTRACT.md §33): verification steps drawn on the GPU
+in batches of 256 (16 of a 151936- or 262144-id vocabulary), as its record's generator draws
+them (:func:`~...targetkit.verify_batch.draw_steps` with the record's choices: up to 12
+requests of up to 16 drafts, any method a batch (standard, synthetic rates, block
+verification, FLy), greedy and random requests, the drafter's cache (never the target's own
+rows) or one-hot drafts, ``-1`` drafts, masked logits, the logits styles with
+log-probabilities, two or three 8192-wide blocks one batch in ten; the tour's large
+vocabularies, 65 to 128 requests, and greedy-free synthetic steps at positions past 65535),
+with §30's statistics, §31's joint log ratios and §32's residual partials left by their torch
+oracles (:mod:`~...targetkit.verify_chain`, as ``rejection_sample`` hands them over), and
+settled as the record's generator settles them (:func:`~...targetkit.runner_v2_verify.settle_step`):
+a request whose acceptance test (or §34 winner, :func:`~...targetkit.verify_chain.chain_windows`)
+lands within its window (the extended tier's) is re-keyed, its seed XOR-ed with ``RE_KEY``
+times the attempt, up to eight times, then its drafts made placeholders.
+Checked against the batched torch oracle (:func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps`:
+every slot of ``sampled`` the steps visit and every count exactly, the log-sum-exps within
+their bounds, the other slots untouched) and compared on the GPU; and production-scale
+standard-verification steps whose target logits pass ``2**31`` elements (the request's rows
+counted from ``cu_num_logits`` as loaded, int32, in vLLM up to 0.24.0: the class of #46560 and
+#47383; the draft's logit ``target_logits[j, x]`` read at ``logit_idx *
 target_logits_stride``), checked on the device against the torch oracle
 (:func:`~eaglefuzz.oracles.tensor_ops_v2.rejection`) and confirmed by the NumPy and Numba
 oracles on the live requests (:mod:`~...targetkit.scale_device`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.runner_v2_verify import NOT_READ, STATS_BLOCK, keep_requests
+from ...targetkit.device import DeviceCase, DeviceTarget
+from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.runner_v2_verify import (
+    METHODS,
+    NOT_READ,
+    STATS_BLOCK,
+    keep_requests,
+    padded_blocks,
+)
+from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import (
     ScaleRecordDevice,
     ScaleRun,
     live_requests,
     minimal_standard_case,
     standard_scale_case,
+)
+from ...targetkit.step_batch import StepBatchDevice, feature_sets, owners, per_case_any, rows_of
+from ...targetkit.verify_batch import LONG_CONTEXT, draw_steps
+from ...targetkit.verify_chain import (
+    batch_requests,
+    chain_windows,
+    method_of,
+    rejection_batch,
+    rejection_of,
+    settle,
+    vocab_of,
 )
 from .layout import build
 from .record import TARGET
@@ -61,7 +98,100 @@ def minimal_scale_cases(case: Case) -> list[Case]:
     return [fill_greedy(m, greedy)]
 
 
-class _Device(ScaleRecordDevice):
+class _Device(StepBatchDevice, ScaleRecordDevice):
+    checked_on = "device"
+    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
+
+    kinds = LONG_CONTEXT
+
+    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = 12,
+                   share: float = 1.0, kind: str | None = None) -> DeviceBatch:
+        """``k`` verification steps (fewer of a large vocabulary) as the record's body draws
+        them, with the intermediates of §30-§32 (:func:`~...targetkit.verify_chain.chain_rows`),
+        settled (:data:`ATTEMPTS`); per case ``sampled`` ``[B, K + 1]``, ``num_sampled`` and
+        the two log-sum-exps ``[B]``."""
+        method = str(np.random.default_rng(seeds).choice(METHODS))  # the batch's, before its steps
+        st = draw_steps(seeds, device, k, max_requests, kind, vocab=vocab_of(0.1), method=method, same=False,
+                        other_width=0.2, tour=LONG_CONTEXT,
+                        tour_choices={"long_context": {"method": "synthetic", "greedy": (0.0,)}})
+        b = rejection_batch(st)
+        settle(b, st, lambda x: chain_windows(x, st.use_fp64))
+        return b
+
+    def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
+        """Every request of every case in one call of the torch oracle: the slots of ``sampled``
+        the steps write (flat over the cases' ``[B, K + 1]`` outputs), every count, every
+        log-sum-exp with its bound."""
+        res = rejection_of(b)
+        dev = res["num_sampled"].device
+        B = np.asarray(b.lengths["idx_mapping"], dtype=np.int64)
+        K = res["K"]
+        rcid = owners(B, dev.type)
+        local = torch.arange(int(B.sum()), device=dev) - torch.as_tensor(np.cumsum(B) - B, device=dev)[rcid]
+        sizes = np.asarray(b.outputs["sampled"][1], dtype=np.int64)
+        base = torch.as_tensor(np.cumsum(sizes) - sizes, device=dev)[rcid] + local * (K + 1)
+        r, i = torch.nonzero(res["sampled_written"], as_tuple=True)
+        out = {"sampled": (base[r] + i, res["sampled"][r, i]),
+               "num_sampled": (torch.arange(int(B.sum()), device=dev), res["num_sampled"])}
+        for x in ("target_rejected_logsumexp", "draft_rejected_logsumexp"):
+            out[x] = (torch.arange(int(B.sum()), device=dev), res[x], res[x + "_bound"])
+        return out
+
+    def to_case(self, dc: DeviceCase) -> Case:
+        return DeviceTarget.to_case(self, dc)
+
+    batch_decides = frozenset(TARGET.features)
+
+    def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
+        """The record's features of each case (``features_of``), from the torch oracle's
+        decisions (none within a window: exactly the NumPy oracle's) and the batch's arrays;
+        FLy's confirmed deferrals against the standard test's counts (the record's plain run)."""
+        q = batch_requests(b)
+        a = b.cat
+        k = len(b)
+        dev = q.cu.device
+        res = rejection_of(b)
+        acc = res["num_sampled"].long()
+        method = method_of(b)
+        d = q.d
+        greedy = a["temperature"][q.state] == 0
+        rnd = ~greedy
+        fly_more = torch.zeros_like(greedy)
+        if method == "fly":
+            fly_more = acc > rejection_of(b, "standard")["num_sampled"].long()
+        draft_row = q.elp < d[q.req]
+        N = q.req.numel()
+        nxt = torch.cat([a["draft_sampled"][1:].long(), a["draft_sampled"].new_zeros(1).long()]) if N else a["draft_sampled"]
+        on = per_case_any(rows_of(b.lengths, "idx_mapping", None, dev.type), {
+            "greedy_request": greedy & (d > 0), "random_request": rnd & (d > 0),
+            "all_accepted": rnd & (d > 0) & (acc == d), "first_rejected": (d > 0) & (acc == 0),
+            "later_rejected": (acc > 0) & (acc < d), "greedy_corrected": greedy & (acc < d),
+            "fly_deferral_confirmed": fly_more, "no_drafts": d == 0})
+        on |= per_case_any(rows_of(b.lengths, "draft_sampled", None, dev.type), {
+            "minus_one_draft": draft_row & (nxt < 0), "positions_past_65535": draft_row & (a["pos"] > 0xFFFF)})
+        rates = np.zeros(k, bool)
+        if "synthetic_conditional_rates" in a:
+            x = a["synthetic_conditional_rates"]
+            rates = per_case_any(rows_of(b.lengths, "synthetic_conditional_rates", None, dev.type),
+                                 {"r": (x == 0) | (x == 1)})["r"]
+        n = np.asarray(b.lengths["draft_sampled"], dtype=np.int64)
+        last = np.full(k, -1, np.int64)
+        rows = torch.nonzero(draft_row).flatten()
+        cid = q.cid[rows].cpu().numpy()
+        np.maximum.at(last, cid, rows.cpu().numpy() - (np.cumsum(n) - n)[cid])
+        V = q.V
+        Vt = b.shapes["target_logits"][0][1]
+        B = np.asarray(b.lengths["idx_mapping"], dtype=np.int64)
+        has_draft = "draft_logits" in a
+        full = {x: np.full(k, method == m) for x, m in (("standard", "standard"), ("synthetic", "synthetic"),
+                                                         ("block_verification", "block"), ("fly", "fly"))}
+        full |= {"draft_logits": np.full(k, has_draft), "one_hot_drafts": np.full(k, not has_draft),
+                 "rates_zero_or_one": rates, "several_blocks": np.full(k, V > STATS_BLOCK),
+                 "padded_blocks": np.full(k, padded_blocks(V)), "vocab_past_131072": np.full(k, V > 1 << 17),
+                 "many_requests": B > 64,
+                 "row_offset_past_2_31": np.asarray([x >= 0 and past_limit(int(x) * Vt) for x in last])}
+        return feature_sets(on | full, k)
+
     def expect(self, case: Case, run: ScaleRun) -> torch.Tensor:
         """Every request's ``sampled`` (the steps visited; the others their sentinel),
         ``num_sampled`` exactly, the two log-sum-exps within their bounds, against

@@ -1,20 +1,36 @@
-"""``_resample_kernel`` on the device (docs/CONTRACT.md §34): production batches drawn by its
-record and checked there by its record's check (:class:`~...targetkit.device.RecordDevice`), and
-production-scale steps whose target logits pass ``2**31`` elements (the request's rows counted
-from ``cu_num_logits`` as loaded, int32, in vLLM up to 0.24.0: the class of #46560 and #47383;
-the drawn row read at ``resample_token_idx * target_logits_stride``), checked on the device
-against the torch oracle (:func:`~eaglefuzz.oracles.tensor_ops_v2.resample_rows`, every block's
-winner and value) and confirmed by the NumPy and Numba oracles on the live requests
-(:mod:`~...targetkit.scale_device`)."""
+"""``_resample_kernel`` on the device (docs/CONTRACT.md §34): verification steps drawn on the GPU
+in batches of 256 (16 of a 151936- or 262144-id vocabulary), as its record's generator draws
+them (:func:`~...targetkit.verify_batch.draw_steps` with the record's choices: up to 12
+requests of up to 16 drafts, any method a batch, greedy and random requests, the drafter's
+cache (never the target's own rows) or one-hot drafts, ``-1`` drafts, masked logits, the logits
+styles with log-probabilities, two to four 1024-wide blocks one batch in five, either noise
+path; the tour's positions past 65535, 65 to 128 requests and large vocabularies), §33's
+counts and log-sum-exps (and block verification's §31 ratios) left by the torch oracles of
+§30-§33 (:mod:`~...targetkit.verify_chain`, as ``rejection_sample`` hands them over), settled as
+the record's generator settles them (:func:`~...targetkit.runner_v2_verify.settle_step`: a
+request whose §33 test or §34 winner lands within its window re-keyed, up to eight times, then
+its drafts made placeholders). Checked against the batched torch oracle
+(:func:`~eaglefuzz.oracles.tensor_ops_v2.resample_rows`: every block of every drawn row, its
+winner exactly, its perturbed value within its bound, the rows not drawn untouched) and compared
+on the GPU; and production-scale steps whose target logits pass ``2**31`` elements (the
+request's rows counted from ``cu_num_logits`` as loaded, int32, in vLLM up to 0.24.0: the class
+of #46560 and #47383; the drawn row read at ``resample_token_idx * target_logits_stride``),
+checked on the device against the same torch oracle (every block's winner and value) and
+confirmed by the NumPy and Numba oracles on the live requests (:mod:`~...targetkit.scale_device`)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.runner_v2_verify import SAMPLE_BLOCK, keep_requests
+from ...targetkit.device import DeviceCase, DeviceTarget
+from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.runner_v2_verify import METHODS, SAMPLE_BLOCK, keep_requests
+from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import (
     ScaleRecordDevice,
     ScaleRun,
@@ -23,7 +39,18 @@ from ...targetkit.scale_device import (
     standard_scale_case,
 )
 from ...targetkit.scale_rows import ROW_BLOCK
-from .layout import build
+from ...targetkit.step_batch import StepBatchDevice, feature_sets, per_case_any, rows_of
+from ...targetkit.verify_batch import LONG_CONTEXT, draw_steps
+from ...targetkit.verify_chain import (
+    batch_requests,
+    chain_windows,
+    rejection_batch,
+    rejection_of,
+    resample_of,
+    resample_vocab,
+    settle,
+)
+from .layout import ARRAYS, build
 from .record import TARGET
 
 FILLS = {"draft_sampled": 1}
@@ -46,7 +73,127 @@ def minimal_scale_cases(case: Case) -> list[Case]:
     return [minimal_standard_case(case.arrays["target_logits"].shape[1], build, FILLS)[0]]
 
 
-class _Device(ScaleRecordDevice):
+TOUR = LONG_CONTEXT
+"""The record's tour's kinds of batch (a third each)."""
+CUT_LOOKS = 16
+"""Rejected drafts per case whose lanes ``features_of`` looks at for a cut residual lane."""
+
+
+class _Device(StepBatchDevice, ScaleRecordDevice):
+    checked_on = "device"
+    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
+
+    kinds = TOUR
+
+    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = 12,
+                   share: float = 1.0, kind: str | None = None) -> DeviceBatch:
+        """``k`` verification steps (fewer of a large vocabulary) as the record's body draws
+        them, settled, with §33's outputs (:func:`~...targetkit.verify_chain.rejection_batch`,
+        :func:`~...targetkit.verify_chain.settle`); per case ``resampled_local_argmax`` and
+        ``resampled_local_max`` ``[B, cdiv(V, 1024)]``."""
+        method = str(np.random.default_rng(seeds).choice(METHODS))  # the batch's, before its steps
+        st = draw_steps(seeds, device, k, max_requests, kind, vocab=resample_vocab, method=method, same=False,
+                        other_width=0.2, tour=TOUR,
+                        tour_choices={"long_context": {"greedy": (0.0, 0.3)}, "large_vocab": {"greedy": (0.0,)}})
+        rb = rejection_batch(st)
+        settle(rb, st, lambda x: chain_windows(x, st.use_fp64))
+        res = rejection_of(rb)
+        k = len(st.K)
+        n, R, B, K = st.n.tolist(), st.req.R.tolist(), st.req.B.tolist(), st.K.tolist()
+        rnb = -(-st.V // SAMPLE_BLOCK)
+        arrays = {x: (rb.cat[x], rb.shapes[x]) for x in ARRAYS if x in rb.cat}
+        arrays |= {"target_rejected_logsumexp": (res["target_rejected_logsumexp"], [(x,) for x in B]),
+                   "draft_rejected_logsumexp": (res["draft_rejected_logsumexp"], [(x,) for x in B]),
+                   "rejected_step": (res["num_sampled"], [(x,) for x in B]),
+                   "expanded_idx_mapping": (st.eidx, [(m,) for m in n])}
+        cat, lengths, shapes = {}, {}, {}
+        for x in ARRAYS:
+            if x in arrays:
+                cat[x], shapes[x] = arrays[x]
+                lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+        dt = torch.float64 if st.use_fp64 else torch.float32
+        outputs = {"resampled_local_argmax": (torch.int64, [x * rnb for x in B]),
+                   "resampled_local_max": (dt, [x * rnb for x in B])}
+        scalars = [{"use_fp64": bool(st.use_fp64), "use_block_verification": st.method == "block", "vocab_size": st.V}
+                   for _ in range(k)]
+        host = [{"shapes": dict.fromkeys(outputs, (x, rnb))} for x in B]
+        del R, K
+        return DeviceBatch(cat, lengths, shapes, {}, {}, outputs, scalars, host=host)
+
+    def _draws(self, b: DeviceBatch) -> dict[str, torch.Tensor]:
+        a = b.cat
+        return resample_of(b, a["rejected_step"], a["target_rejected_logsumexp"], a["draft_rejected_logsumexp"],
+                           bool(b.scalars[0]["use_fp64"]))
+
+    def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
+        """Every drawn request of every case in one call of the torch oracle (a block of rows
+        at a time): each block's winner, and its value with its bound."""
+        res = self._draws(b)
+        nb = res["argmax"].shape[1]
+        r = torch.nonzero(res["draws"]).flatten()
+        index = (r[:, None] * nb + torch.arange(nb, device=r.device)).reshape(-1)
+        dt = b.outputs["resampled_local_max"][0]
+        return {"resampled_local_argmax": (index, res["argmax"][r].reshape(-1)),
+                "resampled_local_max": (index, res["max"][r].reshape(-1).to(dt), res["bound"][r].reshape(-1))}
+
+    def to_case(self, dc: DeviceCase) -> Case:
+        return DeviceTarget.to_case(self, dc)
+
+    batch_decides = frozenset(TARGET.features)
+
+    def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
+        """The record's features of each case (``features_of``), from the batch's arrays: a cut
+        residual lane (``q >= p`` in the record's float32) among the first 16 rejected drafts of
+        each case, on the device."""
+        q = batch_requests(b)
+        a = b.cat
+        k_ = len(b)
+        dev = q.cu.device
+        Vt = b.shapes["target_logits"][0][1]
+        n = q.req.numel()
+        d = q.d
+        kk = a["rejected_step"].long()
+        j = q.cu[:-1] + kk
+        bonus = kk == d
+        ds = a["draft_sampled"].long()
+        y = torch.where(bonus, torch.zeros_like(kk), ds[(j + 1).clamp(max=max(n - 1, 0))]) if n else kk
+        greedy = a["temperature"][q.state] == 0
+        rnd = ~greedy
+        rejected = rnd & ~bonus
+        draft = "draft_logits" in a
+        block = bool(b.scalars[0]["use_block_verification"])
+        reqs = rows_of({"r": (np.asarray(b.lengths["cu_num_logits"]) - 1).tolist()}, "r", None, dev.type)
+        cut = torch.zeros_like(rejected)
+        if draft:
+            look = rejected & (y >= 0)
+            rank = torch.cumsum(look.long(), 0)
+            first = torch.as_tensor(np.cumsum(reqs.B) - reqs.B, device=dev)
+            before = torch.where(first > 0, rank[(first - 1).clamp(min=0)], torch.zeros_like(first))
+            look &= (rank - before[reqs.cid]) <= CUT_LOOKS
+            r = torch.nonzero(look).flatten()
+            V, Vd = q.V, b.shapes["draft_logits"][0][2]
+            Kc = torch.as_tensor([x[1] for x in b.shapes["draft_logits"]], device=dev)[reqs.cid]
+            qd = a["draft_logits"].view(-1, Vd)[q.draft_first[r] + torch.minimum(kk[r], Kc[r] - 1), :V]
+            lq = qd / a["temperature"][q.state[r]][:, None] - a["draft_rejected_logsumexp"][r][:, None]
+            lp = a["target_logits"].view(-1, Vt)[j[r], :V] - a["target_rejected_logsumexp"][r][:, None]
+            cut[r] = (lq >= lp).any(1)
+        drawn = rnd | bonus
+        on = per_case_any(reqs, {
+            "bonus_draw": rnd & bonus, "residual_draw": rejected & (y >= 0) & draft,
+            "one_hot_residual": rejected & (y >= 0) & (not draft), "placeholder_rejected": rejected & (y < 0),
+            "greedy_bonus": greedy & bonus, "greedy_skipped": greedy & ~bonus,
+            "block_shift": rejected & (kk > 0) & (y >= 0) & (block and draft),
+            "fp64_noise": rnd & bool(b.scalars[0]["use_fp64"]), "residual_lanes_cut": cut,
+            "positions_past_65535": drawn & (a["pos"][j.clamp(max=max(n - 1, 0))] > 0xFFFF)})
+        last = np.zeros(k_, np.int64)
+        rows = np.asarray(b.lengths["draft_sampled"], dtype=np.int64)
+        cid = reqs.cid.cpu().numpy()
+        np.maximum.at(last, cid, j.cpu().numpy() - (np.cumsum(rows) - rows)[cid])
+        V = q.V
+        full = {"several_blocks": np.full(k_, V > SAMPLE_BLOCK), "vocab_past_131072": np.full(k_, V > 1 << 17),
+                "many_requests": reqs.B > 64, "row_offset_past_2_31": np.asarray([past_limit(int(x) * Vt) for x in last])}
+        return feature_sets(on | full, k_)
+
     def expect(self, case: Case, run: ScaleRun) -> torch.Tensor:
         """Every request's winners and values per 1024-wide block: a request that draws (random,
         or at its bonus) within :func:`~eaglefuzz.oracles.tensor_ops_v2.resample_rows`'s
