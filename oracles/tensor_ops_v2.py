@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 __all__ = ["block_lse", "cumulative_log_p", "greedy_argmax", "gumbel_mismatches", "gumbel_sample_rows",
-           "gumbel_sample_winners", "local_logits_stats_rows", "local_residual_mass_rows", "murmur3_hash32", "rejection",
+           "gumbel_sample_winners", "local_logits_stats_rows", "local_residual_mass_rows", "murmur3_hash32",
            "resample_rows", "temperature_rows", "tl_rand32"]
 
 
@@ -508,110 +508,6 @@ def greedy_argmax(target_local_max: torch.Tensor, target_local_argmax: torch.Ten
     return target_local_argmax.to(torch.int64).gather(-1, first[:, None])[:, 0]
 
 
-def rejection(target_logits: torch.Tensor, target_local_argmax: torch.Tensor, target_local_max: torch.Tensor,
-              target_local_sumexp: torch.Tensor, draft_sampled: torch.Tensor, draft_logits: torch.Tensor | None,
-              draft_local_max: torch.Tensor | None, draft_local_sumexp: torch.Tensor | None,
-              cu_num_logits: torch.Tensor, idx_mapping: torch.Tensor, temperature: torch.Tensor, seed: torch.Tensor,
-              pos: torch.Tensor, blocks: int, K: int, rates: torch.Tensor | None = None,
-              decided: torch.Tensor | None = None) -> dict[str, tuple[torch.Tensor, ...]]:  # fmt: skip
-    """§33.1 for the standard and synthetic methods (not block verification, not FLy: the
-    scale lane's steps), every request at once, its drafts in order: request ``r`` (``s =
-    idx_mapping[r]``, greedy iff ``T_s = 0``), step ``i`` (row ``j = cu[r] + i``, draft ``x =
-    draft_sampled[j + 1]``): a random row stops at its first ``-1``; ``u = tl_rand32(seeds[s],
-    pos[j])``; a greedy row is accepted iff (``u < rates[i]`` with rates, else the §30 argmax of
-    row ``j`` is ``x``) and ``x >= 0``, its rejection writes that argmax; a random row takes
-    ``lse_t(j)``, ``lse_d(j)`` and is accepted iff ``u < rates[i]`` (synthetic) or ``lp_t >
-    log(u) + lp_d`` (``lp_t = target_logits[j, x] - lse_t(j)``, ``lp_d = float32(draft_logits[s,
-    i, x]) / T - lse_d(j)``, 0 without draft logits), the test's window ``E_t + E_d + 2**-20
-    |log u| + 2**-24 |log u + lp_d|``. A decision within its window is the run's: accepted iff
-    ``decided[r] > i`` (the run's ``num_sampled``; without it, the nominal decision).
-
-    ``target_logits`` ``[n, W]`` and ``draft_logits`` ``[R, K', Wd]`` may be production-scale
-    (each read at one element per verified row); the statistics are read over the first
-    ``blocks`` blocks. Returns per output ``(written, expected, bound)``: ``sampled``
-    ``[B, K + 1]`` (int64, the steps visited), ``num_sampled`` ``[B]`` (int32), the two
-    ``*_rejected_logsumexp`` ``[B]`` (float32 within ``E_lse`` plus half a step); and
-    ``windows``, a 0-d count of the decisions taken from ``decided``."""
-    dev = target_logits.device
-    n, W = target_logits.shape
-    cu = cu_num_logits.to(torch.int64)
-    start, nd = cu[:-1], cu[1:] - cu[:-1] - 1
-    s = idx_mapping.to(torch.int64)
-    B = s.numel()
-    temp = temperature.to(torch.float32)[s]
-    greedy = temp == 0
-    seeds = seed.to(torch.int64)[s]
-    t_lse, t_e = block_lse(target_local_max[:, :blocks], target_local_sumexp[:, :blocks])
-    if draft_logits is not None:
-        d_lse, d_e = block_lse(draft_local_max[:, :blocks], draft_local_sumexp[:, :blocks])
-        Kd, Wd = draft_logits.shape[1], draft_logits.shape[2]
-    tflat = target_logits.reshape(-1)
-    ds = draft_sampled.to(torch.int64)
-    p = pos.to(torch.int64)
-    ninf = torch.tensor(float("-inf"), dtype=torch.float64, device=dev)
-    sampled = torch.full((B, K + 1), -1, dtype=torch.int64, device=dev)
-    written = torch.zeros((B, K + 1), dtype=torch.bool, device=dev)
-    acc = torch.zeros(B, dtype=torch.int64, device=dev)
-    verifying = torch.ones(B, dtype=torch.bool, device=dev)
-    lse = {k: torch.zeros(B, dtype=torch.float64, device=dev) for k in ("t", "te", "d", "de")}
-    windows = torch.zeros((), dtype=torch.int64, device=dev)
-    for i in range(int(nd.max()) if B else 0):
-        on = i < nd
-        rows_all = torch.where(on, start + i, torch.zeros_like(start))
-        x = torch.where(on, ds[rows_all + 1], torch.zeros_like(start))
-        valid = x >= 0
-        verifying &= torch.where(~greedy & on, valid, torch.ones_like(valid))
-        r = torch.nonzero(on & verifying).reshape(-1)
-        if not r.numel():
-            continue
-        rows, xr, ok, g = rows_all[r], torch.where(valid[r], x[r], torch.zeros_like(x[r])), valid[r], greedy[r]
-        u = tl_rand32(seeds[r], p[rows])
-        rate = None if rates is None else rates.to(torch.float32)[i]
-        targ = greedy_argmax(target_local_max[rows, :blocks], target_local_argmax[rows, :blocks])
-        # the random rows' log-probabilities (§31.1) and their window
-        tlp = torch.where(ok, tflat[rows * W + xr].to(torch.float32).to(torch.float64), ninf) - t_lse[rows]
-        et = torch.where(torch.isfinite(tlp), t_e[rows] + EPS * tlp.abs(), torch.zeros_like(tlp))
-        if draft_logits is None:
-            dlp, ed = torch.zeros_like(tlp), torch.zeros_like(tlp)
-            dl_lse, dl_e = torch.zeros_like(tlp), torch.zeros_like(tlp)
-        else:
-            d32 = draft_logits.reshape(-1)[(s[r] * Kd + i) * Wd + xr].to(torch.float32)
-            q = torch.where(ok, d32.to(torch.float64), ninf) / temp[r].to(torch.float64)
-            dlp = q - d_lse[rows]
-            ed = torch.where(torch.isfinite(dlp), d_e[rows] + DIV * q.abs() + EPS * dlp.abs(), torch.zeros_like(dlp))
-            dl_lse, dl_e = d_lse[rows], d_e[rows]
-        if rate is not None:
-            rnd_acc = u < rate
-        else:
-            lu = u.to(torch.float64).log()
-            rhs = lu + dlp
-            margin = tlp - rhs
-            em = et + ed + LOG_REL * lu.abs() + EPS * rhs.abs()
-            rnd_acc = tlp > rhs
-            window = torch.isfinite(margin) & (margin.abs() <= em) & ~g
-            if decided is not None:
-                rnd_acc = torch.where(window, decided.to(torch.int64)[r] > i, rnd_acc)
-            windows = windows + window.sum()
-        grd_acc = ((u < rate) if rate is not None else targ == xr) & ok
-        accepted = torch.where(g, grd_acc, rnd_acc)
-        keep = ~g  # a random row's log-sum-exps are taken at every step it verifies
-        for k, v in (("t", t_lse[rows]), ("te", t_e[rows]), ("d", dl_lse), ("de", dl_e)):
-            lse[k][r] = torch.where(keep, v, lse[k][r])
-        sampled[r, i] = torch.where(g & ~accepted, targ, xr)
-        written[r, i] = True
-        verifying[r] = accepted
-        acc[r] += accepted.to(torch.int64)
-    out: dict[str, tuple[torch.Tensor, ...]] = {"sampled": (written, sampled, torch.zeros(written.shape, dtype=torch.float64,
-                                                                                          device=dev))}  # fmt: skip
-    every = torch.ones(B, dtype=torch.bool, device=dev)
-    out["num_sampled"] = (every, acc.to(torch.int32), torch.zeros(B, dtype=torch.float64, device=dev))
-    for name, k in (("target_rejected_logsumexp", "t"), ("draft_rejected_logsumexp", "d")):
-        v = lse[k].to(torch.float32)
-        out[name] = (every, v, lse[k + "e"] + 0.5 * _ulp32(lse[k]))
-    out["windows"] = (windows,)
-    return out
-
-
 # -- §34 _resample_kernel -------------------------------------------------------------------------
 
 EXP_REL = 2.0**-20
@@ -720,7 +616,7 @@ def rejection_steps(target_logits: torch.Tensor, target_local_argmax: torch.Tens
                     rates: torch.Tensor | None = None, cumulative_log_p: torch.Tensor | None = None,
                     local_residual_mass: torch.Tensor | None = None, fly_entropy: torch.Tensor | None = None,
                     fly_threshold: torch.Tensor | None = None, fly_window: torch.Tensor | None = None,
-                    ) -> dict[str, torch.Tensor]:  # fmt: skip
+                    decided: torch.Tensor | None = None) -> dict[str, torch.Tensor]:  # fmt: skip
     """§33.1 of every method, many steps' requests at once (their rows concatenated: ``cu``
     ``[B + 1]`` int64 over the rows, per request its state row ``state`` in ``temperature`` and
     ``seed``, the row of its first step in ``draft_logits`` viewed ``[-1, Wd]``
@@ -750,7 +646,13 @@ def rejection_steps(target_logits: torch.Tensor, target_local_argmax: torch.Tens
     Returns ``sampled`` ``[B, K + 1]`` and its ``sampled_written``, ``num_sampled`` (int32),
     ``target_rejected_logsumexp`` and ``draft_rejected_logsumexp`` (float32) with their bounds
     (``*_bound``, float64), and per request ``window``: whether a decision of it lies within
-    its window (the extended tier's: a production draw re-keys such a request)."""
+    its window (the extended tier's: a production draw re-keys such a request). With
+    ``decided`` (per request, the run's ``num_sampled``: a production-scale step checked against
+    the run), a decision within its window is the run's: step ``i`` accepted iff ``decided[r] >
+    i``.
+
+    ``target_logits`` ``[n, W]`` and ``draft_logits`` may be production-scale: each is read at
+    one element per verified row."""
     dev = target_logits.device
     n, W = target_logits.shape
     cu = cu.to(torch.int64)
@@ -857,6 +759,8 @@ def rejection_steps(target_logits: torch.Tensor, target_local_argmax: torch.Tens
             inside = torch.isfinite(margin) & (margin.abs() <= em) & ~g
             if fly:
                 r_acc = r_acc & ok
+        if decided is not None:  # a decision within its window is the run's
+            r_acc = torch.where(inside, decided.to(torch.int64)[r] > i, r_acc)
         window[r] |= inside
         accepted = torch.where(g, g_acc, r_acc)
         if not block:  # a random row's log-sum-exps at every step it verifies (FLy: outside a deferral)

@@ -295,8 +295,8 @@ def test_the_gumbel_torch_oracle_is_the_contract(backend):
 
 
 def test_the_rejection_and_resample_torch_oracles_are_the_contract(backend):
-    """``tensor_ops_v2.rejection`` and ``resample_rows`` against the NumPy oracles on settled
-    random steps (standard and synthetic verification; every method's resampling, both noise
+    """``tensor_ops_v2.rejection_steps`` and ``resample_rows`` against the NumPy oracles on settled
+    random steps (standard, synthetic and block verification; every method's resampling, both noise
     paths, draft logits or one-hot drafts): ``tl_rand32`` bit for bit, the same tokens, counts
     and log-sum-exps (within the bounds), the same winners; a count one off, a token changed, a
     winner one lane off are each caught."""
@@ -319,24 +319,29 @@ def test_the_rejection_and_resample_torch_oracles_are_the_contract(backend):
         method = ("standard", "synthetic", "block", "standard")[it % 4]
         step, ch = settle_step(draw_step(_rng_chooser(rng), B=int(rng.integers(2, 5)), method=method))
         a = ch.arrays
-        if method != "block":
-            got = t.rejection(*(T(x) for x in (step.target_logits, a["target_local_argmax"], a["target_local_max"],
-                                                a["target_local_sumexp"], step.draft_sampled, step.draft_logits,
-                                                a["draft_local_max"], a["draft_local_sumexp"], step.cu_num_logits,
-                                                step.idx_mapping, step.temperature, step.seed, step.pos)),
-                              step.nb, step.K, T(step.rates))  # fmt: skip
-            w, e, _ = got["sampled"]
-            assert np.array_equal(np.where(w.numpy(), e.numpy(), -1), a["sampled_before"]), it
-            assert np.array_equal(got["num_sampled"][1].numpy(), a["num_sampled_before"]), it
-            for k in ("target_rejected_logsumexp", "draft_rejected_logsumexp"):
-                _, e, b = got[k]
-                assert int(mismatches(T(a[k]), e, b)) == 0, (it, k)
-            off = T(a["num_sampled_before"].copy())
-            off[0] += 1
-            caught.add(int(mismatches(off, got["num_sampled"][1], got["num_sampled"][2])) == 1)
-            s2 = T(a["sampled_before"].copy())
-            s2[0, 0] += 1
-            caught.add(int(mismatches(s2, got["sampled"][1], got["sampled"][2])) == 1)
+        B = step.B
+        dl = step.draft_logits
+        got = t.rejection_steps(*(T(x) for x in (step.target_logits, a["target_local_argmax"], a["target_local_max"],
+                                                 a["target_local_sumexp"], step.draft_sampled, dl,
+                                                 a["draft_local_max"], a["draft_local_sumexp"], step.cu_num_logits,
+                                                 step.idx_mapping, None if dl is None else step.idx_mapping * dl.shape[1],
+                                                 step.temperature, step.seed, step.pos)),
+                                step.nb, step.K, method,
+                                None if step.rates is None else T(np.broadcast_to(step.rates, (B, step.K)).copy()),
+                                T(a.get("cumulative_log_p")), T(a.get("local_residual_mass")))  # fmt: skip
+        w, e = got["sampled_written"], got["sampled"]
+        assert np.array_equal(np.where(w.numpy(), e.numpy(), -1), a["sampled_before"]), it
+        assert np.array_equal(got["num_sampled"].numpy(), a["num_sampled_before"]), it
+        assert not got["window"].any(), it  # settled
+        for k in ("target_rejected_logsumexp", "draft_rejected_logsumexp"):
+            assert int(mismatches(T(a[k]), got[k], got[k + "_bound"])) == 0, (it, k)
+        zero = torch.zeros(B, dtype=torch.float64)
+        off = T(a["num_sampled_before"].copy())
+        off[0] += 1
+        caught.add(int(mismatches(off, got["num_sampled"], zero)) == 1)
+        s2 = T(a["sampled_before"].copy())
+        s2[0, 0] += 1
+        caught.add(int(mismatches(s2, got["sampled"], torch.zeros(s2.shape, dtype=torch.float64))) == 1)
         k = a["num_sampled_before"].astype(np.int64)
         cu = step.cu_num_logits.astype(np.int64)
         j = cu[:-1] + k

@@ -19,7 +19,7 @@ standard-verification steps whose target logits pass ``2**31`` elements (the req
 counted from ``cu_num_logits`` as loaded, int32, in vLLM up to 0.24.0: the class of #46560 and
 #47383; the draft's logit ``target_logits[j, x]`` read at ``logit_idx *
 target_logits_stride``), checked on the device against the torch oracle
-(:func:`~eaglefuzz.oracles.tensor_ops_v2.rejection`) and confirmed by the NumPy and Numba
+(:func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps`) and confirmed by the NumPy and Numba
 oracles on the live requests (:mod:`~...targetkit.scale_device`)."""
 
 from __future__ import annotations
@@ -195,21 +195,32 @@ class _Device(StepBatchDevice, ScaleRecordDevice):
     def expect(self, case: Case, run: ScaleRun) -> torch.Tensor:
         """Every request's ``sampled`` (the steps visited; the others their sentinel),
         ``num_sampled`` exactly, the two log-sum-exps within their bounds, against
-        :func:`~eaglefuzz.oracles.tensor_ops_v2.rejection` (standard and synthetic steps)."""
+        :func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps` (standard and synthetic steps;
+        a decision within its window the run's)."""
         sc = case.scalars
         if sc.get("use_block_verification") or sc.get("fly_window_size", 0):
             raise ValueError("a production-scale step of the rejection kernel verifies by the standard method")
         sm, dl = run.small, run.tables.get("draft_logits")
         nb = int(sc["vocab_num_blocks"])
         P = min(nb, int(case.launch.get("PADDED_VOCAB_NUM_BLOCKS") or nb))
-        res = tensor_ops_v2.rejection(
+        K = int(sc["num_speculative_steps"])
+        s = sm["idx_mapping"].to(torch.int64)
+        rates = sm.get("synthetic_conditional_rates")
+        res = tensor_ops_v2.rejection_steps(
             run.tables["target_logits"].view, sm["target_local_argmax"], sm["target_local_max"], sm["target_local_sumexp"],
             sm["draft_sampled"], None if dl is None else dl.view, sm["draft_local_max"], sm["draft_local_sumexp"],
-            sm["cu_num_logits"], sm["idx_mapping"], sm["temperature"], sm["seed"], sm["pos"], P,
-            int(sc["num_speculative_steps"]), sm.get("synthetic_conditional_rates"), run.outs["num_sampled"].view)
+            sm["cu_num_logits"], s, None if dl is None else s * dl.view.shape[1], sm["temperature"], sm["seed"],
+            sm["pos"], P, K, "standard" if rates is None else "synthetic",
+            None if rates is None else rates[None, :K].expand(s.numel(), K), decided=run.outs["num_sampled"].view)
+        every = torch.ones(s.numel(), dtype=torch.bool, device=run.device)
+        expected = {"sampled": (res["sampled_written"], res["sampled"], torch.zeros(res["sampled"].shape, dtype=torch.float64,
+                                                                                   device=run.device)),
+                    "num_sampled": (every, res["num_sampled"], torch.zeros(s.numel(), dtype=torch.float64, device=run.device))}
+        for name in ("target_rejected_logsumexp", "draft_rejected_logsumexp"):
+            expected[name] = (every, res[name], res[name + "_bound"])
         bad = torch.zeros((), dtype=torch.int64, device=run.device)
         for name, out in run.outs.items():
-            w, e, b = res[name]
+            w, e, b = expected[name]
             bad += out.mismatches(0, w.shape[0], w, e, b)
         return bad
 
