@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..core.case import Case
+from .device import DeviceCase, DeviceTarget
 from .device_batch import DeviceBatch
 from .runner_v2_verify import (
     LARGE_VOCABS,
@@ -29,7 +31,7 @@ from .runner_v2_verify import (
     VOCABS,
     WITH_LOGPROBS,
 )
-from .step_batch import Rows, _rows, chosen, cumulative, owners, state_rows
+from .step_batch import Rows, StepBatchDevice, _rows, chosen, cumulative, owners, state_rows
 
 SHAPES = 0.1
 """The share of batches of one of the tour's kinds (half large vocabularies, half many rows), as
@@ -399,3 +401,15 @@ def step_rows(b: DeviceBatch) -> StepRows:
         base = torch.as_tensor(np.cumsum(sizes) - sizes, device=dev)[rows.cid]
         draft = a["draft_logits"].view(-1, Vd)[base + eidx * K + torch.minimum(elp, K - 1)]
     return StepRows(a["target_logits"].view(-1, Vt), eidx, elp, bonus, t == 0, t, draft)
+
+
+class VerifyBatchDevice(StepBatchDevice):
+    """A verification kernel drawn and checked on the device in batches of steps (its scale
+    lane's parts, where it has them, from :class:`~.scale_device.ScaleRecordDevice` after it in
+    the bases), checked by a torch oracle of :mod:`eaglefuzz.oracles.tensor_ops_v2`."""
+
+    checked_on = "device"
+    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
+
+    def to_case(self, dc: DeviceCase) -> Case:
+        return DeviceTarget.to_case(self, dc)

@@ -25,7 +25,6 @@ import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import scale_vocab
 from ...targetkit.runner_v2_verify import (
@@ -48,8 +47,8 @@ from ...targetkit.scale_device import (
     sentinel_step,
 )
 from ...targetkit.scale_rows import join_steps, minimal_request_rows, scale_request_rows, splice
-from ...targetkit.step_batch import StepBatchDevice, feature_sets, per_case_any, rows_of
-from ...targetkit.verify_batch import MANY_REQUESTS, draw_steps
+from ...targetkit.step_batch import feature_sets, per_case_any, rows_of
+from ...targetkit.verify_batch import MANY_REQUESTS, VerifyBatchDevice, draw_steps
 from ...targetkit.verify_chain import batch_requests, chain_rows, vocab_of
 from .layout import ARRAYS, build
 from .record import TARGET
@@ -97,9 +96,7 @@ STAT_INPUTS = ("target_local_max", "target_local_sumexp", "draft_local_max", "dr
 """§30's statistics this kernel reads."""
 
 
-class _Device(StepBatchDevice, ScaleRecordDevice):
-    checked_on = "device"
-    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
+class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     kinds = MANY_REQUESTS
 
@@ -144,9 +141,6 @@ class _Device(StepBatchDevice, ScaleRecordDevice):
             *(a[x].view(-1, nb) for x in STAT_INPUTS[2:]), q.cu, q.state, a["temperature"], nb, q.draft_first)
         index = torch.nonzero(w).flatten()
         return {"cumulative_log_p": (index, v[index], bound[index])}
-
-    def to_case(self, dc: DeviceCase) -> Case:
-        return DeviceTarget.to_case(self, dc)
 
     batch_decides = frozenset(TARGET.features)
 

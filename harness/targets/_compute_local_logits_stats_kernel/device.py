@@ -20,7 +20,6 @@ import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import lazy_full, scale_vocab
 from ...targetkit.runner_v2_verify import STATS, STATS_BLOCK
@@ -28,13 +27,12 @@ from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row, requests_past_limit
 from ...targetkit.scale_rows import bonus_rows, minimal_request_rows, scale_request_rows
 from ...targetkit.step_batch import (
-    StepBatchDevice,
     feature_sets,
     per_case_any,
     per_case_sum,
     rows_of,
 )
-from ...targetkit.verify_batch import KINDS, draw_steps, step_rows
+from ...targetkit.verify_batch import KINDS, VerifyBatchDevice, draw_steps, step_rows
 from .layout import NAME
 from .record import TARGET
 
@@ -130,9 +128,7 @@ def restrict(case: Case, keep: list[int]) -> tuple[Case, list[int]]:
     return case.replace(arrays=arrays), rows.tolist()
 
 
-class _Device(StepBatchDevice, ScaleRecordDevice):
-    checked_on = "device"
-    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
+class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     kinds = KINDS
 
@@ -171,9 +167,6 @@ class _Device(StepBatchDevice, ScaleRecordDevice):
             v = value.reshape(-1)[index]
             out[name] = (index, v) if name == "target_local_argmax" else (index, v, bound.reshape(-1)[index])
         return out
-
-    def to_case(self, dc: DeviceCase) -> Case:
-        return DeviceTarget.to_case(self, dc)
 
     batch_decides = frozenset(TARGET.features)
 

@@ -26,7 +26,6 @@ import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import scale_vocab
 from ...targetkit.runner_v2_verify import (
@@ -50,8 +49,8 @@ from ...targetkit.scale_rows import (
     scale_request_rows,
     splice,
 )
-from ...targetkit.step_batch import StepBatchDevice, feature_sets, per_case_any, rows_of
-from ...targetkit.verify_batch import KINDS, draw_steps
+from ...targetkit.step_batch import feature_sets, per_case_any, rows_of
+from ...targetkit.verify_batch import KINDS, VerifyBatchDevice, draw_steps
 from ...targetkit.verify_chain import batch_rows, chain_rows, residual_mass, vocab_of
 from .layout import ARRAYS, build
 from .record import TARGET
@@ -143,9 +142,7 @@ def _zero_rows(b: DeviceBatch, rows: torch.Tensor) -> np.ndarray:
     return np.all(out[1::3] == 0, axis=1)
 
 
-class _Device(StepBatchDevice, ScaleRecordDevice):
-    checked_on = "device"
-    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
+class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     kinds = KINDS
 
@@ -195,9 +192,6 @@ class _Device(StepBatchDevice, ScaleRecordDevice):
         w, v, bound = self._writes(b)
         index = torch.nonzero(w.reshape(-1)).flatten()
         return {"local_residual_mass": (index, v.reshape(-1)[index], bound.reshape(-1)[index])}
-
-    def to_case(self, dc: DeviceCase) -> Case:
-        return DeviceTarget.to_case(self, dc)
 
     batch_decides = frozenset(TARGET.features)
 

@@ -33,7 +33,6 @@ import torch
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
 from ...generation.strategies import INT64_MAX, INT64_MIN
-from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import lazy_full, scale_vocab
 from ...targetkit.runner_v2_verify import (
@@ -50,7 +49,6 @@ from ...targetkit.scale_rows import minimal_request_rows, scale_request_rows
 from ...targetkit.step_batch import (
     MAX_REQUESTS,
     Rows,
-    StepBatchDevice,
     _rows,
     feature_sets,
     owners,
@@ -58,7 +56,7 @@ from ...targetkit.step_batch import (
     state_rows,
     uniform,
 )
-from ...targetkit.verify_batch import _ends
+from ...targetkit.verify_batch import VerifyBatchDevice, _ends
 from .cases import TEMPERATURES
 from .layout import MODES, build, keep_rows, windows
 from .record import TARGET
@@ -326,9 +324,7 @@ def _arrays(b: DeviceBatch) -> dict[str, Any]:
             "fp64": bool(sc["use_fp64"]), "logits": a["logits"].reshape(-1, V)}
 
 
-class _Device(StepBatchDevice, ScaleRecordDevice):
-    checked_on = "device"
-    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
+class _Device(VerifyBatchDevice, ScaleRecordDevice):
     tables = ("logits",)
     small = SMALL
     kinds = KINDS
@@ -395,9 +391,6 @@ class _Device(StepBatchDevice, ScaleRecordDevice):
             src = a["logits_cache_source"].reshape(-1, V) if "logits_cache_source" in a else x["logits"]
             out["logits_cache"] = ((start[:, None] + torch.arange(V, device=j.device)).reshape(-1), src[j].reshape(-1))
         return out
-
-    def to_case(self, dc: DeviceCase) -> Case:
-        return DeviceTarget.to_case(self, dc)
 
     batch_decides = frozenset(TARGET.features)
 

@@ -22,12 +22,10 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
-from ...core.case import Case
-from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.runner_v2_verify import METHODS, SAMPLE_BLOCK, STYLES, VOCABS
-from ...targetkit.step_batch import StepBatchDevice, feature_sets, owners, per_case_any, rows_of
-from ...targetkit.verify_batch import MANY_REQUESTS, draw_steps
+from ...targetkit.step_batch import feature_sets, owners, per_case_any, rows_of
+from ...targetkit.verify_batch import MANY_REQUESTS, VerifyBatchDevice, draw_steps
 from ...targetkit.verify_chain import (
     batch_requests,
     chain_windows,
@@ -52,12 +50,10 @@ def insert_vocab(rng: np.random.Generator) -> int:
     return SAMPLE_BLOCK * blocks + (int(rng.integers(1, 5)) if rng.random() < 0.7 else int(rng.integers(1, 1001)))
 
 
-class _Device(StepBatchDevice):
+class _Device(VerifyBatchDevice):
     name = TARGET.name
     launch_names = TARGET.launch_names
     record = TARGET
-    checked_on = "device"
-    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
 
     kinds = MANY_REQUESTS
 
@@ -136,9 +132,6 @@ class _Device(StepBatchDevice):
         r = torch.nonzero(drawn).flatten()
         return {"sampled": (base[r] + ns[r], token[r]),
                 "num_sampled": (torch.arange(ns.numel(), device=ns.device), (ns + 1).to(torch.int32))}
-
-    def to_case(self, dc: DeviceCase) -> Case:
-        return DeviceTarget.to_case(self, dc)
 
     batch_decides = frozenset(TARGET.features)
 

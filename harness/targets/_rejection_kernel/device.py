@@ -31,7 +31,6 @@ import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.runner_v2_verify import (
     METHODS,
@@ -48,8 +47,8 @@ from ...targetkit.scale_device import (
     minimal_standard_case,
     standard_scale_case,
 )
-from ...targetkit.step_batch import StepBatchDevice, feature_sets, owners, per_case_any, rows_of
-from ...targetkit.verify_batch import LONG_CONTEXT, draw_steps
+from ...targetkit.step_batch import feature_sets, owners, per_case_any, rows_of
+from ...targetkit.verify_batch import LONG_CONTEXT, VerifyBatchDevice, draw_steps
 from ...targetkit.verify_chain import (
     batch_requests,
     chain_windows,
@@ -98,9 +97,7 @@ def minimal_scale_cases(case: Case) -> list[Case]:
     return [fill_greedy(m, greedy)]
 
 
-class _Device(StepBatchDevice, ScaleRecordDevice):
-    checked_on = "device"
-    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
+class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     kinds = LONG_CONTEXT
 
@@ -136,9 +133,6 @@ class _Device(StepBatchDevice, ScaleRecordDevice):
         for x in ("target_rejected_logsumexp", "draft_rejected_logsumexp"):
             out[x] = (torch.arange(int(B.sum()), device=dev), res[x], res[x + "_bound"])
         return out
-
-    def to_case(self, dc: DeviceCase) -> Case:
-        return DeviceTarget.to_case(self, dc)
 
     batch_decides = frozenset(TARGET.features)
 

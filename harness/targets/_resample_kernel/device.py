@@ -27,7 +27,6 @@ import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.runner_v2_verify import METHODS, SAMPLE_BLOCK, keep_requests
 from ...targetkit.scale import past_limit
@@ -39,8 +38,8 @@ from ...targetkit.scale_device import (
     standard_scale_case,
 )
 from ...targetkit.scale_rows import ROW_BLOCK
-from ...targetkit.step_batch import StepBatchDevice, feature_sets, per_case_any, rows_of
-from ...targetkit.verify_batch import LONG_CONTEXT, draw_steps
+from ...targetkit.step_batch import feature_sets, per_case_any, rows_of
+from ...targetkit.verify_batch import LONG_CONTEXT, VerifyBatchDevice, draw_steps
 from ...targetkit.verify_chain import (
     batch_requests,
     chain_windows,
@@ -79,9 +78,7 @@ CUT_LOOKS = 16
 """Rejected drafts per case whose lanes ``features_of`` looks at for a cut residual lane."""
 
 
-class _Device(StepBatchDevice, ScaleRecordDevice):
-    checked_on = "device"
-    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
+class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     kinds = TOUR
 
@@ -135,9 +132,6 @@ class _Device(StepBatchDevice, ScaleRecordDevice):
         dt = b.outputs["resampled_local_max"][0]
         return {"resampled_local_argmax": (index, res["argmax"][r].reshape(-1)),
                 "resampled_local_max": (index, res["max"][r].reshape(-1).to(dt), res["bound"][r].reshape(-1))}
-
-    def to_case(self, dc: DeviceCase) -> Case:
-        return DeviceTarget.to_case(self, dc)
 
     batch_decides = frozenset(TARGET.features)
 

@@ -34,7 +34,6 @@ from ...targetkit.scale_rows import mismatches
 from ...targetkit.step_batch import (
     MAX_REQUESTS,
     Rows,
-    StepBatchDevice,
     _rows,
     feature_sets,
     owners,
@@ -43,7 +42,7 @@ from ...targetkit.step_batch import (
     state_rows,
     uniform,
 )
-from ...targetkit.verify_batch import KINDS, SHAPES, _ends
+from ...targetkit.verify_batch import KINDS, SHAPES, VerifyBatchDevice, _ends
 from . import cases
 from .layout import build
 from .record import TARGET
@@ -187,9 +186,7 @@ def _rows_of(b: DeviceBatch) -> tuple[Rows, torch.Tensor, torch.Tensor, int]:
     return rows, eidx, b.cat["temperature"][rows.state_base + eidx], b.shapes["logits"][0][1]
 
 
-class _Device(StepBatchDevice, ScaleRecordDevice):
-    checked_on = "device"
-    oracle_name = "torch oracle (oracles/tensor_ops_v2.py)"
+class _Device(VerifyBatchDevice, ScaleRecordDevice):
     kinds = KINDS
     tables = ("logits",)
     in_place = ("logits",)
