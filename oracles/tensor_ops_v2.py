@@ -435,6 +435,8 @@ def local_residual_mass_rows(target: torch.Tensor, draft: torch.Tensor, t_lse: t
     rows, V = target.shape[0], int(vocab_size)
     nb = -(-V // block)
     dev = target.device
+    if nb == 1:  # one block: its lanes past V (masked) add nothing, so none are made
+        block = max(V, 1)
     t = torch.full((rows, nb * block), float("-inf"), dtype=torch.float64, device=dev)
     t[:, :V] = target[:, :V].to(torch.float32).to(torch.float64)
     d = torch.full((rows, nb * block), float("-inf"), dtype=torch.float64, device=dev)
