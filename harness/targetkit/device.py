@@ -195,10 +195,10 @@ DEVICE_SCALE = Scale(max_requests=1024, request_tail=4096, max_query_len=8192, m
 
 
 class RecordDevice(DeviceTarget):
-    """The device mode of a target whose record draws and checks its own cases (the newer utils
-    targets, docs/CONTRACT.md §6-§9, and Model Runner V2's: Triton kernels and torch functions
-    vLLM runs on the GPU): production cases drawn on the host by the record's generator at
-    :data:`DEVICE_SCALE`. A Triton kernel's cases are checked in record host batches
+    """The device mode a target has from its record alone (:func:`record_device`: a new
+    target's, before its ``device.py`` draws on the device; the base of the scale lane's
+    :class:`~.scale_device.ScaleRecordDevice`): production cases drawn on the host by the
+    record's generator at :data:`DEVICE_SCALE`. A Triton kernel's cases are checked in record host batches
     (:meth:`host_expectation`: the producer processes run the record's first (NumPy) oracle and
     lay the cases out in a :class:`~.device_batch.HostBatchArenas`; every element and guard band
     compared, bounded floats within their bounds), a share of them and every difference by the
