@@ -161,7 +161,12 @@ def draw_shape(draw: st.DrawFn, shapes: Sequence[Shape], scale: Scale) -> Any:
     return shape.case(np.random.default_rng(draw(st.integers(0, 2**32 - 1))), scale)
 
 
-def random_shape(rng: np.random.Generator, shapes: Sequence[Shape], scale: Scale, p: float = 0.1) -> Any:
+TOUR_SHARE = 0.1
+"""The share of a bulk generator's cases that are one of its target's tour shapes
+(:func:`random_shape`); the device modules draw their tours' shapes as often."""
+
+
+def random_shape(rng: np.random.Generator, shapes: Sequence[Shape], scale: Scale, p: float = TOUR_SHARE) -> Any:
     """For bulk generators: with probability ``p`` a case of one of ``shapes`` (any cost), else ``None``."""
     if not shapes or rng.random() >= p:
         return None

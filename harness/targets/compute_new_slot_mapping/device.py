@@ -31,6 +31,7 @@ from ...generation.strategies import (
     MAX_NUM_SEQS,
     SPEC_TOKENS,
     TOUR_NOTE,
+    TOUR_SHARE,
 )
 from ...targetkit.block_tables import BLOCK_SIZES, MAX_TABLE, max_block_id, table_width
 from ...targetkit.device import DeviceCase
@@ -49,9 +50,9 @@ from ...targetkit.step_batch import (
 from .layout import MAX_TOKENS, NAME
 from .record import ARRAYS, TARGET, metadata
 
-TOUR = 0.1
+TOUR = TOUR_SHARE
 """The share of cases that are one of the tour's shapes (as the record's bulk generator draws
-them: :func:`~...generation.strategies.random_shape`), a third of them each."""
+them), a third of them each."""
 SHAPES = ("long_context", "huge_offsets", "many_requests")
 EDGE = 16
 """An end of a range one time in this many (an element of an array: half as often), as

@@ -22,7 +22,7 @@ import torch
 
 from ....oracles import tensor_ops
 from ...core.case import Case
-from ...generation.strategies import FLOAT32_EXACT, INT16_MAX, INT32_MAX, MAX_NUM_SEQS
+from ...generation.strategies import FLOAT32_EXACT, INT16_MAX, INT32_MAX, MAX_NUM_SEQS, TOUR_SHARE
 from ...targetkit.block_tables import MAX_POSITION, MAX_TABLE, max_block_id, table_width
 from ...targetkit.device import DeviceCase
 from ...targetkit.device_batch import DeviceBatch
@@ -40,9 +40,9 @@ from .cases import PRODUCTION_BLOCK_SIZES
 from .layout import CAPTURE_SIZES, NAME, PAD_ID
 from .record import TARGET
 
-TOUR = 0.1
+TOUR = TOUR_SHARE
 """The share of cases that are one of the tour's shapes (as the record's bulk generator draws
-them: :func:`~...generation.strategies.random_shape`), half of them each."""
+them), half of them each."""
 LONG_SIZES = (1024, 528, 512)
 MANY_SIZES = (16, 32, 64)
 def _integer(rng: np.random.Generator, lo: Any, hi: Any, k: int) -> np.ndarray:

@@ -25,7 +25,7 @@ import torch
 
 from ....oracles import tensor_ops
 from ...core.case import Case
-from ...generation.strategies import FLOAT32_EXACT, MAX_NUM_SEQS, SPEC_TOKENS, TOUR_NOTE
+from ...generation.strategies import FLOAT32_EXACT, MAX_NUM_SEQS, SPEC_TOKENS, TOUR_NOTE, TOUR_SHARE
 from ...targetkit.device import GUARD, DeviceCase
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.step_batch import (
@@ -41,9 +41,9 @@ from ...targetkit.step_batch import (
 from .layout import ARRAYS, INOUT, MAX_COUNT, MODES, NAME
 from .record import TARGET
 
-TOUR = 0.1
+TOUR = TOUR_SHARE
 """The share of cases that are one of the tour's shapes (as the record's bulk generator draws
-them: :func:`~...generation.strategies.random_shape`), half of them each."""
+them), half of them each."""
 SHAPES = ("long_context", "many_requests")
 EDGE = 16
 """An end of a range one time in this many, as :class:`~...generation.choosers.RngChooser` draws."""
