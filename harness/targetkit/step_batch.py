@@ -180,6 +180,11 @@ class StepBatchDevice(DeviceTarget):
 
     batch = 256
     """Cases per batch on a GPU."""
+    @property
+    def batch_decides(self) -> frozenset[str]:  # type: ignore[override]
+        """Every feature of its record: a batch knows each of its steps whole."""
+        return frozenset(self.record.features)
+
     kinds: tuple[str, ...] = ()
     """Kinds of batch a run draws now and then (a verification step's large vocabulary), which
     :meth:`draw_batch` also draws when asked (``kind=``): a test makes them happen."""

@@ -123,7 +123,6 @@ class _Device(StepBatchDevice):
             K=p["K"], state_base=p["state_base"], cu_at=p["cu_at"], draft_base=p["draft_base"], ids_base=p["ids_base"],
             logits_base=p["logits_base"], logits_total=p["logits_total"])
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         a = b.cat

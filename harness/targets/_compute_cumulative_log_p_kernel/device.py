@@ -142,7 +142,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         index = torch.nonzero(w).flatten()
         return {"cumulative_log_p": (index, v[index], bound[index])}
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """The record's features of each case (``features_of``), from the batch's arrays: the

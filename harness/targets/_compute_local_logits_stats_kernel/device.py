@@ -168,7 +168,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
             out[name] = (index, v) if name == "target_local_argmax" else (index, v, bound.reshape(-1)[index])
         return out
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """The record's features of each case (``features_of``), from the batch's arrays on the

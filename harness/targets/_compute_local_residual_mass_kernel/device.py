@@ -193,7 +193,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         index = torch.nonzero(w.reshape(-1)).flatten()
         return {"local_residual_mass": (index, v.reshape(-1)[index], bound.reshape(-1)[index])}
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """The record's features of each case (``features_of``), from the batch's arrays on the

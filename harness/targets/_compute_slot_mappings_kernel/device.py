@@ -137,7 +137,6 @@ class _Device(StepBatchDevice):
         self.record.launch(impl, views, Case(kernel=self.name, arrays={"block_sizes": np.empty(G, np.int32)},
                                              scalars=dict(dc.scalars), launch={}))
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         a = b.cat

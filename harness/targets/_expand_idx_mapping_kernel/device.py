@@ -62,7 +62,6 @@ class _Device(StepBatchDevice):
         return tensor_steps_v2.expand_idx_mapping(**b.cat, cu_at=rows.cu_at, out_base=rows.per_row(np.cumsum(N) - N),
                                                   total=int(N.sum()))
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         a = b.cat

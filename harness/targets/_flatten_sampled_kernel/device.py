@@ -87,7 +87,6 @@ class _Device(StepBatchDevice):
         return tensor_steps_v2.flatten_sampled(**b.cat, width=p["width"], sampled_base=p["sampled_base"], cu_at=p["cu_at"],
                                                out_base=p["out_base"])
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         a = b.cat

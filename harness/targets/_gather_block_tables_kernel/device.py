@@ -144,7 +144,6 @@ class _Device(StepBatchDevice):
         self.record.launch(impl, views, Case(kernel=self.name, arrays={"num_blocks": np.empty((G, 0), np.int32)},
                                              scalars=dict(dc.scalars), launch={}))
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         a = b.cat

@@ -102,7 +102,6 @@ class _Device(StepBatchDevice):
         rows, token_base = _places(b, a["input_ids"].device.type)
         return tensor_steps_v2.gather_draft_sampled(**a, state_base=rows.state_base, token_base=token_base)
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         a = b.cat

@@ -86,7 +86,6 @@ class _Device(StepBatchDevice):
             num_sampled=a["num_sampled"], seq_lens=a["seq_lens"], cu_num_logits=a["cu_num_logits"],
             idx_mapping=a["idx_mapping"], prefill_len=a["prefill_len"], state_base=rows.state_base, cu_at=rows.cu_at)
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         a = b.cat

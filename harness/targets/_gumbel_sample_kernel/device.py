@@ -392,7 +392,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
             out["logits_cache"] = ((start[:, None] + torch.arange(V, device=j.device)).reshape(-1), src[j].reshape(-1))
         return out
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """The record's features of each case (``features_of``), from the batch's arrays on the

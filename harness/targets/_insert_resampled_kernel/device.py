@@ -133,7 +133,6 @@ class _Device(VerifyBatchDevice):
         return {"sampled": (base[r] + ns[r], token[r]),
                 "num_sampled": (torch.arange(ns.numel(), device=ns.device), (ns + 1).to(torch.int32))}
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """The record's features of each case (``features_of``), from the batch's arrays."""

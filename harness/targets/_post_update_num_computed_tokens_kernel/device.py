@@ -58,7 +58,6 @@ class _Device(StepBatchDevice):
         rows = rows_of(b.lengths, "idx_mapping", "num_computed_tokens", b.cat["idx_mapping"].device.type)
         return tensor_steps_v2.post_update_num_computed_tokens(**b.cat, state_base=rows.state_base, cu_at=rows.cu_at)
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         a = b.cat

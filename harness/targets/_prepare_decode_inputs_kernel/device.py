@@ -83,7 +83,6 @@ class _Device(StepBatchDevice):
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, Any]]:
         return tensor_steps_v2.prepare_decode_inputs(**b.cat, **_sizes(b))
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         a = b.cat

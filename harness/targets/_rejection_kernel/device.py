@@ -134,7 +134,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
             out[x] = (torch.arange(int(B.sum()), device=dev), res[x], res[x + "_bound"])
         return out
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """The record's features of each case (``features_of``), from the torch oracle's

@@ -133,7 +133,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         return {"resampled_local_argmax": (index, res["argmax"][r].reshape(-1)),
                 "resampled_local_max": (index, res["max"][r].reshape(-1).to(dt), res["bound"][r].reshape(-1))}
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """The record's features of each case (``features_of``), from the batch's arrays: a cut

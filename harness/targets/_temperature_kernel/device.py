@@ -230,7 +230,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         c = DeviceTarget.to_case(self, dc)
         return Case(c.kernel, c.arrays, c.scalars, {}, c.note)
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """The record's features of each case (``features_of``), from the batch's arrays on the

@@ -230,7 +230,6 @@ class _Device(StepBatchDevice):
                     scalars=dict(dc.scalars), launch={"input_batch_size": h["input_batch_size"], "aliased_positions": h["aliased"]},
                     note=(h.get("note") + ": " if h.get("note") else "") + "drawn on the device (eaglefuzz fuzz --mode device)")
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         a = b.cat

@@ -217,7 +217,6 @@ class _Device(StepBatchDevice):
                     launch={"mode": h["mode"]},
                     note=(h["note"] + ": " if h.get("note") else "") + "drawn on the device (eaglefuzz fuzz --mode device)")
 
-    batch_decides = frozenset(TARGET.features)
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         a = b.cat
