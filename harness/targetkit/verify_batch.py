@@ -361,17 +361,26 @@ def _drafts(gen: torch.Generator, tl: torch.Tensor, req: Rows, s: torch.Tensor, 
 @dataclass
 class StepRows:
     """A batch's logits rows as the verification oracles read them (device tensors, every
-    case's rows concatenated): ``target`` ``[N, Vt]``; per row its state row within its case
-    ``eidx``, step ``elp``, whether it is its request's bonus row, whether its request is greedy,
-    its temperature, and its cached draft logits ``draft`` ``[N, Vd]`` (``None``: one-hot)."""
+    case's rows concatenated): ``target`` ``[N, Vt]``; per row its case ``cid``, its state row
+    within its case ``eidx``, its step ``elp``, whether it is its request's bonus row, whether
+    its request is greedy, its temperature, and its cached draft logits' row ``draft_at`` in
+    the batch's caches viewed ``[-1, Vd]`` (``caches``; ``None``: one-hot drafts); the batch's
+    vocabulary ``V`` (the narrower table's width)."""
 
     target: torch.Tensor
+    cid: torch.Tensor
     eidx: torch.Tensor
     elp: torch.Tensor
     bonus: torch.Tensor
     greedy: torch.Tensor
     row_temperature: torch.Tensor
-    draft: torch.Tensor | None
+    draft_at: torch.Tensor | None
+    caches: torch.Tensor | None
+    V: int
+
+    def draft(self) -> torch.Tensor | None:
+        """Each row's cached draft logits (``[N, Vd]``; ``None``: one-hot drafts)."""
+        return None if self.caches is None or self.draft_at is None else self.caches[self.draft_at]
 
 
 def step_rows(b: DeviceBatch) -> StepRows:
@@ -393,14 +402,17 @@ def step_rows(b: DeviceBatch) -> StepRows:
     nxt = torch.cat([elp[1:], elp.new_zeros(1)]) if N else elp
     bonus = last | (nxt == 0)
     t = a["temperature"][rows.state_base + eidx]
-    draft = None
+    at = caches = None
+    V = Vt
     if "draft_logits" in a:
         Vd = b.shapes["draft_logits"][0][2]
+        V = min(Vt, Vd)
         K = torch.as_tensor([shape[1] for shape in b.shapes["draft_logits"]], device=dev)[rows.cid]
         sizes = np.asarray(b.lengths["draft_logits"], dtype=np.int64) // Vd
         base = torch.as_tensor(np.cumsum(sizes) - sizes, device=dev)[rows.cid]
-        draft = a["draft_logits"].view(-1, Vd)[base + eidx * K + torch.minimum(elp, K - 1)]
-    return StepRows(a["target_logits"].view(-1, Vt), eidx, elp, bonus, t == 0, t, draft)
+        at = base + eidx * K + torch.minimum(elp, K - 1)
+        caches = a["draft_logits"].view(-1, Vd)
+    return StepRows(a["target_logits"].view(-1, Vt), rows.cid, eidx, elp, bonus, t == 0, t, at, caches, V)
 
 
 class VerifyBatchDevice(StepBatchDevice):

@@ -222,51 +222,6 @@ def batch_requests(b: DeviceBatch, rows: str = "draft_sampled") -> BatchRequests
     return BatchRequests(cu_g, state, first, owners(n, dev.type), req, elp, V)
 
 
-@dataclass
-class BatchRows:
-    """The logits rows of a chain kernel's batch that has each row's own mapping
-    (``expanded_idx_mapping``, ``expanded_local_pos``: §32's), over its concatenated cases
-    (device tensors): per row its case ``cid``, step ``elp``, whether it is its request's bonus
-    row, its temperature, and its cached draft logits' row in the batch's caches viewed ``[-1,
-    Vd]`` (``draft_at``; ``None`` without them); the batch's vocabulary ``V``."""
-
-    cid: torch.Tensor
-    elp: torch.Tensor
-    bonus: torch.Tensor
-    temperature: torch.Tensor
-    draft_at: torch.Tensor | None
-    V: int
-
-
-def batch_rows(b: DeviceBatch) -> BatchRows:
-    """:class:`BatchRows` of ``b`` from its ``expanded_idx_mapping``, ``expanded_local_pos``,
-    ``temperature``, ``target_logits`` and ``draft_logits`` (if any)."""
-    a = b.cat
-    dev = a["expanded_local_pos"].device
-    n = np.asarray(b.lengths["expanded_local_pos"], dtype=np.int64)
-    R = np.asarray(b.lengths["temperature"], dtype=np.int64)
-    cid = owners(n, dev.type)
-    N = int(n.sum())
-    elp = a["expanded_local_pos"].long()
-    eidx = a["expanded_idx_mapping"].long()
-    last = torch.zeros(N, dtype=torch.bool, device=dev)
-    if N:
-        last[torch.as_tensor(np.cumsum(n) - 1, device=dev)] = True
-    nxt = torch.cat([elp[1:], elp.new_zeros(1)]) if N else elp
-    bonus = last | (nxt == 0)
-    t = a["temperature"][torch.as_tensor(np.cumsum(R) - R, device=dev)[cid] + eidx]
-    at = None
-    Vt = b.shapes["target_logits"][0][1] if "target_logits" in b.shapes else 0
-    V = Vt
-    if "draft_logits" in a:
-        K = np.asarray([x[1] for x in b.shapes["draft_logits"]], dtype=np.int64)
-        V = min(Vt, b.shapes["draft_logits"][0][2])
-        base = torch.as_tensor(np.cumsum(R * K) - R * K, device=dev)[cid]
-        Kr = torch.as_tensor(K, device=dev)[cid]
-        at = base + eidx * Kr + torch.minimum(elp, Kr - 1)
-    return BatchRows(cid, elp, bonus, t, at, V)
-
-
 # -- §33 of a batch: the verification, its windows settled --------------------------------------
 
 RE_KEY = 0x9E3779B97F4A7C15

@@ -160,7 +160,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         r = step_rows(b)
         V = int(b.scalars[0]["vocab_size"])
         res = tensor_ops_v2.local_logits_stats_rows(
-            r.target, r.greedy, r.bonus, r.draft, r.row_temperature, V, STATS_BLOCK)
+            r.target, r.greedy, r.bonus, r.draft(), r.row_temperature, V, STATS_BLOCK)
         out = {}
         for name, (written, value, bound) in res.items():
             index = torch.nonzero(written.reshape(-1)).flatten()

@@ -50,8 +50,8 @@ from ...targetkit.scale_rows import (
     splice,
 )
 from ...targetkit.step_batch import feature_sets, per_case_any, rows_of
-from ...targetkit.verify_batch import KINDS, VerifyBatchDevice, draw_steps
-from ...targetkit.verify_chain import batch_rows, chain_rows, residual_mass, vocab_of
+from ...targetkit.verify_batch import KINDS, VerifyBatchDevice, draw_steps, step_rows
+from ...targetkit.verify_chain import chain_rows, residual_mass, vocab_of
 from .layout import ARRAYS, build
 from .record import TARGET
 
@@ -119,7 +119,7 @@ def _zero_rows(b: DeviceBatch, rows: torch.Tensor) -> np.ndarray:
     if not m:
         return np.zeros(0, bool)
     a = b.cat
-    r = batch_rows(b)
+    r = step_rows(b)
     nb, V = int(b.scalars[0]["vocab_num_blocks"]), int(b.scalars[0]["vocab_size"])
     Vt, Vd = b.shapes["target_logits"][0][1], b.shapes["draft_logits"][0][2]
 
@@ -134,7 +134,7 @@ def _zero_rows(b: DeviceBatch, rows: torch.Tensor) -> np.ndarray:
               "cumulative_log_p": three(a["cumulative_log_p"][rows - 1]), "draft_logits": dl, "draft_sampled": ds,
               "expanded_idx_mapping": np.repeat(np.arange(m, dtype=np.int64), 3),
               "expanded_local_pos": np.tile(np.arange(3, dtype=np.int32), m),
-              "temperature": r.temperature[rows].cpu().numpy()}
+              "temperature": r.row_temperature[rows].cpu().numpy()}
     arrays |= {x: three(a[x].view(-1, nb)[rows]) for x in STAT_INPUTS}
     out = np.full((3 * m, nb), np.nan, np.float32)
     with np.errstate(all="ignore"):
@@ -177,12 +177,12 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
                            [{"vocab_num_blocks": nb, "vocab_size": st.V} for _ in range(k)], host=host)
 
     def _writes(self, b: DeviceBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        a, r = b.cat, batch_rows(b)
+        a, r = b.cat, step_rows(b)
         nb, V = int(b.scalars[0]["vocab_num_blocks"]), int(b.scalars[0]["vocab_size"])
         Vt, Vd = b.shapes["target_logits"][0][1], b.shapes["draft_logits"][0][2]
         assert r.draft_at is not None
         return residual_mass(a["target_logits"].view(-1, Vt), a["draft_logits"].view(-1, Vd)[r.draft_at],
-                             {x: a[x].view(-1, nb) for x in STAT_INPUTS}, a["cumulative_log_p"], r.temperature, r.elp,
+                             {x: a[x].view(-1, nb) for x in STAT_INPUTS}, a["cumulative_log_p"], r.row_temperature, r.elp,
                              r.bonus, a["draft_sampled"], V)
 
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
@@ -198,7 +198,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         """The record's features of each case (``features_of``), from the batch's arrays on the
         device; a residual of 0 (every partial of a row 0, as the NumPy oracle computes it)
         decided on the host for the rows the torch oracle puts within a few bounds of 0."""
-        a, r = b.cat, batch_rows(b)
+        a, r = b.cat, step_rows(b)
         k = len(b)
         nb = int(b.scalars[0]["vocab_num_blocks"])
         Vt = b.shapes["target_logits"][0][1]
@@ -207,7 +207,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         N = int(n.sum())
         ds = a["draft_sampled"].long()
         nxt = torch.cat([ds[1:], ds.new_zeros(1)]) if N else ds
-        rd = ~r.bonus & (r.temperature != 0)
+        rd = ~r.bonus & (r.row_temperature != 0)
         w, v, bound = self._writes(b)
         on_rows = w[:, 0] if nb else torch.zeros(N, dtype=torch.bool, device=dev)
         near = on_rows & (v.to(torch.float64) <= 4 * bound).all(1)
@@ -219,7 +219,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         on = per_case_any(rows_of(b.lengths, "expanded_local_pos", None, dev.type), {
             "residual_rows": on_rows, "first_rows_skipped": rd & (r.elp == 0),
             "placeholder_next_skipped": rd & (r.elp > 0) & (nxt < 0),
-            "greedy_skipped": ~r.bonus & (r.temperature == 0) & (r.elp > 0),
+            "greedy_skipped": ~r.bonus & (r.row_temperature == 0) & (r.elp > 0),
             "zero_residual": zero, "ratio_below_one": on_rows & (prev < 0)})
         last = np.full(k, -1, np.int64)
         rows = torch.nonzero(on_rows).flatten()
