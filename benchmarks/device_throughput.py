@@ -6,7 +6,11 @@ per stage, against the kernel alone. Needs a CUDA device.
 
 Per target: a warm-up run (``--warmup`` examples, where Triton compiles the specializations
 the campaign meets: its time is the JIT column; Triton's on-disk cache keeps them for later runs), then a steady-state run of ``S``
-seconds with another seed (the figures), then a profiled run (the device is waited for after
+seconds with another seed, twice: the first meets its cases' specializations (a kernel with
+many integer arguments has hundreds: Triton specializes each on 1 and on multiples of 16; its
+rate is the "first seen" column), the second is the figures (the kernel alone is timed after a
+launch that compiles its cases, and a long campaign's are compiled, or in Triton's cache),
+then a profiled run (the device is waited for after
 every stage, so the stage shares add up; its own rate is lower), then the kernel alone: the
 launches of the cases the steady state checked (:func:`kernel_alone`), repeated, timed with
 CUDA events. A target checked by its record
@@ -113,7 +117,10 @@ def _batches_alone(dt, impl, device: str, batches: int, repeat: int) -> float:  
     """:func:`kernel_alone` of a batched target: batches of the steady-state run (seed 0,
     ``dt.batch`` cases each, drawn by the engine's :func:`batch_of`), up to 16 of its first
     ``batches`` evenly spread, every case launched ``repeat`` times after a launch that warms
-    it up, each batch's launches timed with CUDA events. A torch function's device mode has
+    it up, each batch's launches timed with CUDA events (a kernel that updates inputs in place,
+    the batch's ``inout``: each case launched once, on its inputs as drawn, after a launch that
+    warms it up on buffers of its own: a repeat would feed it its own output, indices past the
+    end). A torch function's device mode has
     ``alone(impl, views, dc)``: the function called as vLLM calls it on the case's views (its
     arguments made beforehand), without the checks and copies its launch adds."""
     import numpy as np
@@ -124,19 +131,26 @@ def _batches_alone(dt, impl, device: str, batches: int, repeat: int) -> float:  
     seconds, tokens = 0.0, 0
     for i in sorted(set(np.linspace(0, max(batches, 1) - 1, min(batches, 16)).astype(int).tolist())):
         batch = batch_of(dt, 0, i, dt.batch if device != "cpu" else CPU_BATCH, device, _small(device))
-        arenas = BatchArenas(batch, dt.oracle_batch(batch), device)
-        if hasattr(dt, "alone"):  # a torch function: the call alone
-            calls = [dt.alone(impl, arenas.views[j], batch.launch_case(j)) for j in range(len(batch))]
-        else:
-            calls = [partial(dt.launch, impl, arenas.views[j], batch.launch_case(j)) for j in range(len(batch))]
+        writes = dt.oracle_batch(batch)
 
-        def launches(calls: list = calls) -> None:
+        def calls_of(arenas: BatchArenas, batch=batch) -> list:  # noqa: ANN001
+            if hasattr(dt, "alone"):  # a torch function: the call alone
+                return [dt.alone(impl, arenas.views[j], batch.launch_case(j)) for j in range(len(batch))]
+            return [partial(dt.launch, impl, arenas.views[j], batch.launch_case(j)) for j in range(len(batch))]
+
+        def launches(calls: list) -> None:
             for call in calls:
                 call()
 
-        seconds += _timed(launches, device, repeat)
-        tokens += repeat * sum(batch.tokens(j) for j in range(len(batch)))
-        del arenas, calls, batch
+        if batch.inout:  # updated in place: each case launched once on its inputs as drawn, warmed up on others
+            launches(calls_of(BatchArenas(batch, writes, device)))
+            n = 1
+            seconds += _timed(partial(launches, calls_of(BatchArenas(batch, writes, device))), device, n, warm=False)
+        else:
+            n = repeat
+            seconds += _timed(partial(launches, calls_of(BatchArenas(batch, writes, device))), device, n)
+        tokens += n * sum(batch.tokens(j) for j in range(len(batch)))
+        del writes, batch
     return tokens / seconds
 
 
@@ -214,7 +228,8 @@ def _lane(argv: list[str]) -> int:
     opts = {"shrink": False, "scale_cases": False, "workers": default_workers(device, int(n)),
             "chunk_offset": int(k), "chunk_step": int(n)}
     device_fuzz_target(name, impls, device, seed=1, examples=int(warmup), **opts)
-    Path(out + ".ready").write_text("")
+    cold = device_fuzz_target(name, impls, device, seed=0, examples=None, time_budget=float(seconds), **opts)
+    Path(out + ".ready").write_text(json.dumps({"tokens": cold.tokens, "seconds": cold.seconds}))
     while not Path(go).exists():
         time.sleep(0.005)
     s = device_fuzz_target(name, impls, device, seed=0, examples=None, time_budget=float(seconds), **opts)
@@ -242,7 +257,9 @@ def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int, back
         if any(codes):
             raise RuntimeError(f"a lane exited with {max(codes)}")
         rs = [json.loads(Path(o).read_text()) for o in outs]
+        cs = [json.loads(Path(o + ".ready").read_text()) for o in outs]
     return SimpleNamespace(tokens=sum(r["tokens"] for r in rs), seconds=max(r["seconds"] for r in rs),
+                           cold_rate=sum(c["tokens"] for c in cs) / max(max(c["seconds"] for c in cs), 1e-9),
                            examples=sum(r["examples"] for r in rs), cross_checked=sum(r["cross_checked"] for r in rs),
                            findings=[None] * sum(r["findings"] for r in rs),
                            features=set().union(*(r["features"] for r in rs)))
@@ -305,8 +322,9 @@ def main() -> int:
             else f"vllm-release:{vllm.PINNED_RELEASE}" for n in names}
     loaded = {s: implementations_for(parse_source(s), [n for n in names if spec[n] == s]) for s in set(spec.values())}
     impls = Implementations({n: loaded[spec[n]][n] for n in names}, {n: loaded[spec[n]].origin[n] for n in names})
-    rows = ["| target | examples/s | output tokens verified/s | kernel alone, tokens/s | ratio | JIT warm-up s | "
-            "examples | cross-checked | findings |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    rows = ["| target | examples/s | output tokens verified/s | the same cases first seen | kernel alone, tokens/s | "
+            "ratio | JIT warm-up s | examples | cross-checked | findings |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     stage_rows = ["| target | " + " | ".join(STAGES) + " |", "| --- |" + " ---: |" * len(STAGES)]
     for name in names:
         t0 = time.monotonic()
@@ -316,8 +334,11 @@ def main() -> int:
             if args.lanes > 1:
                 s = in_lanes(name, spec[name], args.seconds, args.lanes, args.warmup, args.backend)
             else:
-                s = device_fuzz_target(name, impls, backend.device, seed=0, examples=None, time_budget=args.seconds,
-                                       shrink=False, **opts)
+                steady = partial(device_fuzz_target, name, impls, backend.device, seed=0, examples=None,
+                                 time_budget=args.seconds, shrink=False, **opts)
+                cold = steady()
+                s = steady()
+                s.cold_rate = cold.tokens / cold.seconds
             prof = device_fuzz_target(name, impls, backend.device, seed=2, examples=None,
                                       time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
                                       **opts)
@@ -331,15 +352,15 @@ def main() -> int:
             continue
         rate = s.tokens / s.seconds
         alone_cell, ratio = ("n/a (a torch function)", "n/a") if alone is None else (f"{alone / 1e6:,.0f} M", f"{rate / alone:.3f}")
-        rows.append(f"| {name} | {s.examples / s.seconds:,.0f} | {rate / 1e6:,.1f} M | {alone_cell} | "
-                    f"{ratio} | {jit:.1f} | {s.examples:,} | {s.cross_checked} | {len(s.findings)} |")
+        rows.append(f"| {name} | {s.examples / s.seconds:,.0f} | {rate / 1e6:,.1f} M | {s.cold_rate / 1e6:,.1f} M | "
+                    f"{alone_cell} | {ratio} | {jit:.1f} | {s.examples:,} | {s.cross_checked} | {len(s.findings)} |")
         total = sum(prof.stages.values()) or 1.0
         stage_rows.append(f"| {name} | " + " | ".join(f"{100 * prof.stages[k] / total:.0f}%" for k in STAGES) + " |")
         print(rows[-1], file=sys.stderr, flush=True)
         if args.json:
             with args.json.open("a") as f:
                 f.write(json.dumps({"target": name, "lanes": args.lanes, "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
-                                    "alone": alone, "ratio": None if alone is None else rate / alone, "jit": jit, "cross_checked": s.cross_checked,
+                                    "alone": alone, "ratio": None if alone is None else rate / alone, "cold_rate": s.cold_rate, "jit": jit, "cross_checked": s.cross_checked,
                                     "findings": len(s.findings), "features_missed": sorted(_missed(name, s)),
                                     "stages": {k: prof.stages[k] / total for k in STAGES}}) + "\n")
     text = "\n".join(rows) + "\n\nShare of the time per stage (profiled run, the device waited for after every stage):\n\n" + "\n".join(stage_rows)

@@ -411,7 +411,8 @@ def device_fuzz_target(
             size = sum(int(getattr(a, "size", 0) if isinstance(a, np.ndarray) else a.numel()) for a in dc.inputs.values())
             rate = cross_s / max(cross_elements, 1) if cross_elements else CROSS_CHECK_S_PER_ELEMENT
             fits = time_budget is None or elapsed + rate * size < time_budget
-            if finding is None and (bad or (cross_s <= cross_check_share * elapsed and fits)):
+            share_ok = not cross_s or cross_check_share >= 1 or cross_s + rate * size <= cross_check_share * elapsed
+            if finding is None and (bad or (share_ok and fits)):
                 t0 = time.perf_counter()
                 case = _case(dt, dc, host)
                 stats.reach(name, case)
@@ -770,14 +771,19 @@ def _cross_check_clean(name: str, cases: Iterable[Any], size_of: Callable[[Any],
                        confirm: Callable[[Case, bool], Finding | None], stats: Stats, start: float,
                        time_budget: float | None, cross_check_share: float, cross: list) -> Finding | None:
     """A clean batch's cases (device or host batch), in order, confirmed by the NumPy and Numba
-    oracles while the cross-checks' seconds stay within ``cross_check_share`` of the run's and
-    the next one (at the rate measured so far, ``cross``: seconds, elements) fits the budget;
-    the first that differs is the batch's finding."""
+    oracles while the cross-checks' seconds, the next one's included (at the rate measured so
+    far, ``cross``: seconds, elements), stay within ``cross_check_share`` of the run's (1: every
+    case) and the next one fits the budget; the run's first cross-check is made at once, on the
+    batch's smallest case. The first that differs is the batch's finding."""
+    cases = list(cases)
+    if not cross[0] and len(cases) > 1:  # the run's first: its cheapest case (the rate is not known yet)
+        cases.insert(0, cases.pop(min(range(len(cases)), key=lambda j: size_of(cases[j]))))
     for c in cases:
         elapsed = time.monotonic() - start
         size = size_of(c)
         rate = cross[0] / max(cross[1], 1) if cross[1] else CROSS_CHECK_S_PER_ELEMENT
-        if cross[0] > cross_check_share * elapsed or (time_budget is not None and elapsed + rate * size >= time_budget):
+        over = cross[0] and cross_check_share < 1 and cross[0] + rate * size > cross_check_share * elapsed
+        if over or (time_budget is not None and elapsed + rate * size >= time_budget):
             break
         t0 = time.perf_counter()
         case = host_case(c)
