@@ -149,6 +149,13 @@ def block_lse(maxes: torch.Tensor, sums: torch.Tensor) -> tuple[torch.Tensor, to
     return lse, torch.where(torch.isfinite(e), e, torch.full_like(e, float("inf")))
 
 
+def _read(flat: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``flat[idx]``; zeros where ``flat`` is empty (every index then a padded step's)."""
+    if flat.numel():
+        return flat[idx]
+    return torch.zeros(idx.shape, dtype=flat.dtype, device=flat.device)
+
+
 def cumulative_log_p(target_logits: torch.Tensor, target_local_max: torch.Tensor, target_local_sumexp: torch.Tensor,
                      draft_sampled: torch.Tensor, draft_logits: torch.Tensor | None, draft_local_max: torch.Tensor | None,
                      draft_local_sumexp: torch.Tensor | None, cu_num_logits: torch.Tensor, idx_mapping: torch.Tensor,
@@ -166,52 +173,71 @@ def cumulative_log_p(target_logits: torch.Tensor, target_local_max: torch.Tensor
     ``draft_logits`` viewed ``[-1, Wd]`` (by default ``s K``: one step's cache; several steps'
     caches of different ``K``, concatenated, give their own). Returns ``(written, expected,
     bound)`` of shape ``[n]``: the bound sums, over the steps so far, ``E_lse(t) + E_lse(d) + 2**-22 |q| + 2**-24 (|lp_t|
-    + |lp_d| + |lp_t - lp_d| + |L|)``, plus half a float32 step of the stored value."""
+    + |lp_d| + |lp_t - lp_d| + |L|)``, plus half a float32 step of the stored value.
+
+    Every step's terms are computed at once (``[B, D]``, ``D`` the most drafts); the running
+    ``L`` and its bound's sum then take a few operations per step, in the order above (a step of
+    a ``-1`` draft adds 0: both stay as they are, bit for bit)."""
     dev = target_logits.device
     n, W = target_logits.shape
     cu = cu_num_logits.to(torch.int64)
     start, nd = cu[:-1], cu[1:] - cu[:-1] - 1
     s = idx_mapping.to(torch.int64)
+    B = s.numel()
+    f64 = torch.float64
+    written = torch.zeros(n + 1, dtype=torch.bool, device=dev)
+    expected = torch.zeros(n + 1, dtype=torch.float32, device=dev)
+    bound = torch.zeros(n + 1, dtype=f64, device=dev)
+    D = int(nd.max()) if B else 0
+    if D <= 0:
+        return written[:n], expected[:n], bound[:n]
     temp = temperature.to(torch.float32)[s]
     t_lse, t_e = block_lse(target_local_max[:, :blocks], target_local_sumexp[:, :blocks])
-    if draft_logits is not None:
+    i = torch.arange(D, device=dev)
+    on = (i < nd[:, None]) & (temp != 0)[:, None]  # [B, D]: a random request's draft rows
+    rows = torch.where(on, start[:, None] + i, 0)
+    tok = torch.where(on, draft_sampled.to(torch.int64)[(rows + 1).clamp(max=n - 1)], 0)
+    valid = tok >= 0
+    tk = tok.clamp(min=0)
+    ninf = torch.full((), float("-inf"), dtype=f64, device=dev)
+    zero = torch.zeros((), dtype=f64, device=dev)
+    tlog = _read(target_logits.reshape(-1), rows * W + tk)
+    tlp = torch.where(valid, tlog.to(torch.float32).to(f64), ninf) - t_lse[rows]
+    et = torch.where(torch.isfinite(tlp), t_e[rows] + EPS * tlp.abs(), zero)
+    if draft_logits is None:
+        dlp = ed = torch.zeros_like(tlp)
+    else:
         d_lse, d_e = block_lse(draft_local_max[:, :blocks], draft_local_sumexp[:, :blocks])
         K, Wd = draft_logits.shape[-2], draft_logits.shape[-1]
         first = s * K if draft_rows is None else draft_rows.to(torch.int64)
-    tflat = target_logits.reshape(-1)
-    ds = draft_sampled.to(torch.int64)
-    B = s.numel()
-    log_p = torch.zeros(B, dtype=torch.float64, device=dev)
-    err = torch.zeros(B, dtype=torch.float64, device=dev)
-    written = torch.zeros(n, dtype=torch.bool, device=dev)
-    expected = torch.zeros(n, dtype=torch.float32, device=dev)
-    bound = torch.zeros(n, dtype=torch.float64, device=dev)
-    ninf = torch.tensor(float("-inf"), dtype=torch.float64, device=dev)
-    for i in range(int(nd.max()) if B else 0):
-        r = torch.nonzero((temp != 0) & (i < nd)).reshape(-1)
-        if not r.numel():
-            continue
-        rows = start[r] + i
-        tok = ds[rows + 1]
-        valid = tok >= 0
-        tk = torch.where(valid, tok, torch.zeros_like(tok))
-        tlp = torch.where(valid, tflat[rows * W + tk].to(torch.float32).to(torch.float64), ninf) - t_lse[rows]
-        et = torch.where(torch.isfinite(tlp), t_e[rows] + EPS * tlp.abs(), torch.zeros_like(tlp))
-        if draft_logits is None:
-            dlp = ed = torch.zeros_like(tlp)
-        else:
-            d32 = draft_logits.reshape(-1)[(first[r] + i) * Wd + tk].to(torch.float32)
-            q = torch.where(valid, d32.to(torch.float64), ninf) / temp[r].to(torch.float64)
-            dlp = q - d_lse[rows]
-            ed = torch.where(torch.isfinite(dlp), d_e[rows] + DIV * q.abs() + EPS * dlp.abs(), torch.zeros_like(dlp))
-        new = torch.minimum(log_p[r] + (tlp - dlp), torch.zeros_like(tlp))
-        new_err = err[r] + et + ed + EPS * ((tlp - dlp).abs() + new.abs())
-        log_p[r] = torch.where(valid, new, log_p[r])
-        err[r] = torch.where(valid, new_err, err[r])
-        written[rows] = True
-        expected[rows] = log_p[r].to(torch.float32)
-        bound[rows] = err[r] + 0.5 * _ulp32(log_p[r])
-    return written, expected, bound
+        d32 = _read(draft_logits.reshape(-1), torch.where(on, (first[:, None] + i) * Wd + tk, 0)).to(torch.float32)
+        q = torch.where(valid, d32.to(f64), ninf) / temp[:, None].to(f64)
+        dlp = q - d_lse[rows]
+        ed = torch.where(torch.isfinite(dlp), d_e[rows] + DIV * q.abs() + EPS * dlp.abs(), zero)
+    d = tlp - dlp
+    # a -1 draft's step adds 0 (L <= 0 is never -0.0, nor the error sum: each stays as it is)
+    L = torch.zeros(B, dtype=f64, device=dev)
+    Ls = []
+    for di in torch.where(valid, d, zero).t().unbind(0):
+        L = torch.minimum(L + di, zero)
+        Ls.append(L)
+    Lg = torch.stack(Ls, 1)
+    terms = [torch.where(valid, et, zero)]
+    if draft_logits is not None:
+        terms.append(torch.where(valid, ed, zero))
+    terms.append(torch.where(valid, EPS * (d.abs() + Lg.abs()), zero))
+    err = torch.zeros(B, dtype=f64, device=dev)
+    errs = []
+    for k, x in enumerate(torch.stack(terms, 2).reshape(B, -1).t().unbind(0)):  # per step: its terms in order
+        err = err + x
+        if k % len(terms) == len(terms) - 1:
+            errs.append(err)
+    Eg = torch.stack(errs, 1)
+    at = torch.where(on, rows, n)  # a padded step writes past the rows (dropped)
+    written[at] = on
+    expected[at] = Lg.to(torch.float32)
+    bound[at] = Eg + 0.5 * _ulp32(Lg)
+    return written[:n], expected[:n], bound[:n]
 
 
 # -- the counter-based noise (the preface to §28-§35) -------------------------------------------
@@ -481,16 +507,22 @@ def tl_rand32(seed: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
     wrap), its first word as int32 ``x``, ``(x < 0 ? ~x : x)`` in float32 times
     ``float32(4.6566127342e-10)``, raised to at least that; float32 (broadcast)."""
     seed, offset = torch.broadcast_tensors(seed.to(torch.int64), offset.to(torch.int64))
-    c0, c1 = offset & M32, (offset >> 32) & M32
-    c2, c3 = torch.zeros_like(c0), torch.zeros_like(c0)
-    k0, k1 = seed & M32, (seed >> 32) & M32
-    for _ in range(10):
-        p0, p2 = c0 * _PHILOX_A, c2 * _PHILOX_B
-        c0, c1, c2, c3 = ((p2 >> 32) & M32) ^ c1 ^ k0, p2 & M32, ((p0 >> 32) & M32) ^ c3 ^ k1, p0 & M32
-        k0, k1 = (k0 + _PHILOX_KA) & M32, (k1 + _PHILOX_KB) & M32
+    dev, pair = seed.device, (2,) + (1,) * seed.dim()
+    zero = torch.zeros_like(offset)
+    # the words in pairs: x = (c0, c2), y = (c1, c3); y's and the keys' bits past 32 are masked off
+    # with each round's new x (only x reaches a product)
+    x, y = torch.stack([offset & M32, zero]), torch.stack([offset >> 32, zero])
+    two = torch.arange(2, device=dev, dtype=torch.int64)  # the constants made on the device (no copy)
+    mul = (_PHILOX_A + two * (_PHILOX_B - _PHILOX_A)).view(pair)
+    bump = torch.arange(10, device=dev, dtype=torch.int64)[:, None] * (_PHILOX_KA + two * (_PHILOX_KB - _PHILOX_KA))
+    keys = (torch.stack([seed & M32, seed >> 32]) + bump.view((10, *pair))).unbind(0)  # round r's (k0, k1), low 32 bits
+    for k in keys:
+        p = (x * mul).flip(0)  # (c2 B, c0 A): int64, each product's low 64 bits
+        x, y = ((p >> 32) ^ y ^ k) & M32, p  # (hi(c2 B) ^ c1 ^ k0, hi(c0 A) ^ c3 ^ k1), (lo(c2 B), lo(c0 A))
+    c0 = x[0]
     x = torch.where(c0 >= 1 << 31, c0 - (1 << 32), c0)
     x = torch.where(x < 0, -x - 1, x)
-    scale = torch.tensor(TL_RAND_MIN, dtype=torch.float32, device=x.device)
+    scale = torch.full((), TL_RAND_MIN, dtype=torch.float32, device=dev)
     return torch.clamp(x.to(torch.float32) * scale, min=TL_RAND_MIN)
 
 
@@ -654,7 +686,10 @@ def rejection_steps(target_logits: torch.Tensor, target_local_argmax: torch.Tens
     i``.
 
     ``target_logits`` ``[n, W]`` and ``draft_logits`` may be production-scale: each is read at
-    one element per verified row."""
+    one element per verified row.
+
+    Every step's quantities are computed at once (``[B, K + 1]``: each request's steps, padded),
+    the sequential acceptance then as prefix operations over the steps."""
     dev = target_logits.device
     n, W = target_logits.shape
     cu = cu.to(torch.int64)
@@ -663,155 +698,147 @@ def rejection_steps(target_logits: torch.Tensor, target_local_argmax: torch.Tens
     B = s.numel()
     temp = temperature.to(torch.float32)[s]
     greedy = temp == 0
-    seeds = seed.to(torch.int64)[s]
     f64 = torch.float64
     t_lse_all, t_e_all = block_lse(target_local_max[:, :blocks], target_local_sumexp[:, :blocks])
     has_draft = draft_logits is not None
-    if has_draft:
-        d_lse_all, d_e_all = block_lse(draft_local_max[:, :blocks], draft_local_sumexp[:, :blocks])
-        Wd = draft_logits.shape[-1]
-        dflat = draft_logits.reshape(-1)
     tflat = target_logits.reshape(-1)
     ds = draft_sampled.to(torch.int64)
-    p = pos.to(torch.int64)
     block, fly = method == "block", method == "fly"
     syn = method == "synthetic"
-    ninf = torch.tensor(float("-inf"), dtype=f64, device=dev)
-    sampled = torch.full((B, K + 1), -1, dtype=torch.int64, device=dev)
-    written = torch.zeros((B, K + 1), dtype=torch.bool, device=dev)
-    acc = torch.zeros(B, dtype=torch.int64, device=dev)
-    pending = torch.full((B,), -1, dtype=torch.int64, device=dev)
-    rej_arg = torch.zeros(B, dtype=torch.int64, device=dev)
-    lse = {k: torch.zeros(B, dtype=f64, device=dev) for k in ("t", "te", "d", "de")}
-    verifying = torch.ones(B, dtype=torch.bool, device=dev)
-    window = torch.zeros(B, dtype=torch.bool, device=dev)
-    thr = fly_threshold.to(torch.float32) if fly else None
-    win = fly_window.to(torch.int64) if fly else None
+    ninf = torch.full((), float("-inf"), dtype=f64, device=dev)
+    zero = torch.zeros((), dtype=f64, device=dev)
 
     def exp_rel(x: torch.Tensor) -> torch.Tensor:
         return EXP_REL + EXP_ARG * x.abs()
 
-    for i in range(int(nd.max()) if B else 0):
-        on = i < nd
-        rows_all = torch.where(on, start + i, torch.zeros_like(start))
-        x = torch.where(on, ds[rows_all + 1], torch.zeros_like(start))
-        valid = x >= 0
-        xc = x.clamp(min=0)
-        if not fly:
-            verifying &= torch.where(~greedy & on, valid, torch.ones_like(valid))
-        r = torch.nonzero(on & verifying).reshape(-1)
-        if not r.numel():
-            continue
-        rows, xr, ok, g = rows_all[r], xc[r], valid[r], greedy[r]
-        step_seed = spec_step_seed(seeds[r], i) if block else seeds[r]
-        u = tl_rand32(step_seed, p[rows])
-        rate = rates.to(torch.float32)[r, i] if syn else None
-        targ = greedy_argmax(target_local_max[rows, :blocks], target_local_argmax[rows, :blocks])
-        tlog = torch.where(ok, tflat[rows * W + xr].to(torch.float32).to(f64), ninf)
-        tlp = tlog - t_lse_all[rows]
-        et = torch.where(torch.isfinite(tlp), t_e_all[rows] + EPS * tlp.abs(), torch.zeros_like(tlp))
+    # every step of every request at once: [B, D], step i of request r at [r, i] (row j = cu[r] + i);
+    # D = K + 1, the last column past every request's drafts
+    D = K + 1
+    i = torch.arange(D, device=dev)
+    nd2, g = nd[:, None], greedy[:, None]
+    on = i < nd2
+    rows = torch.where(on, start[:, None] + i, 0)
+    x = torch.where(on, ds[(rows + 1).clamp(max=n - 1)], 0)
+    valid = x >= 0
+    xc = x.clamp(min=0)
+    seeds = seed.to(torch.int64)[s][:, None]
+    u = tl_rand32(seeds ^ (i << 32) if block else seeds, pos.to(torch.int64)[rows])  # spec_step_seed under block
+    targ = greedy_argmax(target_local_max[rows.reshape(-1), :blocks],
+                         target_local_argmax[rows.reshape(-1), :blocks]).view(B, D)
+    tlog = torch.where(valid, _read(tflat, rows * W + xc).to(torch.float32).to(f64), ninf)
+    t_lse, t_e = t_lse_all[rows], t_e_all[rows]
+    tlp = tlog - t_lse
+    et = torch.where(torch.isfinite(tlp), t_e + EPS * tlp.abs(), zero)
+    if has_draft:
+        d_lse_all, d_e_all = block_lse(draft_local_max[:, :blocks], draft_local_sumexp[:, :blocks])
+        Wd = draft_logits.shape[-1]
+        at = torch.where(on, (draft_first.to(torch.int64)[:, None] + i) * Wd + xc, 0)
+        d32 = _read(draft_logits.reshape(-1), at).to(torch.float32)
+        q = torch.where(valid, d32.to(f64), ninf) / temp[:, None].to(f64)
+        dl_lse, dl_e = d_lse_all[rows], d_e_all[rows]
+        dlp = q - dl_lse
+        ed = torch.where(torch.isfinite(dlp), dl_e + DIV * q.abs() + EPS * dlp.abs(), zero)
+    else:
+        dlp = ed = torch.zeros_like(tlp)
+    if syn:
+        rate = torch.nn.functional.pad(rates.to(torch.float32)[:, :K], (0, D - min(K, rates.shape[1])))
+    # greedy rows
+    g_acc = ((u < rate) if syn else targ == xc) & valid
+    if block:  # random rows: the joint ratio's threshold
+        clp = cumulative_log_p[rows].to(torch.float32).to(f64)
+        pr = clp.exp()
+        epr = torch.where(pr > 0, pr * exp_rel(clp), zero)
+        at_last = i >= nd2 - 1
+        nxt = torch.where(at_last, -1, ds[(rows + 2).clamp(max=n - 1)])
+        has_next = nxt >= 0
+        nr = (rows + 1).clamp(max=n - 1)
         if has_draft:
-            d32 = dflat[(draft_first.to(torch.int64)[r] + i) * Wd + xr].to(torch.float32)
-            q = torch.where(ok, d32.to(f64), ninf) / temp[r].to(f64)
-            dlp = q - d_lse_all[rows]
-            ed = torch.where(torch.isfinite(dlp), d_e_all[rows] + DIV * q.abs() + EPS * dlp.abs(), torch.zeros_like(dlp))
-            dl_lse, dl_e = d_lse_all[rows], d_e_all[rows]
+            parts = local_residual_mass[nr, :blocks].to(torch.float32).to(f64)
+            R = parts.sum(-1)
+            eR = SUM_SMALL * parts.abs().sum(-1)
         else:
-            dlp = ed = dl_lse = dl_e = torch.zeros_like(tlp)
-        # greedy rows
-        g_acc = ((u < rate) if syn else targ == xr) & ok
-        can_defer = torch.where(g, ok & (tlog > float("-inf")), ok & (tlp > float("-inf")) & (dlp > float("-inf")))
-        if block:  # random rows: the joint ratio's threshold
-            clp = cumulative_log_p[rows].to(torch.float32).to(f64)
-            pr = clp.exp()
-            epr = torch.where(pr > 0, pr * exp_rel(clp), torch.zeros_like(pr))
-            last = i >= nd[r] - 1
-            nxt = torch.where(last, torch.full_like(xr, -1), ds[(rows + 2).clamp(max=n - 1)])
-            has_next = nxt >= 0
-            nr = (rows + 1).clamp(max=n - 1)
-            if has_draft:
-                parts = local_residual_mass[nr, :blocks].to(torch.float32).to(f64)
-                R = parts.sum(-1)
-                eR = SUM_SMALL * parts.abs().sum(-1)
-            else:
-                xl = tflat[nr * W + nxt.clamp(min=0)].to(torch.float32).to(f64) - t_lse_all[nr]
-                mb = xl.exp()
-                emb = torch.where(mb > 0, mb * (exp_rel(xl) + t_e_all[nr] + EPS * xl.abs()), torch.zeros_like(mb))
-                R = pr * (1.0 - mb)
-                eR = epr * (1.0 - mb).abs() + pr * emb + EPS * (R.abs() + pr)
-            den = R + 1.0 - pr
-            eden = eR + epr + EPS * ((R + 1.0).abs() + den.abs())
-            hk = torch.where(den > 0, R / den, torch.ones_like(den))
-            ehk = torch.where(den.abs() > eden, DIV * hk.abs() + (eR + hk.abs() * eden) / torch.clamp(den.abs() - eden, min=1e-300),
-                              torch.full_like(den, float("inf")))
-            h = torch.where(has_next, hk, pr)
-            eh = torch.where(has_next, ehk, epr)
-            margin = h - u.to(f64)
-            r_acc = u.to(f64) <= h
-            inside = ~(margin.abs() > eh) & ~g
-        elif syn:
-            r_acc = u < rate
-            inside = torch.zeros_like(g)
-        else:
-            lu = u.to(f64).log()
-            rhs = lu + dlp
-            margin = tlp - rhs
-            em = et + ed + LOG_REL * lu.abs() + EPS * rhs.abs()
-            r_acc = tlp > rhs
-            inside = torch.isfinite(margin) & (margin.abs() <= em) & ~g
-            if fly:
-                r_acc = r_acc & ok
-        if decided is not None:  # a decision within its window is the run's
-            r_acc = torch.where(inside, decided.to(torch.int64)[r] > i, r_acc)
-        window[r] |= inside
-        accepted = torch.where(g, g_acc, r_acc)
-        if not block:  # a random row's log-sum-exps at every step it verifies (FLy: outside a deferral)
-            upd = ~g if not fly else ~g & (pending[r] < 0)
-            for k, v in (("t", t_lse_all[rows]), ("te", t_e_all[rows]), ("d", dl_lse), ("de", dl_e)):
-                lse[k][r] = torch.where(upd, v, lse[k][r])
-        if block:  # random rows: the last step accepted, every step visited written with its draft
-            rb = r[~g]
-            acc[rb] = torch.where(r_acc[~g], torch.full_like(rb, i + 1), acc[rb])
-            sampled[rb, i] = xr[~g]
-            written[rb, i] = True
-        book = g if block else torch.ones_like(g)
-        k = torch.nonzero(book).reshape(-1)
-        if not k.numel():
-            continue
-        rk, a = r[k], accepted[k]
+            xl = _read(tflat, nr * W + nxt.clamp(min=0)).to(torch.float32).to(f64) - t_lse_all[nr]
+            mb = xl.exp()
+            emb = torch.where(mb > 0, mb * (exp_rel(xl) + t_e_all[nr] + EPS * xl.abs()), zero)
+            R = pr * (1.0 - mb)
+            eR = epr * (1.0 - mb).abs() + pr * emb + EPS * (R.abs() + pr)
+        den = R + 1.0 - pr
+        eden = eR + epr + EPS * ((R + 1.0).abs() + den.abs())
+        hk = torch.where(den > 0, R / den, torch.ones_like(den))
+        ehk = torch.where(den.abs() > eden, DIV * hk.abs() + (eR + hk.abs() * eden) / torch.clamp(den.abs() - eden, min=1e-300),
+                          torch.full_like(den, float("inf")))
+        h = torch.where(has_next, hk, pr)
+        eh = torch.where(has_next, ehk, epr)
+        margin = h - u.to(f64)
+        r_acc = u.to(f64) <= h
+        inside = ~(margin.abs() > eh) & ~g
+    elif syn:
+        r_acc = u < rate
+        inside = torch.zeros_like(on)
+    else:
+        lu = u.to(f64).log()
+        rhs = lu + dlp
+        margin = tlp - rhs
+        em = et + ed + LOG_REL * lu.abs() + EPS * rhs.abs()
+        r_acc = tlp > rhs
+        inside = torch.isfinite(margin) & (margin.abs() <= em) & ~g
         if fly:
-            pend = pending[rk] >= 0
-            confirm = pend & a & (i - pending[rk] == win[rk])
-            new_verifying = torch.where(pend, a, torch.ones_like(a))
-            acc[rk] = torch.where(confirm | (~pend & a), torch.full_like(rk, i + 1), acc[rk])
-            pending[rk] = torch.where(confirm, torch.full_like(rk, -1), pending[rk])
-            rej = ~pend & ~a
-            rej_arg[rk] = torch.where(rej, targ[k], rej_arg[rk])
-            ent = fly_entropy[rows[k]].to(torch.float32)
-            cont = can_defer[k] & (i + win[rk] < nd[rk]) & (ent >= thr[rk])
-            new_verifying = torch.where(rej, cont, new_verifying)
-            pending[rk] = torch.where(rej & cont, torch.full_like(rk, i), pending[rk])
-            verifying[rk] = new_verifying
-            sampled[rk, i] = xr[k]
-        else:
-            verifying[rk] = a
-            acc[rk] += a.to(torch.int64)
-            sampled[rk, i] = torch.where(g[k] & ~a, targ[k], xr[k])
-        written[rk, i] = True
+            r_acc = r_acc & valid
+    if decided is not None:  # a decision within its window is the run's
+        r_acc = torch.where(inside, decided.to(torch.int64)[:, None] > i, r_acc)
+    a = torch.where(g, g_acc, r_acc)
+    # the sequential acceptance, as prefix operations: the steps visited (a prefix of each
+    # request's), the count, and the step whose log-sum-exps are kept (``last``: -1 for none)
     if fly:
-        k = torch.nonzero(greedy & (acc < nd)).reshape(-1)
-        sampled[k, acc[k]] = rej_arg[k]
-        written[k, acc[k]] = True
-    if block:
-        k = torch.nonzero(~greedy & (acc < nd)).reshape(-1)
-        rw = start[k] + acc[k]
-        lse["t"][k], lse["te"][k] = t_lse_all[rw], t_e_all[rw]
-        if has_draft:
-            lse["d"][k], lse["de"][k] = d_lse_all[rw], d_e_all[rw]
-    out = {"sampled": sampled, "sampled_written": written, "num_sampled": acc.to(torch.int32), "window": window}
-    for name, k in (("target_rejected_logsumexp", "t"), ("draft_rejected_logsumexp", "d")):
-        out[name] = lse[k].to(torch.float32)
-        out[name + "_bound"] = lse[k + "e"] + 0.5 * _ulp32(lse[k])
+        win = fly_window.to(torch.int64)[:, None]
+        ent = fly_entropy[rows].to(torch.float32)
+        can_defer = torch.where(g, valid & (tlog > float("-inf")), valid & (tlp > float("-inf")) & (dlp > float("-inf")))
+        cont = can_defer & (i + win < nd2) & (ent >= fly_threshold.to(torch.float32)[:, None])
+        # the first rejection after each step (D: none)
+        nrj = torch.where(a, D, i).flip(1).cummin(1).values.flip(1)
+        after = nrj.gather(1, (i + 1).clamp(max=D - 1).expand(B, D))
+        moves = a | (cont & (after > i + win))  # accepted, or a deferral whose window is all accepted
+        jump = torch.where(a, i + 1, i + win + 1)
+        # each step outside a deferral to the next (itself where it stops or at the last);
+        # doubled until it reaches the request's last step outside one
+        f = torch.where(on & moves & (jump < nd2), jump, i)
+        for _ in range(max(D - 1, 1).bit_length()):
+            f = f.gather(1, f)
+        last = f[:, :1]
+        stop = (on & ~moves).gather(1, last)
+        acc = torch.where(stop, last, nd2)
+        # a rejection that stops: its deferral (if any) visits up to the window's first rejection
+        end = torch.where(stop, torch.where((cont & ~a).gather(1, last), after.gather(1, last), last), nd2 - 1)
+        visited = on & (i <= end)
+        last = torch.where(nd2 > 0, last, -1)
+        sampled = torch.where(visited, torch.where(g & (i == acc), targ, xc), -1)
+    else:
+        if block:  # a greedy row stops at its first rejection, a random one at its first -1
+            stop = ~(on & torch.where(g, a, valid))
+        else:
+            stop = ~(on & a & (g | valid))
+        first = stop.to(torch.int8).argmax(1, keepdim=True)  # column K: never on
+        if block:
+            visited = on & torch.where(g, i <= first, i < first)
+            acc = torch.where(g, first, torch.where(visited & r_acc, i + 1, 0).amax(1, keepdim=True))
+            last = torch.where(acc < nd2, acc, -1)  # the rejected row's
+        else:
+            visited = on & (g | valid) & (i <= first)
+            acc = first
+            last = visited.sum(1, keepdim=True) - 1  # the last step verified
+        sampled = torch.where(visited, torch.where(g & ~a, targ, xc), -1)
+    keep = ~greedy & (last[:, 0] >= 0)
+    lrow = start + last[:, 0].clamp(min=0)
+    if has_draft:  # [2, B]: the target's, the drafter's
+        lse, e = torch.stack([t_lse_all, d_lse_all])[:, lrow], torch.stack([t_e_all, d_e_all])[:, lrow]
+    else:
+        lse, e = torch.stack([t_lse_all[lrow], zero.expand(B)]), torch.stack([t_e_all[lrow], zero.expand(B)])
+    lse, e = torch.where(keep, lse, zero), torch.where(keep, e, zero)
+    out = {"sampled": sampled, "sampled_written": visited, "num_sampled": acc[:, 0].to(torch.int32),
+           "window": (visited & inside).any(1)}
+    for name, v, bound in zip(("target_rejected_logsumexp", "draft_rejected_logsumexp"), lse.to(torch.float32).unbind(0),
+                              (e + 0.5 * _ulp32(lse)).unbind(0), strict=True):
+        out[name], out[name + "_bound"] = v, bound
     return out
 
 
