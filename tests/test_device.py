@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from eaglefuzz.harness.checking.device_mode import device_targets
@@ -723,6 +724,15 @@ def test_a_batch_that_loses_the_device_names_every_case_launched_as_a_suspect(na
     assert len(finding.suspects) == k and k >= 3 and finding.case is finding.suspects[0]
     assert len({str(c.arrays) for c in finding.suspects}) == k  # the batch's cases, each once
     assert stats.examples == k
+    if target.batch:  # drawn again in a fresh process (redraw.py): the batch's cases as this process draws them
+        cpu = backend.device == "cpu"
+        asked = max(1, min(engine.CPU_BATCH if cpu else target.batch, -(-24 // engine.MIN_BATCHES)))
+        batch = engine.batch_of(target, 0, 0, asked, backend.device, engine.CPU_MAX_REQUESTS if cpu else None)
+        for j, c in enumerate(finding.suspects):
+            want = engine._case(target, batch.case(j), {n: t.cpu() for n, t in batch.case(j).inputs.items()})
+            assert sorted(c.arrays) == sorted(want.arrays) and c.scalars == want.scalars
+            for n, a in want.arrays.items():
+                assert np.array_equal(np.asarray(c.arrays[n]), np.asarray(a)), n
 
     class Exited(Exception):
         pass

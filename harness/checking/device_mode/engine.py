@@ -2,7 +2,8 @@
 
 Per example ``i`` (seeds ``derive_seed(seed, name, "device", i)`` for the host's choices and
 the device generator): the target draws a case on the device, its inputs are staged to pinned
-host memory (so a case that kills the CUDA context can still be reported), the torch oracle
+host memory (so a case that kills the CUDA context can still be reported; a batch's are not:
+:mod:`.redraw` draws its cases again in a fresh process), the torch oracle
 gives the elements the contract writes, :class:`~.base.Arenas` pre-fills every buffer, the
 implementation runs, and one comparison per buffer counts the elements that are not as
 expected. That count is the only value that crosses to the host. A target checked on the host
@@ -43,6 +44,7 @@ from ..check import CaseJournal, Finding, check_case
 from ..fuzz import Stats, shrink_finding
 from . import device_targets
 from .producers import HostCases, default_workers
+from .redraw import redrawn
 from .scale_lane import ScaleLane, Verdict, forget_scale_cases, minimise, scale_case
 
 CROSS_CHECK_SHARE = 0.05
@@ -96,61 +98,8 @@ class _Pinned:
         return out
 
 
-class _Staged:
-    """A batch's inputs staged to pinned host memory: the concatenated small inputs each batch,
-    a shared table once per table (kept while the batches share it)."""
-
-    def __init__(self) -> None:
-        self.pinned = _Pinned()
-        self.shared: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        self.stream: Any = None
-        self.done: Any = None
-
-    def stage(self, batch: DeviceBatch) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """The copies, on a stream of their own on a GPU (they overlap the oracle and the
-        buffers; :meth:`before_launch` makes the launches wait for them)."""
-        tensors = [*batch.cat.values(), *batch.shared.values()]
-        cuda = any(t.is_cuda for t in tensors)
-        if cuda:
-            self.stream = self.stream or torch.cuda.Stream(device=tensors[0].device)
-            self.stream.wait_stream(torch.cuda.current_stream(tensors[0].device))
-        with torch.cuda.stream(self.stream) if cuda else _nothing():
-            cat = self.pinned.stage(DeviceCase(batch.cat, {}, {}))
-            for n, t in batch.shared.items():
-                if n not in self.shared or self.shared[n][0] is not t:  # a new table: into the same pinned memory
-                    self.shared[n] = (t, self.pinned.stage(DeviceCase({n: t}, {}, {}))[n])
-        if cuda:
-            for t in tensors:  # read by the copies: not reused before they are done
-                t.record_stream(self.stream)
-            self.done = torch.cuda.Event()
-            self.done.record(self.stream)
-        return cat, {n: self.shared[n][1] for n in batch.shared}
-
-    def before_launch(self) -> None:
-        """The device waits for the copies before the launches (a launch that kills the
-        context finds the batch's inputs on the host)."""
-        if self.done is not None:
-            torch.cuda.current_stream().wait_event(self.done)
-
-    def on_host(self) -> None:
-        """The host waits for the copies (before it reads them)."""
-        if self.done is not None:
-            try:
-                self.done.synchronize()
-            except RuntimeError:  # a context a launch killed: the copies ended before the launches began
-                pass
-
-
-class _nothing:  # noqa: N801 - a stand-in for a context manager
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 def _case(dt: DeviceTarget, dc: DeviceCase, host: dict[str, torch.Tensor | np.ndarray]) -> Case:
-    """The case from its staged host copy (valid once the copies are done)."""
+    """The case from its host copy ``host`` (a staged one: valid once the copies are done)."""
     copies = {n: t.copy() if isinstance(t, np.ndarray) else t.clone() for n, t in host.items()}
     return dt.to_case(DeviceCase(copies, dc.outputs, dc.scalars, dc.host))
 
@@ -241,7 +190,6 @@ def device_fuzz_target(
 
     batched = on_device and dt.batch > 0
     cross = [0.0, 0]  # a batched run's cross-checks: seconds, elements
-    staged = _Staged() if batched else None
     bigs: dict = {}
     first = None  # the example run first as a scale case (scale_first)
     if lane is not None and scale_first is not None:
@@ -313,7 +261,7 @@ def device_fuzz_target(
                 k = CPU_BATCH if device == "cpu" else dt.batch
                 # a run of few examples: at least MIN_BATCHES batches (a batch shares its modes)
                 k = k if examples is None else max(1, min(k, -(-examples // MIN_BATCHES), examples - stats.examples))
-                finding = _batch(dt, impl, origin, device, seed, i, k, max_requests, staged, bigs, stats, clock, confirm,
+                finding = _batch(dt, impl, origin, device, seed, i, k, max_requests, bigs, stats, clock, confirm,
                                  start, time_budget, cross_check_share, cross)
                 if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):
                     stats.warmup = time.monotonic() - start
@@ -456,7 +404,7 @@ def batch_of(dt: DeviceTarget, seed: int, i: int, k: int, device: str, max_reque
 
 
 def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, i: int, k: int, max_requests: int | None,
-           staged: _Staged, bigs: dict, stats: Any, clock: Callable, confirm: Callable, start: float,
+           bigs: dict, stats: Any, clock: Callable, confirm: Callable, start: float,
            time_budget: float | None, cross_check_share: float, cross: list[float]) -> Finding | None:
     """Batch ``i`` of ``k`` cases (:meth:`~...targetkit.device.DeviceTarget.draw_batch`): one
     draw, one oracle, one set of buffers and one comparison, ``k`` launches. A batch with a
@@ -467,23 +415,20 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     they are intact; ``cross``: seconds and elements of cross-checks so far (updated)."""
     name = dt.name
     t = time.perf_counter()
+    asked = k
     batch = batch_of(dt, seed, i, k, device, max_requests)
     k = len(batch)  # a target may draw fewer (steps of large tables)
     t = clock("draw", t)
-    host_cat, host_shared = staged.stage(batch)
-    t = clock("stage", t)
     writes = dt.oracle_batch(batch)
     t = clock("oracle", t)
     arenas = BatchArenas(batch, writes, device, bigs)
     t = clock("buffers", t)
 
-    def host_case(j: int) -> Case:
-        staged.on_host()
-        dc = batch.case(j, host_cat, host_shared)
-        return _case(dt, dc, dc.inputs)
+    def host_case(j: int) -> Case:  # the batch's own tensors are as drawn (the launches write the arenas)
+        dc = batch.case(j)
+        return _case(dt, dc, {n: t.cpu() for n, t in dc.inputs.items()})
 
     views = arenas.views
-    staged.before_launch()
     launched, failed = _launch_each(lambda j: dt.launch(impl, views[j], batch.launch_case(j)), k, device)
     t = clock("kernel", t)
     bad = 0
@@ -494,8 +439,8 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
         bigs.update(arenas.big)  # intact: the next batch of the epoch guards the same tables
     t = clock("compare", t)
     stats.examples += launched
-    if failed is not None and failed.fatal:
-        return _lost(failed, [host_case(x) for x in range(launched)], origin)
+    if failed is not None and failed.fatal:  # this process's device is gone: the suspects drawn again elsewhere
+        return _lost(failed, redrawn(name, seed, i, asked, device, max_requests, launched), origin)
     stats.tokens += sum(batch.tokens(j) for j in range(launched))
     if failed is not None:
         return confirm(host_case(launched - 1), True)  # a finding either way (device_bad)
