@@ -1,6 +1,6 @@
 """``copy_and_expand_dflash_inputs_kernel`` on the device (docs/CONTRACT.md §9): a V1 Triton
 kernel, fuzzed with production batches of up to 1024 requests (a tail to 4096) drawn on the GPU
-16 at a time, as its record's generator draws them at the device scale (:mod:`.cases`: ``K``
+256 at a time, as its record's generator draws them at the device scale (:mod:`.cases`: ``K``
 of 0 to 32, vLLM's block sizes and the hybrid models' multiples of 16, tables as wide as the
 model length needs, of distinct block ids within int32, positions consecutive or M-RoPE-like
 that leave the queries inside the table, some ending at its last slot, rejected counts, ids of a
@@ -31,17 +31,19 @@ from ...generation.strategies import (
     SPEC_TOKENS,
     cdiv,
     next_power_of_2,
-    query_start_loc_from,
 )
 from ...targetkit.device import DEVICE_SCALE, DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
 from .layout import COMMON_BLOCK_SIZES, MAX_SPEC_TOKENS, NAME, ODD_BLOCK_SIZES, VOCAB
 from .record import TARGET
 
-BATCH = 16
+BATCH = 256
 """Cases per batch on a GPU: a case of the record's averages some 170k tokens (a prefill cap of
-8192 one time in four, up to 4096 requests; a batch 2.6M on average, 25M at most in 300 batches),
-a batch's draw, oracle and buffers a few hundred device operations."""
+8192 one time in four, up to 4096 requests), a batch some 40M (about 1.1 GiB of inputs and
+outputs, 1.7 GiB in the largest of a sample; every array within
+:data:`~...targetkit.device_draws.MAX_TABLE` elements by far); a batch's draw, oracle, buffers and
+features a few hundred torch operations whatever its size (no loop per case on the device), so
+that each case costs a couple of them."""
 TOUR = (1 / 16, 1 / 8, 1 / 16)
 """The share of the cases that are each of the tour's shapes (long_context, huge_offsets,
 many_requests): one in four in all, so that a short run meets each (the record's generator draws
@@ -173,15 +175,26 @@ def _sizes(rng: np.random.Generator, k: int, max_requests: int | None) -> _Sizes
     u = rng.random(k)
     shape = np.where(u < TOUR[0], 0, np.where(u < TOUR[0] + TOUR[1], 1, np.where(u < sum(TOUR), 2, -1)))
     body = _body(rng, k, max_requests)
-    bcase = np.repeat(np.arange(k), body["R"])
+    ends = np.cumsum(body["R"])  # each ordinary case's requests: ends - R to ends
     parts: dict[str, list[np.ndarray]] = {f: [] for f in body}
-    for c in range(k):
-        one = _shape(rng, int(shape[c])) if shape[c] >= 0 else {
-            f: v[c : c + 1] if v.size == k and f in ("R", "K", "bs", "W", "tail", "mrope", "mask", "spare") else v[bcase == c]
-            for f, v in body.items()}
-        for f, v in one.items():
+
+    def ordinary(lo: int, hi: int) -> None:  # cases lo to hi - 1, each ordinary: slices of the body's arrays
+        if hi > lo:
+            for f, v in body.items():
+                parts[f].append(v[lo:hi] if f in _PER_CASE else v[ends[lo] - body["R"][lo] : ends[hi - 1]])
+
+    done = 0
+    for c in np.flatnonzero(shape >= 0).tolist():  # the tour's cases, drawn in order
+        ordinary(done, c)
+        for f, v in _shape(rng, int(shape[c])).items():
             parts[f].append(np.asarray(v))
+        done = c + 1
+    ordinary(done, k)
     return _Sizes(**{f: np.concatenate(v).astype(bool if f == "mrope" else np.int64) for f, v in parts.items()})
+
+
+_PER_CASE = ("R", "K", "bs", "W", "tail", "mrope", "mask", "spare")
+"""The fields of :func:`_body` with one value per case (the others: one per request)."""
 
 
 class CopyAndExpandDflashDevice(DeviceTarget):
@@ -221,7 +234,8 @@ class CopyAndExpandDflashDevice(DeviceTarget):
         col = torch.arange(cells, device=device) - (torch.cumsum(Wr, 0) - Wr)[rc]
         limit = top[rc] - torch.randint(0, 8, (cells,), generator=gen, device=device)
         table = torch.where(col < tail[rc], torch.minimum(base[rc] + step[rc] * col, top[rc]), limit)
-        qsl = np.concatenate([query_start_loc_from(z.n[case == c].tolist()) for c in range(k)])
+        within = np.cumsum(z.n) - np.repeat(np.cumsum(z.n)[z.first] - z.n[z.first], R)  # each case's cumsum from 0
+        qsl = np.insert(within, z.first, 0)  # each case's [R + 1] query_start_loc, concatenated
         small = torch.from_numpy(np.concatenate([z.next, z.rejected, qsl]).astype(np.int32)).to(device)
         cat = {"next_token_ids": small[:nr], "target_positions": positions, "block_table": table.to(torch.int32),
                "query_start_loc": small[2 * nr :]}
