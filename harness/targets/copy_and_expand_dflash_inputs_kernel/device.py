@@ -217,6 +217,16 @@ def _requests(gen: torch.Generator, z: _Sizes, tour_at: np.ndarray, tour: np.nda
     return out
 
 
+def _segment_counts(flags: torch.Tensor, sizes: np.ndarray) -> torch.Tensor:
+    """Per row of ``flags`` (``[m, N]``, bool) and per segment of its elements (consecutive,
+    ``sizes[c] >= 1`` each), how many are set (``[m, segments]``): a running count read at
+    each segment's end, where ``index_add_`` into a few hundred cases would serialise on
+    their atomics. The running count is int32 (half the memory); a difference of two stays
+    exact modulo ``2**32``, and a case holds far fewer elements."""
+    count = torch.cumsum(flags, 1, dtype=torch.int32)[:, torch.from_numpy(np.cumsum(sizes) - 1).to(flags.device)]
+    return torch.diff(count, dim=1, prepend=torch.zeros((count.shape[0], 1), dtype=count.dtype, device=count.device))
+
+
 class CopyAndExpandDflashDevice(DeviceTarget):
     name = NAME
     launch_names = TARGET.launch_names
@@ -371,28 +381,25 @@ class CopyAndExpandDflashDevice(DeviceTarget):
         flags = torch.zeros((k, len(names)), dtype=torch.int64, device=dev)
         flags[:, :6].index_add_(0, rc, per_request.long())
         flags[:, 6] = rej[per_case[4]]  # each case's last request's rejected count
-        if writes is not None:
-            bs_t, W_t = per_case[2], per_case[3]
-            pos = b.cat["target_positions"]
-            tcase = torch.repeat_interleave(torch.arange(k, device=dev), torch.from_numpy(T).to(dev), output_size=pos.numel())
+        if writes is not None:  # per token and per query slot, summed over each case's (contiguous) elements
+            pos, ctx = b.cat["target_positions"], writes["out_context_slot_mapping"][1]
+            bs_t, W_t = torch.repeat_interleave(per_case[2:4], torch.from_numpy(T).to(dev), dim=1, output_size=pos.numel())
             repeat = torch.zeros(pos.numel(), dtype=torch.bool, device=dev)
             repeat[1:] = pos[1:] == pos[:-1]
             repeat[torch.cumsum(qlen, 0) - qlen] = False  # each request's first token
-            past = (pos > FLOAT32_EXACT) & (torch.div(pos, bs_t[tcase], rounding_mode="floor") <= W_t[tcase] - 1)
-            qpos = writes["out_query_positions"][1]  # each request's Q query positions, request after request
-            q = torch.repeat_interleave(torch.arange(nr, device=dev), Qr, output_size=qpos.numel())  # each query slot's request
-            qk = torch.arange(qpos.numel(), device=dev) - (torch.cumsum(Qr, 0) - Qr)[q]  # its index in the request
-            qcase = rc[q]
-            crosses = (qk > 0) & (torch.div(qpos, bs_t[qcase], rounding_mode="floor")
-                                  != torch.div(qpos - qk, bs_t[qcase], rounding_mode="floor"))
-            flags[:, 7].index_add_(0, tcase, repeat.long())
-            flags[:, 8].index_add_(0, tcase, past.long())
-            flags[:, 9].index_add_(0, qcase, crosses.long())
-            for name, cases in (("out_context_slot_mapping", tcase), ("out_query_slot_mapping", qcase)):
-                slots = writes[name][1]
-                bsl = bs_t[cases]
-                flags[:, 10].index_add_(0, cases, (torch.div(slots, bsl, rounding_mode="floor") > INT16_MAX).long())
-                flags[:, 11].index_add_(0, cases, ((slots > INT32_MAX - (1 << 16)) & (slots <= INT32_MAX)).long())
+            per_token = torch.stack([repeat, (pos > FLOAT32_EXACT) & (torch.div(pos, bs_t, rounding_mode="floor") <= W_t - 1),
+                                     torch.div(ctx, bs_t, rounding_mode="floor") > INT16_MAX,
+                                     (ctx > INT32_MAX - (1 << 16)) & (ctx <= INT32_MAX)])
+            qpos, qslots = writes["out_query_positions"][1], writes["out_query_slot_mapping"][1]  # request after request
+            qstart, bs_q = torch.repeat_interleave(torch.stack([torch.cumsum(Qr, 0) - Qr, per_case[2, rc]]), Qr, dim=1,
+                                                   output_size=qpos.numel())
+            qk = torch.arange(qpos.numel(), device=dev) - qstart  # each query slot's index in its request
+            per_slot = torch.stack([(qk > 0) & (torch.div(qpos, bs_q, rounding_mode="floor")
+                                                != torch.div(qpos - qk, bs_q, rounding_mode="floor")),
+                                    torch.div(qslots, bs_q, rounding_mode="floor") > INT16_MAX,
+                                    (qslots > INT32_MAX - (1 << 16)) & (qslots <= INT32_MAX)])
+            t, s = _segment_counts(per_token, T), _segment_counts(per_slot, R * Q)
+            flags[:, 7:] = torch.stack([t[0], t[1], s[0], t[2] + s[1], t[3] + s[2]], 1)
         got = (flags > 0).cpu().numpy()
         for j, f in enumerate(names):
             on[f] = got[:, j]
