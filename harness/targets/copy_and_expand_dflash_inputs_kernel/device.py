@@ -41,9 +41,11 @@ BATCH = 256
 """Cases per batch on a GPU: a case of the record's averages some 170k tokens (a prefill cap of
 8192 one time in four, up to 4096 requests), a batch some 40M (about 1.1 GiB of inputs and
 outputs, 1.7 GiB in the largest of a sample; every array within
-:data:`~...targetkit.device_draws.MAX_TABLE` elements by far); a batch's draw, oracle, buffers and
-features a few hundred torch operations whatever its size (no loop per case on the device), so
-that each case costs a couple of them."""
+:data:`~...targetkit.device_draws.MAX_TABLE` elements by far; its check about 5 GiB of the GPU at
+its peak, 8 GiB in the largest of a sample on an H200); a batch's draw, oracle, buffers and
+features a few hundred torch operations whatever its size (no loop per case or per request on
+the host: each request's draws are the device's), so that each case costs about three of them
+(one the view of its block table)."""
 TOUR = (1 / 16, 1 / 8, 1 / 16)
 """The share of the cases that are each of the tour's shapes (long_context, huge_offsets,
 many_requests): one in four in all, so that a short run meets each (the record's generator draws
