@@ -1,6 +1,7 @@
 """``_compute_slot_mappings_kernel`` on the device (docs/CONTRACT.md §22): a Model Runner V2
-kernel, fuzzed with production steps of up to 1024 rows (a tail to 4096) drawn on the GPU 64 at
-a time (each case holds its groups' block tables), as its record's generator draws them (one to
+kernel, fuzzed with production steps of up to 1024 rows (a tail to 4096) drawn on the GPU 256 at
+a time (:attr:`~...targetkit.step_batch.StepBatchDevice.batch`; each case holds its groups' block
+tables: some 650 MiB of inputs and outputs a batch on average), as its record's generator draws them (one to
 three KV-cache groups a batch, block sizes 1 to 64, decode context parallelism of 1 to 8 ranks
 with an interleave dividing the block sizes, sharded and disabled groups, dummy rows; a
 step's chunks or a drafter's one-token rows; now and then a chunk past 1024 tokens and a buffer
@@ -56,7 +57,6 @@ class _Device(StepBatchDevice):
     name = NAME
     launch_names = TARGET.launch_names
     record = TARGET
-    batch = 64
 
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
                    share: float = 1.0) -> DeviceBatch:

@@ -1,6 +1,7 @@
 """``_gather_block_tables_kernel`` on the device (docs/CONTRACT.md §21): a Model Runner V2
-kernel, fuzzed with production steps of up to 1024 rows (a tail to 4096) drawn on the GPU 64 at
-a time (each case holds its groups' block tables), as its record's generator draws them (one to
+kernel, fuzzed with production steps of up to 1024 rows (a tail to 4096) drawn on the GPU 256 at
+a time (:attr:`~...targetkit.step_batch.StepBatchDevice.batch`; each case holds its groups' block
+tables: some 50 MiB a batch on average), as its record's generator draws them (one to
 three KV-cache groups a batch, block sizes 1 to 64, tables of up to 4 or 64 blocks a row, any
 counts of blocks, sliding windows half the time with a reach per window group, grid rows past
 the batch; one case in 10 the tour's long context: a group of 8192 blocks a row, rows of more
@@ -69,7 +70,6 @@ class _Device(StepBatchDevice):
     name = NAME
     launch_names = TARGET.launch_names
     record = TARGET
-    batch = 64
 
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
                    share: float = 1.0) -> DeviceBatch:

@@ -1,6 +1,7 @@
 """``_post_update_kernel`` on the device (docs/CONTRACT.md §19): a Model Runner V2 kernel, fuzzed
-with production steps of up to 1024 rows (a tail to 4096) drawn on the GPU 64 at a time (each
-case holds its state: token histories and the penalties' counts), as its record's generator
+with production steps of up to 1024 rows (a tail to 4096) drawn on the GPU 256 at a time
+(:attr:`~...targetkit.step_batch.StepBatchDevice.batch`; each case holds its state: token histories
+and the penalties' counts, some 700 MiB of inputs and outputs a batch on average), as its record's generator
 draws them (the last pipeline rank's call, with the query starts and the penalties' counts, or
 a non-last rank's, with or without the drafts it received, one call per batch; masked rows,
 chunks still prefilling, rejections; now and then a long context of a few rows, its history
@@ -56,7 +57,6 @@ class _Device(StepBatchDevice):
     name = NAME
     launch_names = TARGET.launch_names
     record = TARGET
-    batch = 64
 
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
                    share: float = 1.0) -> DeviceBatch:

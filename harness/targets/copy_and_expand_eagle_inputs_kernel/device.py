@@ -35,10 +35,11 @@ VOCAB_IDS = (0, 2**31 - 1)
 ``randint``'s exclusive high)."""
 
 
-BATCH = 64
+BATCH = 256
 """Cases per batch on a GPU (:meth:`CopyAndExpandDevice.draw_batch`): a case averages some 10**5
-tokens (50 us of the kernel's), a batch's draw, oracle and buffers a few hundred device
-operations and a few milliseconds of the host's."""
+tokens (50 us of the kernel's; a batch some 800 MiB of inputs and outputs), a batch's draw,
+oracle, buffers and features under three hundred torch operations whatever its size, about one
+a case."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """``input_batch_prepare_prefill_inputs_kernel`` on the device (docs/CONTRACT.md §14): a Model
 Runner V2 kernel, fuzzed with production steps of up to 1024 rows (a tail to 4096) drawn on the
-GPU 32 at a time (each case holds its state's token table, up to ``[4136, 2048]``), as its
+GPU 256 at a time (:attr:`~...targetkit.step_batch.StepBatchDevice.batch`; each case holds its
+state's token table, up to ``[4136, 2048]``: some 670 MiB of inputs and outputs a batch on
+average, within :data:`~...targetkit.device_draws.MAX_TABLE` elements by far), as its
 record's generator draws them (prefilling rows' first, middle and last chunks, decoding rows,
 1 to 8 lookahead tokens; now and then a 40000-token context of a few rows, its chunks past
 token 32767), checked against the batched torch oracle
@@ -50,7 +52,6 @@ class _Device(StepBatchDevice):
     name = NAME
     launch_names = TARGET.launch_names
     record = TARGET
-    batch = 32
 
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
                    share: float = 1.0) -> DeviceBatch:
