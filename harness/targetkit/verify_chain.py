@@ -6,7 +6,8 @@ chain kernel's batch holds the inputs the kernels before it leave (as
 statistics, §31's joint log ratios, §32's residual masses (:func:`chain_rows`), §33's
 verification (:func:`rejection_batch`, :func:`rejection_of`) and §34's draws
 (:func:`resample_of`), settled as :func:`~.runner_v2_verify.settle_step` settles a step
-(:func:`settle`: a request whose §33 test or §34 winner lands within its window re-keyed).
+(:func:`settle`: a request whose §33 test or §34 winner lands within its window re-keyed;
+:func:`settle_chain` hands on §33 and §34 of the settled batch, its last attempt's).
 
 An intermediate holds what the stage's oracle expects where it writes (a float within its
 bound: its float64 value rounded once, a value the contract allows) and what vLLM's
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,6 +33,12 @@ from .verify_batch import Steps
 
 ROWS_AT_ONCE = 1 << 22
 """Logits a stage's oracle reads at once (float64 intermediates of a block of rows)."""
+
+
+def rows_at_once(V: int, block: int) -> int:  # noqa: N803
+    """Rows of a ``V``-wide vocabulary a stage's oracle of ``block``-wide blocks takes at once
+    (:data:`ROWS_AT_ONCE` lanes: ``V`` a row in one block, whole blocks past it)."""
+    return max(1, ROWS_AT_ONCE // (max(V, 1) if V <= block else -(-V // block) * block))
 
 
 def request_of(st: Steps) -> torch.Tensor:
@@ -85,7 +93,7 @@ def stats(st: Steps) -> dict[str, torch.Tensor]:
     draft = st.draft_rows() if st.draft_logits is not None else None
     out = {k: torch.full((N, nb), -1 if k == "target_local_argmax" else float("nan"),
                          dtype=torch.int64 if k == "target_local_argmax" else torch.float32, device=dev) for k in STATS}
-    step = max(1, ROWS_AT_ONCE // max(1, nb * STATS_BLOCK))
+    step = rows_at_once(V, STATS_BLOCK)
     for lo in range(0, N, step):
         hi = min(N, lo + step)
         res = tensor_ops_v2.local_logits_stats_rows(st.target_logits[lo:hi], greedy[lo:hi], st.bonus[lo:hi],
@@ -125,7 +133,7 @@ def residual_mass(target: torch.Tensor, draft: torch.Tensor, s: dict[str, torch.
     expected = torch.zeros((N, nb), dtype=torch.float32, device=dev)
     bound = torch.zeros((N, nb), dtype=torch.float64, device=dev)
     written[rows] = True
-    step = max(1, ROWS_AT_ONCE // max(1, nb * STATS_BLOCK))
+    step = rows_at_once(V, STATS_BLOCK)
     for lo in range(0, rows.numel(), step):
         j = rows[lo : lo + step]
         t_lse, t_e = tensor_ops_v2.block_lse(s["target_local_max"][j, :nb], s["target_local_sumexp"][j, :nb])
@@ -135,11 +143,12 @@ def residual_mass(target: torch.Tensor, draft: torch.Tensor, s: dict[str, torch.
     return written, expected, bound
 
 
-def chain_rows(st: Steps, upto: int = 31) -> ChainRows:
+def chain_rows(st: Steps, upto: int = 31, s: dict[str, torch.Tensor] | None = None) -> ChainRows:
     """The chain of ``st`` through §``upto`` (30: the statistics; 31 and 32: block
     verification's stages, where the batch's method is ``"block"``, §32 with the drafter's
-    logits)."""
-    out = ChainRows(stats(st))
+    logits); ``s``: §30's statistics of ``st`` where they are at hand (they read neither its
+    drafts nor its seeds), else computed."""
+    out = ChainRows(stats(st) if s is None else s)
     if upto < 31 or st.method != "block":
         return out
     w, v, b = cumulative_log_p(st, out.stats)
@@ -246,12 +255,13 @@ def method_of(b: DeviceBatch) -> str:
     return "synthetic" if "synthetic_conditional_rates" in b.cat else "standard"
 
 
-def rejection_of(b: DeviceBatch, method: str | None = None) -> dict[str, torch.Tensor]:
+def rejection_of(b: DeviceBatch, method: str | None = None, q: BatchRequests | None = None) -> dict[str, torch.Tensor]:
     """§33 of every request of a ``_rejection_kernel`` batch ``b`` in one call of
     :func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps` (``method``: another than the
-    batch's, FLy's entropies aside: the record's plain run); per request (global) its outputs,
-    and ``K`` its case's ``num_speculative_steps``."""
-    q = batch_requests(b)
+    batch's, FLy's entropies aside: the record's plain run; ``q``: ``b``'s
+    :func:`batch_requests` where they are at hand); per request (global) its outputs, and ``K``
+    its case's ``num_speculative_steps``."""
+    q = batch_requests(b) if q is None else q
     a = b.cat
     dev = q.cu.device
     nb = int(b.scalars[0]["vocab_num_blocks"])
@@ -338,29 +348,51 @@ def settle(b: DeviceBatch, st: Steps, windows: Callable[[DeviceBatch], torch.Ten
     seeds: :func:`re_key`), up to :data:`ATTEMPTS` times; then those left get placeholder drafts
     (``-1``: nothing of them verified), §31 and §32 run again: as
     :func:`~.runner_v2_verify.settle_step` settles a step."""
-    windows = windows or (lambda x: rejection_of(x)["window"])
-    state = batch_requests(b).state
-    for attempt in range(1, ATTEMPTS + 1):
-        w = windows(b)
+    if windows is None:
+        _settle(b, st, lambda x, q: (rejection_of(x, q=q)["window"], None))
+    else:
+        _settle(b, st, lambda x, q: (windows(x), None))
+
+
+def settle_chain(b: DeviceBatch, st: Steps) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """:func:`settle` of ``_rejection_kernel`` batch ``b`` by :func:`chain_windows` (§33's test
+    or §34's winner within its window), returning §33 and §34 of the batch as settled
+    (:func:`chain_results`): the last attempt's, which saw the arrays as they are left, unless
+    drafts became placeholders (then computed again)."""
+    got = _settle(b, st, lambda x, q: _windows_of(chain_results(x, st.use_fp64, q)))
+    return got if got is not None else chain_results(b, st.use_fp64)
+
+
+def _windows_of(res: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]) -> tuple[torch.Tensor, Any]:
+    return res[0]["window"] | res[1]["window"], res
+
+
+def _settle(b: DeviceBatch, st: Steps, decide: Callable[[DeviceBatch, BatchRequests], tuple[torch.Tensor, Any]]) -> Any:
+    """:func:`settle` by ``decide`` (per request whether it lands within a window, and what
+    else it computed); returns the last call's other result where it saw the arrays as they
+    are left (no window), else ``None`` (drafts made placeholders)."""
+    q = batch_requests(b)  # the requests' rows and state rows: re-keying changes neither
+    for attempt in range(1, ATTEMPTS + 2):
+        w, got = decide(b, q)
         if not bool(w.any()):
-            return
-        re_key(b.cat["seed"], state[w], attempt)
-    w = windows(b)
-    if not bool(w.any()):
-        return
-    cu = batch_requests(b).cu
+            return got
+        if attempt > ATTEMPTS:
+            break
+        re_key(b.cat["seed"], q.state[w], attempt)
+    cu = q.cu
     r = torch.nonzero(w).flatten()
     nl = cu[r + 1] - cu[r]
     owner = torch.repeat_interleave(torch.arange(r.numel(), device=cu.device), nl - 1)
     first = torch.cumsum(nl - 1, 0) - (nl - 1)
     rows = cu[r][owner] + 1 + torch.arange(owner.numel(), device=cu.device) - first[owner]
     b.cat["draft_sampled"][rows] = -1
-    ch = chain_rows(st, 32)
+    nb = int(b.scalars[0]["vocab_num_blocks"])
+    ch = chain_rows(st, 32, {x: b.cat[x].view(-1, nb) for x in STATS})  # §30 reads no draft: as it was
     if ch.cumulative_log_p is not None:
         b.cat["cumulative_log_p"].copy_(ch.cumulative_log_p)
     if ch.local_residual_mass is not None:
         b.cat["local_residual_mass"].copy_(ch.local_residual_mass.reshape(-1))
-
+    return None
 
 
 # -- §34: the draws of the rejected (or bonus) rows -----------------------------------------------
@@ -427,10 +459,11 @@ def resample_requests(target: torch.Tensor, draft: torch.Tensor | None, draft_fi
 
 
 def resample_of(b: DeviceBatch, rejected: torch.Tensor, t_lse: torch.Tensor, d_lse: torch.Tensor,
-                use_fp64: bool) -> dict[str, torch.Tensor]:
+                use_fp64: bool, q: BatchRequests | None = None) -> dict[str, torch.Tensor]:
     """:func:`resample_requests` of a batch that holds a step's arrays (``_rejection_kernel``'s
-    or ``_resample_kernel``'s), given §33's ``rejected`` counts and log-sum-exps."""
-    q = batch_requests(b)
+    or ``_resample_kernel``'s), given §33's ``rejected`` counts and log-sum-exps (``q``: ``b``'s
+    :func:`batch_requests` where they are at hand)."""
+    q = batch_requests(b) if q is None else q
     a = b.cat
     Vt = b.shapes["target_logits"][0][1]
     dl = a.get("draft_logits")
@@ -445,9 +478,18 @@ def resample_of(b: DeviceBatch, rejected: torch.Tensor, t_lse: torch.Tensor, d_l
                              d_lse, clp, a["draft_sampled"], a["temperature"], a["seed"], a["pos"], q.V, use_fp64)
 
 
+def chain_results(b: DeviceBatch, use_fp64: bool, q: BatchRequests | None = None,
+                  ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """§33 of ``_rejection_kernel`` batch ``b`` (:func:`rejection_of`) and §34 of its counts
+    (:func:`resample_of`)."""
+    q = batch_requests(b) if q is None else q
+    res = rejection_of(b, q=q)
+    r34 = resample_of(b, res["num_sampled"], res["target_rejected_logsumexp"], res["draft_rejected_logsumexp"], use_fp64,
+                      q)
+    return res, r34
+
+
 def chain_windows(b: DeviceBatch, use_fp64: bool) -> torch.Tensor:
     """Per request of ``_rejection_kernel`` batch ``b``, whether its §33 test or its §34 draw
     lands within a window (what :func:`~.runner_v2_verify.settle_step` re-keys)."""
-    res = rejection_of(b)
-    r34 = resample_of(b, res["num_sampled"], res["target_rejected_logsumexp"], res["draft_rejected_logsumexp"], use_fp64)
-    return res["window"] | r34["window"]
+    return _windows_of(chain_results(b, use_fp64))[0]

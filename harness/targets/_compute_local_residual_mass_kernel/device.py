@@ -50,8 +50,8 @@ from ...targetkit.scale_rows import (
     splice,
 )
 from ...targetkit.step_batch import feature_sets, per_case_any, rows_of
-from ...targetkit.verify_batch import KINDS, VerifyBatchDevice, draw_steps, step_rows
-from ...targetkit.verify_chain import chain_rows, residual_mass, vocab_of
+from ...targetkit.verify_batch import KINDS, StepRows, VerifyBatchDevice, draw_steps, step_rows
+from ...targetkit.verify_chain import ROWS_AT_ONCE, chain_rows, residual_mass, vocab_of
 from .layout import ARRAYS, build
 from .record import TARGET
 
@@ -142,6 +142,70 @@ def _zero_rows(b: DeviceBatch, rows: torch.Tensor) -> np.ndarray:
     return np.all(out[1::3] == 0, axis=1)
 
 
+MARGIN = 2.0**-30
+"""How far apart (relative to the magnitudes in play, in log space) the torch oracle's float64
+``log(p exp(lp_t))`` and ``lp_d`` of a lane must lie for the NumPy oracle's to lie the same way
+(their ``exp`` and ``log`` differ by a few float64 steps: ``2**-50`` or so)."""
+TINY_LOG = -138.0
+"""A lane whose ``p exp(lp_t)`` lies below ``exp(-138)`` (``1e-60``) adds less than ``2**-150`` to
+its block even 262144 times over: its float32 partial is 0 whatever it adds."""
+SOME_LOG = -60.0
+"""A lane whose ``p exp(lp_t)`` reaches ``exp(-60)`` and clears ``exp(lp_d)`` by the margin makes
+its block's float32 partial nonzero."""
+
+
+def _max_alone(maxes: torch.Tensor, sums: torch.Tensor) -> torch.Tensor:
+    """Per row of §30's block statistics, whether its log-sum-exp is its maximum ``M`` exactly
+    in any arithmetic: one block of maximum ``M`` sums to 1, the others to 0 (``log 1 = 0``)."""
+    one = (sums == 1) & (maxes == maxes.amax(1, keepdim=True))
+    return ((sums == 0) | one).all(1) & (one.sum(1) == 1)
+
+
+def residual_signs(b: DeviceBatch, rows: torch.Tensor, r: StepRows | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per logits row of ``rows`` (written ones), whether §32's NumPy oracle (the record's
+    ``features_of``) leaves every partial of it 0, and whether it leaves one nonzero, as far
+    as the torch arithmetic decides it lane by lane (neither: within a few float64 steps, which
+    :func:`_zero_rows` decides). A lane's term ``max(p exp(lp_t) - exp(lp_d), 0)`` is 0 where
+    the target's logit is ``-inf``; where ``p <= 1`` and ``lp_t <= lp_d`` however ``log``
+    rounds (the row's statistics the drafter's bit for bit and ``t <= q``, or both log-sum-exps
+    their maxima exactly: :func:`_max_alone`); where ``log(p
+    exp(lp_t))`` lies :data:`MARGIN` below ``lp_d``; or is negligible (:data:`TINY_LOG`). It is
+    positive, and the float32 partial too, where it lies the margin above and reaches
+    :data:`SOME_LOG`. ``r``: ``b``'s :func:`~...targetkit.verify_batch.step_rows` where at hand."""
+    a, r = b.cat, step_rows(b) if r is None else r
+    nb, V = int(b.scalars[0]["vocab_num_blocks"]), int(b.scalars[0]["vocab_size"])
+    Vt, Vd = b.shapes["target_logits"][0][1], b.shapes["draft_logits"][0][2]
+    assert r.draft_at is not None
+    zero = torch.zeros(rows.numel(), dtype=torch.bool, device=rows.device)
+    some = torch.zeros_like(zero)
+    step = max(1, ROWS_AT_ONCE // max(1, V))
+    f64 = torch.float64
+    st = {x: a[x].view(-1, nb) for x in STAT_INPUTS}
+    for lo in range(0, rows.numel(), step):
+        j = rows[lo : lo + step]
+        t = a["target_logits"].view(-1, Vt)[j, :V].to(f64)
+        q = a["draft_logits"].view(-1, Vd)[r.draft_at[j], :V].to(f64) / r.row_temperature[j].to(f64)[:, None]
+        lt = tensor_ops_v2.block_lse(st["target_local_max"][j], st["target_local_sumexp"][j])[0][:, None]
+        ld = tensor_ops_v2.block_lse(st["draft_local_max"][j], st["draft_local_sumexp"][j])[0][:, None]
+        clp = a["cumulative_log_p"][j - 1].to(f64)[:, None]
+        same = ((st["target_local_max"][j] == st["draft_local_max"][j]).all(1)
+                & (st["target_local_sumexp"][j] == st["draft_local_sumexp"][j]).all(1))[:, None]
+        exact = _max_alone(st["target_local_max"][j], st["target_local_sumexp"][j]) & _max_alone(
+            st["draft_local_max"][j], st["draft_local_sumexp"][j])
+        fin = torch.isfinite(lt) & torch.isfinite(ld) & torch.isfinite(t)
+        la = clp + (t - lt)
+        lc = q - ld
+        m = MARGIN * (1 + t.abs() + lt.abs() + ld.abs() + torch.where(torch.isfinite(clp), clp.abs(), 0.0)
+                      + torch.where(torch.isfinite(q), q.abs(), 0.0))
+        below = (clp <= 0) & torch.isfinite(lt) & torch.isfinite(ld)  # p <= 1; lp_t <= lp_d where these hold
+        lane0 = ((t == float("-inf")) | (below & ((same & (t <= q)) | (exact[:, None] & (t - lt <= q - ld))))
+                 | (fin & (la + m <= TINY_LOG)) | (fin & torch.isfinite(la) & (la + 2 * m <= lc)))
+        lane1 = fin & torch.isfinite(la) & (la >= SOME_LOG) & ((lc == float("-inf")) | (torch.isfinite(lc) & (la - 2 * m >= lc)))
+        zero[lo : lo + step] = lane0.all(1)
+        some[lo : lo + step] = lane1.any(1)
+    return zero & ~some, some & ~zero
+
+
 class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     kinds = KINDS
@@ -195,9 +259,11 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
-        """The record's features of each case (``features_of``), from the batch's arrays on the
-        device; a residual of 0 (every partial of a row 0, as the NumPy oracle computes it)
-        decided on the host for the rows the torch oracle puts within a few bounds of 0."""
+        """The record's features of each case (``features_of``), from the batch's arrays and the
+        torch oracle's ``writes`` (computed where not given) on the device; a residual of 0
+        (every partial of a row 0, as the NumPy oracle computes it) decided lane by lane
+        (:func:`residual_signs`) for the rows the torch oracle puts within a few bounds of 0, on
+        the host (:func:`_zero_rows`) for those it leaves undecided."""
         a, r = b.cat, step_rows(b)
         k = len(b)
         nb = int(b.scalars[0]["vocab_num_blocks"])
@@ -208,12 +274,22 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         ds = a["draft_sampled"].long()
         nxt = torch.cat([ds[1:], ds.new_zeros(1)]) if N else ds
         rd = ~r.bonus & (r.row_temperature != 0)
-        w, v, bound = self._writes(b)
+        if writes is None:
+            w, v, bound = self._writes(b)
+        else:  # the oracle's writes, flat over [N, NB]; unwritten: 0 (as residual_mass leaves them)
+            index, value, bnd = writes["local_residual_mass"]
+            w = torch.zeros(N * nb, dtype=torch.bool, device=dev).index_fill_(0, index, True).view(N, nb)
+            v = torch.zeros(N * nb, dtype=value.dtype, device=dev).index_put_((index,), value).view(N, nb)
+            bound = torch.zeros(N * nb, dtype=bnd.dtype, device=dev).index_put_((index,), bnd).view(N, nb)
         on_rows = w[:, 0] if nb else torch.zeros(N, dtype=torch.bool, device=dev)
         near = on_rows & (v.to(torch.float64) <= 4 * bound).all(1)
         cand = torch.nonzero(near).flatten()
         zero = torch.zeros(N, dtype=torch.bool, device=dev)
-        zero[cand] = torch.as_tensor(_zero_rows(b, cand), device=dev)
+        sure, nonzero = residual_signs(b, cand, r)
+        zero[cand] = sure
+        left = cand[~sure & ~nonzero]
+        if left.numel():
+            zero[left] = torch.as_tensor(_zero_rows(b, left), device=dev)
         clp = a["cumulative_log_p"]
         prev = torch.cat([clp.new_zeros(1), clp[:-1]]) if N else clp
         on = per_case_any(rows_of(b.lengths, "expanded_local_pos", None, dev.type), {

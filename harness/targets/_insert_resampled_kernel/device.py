@@ -28,11 +28,8 @@ from ...targetkit.step_batch import feature_sets, owners, per_case_any, rows_of
 from ...targetkit.verify_batch import MANY_REQUESTS, VerifyBatchDevice, draw_steps
 from ...targetkit.verify_chain import (
     batch_requests,
-    chain_windows,
     rejection_batch,
-    rejection_of,
-    resample_of,
-    settle,
+    settle_chain,
 )
 from .layout import ARRAYS
 from .record import TARGET
@@ -77,18 +74,13 @@ class _Device(VerifyBatchDevice):
             rows = case & rnd & torch.isfinite(tl[:, :lo]).any(1)
             tl[rows, lo:] = float("-inf")
         rb = rejection_batch(st)
-        settle(rb, st, lambda x: chain_windows(x, st.use_fp64))
-        res = rejection_of(rb)
-        r34 = resample_of(rb, res["num_sampled"], res["target_rejected_logsumexp"], res["draft_rejected_logsumexp"],
-                          st.use_fp64)
+        res, r34 = settle_chain(rb, st)  # §33 and §34 of the steps as settled
         B, K, n = st.req.B.tolist(), st.K.tolist(), st.n.tolist()
         dt = torch.float64 if st.use_fp64 else torch.float32
-        flat = []  # §33's sampled, each case's [B, K + 1]
-        for c in range(k):
-            lo = int(np.sum(st.req.B[:c]))
-            flat.append(res["sampled"][lo : lo + B[c], : K[c] + 1].reshape(-1))
+        sampled = res["sampled"]  # [B, K + 1] of the batch's most drafts: each case's [B, K + 1], flat
+        flat = sampled[torch.arange(sampled.shape[1], device=sampled.device) <= res["K"][:, None]]
         draws = r34["draws"][:, None]
-        arrays = {"sampled": (torch.cat(flat), [(x, kk + 1) for x, kk in zip(B, K, strict=True)]),
+        arrays = {"sampled": (flat, [(x, kk + 1) for x, kk in zip(B, K, strict=True)]),
                   "num_sampled": (res["num_sampled"], [(x,) for x in B]),
                   "resampled_local_argmax": (torch.where(draws, r34["argmax"], -1).reshape(-1), [(x, rnb) for x in B]),
                   "resampled_local_max": (torch.where(draws, r34["max"], float("nan")).to(dt).reshape(-1),

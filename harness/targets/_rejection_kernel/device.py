@@ -50,12 +50,12 @@ from ...targetkit.scale_device import (
 from ...targetkit.step_batch import feature_sets, owners, per_case_any, rows_of
 from ...targetkit.verify_batch import LONG_CONTEXT, VerifyBatchDevice, draw_steps
 from ...targetkit.verify_chain import (
+    BatchRequests,
     batch_requests,
-    chain_windows,
     method_of,
     rejection_batch,
     rejection_of,
-    settle,
+    settle_chain,
     vocab_of,
 )
 from .layout import build
@@ -97,6 +97,12 @@ def minimal_scale_cases(case: Case) -> list[Case]:
     return [fill_greedy(m, greedy)]
 
 
+def _rejection(b: DeviceBatch, q: BatchRequests | None = None) -> dict[str, torch.Tensor]:
+    """§33 of batch ``b``'s requests: its draw's (``extra["rejection"]``), or a case alone's."""
+    res = b.extra.get("rejection")
+    return rejection_of(b, q=q) if res is None else res
+
+
 class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     kinds = LONG_CONTEXT
@@ -106,20 +112,22 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         """``k`` verification steps (fewer of a large vocabulary) as the record's body draws
         them, with the intermediates of §30-§32 (:func:`~...targetkit.verify_chain.chain_rows`),
         settled (:data:`ATTEMPTS`); per case ``sampled`` ``[B, K + 1]``, ``num_sampled`` and
-        the two log-sum-exps ``[B]``."""
+        the two log-sum-exps ``[B]``; ``extra["rejection"]`` §33 of its requests
+        (:func:`~...targetkit.verify_chain.settle_chain`'s)."""
         method = str(np.random.default_rng(seeds).choice(METHODS))  # the batch's, before its steps
         st = draw_steps(seeds, device, k, max_requests, kind, vocab=vocab_of(0.1), method=method, same=False,
                         other_width=0.2, tour=LONG_CONTEXT,
                         tour_choices={"long_context": {"method": "synthetic", "greedy": (0.0,)}})
         b = rejection_batch(st)
-        settle(b, st, lambda x: chain_windows(x, st.use_fp64))
+        b.extra["rejection"] = settle_chain(b, st)[0]  # §33 of the batch as settled, which its check takes
         return b
 
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
         """Every request of every case in one call of the torch oracle: the slots of ``sampled``
         the steps write (flat over the cases' ``[B, K + 1]`` outputs), every count, every
-        log-sum-exp with its bound."""
-        res = rejection_of(b)
+        log-sum-exp with its bound (a drawn batch's §33 made by its draw, on the arrays as
+        drawn)."""
+        res = _rejection(b)
         dev = res["num_sampled"].device
         B = np.asarray(b.lengths["idx_mapping"], dtype=np.int64)
         K = res["K"]
@@ -143,15 +151,14 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         a = b.cat
         k = len(b)
         dev = q.cu.device
-        res = rejection_of(b)
-        acc = res["num_sampled"].long()
+        acc = _rejection(b, q)["num_sampled"].long()
         method = method_of(b)
         d = q.d
         greedy = a["temperature"][q.state] == 0
         rnd = ~greedy
         fly_more = torch.zeros_like(greedy)
         if method == "fly":
-            fly_more = acc > rejection_of(b, "standard")["num_sampled"].long()
+            fly_more = acc > rejection_of(b, "standard", q)["num_sampled"].long()
         draft_row = q.elp < d[q.req]
         N = q.req.numel()
         nxt = torch.cat([a["draft_sampled"][1:].long(), a["draft_sampled"].new_zeros(1).long()]) if N else a["draft_sampled"]

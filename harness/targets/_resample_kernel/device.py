@@ -42,12 +42,10 @@ from ...targetkit.step_batch import feature_sets, per_case_any, rows_of
 from ...targetkit.verify_batch import LONG_CONTEXT, VerifyBatchDevice, draw_steps
 from ...targetkit.verify_chain import (
     batch_requests,
-    chain_windows,
     rejection_batch,
-    rejection_of,
     resample_of,
     resample_vocab,
-    settle,
+    settle_chain,
 )
 from .layout import ARRAYS, build
 from .record import TARGET
@@ -87,14 +85,14 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         """``k`` verification steps (fewer of a large vocabulary) as the record's body draws
         them, settled, with §33's outputs (:func:`~...targetkit.verify_chain.rejection_batch`,
         :func:`~...targetkit.verify_chain.settle`); per case ``resampled_local_argmax`` and
-        ``resampled_local_max`` ``[B, cdiv(V, 1024)]``."""
+        ``resampled_local_max`` ``[B, cdiv(V, 1024)]``; ``extra["draws"]`` §34 of its requests
+        (:func:`~...targetkit.verify_chain.settle_chain`'s)."""
         method = str(np.random.default_rng(seeds).choice(METHODS))  # the batch's, before its steps
         st = draw_steps(seeds, device, k, max_requests, kind, vocab=resample_vocab, method=method, same=False,
                         other_width=0.2, tour=TOUR,
                         tour_choices={"long_context": {"greedy": (0.0, 0.3)}, "large_vocab": {"greedy": (0.0,)}})
         rb = rejection_batch(st)
-        settle(rb, st, lambda x: chain_windows(x, st.use_fp64))
-        res = rejection_of(rb)
+        res, r34 = settle_chain(rb, st)  # §33 and §34 of the steps as settled
         k = len(st.K)
         n, R, B, K = st.n.tolist(), st.req.R.tolist(), st.req.B.tolist(), st.K.tolist()
         rnb = -(-st.V // SAMPLE_BLOCK)
@@ -115,16 +113,22 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
                    for _ in range(k)]
         host = [{"shapes": dict.fromkeys(outputs, (x, rnb))} for x in B]
         del R, K
-        return DeviceBatch(cat, lengths, shapes, {}, {}, outputs, scalars, host=host)
+        return DeviceBatch(cat, lengths, shapes, {}, {}, outputs, scalars, {"draws": r34}, host=host)
 
     def _draws(self, b: DeviceBatch) -> dict[str, torch.Tensor]:
+        """§34 of batch ``b``'s requests: its draw's (``extra["draws"]``, of the same arrays), or
+        a case alone's."""
         a = b.cat
+        res = b.extra.get("draws")
+        if res is not None:
+            return res
         return resample_of(b, a["rejected_step"], a["target_rejected_logsumexp"], a["draft_rejected_logsumexp"],
                            bool(b.scalars[0]["use_fp64"]))
 
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
         """Every drawn request of every case in one call of the torch oracle (a block of rows
-        at a time): each block's winner, and its value with its bound."""
+        at a time; a drawn batch's made by its draw, on the arrays as drawn): each block's
+        winner, and its value with its bound."""
         res = self._draws(b)
         nb = res["argmax"].shape[1]
         r = torch.nonzero(res["draws"]).flatten()
