@@ -22,10 +22,15 @@ apart from the steady state.
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,7 +49,6 @@ from ..check import CaseJournal, Finding, check_case
 from ..fuzz import Stats, shrink_finding
 from . import device_targets
 from .producers import HostCases, default_workers
-from .redraw import redrawn
 from .scale_lane import ScaleLane, Verdict, forget_scale_cases, minimise, scale_case
 
 CROSS_CHECK_SHARE = 0.05
@@ -102,6 +106,24 @@ def _case(dt: DeviceTarget, dc: DeviceCase, host: dict[str, torch.Tensor | np.nd
     """The case from its host copy ``host`` (a staged one: valid once the copies are done)."""
     copies = {n: t.copy() if isinstance(t, np.ndarray) else t.clone() for n, t in host.items()}
     return dt.to_case(DeviceCase(copies, dc.outputs, dc.scalars, dc.host))
+
+
+REDRAW_S = 600.0
+"""How long drawing a lost batch again may take (:func:`redrawn`: a fresh process imports torch,
+makes a CUDA context and draws one batch)."""
+
+
+def redrawn(name: str, seed: int, i: int, k: int, device: str, max_requests: int | None, launched: int) -> list[Case]:
+    """The first ``launched`` cases of batch ``i`` of ``k`` cases of ``name``'s run of ``seed``
+    on ``device``, drawn again in a fresh process (:mod:`.redraw`), as host cases: the suspects
+    of a batch whose launches left this process's device unusable."""
+    request = json.dumps({"name": name, "seed": seed, "i": i, "k": k, "device": device,
+                          "max_requests": max_requests, "launched": launched})
+    with tempfile.TemporaryDirectory(prefix="eaglefuzz-redraw-") as d:
+        out = Path(d) / "cases.pickle"
+        subprocess.run([sys.executable, "-m", "eaglefuzz.harness.checking.device_mode.redraw", request, str(out)],  # noqa: S603
+                       check=True, timeout=REDRAW_S, env=dict(os.environ), stdout=subprocess.DEVNULL)
+        return pickle.loads(out.read_bytes())  # noqa: S301 - written by our own child, just now
 
 
 def device_fuzz_target(

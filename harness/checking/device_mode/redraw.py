@@ -7,7 +7,8 @@ batch (token tables, logits) the copy cost more than the check (on an H200 three
 seed and the batch's index (:func:`~.engine.batch_of`: the same batch whoever asks), so when a
 sticky CUDA error ends the process's use of the device, a fresh process draws the batch again
 on the same device and hands back, as host cases, those launched before the fault: the
-suspects the supervisor runs one at a time (:func:`~...run.supervisor.locate_fault`).
+suspects the supervisor runs one at a time (:func:`~...run.supervisor.locate_fault`). The
+campaign's side is :func:`~.engine.redrawn`.
 
     python -m eaglefuzz.harness.checking.device_mode.redraw REQUEST OUT    # the fresh process
 """
@@ -15,29 +16,9 @@ suspects the supervisor runs one at a time (:func:`~...run.supervisor.locate_fau
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
-
-from ...core.case import Case
-
-REDRAW_S = 600.0
-"""How long the fresh process may take (import torch, a CUDA context, one batch's draw)."""
-
-
-def redrawn(name: str, seed: int, i: int, k: int, device: str, max_requests: int | None, launched: int) -> list[Case]:
-    """The first ``launched`` cases of batch ``i`` of ``k`` cases of ``name``'s run of ``seed``
-    on ``device``, drawn in a fresh process, as host cases (as the run reports a case)."""
-    request = json.dumps({"name": name, "seed": seed, "i": i, "k": k, "device": device,
-                          "max_requests": max_requests, "launched": launched})
-    with tempfile.TemporaryDirectory(prefix="eaglefuzz-redraw-") as d:
-        out = Path(d) / "cases.pickle"
-        subprocess.run([sys.executable, "-m", __name__, request, str(out)],  # noqa: S603 - our own module
-                       check=True, timeout=REDRAW_S, env=dict(os.environ), stdout=subprocess.DEVNULL)
-        return pickle.loads(out.read_bytes())  # noqa: S301 - written by our own child, just now
 
 
 def main(argv: list[str]) -> int:
