@@ -379,10 +379,8 @@ def device_fuzz_target(
                 stats.warmup = time.monotonic() - start
             elapsed = time.monotonic() - start
             size = sum(int(getattr(a, "size", 0) if isinstance(a, np.ndarray) else a.numel()) for a in dc.inputs.values())
-            rate = cross_s / max(cross_elements, 1) if cross_elements else CROSS_CHECK_S_PER_ELEMENT
-            fits = time_budget is None or elapsed + rate * size < time_budget
-            share_ok = not cross_s or cross_check_share >= 1 or cross_s + rate * size <= cross_check_share * elapsed
-            if finding is None and (bad or (share_ok and fits)):
+            if finding is None and (bad or _may_cross_check(cross_s, cross_elements, size, elapsed, cross_check_share,
+                                                            time_budget)):
                 t0 = time.perf_counter()
                 case = _case(dt, dc, host)
                 stats.reach(name, case)
@@ -734,6 +732,18 @@ def _unsettled(hb: HostBatchArenas, bad: int) -> dict[int, bool]:
 _NONE = np.zeros(0, dtype=np.int64)
 
 
+def _may_cross_check(spent: float, elements: int, size: int, elapsed: float, share: float,
+                     time_budget: float | None) -> bool:
+    """Whether a run that has spent ``spent`` seconds cross-checking ``elements`` elements, after
+    ``elapsed`` seconds, cross-checks a case of ``size`` elements: its cost predicted at the rate
+    so far (:data:`CROSS_CHECK_S_PER_ELEMENT` before any) keeps the cross-checks within
+    ``share`` of the run's time (the run's first is made at once; ``share`` 1: every case) and
+    fits the budget."""
+    rate = spent / max(elements, 1) if elements else CROSS_CHECK_S_PER_ELEMENT
+    fits = time_budget is None or elapsed + rate * size < time_budget
+    return fits and (not spent or share >= 1 or spent + rate * size <= share * elapsed)
+
+
 def _cross_check_clean(name: str, cases: Iterable[Any], size_of: Callable[[Any], int], host_case: Callable[[Any], Case],
                        confirm: Callable[[Case, bool], Finding | None], stats: Stats, start: float,
                        time_budget: float | None, cross_check_share: float, cross: list) -> Finding | None:
@@ -748,9 +758,7 @@ def _cross_check_clean(name: str, cases: Iterable[Any], size_of: Callable[[Any],
     for c in cases:
         elapsed = time.monotonic() - start
         size = size_of(c)
-        rate = cross[0] / max(cross[1], 1) if cross[1] else CROSS_CHECK_S_PER_ELEMENT
-        over = cross[0] and cross_check_share < 1 and cross[0] + rate * size > cross_check_share * elapsed
-        if over or (time_budget is not None and elapsed + rate * size >= time_budget):
+        if not _may_cross_check(cross[0], cross[1], size, elapsed, cross_check_share, time_budget):
             break
         t0 = time.perf_counter()
         case = host_case(c)
