@@ -31,8 +31,9 @@ from .runner_v2_verify import SAMPLE_BLOCK, STATS, STATS_BLOCK, VOCABS
 from .step_batch import owners
 from .verify_batch import Steps
 
-ROWS_AT_ONCE = 1 << 22
-"""Logits a stage's oracle reads at once (float64 intermediates of a block of rows)."""
+ROWS_AT_ONCE = 1 << 24
+"""Logits a stage's oracle reads at once (float64 intermediates of a block of rows: 128 MiB
+each; :data:`~.scale_rows.ROW_BLOCK` gives the scale lane's oracles four times as many)."""
 
 
 def rows_at_once(V: int, block: int) -> int:  # noqa: N803
