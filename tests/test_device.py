@@ -15,7 +15,12 @@ import numpy as np
 import pytest
 
 from eaglefuzz.harness.checking.device_mode import device_targets
-from eaglefuzz.harness.checking.device_mode.engine import device_fuzz_target
+from eaglefuzz.harness.checking.device_mode.engine import (
+    CROSS_CHECK_S_PER_ELEMENT,
+    _cross_check_clean,
+    _may_cross_check,
+    device_fuzz_target,
+)
 from eaglefuzz.harness.sources import implementations_for, parse_source
 from eaglefuzz.harness.sources.file import FileSource
 from eaglefuzz.harness.targetkit.step_batch import StepBatchDevice
@@ -817,3 +822,68 @@ def test_eagle_step_device_cases_share_a_few_compile_time_constants():
         batch = target.draw_batch((1, j), "cpu", 32, 8)
         triples |= {(s["block_size"], s["max_model_len"], s["n_blocks_per_req"]) for s in batch.scalars}
     assert 8 < len(triples) <= len(deployments()["bs"])
+
+
+def test_a_cross_check_counts_its_own_predicted_cost():
+    """The next cross-check's cost, at the rate measured so far, counts against the share: 1 s
+    spent on 4 elements (0.25 s an element) after 4 s, share 0.5 (2 s): a case of 4 elements
+    (1 s more, 2 s in all) is checked, one of 8 (2 s more) is not, though the seconds spent so
+    far are within the share."""
+    assert _may_cross_check(1.0, 4, 4, 4.0, 0.5, None)
+    assert not _may_cross_check(1.0, 4, 8, 4.0, 0.5, None)
+
+
+def test_the_runs_first_cross_check_is_made_at_once():
+    """Nothing spent yet: the case is checked whatever the share below 1 and the run's time
+    (its cost at :data:`CROSS_CHECK_S_PER_ELEMENT`, 0.1 s here, exceeds the share of it)."""
+    size = round(0.1 / CROSS_CHECK_S_PER_ELEMENT)
+    for share in (0.0, 0.01, 0.5):
+        for elapsed in (0.0, 1.0):
+            assert _may_cross_check(0.0, 0, size, elapsed, share, None), (share, elapsed)
+
+
+def test_a_cross_check_must_fit_the_time_budget():
+    """A cross-check ends before the time budget, at the measured rate (1 s for this case after
+    10 s) or, for the run's first, at :data:`CROSS_CHECK_S_PER_ELEMENT` (10 s after 5 s), even
+    at share 1."""
+    assert _may_cross_check(1.0, 4, 4, 10.0, 1.0, None)
+    assert _may_cross_check(1.0, 4, 4, 10.0, 1.0, 12.0)
+    assert not _may_cross_check(1.0, 4, 4, 10.0, 1.0, 10.5)
+    size = round(10 / CROSS_CHECK_S_PER_ELEMENT)
+    assert _may_cross_check(0.0, 0, size, 5.0, 1.0, 20.0)
+    for share in (1.0, 0.5):
+        assert not _may_cross_check(0.0, 0, size, 5.0, share, 12.0), share
+
+
+def test_cross_check_share_one_checks_every_case_and_zero_none_after_the_first():
+    """Share 1: every case, however far the cross-checks' seconds exceed the run's (100 s spent
+    after 1 s, 1000 s more predicted); share 0: none after the run's first, however cheap."""
+    assert _may_cross_check(100.0, 1, 1000, 1.0, 1.0, None)
+    assert not _may_cross_check(1e-6, 10**6, 1, 1000.0, 0.0, None)
+
+
+def test_the_runs_first_cross_check_is_on_the_batchs_smallest_case():
+    """The run's first cross-check (nothing spent) is the batch's smallest case, the others
+    follow in order; a later batch is checked in its own order (share 1, no budget: every case)."""
+    sizes = [30, 20, 5, 40]
+
+    class FakeStats:
+        def __init__(self) -> None:
+            self.cross_checked, self.stages = 0, {"cross-check": 0.0}
+
+        def reach(self, name, case) -> None:  # noqa: ANN001
+            pass
+
+    def order(cross: list) -> list[int]:
+        seen: list[int] = []
+
+        def confirm(case, bad):  # noqa: ANN001, ANN202
+            seen.append(case)
+
+        assert _cross_check_clean("t", range(len(sizes)), sizes.__getitem__, lambda j: j, confirm, FakeStats(),
+                                  0.0, None, 1.0, cross) is None
+        return seen
+
+    first = [0.0, 0]
+    assert order(first) == [2, 0, 1, 3] and first[1] == sum(sizes)
+    assert order([1.0, 100]) == [0, 1, 2, 3]
