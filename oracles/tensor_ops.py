@@ -209,7 +209,8 @@ def rejection_random_sample(
     synthetic_conditional_rates: torch.Tensor | None = None,
     table_row: torch.Tensor | None = None,
     out_start: torch.Tensor | None = None,
-) -> Writes:
+    with_reads: bool = False,
+) -> Writes | tuple[Writes, tuple[torch.Tensor, torch.Tensor]]:
     """§11.1 in scatter form: per request with ``not is_greedy[r]``, a ``-1`` draft rejected,
     else (synthetic) ``u < rate[j]``, else ``q > 0 and float32(p / q) >= u`` (``q = 1``
     without draft probabilities); the recovered id at the first rejection, the bonus when none.
@@ -217,7 +218,9 @@ def rejection_random_sample(
     Several steps at once (requests of several steps concatenated, each step's tokens reading
     its own rows of shared tables): ``table_row``, each draft token's row of the tables
     (default: the token's index); ``out_start``, each request's first output element (default
-    ``r * (max_spec_len + 1)``)."""
+    ``r * (max_spec_len + 1)``). ``with_reads``: also the tables' reads §11.1 makes (the
+    visited positions with a draft id, outside synthetic mode), each one's draft token and the
+    flat index ``row * vocab_size + id`` it reads at."""
     B = cu_num_draft_tokens.numel()
     rows = torch.nonzero(~is_greedy, as_tuple=True)[0]
     r, j, t, _, d = _draft_positions(cu_num_draft_tokens, rows)
@@ -236,7 +239,13 @@ def rejection_random_sample(
         accepted &= did >= 0
     val = torch.where(accepted, did, recovered_token_ids[t].long())
     visited, any_rejected = _first_rejection(r, ~accepted, B)
-    return _row_writes(rows, r, j, val, visited, any_rejected, d, bonus_token_ids, max_spec_len, out_start)
+    writes = _row_writes(rows, r, j, val, visited, any_rejected, d, bonus_token_ids, max_spec_len, out_start)
+    if not with_reads:
+        return writes
+    if synthetic_conditional_rates is not None:
+        return writes, (t[:0], t[:0])
+    read = visited & (did >= 0)
+    return writes, (t[read], flat[read])
 
 
 def expand(

@@ -57,13 +57,16 @@ def _run(spec: str, examples: int, keep_going: bool = False, scale_only: bool = 
 
 def test_production_kernel_passes_its_scale_cases(low_limit, needs, backend):
     """vLLM 0.33.0's kernel at the lowered limit (its int32 arithmetic does not wrap there):
-    the scale example (example 3) runs in the lane, reaches the scale feature, finds nothing."""
+    the scale example (example 3) runs in the lane as a batch of production-scale cases drawn
+    on the device, reaches the scale feature, finds nothing."""
     if backend.compiled:
         pytest.skip("the lowered limit is for the interpreter: on a GPU the real scale runs")
     needs.release_files()
+    from eaglefuzz.harness.checking.device_mode.scale_lane import CPU_SCALE_BATCH
+
     stats = _run("vllm-release:0.33.0", 4)
     assert not stats.findings, stats.findings[0].report()
-    assert stats.scale_cases == 1 and stats.examples == 4
+    assert stats.scale_cases == CPU_SCALE_BATCH and stats.examples == 3 + CPU_SCALE_BATCH
     assert "flat_index_past_2_31" in stats.features
 
 
@@ -110,6 +113,87 @@ def test_a_fault_in_the_lane_is_a_crash_and_the_run_goes_on(low_limit, needs, ba
     assert [f.kind for f in stats.findings] == ["crash", "crash"], [f.report() for f in stats.findings]
     assert "scale lane died" in stats.findings[0].outcome.crash
     assert stats.examples == 2 and stats.scale_cases == 2  # examples 3 and 11: the run went on
+
+
+ACCEPT = "                accepted = draft_prob > 0 and target_prob / draft_prob >= uniform_prob\n"
+PAST_DRAWN = f"(start_idx + pos) * vocab_size >= {LIMIT} and uniform_prob != 0.5"
+"""A read past the limit with a uniform other than the minimal cases' 0.5: a bug that a drawn
+production-scale case shows and no minimal one does."""
+
+
+def test_a_scale_batch_difference_no_minimal_case_shows_is_the_batch_case_confirmed(low_limit, needs, backend, tmp_path):
+    """A kernel that reverses its decision on every draft read past the limit unless its uniform is 0.5 (the
+    minimal cases' value): the scale batch differs, no minimal case does, so the finding is the
+    batch's case that differs alone, written out by the lane (tables do not cross a pipe) and
+    confirmed there by the NumPy and Numba oracles: a case past the limit, which the report
+    shows."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    from tests.seeded_bugs import mutants
+
+    path = _mutant(mutants, tmp_path, "rr_rejects_drawn_past_limit", [(ACCEPT, ACCEPT + (
+        f"                if {PAST_DRAWN}:\n"
+        "                    accepted = accepted == 0\n"))])
+    stats = _run(f"file:{path}", 1, scale_only=True)
+    (finding,) = stats.findings
+    assert finding.kind == "difference" and not finding.outcome.oracle_disagreements, finding.report()
+    assert "not minimised" in finding.shrink
+    case = finding.case
+    assert "flat_index_past_2_31" in TARGETS[RR].features_of(case)
+    assert (case.arrays["uniform_probs"] != 0.5).any()
+    assert "flat_index_past_2_31" in finding.report().split("features: ")[1].splitlines()[0]
+
+
+def test_a_scale_batch_fault_no_minimal_case_shows_is_located_and_written_out(low_limit, needs, backend, tmp_path):
+    """A kernel that stores 2**40 elements away on a read past the limit whose uniform is not
+    0.5: the lane dies in the scale batch, no minimal case faults, so a fresh lane launches the
+    batch a case at a time to find the case, and another writes it out: a crash finding of that
+    case (the run goes on in this process)."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    from tests.seeded_bugs import mutants
+
+    load = "            uniform_prob = tl.load(uniform_probs_ptr + start_idx + pos)\n"
+    path = _mutant(mutants, tmp_path, "rr_wild_store_drawn_past_limit", [(load, load + (
+        f"            if {PAST_DRAWN}:\n"
+        "                tl.store(output_token_ids_ptr + (1 << 40), 0)\n"))])
+    stats = _run(f"file:{path}", 1, scale_only=True)
+    (finding,) = stats.findings
+    assert finding.kind == "crash" and "scale lane died" in finding.outcome.crash, finding.report()
+    case = finding.case
+    assert "flat_index_past_2_31" in TARGETS[RR].features_of(case)
+    assert "not minimised" in finding.shrink
+
+
+def test_scale_batch_cases_pass_the_limit_and_have_the_records_features(low_limit, backend):
+    """A scale batch (``draw_batch(..., scale=True)``): every case's tables pass the limit
+    (rows past the first one an int32 offset cannot reach), the batch's vocabulary is the one
+    the campaign computes on the host for its minimal cases, and the features the batch decides
+    for each case are exactly those the record gives it (``flat_index_past_2_31`` from the
+    batched oracle's reads)."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    from eaglefuzz.harness.generation.strategies import derive_seed
+    from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.checking.device_mode.scale_lane import scale_batch_of
+
+    dt = device_targets()[RR]
+    past = 0
+    for example in (3, 11, 19, 27, 35, 43):
+        epoch = example // 32
+        b = scale_batch_of(dt, 1, example, epoch, 4, "cpu")
+        V = b.extra["V"]
+        assert V == dt.scale_batch_vocab(derive_seed(1, RR, "scale tables", epoch))
+        features = dt.batch_features(b, dt.oracle_batch(b))
+        for j in range(len(b)):
+            case = dt.to_case(b.case(j))
+            N = case.arrays["draft_token_ids"].size
+            assert (N - 1) * V >= LIMIT, (example, j, N, V)
+            assert features[j] == TARGETS[RR].features_of(case) & dt.batch_decides, (example, j)
+            past += "flat_index_past_2_31" in features[j]
+    assert past >= 6  # the scale feature is reached, not only drawn for
 
 
 def test_scale_features_and_the_note_where_they_cannot_be_reached():
@@ -222,8 +306,11 @@ def test_a_short_run_gives_its_scale_case_first_when_the_run_affords_it(low_limi
         assert stats.scale_cases == 0  # (an ordinary case may still pass the lowered limit)
         assert "could go to a scale case" in stats.scale_skipped
         return
+    from eaglefuzz.harness.checking.device_mode.scale_lane import CPU_SCALE_BATCH
+
     (finding,) = stats.findings
-    assert stats.scale_cases == 1 and stats.examples == 1  # the first example run, and the target stopped there
+    # the first example run (a batch of scale cases), and the target stopped there
+    assert stats.scale_cases == CPU_SCALE_BATCH and stats.examples == CPU_SCALE_BATCH
     assert finding.kind == "difference", finding.report()
     V, N = finding.case.scalars["vocab_size"], finding.case.arrays["draft_token_ids"].size
     assert (N - 1) * V >= LIMIT > (N - 2) * V  # minimised: one row past the limit

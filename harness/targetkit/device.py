@@ -159,6 +159,22 @@ class DeviceTarget:
         Targets checked on the device check a scale case in :class:`Arenas` instead."""
         raise NotImplementedError(f"{self.name}: no production-scale check")
 
+    scale_batches: bool = False
+    """Whether the target's production-scale examples are batches drawn on the device
+    (:meth:`draw_batch` with ``scale=True``: every case past ``2**31`` elements over shared
+    tables, checked as an ordinary batch in the scale lane) rather than one case drawn with
+    NumPy (:meth:`scale_case`); such a target gives :meth:`scale_batch_vocab` and
+    :meth:`scale_minimal_of`."""
+
+    def scale_batch_vocab(self, tables_seed: int) -> int:
+        """The vocabulary of the scale batches whose tables are drawn from ``tables_seed`` (known
+        on the host without drawing them: a scale batch's finding is minimised by it)."""
+        raise NotImplementedError(f"{self.name}: no production-scale batches")
+
+    def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
+        """:meth:`scale_minimal`'s cases for vocabulary ``V`` (a scale batch's)."""
+        raise NotImplementedError(f"{self.name}: no production-scale batches")
+
     def checks_at_scale(self, case: Case) -> bool:
         """Whether :meth:`scale_check` takes ``case`` (a case of the kind :meth:`scale_case`
         draws; the others go through the record's check)."""

@@ -281,6 +281,27 @@ def draw_steps(rng: np.random.Generator, k: int, max_requests: int, on_cpu: bool
     return Steps(d[keep].astype(np.int64), size, V)
 
 
+def scale_steps(rng: np.random.Generator, k: int, V: int, rows: int) -> Steps:  # noqa: N803
+    """``k`` production steps past ``2**31`` table elements at once, each over the first rows of
+    shared tables of ``rows`` rows of vocabulary ``V`` (:func:`scale_batch_rows`): each step's
+    draft tokens ``N`` past the first row an int32 offset cannot reach and within ``rows``,
+    in requests of ``K`` drafts (8 to 16 a step, the last request the remainder), one in twenty
+    a prefill without drafts (:func:`scale_counts`, ``k`` times)."""
+    first = -(-flat_limit() // V)
+    N = rng.integers(first + 1, max(first + 1, rows), size=k, endpoint=True)
+    steps = [scale_counts(rng, int(n)) for n in N]
+    return Steps(np.concatenate(steps) if steps else np.zeros(0, np.int64),
+                 np.asarray([s.size for s in steps], dtype=np.int64), V)
+
+
+def scale_batch_rows(V: int) -> int:  # noqa: N803
+    """Rows of a production-scale batch's shared ``[rows, V]`` tables: past the first row an
+    int32 offset cannot reach by a sixteenth (at least 16 rows), about ``1.06 * 2**31``
+    elements (8.5 GiB of float32)."""
+    first = -(-flat_limit() // V)
+    return first + max(16, first // 16)
+
+
 def pad_from(rng: np.random.Generator, s: Steps) -> np.ndarray:
     """:func:`pad_mask` of each of ``s``'s steps at once, as each request's first ``-1`` draft:
     its drafts ``j >= pad_from[r]`` are ``-1`` (``d_r`` where none is)."""

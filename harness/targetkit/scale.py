@@ -42,6 +42,19 @@ SCALE_BYTES = 48 << 30
 ``1.25 * 2**31`` float32 elements, 8-10 GiB each, a guarded copy of each and the oracle's
 working set): a GPU with less free memory runs none."""
 
+SCALE_BATCH_BYTES = 96 << 30
+"""Device memory a production-scale batch needs at most (:attr:`~.device.DeviceTarget.scale_batches`:
+two shared tables of about ``1.06 * 2**31`` float32 elements, each with a guarded copy behind a
+band of poison as long as a wrap reaches, and a table's draw): a GPU with less free memory
+checks one scale case drawn with NumPy instead."""
+
+
+def batches_fit(device: str) -> bool:
+    """Whether ``device`` holds a production-scale batch (:data:`SCALE_BATCH_BYTES` free; the
+    CPU under a test's lowered limit always)."""
+    return flat_limit() != FLAT_LIMIT if device == "cpu" else free_device_bytes(device) >= SCALE_BATCH_BYTES
+
+
 SCALE_ENV = "EAGLEFUZZ_SCALE"
 """``0``: device mode draws no scale case (the run says so)."""
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,14 +43,27 @@ from ...core.exitcodes import EXIT_DEVICE_LOST
 from ...generation.strategies import Scale, derive_seed
 from ...sources import Implementations
 from ...targetkit.device import Arenas, DeviceCase, DeviceTarget, HostArenas
-from ...targetkit.device_batch import BatchArenas, DeviceBatch, HostBatchArenas, epoch_of
-from ...targetkit.scale import unreachable
+from ...targetkit.device_batch import DeviceBatch, HostBatchArenas, epoch_of
+from ...targetkit.scale import batches_fit, unreachable
 from ...targets import TARGETS, Outcome
 from ..check import CaseJournal, Finding, check_case
 from ..fuzz import Stats, shrink_finding
 from . import device_targets
+from .batch_run import check_batch, first_failing, launch_each, wait
 from .producers import HostCases, default_workers
-from .scale_lane import ScaleLane, Verdict, forget_scale_cases, minimise, scale_case
+from .scale_lane import (
+    CPU_SCALE_BATCH,
+    SCALE_BATCH,
+    SCALE_TABLE_EPOCH,
+    ScaleLane,
+    Verdict,
+    batch_minimal,
+    batch_minimal_count,
+    forget_scale_cases,
+    load_case,
+    minimise,
+    scale_case,
+)
 
 CROSS_CHECK_SHARE = 0.05
 WARMUP = 16
@@ -171,6 +185,8 @@ def device_fuzz_target(
     stages = stats.stages = dict.fromkeys(STAGES, 0.0)
     stats.scale_cases = 0
     lane = ScaleLane(name, origin.spec, device, seed) if scale_cases and dt.scale and unreachable("device", device) is None else None
+    if lane is not None:
+        lane.batches = dt.scale_batches and batches_fit(device)
     pinned = _Pinned()
     start = time.monotonic()
     cross_s, cross_elements = 0.0, 0
@@ -438,26 +454,15 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     asked = k
     batch = batch_of(dt, seed, i, k, device, max_requests)
     k = len(batch)  # a target may draw fewer (steps of large tables)
-    t = clock("draw", t)
-    writes = dt.oracle_batch(batch)
-    t = clock("oracle", t)
-    arenas = BatchArenas(batch, writes, device, bigs)
-    t = clock("buffers", t)
+    clock("draw", t)
 
     def host_case(j: int) -> Case:  # the batch's own tensors are as drawn (the launches write the arenas)
         dc = batch.case(j)
         return _case(dt, dc, {n: t.cpu() for n, t in dc.inputs.items()})
 
-    views = arenas.views
-    launched, failed = _launch_each(lambda j: dt.launch(impl, views[j], batch.launch_case(j)), k, device)
-    t = clock("kernel", t)
-    bad = 0
-    if failed is None:
-        bad, failed = _wait(arenas.mismatch, device)  # the batch's one wait for the device
-    bigs.clear()
-    if not bad and failed is None:
-        bigs.update(arenas.big)  # intact: the next batch of the epoch guards the same tables
-    t = clock("compare", t)
+    run = check_batch(dt, impl, batch, device, bigs, clock)
+    t = time.perf_counter()
+    launched, bad, failed = run.launched, run.bad, run.failed
     stats.examples += launched
     if failed is not None and failed.fatal:  # this process's device is gone: the suspects drawn again elsewhere
         return _lost(failed, redrawn(name, seed, i, asked, device, max_requests, launched), origin)
@@ -465,15 +470,11 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     if failed is not None:
         return confirm(host_case(launched - 1), True)  # a finding either way (device_bad)
     if not bad:  # every case checked: the features its sizes and modes decide
-        stats.features.update(*dt.batch_features(batch, writes))
+        stats.features.update(*dt.batch_features(batch, run.writes))
     if bad:
-        for j in range(k):  # which case: each alone, as a case at a time is checked
-            dc = batch.case(j)
-            alone = Arenas(dc, dt.oracle(dc), device)
-            dt.launch(impl, alone.views, dc)
-            if int(alone.mismatch()):
-                finding = confirm(host_case(j), True)
-                break
+        j = first_failing(dt, impl, batch, device)  # which case: each alone, as a case at a time is checked
+        if j is not None:
+            finding = confirm(host_case(j), True)
         else:
             finding = confirm(host_case(0), False)
             if finding is None:
@@ -520,11 +521,11 @@ def _host_batch_checked(dt: DeviceTarget, impl: Any, origin: object, device: str
         return _case(dt, dc, dc.inputs)
 
     launch, cases = dt.launch, hb.launch_cases
-    launched, failed = _launch_each(lambda j: launch(impl, views[j], cases[j]), len(hb), device)
+    launched, failed = launch_each(lambda j: launch(impl, views[j], cases[j]), len(hb), device)
     t = clock("kernel", t)
     bad = 0
     if failed is None:
-        bad, failed = _wait(hb.mismatch, device)
+        bad, failed = wait(hb.mismatch, device)
     if failed is not None:
         stats.examples += launched
         if failed.fatal:
@@ -556,31 +557,6 @@ def _host_batch_checked(dt: DeviceTarget, impl: Any, origin: object, device: str
         return finding
     return _cross_check_clean(name, range(len(hb)), hb.input_elements.__getitem__,
                               host_case, confirm, stats, start, time_budget, cross_check_share, cross)
-
-
-def _launch_each(run: Callable[[int], None], n: int, device: str) -> tuple[int, Outcome | None]:
-    """A batch's launches, ``run(j)`` for its ``n`` cases in order, until one raises: the cases
-    launched and that failure of the code under test (``None``: none raised; fatal: a sticky
-    CUDA error, which may come from an earlier launch of the batch)."""
-    for j in range(n):
-        try:
-            run(j)
-        except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
-            return j + 1, Outcome().crashed(exc, device)
-    return n, None
-
-
-def _wait(mismatch: Callable[[], Any], device: str) -> tuple[int, Outcome | None]:
-    """The batch's one wait for the device, its comparison ``mismatch()``: the elements not as
-    expected, or a sticky CUDA error of its launches seen there (a fatal outcome; any other
-    exception is the harness's own and raised)."""
-    try:
-        return int(mismatch()), None
-    except Exception as exc:  # noqa: BLE001 - a fault of the batch's launches, seen at the wait
-        outcome = Outcome().crashed(exc, device)
-        if not outcome.fatal:
-            raise
-        return 0, outcome
 
 
 def _lost(outcome: Outcome, suspects: list[Case], origin: object) -> Finding:
@@ -645,11 +621,11 @@ def _record_batch_checked(dt: Any, impl: Any, origin: object, device: str, hb: H
         launch(impl, v, Case(name, arrays, dc.scalars, dc.host.get("launch", {})))
 
     with np.errstate(all="ignore"):  # the interpreter's NumPy ops, as the record's check runs them
-        launched, failed = _launch_each(run, len(hb), device)
+        launched, failed = launch_each(run, len(hb), device)
     t = clock("kernel", t)
     bad = 0
     if failed is None:
-        bad, failed = _wait(hb.mismatch, device)
+        bad, failed = wait(hb.mismatch, device)
     if failed is not None:
         stats.examples += launched
         if failed.fatal:
@@ -817,7 +793,10 @@ def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: An
     ``$EAGLEFUZZ_SCALE_MINIMISE_BUDGET``, the less, the first minimal case tried in any case
     unless that is 0), or ``None``. The NumPy and Numba oracles
     confirm the case reported: the minimal one (the drawn one, of billions of elements, only
-    where none of the minimal ones fails or ``shrink`` is off)."""
+    where none of the minimal ones fails or ``shrink`` is off). A target with scale batches
+    checks a batch instead (:func:`_scale_batch_example`)."""
+    if lane.batches:
+        return _scale_batch_example(lane, name, origin, i, stats, shrink, minimise_s)
     v = lane.run(i, confirm=not shrink)
     _say(name, f"production-scale case {i}: {_verdict(v)} ({v.seconds:.0f} s)")
     stats.examples += 1
@@ -839,5 +818,63 @@ def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: An
     _say(name, f"production-scale case {i} confirmed: {_verdict(again)} ({again.seconds:.0f} s)")
     finding = _scale_finding(scale_case(name, lane.seed, i), again if again.failed else v, origin)
     if not finding.outcome.oracle_disagreements:
+        finding.shrink = "not minimised: no minimal production-scale case (one row past 2**31) fails the same way"
+    return finding
+
+
+def _scale_batch_example(lane: ScaleLane, name: str, origin: object, i: int, stats: Any, shrink: bool,
+                         minimise_s: float | None = None) -> Finding | None:
+    """Scale example ``i`` of a target with scale batches: :data:`~.scale_lane.SCALE_BATCH`
+    production-scale cases drawn and checked in ``lane`` (:meth:`~.scale_lane.ScaleLane.batch`),
+    over the tables of its scale epoch (:data:`~.scale_lane.SCALE_TABLE_EPOCH` examples). A
+    failing batch's finding is, when ``shrink``, the first minimal case of its vocabulary that
+    fails (as :func:`_scale_example` minimises); else, or where none fails, the batch's case
+    that failed (found by a fresh lane after a fault or a hang), written to files by the lane
+    and confirmed there by the NumPy and Numba oracles where the lane survived it."""
+    k = CPU_SCALE_BATCH if lane.device == "cpu" else SCALE_BATCH
+    epoch = (i // SCALE_EVERY) // SCALE_TABLE_EPOCH
+    v = lane.batch(i, epoch, k)
+    _say(name, f"production-scale batch {i} of {k} case(s): {_verdict(v)} ({v.seconds:.0f} s)")
+    stats.examples += v.examples
+    stats.scale_cases += v.examples
+    stats.tokens += v.tokens
+    stats.features |= set(v.features)
+    if not v.failed:
+        return None
+    if shrink:
+        budget = float(os.environ.get(SCALE_MINIMISE_ENV, "300"))  # 0: not minimised
+        m, mv = minimise(lane, i, budget if minimise_s is None else min(budget, minimise_s), first_anyway=budget > 0,
+                         epoch=epoch)
+        _say(name, f"production-scale batch {i} minimised: " + ("none of the minimal cases fails" if m is None else
+                                                               f"minimal case {m}: {_verdict(mv)} ({mv.seconds:.0f} s)"))
+        stats.shrink_attempts += batch_minimal_count(name, lane.seed, epoch) if m is None else m + 1
+        if m is not None:
+            return _scale_finding(batch_minimal(name, lane.seed, epoch, m), mv, origin)
+    j, located = v.case, None
+    if v.crash or v.hang:  # launched a case at a time in a fresh lane, the device waited for after each
+        located = lane.locate(i, epoch, k)
+        j = located if located is not None else max(v.examples - 1, 0)
+    survived = not (v.crash or v.hang)
+    directory = tempfile.mkdtemp(prefix="eaglefuzz-scale-case-")
+    saved = lane.save(i, epoch, k, 0 if j is None else j, directory, confirm=survived)
+    if saved.crash or saved.hang:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise RuntimeError(f"{name}: the scale lane could not write case {j} of batch {i}: {saved.crash or saved.hang}")
+    case = load_case(directory)
+    if survived:
+        said = ("the NumPy and Numba oracles confirm it" if saved.outcome is not None and not saved.outcome.ok
+                else "the NumPy and Numba oracles do not confirm it")
+    else:
+        said = (f"the case whose launch {'faulted' if v.crash else 'hung'} when a fresh lane ran the batch a case at a time"
+                if located is not None else "the last case launched (a fresh lane running the batch a case at a time did not fail)")
+    _say(name, f"production-scale batch {i}: case {j} written out: {said}")
+    if j is None and survived:  # no case alone differs: the batched check and the cases alone disagree
+        outcome = saved.outcome if saved.outcome is not None else Outcome()
+        outcome.oracle_disagreements.append(Difference(
+            name, None, f"{v.bad} element(s) not as expected in a scale batch of {v.examples} cases",
+            "no case alone differs", None, "device oracle", device_targets()[name].oracle_name + ", batched"))
+        return _with_features(Finding(case, outcome, origin), v)
+    finding = _scale_finding(case, saved if survived and saved.failed else v, origin)
+    if shrink and not finding.outcome.oracle_disagreements:
         finding.shrink = "not minimised: no minimal production-scale case (one row past 2**31) fails the same way"
     return finding

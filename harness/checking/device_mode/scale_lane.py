@@ -21,6 +21,18 @@ device work in its own process) for its report, and minimises a finding through 
 (:func:`minimise`): the target's :meth:`~...targetkit.device.DeviceTarget.scale_minimal` cases
 (one row past ``2**31``, plain values), the first that still fails kept and confirmed.
 
+A target whose device module draws production-scale *batches*
+(:attr:`~...targetkit.device.DeviceTarget.scale_batches`: ``draw_batch(..., scale=True)``) has
+its scale examples checked as ordinary batches are (:func:`~.batch_run.check_batch`: the batched
+torch oracle, the guarded buffers, a launch per case, one comparison), in the lane: each example
+:data:`SCALE_BATCH` cases drawn on the device over tables past ``2**31`` elements that
+:data:`SCALE_TABLE_EPOCH` examples share, so that the tables' draw and check are paid once for
+many cases. A failing batch is minimised to its vocabulary's minimal cases
+(:meth:`~...targetkit.device.DeviceTarget.scale_minimal_of`, drawn with NumPy alone); where
+none fails, the case that failed is found (after a fault, by a fresh lane launching the batch a
+case at a time) and written to files by the lane (:func:`save_case`: tables of gigabytes do not
+cross a pipe), which the campaign maps (:func:`load_case`).
+
     python -m eaglefuzz.harness.checking.device_mode.scale_lane    # the lane itself (stdin: requests)
 """
 
@@ -32,11 +44,14 @@ import json
 import os
 import pickle
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,6 +66,63 @@ START_S = 600.0
 CASE_S = 900.0
 """How long one scale case may take in the lane (drawing, the device check, the confirmation by
 the NumPy and Numba oracles: seconds to a minute on a GPU host) before it is a hang."""
+
+
+SCALE_BATCH = 64
+"""Production-scale cases per scale example of a target with scale batches, on a GPU."""
+CPU_SCALE_BATCH = 4
+"""The same on the CPU (the interpreter, a lowered flat limit: tests)."""
+SCALE_TABLE_EPOCH = 4
+"""Consecutive scale examples of a target whose batches share one set of tables (drawn on the
+device, past ``2**31`` elements each: a second or two to draw and guard)."""
+
+
+def scale_batch_of(dt: Any, seed: int, example: int, epoch: int, k: int, device: str) -> Any:
+    """Scale example ``example``'s batch of ``k`` production-scale cases (``draw_batch(...,
+    scale=True)``), over the tables of scale epoch ``epoch``: the same batch whoever asks (the
+    lane, a fresh lane locating a fault, the benchmark's kernel alone)."""
+    tables = derive_seed(seed, dt.name, "scale tables", epoch)
+    return dt.draw_batch((tables, derive_seed(seed, dt.name, "scale batch", example)), device, k, scale=True)
+
+
+def batch_minimal(name: str, seed: int, epoch: int, minimal: int) -> Case:
+    """The ``minimal``-th minimal case of scale epoch ``epoch``'s vocabulary (NumPy alone)."""
+    return _batch_minimal(name, seed, epoch, flat_limit())[minimal]
+
+
+def batch_minimal_count(name: str, seed: int, epoch: int) -> int:
+    """How many minimal cases scale epoch ``epoch``'s vocabulary has."""
+    return len(_batch_minimal(name, seed, epoch, flat_limit()))
+
+
+@functools.lru_cache(maxsize=1)
+def _batch_minimal(name: str, seed: int, epoch: int, limit: int) -> list[Case]:
+    from . import device_targets
+
+    dt = device_targets()[name]
+    V = dt.scale_batch_vocab(derive_seed(seed, name, "scale tables", epoch))
+    return [_sealed(c) for c in dt.scale_minimal_of(V)]
+
+
+def save_case(case: Case, directory: str) -> None:
+    """``case`` written to ``directory``: an ``.npy`` file per array, the rest pickled."""
+    d = Path(directory)
+    for n, a in case.arrays.items():
+        np.save(d / f"{n}.npy", np.ascontiguousarray(a), allow_pickle=False)
+    (d / "case.pickle").write_bytes(pickle.dumps({"kernel": case.kernel, "arrays": list(case.arrays),
+                                                  "scalars": dict(case.scalars), "launch": dict(case.launch),
+                                                  "note": case.note}))
+
+
+def load_case(directory: str, keep: bool = False) -> Case:
+    """The case :func:`save_case` wrote to ``directory``, its arrays mapped read-only; the
+    directory is removed unless ``keep`` (the mappings keep the data until they go)."""
+    d = Path(directory)
+    meta = pickle.loads((d / "case.pickle").read_bytes())  # noqa: S301 - written by our own lane, just now
+    arrays = {n: np.load(d / f"{n}.npy", mmap_mode="r", allow_pickle=False) for n in meta["arrays"]}
+    if not keep:
+        shutil.rmtree(d, ignore_errors=True)
+    return Case(meta["kernel"], arrays, meta["scalars"], meta["launch"], meta["note"])
 
 
 def scale_rng(seed: int, name: str, example: int) -> np.random.Generator:
@@ -99,6 +171,7 @@ def forget_scale_cases() -> None:
     """Let the kept scale cases go (a target's scale examples are done)."""
     _drawn.cache_clear()
     _minimal.cache_clear()
+    _batch_minimal.cache_clear()
 
 
 @dataclass
@@ -117,6 +190,10 @@ class Verdict:
     outcome: Any = None
     confirmed: bool = False
     seconds: float = 0.0
+    examples: int = 1
+    """Cases checked (a scale batch's launched cases)."""
+    case: int | None = None
+    """A scale batch with a difference: its first case that differs alone (``None``: none does)."""
 
     @property
     def failed(self) -> bool:
@@ -130,6 +207,8 @@ class ScaleLane:
         self.name, self.spec, self.device, self.seed = name, spec, device, seed
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = 0
+        self.batches = False
+        """Whether the campaign checks its scale examples as scale batches (:meth:`batch`)."""
 
     def _start(self) -> str | None:
         """Start the lane; ``None``, or why it could not start."""
@@ -173,16 +252,49 @@ class ScaleLane:
                else f"exit code {code}")
         return {"crash": f"the scale lane died ({how}) while running this case", "fatal": True}
 
-    def run(self, example: int, *, minimal: int | None = None, confirm: bool = False) -> Verdict:
-        """The verdict on example ``example``'s scale case (its ``minimal``-th minimal case);
-        ``confirm``: a failing case is checked by the NumPy and Numba oracles too."""
+    def run(self, example: int, *, minimal: int | None = None, confirm: bool = False, epoch: int | None = None) -> Verdict:
+        """The verdict on example ``example``'s scale case (its ``minimal``-th minimal case; with
+        ``epoch``, the ``minimal``-th minimal case of that scale epoch's vocabulary:
+        :func:`batch_minimal`); ``confirm``: a failing case is checked by the NumPy and Numba
+        oracles too."""
+        return self._verdict({"example": example, "minimal": minimal, "confirm": confirm, "epoch": epoch})
+
+    def batch(self, example: int, epoch: int, k: int) -> Verdict:
+        """The verdict on scale example ``example``'s batch of ``k`` cases (:func:`scale_batch_of`)."""
+        return self._verdict({"batch": example, "epoch": epoch, "k": k})
+
+    def save(self, example: int, epoch: int, k: int, case: int, directory: str, *, confirm: bool) -> Verdict:
+        """Case ``case`` of scale example ``example``'s batch written to ``directory``
+        (:func:`save_case`); ``confirm``: checked by the NumPy and Numba oracles (the verdict's
+        ``outcome``)."""
+        return self._verdict({"batch": example, "epoch": epoch, "k": k, "save": case, "dir": directory,
+                              "confirm": confirm})
+
+    def locate(self, example: int, epoch: int, k: int) -> int | None:
+        """The case of scale example ``example``'s batch whose launch faults or hangs, found by a
+        fresh lane launching the batch a case at a time, the device waited for after each
+        (``None``: none does)."""
+        self.close()
+        with tempfile.TemporaryDirectory(prefix="eaglefuzz-locate-") as d:
+            at = Path(d) / "at"
+            v = self._verdict({"batch": example, "epoch": epoch, "k": k, "locate": str(at)})
+            if not (v.crash or v.hang):
+                return None
+            text = at.read_text() if at.exists() else ""
+            self.close()
+            return int(text) if text.strip() else None
+
+    def _verdict(self, request: dict[str, Any]) -> Verdict:
         t0 = time.monotonic()
         if self.proc is None or self.proc.poll() is not None:
             why = self._start()
             if why is not None:
                 self.close()
                 return Verdict(crash=f"the scale lane could not start: {why}", fatal=True, seconds=time.monotonic() - t0)
-        reply = self._ask({"example": example, "minimal": minimal, "confirm": confirm}, CASE_S)
+        reply = self._ask(request, CASE_S)
+        if reply.get("harness_error"):
+            self.close()
+            raise RuntimeError(f"{self.name}: the scale lane: {reply['harness_error']}")
         if reply.get("fatal"):
             self.close()
         outcome = reply.get("outcome")
@@ -191,6 +303,7 @@ class ScaleLane:
             crash=reply.get("crash"), fatal=bool(reply.get("fatal")), hang=reply.get("hang"),
             outcome=None if outcome is None else pickle.loads(base64.b64decode(outcome)),  # noqa: S301 - our own child
             confirmed=bool(reply.get("confirmed")), seconds=time.monotonic() - t0,
+            examples=int(reply.get("examples", 1)), case=reply.get("case"),
         )
 
     def close(self) -> None:
@@ -206,19 +319,22 @@ class ScaleLane:
         proc.wait()
 
 
-def minimise(lane: ScaleLane, example: int, budget_s: float, *, first_anyway: bool = False) -> tuple[int | None, Verdict | None]:
-    """The first of example ``example``'s minimal scale cases that still fails in ``lane``,
+def minimise(lane: ScaleLane, example: int, budget_s: float, *, first_anyway: bool = False,
+             epoch: int | None = None) -> tuple[int | None, Verdict | None]:
+    """The first of example ``example``'s minimal scale cases (with ``epoch``: of that scale
+    epoch's vocabulary, :func:`batch_minimal`) that still fails in ``lane``,
     confirmed (its index and verdict), within ``budget_s`` seconds (``first_anyway``: the
     first minimal case is tried however little is left: confirming it costs no more than
     confirming the drawn case, the alternative); ``(None, None)`` when none does (the case stays
     as found)."""
 
     end = time.monotonic() + budget_s
-    count = scale_minimal_count(lane.name, lane.seed, example)
+    count = (scale_minimal_count(lane.name, lane.seed, example) if epoch is None
+             else batch_minimal_count(lane.name, lane.seed, epoch))
     for k in range(count):
         if time.monotonic() > end and not (first_anyway and k == 0):
             break
-        v = lane.run(example, minimal=k, confirm=True)
+        v = lane.run(example, minimal=k, confirm=True, epoch=epoch)
         if v.failed:
             return k, v
     return None, None
@@ -255,10 +371,27 @@ def _serve() -> None:  # pragma: no cover - runs in the child; tests/test_scale.
         answer({"crash": f"{type(exc).__name__}: {exc}"})
         return
     answer({"ready": True})
+    state: dict[str, Any] = {"bigs": {}, "epoch": None}  # a scale batch's guarded tables, for the next of its epoch
     for line in sys.stdin:
         req = json.loads(line)
         t0 = time.monotonic()
-        case = scale_case(name, seed, int(req["example"]), req.get("minimal"))
+        if "batch" in req:
+            if req["epoch"] != state["epoch"]:  # the last epoch's guarded tables go before the next are drawn
+                state["bigs"].clear()
+                state["epoch"] = req["epoch"]
+            try:
+                batch = scale_batch_of(dt, seed, int(req["batch"]), int(req["epoch"]), int(req["k"]), device)
+            except Exception as exc:  # noqa: BLE001 - the harness's own failure: said as such, never a finding
+                answer({"harness_error": f"drawing scale batch {req['batch']}: {type(exc).__name__}: {exc}"})
+                return
+            reply = _batch_request(req, batch, dt, impl, impls, device, state["bigs"], t0)
+            del batch
+            answer(reply)
+            if reply.get("fatal"):
+                return
+            continue
+        case = (scale_case(name, seed, int(req["example"]), req.get("minimal")) if req.get("epoch") is None
+                else batch_minimal(name, seed, int(req["epoch"]), int(req["minimal"])))
         _log(t0, f"{req}: drawn, {', '.join(f'{n} {list(a.shape)}' for n, a in case.arrays.items() if a.ndim > 1)}")
         reply: dict[str, Any] = {"features": _reached(dt, case)}
         if dt.scale_by_rows:  # a block of rows at a time on the device; confirmed on the rows that matter
@@ -297,6 +430,66 @@ def _serve() -> None:  # pragma: no cover - runs in the child; tests/test_scale.
                     answer(reply | {"fatal": True})
                     return
         answer(reply)
+
+
+def _batch_request(req: dict[str, Any], batch: Any, dt: Any, impl: Any, impls: Any, device: str, bigs: dict,
+                   t0: float) -> dict[str, Any]:  # pragma: no cover - runs in the child; tests/test_scale.py drives it
+    """A scale batch's request (``batch``: drawn): checked (``{"batch", "epoch", "k"}``),
+    launched a case at a time to find a fault (``"locate"``: the file each case's index is
+    written to before its launch), or one case written to files and, with ``confirm``, checked
+    by the NumPy and Numba oracles (``"save"``, ``"dir"``)."""
+    from ...targets import Outcome
+    from ..check import check_case
+    from .batch_run import check_batch, first_failing
+
+    _log(t0, f"{req}: {len(batch)} case(s) drawn")
+    if "save" in req:
+        j = int(req["save"])
+        dc = batch.case(j)
+        save_case(dt.to_case(dc), req["dir"])
+        del dc
+        reply: dict[str, Any] = {"examples": 0}
+        if req.get("confirm"):
+            finding = check_case(load_case(req["dir"], keep=True), impls, device)
+            reply["confirmed"] = True
+            if finding is not None:
+                reply["outcome"] = base64.b64encode(pickle.dumps(finding.outcome)).decode()
+                reply["fatal"] = bool(finding.outcome.fatal)
+        _log(t0, f"case {j} saved")
+        return reply
+    if "locate" in req:
+        writes = dt.oracle_batch(batch)
+        from ...targetkit.device_batch import BatchArenas
+
+        views = BatchArenas(batch, writes, device).views
+        for j in range(len(batch)):
+            Path(req["locate"]).write_text(str(j))
+            try:
+                dt.launch(impl, views[j], batch.launch_case(j))
+                if device != "cpu":
+                    import torch
+
+                    torch.cuda.synchronize()
+            except Exception as exc:  # noqa: BLE001 - the fault looked for
+                o = Outcome().crashed(exc, device)
+                return {"examples": 0, "crash": o.crash, "fatal": True}
+        return {"examples": 0}
+    try:
+        run = check_batch(dt, impl, batch, device, bigs)
+    except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+        o = Outcome().crashed(exc, device)
+        return {"examples": len(batch), "crash": o.crash, "fatal": o.fatal}
+    reply = {"examples": run.launched, "tokens": sum(batch.tokens(j) for j in range(run.launched))}
+    if run.failed is not None:
+        _log(t0, f"batch raised: {run.failed.crash}")
+        return reply | {"crash": run.failed.crash, "fatal": run.failed.fatal, "case": run.launched - 1}
+    reply["bad"] = run.bad
+    if run.bad:
+        reply["case"] = first_failing(dt, impl, batch, device)
+    else:
+        reply["features"] = sorted(set().union(*dt.batch_features(batch, run.writes)))
+    _log(t0, f"batch checked: {run.bad} element(s) not as expected")
+    return reply
 
 
 def _log(t0: float, line: str) -> None:

@@ -31,8 +31,10 @@ from ...targetkit.device_draws import (
     pad_drafts,
     pad_from,
     sample_from,
+    scale_batch_rows,
     scale_counts,
     scale_rows,
+    scale_steps,
     scale_vocab,
     softmax_table,
     sparse_rows,
@@ -111,14 +113,18 @@ def scale_case(rng: np.random.Generator) -> Case:
 
 
 def minimal_scale_cases(case: Case) -> list[Case]:
-    """The smallest cases that read past flat index ``2**31`` with ``case``'s vocabulary, simplest
+    """:func:`minimal_scale_cases_of` ``case``'s vocabulary."""
+    return minimal_scale_cases_of(case.scalars["vocab_size"])
+
+
+def minimal_scale_cases_of(V: int) -> list[Case]:  # noqa: N803
+    """The smallest cases that read past flat index ``2**31`` with vocabulary ``V``, simplest
     first: one row past it (token ``t0 = ceil(2**31 / V)``, draft id 0: the first row of the
     table an int32 cannot reach), the tokens before it in greedy requests of 16 (read by no
     program), one random request with that single draft; plain values (a table of zeros without
     draft probabilities, uniforms 0.5: the draft is rejected, its recovered id 1; the bonus 2).
-    Then the same with the case's own values for that token. The scale minimiser
-    (:mod:`~...checking.device_mode.scale_lane`) keeps the first that still fails."""
-    V = case.scalars["vocab_size"]
+    The scale minimiser (:mod:`~...checking.device_mode.scale_lane`) keeps the first that still
+    fails."""
     t0 = -(-flat_limit() // V)
     N = t0 + 1
     counts = [16] * (t0 // 16) + ([t0 % 16] if t0 % 16 else []) + [1]
@@ -146,6 +152,15 @@ class RandomDevice(DeviceTarget):
 
     def scale_minimal(self, case: Case) -> list[Case]:
         return minimal_scale_cases(case)
+
+    scale_batches = True
+
+    def scale_batch_vocab(self, tables_seed: int) -> int:
+        """The first draw of :meth:`_tables` with ``scale``."""
+        return scale_vocab(np.random.default_rng(tables_seed))
+
+    def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
+        return minimal_scale_cases_of(V)
 
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
         step = draw_step(rng, max_requests, device == "cpu", tables=True)
@@ -184,20 +199,27 @@ class RandomDevice(DeviceTarget):
     batch = BATCH
     table_epoch = TABLE_EPOCH
 
-    def _tables(self, seed: int, device: str, max_requests: int, share: float = 1.0) -> dict[str, Any]:
+    def _tables(self, seed: int, device: str, max_requests: int, share: float = 1.0, scale: bool = False) -> dict[str, Any]:
         """The shared tables of the epoch ``seed`` (kept for the next batch of the epoch): a
         vocabulary, target and draft tables of ``R`` rows (as many as any step of the epoch
-        draws; ``share`` of the full count in a short epoch), and :data:`CANDIDATES` ids per
-        row sampled from each."""
-        key = (seed, device, max_requests, share)
+        draws; ``share`` of the full count in a short epoch; with ``scale``, a current model's
+        vocabulary and :func:`~...targetkit.device_draws.scale_batch_rows` rows: past ``2**31``
+        elements), and :data:`CANDIDATES` ids per row sampled from each."""
+        key = (seed, device, max_requests, share, scale, flat_limit())
         if getattr(self, "_epoch", (None,))[0] == key:
             return self._epoch[1]
         self._epoch = (None, None)  # the last epoch's tables freed before the next are drawn
+        if device != "cpu":
+            torch.cuda.empty_cache()
         rng = np.random.default_rng(seed)
         gen = torch.Generator(device=device).manual_seed(seed)
-        V = draw_vocab(rng, device == "cpu")
-        full = max(1, min(MAX_TABLE // V, 64 * max_requests))
-        R = min(full, max(16, int(full * share)))  # 16: a request of 16 drafts always fits
+        if scale:
+            V = scale_vocab(rng)
+            R = scale_batch_rows(V)
+        else:
+            V = draw_vocab(rng, device == "cpu")
+            full = max(1, min(MAX_TABLE // V, 64 * max_requests))
+            R = min(full, max(16, int(full * share)))  # 16: a request of 16 drafts always fits
         target, draft = softmax_table(rng, gen, R, V, device), softmax_table(rng, gen, R, V, device)
         if rng.random() < 0.25:  # a draft model that agrees on every fourth row: p == q, the quotient exactly 1
             draft[::4] = target[::4]
@@ -211,18 +233,20 @@ class RandomDevice(DeviceTarget):
         return tables
 
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
-                   share: float = 1.0) -> DeviceBatch:
+                   share: float = 1.0, scale: bool = False) -> DeviceBatch:
         """``k`` steps (each as :meth:`draw` draws one) of the epoch's vocabulary, each reading
         the first rows of the epoch's tables (``share``: of the full row count,
         :func:`~...targetkit.device_batch.epoch_of`); with or without draft probabilities and
         synthetic mode (one batch in eight) for the whole batch; ids, uniforms, padding, greedy
-        requests per case."""
-        tables = self._tables(seeds[0], device, max_requests, share)
+        requests per case. With ``scale``: production-scale steps
+        (:func:`~...targetkit.device_draws.scale_steps`: each past the first row whose offset
+        ``t * V`` an int32 cannot hold) over tables past ``2**31`` elements."""
+        tables = self._tables(seeds[0], device, max_requests, share, scale)
         V, R = tables["V"], tables["R"]
         rng = np.random.default_rng(seeds[1])
         gen = torch.Generator(device=device).manual_seed(seeds[1])
         with_draft = rng.random() < 0.6
-        steps = draw_steps(rng, k, max_requests, device == "cpu", V, R)
+        steps = scale_steps(rng, k, V, R) if scale else draw_steps(rng, k, max_requests, device == "cpu", V, R)
         N, B, L = steps.N, steps.B, steps.L
         n = int(N.sum())
         req, j, rows_t = token_index(steps, device)
@@ -274,7 +298,7 @@ class RandomDevice(DeviceTarget):
                            [{"max_spec_len": int(x), "vocab_size": V} for x in L], extra)
 
     batch_decides = STEP_FEATURES | {"draft_probs", "no_draft_probs", "synthetic_mode", "mixed_batch", "all_random",
-                                     "no_drafts_row"}
+                                     "no_drafts_row", "flat_index_past_2_31"}
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         d, B, greedy = b.extra["d"], np.asarray(b.extra["B"]), b.extra["greedy"]
@@ -287,16 +311,33 @@ class RandomDevice(DeviceTarget):
         return step_features(d, B, [s["max_spec_len"] for s in b.scalars], b.extra["V"], {
             "draft_probs": with_draft, "no_draft_probs": not with_draft,
             "synthetic_mode": "synthetic_conditional_rates" in b.cat},
-            {"mixed_batch": (g > 0) & (g < B), "all_random": g == 0, "no_drafts_row": e > 0})
+            {"mixed_batch": (g > 0) & (g < B), "all_random": g == 0, "no_drafts_row": e > 0,
+             "flat_index_past_2_31": self._past_limit(b)})
+
+    @staticmethod
+    def _past_limit(b: DeviceBatch) -> np.ndarray:
+        """Per case, whether one of the tables' reads the batched oracle made (``extra["reads"]``:
+        each read's token and flat index) lies past ``2**31`` (the record's
+        ``flat_index_past_2_31``)."""
+        t, flat = b.extra["reads"]
+        past = flat >= flat_limit()
+        ends = torch.from_numpy(np.cumsum(np.add.reduceat(b.extra["d"], np.cumsum(b.extra["B"]) - b.extra["B"])
+                                          if b.extra["d"].size else np.zeros(len(b), np.int64))).to(t.device)
+        case = torch.searchsorted(ends, t[past], right=True)
+        return torch.zeros(len(b), dtype=torch.int64, device=t.device).index_add_(
+            0, case, torch.ones_like(case)).cpu().numpy() > 0
 
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """Every case at once (the torch oracle over the shared tables' rows); the tables' reads
+        it made are kept for :meth:`batch_features` (``extra["reads"]``)."""
         a, e = b.cat, b.extra
-        return tensor_ops.rejection_random_sample(
+        writes, e["reads"] = tensor_ops.rejection_random_sample(
             cu_num_draft_tokens=e["cu"], draft_token_ids=a["draft_token_ids"], draft_probs=b.shared.get("draft_probs"),
             target_probs=b.shared["target_probs"], bonus_token_ids=a["bonus_token_ids"],
             recovered_token_ids=a["recovered_token_ids"], uniform_probs=a["uniform_probs"], is_greedy=a["is_greedy"],
             max_spec_len=e["L"], vocab_size=e["V"], synthetic_conditional_rates=e.get("rates"),
-            table_row=e["table_row"], out_start=e["out_start"])
+            table_row=e["table_row"], out_start=e["out_start"], with_reads=True)
+        return writes
 
     def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         a = dc.inputs
