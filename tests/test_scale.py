@@ -167,33 +167,80 @@ def test_a_scale_batch_fault_no_minimal_case_shows_is_located_and_written_out(lo
     assert "not minimised" in finding.shrink
 
 
-def test_scale_batch_cases_pass_the_limit_and_have_the_records_features(low_limit, backend):
-    """A scale batch (``draw_batch(..., scale=True)``): every case's tables pass the limit
-    (rows past the first one an int32 offset cannot reach), the batch's vocabulary is the one
-    the campaign computes on the host for its minimal cases, and the features the batch decides
-    for each case are exactly those the record gives it (``flat_index_past_2_31`` from the
-    batched oracle's reads)."""
+@pytest.mark.parametrize("name", [RR, SR])
+def test_scale_batch_cases_pass_the_limit_and_have_the_records_features(low_limit, backend, name):
+    """A scale batch (``draw_batch(..., scale=True)``): every case passes the limit (its
+    tables' rows or, for the recovered kernel's epochs of requests, its noise's rows past the
+    first one an int32 offset cannot reach), the batch's vocabulary is the one the campaign
+    computes on the host for its minimal cases, and the features the batch decides for each
+    case are exactly those the record gives it (the random kernel's ``flat_index_past_2_31``
+    from the batched oracle's reads)."""
     if backend.compiled:
         pytest.skip("the lowered limit is for the interpreter")
-    from eaglefuzz.harness.generation.strategies import derive_seed
     from eaglefuzz.harness.checking.device_mode import device_targets
     from eaglefuzz.harness.checking.device_mode.scale_lane import scale_batch_of
+    from eaglefuzz.harness.generation.strategies import derive_seed
 
-    dt = device_targets()[RR]
-    past = 0
-    for example in (3, 11, 19, 27, 35, 43):
+    dt = device_targets()[name]
+    reached: dict[str, int] = {}
+    for example in (3, 11, 19, 27, 35, 43, 291, 299):
         epoch = example // 32
         b = scale_batch_of(dt, 1, example, epoch, 4, "cpu")
         V = b.extra["V"]
-        assert V == dt.scale_batch_vocab(derive_seed(1, RR, "scale tables", epoch))
+        assert V == dt.scale_batch_vocab(derive_seed(1, name, "scale tables", epoch))
         features = dt.batch_features(b, dt.oracle_batch(b))
         for j in range(len(b)):
             case = dt.to_case(b.case(j))
-            N = case.arrays["draft_token_ids"].size
-            assert (N - 1) * V >= LIMIT, (example, j, N, V)
-            assert features[j] == TARGETS[RR].features_of(case) & dt.batch_decides, (example, j)
-            past += "flat_index_past_2_31" in features[j]
-    assert past >= 6  # the scale feature is reached, not only drawn for
+            rows = max(case.arrays["draft_token_ids"].size, case.arrays["cu_num_draft_tokens"].size)
+            assert (rows - 1) * V >= LIMIT, (example, j, rows, V)
+            assert features[j] == TARGETS[name].features_of(case) & dt.batch_decides, (example, j)
+            for f in TARGETS[name].scale_features:
+                reached[f] = reached.get(f, 0) + (f in features[j])
+    assert set(reached) == set(TARGETS[name].scale_features) and min(reached.values()) >= 4, reached  # reached
+
+
+def test_the_recovered_kernels_scale_batches_find_its_wraps_minimised(low_limit, needs, backend, tmp_path):
+    """``sample_recovered_tokens_kernel``'s scale examples are batches too: vLLM 0.33.0's kernel
+    passes them; a kernel whose table and noise row offsets wrap at the limit (PR #48055's two
+    products) fails its first scale batch, minimised to the minimal case of the wrap the
+    batch's epoch passes, confirmed by the NumPy and Numba oracles."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    from eaglefuzz.harness.checking.device_mode.engine import (
+        SCALE_AT,
+        SCALE_EVERY,
+        device_fuzz_target,
+    )
+    from eaglefuzz.harness.checking.device_mode.scale_lane import CPU_SCALE_BATCH
+    from eaglefuzz.harness.sources import implementations_for, parse_source
+    from eaglefuzz.harness.targetkit.bugs import V033, Mutant
+    from tests.seeded_bugs import mutants
+
+    def run(spec: str):  # noqa: ANN202
+        impls = implementations_for(parse_source(spec), [SR])
+        return device_fuzz_target(SR, impls, "cpu", examples=1, seed=1, cross_check_share=0.0,
+                                  chunk_offset=SCALE_AT, chunk_step=SCALE_EVERY)
+
+    stats = run("vllm-release:0.33.0")
+    assert not stats.findings, stats.findings[0].report()
+    assert stats.scale_cases == CPU_SCALE_BATCH
+    assert stats.features & set(TARGETS[SR].scale_features)
+
+    def wrap(x: str) -> str:
+        return f"(({x}) - (({x}) >= {LIMIT}).to(tl.int32) * {2 * LIMIT})"
+
+    t = "token_idx * vocab_size + vocab_offset,\n                mask="
+    edits = [(f"{p} + {t}{m}", f"{p} + {wrap('token_idx * vocab_size')} + vocab_offset,\n                mask={m}")
+             for p, m in (("target_probs_ptr", "(vocab_mask"), ("draft_probs_ptr", "vocab_mask"),
+                          ("target_probs_ptr", "vocab_mask,\n                other=0.0,\n            )\n            prob"))]
+    edits.append(("inv_q_ptr + req_idx * vocab_size + vocab_offset",
+                  f"inv_q_ptr + {wrap('req_idx * vocab_size')} + vocab_offset"))
+    path = mutants.write(Mutant("sr_wraps_at_limit", SR, "recovered: both row offsets wrap", tuple(edits), V033), tmp_path)
+    stats = run(f"file:{path}")
+    (finding,) = stats.findings
+    assert finding.kind == "difference" and not finding.outcome.oracle_disagreements, finding.report()
+    assert finding.case.note.endswith("past 2**31, minimised"), finding.case.note
 
 
 def test_scale_features_and_the_note_where_they_cannot_be_reached():

@@ -294,6 +294,28 @@ def scale_steps(rng: np.random.Generator, k: int, V: int, rows: int) -> Steps:  
                  np.asarray([s.size for s in steps], dtype=np.int64), V)
 
 
+def scale_request_steps(rng: np.random.Generator, k: int, V: int, requests: int) -> Steps:  # noqa: N803
+    """``k`` production steps past ``2**31`` elements in their requests' rows (``[B, V]``
+    noise, a row per request) at once, each of ``B`` requests past the first row an int32
+    offset cannot reach and within ``requests``: prefills without drafts but for the last one
+    to eight requests and four more anywhere, of 1 to 16 drafts each (:func:`scale_counts`'s
+    kind: every request is a row of the noise, however few drafts the step has)."""
+    first = -(-flat_limit() // V)
+    B = rng.integers(first + 1, max(first + 1, requests), size=k, endpoint=True)
+    d = np.zeros(int(B.sum()), dtype=np.int64)
+    end = np.cumsum(B)
+    for s in range(k):
+        tail = int(rng.integers(1, 9))
+        d[end[s] - tail : end[s]] = rng.integers(1, 17, size=tail)
+        d[end[s] - B[s] + rng.integers(0, B[s], size=4)] = rng.integers(1, 17, size=4)
+    return Steps(d, B.astype(np.int64), V)
+
+
+SCALE_REQUEST_TOKENS = 256
+"""Draft tokens a step of :func:`scale_request_steps` has at most (12 requests of 16 drafts),
+rounded up: the rows of its tables."""
+
+
 def scale_batch_rows(V: int) -> int:  # noqa: N803
     """Rows of a production-scale batch's shared ``[rows, V]`` tables: past the first row an
     int32 offset cannot reach by a sixteenth (at least 16 rows), about ``1.06 * 2**31``

@@ -20,6 +20,7 @@ from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import STEP_FEATURES, DeviceBatch, step_features
 from ...targetkit.device_draws import (
     MAX_TABLE,
+    SCALE_REQUEST_TOKENS,
     SCALE_TABLE,
     draw_step,
     draw_steps,
@@ -28,8 +29,11 @@ from ...targetkit.device_draws import (
     pad_drafts,
     pad_from,
     sample_from,
+    scale_batch_rows,
     scale_counts,
+    scale_request_steps,
     scale_rows,
+    scale_steps,
     scale_vocab,
     softmax_table,
     sparse_noise,
@@ -88,39 +92,68 @@ def scale_case(rng: np.random.Generator) -> Case:
 
 def minimal_scale_cases(case: Case) -> list[Case]:
     """The smallest cases whose reads pass flat index ``2**31`` with ``case``'s vocabulary, the
-    simplest first, for each wrap ``case`` has: the tables' (the first token whose row starts
-    past ``2**31``, ``t0 = ceil(2**31 / V)``: vLLM's int32 product is ``t*V``, the lane is added to
-    the pointer after it; the tokens before it in requests of 16:
-    a table of zeros without draft probabilities, draft ids 0, noise 1: every score 0, each
-    recovered id 0), and the noise's (request ``r0``, found alike, the only one with a draft,
-    after ``r0`` prefills: a one-row table of ones, noise 1 but 2 at its row's last token,
-    draft id ``-1``: the recovered id ``V - 1``). The scale minimiser
+    simplest first, for each wrap ``case`` has: the tables' (:func:`minimal_table_case`) and
+    the noise's (:func:`minimal_noise_case`). The scale minimiser
     (:mod:`~...checking.device_mode.scale_lane`) keeps the first that still fails."""
     V = case.scalars["vocab_size"]
-    first = -(-flat_limit() // V)  # the first row that starts past 2**31: its product t*V (or r*V) wraps
     t, r = processed_tokens(case)
     out = []
     if t.size and past_limit(int(t.max()) * V + V - 1):
-        N = first + 1
-        counts = [16] * (first // 16) + ([first % 16] if first % 16 else []) + [1]
-        out.append(Case(NAME, {
-            "cu_num_draft_tokens": cu_of(counts),
-            "draft_token_ids": np.zeros(N, dtype=np.int32),
-            "target_probs": lazy_full((N, V), np.float32),
-            "inv_q": np.ones((len(counts), V), dtype=np.float32),
-        }, {"max_spec_len": max(counts), "vocab_size": V}, {"block_size": None},
-            note="the int32 flat index of the tables past 2**31, minimised"))
+        out.append(minimal_table_case(V))
     if r.size and past_limit(int(r.max()) * V + V - 1):
-        inv_q = lazy_full((first + 1, V), np.float32, 1.0)
-        inv_q[first, V - 1] = 2.0
-        out.append(Case(NAME, {
-            "cu_num_draft_tokens": cu_of([0] * first + [1]),
-            "draft_token_ids": np.full(1, -1, dtype=np.int32),
-            "target_probs": np.ones((1, V), dtype=np.float32),
-            "inv_q": inv_q,
-        }, {"max_spec_len": 1, "vocab_size": V}, {"block_size": None},
-            note="the int32 flat index of the noise past 2**31, minimised"))
+        out.append(minimal_noise_case(V))
     return out
+
+
+def minimal_table_case(V: int) -> Case:  # noqa: N803
+    """The smallest case whose table reads pass flat index ``2**31`` with vocabulary ``V``: the
+    first token whose row starts past it (``t0 = ceil(2**31 / V)``: vLLM's int32 product is
+    ``t*V``, the lane is added to the pointer after it), the tokens before it in requests of
+    16; a table of zeros without draft probabilities, draft ids 0, noise 1: every score 0, each
+    recovered id 0."""
+    first = -(-flat_limit() // V)  # the first row that starts past 2**31: its product t*V wraps
+    N = first + 1
+    counts = [16] * (first // 16) + ([first % 16] if first % 16 else []) + [1]
+    return Case(NAME, {
+        "cu_num_draft_tokens": cu_of(counts),
+        "draft_token_ids": np.zeros(N, dtype=np.int32),
+        "target_probs": lazy_full((N, V), np.float32),
+        "inv_q": np.ones((len(counts), V), dtype=np.float32),
+    }, {"max_spec_len": max(counts), "vocab_size": V}, {"block_size": None},
+        note="the int32 flat index of the tables past 2**31, minimised")
+
+
+def minimal_noise_case(V: int) -> Case:  # noqa: N803
+    """The smallest case whose noise reads pass flat index ``2**31`` with vocabulary ``V``:
+    request ``r0 = ceil(2**31 / V)``, the only one with a draft, after ``r0`` prefills; a
+    one-row table of ones, noise 1 but 2 at its row's last token, draft id ``-1``: the
+    recovered id ``V - 1``."""
+    first = -(-flat_limit() // V)  # the first row that starts past 2**31: its product r*V wraps
+    inv_q = lazy_full((first + 1, V), np.float32, 1.0)
+    inv_q[first, V - 1] = 2.0
+    return Case(NAME, {
+        "cu_num_draft_tokens": cu_of([0] * first + [1]),
+        "draft_token_ids": np.full(1, -1, dtype=np.int32),
+        "target_probs": np.ones((1, V), dtype=np.float32),
+        "inv_q": inv_q,
+    }, {"max_spec_len": 1, "vocab_size": V}, {"block_size": None},
+        note="the int32 flat index of the noise past 2**31, minimised")
+
+
+def _scale_rows(d: np.ndarray, B: np.ndarray, V: int) -> dict[str, np.ndarray]:  # noqa: N803
+    """Per step (draft counts ``d`` concatenated, ``B`` requests each), whether a processed
+    token's table row, or its request's noise row, reaches past ``2**31`` (the record's
+    ``scale_features_of``: every token of a step is processed, ``max_spec_len`` its longest
+    request's)."""
+    first = np.cumsum(B) - B
+    N = np.add.reduceat(d, np.minimum(first, max(d.size - 1, 0))) * (B > 0) if d.size else np.zeros(B.size, np.int64)
+    last = np.full(B.size, -1, dtype=np.int64)  # each step's last request with a draft, in the step
+    has = np.flatnonzero(d > 0)
+    step = np.searchsorted(np.cumsum(B), has, side="right")
+    np.maximum.at(last, step, has - first[step])
+    limit = flat_limit()
+    return {"table_rows_past_2_31": (N > 0) & ((N - 1) * V + V - 1 >= limit),
+            "noise_rows_past_2_31": (last >= 0) & (last * V + V - 1 >= limit)}
 
 
 class RecoveredDevice(DeviceTarget):
@@ -134,6 +167,17 @@ class RecoveredDevice(DeviceTarget):
 
     def scale_minimal(self, case: Case) -> list[Case]:
         return minimal_scale_cases(case)
+
+    scale_batches = True
+
+    def scale_batch_vocab(self, tables_seed: int) -> int:
+        """The first draw of :meth:`_tables` with ``scale``."""
+        return scale_vocab(np.random.default_rng(tables_seed))
+
+    def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
+        """Both wraps' minimal cases (the tables', then the noise's): a batch's epoch passes
+        ``2**31`` in one of them."""
+        return [minimal_table_case(V), minimal_noise_case(V)]
 
     def reached(self, case: Case) -> frozenset[str]:
         """The scale features alone (the others need every score: a minute at this scale)."""
@@ -170,48 +214,71 @@ class RecoveredDevice(DeviceTarget):
     batch = BATCH
     table_epoch = TABLE_EPOCH
 
-    def _tables(self, seed: int, device: str, max_requests: int, share: float = 1.0) -> dict[str, Any]:
+    def _tables(self, seed: int, device: str, max_requests: int, share: float = 1.0, scale: bool = False) -> dict[str, Any]:
         """The epoch ``seed``'s vocabulary, target and draft tables of ``R`` rows (a quarter of
         the target's rows one-hot, at the token its ids are drawn on: all scores 0 without
         draft probabilities; a quarter of the draft's rows equal to the target's: an empty
         residual), the noise of ``R`` rows (float64 in one epoch in four), and
         :data:`CANDIDATES` ids per row sampled from each table (kept for the epoch); ``share``
-        of the full row count in a short epoch."""
-        key = (seed, device, max_requests, share)
+        of the full row count in a short epoch. With ``scale``, a current model's vocabulary
+        and, in half of the epochs, tables past ``2**31`` elements
+        (:func:`~...targetkit.device_draws.scale_batch_rows` rows) and noise of a quarter of
+        their rows, in the others noise past ``2**31`` elements (float32) and tables of
+        :data:`~...targetkit.device_draws.SCALE_REQUEST_TOKENS` rows (``"requests"``: which
+        one the epoch is)."""
+        key = (seed, device, max_requests, share, scale, flat_limit())
         if getattr(self, "_epoch", (None,))[0] == key:
             return self._epoch[1]
         self._epoch = (None, None)
+        if device != "cpu":
+            torch.cuda.empty_cache()
         rng = np.random.default_rng(seed)
         gen = torch.Generator(device=device).manual_seed(seed)
-        V = draw_vocab(rng, device == "cpu")
-        full = max(1, min(MAX_TABLE // V, 64 * max_requests))
-        R = min(full, max(16, int(full * share)))  # 16: a request of 16 drafts always fits
+        if scale:
+            V = scale_vocab(rng)
+            requests = bool(rng.random() < 0.5)
+            R = SCALE_REQUEST_TOKENS if requests else scale_batch_rows(V)
+            R_noise = scale_batch_rows(V) if requests else R // 4 + 16
+        else:
+            V = draw_vocab(rng, device == "cpu")
+            full = max(1, min(MAX_TABLE // V, 64 * max_requests))
+            R = min(full, max(16, int(full * share)))  # 16: a request of 16 drafts always fits
+            requests, R_noise = False, R
         target, draft = softmax_table(rng, gen, R, V, device), softmax_table(rng, gen, R, V, device)
         hot_at = torch.multinomial(target, 1, generator=gen)
         hot = torch.rand((R, 1), generator=gen, device=device) < 0.25
         target = torch.where(hot, torch.zeros_like(target).scatter_(1, hot_at, 1.0), target)
         draft = torch.where(torch.rand((R, 1), generator=gen, device=device) < 0.25, target, draft)
-        dtype = torch.float64 if rng.random() < 0.25 else torch.float32
-        q = torch.empty((R, V), dtype=dtype, device=device).exponential_(generator=gen)
+        dtype = torch.float64 if rng.random() < 0.25 and not requests else torch.float32
+        q = torch.empty((R_noise, V), dtype=dtype, device=device).exponential_(generator=gen)
         q.clamp_(min=float(torch.finfo(dtype).tiny))
-        tables = {"V": V, "R": R, "target_probs": target, "draft_probs": draft, "inv_q": q.reciprocal_(),
+        tables = {"V": V, "R": R, "R_noise": R_noise, "requests": requests,
+                  "target_probs": target, "draft_probs": draft, "inv_q": q.reciprocal_(),
                   "target_ids": torch.multinomial(target, CANDIDATES, replacement=True, generator=gen).to(torch.int32),
                   "draft_ids": torch.multinomial(draft, CANDIDATES, replacement=True, generator=gen).to(torch.int32)}
         self._epoch = (key, tables)
         return tables
 
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
-                   share: float = 1.0) -> DeviceBatch:
+                   share: float = 1.0, scale: bool = False) -> DeviceBatch:
         """``k`` steps (as :meth:`draw` draws one) of the epoch's vocabulary, each reading the
         first rows of the epoch's tables and noise (``share``: of the full row count,
         :func:`~...targetkit.device_batch.epoch_of`); with or without draft probabilities for
-        the whole batch; ids and padding per case."""
-        tables = self._tables(seeds[0], device, max_requests, share)
+        the whole batch; ids and padding per case. With ``scale``: production-scale steps past
+        ``2**31`` elements in their tables' rows
+        (:func:`~...targetkit.device_draws.scale_steps`) or, in an epoch of ``"requests"``, in
+        their noise's (:func:`~...targetkit.device_draws.scale_request_steps`)."""
+        tables = self._tables(seeds[0], device, max_requests, share, scale)
         V, R = tables["V"], tables["R"]
         rng = np.random.default_rng(seeds[1])
         gen = torch.Generator(device=device).manual_seed(seeds[1])
         with_draft = rng.random() < 0.6
-        steps = draw_steps(rng, k, max_requests, device == "cpu", V, R)
+        if not scale:
+            steps = draw_steps(rng, k, max_requests, device == "cpu", V, R)
+        elif tables["requests"]:
+            steps = scale_request_steps(rng, k, V, tables["R_noise"])
+        else:
+            steps = scale_steps(rng, k, V, R)
         N, B, L = steps.N, steps.B, steps.L
         n = int(N.sum())
         req, j, rows_t = token_index(steps, device)
@@ -233,7 +300,8 @@ class RecoveredDevice(DeviceTarget):
                            [{"max_spec_len": int(x), "vocab_size": V} for x in L], extra)
 
     batch_decides = STEP_FEATURES | {"draft_probs", "no_draft_probs", "fp64_gumbel", "other_block_size", "later_tile",
-                                     "winner_past_32767", "partial_last_tile", "minus_one_draft"}
+                                     "winner_past_32767", "partial_last_tile", "minus_one_draft",
+                                     "table_rows_past_2_31", "noise_rows_past_2_31"}
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """From the sizes and modes, and (``writes``: the batched oracle's) each processed
@@ -243,7 +311,8 @@ class RecoveredDevice(DeviceTarget):
         V = b.extra["V"]
         out = step_features(b.extra["d"], b.extra["B"], [s["max_spec_len"] for s in b.scalars], V, {
             "draft_probs": with_draft, "no_draft_probs": not with_draft,
-            "fp64_gumbel": b.shared["inv_q"].dtype == torch.float64, "other_block_size": False})
+            "fp64_gumbel": b.shared["inv_q"].dtype == torch.float64, "other_block_size": False},
+            _scale_rows(b.extra["d"], np.asarray(b.extra["B"]), V))
         if writes is None or not len(b):
             return out
         index, win = writes["output_token_ids"]
