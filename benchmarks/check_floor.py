@@ -23,15 +23,41 @@ release's text now), since the release faults. Times are CUDA events, the median
 
 **ceiling** = kernel / (kernel + floor): the most a verifier of that case can reach, its draws
 and its oracle free; **now** = kernel / verifier.
+
+    python benchmarks/check_floor.py --batches [N] [--k K] [--kernel NAME ...] [--reps 5] [--json FILE]
+
+``--batches``: output tokens verified per second at production scale, the scale lane's against
+the kernel alone's on the same cases (issue 28: the verifier at least half the kernel's). For each
+target with production-scale batches (``scale_batches``; needs a CUDA device with 96 GiB free,
+``SCALE_BATCH_BYTES``), scale examples 11, 19, ... (the engine's: ``SCALE_AT``, ``SCALE_EVERY``)
+drawn in this process as the lane draws them (``scale_batch_of``, seed 0, ``--k`` cases each,
+by default ``SCALE_BATCH``, ``CPU_SCALE_BATCH`` on the CPU; the tables of a scale epoch shared,
+``SCALE_TABLE_EPOCH`` examples, so that four batches pay one table draw as a long run does):
+
+- **kernel alone**: each batch drawn and laid out in ``BatchArenas`` untimed, its ``K``
+  launches timed together (the median of ``--reps`` after a warm run; first, so that every
+  specialization the batches need is compiled before the verifier runs);
+- **verifier**: the lane's work on the ``N`` batches (default 4) after one warm batch (example 3),
+  the wall clock: each batch drawn and checked (``check_batch``: the batched oracle, the guarded
+  buffers, the launches, the comparison), the guarded tables kept for the next batch of the epoch,
+  the device waited for at each stage's end (its share: draw, oracle, buffers, kernel, compare);
+- **tokens**: the output tokens the launched cases verify (``batch.tokens``); **ratio** =
+  verifier's tokens/s / kernel's (the issue asks 0.5); **peak GiB**: the device memory peak
+  (``torch.cuda.max_memory_allocated``) beyond what the process held before the target (an
+  earlier target's tables: a lane is a process per target). On the CPU, a smoke test::
+
+    EAGLEFUZZ_FLAT_LIMIT=4096 python benchmarks/check_floor.py --batches 2 --backend interpreter
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -141,6 +167,146 @@ def measure(name: str, impl: Any, device: str, reps: int) -> dict[str, Any]:
     return row
 
 
+STAGES = ("draw", "oracle", "buffers", "kernel", "compare")
+"""The verifier's stages in ``--batches``: the draw, then ``check_batch``'s."""
+
+
+@dataclass
+class Lane:
+    """What the scale lane keeps between batches: the guarded tables of the last batch that left
+    them intact (``check_batch``'s ``bigs``), and their scale epoch."""
+
+    bigs: dict = field(default_factory=dict)
+    epoch: int | None = None
+
+    def draw(self, dt: Any, example: int, k: int, device: str) -> Any:
+        """Scale example ``example``'s batch of ``k`` cases (seed 0), as the lane draws it: the
+        last epoch's guarded tables let go first."""
+        from eaglefuzz.harness.checking.device_mode import engine, scale_lane
+
+        epoch = (example // engine.SCALE_EVERY) // scale_lane.SCALE_TABLE_EPOCH
+        if epoch != self.epoch:
+            self.bigs.clear()
+            self.epoch = epoch
+        return scale_lane.scale_batch_of(dt, 0, example, epoch, k, device)
+
+
+def scale_examples(n: int) -> list[int]:
+    """The engine's first ``n`` scale examples (3, 11, 19, ...)."""
+    from eaglefuzz.harness.checking.device_mode.engine import SCALE_AT, SCALE_EVERY
+
+    return [SCALE_AT + SCALE_EVERY * i for i in range(n)]
+
+
+def launch_all(dt: Any, impl: Any, batch: Any, views: list[dict]) -> None:
+    """``impl`` launched once per case of ``batch`` on its ``views``."""
+    for j in range(len(batch)):
+        dt.launch(impl, views[j], batch.launch_case(j))
+
+
+def kernel_alone_s(dt: Any, impl: Any, examples: list[int], k: int, device: str, reps: int) -> float:
+    """Seconds of the launches alone of ``examples``' batches: each drawn and laid out untimed,
+    its launches timed together (:func:`timed`: a warm run, which compiles what the batch needs)."""
+    from eaglefuzz.harness.targetkit.device_batch import BatchArenas
+
+    lane, total = Lane(), 0.0
+    for i in examples:
+        batch = lane.draw(dt, i, k, device)
+        arenas = BatchArenas(batch, dt.oracle_batch(batch), device)
+        total += timed(functools.partial(launch_all, dt, impl, batch, arenas.views), reps) / 1000
+        del batch, arenas
+    return total
+
+
+def verifier(dt: Any, impl: Any, examples: list[int], k: int, device: str) -> dict[str, Any]:
+    """The scale lane's work on ``examples``' batches after a warm one (:func:`scale_examples`'s
+    first): its seconds, each stage's (the device waited for at each stage's end), the cases
+    launched, the tokens they verify and the most table elements a batch shares. A batch with
+    a difference or a failure raises: the figures are of a clean check."""
+    from eaglefuzz.harness.checking.device_mode.batch_run import check_batch
+
+    stages = dict.fromkeys(STAGES, 0.0)
+
+    def clock(stage: str, t0: float) -> float:
+        _sync()
+        t1 = time.perf_counter()
+        stages[stage] += t1 - t0
+        return t1
+
+    lane = Lane()
+    check_batch(dt, impl, lane.draw(dt, scale_examples(1)[0], k, device), device, lane.bigs)  # Triton, torch warm
+    out: dict[str, Any] = {"cases": 0, "tokens": 0, "table_elements": 0}
+    _sync()
+    t0 = time.perf_counter()
+    for i in examples:
+        t = time.perf_counter()
+        batch = lane.draw(dt, i, k, device)
+        clock("draw", t)
+        run = check_batch(dt, impl, batch, device, lane.bigs, clock)
+        if run.failed is not None or run.bad:
+            raise RuntimeError(f"scale batch {i}: {run.bad} element(s) not as expected, "
+                               f"{run.failed.crash if run.failed else 'no crash'}")
+        out["cases"] += run.launched
+        out["tokens"] += sum(batch.tokens(j) for j in range(run.launched))
+        out["table_elements"] = max(out["table_elements"], sum(x.numel() for x in batch.shared.values()))
+        del batch, run
+    _sync()
+    return out | {"verifier_s": time.perf_counter() - t0, "stages_s": stages}
+
+
+def measure_batches(name: str, impl: Any, device: str, n: int, k: int | None, reps: int) -> dict[str, Any]:
+    """The ``--batches`` row of ``name``: ``n`` scale batches of ``k`` cases (default: the lane's)
+    checked by the verifier and launched alone, and the figures the module's docstring names."""
+    import torch
+
+    from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.checking.device_mode.scale_lane import CPU_SCALE_BATCH, SCALE_BATCH
+    from eaglefuzz.harness.targetkit.scale import batches_fit
+
+    if not batches_fit(device):
+        raise RuntimeError(f"{device} holds no production-scale batch (96 GiB free, or a lowered flat limit on the CPU)")
+    dt = device_targets()[name]
+    k = k or (CPU_SCALE_BATCH if device == "cpu" else SCALE_BATCH)
+    examples = scale_examples(n + 1)[1:]
+    cuda = device != "cpu"
+    held = torch.cuda.memory_allocated() if cuda else 0  # an earlier target's cached tables: not this one's
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    row: dict[str, Any] = {"target": name, "batches": n, "k": k, "examples": examples,
+                           "kernel_s": kernel_alone_s(dt, impl, examples, k, device, reps)}
+    row |= verifier(dt, impl, examples, k, device)
+    row["verifier_tokens_per_s"] = row["tokens"] / row["verifier_s"]
+    row["kernel_tokens_per_s"] = row["tokens"] / row["kernel_s"]
+    row["ratio"] = row["kernel_s"] / row["verifier_s"]
+    row["shares"] = {s: t / row["verifier_s"] for s, t in row["stages_s"].items()}
+    row["peak_gib"] = (torch.cuda.max_memory_allocated() - held) / 2**30 if cuda else None
+    if cuda:
+        torch.cuda.empty_cache()
+    return row
+
+
+FLOOR_HEADER = ["| target | tables (elements) | kernel ms | verifier ms | oracle ms | floor: read ms | "
+                "floor: outputs ms | ceiling | now |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+BATCH_HEADER = ["| target | cases (batches x k) | tokens | tables (elements) | verifier s | verifier tokens/s | "
+                "kernel alone s | kernel tokens/s | ratio | draw | oracle | buffers | kernel | compare | peak GiB |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+
+
+def floor_line(r: dict[str, Any]) -> str:
+    """:func:`measure`'s row in the table."""
+    return (f"| {r['target']} | {r['table_elements']:,} | {r['kernel_ms']:.3f} | {r['verifier_ms']:.0f} | "
+            f"{r['oracle_ms']:.0f} | {r['read_ms']:.3f} | {r['outputs_ms']:.3f} | {r['ceiling']:.3f} | {r['now']:.4f} |")
+
+
+def batch_line(r: dict[str, Any]) -> str:
+    """:func:`measure_batches`'s row in the table (the stages as shares of the verifier's time)."""
+    shares = " | ".join(f"{100 * r['shares'][s]:.0f}%" for s in STAGES)
+    peak = "-" if r["peak_gib"] is None else f"{r['peak_gib']:.1f}"
+    return (f"| {r['target']} | {r['cases']} ({r['batches']} x {r['k']}) | {r['tokens']:,} | {r['table_elements']:,} | "
+            f"{r['verifier_s']:.3f} | {r['verifier_tokens_per_s']:,.0f} | {r['kernel_s']:.4f} | "
+            f"{r['kernel_tokens_per_s']:,.0f} | {r['ratio']:.4f} | {shares} | {peak} |")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kernel", nargs="+", metavar="NAME", help="these targets only (default: every scale target)")
@@ -148,8 +314,13 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--backend", default="cuda", help="cuda (the figures), or interpreter with a small "
                    "$EAGLEFUZZ_FLAT_LIMIT (a smoke test of the script on a CPU)")
+    p.add_argument("--batches", type=int, nargs="?", const=4, metavar="N", help="tokens verified per second on N "
+                   "production-scale batches (default 4), the verifier's against the kernel alone's")
+    p.add_argument("--k", type=int, help="with --batches: cases per batch (default: the scale lane's)")
     p.add_argument("--json", type=Path, help="also write each row as a JSON line here")
     args = p.parse_args()
+    if args.batches is not None and args.batches < 1:
+        p.error("--batches N: N is at least 1")
     sys.path.insert(0, str(ROOT))
     from eaglefuzz.harness.checking.audit import audit_of
     from eaglefuzz.harness.checking.device_mode import device_targets
@@ -159,11 +330,20 @@ def main() -> int:
     from tests.seeded_bugs import mutants
 
     device = select_backend(args.backend).device
-    names = args.kernel or [n for n, dt in device_targets().items() if getattr(dt, "scale", False)]
+    targets = device_targets()
+    if args.batches is None:
+        names = args.kernel or [n for n, dt in targets.items() if getattr(dt, "scale", False)]
+        run, header, line = functools.partial(measure, device=device, reps=args.reps), FLOOR_HEADER, floor_line
+    else:
+        names = args.kernel or [n for n, dt in targets.items() if dt.scale_batches]
+        if any(not targets[n].scale_batches for n in names if n in targets):
+            p.error("--batches: " + ", ".join(n for n in names if n in targets and not targets[n].scale_batches)
+                    + " draw(s) no production-scale batches")
+        run = functools.partial(measure_batches, device=device, n=args.batches, k=args.k, reps=args.reps)
+        header, line = BATCH_HEADER, batch_line
     release = f"vllm-release:{args.version}"
     fixed_dir = Path(tempfile.mkdtemp(prefix="eaglefuzz-floor-"))
-    rows = ["| target | tables (elements) | kernel ms | verifier ms | oracle ms | floor: read ms | floor: outputs ms | "
-            "ceiling | now |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    rows = list(header)
     for name in names:
         spec = release
         if name in FIXED:
@@ -171,14 +351,13 @@ def main() -> int:
                                         audit_of(name).fixes["PR #48055"], release), fixed_dir)
             spec = f"file:{path}"
         try:
-            r = measure(name, implementations_for(parse_source(spec), [name])[name], device, args.reps)
+            r = run(name, implementations_for(parse_source(spec), [name])[name])
         except Exception as exc:  # noqa: BLE001 - one target's failure is its row, the others still run
             rows.append(f"| {name} | failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''} |")
             print(rows[-1], file=sys.stderr, flush=True)
             continue
         r["source"] = "PR #48055 fix of " + release if name in FIXED else release
-        rows.append(f"| {name} | {r['table_elements']:,} | {r['kernel_ms']:.3f} | {r['verifier_ms']:.0f} | "
-                    f"{r['oracle_ms']:.0f} | {r['read_ms']:.3f} | {r['outputs_ms']:.3f} | {r['ceiling']:.3f} | {r['now']:.4f} |")
+        rows.append(line(r))
         print(rows[-1], file=sys.stderr, flush=True)
         if args.json:
             with args.json.open("a") as f:
