@@ -33,14 +33,23 @@ def _mutant(mutants, tmp_path, name: str, edits) -> str:
     return str(mutants.write(Mutant(name, RR, f"random: {name}", tuple(edits), V033), tmp_path))
 
 
+def _wild_store(mutants, tmp_path, name: str, condition: str) -> str:
+    """The random kernel storing ``2**40`` elements away (under the interpreter: a fault of the
+    process) where ``condition`` holds, after its uniform's load."""
+    load = "            uniform_prob = tl.load(uniform_probs_ptr + start_idx + pos)\n"
+    return _mutant(mutants, tmp_path, name, [(load, load + (
+        f"            if {condition}:\n"
+        "                tl.store(output_token_ids_ptr + (1 << 40), 0)\n"))])
+
+
 @pytest.fixture
 def low_limit(monkeypatch):
     monkeypatch.setenv("EAGLEFUZZ_FLAT_LIMIT", str(LIMIT))
     monkeypatch.setenv("EAGLEFUZZ_SCALE_MINIMISE_BUDGET", "300")
 
 
-def _run(spec: str, examples: int, keep_going: bool = False, scale_only: bool = False):
-    """A device campaign of ``RR`` on the CPU; ``scale_only``: examples 3, 11, 19, ... (every one a
+def _run(spec: str, examples: int, keep_going: bool = False, scale_only: bool = False, name: str = RR):
+    """A device campaign of ``name`` on the CPU; ``scale_only``: examples 3, 11, 19, ... (every one a
     scale case: nothing runs in this process)."""
     from eaglefuzz.harness.checking.device_mode.engine import (
         SCALE_AT,
@@ -49,9 +58,9 @@ def _run(spec: str, examples: int, keep_going: bool = False, scale_only: bool = 
     )
     from eaglefuzz.harness.sources import implementations_for, parse_source
 
-    impls = implementations_for(parse_source(spec), [RR])
+    impls = implementations_for(parse_source(spec), [name])
     where = {"chunk_offset": SCALE_AT, "chunk_step": SCALE_EVERY} if scale_only else {}
-    return device_fuzz_target(RR, impls, "cpu", examples=examples, seed=1, cross_check_share=0.0,
+    return device_fuzz_target(name, impls, "cpu", examples=examples, seed=1, cross_check_share=0.0,
                               stop_on_finding=not keep_going, **where)
 
 
@@ -105,10 +114,7 @@ def test_a_fault_in_the_lane_is_a_crash_and_the_run_goes_on(low_limit, needs, ba
     needs.release_files()
     from tests.seeded_bugs import mutants
 
-    load = "            uniform_prob = tl.load(uniform_probs_ptr + start_idx + pos)\n"
-    path = _mutant(mutants, tmp_path, "rr_wild_store_past_limit", [(load, load + (
-        f"            if (start_idx + pos) * vocab_size >= {LIMIT}:\n"
-        "                tl.store(output_token_ids_ptr + (1 << 40), 0)\n"))])
+    path = _wild_store(mutants, tmp_path, "rr_wild_store_past_limit", f"(start_idx + pos) * vocab_size >= {LIMIT}")
     stats = _run(f"file:{path}", 2, keep_going=True, scale_only=True)
     assert [f.kind for f in stats.findings] == ["crash", "crash"], [f.report() for f in stats.findings]
     assert "scale lane died" in stats.findings[0].outcome.crash
@@ -155,10 +161,7 @@ def test_a_scale_batch_fault_no_minimal_case_shows_is_located_and_written_out(lo
     needs.release_files()
     from tests.seeded_bugs import mutants
 
-    load = "            uniform_prob = tl.load(uniform_probs_ptr + start_idx + pos)\n"
-    path = _mutant(mutants, tmp_path, "rr_wild_store_drawn_past_limit", [(load, load + (
-        f"            if {PAST_DRAWN}:\n"
-        "                tl.store(output_token_ids_ptr + (1 << 40), 0)\n"))])
+    path = _wild_store(mutants, tmp_path, "rr_wild_store_drawn_past_limit", PAST_DRAWN)
     stats = _run(f"file:{path}", 1, scale_only=True)
     (finding,) = stats.findings
     assert finding.kind == "crash" and "scale lane died" in finding.outcome.crash, finding.report()
@@ -207,22 +210,11 @@ def test_the_recovered_kernels_scale_batches_find_its_wraps_minimised(low_limit,
     if backend.compiled:
         pytest.skip("the lowered limit is for the interpreter")
     needs.release_files()
-    from eaglefuzz.harness.checking.device_mode.engine import (
-        SCALE_AT,
-        SCALE_EVERY,
-        device_fuzz_target,
-    )
     from eaglefuzz.harness.checking.device_mode.scale_lane import CPU_SCALE_BATCH
-    from eaglefuzz.harness.sources import implementations_for, parse_source
     from eaglefuzz.harness.targetkit.bugs import V033, Mutant
     from tests.seeded_bugs import mutants
 
-    def run(spec: str):  # noqa: ANN202
-        impls = implementations_for(parse_source(spec), [SR])
-        return device_fuzz_target(SR, impls, "cpu", examples=1, seed=1, cross_check_share=0.0,
-                                  chunk_offset=SCALE_AT, chunk_step=SCALE_EVERY)
-
-    stats = run("vllm-release:0.33.0")
+    stats = _run("vllm-release:0.33.0", 1, scale_only=True, name=SR)
     assert not stats.findings, stats.findings[0].report()
     assert stats.scale_cases == CPU_SCALE_BATCH
     assert stats.features & set(TARGETS[SR].scale_features)
@@ -237,7 +229,7 @@ def test_the_recovered_kernels_scale_batches_find_its_wraps_minimised(low_limit,
     edits.append(("inv_q_ptr + req_idx * vocab_size + vocab_offset",
                   f"inv_q_ptr + {wrap('req_idx * vocab_size')} + vocab_offset"))
     path = mutants.write(Mutant("sr_wraps_at_limit", SR, "recovered: both row offsets wrap", tuple(edits), V033), tmp_path)
-    stats = run(f"file:{path}")
+    stats = _run(f"file:{path}", 1, scale_only=True, name=SR)
     (finding,) = stats.findings
     assert finding.kind == "difference" and not finding.outcome.oracle_disagreements, finding.report()
     assert finding.case.note.endswith("past 2**31, minimised"), finding.case.note
