@@ -240,8 +240,9 @@ def prepare_pos_seq_lens(*, idx_mapping: torch.Tensor, query_start_loc: torch.Te
     Sizes are host lists (one case alone: lists of one).
 
     The tokens' writes (``sum(T)`` of them, the wide part) are two running sums, no other pass
-    over the tokens: token ``t`` of the concatenation (row ``r``'s ``i``-th, ``t = start_r + i``)
-    has index ``t + (Tbase_k + qs_r - start_r)`` and value ``t + (c_r - start_r)``, each a
+    over the tokens: token ``t`` of the concatenation (row ``r``'s ``i``-th, ``t = start_r + i``,
+    of case ``k``, whose tokens start at ``Tbase_k = T[0] + ... + T[k - 1]``) has index
+    ``t + (Tbase_k + qs_r - start_r)`` and value ``t + (c_r - start_r)``, each a
     per-row offset added to ``t``: the running sum of ones with, at each row's first token, the
     change of its offset from the previous row's. The value's int32 wrap is exact too: ``c_r +
     i`` passes ``2**31 - 1`` (once at most: ``c_r`` is an int32) at ``i = 2**31 - c_r``, from
