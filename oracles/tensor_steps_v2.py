@@ -237,21 +237,41 @@ def prepare_pos_seq_lens(*, idx_mapping: torch.Tensor, query_start_loc: torch.Te
     (``max_num_reqs``: ``num_computed_tokens``' length) and ``T[k]`` tokens: row ``b``, ``c =
     num_computed_tokens[s_b]``: ``seq_lens[b] = c + qlen_b`` (int32) and ``pos[qs_b + i] = c + i``
     (an int32 sum, stored as int64) for ``i < qlen_b``; ``seq_lens[i] = 0`` for ``B <= i < R``.
-    Sizes are host lists (one case alone: lists of one)."""
+    Sizes are host lists (one case alone: lists of one).
+
+    The tokens' writes (``sum(T)`` of them, the wide part) are two running sums, no other pass
+    over the tokens: token ``t`` of the concatenation (row ``r``'s ``i``-th, ``t = start_r + i``,
+    of case ``k``, whose tokens start at ``Tbase_k = T[0] + ... + T[k - 1]``) has index
+    ``t + (Tbase_k + qs_r - start_r)`` and value ``t + (c_r - start_r)``, each a
+    per-row offset added to ``t``: the running sum of ones with, at each row's first token, the
+    change of its offset from the previous row's. The value's int32 wrap is exact too: ``c_r +
+    i`` passes ``2**31 - 1`` (once at most: ``c_r`` is an int32) at ``i = 2**31 - c_r``, from
+    where ``2**32`` less, up to the row's end."""
     dev = idx_mapping.device
     Bn, Rn, Tn = (np.asarray(x, dtype=np.int64) for x in (B, R, T))
-    rc, b = _places(Bn, dev)
-    at = torch.arange(rc.numel(), device=dev) + rc  # the row's entry of its case's query_start_loc
+    n, total = int(Bn.sum()), int(Tn.sum())
+    rc = torch.repeat_interleave(torch.as_tensor(Bn, device=dev), output_size=n)  # each row's case
+    ar = torch.arange(n, device=dev)
+    # per case: where its state rows start, where its tokens start, its state rows' start less its rows'
+    state_base, token_base, pad_shift = torch.as_tensor(np.stack([_base(Rn), _base(Tn), _base(Rn) - _base(Bn)]),
+                                                        device=dev)[:, rc]
+    at = ar + rc  # the row's entry of its case's query_start_loc
     q = query_start_loc.long()
-    qs, qlen = q[at], q[at + 1] - q[at]
-    c = num_computed_tokens.long()[torch.as_tensor(np.cumsum(Rn) - Rn, device=dev)[rc] + idx_mapping.long()]
-    r, i = _ragged(qlen, int(Tn.sum()))
-    pos = (torch.as_tensor(np.cumsum(Tn) - Tn, device=dev)[rc[r]] + qs[r] + i, _int32(c[r] + i).long())
-    sc, j = _places(Rn, dev)
-    inside = j < torch.as_tensor(Bn, device=dev)[sc]
-    row = (torch.as_tensor(np.cumsum(Bn) - Bn, device=dev)[sc] + j).clamp(max=max(rc.numel() - 1, 0))
-    seq = torch.where(inside, _int32(c + qlen)[row], 0).to(torch.int32)
-    return {"pos": pos, "seq_lens": (torch.arange(sc.numel(), device=dev), seq)}
+    qs = q[at]
+    qlen = q[at + 1] - qs
+    c = num_computed_tokens.long()[state_base + idx_mapping.long()]
+    end = torch.cumsum(qlen, 0)
+    start = end - qlen  # the row's first token in the concatenation
+    offset = torch.stack((token_base + qs, c)) - start
+    steps = torch.ones((2, total + 1), dtype=torch.int64, device=dev)  # a place past the tokens: trailing empty rows
+    steps.index_add_(1, start, offset - torch.nn.functional.pad(offset[:, :-1], (1, 0), value=1))
+    wrap = torch.full((n,), 2**32, dtype=torch.int64, device=dev)
+    steps[1].index_add_(0, start + torch.minimum(2**31 - c, qlen), wrap, alpha=-1)  # no wrap: at its end, cancelled
+    steps[1].index_add_(0, end, wrap)
+    pos = (torch.cumsum(steps[0, :total], 0), torch.cumsum(steps[1, :total], 0))
+    seq = torch.zeros(int(Rn.sum()), dtype=torch.int32, device=dev)  # past each case's B rows: 0
+    seq[ar + pad_shift] = _int32(c + qlen)
+    return {"pos": pos, "seq_lens": (torch.arange(seq.numel(), device=dev), seq)}
 
 
 def update_draft_inputs(*, positions: torch.Tensor, sample_src_positions: torch.Tensor, seq_lens: torch.Tensor,

@@ -105,6 +105,9 @@ class DeviceTarget:
         the record's ``features_of`` itself."""
         return None
 
+    host_batch_size: int = 0
+    """A target checked on the host: cases per host batch on a GPU
+    (:class:`~.device_batch.HostBatchArenas`); 0: the engine's ``HOST_BATCH``."""
     batch: int = 0
     """Cases per batch on a GPU (:meth:`draw_batch`: one draw, oracle and comparison for all of
     them, the implementation launched once per case); 0: a case at a time."""

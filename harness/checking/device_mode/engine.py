@@ -72,7 +72,8 @@ CPU_MAX_REQUESTS = 8
 CPU_BATCH = 4
 HOST_BATCH = 64
 """Cases per batch of a target checked on the host (:class:`~...targetkit.device_batch.HostBatchArenas`:
-one copy each way per dtype and one comparison for all of them, made ahead by the producers)."""
+one copy each way per dtype and one comparison for all of them, made ahead by the producers),
+unless the target says (:attr:`~...targetkit.device.DeviceTarget.host_batch_size`)."""
 RECORD_BATCH = 16
 """Cases per record host batch (:func:`~.producers.record_batch`): a record's draw and oracle
 take milliseconds a case (up to hundreds at production scale), so a batch of 64 would keep a
@@ -196,7 +197,7 @@ def device_fuzz_target(
     max_requests = CPU_MAX_REQUESTS if device == "cpu" else None
     record_batches = dt.checked_on == "record" and dt.batches_on_host(impl)
     by_record = dt.checked_on == "record" and not record_batches
-    host_k = CPU_BATCH if device == "cpu" else RECORD_BATCH if record_batches else HOST_BATCH
+    host_k = CPU_BATCH if device == "cpu" else RECORD_BATCH if record_batches else dt.host_batch_size or HOST_BATCH
     if examples is not None:  # a run of few examples: at least MIN_BATCHES batches
         host_k = max(1, min(host_k, -(-examples // MIN_BATCHES)))
     producer = None if on_device or by_record else HostCases(
