@@ -286,12 +286,19 @@ def scale_steps(rng: np.random.Generator, k: int, V: int, rows: int) -> Steps:  
     shared tables of ``rows`` rows of vocabulary ``V`` (:func:`scale_batch_rows`): each step's
     draft tokens ``N`` past the first row an int32 offset cannot reach and within ``rows``,
     in requests of ``K`` drafts (8 to 16 a step, the last request the remainder), one in twenty
-    a prefill without drafts (:func:`scale_counts`, ``k`` times)."""
+    preceded by a prefill without drafts (:func:`scale_counts`' steps, drawn together)."""
     first = -(-flat_limit() // V)
     N = rng.integers(first + 1, max(first + 1, rows), size=k, endpoint=True)
-    steps = [scale_counts(rng, int(n)) for n in N]
-    return Steps(np.concatenate(steps) if steps else np.zeros(0, np.int64),
-                 np.asarray([s.size for s in steps], dtype=np.int64), V)
+    K = rng.integers(8, 17, size=k)
+    m = -(-N // K)  # requests of K drafts, the last the remainder
+    d = np.repeat(K, m)
+    d[np.cumsum(m) - 1] = N - K * (m - 1)
+    zero = rng.random(d.size) < 0.05  # a prefill before this request
+    before = np.cumsum(zero)
+    out = np.zeros(d.size + int(before[-1]) if d.size else 0, dtype=np.int64)
+    out[np.arange(d.size) + before] = d
+    B = m + np.add.reduceat(zero, np.cumsum(m) - m) if d.size else m
+    return Steps(out, B.astype(np.int64), V)
 
 
 def scale_request_steps(rng: np.random.Generator, k: int, V: int, requests: int) -> Steps:  # noqa: N803
