@@ -39,8 +39,9 @@ by default ``SCALE_BATCH``, ``CPU_SCALE_BATCH`` on the CPU; the tables of a scal
   specialization the batches need is compiled before the verifier runs);
 - **verifier**: the lane's work on the ``N`` batches (default 4) after one warm batch (example 3),
   the wall clock: each batch drawn and checked (``check_batch``: the batched oracle, the guarded
-  buffers, the launches, the comparison), the guarded tables kept for the next batch of the epoch,
-  the device waited for at each stage's end (its share: draw, oracle, buffers, kernel, compare);
+  buffers, the launches, the comparison), the guarded tables kept for the next batch of the epoch;
+  the stages' shares (draw, oracle, buffers, kernel, compare) from a second, profiled pass over
+  the same batches, the device waited for at each stage's end;
 - **tokens**: the output tokens the launched cases verify (``batch.tokens``); **ratio** =
   verifier's tokens/s / kernel's (the issue asks 0.5); **peak GiB**: the device memory peak
   (``torch.cuda.max_memory_allocated``) beyond what the process held before the target (an
@@ -218,9 +219,10 @@ def kernel_alone_s(dt: Any, impl: Any, examples: list[int], k: int, device: str,
     return total
 
 
-def verifier(dt: Any, impl: Any, examples: list[int], k: int, device: str) -> dict[str, Any]:
+def verifier(dt: Any, impl: Any, examples: list[int], k: int, device: str, profile: bool = False) -> dict[str, Any]:
     """The scale lane's work on ``examples``' batches after a warm one (:func:`scale_examples`'s
-    first): its seconds, each stage's (the device waited for at each stage's end), the cases
+    first): its seconds, each stage's (with ``profile``, the device waited for at each stage's
+    end, which keeps the host from running ahead: the stages' shares, not the rate), the cases
     launched, the tokens they verify and the most table elements a batch shares. A batch with
     a difference or a failure raises: the figures are of a clean check."""
     from eaglefuzz.harness.checking.device_mode.batch_run import check_batch
@@ -228,7 +230,8 @@ def verifier(dt: Any, impl: Any, examples: list[int], k: int, device: str) -> di
     stages = dict.fromkeys(STAGES, 0.0)
 
     def clock(stage: str, t0: float) -> float:
-        _sync()
+        if profile:
+            _sync()
         t1 = time.perf_counter()
         stages[stage] += t1 - t0
         return t1
@@ -275,10 +278,12 @@ def measure_batches(name: str, impl: Any, device: str, n: int, k: int | None, re
     row: dict[str, Any] = {"target": name, "batches": n, "k": k, "examples": examples,
                            "kernel_s": kernel_alone_s(dt, impl, examples, k, device, reps)}
     row |= verifier(dt, impl, examples, k, device)
+    profiled = verifier(dt, impl, examples, k, device, profile=True)
     row["verifier_tokens_per_s"] = row["tokens"] / row["verifier_s"]
     row["kernel_tokens_per_s"] = row["tokens"] / row["kernel_s"]
     row["ratio"] = row["kernel_s"] / row["verifier_s"]
-    row["shares"] = {s: t / row["verifier_s"] for s, t in row["stages_s"].items()}
+    row["stages_s"] = profiled["stages_s"]
+    row["shares"] = {s: t / profiled["verifier_s"] for s, t in profiled["stages_s"].items()}
     row["peak_gib"] = (torch.cuda.max_memory_allocated() - held) / 2**30 if cuda else None
     if cuda:
         torch.cuda.empty_cache()
