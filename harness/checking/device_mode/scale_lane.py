@@ -452,6 +452,11 @@ def _batch_request(req: dict[str, Any], batch: Any, dt: Any, impl: Any, impls: A
         dc = batch.case(j)
         save_case(dt.to_case(dc), req["dir"])
         del dc
+        bigs.clear()  # the guarded tables' copies go before the ordinary check makes its own
+        if device != "cpu":
+            import torch
+
+            torch.cuda.empty_cache()
         reply: dict[str, Any] = {"examples": 0}
         if req.get("confirm"):
             finding = check_case(load_case(req["dir"], keep=True), impls, device)
