@@ -62,8 +62,9 @@ def test_device_oracle_agrees_with_the_numpy_and_numba_oracles(name, backend, ne
     assert stats.tokens > 0 and set(stats.stages) >= {"draw", "oracle", "kernel", "compare"}
 
 
-# (seeded bug of tests/seeded_bugs/mutants.py, one per device target)
-BUGS = ["ce_masked_includes_bonus", "pi_rejected_missing_plus_one", "nt_first_valid_column",
+# (seeded bugs of tests/seeded_bugs/mutants.py: one per device target, and some of a production extreme
+# the device draw reaches; never one of the extended tier, which --mode device does not draw)
+BUGS = ["ce_masked_includes_bonus", "pi_rejected_missing_plus_one", "nt_first_valid_column", "nt_vocab_check_overflows",
         "gs_prompt_end_is_chunked", "gs_seq_len_int16", "cs_tail_overwritten", "cs_query_end_int16",
         "gd_placeholder_at_prompt_end", "gd_positions_int16", "ei_local_pos_from_one", "pc_batch_row_as_state_row", "fs_stride_k",
         "dd_rejected_ignored", "ps_pad_from_next", "ud_hidden_of_next_row", "dp_chunked_takes_last_sampled",

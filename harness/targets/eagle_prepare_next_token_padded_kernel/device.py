@@ -1,9 +1,15 @@
 """``eagle_prepare_next_token_padded_kernel`` on the device (docs/CONTRACT.md §3): the
 rejection sampler's rows (accepted drafts, one recovered or bonus id, all vocabulary ids, then
 ``-1``) for up to 1024 requests, rows of up to 64 columns in the sampler's fresh buffer
-(``stride = S``), vocabulary backup ids, discarded requests: the production preconditions of
-§3.2, as the fuzz and bulk modes draw them. Checked on the host: the case is drawn and its
-expected outputs computed there in NumPy, only the launch runs on the device."""
+(``stride = S``), vocabularies from 1 id to the int32 limit ``2**31 - 1`` (the tour's
+``int32_limits``), ids from the whole vocabulary or its top, vocabulary backup ids, discarded
+requests: the production preconditions of §3.2, as the fuzz and bulk modes draw them. Checked
+on the host: the case is drawn and its expected outputs computed there in NumPy, only the
+launch runs on the device.
+
+Not drawn, as §3.2 leaves them to the extended tier (§3.4): rows wider than ``S`` (the
+sampler's buffer is fresh, ``stride(0) = S``) and ids at or past ``vocab_size`` (every id of a
+row is a vocabulary id)."""
 
 from __future__ import annotations
 
@@ -19,6 +25,37 @@ from .record import TARGET
 
 MAX_REQUESTS = 1024
 VOCABS = (32000, 128256, 151936, 262144)
+INT32_VOCAB = 1 / 8
+"""The share of cases of the largest vocabulary §3.2 allows, ``2**31 - 1`` ids (the tour's
+``int32_limits``, which every fuzz run checks: ``vocab_size + 1`` wraps there), each id half
+the time one of its last three (the largest, ``2**31 - 2``: ``id_near_int32_max``)."""
+ANY_VOCAB = 1 / 8
+"""The share of cases of any other vocabulary from 1 id to ``2**31 - 1`` (the body's), one or
+two ids a quarter of them."""
+TOP_IDS = 1 / 4
+"""The share of the other cases whose ids are each half the time one of the vocabulary's last
+three (the body's second range: ``vocab_size - 1`` the largest valid id)."""
+
+
+def _vocab(rng: np.random.Generator) -> int:
+    """A vocabulary size of §3.2 (``1 <= vocab_size <= 2**31 - 1``): vLLM's common ones mostly,
+    the int32 limit :data:`INT32_VOCAB` of the time, any other :data:`ANY_VOCAB` of it."""
+    u = rng.random()
+    if u < INT32_VOCAB:
+        return INT32_MAX
+    if u < INT32_VOCAB + ANY_VOCAB:
+        return int(rng.integers(1, 3)) if rng.random() < 0.25 else int(rng.integers(1, INT32_MAX))
+    return int(VOCABS[rng.integers(len(VOCABS))])
+
+
+def _ids(rng: np.random.Generator, shape: tuple[int, ...], vocab: int) -> np.ndarray:
+    """Vocabulary ids (``0 <= id < vocab``, int32) from the whole vocabulary, or, for the int32
+    limit and :data:`TOP_IDS` of the other cases, each half the time from its last three."""
+    ids = rng.integers(0, vocab, size=shape, dtype=np.int32)
+    if vocab == INT32_MAX or rng.random() < TOP_IDS:
+        top = rng.random(shape) < 0.5
+        ids[top] = rng.integers(max(0, vocab - 3), vocab, size=int(top.sum()), dtype=np.int32)
+    return ids
 
 
 class NextTokenDevice(DeviceTarget):
@@ -32,8 +69,8 @@ class NextTokenDevice(DeviceTarget):
         R = int(rng.integers(1, max_requests + 1))
         S = int(rng.integers(1, 17)) if rng.random() < 0.8 else int(rng.integers(17, 65))
         extra = int(rng.integers(0, 9))
-        vocab = VOCABS[rng.integers(len(VOCABS))]
-        ids = rng.integers(0, vocab, size=(R, S), dtype=np.int32)
+        vocab = _vocab(rng)
+        ids = _ids(rng, (R, S), vocab)
         kept = rng.integers(1, S + 1, size=(R, 1))
         np.putmask(ids, np.arange(S) >= kept, -1)
         inputs = {
