@@ -1,6 +1,6 @@
 """``eagle_prepare_next_token_padded_kernel`` on the device (docs/CONTRACT.md §3): the
 rejection sampler's rows (accepted drafts, one recovered or bonus id, all vocabulary ids, then
-``-1``) for up to 1024 requests, rows of up to 64 columns in the sampler's fresh buffer
+``-1``) for up to 1024 requests (a quarter up to 4096), rows of up to 64 columns in the sampler's fresh buffer
 (``stride = S``), vocabularies from 1 id to the int32 limit ``2**31 - 1`` (the tour's
 ``int32_limits``), ids from the whole vocabulary or its top, vocabulary backup ids, discarded
 requests: the production preconditions of §3.2, as the fuzz and bulk modes draw them. Checked
@@ -66,7 +66,8 @@ class NextTokenDevice(DeviceTarget):
     host_batch_size = 256  # cases of a few thousand elements: the batch's copy, views and comparison amortised
 
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
-        R = int(rng.integers(1, max_requests + 1))
+        top = max_requests if rng.random() < 0.75 else 4 * max_requests  # a quarter past max_num_seqs = 1024
+        R = int(rng.integers(1, top + 1))
         S = int(rng.integers(1, 17)) if rng.random() < 0.8 else int(rng.integers(17, 65))
         extra = int(rng.integers(0, 9))
         vocab = _vocab(rng)
