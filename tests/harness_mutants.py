@@ -275,6 +275,28 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         expect=r"discard_some",
     ),
     HarnessMutant(
+        "generator_scale_batch_stops_short_of_the_limit",
+        "generator",
+        (("harness/targetkit/device_draws.py",
+          "    N = rng.integers(first + 1, max(first + 1, rows), size=k, endpoint=True)\n    K = ",
+          "    N = rng.integers(first - 1, max(first + 1, rows), size=k, endpoint=True)\n    K = "),),
+        ("tests/test_scale.py::test_scale_batch_cases_pass_the_limit_and_have_the_records_features"
+         "[rejection_random_sample_kernel]",),
+        "a production-scale batch draws steps whose last row an int32 offset still holds: cases that are "
+        "not past 2**31 counted as production-scale ones",
+        expect=r"LIMIT",
+    ),
+    HarnessMutant(
+        "wiring_scale_reads_not_visited",
+        "wiring",
+        (("oracles/tensor_ops.py", "    read = visited & (did >= 0)\n", "    read = did >= 0\n"),),
+        ("tests/test_scale.py::test_scale_batch_cases_pass_the_limit_and_have_the_records_features"
+         "[rejection_random_sample_kernel]",),
+        "the batched oracle hands on every draft as a table read, visited or not: a scale batch claims "
+        "flat_index_past_2_31 for cases whose reads past 2**31 never happen",
+        expect=r"features\[j\] ==",
+    ),
+    HarnessMutant(
         "generator_greedy_never_mixed",
         "generator",
         (("harness/targets/rejection_greedy_sample_kernel/cases.py", "        greedy=c.choice(GREEDY_MODES),",
