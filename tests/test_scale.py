@@ -170,6 +170,33 @@ def test_a_scale_batch_fault_no_minimal_case_shows_is_located_and_written_out(lo
     assert "not minimised" in finding.shrink
 
 
+def test_a_scale_batch_hang_no_minimal_case_shows_is_located_and_written_out(low_limit, needs, backend, tmp_path,
+                                                                             monkeypatch):
+    """A kernel that spins for ever on a read past the limit whose uniform is not 0.5: the lane
+    does not answer within its time limit (here 20 s) and is killed, no minimal case hangs, a
+    fresh lane launching the batch a case at a time hangs at the case, and another writes it
+    out: a hang finding of that case."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    from eaglefuzz.harness.checking.device_mode import scale_lane
+    from tests.seeded_bugs import mutants
+
+    monkeypatch.setattr(scale_lane, "CASE_S", 20.0)
+    load = "            uniform_prob = tl.load(uniform_probs_ptr + start_idx + pos)\n"
+    path = _mutant(mutants, tmp_path, "rr_spins_drawn_past_limit", [(load, load + (
+        f"            if {PAST_DRAWN}:\n"
+        "                spin = uniform_prob\n"
+        "                while spin == uniform_prob:\n"
+        "                    spin = spin + 0.0\n"))])
+    stats = _run(f"file:{path}", 1, scale_only=True)
+    (finding,) = stats.findings
+    assert finding.kind == "hang", finding.report()
+    case = finding.case
+    assert "flat_index_past_2_31" in TARGETS[RR].features_of(case)
+    assert (case.arrays["uniform_probs"] != 0.5).any()
+
+
 @pytest.mark.parametrize("name", [RR, SR])
 def test_scale_batch_cases_pass_the_limit_and_have_the_records_features(low_limit, backend, name):
     """A scale batch (``draw_batch(..., scale=True)``): every case passes the limit (its
