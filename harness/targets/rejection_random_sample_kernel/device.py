@@ -290,8 +290,11 @@ class RandomDevice(DeviceTarget):
             lengths["synthetic_conditional_rates"] = n.tolist()
             shapes["synthetic_conditional_rates"] = [(int(x),) for x in n]
             extra["rates"] = torch.from_numpy(rates).to(device)
-        out = B * (L + 1)
-        extra["out_start"] = torch.from_numpy(np.repeat(np.cumsum(out) - out, B) + (np.arange(int(B.sum())) - np.repeat(np.cumsum(B) - B, B)) * np.repeat(L + 1, B)).to(device)
+        out = B * (L + 1)  # each request's first output element: its case's, plus L + 1 a request before it
+        per_case = torch.from_numpy(np.stack([np.cumsum(out) - out, np.cumsum(B) - B, L + 1, B]).astype(np.int64)).to(device)
+        case = torch.repeat_interleave(torch.arange(B.size, device=device), per_case[3], output_size=int(B.sum()))
+        base, first, width = per_case[:3, case]
+        extra["out_start"] = base + (torch.arange(case.numel(), device=device) - first) * width
         shared = {"target_probs": target} | ({"draft_probs": draft} if with_draft else {})
         return DeviceBatch(cat, lengths, shapes, shared, {n: N.tolist() for n in shared},
                            {"output_token_ids": (torch.int32, out.tolist())},
