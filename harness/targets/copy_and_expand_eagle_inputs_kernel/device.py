@@ -24,12 +24,19 @@ from ...generation.strategies import (
 )
 from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
+from .layout import MAX_MODEL_LEN
 from .record import TARGET
 
 MAX_REQUESTS = 4096
 MAX_TOKENS = 1 << 20
 """Tokens of one batch at most (vLLM's ``max_num_batched_tokens`` is 8k to 64k, and more on
 servers tuned for throughput)."""
+LONG_CONTEXT = MAX_MODEL_LEN - (1 << 14)
+"""The largest first position drawn (exclusive): every written position ``p0 + j`` (``j`` below a
+request's ``qlen + P - s <= 8192 + 16`` slots) stays below ``max_model_len = 2**31``, the
+production tier's largest (docs/CONTRACT.md §1.2; the body draws ``p0`` up to it)."""
+HIGHS = (1 << 12, 1 << 21, 10_000_000, LONG_CONTEXT)
+"""The first positions' ranges a case draws from (one each, at random)."""
 VOCAB_IDS = (0, 2**31 - 1)
 """Token ids of the production tier (docs/CONTRACT.md §1.2): vocabulary ids, >= 0 (the bound is
 ``randint``'s exclusive high)."""
@@ -88,7 +95,8 @@ def _sizes(rng: np.random.Generator, max_requests: int) -> _Sizes:
     """A case's sizes and modes: up to ``max_requests`` requests (log-uniform), mostly decodes of
     up to ``K + 1`` tokens, a share of prefills of 16 to 8192 tokens (64 on a small scale),
     at most :data:`MAX_TOKENS` tokens; rejected tokens, shift mode and ``P`` as vLLM's call
-    sites make them; the first positions below 4096, 2**21 or 10**7."""
+    sites make them; the first positions below 4096, 2**21, 10**7 or :data:`LONG_CONTEXT` (the
+    body's whole range: ``positions_past_2_24``)."""
     R = int(np.exp(rng.uniform(0, np.log(max_requests + 1))))
     K = int(rng.integers(1, 16))
     lengths = rng.integers(1, K + 2, size=R)
@@ -99,7 +107,7 @@ def _sizes(rng: np.random.Generator, max_requests: int) -> _Sizes:
     rejected = (rng.random(len(lengths)) * lengths).astype(np.int64)
     shift = bool(rng.integers(0, 2))
     P = int(rng.integers(2, 17)) if shift else int(rng.choice([1, int(rng.integers(1, 17))]))
-    high = int(rng.choice([1 << 12, 1 << 21, 10_000_000]))
+    high = int(rng.choice(HIGHS))
     return _Sizes(lengths, rejected, shift, P, high, int(rng.integers(0, 1 << 18)))
 
 
@@ -190,7 +198,7 @@ def _batch_sizes(rng: np.random.Generator, k: int, max_requests: int) -> _Batch:
     rejected = (rng.random(lengths.size) * lengths).astype(np.int64)
     shift = rng.integers(0, 2, size=k).astype(bool)
     P = np.where(shift, rng.integers(2, 17, size=k), np.where(rng.random(k) < 0.5, 1, rng.integers(1, 17, size=k)))
-    high = rng.choice([1 << 12, 1 << 21, 10_000_000], size=k)
+    high = rng.choice(HIGHS, size=k)
     return _Batch(lengths, rejected, size, shift, P, high, rng.integers(0, 1 << 18, size=k))
 
 

@@ -1,6 +1,6 @@
 """``eagle_prepare_inputs_padded_kernel`` on the device (docs/CONTRACT.md §2): up to 1024
-requests (vLLM's ``max_num_seqs``; a quarter of the cases up to 4096), drafts of up to 15
-tokens, prefills among them. Checked on the host: the case is drawn and its expected outputs
+requests (vLLM's ``max_num_seqs``; a quarter of the cases up to 4096), drafts of up to 16
+tokens (an eighth of the cases up to 31, as the tour's), prefills among them. Checked on the host: the case is drawn and its expected outputs
 computed there in NumPy, only the launch runs on the device."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class PrepareInputsDevice(DeviceTarget):
 
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
         R = int(rng.integers(1, max_requests + 1)) if rng.random() < 0.75 else int(rng.integers(1, 4 * max_requests + 1))
-        K = int(rng.integers(1, 16))
+        K = int(rng.integers(1, 17)) if rng.random() < 7 / 8 else int(rng.integers(17, 32))  # 16+ rejected: many_rejected
         prefill = (0.0, 0.05, 0.5)[rng.integers(3)]
 
         u = rng.random((6, R))

@@ -1,5 +1,6 @@
 """``expand_kernel`` on the device (docs/CONTRACT.md §12): ``expand_batch_to_tokens``'s three
-calls on steps of up to 1024 requests (a quarter up to 4096) of up to 16 drafts each:
+calls on steps of up to 1024 requests (a quarter up to 4096) of up to 16 drafts each (one step
+in eight up to vLLM's ``MAX_SPEC_LEN = 128``, a request of exactly 128 in half of them):
 temperatures (float32, ``0`` for greedy requests, ``0 -> 1``), top-k (int32 ``1 .. V``) and
 top-p (float32 ``(0, 1]``), ``MAX_NUM_TOKENS = 128``, into a fresh output of ``N`` elements.
 Checked on the host: the expected writes come from the torch oracle run on the host
@@ -15,11 +16,25 @@ import torch
 
 from ....oracles import tensor_ops
 from ...targetkit.device import DeviceCase, DeviceTarget
-from ...targetkit.device_draws import draw_step, greedy_mask
+from ...targetkit.device_draws import Step, draw_step, greedy_mask
 
 MAX_REQUESTS = 1024
 MAX_NUM_TOKENS = 128
 """vLLM's ``MAX_SPEC_LEN``, the dispatcher's ``MAX_NUM_TOKENS``."""
+LONG_DRAFTS = 1 / 8
+"""The share of steps whose draft counts go past 16, up to :data:`MAX_NUM_TOKENS` (§12.2:
+``d_r <= L <= 128``; the record's body draws counts up to 128, its tour a row of exactly 128:
+``row_of_128``, every lane of the launch storing)."""
+
+
+def _long_drafts(rng: np.random.Generator, step: Step) -> Step:
+    """``step``'s requests and vocabulary with draft counts up to ``K`` of 17 to 128, one
+    request of exactly 128 half of the time; ``L`` their largest (vLLM's ``max_spec_len``)."""
+    K = int(rng.integers(17, MAX_NUM_TOKENS + 1))
+    d = rng.integers(0, K + 1, size=step.B)
+    if rng.random() < 0.5:
+        d[rng.integers(step.B)] = MAX_NUM_TOKENS
+    return Step(d.astype(np.int64), int(d.max()), step.V)
 
 
 class ExpandDevice(DeviceTarget):
@@ -30,6 +45,8 @@ class ExpandDevice(DeviceTarget):
 
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
         step = draw_step(rng, max_requests, max_requests != MAX_REQUESTS, tables=False)
+        if rng.random() < LONG_DRAFTS:
+            step = _long_drafts(rng, step)
         B = step.B
         which = rng.integers(3)
         if which == 0:  # temperature: greedy requests hold 0.0, the others >= 0.01

@@ -1,6 +1,7 @@
 """``rejection_greedy_sample_kernel`` on the device (docs/CONTRACT.md §10): steps of up to 1024
 requests (a quarter up to 4096), up to 16 drafts each, ``-1`` padding, vocabularies up to
-262144, all-greedy (``is_greedy`` None) and mixed batches, synthetic mode in one step in five.
+262144, all-greedy (``is_greedy`` None) and mixed batches, synthetic mode in one step in five
+(uniforms at their rates in some).
 Checked on the host: no probability table, a few thousand elements; the expected writes come
 from the torch oracle run on the host (cross-checked against the NumPy and Numba oracles on a
 share), only the launch runs on the device."""
@@ -18,6 +19,10 @@ from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_draws import draw_step, greedy_mask, synthetic_rates
 
 MAX_REQUESTS = 1024
+AT_RATE = 0.3
+"""The share of synthetic steps with some uniforms exactly at their position's rate where that
+is a value vLLM's float64 ``torch.rand`` can give (a multiple of ``2**-53`` below 1), as the
+record's body draws them: the acceptance test ``u < c`` at its edge (``uniform_at_rate``)."""
 
 
 class GreedyDevice(DeviceTarget):
@@ -49,7 +54,11 @@ class GreedyDevice(DeviceTarget):
         if synthetic or mode == 1:
             inputs["uniform_probs"] = rng.random(step.N)
         if synthetic:
-            inputs["synthetic_conditional_rates"] = synthetic_rates(rng, step.L)
+            rates = inputs["synthetic_conditional_rates"] = synthetic_rates(rng, step.L)
+            if rng.random() < AT_RATE and step.N:  # u == c: u < c is strict
+                c = rates[np.arange(step.N) - np.repeat(step.cu - step.d, step.d)].astype(np.float64)
+                at = (rng.random(step.N) < 0.1) & (c < 1) & (c * 2.0**53 == np.floor(c * 2.0**53))  # a torch.rand value
+                inputs["uniform_probs"][at] = c[at]
         outputs = {"output_token_ids": (torch.int32, step.B * (step.L + 1))}
         return DeviceCase(inputs, outputs, {"max_spec_len": step.L})
 
