@@ -889,3 +889,29 @@ def test_the_runs_first_cross_check_is_on_the_batchs_smallest_case():
     first = [0.0, 0]
     assert order(first) == [2, 0, 1, 3] and first[1] == sum(sizes)
     assert order([1.0, 100]) == [0, 1, 2, 3]
+
+
+HOST_DRAWN = sorted(n for n, dt in device_targets().items() if dt.checked_on == "host")
+
+
+@pytest.mark.parametrize("name", HOST_DRAWN)
+def test_device_draws_reach_every_production_feature_at_the_gpu_size(name):
+    """A host-checked target's device draw at the GPU size (its default ``max_requests``, the
+    run's seeds; the cases are small, so 600 of them take a second) reaches every production
+    feature of its record but the scale features and those its device module declares it leaves
+    out (``not_drawn``: §N.4's generated inputs), never one of those, and every case it draws
+    lies in the production tier. A draw that stops short of a production extreme (more than
+    1024 requests, 16 or more rejected drafts, a row of 128) fails here."""
+    from eaglefuzz.harness.generation.strategies import derive_seed
+    from eaglefuzz.harness.targets import TARGETS
+
+    dt, target = device_targets()[name], TARGETS[name]
+    assert set(dt.not_drawn) <= set(target.features) - set(target.scale_features), "not_drawn names no production feature"
+    reached: set[str] = set()
+    for i in range(600):
+        case = dt.to_case(dt.draw(np.random.default_rng(derive_seed(0, name, "device", i)), None, "cpu"))
+        target.validate(case)
+        reached |= target.features_of(case)
+    missed = set(target.features) - set(target.scale_features) - set(dt.not_drawn) - reached
+    assert not missed, f"{name}: 600 device draws at the GPU size never reach {sorted(missed)}"
+    assert not reached & set(dt.not_drawn), f"{name}: drawn although declared not drawn: {sorted(reached & set(dt.not_drawn))}"
