@@ -185,9 +185,8 @@ def device_fuzz_target(
     stats = stats if stats is not None else Stats()
     stages = stats.stages = dict.fromkeys(STAGES, 0.0)
     stats.scale_cases = 0
-    lane = ScaleLane(name, origin.spec, device, seed) if scale_cases and dt.scale and unreachable("device", device) is None else None
-    if lane is not None:
-        lane.batches = dt.scale_batches and batches_fit(device)
+    lane = (ScaleLane(name, origin.spec, device, seed, batches=dt.scale_batches and batches_fit(device))
+            if scale_cases and dt.scale and unreachable("device", device) is None else None)
     pinned = _Pinned()
     start = time.monotonic()
     cross_s, cross_elements = 0.0, 0

@@ -205,13 +205,14 @@ class Verdict:
 
 
 class ScaleLane:
-    """The campaign's side of a lane for target ``name`` of source ``spec`` on ``device``."""
+    """The campaign's side of a lane for target ``name`` of source ``spec`` on ``device``
+    (``batches``: its scale examples are scale batches)."""
 
-    def __init__(self, name: str, spec: str, device: str, seed: int) -> None:
+    def __init__(self, name: str, spec: str, device: str, seed: int, batches: bool = False) -> None:
         self.name, self.spec, self.device, self.seed = name, spec, device, seed
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = 0
-        self.batches = False
+        self.batches = batches
         """Whether the campaign checks its scale examples as scale batches (:meth:`batch`)."""
 
     def _start(self) -> str | None:
