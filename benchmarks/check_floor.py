@@ -185,7 +185,7 @@ class Lane:
         last epoch's guarded tables let go first."""
         from eaglefuzz.harness.checking.device_mode import engine, scale_lane
 
-        epoch = (example // engine.SCALE_EVERY) // scale_lane.SCALE_TABLE_EPOCH
+        epoch = engine.scale_epoch(example)
         if epoch != self.epoch:
             self.bigs.clear()
             self.epoch = epoch

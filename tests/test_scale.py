@@ -208,13 +208,14 @@ def test_scale_batch_cases_pass_the_limit_and_have_the_records_features(low_limi
     if backend.compiled:
         pytest.skip("the lowered limit is for the interpreter")
     from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.checking.device_mode.engine import scale_epoch
     from eaglefuzz.harness.checking.device_mode.scale_lane import scale_batch_of
     from eaglefuzz.harness.generation.strategies import derive_seed
 
     dt = device_targets()[name]
     reached: dict[str, int] = {}
     for example in (3, 11, 19, 27, 35, 43, 291, 299):
-        epoch = example // 32
+        epoch = scale_epoch(example)
         b = scale_batch_of(dt, 1, example, epoch, 4, "cpu")
         V = b.extra["V"]
         assert V == dt.scale_batch_vocab(derive_seed(1, name, "scale tables", epoch))

@@ -822,6 +822,12 @@ def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: An
     return finding
 
 
+def scale_epoch(i: int) -> int:
+    """The scale epoch of scale example ``i`` (:data:`~.scale_lane.SCALE_TABLE_EPOCH` consecutive
+    scale examples, one in :data:`SCALE_EVERY` examples, share their tables)."""
+    return (i // SCALE_EVERY) // SCALE_TABLE_EPOCH
+
+
 def _scale_batch_example(lane: ScaleLane, name: str, origin: object, i: int, stats: Any, shrink: bool,
                          minimise_s: float | None = None) -> Finding | None:
     """Scale example ``i`` of a target with scale batches: :data:`~.scale_lane.SCALE_BATCH`
@@ -832,7 +838,7 @@ def _scale_batch_example(lane: ScaleLane, name: str, origin: object, i: int, sta
     that failed (found by a fresh lane after a fault or a hang), written to files by the lane
     and confirmed there by the NumPy and Numba oracles where the lane survived it."""
     k = CPU_SCALE_BATCH if lane.device == "cpu" else SCALE_BATCH
-    epoch = (i // SCALE_EVERY) // SCALE_TABLE_EPOCH
+    epoch = scale_epoch(i)
     v = lane.batch(i, epoch, k)
     _say(name, f"production-scale batch {i} of {k} case(s): {_verdict(v)} ({v.seconds:.0f} s)")
     stats.examples += v.examples
