@@ -23,9 +23,11 @@ from ...core.case import Case
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import lazy_full, scale_vocab
 from ...targetkit.runner_v2_verify import STATS, STATS_BLOCK
-from ...targetkit.scale import past_limit
+from ...targetkit.scale import flat_limit, past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row, requests_past_limit
 from ...targetkit.scale_rows import bonus_rows, minimal_request_rows, scale_request_rows
+from ...targetkit.scale_steps import K as CACHE_K
+from ...targetkit.scale_steps import ScaleEpoch, epoch_vocab, scale_epoch, scale_rows, scale_tails
 from ...targetkit.step_batch import (
     feature_sets,
     per_case_any,
@@ -33,6 +35,7 @@ from ...targetkit.step_batch import (
     rows_of,
 )
 from ...targetkit.verify_batch import KINDS, VerifyBatchDevice, draw_steps, step_rows
+from ...targetkit.verify_chain import ROWS_AT_ONCE
 from .layout import NAME
 from .record import TARGET
 
@@ -79,11 +82,15 @@ def scale_case(rng: np.random.Generator) -> Case:
 
 
 def minimal_scale_cases(case: Case) -> list[Case]:
-    """The smallest steps with a drafted row past ``2**31`` target logits of ``case``'s
-    vocabulary, a table of zeros, no drafter's cache: greedy requests of 17 rows up to the
-    limit, then one of one draft whose row (the first past the limit) holds a single logit 1
-    at its last column, greedy, then random (temperature 1), simplest first."""
-    V = case.scalars["vocab_size"]
+    """:func:`minimal_scale_cases_of` ``case``'s vocabulary."""
+    return minimal_scale_cases_of(case.scalars["vocab_size"])
+
+
+def minimal_scale_cases_of(V: int) -> list[Case]:  # noqa: N803
+    """The smallest steps with a drafted row past ``2**31`` target logits of vocabulary ``V``, a
+    table of zeros, no drafter's cache: greedy requests of 17 rows up to the limit, then one of
+    one draft whose row (the first past the limit) holds a single logit 1 at its last column,
+    greedy, then random (temperature 1), simplest first."""
     counts = minimal_request_rows(first_row(V))
     out = []
     for t in (0.0, 1.0):
@@ -128,14 +135,44 @@ def restrict(case: Case, keep: list[int]) -> tuple[Case, list[int]]:
     return case.replace(arrays=arrays), rows.tolist()
 
 
+def _rows_at_once(V: int) -> int:  # noqa: N803
+    """Logits rows the torch oracle takes at once (:data:`~...targetkit.verify_chain.ROWS_AT_ONCE`
+    logits, padded to whole blocks)."""
+    nb = -(-V // STATS_BLOCK)
+    return max(1, ROWS_AT_ONCE // (nb * STATS_BLOCK if nb > 1 else max(V, 1)))
+
+
+def _joined(parts: dict[str, list[tuple[torch.Tensor, ...]]]) -> dict[str, tuple[Any, ...]]:
+    """Each statistic's written elements, values and bounds, the parts joined (the argmax
+    exact: no bound)."""
+    out = {}
+    for name, ps in parts.items():
+        index, value, bound = (torch.cat(x) for x in zip(*ps, strict=True))
+        out[name] = (index, value) if name == "target_local_argmax" else (index, value, bound)
+    return out
+
+
 class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     kinds = KINDS
 
+    scale_batches = True
+    table_epoch = 1
+
+    def scale_batch_vocab(self, tables_seed: int) -> int:
+        return epoch_vocab(tables_seed)
+
+    def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
+        return minimal_scale_cases_of(V)
+
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = 12,
-                   share: float = 1.0, kind: str | None = None) -> DeviceBatch:
+                   share: float = 1.0, kind: str | None = None, scale: bool = False) -> DeviceBatch:
         """``k`` steps (:func:`~...targetkit.verify_batch.draw_steps`; fewer of a large
-        vocabulary), the statistics' outputs ``[n, cdiv(V, 8192)]`` each."""
+        vocabulary), the statistics' outputs ``[n, cdiv(V, 8192)]`` each; with ``scale``,
+        ``k`` production-scale steps over the scale epoch ``seeds[0]``'s shared tables
+        (:mod:`~...targetkit.scale_steps`)."""
+        if scale:
+            return self._scale_batch(seeds, device, k)
         st = draw_steps(seeds, device, k, max_requests, kind)
         k = len(st.K)
         n, R = st.n.tolist(), st.req.R.tolist()
@@ -154,24 +191,98 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         host = [{"shapes": dict.fromkeys(STATS, (m, nb))} for m in n]
         return DeviceBatch(cat, lengths, shapes, {}, {}, outputs, [{"vocab_size": st.V} for _ in range(k)], host=host)
 
+    def _scale_epoch(self, seed: int, device: str) -> ScaleEpoch:
+        """The scale epoch ``seed``'s shared tables (kept for the next batch of the epoch)."""
+        key = (seed, device, flat_limit())
+        if getattr(self, "_epoch", (None,))[0] != key:
+            self._epoch = (None, None)  # the last epoch's tables freed before the next are drawn
+            if device != "cpu":
+                torch.cuda.empty_cache()
+            self._epoch = (key, scale_epoch(seed, device))
+        return self._epoch[1]
+
+    def _scale_batch(self, seeds: tuple[int, int], device: str, k: int) -> DeviceBatch:
+        """``k`` production-scale steps (:func:`~...targetkit.scale_steps.scale_tails`) over
+        the epoch's table and cache, each reading their first rows."""
+        ep = self._scale_epoch(seeds[0], device)
+        r = scale_rows(ep, scale_tails(np.random.default_rng(seeds[1]), k, ep), device)
+        n, B = r.n.tolist(), r.B.tolist()
+        nb = -(-ep.V // STATS_BLOCK)
+        cat = {"expanded_idx_mapping": r.eidx, "expanded_local_pos": r.elp, "temperature": r.temperature}
+        lengths = {"expanded_idx_mapping": n, "expanded_local_pos": n, "temperature": B}
+        shared = {"target_logits": ep.table} | ({} if ep.cache is None else {"draft_logits": ep.cache})
+        outputs = {x: (torch.int64 if x == "target_local_argmax" else torch.float32, [m * nb for m in n]) for x in STATS}
+        return DeviceBatch(cat, lengths, {x: [(y,) for y in lengths[x]] for x in cat}, shared,
+                           {"target_logits": n, "draft_logits": B}, outputs, [{"vocab_size": ep.V} for _ in n],
+                           {"scale": ep}, host=[{"shapes": dict.fromkeys(STATS, (m, nb))} for m in n])
+
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
-        """Every case's rows in one call of the torch oracle: per statistic its written
-        elements (flat, over the cases' outputs), their values and bounds."""
+        """Every case's rows by the torch oracle: per statistic its written elements (flat, over
+        the cases' outputs), their values and bounds. A scale batch's rows are computed once
+        per distinct row (:meth:`_scale_rows`)."""
+        if "scale" in b.extra:
+            return self._scale_oracle(b)
         r = step_rows(b)
         V = int(b.scalars[0]["vocab_size"])
-        res = tensor_ops_v2.local_logits_stats_rows(
-            r.target, r.greedy, r.bonus, r.draft(), r.row_temperature, V, STATS_BLOCK)
-        out = {}
+        draft = r.draft()
+        nb = -(-V // STATS_BLOCK)
+        parts: dict[str, list[tuple[torch.Tensor, ...]]] = {}
+        step = _rows_at_once(V)
+        for lo in range(0, r.target.shape[0], step):  # a block of rows at a time: a case alone may be 2**31 logits
+            hi = lo + step
+            res = tensor_ops_v2.local_logits_stats_rows(
+                r.target[lo:hi], r.greedy[lo:hi], r.bonus[lo:hi], None if draft is None else draft[lo:hi],
+                r.row_temperature[lo:hi], V, STATS_BLOCK)
+            for name, (written, value, bound) in res.items():
+                index = torch.nonzero(written.reshape(-1)).flatten()
+                parts.setdefault(name, []).append((index + lo * nb, value.reshape(-1)[index], bound.reshape(-1)[index]))
+        return _joined(parts)
+
+    def _scale_oracle(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
+        """A scale batch's writes: the torch oracle on each distinct row (its table row, a
+        filler's zero row as one, its temperature, whether it is a bonus row, its drafter's
+        row), every case's rows taking their row's."""
+        ep: ScaleEpoch = b.extra["scale"]
+        V = ep.V
+        nb = -(-V // STATS_BLOCK)
+        a = b.cat
+        n = np.asarray(b.lengths["expanded_local_pos"], dtype=np.int64)
+        dev = a["expanded_local_pos"].device
+        rows = rows_of(b.lengths, "expanded_local_pos", "temperature", dev.type)
+        eidx, elp = a["expanded_idx_mapping"], a["expanded_local_pos"].long()
+        bonus = torch.ones_like(elp, dtype=torch.bool)
+        bonus[:-1] = elp[1:] == 0
+        t = a["temperature"][rows.state_base + eidx]
+        content = torch.where(rows.local < ep.F, 0, rows.local)  # the filler's rows are zeros, as row 0 is
+        draft_at = torch.where((t != 0) & ~bonus, eidx * CACHE_K + elp.clamp(max=CACHE_K - 1), -1)
+        if ep.cache is None:
+            draft_at = torch.full_like(draft_at, -1)
+        key = torch.stack([content, t.view(torch.int32).long(), bonus.long(), draft_at], 1)
+        uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
+        tu = uniq[:, 1].to(torch.int32).view(torch.float32)
+        chunks: dict[str, list[tuple[torch.Tensor, ...]]] = {}
+        for lo in range(0, uniq.shape[0], _rows_at_once(V)):
+            u = uniq[lo : lo + _rows_at_once(V)]
+            draft = None if ep.cache is None else ep.cache.view(-1, V)[u[:, 3].clamp(min=0)]
+            part = tensor_ops_v2.local_logits_stats_rows(ep.table[u[:, 0]], tu[lo : lo + u.shape[0]] == 0, u[:, 2] > 0,
+                                                         draft, tu[lo : lo + u.shape[0]], V, STATS_BLOCK)
+            for name, x in part.items():
+                chunks.setdefault(name, []).append(x)
+        res = {name: tuple(torch.cat(x) for x in zip(*xs, strict=True)) for name, xs in chunks.items()}
+        out_start = torch.as_tensor(np.cumsum(n) - n, device=dev)[rows.cid] * nb + rows.local * nb
+        parts: dict[str, list[tuple[torch.Tensor, ...]]] = {}
         for name, (written, value, bound) in res.items():
-            index = torch.nonzero(written.reshape(-1)).flatten()
-            v = value.reshape(-1)[index]
-            out[name] = (index, v) if name == "target_local_argmax" else (index, v, bound.reshape(-1)[index])
-        return out
+            w = written[inverse]
+            r, blk = torch.nonzero(w, as_tuple=True)
+            parts[name] = [(out_start[r] + blk, value[inverse[r], blk], bound[inverse[r], blk])]
+        return _joined(parts)
 
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """The record's features of each case (``features_of``), from the batch's arrays on the
         device: one copy to the host for all."""
+        if "scale" in b.extra:
+            return self._scale_features(b)
         r = step_rows(b)
         V = int(b.scalars[0]["vocab_size"])
         Vt = b.shapes["target_logits"][0][1]
@@ -205,6 +316,49 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
                 "wider_draft_vocab": np.full(k, has_draft and Vd > Vt), "several_blocks": np.full(k, V > STATS_BLOCK),
                 "untouched_state_rows": has_draft & (R > B), "vocab_past_131072": np.full(k, V > 1 << 17),
                 "many_rows": n > 192, "row_offset_past_2_31": np.asarray([past_limit((m - 1) * Vt) for m in n])}
+        return feature_sets(on | full, k)
+
+    def _scale_features(self, b: DeviceBatch) -> list[frozenset[str]]:
+        """:meth:`batch_features` of a scale batch, each row's logits flags computed once per
+        table row (the filler's zero rows as row 0)."""
+        ep: ScaleEpoch = b.extra["scale"]
+        V, k = ep.V, len(b)
+        a = b.cat
+        dev = a["expanded_local_pos"].device
+        rows = rows_of(b.lengths, "expanded_local_pos", "temperature", dev.type)
+        elp = a["expanded_local_pos"].long()
+        bonus = torch.ones_like(elp, dtype=torch.bool)
+        bonus[:-1] = elp[1:] == 0
+        t = a["temperature"][rows.state_base + a["expanded_idx_mapping"]]
+        greedy, rnd = (t == 0) & ~bonus, (t != 0) & ~bonus
+        x = ep.table[:, :V]
+        nb = -(-V // STATS_BLOCK)
+        width = STATS_BLOCK if nb > 1 else V
+        pad = torch.full((x.shape[0], nb * width), float("-inf"), device=dev)
+        tied = torch.zeros(x.shape[0], dtype=torch.bool, device=dev)
+        negative = torch.zeros_like(tied)
+        content = torch.where(rows.local < ep.F, 0, rows.local)
+        used = torch.unique(content)  # the filler's rows and the live ones: the table's others are never read
+        pad[used, :V] = x[used]
+        blocks = pad[used].view(-1, nb, width)
+        tied[used] = ((blocks == blocks.amax(-1, keepdim=True)).sum(-1) > 1).any(-1)
+        tail = V % STATS_BLOCK
+        if tail:
+            negative[used] = x[used, V - tail :].amax(1) < 0
+        masked = torch.isneginf(x[used]).any(1)
+        has_masked = torch.zeros_like(tied)
+        has_masked[used] = masked
+        first64 = greedy & ((torch.cumsum(greedy.long(), 0) - _case_start(rows, greedy)) <= 64)
+        on = per_case_any(rows, {"greedy_row": greedy, "random_row": rnd, "masked_logits": rnd & has_masked[content],
+                                 "tied_maximum": first64 & tied[content],
+                                 "negative_partial_block": first64 & negative[content],
+                                 "low_temperature": rnd & (t > 0) & (t < 0.5)})
+        n = np.asarray(b.lengths["expanded_local_pos"])
+        has_draft = ep.cache is not None
+        full = {"draft_logits": on["random_row"] & has_draft, "one_hot_drafts": np.full(k, not has_draft),
+                "bonus_rows_skipped": np.ones(k, bool), "several_blocks": np.full(k, V > STATS_BLOCK),
+                "vocab_past_131072": np.full(k, V > 1 << 17), "many_rows": n > 192,
+                "row_offset_past_2_31": np.asarray([past_limit((m - 1) * V) for m in n])}
         return feature_sets(on | full, k)
 
     def reached(self, case: Case) -> frozenset[str]:

@@ -1,0 +1,197 @@
+"""Production-scale batches of Model Runner V2 verification steps (docs/CONTRACT.md §28-§35):
+``k`` steps past ``2**31`` target logits at once, over one shared table, for the scale lane
+(:attr:`~.device.DeviceTarget.scale_batches`).
+
+A production-scale step of a verification kernel is what :func:`~.scale_rows.scale_request_rows`
+lays out: greedy requests of 16 drafts whose rows are zeros up to a few rows before the first
+row an int32 offset cannot reach, then live requests across it. A scale *epoch* draws what
+its batches share, on the device (:func:`scale_epoch`): the vocabulary, the *filler* (those
+greedy requests, the same for every step of the epoch), the target logits table ``[F + BAND,
+V]`` (zeros, then :data:`BAND` live rows) and, in half the epochs, the drafter's cache
+``[S, K, V]`` (zeros, then the live states' rows). Each step then draws its own *tail*
+(:func:`scale_tails`): one to three requests over the live rows, reaching past the limit, with
+their own temperatures (greedy or random). Case ``j`` of a batch reads the first ``n_j`` rows
+of the table and the first ``B_j`` states of the cache, as the ordinary batches read their
+shared tables (:class:`~.device_batch.DeviceBatch`).
+
+A batched oracle then computes the filler's rows once (zero rows of greedy requests: the same
+for every step) and the tails' rows alone (:func:`tail_rows`): a check of a step costs a few
+dozen rows of oracle, not ``2**31`` elements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .device_draws import scale_vocab
+from .runner_v2_verify import WITH_LOGPROBS
+from .scale_device import first_row
+from .scale_rows import LIVE_ROWS, _requests_of
+from .verify_batch import _logits, bf16
+
+BAND = 3 * LIVE_ROWS
+"""Live rows of an epoch's table (a tail's requests read at most these)."""
+TAIL_REQUESTS = 3
+"""Requests of a tail at most."""
+K = 16
+"""Speculative steps of a scale step (``num_speculative_tokens``: vLLM's most; the cache's
+second axis)."""
+TAIL_TEMPERATURES = (0.0, 0.0, 0.3, 0.7, 1.0, 1.3)
+"""A tail request's temperature (a third greedy); an epoch of masked rows draws the others."""
+
+
+@dataclass
+class ScaleEpoch:
+    """What an epoch's scale batches share: the vocabulary ``V``; the filler's requests' rows
+    ``fill`` (``F`` rows in all, greedy, state rows ``0 .. len(fill) - 1``); the target logits
+    ``table`` ``[F + BAND, V]`` (zeros, then the live rows: the logits ``style``, top-k masked
+    rows where ``masked``); the drafter's ``cache`` ``[len(fill) + TAIL_REQUESTS, K, V]``
+    (zeros, then the tail states' rows, bfloat16-rounded; ``None``: one-hot drafts)."""
+
+    V: int
+    fill: list[int]
+    table: torch.Tensor
+    cache: torch.Tensor | None
+    style: str
+    masked: bool
+
+    @property
+    def F(self) -> int:  # noqa: N802
+        """The filler's rows."""
+        return int(sum(self.fill))
+
+    @property
+    def q(self) -> int:
+        """The filler's requests (and state rows)."""
+        return len(self.fill)
+
+
+def epoch_vocab(seed: int) -> int:
+    """The vocabulary of the epoch drawn from ``seed`` (:func:`scale_epoch`'s first draw)."""
+    return scale_vocab(np.random.default_rng(seed))
+
+
+def scale_epoch(seed: int, device: str, cache_share: float = 0.5) -> ScaleEpoch:
+    """The shared part of a scale epoch, from ``seed``: a current model's vocabulary
+    (:func:`~.device_draws.scale_vocab`); the filler up to 1 to 9 rows before the first row
+    ``Z`` an int32 offset cannot reach (requests of 17 rows, one of 2 to 17: as
+    :func:`~.scale_rows.scale_request_rows`); the table's live rows in a logits style (with
+    log-probabilities), in three epochs in ten every live row masked but for its top 1 to 64;
+    with ``cache_share`` the drafter's cache, its tail states' rows near the live rows (noise
+    of 0.5) or other logits."""
+    rng = np.random.default_rng(seed)
+    V = scale_vocab(rng)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    Z = first_row(V)
+    fill = _requests_of(max(0, Z - 1 - int(rng.integers(0, 9))))
+    F = int(sum(fill))
+    style = str(rng.choice(WITH_LOGPROBS))
+    masked = bool(rng.random() < 0.3)
+    table = torch.zeros((F + BAND, V), dtype=torch.float32, device=device)
+    live = _logits(gen, BAND, V, style, device)
+    if masked:
+        keep = int(rng.integers(1, min(64, V) + 1))
+        top = live.topk(keep, dim=1).indices
+        live = torch.full_like(live, float("-inf")).scatter_(1, top, live.gather(1, top))
+    table[F:] = live
+    cache = None
+    if rng.random() < cache_share:
+        cache = torch.zeros((len(fill) + TAIL_REQUESTS, K, V), dtype=torch.float32, device=device)
+        rows = torch.arange(TAIL_REQUESTS * K, device=device)  # state j's step i: live row 17 j + i
+        base = live[(rows // K) * LIVE_ROWS + rows % K]
+        fin = torch.where(torch.isfinite(base), base, torch.full_like(base, -30.0))
+        near = fin + torch.randn(fin.shape, generator=gen, device=device) * 0.5
+        other = _logits(gen, fin.shape[0], V, "gauss", device)
+        cache[len(fill):] = bf16(near if rng.random() < 0.5 else other).view(TAIL_REQUESTS, K, V)
+    return ScaleEpoch(V, fill, table, cache, style, masked)
+
+
+@dataclass
+class ScaleTails:
+    """``k`` steps' own requests after the filler: per step the rows of each (``counts``: 1 to
+    17, a request's drafts and its bonus row) and its temperature (``temperature``)."""
+
+    counts: list[list[int]]
+    temperature: list[list[float]]
+
+    def n(self, epoch: ScaleEpoch) -> np.ndarray:
+        """Logits rows per step (the filler's and its tail's)."""
+        return np.asarray([epoch.F + sum(c) for c in self.counts], dtype=np.int64)
+
+    def B(self, epoch: ScaleEpoch) -> np.ndarray:  # noqa: N802
+        """Requests (and state rows) per step."""
+        return np.asarray([epoch.q + len(c) for c in self.counts], dtype=np.int64)
+
+
+def scale_tails(rng: np.random.Generator, k: int, epoch: ScaleEpoch) -> ScaleTails:
+    """``k`` tails: each one to three requests of 1 to 17 rows (17 one time in three: 16
+    drafts), together reaching at least the first row ``Z`` an int32 offset cannot reach and
+    at most :data:`BAND` rows; each request greedy or random (:data:`TAIL_TEMPERATURES`; an
+    epoch of masked rows: random alone, as vLLM masks only a random request's logits)."""
+    need = first_row(epoch.V) - epoch.F + 1  # rows from the filler's end through row Z
+    temps = TAIL_TEMPERATURES[2:] if epoch.masked else TAIL_TEMPERATURES
+    counts, temperature = [], []
+    for _ in range(k):
+        t = int(rng.integers(1, TAIL_REQUESTS + 1))
+        c = np.where(rng.random(t) < 1 / 3, LIVE_ROWS, rng.integers(1, LIVE_ROWS + 1, size=t))
+        j = t - 1
+        while c.sum() < need:  # the last requests grown to 17 rows until the tail reaches row Z
+            c[j] = LIVE_ROWS
+            j -= 1
+        counts.append([int(x) for x in c])
+        temperature.append([float(x) for x in rng.choice(temps, size=t)])
+    return ScaleTails(counts, temperature)
+
+
+@dataclass
+class ScaleRows:
+    """Every step's logits rows, concatenated (device tensors): per row its request's state row
+    within its step (``eidx``, int64), its step ``elp`` (int32), whether it is its request's
+    bonus row, its step ``cid``; per step its rows ``n`` and requests ``B`` (host), the
+    temperatures of its state rows concatenated (``temperature``, float32)."""
+
+    eidx: torch.Tensor
+    elp: torch.Tensor
+    bonus: torch.Tensor
+    cid: torch.Tensor
+    n: np.ndarray
+    B: np.ndarray
+    temperature: torch.Tensor
+
+
+def scale_rows(epoch: ScaleEpoch, tails: ScaleTails, device: str) -> ScaleRows:
+    """The rows of ``k`` steps: the filler's requests then each tail's, state row = request."""
+    per = [np.asarray(epoch.fill + c, dtype=np.int64) for c in tails.counts]
+    counts = np.concatenate(per) if per else np.zeros(0, np.int64)
+    n, B = tails.n(epoch), tails.B(epoch)
+    state = np.concatenate([np.arange(b) for b in B]) if per else np.zeros(0, np.int64)
+    ct = torch.as_tensor(counts, device=device)
+    N = int(counts.sum())
+    req = torch.repeat_interleave(torch.arange(counts.size, device=device), ct, output_size=N)
+    first = torch.cumsum(ct, 0) - ct
+    elp = torch.arange(N, device=device) - first[req]
+    bonus = elp == (ct - 1)[req]
+    cid = torch.repeat_interleave(torch.arange(len(per), device=device), torch.as_tensor(n, device=device), output_size=N)
+    temps = np.concatenate([np.concatenate([np.zeros(epoch.q), np.asarray(t)]) for t in tails.temperature]) if per else []
+    return ScaleRows(torch.as_tensor(state, device=device)[req], elp.to(torch.int32), bonus, cid, n, B,
+                     torch.as_tensor(np.asarray(temps, dtype=np.float32), device=device))
+
+
+def tail_rows(n: np.ndarray, F: int, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # noqa: N803
+    """The rows past the filler of steps of ``n`` rows each (``F`` the filler's): per such row
+    its step, its row within its step, and its place among every step's rows concatenated."""
+    tail = np.asarray(n, dtype=np.int64) - F
+    cid = torch.repeat_interleave(torch.arange(tail.size, device=device), torch.as_tensor(tail, device=device),
+                                  output_size=int(tail.sum()))
+    local = F + torch.arange(int(tail.sum()), device=device) - torch.as_tensor(np.cumsum(tail) - tail, device=device)[cid]
+    at = torch.as_tensor(np.cumsum(n) - n, device=device)[cid] + local
+    return cid, local, at
+
+
+def tiled(per_case: torch.Tensor, starts: np.ndarray) -> torch.Tensor:
+    """Flat indices ``per_case`` of one step's output, for every step whose output starts at
+    ``starts`` (the steps' outputs concatenated): ``[k * len(per_case)]``."""
+    return (torch.as_tensor(starts, device=per_case.device)[:, None] + per_case[None, :]).reshape(-1)
