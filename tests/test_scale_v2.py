@@ -389,3 +389,57 @@ def test_a_scale_case_is_placed_in_its_tier_by_its_live_rows(name, needs, backen
                         windows_of(self, c))
     assert_case(case, source="vllm-release:0.33.0", domain="production")
     assert seen == [live] and live < n
+
+
+BATCHED = (ST,)
+"""The targets whose production-scale examples are batches drawn on the device
+(``scale_batches``: :mod:`eaglefuzz.harness.targetkit.scale_steps`)."""
+
+
+@pytest.mark.parametrize("name", BATCHED)
+def test_scale_batches_are_production_and_their_oracle_is_each_case_alone(name, low_limit, backend):
+    """A scale batch (``draw_batch(..., scale=True)``, at the lowered limit): every case lies in
+    the production tier and passes the limit, the batch's vocabulary is the one the campaign
+    computes on the host for its minimal cases, the features it decides for each case are
+    exactly the record's, and its batched oracle (each distinct row once) writes exactly what
+    the oracle of each case alone writes (every row of it), values and bounds bit for bit."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    import torch
+
+    from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.checking.device_mode.engine import scale_epoch
+    from eaglefuzz.harness.checking.device_mode.scale_lane import scale_batch_of
+    from eaglefuzz.harness.generation.strategies import derive_seed
+
+    dt = device_targets()[name]
+    rec = TARGETS[name]
+    seen: set[str] = set()
+    for example in (*range(3, 3 + 8 * 64, 32), 11):  # sixteen epochs, and a second batch of the first
+        epoch = scale_epoch(example)
+        b = scale_batch_of(dt, 1, example, epoch, 4, "cpu")
+        assert b.extra["scale"].V == dt.scale_batch_vocab(derive_seed(1, name, "scale tables", epoch))
+        writes = dt.oracle_batch(b)
+        features = dt.batch_features(b, writes)
+        for j in range(len(b)):
+            dc = b.case(j)
+            case = dt.to_case(dc)
+            rec.validate(case)
+            assert features[j] == rec.features_of(case), (example, j, features[j] ^ rec.features_of(case))
+            assert "row_offset_past_2_31" in features[j]
+            alone = dt.oracle(dc)
+            for out, (_, sizes) in b.outputs.items():
+                lo = sum(sizes[:j])
+                index, *rest = writes[out]
+                mine = (index >= lo) & (index < lo + sizes[j])
+                order = torch.argsort(index[mine])
+                got = [index[mine][order] - lo, *(x[mine][order] for x in rest)]
+                a_order = torch.argsort(alone[out][0])
+                want = [x[a_order] for x in alone[out]]
+                assert len(got) == len(want), out
+                for g, w in zip(got, want, strict=True):
+                    assert g.dtype == w.dtype and torch.equal(g.view(torch.uint8) if g.dtype.is_floating_point else g,
+                                                              w.view(torch.uint8) if w.dtype.is_floating_point else w), \
+                        (example, j, out)
+            seen |= features[j]
+    assert seen >= {"greedy_row", "random_row", "draft_logits", "one_hot_drafts", "masked_logits", "low_temperature"}, seen

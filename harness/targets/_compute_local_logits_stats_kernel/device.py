@@ -334,13 +334,13 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         x = ep.table[:, :V]
         nb = -(-V // STATS_BLOCK)
         width = STATS_BLOCK if nb > 1 else V
-        pad = torch.full((x.shape[0], nb * width), float("-inf"), device=dev)
         tied = torch.zeros(x.shape[0], dtype=torch.bool, device=dev)
         negative = torch.zeros_like(tied)
         content = torch.where(rows.local < ep.F, 0, rows.local)
-        used = torch.unique(content)  # the filler's rows and the live ones: the table's others are never read
-        pad[used, :V] = x[used]
-        blocks = pad[used].view(-1, nb, width)
+        used = torch.unique(content)  # the filler's rows (zeros, as row 0) and the live ones: no other row is read
+        pad = torch.full((used.numel(), nb * width), float("-inf"), device=dev)
+        pad[:, :V] = x[used]
+        blocks = pad.view(-1, nb, width)
         tied[used] = ((blocks == blocks.amax(-1, keepdim=True)).sum(-1) > 1).any(-1)
         tail = V % STATS_BLOCK
         if tail:
