@@ -8,8 +8,11 @@ the maxima and argmaxes bit for bit, the sums within their bounds) and compared 
 every statistic of every row and block; and production-scale steps whose target logits pass
 ``2**31`` elements (the int32 row offset ``logit_idx * target_logits_stride`` of vLLM up to
 0.24.0's ``_compute_block_stats_kernel``, fixed by #47383; #46560 is the same class in the
-sampler), checked on the device a block of rows at a time against the same torch oracle and
-confirmed by the NumPy and Numba oracles on the live request (:mod:`~...targetkit.scale_device`)."""
+sampler): on a GPU that holds them, batches of 256 drawn on the device over one scale epoch's
+shared table and drafter's cache (:mod:`~...targetkit.scale_steps`), checked as an ordinary
+batch against the same torch oracle, once per distinct row; elsewhere one step drawn with
+NumPy, checked a block of rows at a time and confirmed by the NumPy and Numba oracles on the
+live request (:mod:`~...targetkit.scale_device`)."""
 
 from __future__ import annotations
 
@@ -157,7 +160,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
     kinds = KINDS
 
     scale_batches = True
-    table_epoch = 1
 
     def scale_batch_vocab(self, tables_seed: int) -> int:
         return epoch_vocab(tables_seed)
