@@ -251,7 +251,7 @@ def _compact_1d(a: np.ndarray, dt: str) -> str | None:
         runs = [0, *(np.flatnonzero(~_alike(a[1:], a[:-1])) + 1).tolist()]
         if len(runs) * 4 <= n:  # a table of zeros with a few entries: runs of values
             counts = [b - a_ for a_, b in zip(runs, runs[1:] + [n], strict=True)]
-            return f"np.repeat(np.array({_value_source([a[i].item() for i in runs])}, dtype={dt}), {counts!r})"
+            return f"np.repeat(np.array({_value_source([a[i].item() for i in runs])}, dtype={dt}), {_counts_source(counts)})"
         return None
     w = a.astype(object)  # exact Python ints: no wrap-around while comparing
     if all(v == w[0] for v in w):
@@ -265,9 +265,10 @@ def _compact_1d(a: np.ndarray, dt: str) -> str | None:
     starts = [0] + [i for i in range(1, n) if w[i] != w[i - 1] + 1]
     runs = [0] + [i for i in range(1, n) if w[i] != w[i - 1]]
     if len(runs) * 4 <= n and len(runs) <= len(starts):
-        vals = [int(w[i]) for i in runs]
+        vals = np.asarray([int(w[i]) for i in runs], dtype=a.dtype)
         counts = [b - a_ for a_, b in zip(runs, runs[1:] + [n], strict=True)]
-        return f"np.repeat(np.array({vals!r}, dtype={dt}), {counts!r})"
+        body = (_compact_1d(vals, dt) if len(vals) >= COMPACT_FROM else None) or f"np.array({vals.tolist()!r}, dtype={dt})"
+        return f"np.repeat({body}, {_counts_source(counts)})"
     if len(starts) * 4 <= n:
         pieces = [_range(int(w[i]), j - i, 1, dt) for i, j in zip(starts, starts[1:] + [n], strict=True)]
         return f"np.concatenate([{', '.join(pieces)}])"
@@ -279,14 +280,26 @@ def _compact_1d(a: np.ndarray, dt: str) -> str | None:
 
 def _tiled(a: np.ndarray, dt: str) -> str | None:
     """``a`` as ``np.tile`` of its shortest repeating pattern (at most :data:`PERIOD_MAX`
-    long, repeated at least twice), the pattern itself written compactly when it can be."""
+    long, repeated at least twice), or as ``np.resize`` of it where the last repetition is cut
+    short (requests of 17 rows, then one of 2), the pattern itself written compactly when it
+    can be."""
     n = len(a)
     for p in range(1, min(PERIOD_MAX, n // 2) + 1):
-        if n % p == 0 and _identical(a[p:], a[:-p]):
+        if _identical(a[p:], a[:-p]):
             part = a[:p]
-            body = _compact_1d(part, dt) if p >= COMPACT_FROM else None
-            return f"np.tile({body or f'np.array({_value_source(part.tolist())}, dtype={dt})'}, {n // p})"
+            body = (_compact_1d(part, dt) if p >= COMPACT_FROM else None) or f"np.array({_value_source(part.tolist())}, dtype={dt})"
+            return f"np.tile({body}, {n // p})" if n % p == 0 else f"np.resize({body}, {n})"
     return None
+
+
+def _counts_source(counts: list[int]) -> str:
+    """``np.repeat``'s counts: a list, or compactly where that is much shorter (a step's
+    hundreds of requests of 17 rows)."""
+    if len(counts) >= COMPACT_FROM:
+        body = _compact_1d(np.asarray(counts, dtype=np.int64), "np.int64")
+        if body is not None:
+            return body
+    return repr(counts)
 
 
 def _dict_source(d: Mapping[str, Scalar]) -> str:
