@@ -13,8 +13,10 @@ production-scale block-verification steps whose target logits pass ``2**31`` ele
 request's rows counted from ``cu_num_logits`` as loaded, int32: the class of #46560 and #47383,
 fixed in vLLM 0.25.0 where this kernel first ships with its rows in int64), checked on the
 device against the same torch oracle and confirmed by the NumPy and Numba oracles on the live
-request (:mod:`~...targetkit.scale_rows`). §31 decides nothing (no window): every drawn step is
-kept."""
+request (:mod:`~...targetkit.scale_rows`); the scale lane checks them in batches over an
+epoch's shared table and drafter's cache (:mod:`~...targetkit.scale_steps`, :meth:`_Device._scale_batch`),
+the batched oracle on the steps' tails alone. §31 decides nothing (no window): every drawn step
+is kept."""
 
 from __future__ import annotations
 
