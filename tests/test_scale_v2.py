@@ -155,6 +155,63 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low
     assert_case(case, source="vllm-release:0.33.0")
 
 
+BATCHED = (ST, CL)
+"""The targets whose scale examples are production-scale batches (``scale_batches``)."""
+
+
+def test_the_batched_targets_are_those_with_scale_batches():
+    from eaglefuzz.harness.checking.device_mode import device_targets
+
+    assert set(BATCHED) == {n for n in SCALED if device_targets()[n].scale_batches}
+
+
+@pytest.mark.parametrize("name", BATCHED)
+def test_scale_batches_are_their_cases_alone(name, low_limit, backend):
+    """A target with production-scale batches: for scale examples of eight epochs, every case of
+    the batch lies in the production tier, its table passes the limit, the batch's features are
+    the record's of each case, the vocabulary is the epoch's, and the batched scale oracle's
+    writes are the ordinary oracle's of each case alone, element for element (index, value,
+    bound)."""
+    import torch
+
+    from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.checking.device_mode.engine import SCALE_AT, SCALE_EVERY, scale_epoch
+    from eaglefuzz.harness.checking.device_mode.scale_lane import SCALE_TABLE_EPOCH, scale_batch_of
+    from eaglefuzz.harness.generation.strategies import derive_seed
+
+    dt = device_targets()[name]
+    target = TARGETS[name]
+    for m in range(8):
+        example = SCALE_AT + SCALE_EVERY * SCALE_TABLE_EPOCH * m  # a scale example of epoch m
+        epoch = scale_epoch(example)
+        b = scale_batch_of(dt, 1, example, epoch, 4, "cpu")
+        assert len(b) == 4
+        V = b.extra["scale"].V
+        assert V == dt.scale_batch_vocab(derive_seed(1, name, "scale tables", epoch))
+        features = dt.batch_features(b)
+        writes = dt.oracle_batch(b)
+        for j in range(len(b)):
+            dc = b.case(j)
+            case = dt.to_case(dc)
+            target.validate(case)
+            n, W = case.arrays[TABLE[name]].shape
+            assert (n - 1) * W >= LIMIT and W == V
+            assert features[j] == target.features_of(case), (m, j)
+            alone = dt.oracle(dc)
+            assert set(alone) == set(writes)
+            for out, got in writes.items():
+                sizes = np.asarray(b.outputs[out][1], dtype=np.int64)
+                lo, hi = int(sizes[:j].sum()), int(sizes[: j + 1].sum())
+                sel = (got[0] >= lo) & (got[0] < hi)
+                want = alone[out]
+                assert len(want) == len(got)
+                assert torch.equal(got[0][sel] - lo, want[0].to(got[0].dtype)), (m, j, out)
+                for x, y in zip(got[1:], want[1:], strict=True):
+                    x, y = x[sel], y.to(x.dtype)
+                    assert torch.equal(x, y) or (x.is_floating_point() and torch.equal(x.isnan(), y.isnan()) and
+                                                 torch.equal(x.nan_to_num(), y.nan_to_num())), (m, j, out)
+
+
 HAZARD = {TK: "divided_by_own_temperature", GS: "greedy_of_own_row", ST: "maxima_of_own_row", CL: "ratio_of_own_rows",
           RM: "mass_of_own_rows", RJ: "decided_by_own_rows", RS: "drawn_from_own_row"}
 

@@ -13,8 +13,10 @@ production-scale block-verification steps whose target logits pass ``2**31`` ele
 request's rows counted from ``cu_num_logits`` as loaded, int32: the class of #46560 and #47383,
 fixed in vLLM 0.25.0 where this kernel first ships with its rows in int64), checked on the
 device against the same torch oracle and confirmed by the NumPy and Numba oracles on the live
-request (:mod:`~...targetkit.scale_rows`). §31 decides nothing (no window): every drawn step is
-kept."""
+request (:mod:`~...targetkit.scale_rows`); the scale lane checks them in batches over an
+epoch's shared table and drafter's cache (:mod:`~...targetkit.scale_steps`, :meth:`_Device._scale_batch`),
+the batched oracle on the steps' tails alone. §31 decides nothing (no window): every drawn step
+is kept."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from ...targetkit.runner_v2_verify import (
     padded_blocks,
     settle_step,
 )
-from ...targetkit.scale import past_limit
+from ...targetkit.scale import flat_limit, past_limit
 from ...targetkit.scale_device import (
     ScaleRecordDevice,
     ScaleRun,
@@ -47,9 +49,20 @@ from ...targetkit.scale_device import (
     sentinel_step,
 )
 from ...targetkit.scale_rows import join_steps, minimal_request_rows, scale_request_rows, splice
+from ...targetkit.scale_steps import (
+    TAIL_TEMPERATURES,
+    ScaleEpoch,
+    ScaleTails,
+    epoch_vocab,
+    scale_epoch,
+    scale_rows,
+    scale_tails,
+    tail_rows,
+)
+from ...targetkit.scale_steps import K as CACHE_K
 from ...targetkit.step_batch import feature_sets, per_case_any, rows_of
 from ...targetkit.verify_batch import MANY_REQUESTS, VerifyBatchDevice, draw_steps
-from ...targetkit.verify_chain import batch_requests, chain_rows, vocab_of
+from ...targetkit.verify_chain import batch_requests, chain_rows, rows_at_once, vocab_of
 from .layout import ARRAYS, build
 from .record import TARGET
 
@@ -84,10 +97,14 @@ def sentinel(V: int, with_draft: bool) -> Case:  # noqa: N803
 
 
 def minimal_scale_cases(case: Case) -> list[Case]:
+    """:func:`minimal_scale_cases_of` ``case``'s vocabulary."""
+    return minimal_scale_cases_of(case.arrays["target_logits"].shape[1])
+
+
+def minimal_scale_cases_of(V: int) -> list[Case]:  # noqa: N803
     """The smallest step with a random request's draft row past ``2**31`` target logits of
-    ``case``'s vocabulary, a table of zeros: greedy requests of 17 rows up to the limit, then
+    vocabulary ``V``, a table of zeros: greedy requests of 17 rows up to the limit, then
     :func:`sentinel` (one-hot drafts) whose row is the first past it."""
-    V = case.arrays["target_logits"].shape[1]
     counts = minimal_request_rows(first_row(V))[:-1]
     return [splice(sentinel(V, False), counts, FILLS).replace(note="the int32 row offset past 2**31, minimised")]
 
@@ -100,11 +117,22 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     kinds = MANY_REQUESTS
 
+    scale_batches = True
+
+    def scale_batch_vocab(self, tables_seed: int) -> int:
+        return epoch_vocab(tables_seed)
+
+    def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
+        return minimal_scale_cases_of(V)
+
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = 12,
-                   share: float = 1.0, kind: str | None = None) -> DeviceBatch:
+                   share: float = 1.0, kind: str | None = None, scale: bool = False) -> DeviceBatch:
         """``k`` block-verification steps (fewer of a large vocabulary) as the record's body
         draws them, with §30's statistics (:func:`~...targetkit.verify_chain.chain_rows`);
-        ``cumulative_log_p`` ``[n]`` each."""
+        ``cumulative_log_p`` ``[n]`` each; with ``scale``, ``k`` production-scale steps over the
+        scale epoch ``seeds[0]``'s shared tables (:meth:`_scale_batch`)."""
+        if scale:
+            return self._scale_batch(seeds, device, k)
         st = draw_steps(seeds, device, k, max_requests, kind, vocab=vocab_of(0.2), method="block", other_width=0.2,
                         tour=MANY_REQUESTS)
         ch = chain_rows(st, 30)
@@ -119,17 +147,96 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         arrays |= {x: (ch.stats[x].reshape(-1), [(m, nb) for m in n]) for x in STAT_INPUTS}
         if st.draft_logits is not None:
             arrays["draft_logits"] = (st.draft_logits, [(r, int(kk), st.Vd) for r, kk in zip(R, st.K, strict=True)])
-        cat, lengths, shapes = {}, {}, {}
-        for x in ARRAYS:
-            if x in arrays:
-                cat[x], shapes[x] = arrays[x]
-                lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+        cat, lengths, shapes = _laid_out(arrays)
         outputs = {"cumulative_log_p": (torch.float32, n)}
         return DeviceBatch(cat, lengths, shapes, {}, {}, outputs, [{"vocab_num_blocks": nb} for _ in range(k)])
 
+    def _scale_epoch(self, seed: int, device: str) -> ScaleEpoch:
+        """The scale epoch ``seed``'s shared tables (kept for the next batch of the epoch)."""
+        key = (seed, device, flat_limit())
+        if getattr(self, "_epoch", (None,))[0] != key:
+            self._epoch = (None, None)  # the last epoch's tables freed before the next are drawn
+            if device != "cpu":
+                torch.cuda.empty_cache()
+            self._epoch = (key, scale_epoch(seed, device))
+        return self._epoch[1]
+
+    def _scale_batch(self, seeds: tuple[int, int], device: str, k: int) -> DeviceBatch:
+        """``k`` production-scale block-verification steps over the epoch's table and cache
+        (:mod:`~...targetkit.scale_steps`: the filler's greedy requests of zero rows, then each
+        step's tail past the limit), each reading their first rows. The tails' drafts are drawn
+        as :func:`~...targetkit.verify_batch.draw_steps` draws them (a random id, half of them
+        the target's favourite at the row; in three steps in ten a quarter of those past a
+        request's first row ``-1``); §30's statistics of the tails' rows are the torch oracle's
+        (each distinct row once: its table row, temperature, bonus, drafter's row), the
+        filler's the constants of :data:`FILLS` (a zero row's maxima, sums never read)."""
+        ep = self._scale_epoch(seeds[0], device)
+        rng = np.random.default_rng(seeds[1])
+        tails = scale_tails(rng, k, ep)
+        _random_past_limit(rng, tails, ep)
+        r = scale_rows(ep, tails, device)
+        gen = torch.Generator(device=device).manual_seed(seeds[1])
+        V, F = ep.V, ep.F
+        nb = -(-V // STATS_BLOCK)
+        n, B = r.n, r.B
+        N = int(n.sum())
+        cid, local, at = tail_rows(n, F, device)
+        T = at.numel()
+        elp, bonus = r.elp[at].long(), r.bonus[at]
+        # the drafts: row j's at j + 1 (a request's first row: the token before, any id)
+        tok = (torch.rand(T, generator=gen, device=device) * V).long().clamp(max=V - 1)
+        live = ep.table[F:, :V]
+        fav = torch.where(torch.isfinite(live), live, float("-inf")).argmax(1)[local - F]
+        take = (torch.rand(T, generator=gen, device=device) < 0.5) & (elp > 0)
+        tok = torch.where(take, torch.cat([fav.new_zeros(1), fav[:-1]]), tok)
+        refused = torch.as_tensor(rng.random(k) < 0.3, device=device)[cid]
+        tok = torch.where(refused & (torch.rand(T, generator=gen, device=device) < 0.25) & (elp > 0), -1, tok)
+        ds = torch.zeros(N, dtype=torch.int32, device=device)
+        ds[at] = tok.to(torch.int32)
+        # §30's statistics of the tails' rows, each distinct row once
+        state = r.eidx[at]
+        t = r.temperature[torch.as_tensor(np.cumsum(B) - B, device=device)[cid] + state]
+        draft_at = torch.where((t != 0) & ~bonus, state * CACHE_K + elp.clamp(max=CACHE_K - 1), -1)
+        if ep.cache is None:
+            draft_at = torch.full_like(draft_at, -1)
+        key = torch.stack([local, t.view(torch.int32).long(), bonus.long(), draft_at], 1)
+        uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
+        tu = uniq[:, 1].to(torch.int32).view(torch.float32)
+        parts: dict[str, list[torch.Tensor]] = {x: [] for x in STAT_INPUTS}
+        step = rows_at_once(V, STATS_BLOCK)
+        for lo in range(0, uniq.shape[0], step):
+            u, tt = uniq[lo : lo + step], tu[lo : lo + step]
+            draft = None if ep.cache is None else ep.cache.view(-1, V)[u[:, 3].clamp(min=0)]
+            res = tensor_ops_v2.local_logits_stats_rows(ep.table[u[:, 0]], tt == 0, u[:, 2] > 0, draft, tt, V,
+                                                        STATS_BLOCK)
+            for x in STAT_INPUTS:
+                w, v, _ = res[x]
+                parts[x].append(torch.where(w, v.to(torch.float32), float("nan")))
+        stats = {}
+        for x in STAT_INPUTS:
+            stats[x] = torch.full((N, nb), float(FILLS[x]), dtype=torch.float32, device=device)
+            stats[x][at] = torch.cat(parts[x])[inverse]
+        per = [np.asarray(ep.fill + c, dtype=np.int64) for c in tails.counts]
+        cu = np.concatenate([np.concatenate([[0], np.cumsum(p)]) for p in per]).astype(np.int32)
+        idx = np.concatenate([np.arange(x) for x in B]).astype(np.int64)
+        nl, Bl = n.tolist(), B.tolist()
+        arrays = {"draft_sampled": (ds, [(m,) for m in nl]),
+                  "cu_num_logits": (torch.as_tensor(cu, device=device), [(x + 1,) for x in Bl]),
+                  "idx_mapping": (torch.as_tensor(idx, device=device), [(x,) for x in Bl]),
+                  "temperature": (r.temperature, [(x,) for x in Bl])}
+        arrays |= {x: (stats[x].reshape(-1), [(m, nb) for m in nl]) for x in STAT_INPUTS}
+        cat, lengths, shapes = _laid_out(arrays)
+        shared = {"target_logits": ep.table} | ({} if ep.cache is None else {"draft_logits": ep.cache})
+        return DeviceBatch(cat, lengths, shapes, shared, {"target_logits": nl, "draft_logits": Bl},
+                           {"cumulative_log_p": (torch.float32, nl)}, [{"vocab_num_blocks": nb} for _ in nl],
+                           {"scale": ep})
+
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
         """Every request of every case in one call of the torch oracle, over the concatenated
-        cases: each written row (flat over the cases' outputs), its value and bound."""
+        cases: each written row (flat over the cases' outputs), its value and bound. A scale
+        batch's tails alone (:meth:`_scale_oracle`)."""
+        if "scale" in b.extra:
+            return self._scale_oracle(b)
         q = batch_requests(b)
         a = b.cat
         nb = int(b.scalars[0]["vocab_num_blocks"])
@@ -142,16 +249,74 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         index = torch.nonzero(w).flatten()
         return {"cumulative_log_p": (index, v[index], bound[index])}
 
+    def _scale_oracle(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
+        """A scale batch's writes: the torch oracle on the tails' requests alone (the filler's
+        are greedy: nothing written), every case's tail at once. §31 reads one element of a
+        draft row's logits and of its drafter's row (the draft's), so the oracle is given
+        those elements alone (``[T, 1]``, the drafts as ``0``, ``-1`` kept) and the rows'
+        statistics as the cases hold them."""
+        ep: ScaleEpoch = b.extra["scale"]
+        V = ep.V
+        nb = int(b.scalars[0]["vocab_num_blocks"])
+        a = b.cat
+        q = batch_requests(b)
+        n = np.asarray(b.lengths["draft_sampled"], dtype=np.int64)
+        dev = q.cu.device
+        _, local, at = tail_rows(n, ep.F, dev.type)
+        req, elp = q.req[at], q.elp[at]
+        treq, counts = torch.unique_consecutive(req, return_counts=True)
+        cu = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+        ds = a["draft_sampled"].long()
+        tok = ds[(at + 1).clamp(max=ds.numel() - 1)]  # row j's draft (a bonus row's: not read)
+        tk = tok.clamp(min=0)
+        draft = None
+        if ep.cache is not None:
+            draft = ep.cache.view(-1, V)[a["idx_mapping"][req] * CACHE_K + elp.clamp(max=CACHE_K - 1), tk].view(-1, 1, 1)
+        w, v, bound = tensor_ops_v2.cumulative_log_p(
+            ep.table[local, tk].view(-1, 1), *(a[x].view(-1, nb)[at] for x in STAT_INPUTS[:2]),
+            torch.where(ds[at] >= 0, 0, -1), draft, *(a[x].view(-1, nb)[at] for x in STAT_INPUTS[2:]), cu,
+            torch.arange(treq.numel(), device=dev), a["temperature"][q.state[treq]], nb,
+            None if draft is None else cu[:-1])
+        index = torch.nonzero(w).flatten()
+        return {"cumulative_log_p": (at[index], v[index], bound[index])}
 
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """The record's features of each case (``features_of``), from the batch's arrays: the
         random draft rows' log-probabilities of their drafts on the host (the record's float64
-        arithmetic, :func:`~...targetkit.runner_v2_verify.block_lse`), the rest on the device."""
+        arithmetic, :func:`~...targetkit.runner_v2_verify.block_lse`), the rest on the device. A
+        scale batch reads its rows' elements of the shared table and cache."""
         q = batch_requests(b)
+        a = b.cat
+        if "scale" in b.extra:
+            ep: ScaleEpoch = b.extra["scale"]
+            V = ep.V
+            n = np.asarray(b.lengths["draft_sampled"], dtype=np.int64)
+            start = torch.as_tensor(np.cumsum(n) - n, device=q.cu.device)
+
+            def target_at(j: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+                return ep.table[j - start[q.cid[j]], x]
+
+            def draft_at(j: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+                return ep.cache.view(-1, V)[a["idx_mapping"][q.req[j]] * CACHE_K + q.elp[j], x]
+
+            return self._features(b, q, V, target_at, None if ep.cache is None else draft_at)
+        Vt = b.shapes["target_logits"][0][1]
+        dl = a.get("draft_logits")
+
+        def target_ordinary(j: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            return a["target_logits"].view(-1, Vt)[j, x]
+
+        def draft_ordinary(j: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            return dl.view(-1, b.shapes["draft_logits"][0][2])[q.draft_first[q.req[j]] + q.elp[j], x]
+
+        return self._features(b, q, Vt, target_ordinary, None if dl is None else draft_ordinary)
+
+    def _features(self, b: DeviceBatch, q: Any, Vt: int, target_at: Any, draft_at: Any) -> list[frozenset[str]]:  # noqa: N803
+        """:meth:`batch_features`, the drafts' target logits and drafter's logits read by
+        ``target_at(rows, tokens)`` and ``draft_at(rows, tokens)`` (``None``: one-hot drafts)."""
         a = b.cat
         k = len(b)
         nb = int(b.scalars[0]["vocab_num_blocks"])
-        Vt = b.shapes["target_logits"][0][1]
         dev = q.cu.device
         greedy = a["temperature"][q.state] == 0
         d = q.d
@@ -164,14 +329,13 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         def host(name: str, width: int) -> np.ndarray:
             return a[name].view(-1, width)[j].cpu().numpy()
 
-        lt = host("target_logits", Vt)[np.arange(j.numel()), x.cpu().numpy()].astype(np.float64) - block_lse(
+        lt = target_at(j, x).cpu().numpy().astype(np.float64) - block_lse(
             host("target_local_max", nb), host("target_local_sumexp", nb))
         ld = np.zeros_like(lt)
-        has_draft = "draft_logits" in a
+        has_draft = draft_at is not None
         if has_draft:
-            Vd = b.shapes["draft_logits"][0][2]
             r = q.req[j]
-            q_ = a["draft_logits"].view(-1, Vd)[q.draft_first[r] + q.elp[j], x].cpu().numpy().astype(np.float64)
+            q_ = draft_at(j, x).cpu().numpy().astype(np.float64)
             ld = q_ / a["temperature"][q.state[r]].cpu().numpy().astype(np.float64) - block_lse(
                 host("draft_local_max", nb), host("draft_local_sumexp", nb))
         with np.errstate(invalid="ignore"):
@@ -193,7 +357,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         last = np.full(k, -1, np.int64)
         cid = q.cid[rows].cpu().numpy()
         np.maximum.at(last, cid, rows.cpu().numpy() - (np.cumsum(n) - n)[cid])
-        V = q.V
+        V = q.V if q.V else Vt
         full = {"draft_logits": on["random_request"] & has_draft, "one_hot_drafts": np.full(k, not has_draft),
                 "several_blocks": np.full(k, V > STATS_BLOCK), "padded_blocks": np.full(k, padded_blocks(V)),
                 "vocab_past_131072": np.full(k, V > 1 << 17), "many_requests": B > 64,
@@ -216,6 +380,29 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         keep = live_requests(case)
         cu = case.arrays["cu_num_logits"].astype(np.int64)
         return keep_requests(case, keep), list(range(int(cu[keep[0]]), int(cu[keep[-1] + 1])))
+
+
+def _random_past_limit(rng: np.random.Generator, tails: ScaleTails, ep: ScaleEpoch) -> None:
+    """Each tail whose requests with a drafted row past the limit are all greedy (§31 reads
+    nothing of them) with the last of those random (in place; :data:`TAIL_TEMPERATURES`'
+    random ones): its case then reads a row an int32 offset cannot reach."""
+    Z = first_row(ep.V)
+    for counts, temps in zip(tails.counts, tails.temperature, strict=True):
+        ends = ep.F + np.cumsum(counts)
+        past = [i for i, c in enumerate(counts) if c > 1 and ends[i] - 2 >= Z]  # its last drafted row past Z
+        if past and all(temps[i] == 0 for i in past):
+            temps[past[-1]] = float(rng.choice([t for t in TAIL_TEMPERATURES if t]))
+
+
+def _laid_out(arrays: dict[str, tuple[torch.Tensor, list[tuple[int, ...]]]]) -> tuple[dict, dict, dict]:
+    """A batch's ``cat``, ``lengths`` and ``shapes`` of ``arrays`` (name -> (concatenated tensor,
+    per-case shapes)), in the kernel's signature's order."""
+    cat, lengths, shapes = {}, {}, {}
+    for x in ARRAYS:
+        if x in arrays:
+            cat[x], shapes[x] = arrays[x]
+            lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+    return cat, lengths, shapes
 
 
 DEVICE = _Device(TARGET, scale_case, minimal_scale_cases)
