@@ -270,6 +270,58 @@ def test_scale_cases_reach_the_feature_at_full_size(name):
         assert "row_offset_past_2_31" in TARGETS[name].features_of(m)
 
 
+def _bits(t):
+    """A tensor's elements as integers of their width (a float compared bit for bit)."""
+    import torch
+
+    return t.view({8: torch.int64, 4: torch.int32}[t.element_size()]) if t.is_floating_point() else t
+
+
+def test_gumbel_scale_batches_are_production_and_their_oracle_is_each_cases(low_limit, backend):
+    """``_gumbel_sample_kernel``'s scale batches (the target's sampling over an epoch's shared
+    table): every case lies in the production tier (no window met: its requests re-keyed off
+    them), passes the limit, has the record's features as the batch decides them, the epoch's
+    vocabulary the campaign computes on the host; the batched oracle (random rows directly,
+    greedy rows once per distinct table row) writes each case's outputs exactly as the oracle
+    of that case alone does, element for element and bit for bit."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.checking.device_mode.engine import scale_epoch
+    from eaglefuzz.harness.checking.device_mode.scale_lane import scale_batch_of
+    from eaglefuzz.harness.generation.strategies import derive_seed
+
+    dt = device_targets()[GS]
+    seen: dict[str, int] = {}
+    for example in (3, 11, 19, 27, 35, 43, 291, 299):
+        epoch = scale_epoch(example)
+        b = scale_batch_of(dt, 1, example, epoch, 4, "cpu")
+        V = b.extra["scale"].V
+        assert len(b) == 4 and V == dt.scale_batch_vocab(derive_seed(1, GS, "scale tables", epoch))
+        writes = dt.oracle_batch(b)
+        features = dt.batch_features(b, writes)
+        for j in range(len(b)):
+            dc = b.case(j)
+            case = dt.to_case(dc)
+            TARGETS[GS].validate(case)
+            n = case.arrays["logits"].shape[0]
+            assert (n - 1) * V >= LIMIT, (example, j, n, V)
+            assert features[j] == TARGETS[GS].features_of(case), (example, j)
+            for f in features[j]:
+                seen[f] = seen.get(f, 0) + 1
+            alone = dt.oracle(dc)
+            for name, parts in writes.items():
+                sizes = b.outputs[name][1]
+                lo = sum(sizes[:j])
+                inside = (parts[0] >= lo) & (parts[0] < lo + sizes[j])
+                assert len(parts) == len(alone[name]), name
+                assert bool((parts[0][inside] - lo).equal(alone[name][0])), (example, j, name)
+                for got, want in zip(parts[1:], alone[name][1:], strict=True):
+                    assert got.dtype == want.dtype and bool(_bits(got[inside]).equal(_bits(want))), (example, j, name)
+    assert seen["row_offset_past_2_31"] == 32 and seen["target_sampling"] == 32
+    assert {"greedy_row", "random_row", "fp64_noise", "positions_past_65535", "masked_logits"} <= set(seen), seen
+
+
 def test_the_stats_torch_oracle_is_the_contract(backend):
     """``local_logits_stats_rows`` against the NumPy oracle on a small random step (greedy and
     random requests, masked logits, a drafter's cache, two blocks): the same elements written,

@@ -17,10 +17,18 @@ bit for bit, every winner exact, every maximum within its bound, exact on greedy
 compared on the GPU, every element of every case.
 
 Production-scale steps whose logits pass ``2**31`` elements (the int32 row offset ``token_idx *
-logits_stride`` of vLLM up to 0.24.0, fixed by #46560) are checked on the device a block of rows
-at a time against the torch oracle (:func:`~eaglefuzz.oracles.tensor_ops_v2.gumbel_sample_rows`:
-the murmur3 noise bit for bit, each block's candidates) and confirmed by the NumPy and Numba
-oracles on the rows past the limit (:mod:`~...targetkit.scale_rows`)."""
+logits_stride`` of vLLM up to 0.24.0, fixed by #46560) are drawn on the device in batches of up
+to 128 (:attr:`~...targetkit.device.DeviceTarget.scale_batches`): the target's sampling over a
+scale epoch's shared table (:mod:`~...targetkit.scale_steps`: a filler of greedy requests of zero
+rows up to a few rows before the limit, then each step's one to three requests over the live rows
+across it, greedy or random, their own seeds and positions), re-keyed off windows as the ordinary
+draws are, and checked as an ordinary batch: the batched oracle computes each random row (its
+noise is its seed's and position's) and each distinct greedy row once (the filler's zero rows as
+one). Where such a batch does not fit, a step drawn with NumPy (:func:`scale_case`) is checked a
+block of rows at a time against the torch oracle
+(:func:`~eaglefuzz.oracles.tensor_ops_v2.gumbel_sample_rows`: the murmur3 noise bit for bit, each
+block's candidates); findings are confirmed by the NumPy and Numba oracles on the rows past the
+limit (:mod:`~...targetkit.scale_rows`)."""
 
 from __future__ import annotations
 
@@ -43,9 +51,17 @@ from ...targetkit.runner_v2_verify import (
     SAMPLE_BLOCK,
     VOCABS,
 )
-from ...targetkit.scale import past_limit
+from ...targetkit.scale import flat_limit, past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row
 from ...targetkit.scale_rows import minimal_request_rows, scale_request_rows
+from ...targetkit.scale_steps import (
+    BAND,
+    ScaleEpoch,
+    epoch_vocab,
+    scale_epoch,
+    scale_rows,
+    scale_tails,
+)
 from ...targetkit.step_batch import (
     MAX_REQUESTS,
     Rows,
@@ -53,6 +69,7 @@ from ...targetkit.step_batch import (
     feature_sets,
     owners,
     per_case_any,
+    rows_of,
     state_rows,
     uniform,
 )
@@ -105,10 +122,14 @@ def scale_case(rng: np.random.Generator) -> Case:
 
 
 def minimal_scale_cases(case: Case) -> list[Case]:
-    """The smallest steps with a row past ``2**31`` logits of ``case``'s vocabulary, a table of
+    """:func:`minimal_scale_cases_of` ``case``'s vocabulary."""
+    return minimal_scale_cases_of(case.arrays["logits"].shape[1])
+
+
+def minimal_scale_cases_of(V: int) -> list[Case]:  # noqa: N803
+    """The smallest steps with a row past ``2**31`` logits of vocabulary ``V``, a table of
     zeros: greedy requests of 17 rows up to the limit, then one row past it holding a single
     logit 1 at its last column, greedy, then random (temperature 1, seed 0, position 0)."""
-    V = case.arrays["logits"].shape[1]
     counts = [*minimal_request_rows(first_row(V))[:-1], 1]
     B = len(counts)
     out = []
@@ -179,14 +200,14 @@ class Calls:
         return self.cols if self.cols is not None else self.rows.per_row(self.col)
 
 
-def _seeds(gen: torch.Generator, n: int, device: str) -> torch.Tensor:
+def _seeds(gen: torch.Generator, n: int, device: str, ends: float = 1 / 32) -> torch.Tensor:
     """``n`` int64 seeds as the record's ``array_of(int64, n, [(INT64_MIN, INT64_MAX)])`` draws
-    them: uniform over the whole range, an end (either) one time in 32."""
+    them: uniform over the whole range, an end (either) one time in 32 (``ends``)."""
     hi = torch.randint(-(2**31), 2**31, (n,), generator=gen, device=device, dtype=torch.int64)
     lo = torch.randint(0, 2**32, (n,), generator=gen, device=device, dtype=torch.int64)
     u = torch.rand((2, n), generator=gen, device=device)
     end = torch.where(u[1] < 0.5, torch.full_like(hi, INT64_MAX), torch.full_like(hi, INT64_MIN))
-    return torch.where(u[0] < 1 / 32, end, hi * (1 << 32) + lo)
+    return torch.where(u[0] < ends, end, hi * (1 << 32) + lo)
 
 
 def draw_calls(seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
@@ -324,17 +345,65 @@ def _arrays(b: DeviceBatch) -> dict[str, Any]:
             "fp64": bool(sc["use_fp64"]), "logits": a["logits"].reshape(-1, V)}
 
 
+SCALE_OUTPUTS = 1 << 28
+"""Elements of each output (``local_argmax``, ``local_max``) a scale batch holds at most. A
+production-scale case writes every block of every row, about ``2**31 / 1024`` elements of each
+(``2**21``), so a batch holds up to 128 cases (not the lane's 256): the oracle's writes and the
+guarded buffers of ``2**28`` elements each take some 25 GB beside the table and its guarded
+copy (17 GiB), about what the statistics kernel's batch of 256 takes beside its two tables."""
+SCALE_FP64 = 0.25
+"""The share of scale batches on the float64 noise path (``use_fp64``: one batch's outputs
+share a dtype), as the record's ``scale_case`` draws it (one step in four)."""
+SCALE_POSITIONS = (5000, MAX_MODEL_LEN)
+"""A scale step's positions lie below one of these (drawn per step): a short context, or any
+position up to ``max_model_len`` (past 65535 nearly always, as the record's ``scale_case``)."""
+LANES = 1 << 24
+"""Lanes (logits, padded to whole blocks) the scale oracle takes at once."""
+
+
+def _rows_at_once(V: int) -> int:  # noqa: N803
+    """Rows of :data:`LANES` lanes (at least one)."""
+    return max(1, LANES // (-(-V // SAMPLE_BLOCK) * SAMPLE_BLOCK))
+
+
+def _sampled(table: torch.Tensor, at: torch.Tensor, state: torch.Tensor, seeds: torch.Tensor, pos: torch.Tensor,
+             temperature: torch.Tensor, fp64: bool, V: int) -> dict[str, torch.Tensor]:  # noqa: N803
+    """The batched torch oracle's winners (:func:`~eaglefuzz.oracles.tensor_ops_v2.gumbel_sample_winners`)
+    of the target's sampling of rows ``table[at]`` (state rows ``state`` into ``seeds`` and
+    ``temperature``, positions ``pos``), a block of rows at a time (a few dozen rows of a
+    scale batch's case, never its table whole)."""
+    parts = []
+    step = _rows_at_once(V)
+    for lo in range(0, max(at.numel(), 1), step):
+        hi = lo + step
+        parts.append(tensor_ops_v2.gumbel_sample_winners(table[at[lo:hi]], state[lo:hi], seeds, pos[lo:hi], temperature,
+                                                         False, False, fp64, V, None, SAMPLE_BLOCK))
+    return {name: torch.cat([p[name] for p in parts]) for name in parts[0]}
+
+
 class _Device(VerifyBatchDevice, ScaleRecordDevice):
     tables = ("logits",)
     small = SMALL
     kinds = KINDS
 
+    scale_batches = True
+
+    def scale_batch_vocab(self, tables_seed: int) -> int:
+        return epoch_vocab(tables_seed)
+
+    def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
+        return minimal_scale_cases_of(V)
+
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
-                   share: float = 1.0, kind: str | None = None) -> DeviceBatch:
+                   share: float = 1.0, kind: str | None = None, scale: bool = False) -> DeviceBatch:
         """``k`` calls (:func:`draw_calls`; fewer of large tables), re-keyed off every window
         (:func:`clear_windows`): per case ``logits`` ``[T, V]``, its state rows, seeds,
         positions and temperatures, the cache ``[R, K, V]`` (and per-token columns and source)
-        of a drafter's call; the outputs ``[T, cdiv(V, 1024)]`` each."""
+        of a drafter's call; the outputs ``[T, cdiv(V, 1024)]`` each. With ``scale``, up to
+        ``k`` production-scale steps of the target's sampling over the scale epoch
+        ``seeds[0]``'s shared table (:meth:`_scale_batch`)."""
+        if scale:
+            return self._scale_batch(seeds, device, k)
         c, winners = clear_windows(draw_calls(seeds, device, k, max_requests, kind))
         T, R, V = c.rows.B, c.rows.R, c.V
         k = len(T)
@@ -363,11 +432,149 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         return DeviceBatch(cat, lengths, shapes, {}, {}, outputs, scalars, {"winners": winners}, host,
                            ("logits_cache",) if c.cache is not None else ())
 
+    def _scale_epoch(self, seed: int, device: str) -> ScaleEpoch:
+        """The scale epoch ``seed``'s shared table (:func:`~...targetkit.scale_steps.scale_epoch`,
+        no drafter's cache: the target's sampling has none), kept for the next batch of the epoch."""
+        key = (seed, device, flat_limit())
+        if getattr(self, "_epoch", (None,))[0] != key:
+            self._epoch = (None, None)  # the last epoch's table freed before the next is drawn
+            if device != "cpu":
+                torch.cuda.empty_cache()
+            self._epoch = (key, scale_epoch(seed, device, cache_share=0.0))
+        return self._epoch[1]
+
+    def _scale_batch(self, seeds: tuple[int, int], device: str, k: int) -> DeviceBatch:
+        """Up to ``k`` production-scale steps of the target's sampling (fewer past
+        :data:`SCALE_OUTPUTS`) over the epoch's table, case ``j`` reading its first ``n_j``
+        rows: the filler's greedy requests (zero rows; seeds uniform over int64), then the
+        step's tail (:func:`~...targetkit.scale_steps.scale_tails`: one to three requests over
+        the live rows, past the limit, greedy or random; seeds as the record's, an int64 end
+        now and then); one state row per request, its rows' positions consecutive from a
+        random start (below 5000 or ``max_model_len``: :data:`SCALE_POSITIONS`); the noise
+        path per batch (:data:`SCALE_FP64`). The random rows' winners are computed here, and
+        a request whose rows meet a window re-keyed until none does (as :func:`clear_windows`:
+        production meets none); the batch's oracle takes them."""
+        ep = self._scale_epoch(seeds[0], device)
+        V, nb = ep.V, -(-ep.V // SAMPLE_BLOCK)
+        rng = np.random.default_rng(seeds[1])
+        gen = torch.Generator(device=device).manual_seed(seeds[1])
+        k = max(1, min(k, SCALE_OUTPUTS // ((ep.F + BAND) * nb)))
+        fp64 = bool(rng.random() < SCALE_FP64)
+        r = scale_rows(ep, scale_tails(rng, k, ep), device)
+        k, S = len(r.n), int(r.B.sum())
+        rows = _rows(r.n, r.B, device)
+        state = rows.state_base + r.eidx
+        of_state = owners(r.B, device)
+        filler = torch.arange(S, device=device) - torch.as_tensor(np.cumsum(r.B) - r.B, device=device)[of_state] < ep.q
+        seed = torch.where(filler, _seeds(gen, S, device, ends=0.0), _seeds(gen, S, device))
+        top = torch.as_tensor(rng.choice(SCALE_POSITIONS, size=k) - 64, dtype=torch.float64, device=device)[of_state]
+        start = (torch.rand(S, generator=gen, device=device, dtype=torch.float64) * top).to(torch.int64)
+        pos = start[state] + r.elp.to(torch.int64)
+        rand = torch.nonzero(r.temperature[state] != 0).flatten()
+        at, srand, prand = rows.local[rand], state[rand], pos[rand]
+        res = _sampled(ep.table, at, srand, seed, prand, r.temperature, fp64, V)
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            met = ~res["settled"].all(1)
+            if not bool(met.any()):
+                break
+            hit = torch.zeros(S, dtype=torch.bool, device=device)
+            hit[srand[met]] = True
+            seed = torch.where(hit, seed ^ _key(attempt), seed)
+            again = torch.nonzero(hit[srand]).flatten()
+            for name, v in _sampled(ep.table, at[again], srand[again], seed, prand[again], r.temperature, fp64, V).items():
+                res[name][again] = v
+        else:
+            raise RuntimeError(f"_gumbel_sample_kernel: a window after {MAX_ATTEMPTS} re-keyings of a scale step's seeds")
+        t, s = r.n.tolist(), r.B.tolist()
+        cat = {"expanded_idx_mapping": r.eidx, "seeds": seed, "pos": pos, "temperature": r.temperature}
+        lengths = {"expanded_idx_mapping": t, "seeds": s, "pos": t, "temperature": s}
+        outputs = {"local_argmax": (torch.int64, [x * nb for x in t]),
+                   "local_max": (torch.float64 if fp64 else torch.float32, [x * nb for x in t])}
+        return DeviceBatch(cat, lengths, {x: [(y,) for y in lengths[x]] for x in cat}, {"logits": ep.table},
+                           {"logits": t}, outputs,
+                           [{"apply_temperature": False, "is_drafting": False, "use_fp64": fp64} for _ in t],
+                           {"scale": ep, "random": (rand, res)},
+                           [{"shapes": {"local_argmax": (x, nb), "local_max": (x, nb)}} for x in t])
+
+    def _scale_oracle(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
+        """A scale batch's writes, every block of every row: the random rows' winners computed
+        directly (the draw's, which it computed to re-key off windows), the greedy rows' once
+        per distinct table row (every filler's zero row as one), each row taking its row's."""
+        ep: ScaleEpoch = b.extra["scale"]
+        V, nb = ep.V, -(-ep.V // SAMPLE_BLOCK)
+        a = b.cat
+        dev = a["pos"].device
+        rows = rows_of(b.lengths, "expanded_idx_mapping", "seeds", dev.type)
+        state = rows.state_base + a["expanded_idx_mapping"].long()
+        temperature = a["temperature"]
+        fp64 = bool(b.scalars[0]["use_fp64"])
+        noisy = temperature[state] != 0
+        rand = torch.nonzero(noisy).flatten()
+        stored = b.extra.get("random")
+        if stored is not None and torch.equal(stored[0], rand):
+            res = stored[1]
+        else:
+            res = _sampled(ep.table, rows.local[rand], state[rand], a["seeds"], a["pos"][rand], temperature, fp64, V)
+        if not bool(res["settled"].all()):
+            raise ValueError("_gumbel_sample_kernel: a block meets a window (the extended tier's: its winner is any "
+                             "of its candidates, which an exact comparison cannot take); draws are re-keyed off them")
+        content = torch.where(rows.local < ep.F, 0, rows.local)[~noisy]  # the filler's rows are zeros, as row 0 is
+        uniq, inverse = torch.unique(content, return_inverse=True)
+        zero = torch.zeros(uniq.numel(), dtype=torch.int64, device=dev)
+        greedy = _sampled(ep.table, uniq, zero, torch.zeros(1, dtype=torch.int64, device=dev), zero,
+                          torch.zeros(1, dtype=torch.float32, device=dev), fp64, V)  # temperature 0: no noise
+        slot = torch.empty(noisy.numel(), dtype=torch.int64, device=dev)
+        slot[~noisy] = inverse
+        slot[rand] = uniq.numel() + torch.arange(rand.numel(), device=dev)
+
+        def pick(name: str) -> torch.Tensor:
+            return torch.cat([greedy[name], res[name]])[slot].reshape(-1)
+
+        index = torch.arange(noisy.numel() * nb, device=dev)
+        return {"local_argmax": (index, pick("nominal")), "local_max": (index, pick("value"), pick("bound"))}
+
+    def _scale_features(self, b: DeviceBatch) -> list[frozenset[str]]:
+        """:meth:`batch_features` of a scale batch, each row's logits flags computed once per
+        table row it reads (the filler's zero rows as row 0)."""
+        ep: ScaleEpoch = b.extra["scale"]
+        V, k = ep.V, len(b)
+        a = b.cat
+        dev = a["pos"].device
+        rows = rows_of(b.lengths, "expanded_idx_mapping", "seeds", dev.type)
+        eidx = a["expanded_idx_mapping"].long()
+        state = rows.state_base + eidx
+        t, seed = a["temperature"][state], a["seeds"][state]
+        noisy = t != 0
+        content = torch.where(rows.local < ep.F, 0, rows.local)
+        used = torch.unique(content)
+        x = ep.table[used]
+        masked = torch.zeros(ep.table.shape[0], dtype=torch.bool, device=dev)
+        negative = torch.zeros_like(masked)
+        masked[used] = torch.isneginf(x).any(1)
+        negative[used] = x.amax(1) < 0
+        on = per_case_any(rows, {
+            "greedy_row": ~noisy, "random_row": noisy, "unit_temperature": t == 1, "padded_row": eidx < 0,
+            "masked_logits": noisy & masked[content], "negative": negative[content],
+            "seed_at_int64_limit": (seed == INT64_MIN) | (seed == INT64_MAX), "positions_past_65535": a["pos"] > 0xFFFF})
+        negative_rows = on.pop("negative")
+        n = np.asarray(b.lengths["expanded_idx_mapping"], dtype=np.int64)
+        fp64 = bool(b.scalars[0]["use_fp64"])
+        full = {"target_sampling": np.ones(k, bool), "drafting": np.zeros(k, bool), "per_token_columns": np.zeros(k, bool),
+                "fp64_noise": on["random_row"] & fp64, "several_blocks": np.full(k, V > SAMPLE_BLOCK),
+                "partial_last_block": np.full(k, V > SAMPLE_BLOCK and V % SAMPLE_BLOCK != 0),
+                "negative_row": negative_rows & (V % SAMPLE_BLOCK != 0), "untouched_cache_rows": np.zeros(k, bool),
+                "vocab_past_131072": np.full(k, V > 1 << 17),
+                "row_offset_past_2_31": np.asarray([past_limit((m - 1) * V) for m in n.tolist()])}
+        return feature_sets(on | full, k)
+
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
         """Every case's rows in one call of the torch oracle (a chunk of rows at a time; a drawn
         batch's made by its draw, on the inputs as drawn): per block its winner (exact) and
         maximum (within its bound; exact where it is 0), over the cases' outputs concatenated;
-        every cache element a valid row copies (bit for bit)."""
+        every cache element a valid row copies (bit for bit). A scale batch's rows: each
+        random row's and each distinct greedy row's once (:meth:`_scale_oracle`)."""
+        if "scale" in b.extra:
+            return self._scale_oracle(b)
         a, x = b.cat, _arrays(b)
         rows, eidx, V = x["rows"], x["eidx"], x["V"]
         valid = eidx >= 0
@@ -396,6 +603,8 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """The record's features of each case (``features_of``), from the batch's arrays on the
         device: one copy to the host for all."""
+        if "scale" in b.extra:
+            return self._scale_features(b)
         a, x = b.cat, _arrays(b)
         rows, eidx, V, T = x["rows"], x["eidx"], x["V"], x["T"]
         k = len(T)
