@@ -292,7 +292,7 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         (("harness/targets/_compute_local_logits_stats_kernel/device.py",
           "key = torch.stack([content, t.view(torch.int32).long(), bonus.long(), draft_at], 1)",
           "key = torch.stack([content, t.view(torch.int32).long(), 0 * bonus.long(), draft_at], 1)"),),
-        ("tests/test_scale_v2.py::test_scale_batches_are_production_and_their_oracle_is_each_case_alone"
+        ("tests/test_scale_v2.py::test_scale_batches_are_their_cases_alone"
          "[_compute_local_logits_stats_kernel]",),
         "a V2 scale batch's oracle takes a bonus row for the drafted row of the same table row and temperature: "
         "statistics expected where the kernel writes none",
@@ -301,10 +301,10 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
     HarnessMutant(
         "generator_scale_tail_stops_before_the_limit",
         "generator",
-        (("harness/targetkit/scale_steps.py", "    need = first_row(epoch.V) - epoch.F + 1  #",
-          "    need = first_row(epoch.V) - epoch.F - 1  #"),),
-        ("tests/test_scale_v2.py::test_scale_batches_are_production_and_their_oracle_is_each_case_alone"
-         "[_compute_local_logits_stats_kernel]",),
+        (("harness/targetkit/scale_steps.py", "    return bool(np.any((counts > 1) & (ends - 2 >= Z)))",
+          "    return bool(np.any((counts > 1) & (ends - 2 >= Z - 2)))"),),
+        ("tests/test_scale_v2.py::test_scale_batches_are_their_cases_alone"
+         "[_compute_cumulative_log_p_kernel]",),
         "a V2 scale batch's tails may end before the first row an int32 offset cannot reach: cases not past "
         "2**31 counted as production-scale ones",
         expect=r"row_offset_past_2_31",

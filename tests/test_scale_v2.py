@@ -155,8 +155,14 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low
     assert_case(case, source="vllm-release:0.33.0")
 
 
-BATCHED = (ST, CL)
+BATCHED = (ST, CL, GS)
 """The targets whose scale examples are production-scale batches (``scale_batches``)."""
+REACHED = {
+    ST: {"greedy_row", "random_row", "draft_logits", "one_hot_drafts", "masked_logits", "low_temperature"},
+    CL: {"greedy_request", "random_request", "draft_logits", "one_hot_drafts"},
+    GS: {"greedy_row", "random_row", "fp64_noise", "positions_past_65535", "masked_logits"},
+}
+"""Features each target's scale batches of sixteen epochs reach (besides the scale feature)."""
 
 
 def test_the_batched_targets_are_those_with_scale_batches():
@@ -165,13 +171,24 @@ def test_the_batched_targets_are_those_with_scale_batches():
     assert set(BATCHED) == {n for n in SCALED if device_targets()[n].scale_batches}
 
 
+def _bits(t):
+    """``t``'s elements as integers of its width (floats bit for bit)."""
+    import torch
+
+    return t.view({8: torch.int64, 4: torch.int32}[t.element_size()]) if t.is_floating_point() else t
+
+
 @pytest.mark.parametrize("name", BATCHED)
 def test_scale_batches_are_their_cases_alone(name, low_limit, backend):
-    """A target with production-scale batches: for scale examples of eight epochs, every case of
-    the batch lies in the production tier, its table passes the limit, the batch's features are
-    the record's of each case, the vocabulary is the epoch's, and the batched scale oracle's
-    writes are the ordinary oracle's of each case alone, element for element (index, value,
-    bound)."""
+    """A target with production-scale batches (``draw_batch(..., scale=True)``), for a scale
+    example of each of sixteen epochs and a second batch of the first: every case lies in the
+    production tier and its table passes the limit, the vocabulary is the one the campaign
+    computes on the host for the epoch's minimal cases, the features the batch decides are the
+    record's of each case, and the batched scale oracle (each distinct row once) writes exactly
+    what the ordinary oracle of each case alone writes: every index, value and bound, bit for
+    bit."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
     import torch
 
     from eaglefuzz.harness.checking.device_mode import device_targets
@@ -181,22 +198,25 @@ def test_scale_batches_are_their_cases_alone(name, low_limit, backend):
 
     dt = device_targets()[name]
     target = TARGETS[name]
-    for m in range(8):
-        example = SCALE_AT + SCALE_EVERY * SCALE_TABLE_EPOCH * m  # a scale example of epoch m
+    seen: dict[str, int] = {}
+    examples = [SCALE_AT + SCALE_EVERY * SCALE_TABLE_EPOCH * m for m in range(16)] + [SCALE_AT + SCALE_EVERY]
+    for example in examples:
         epoch = scale_epoch(example)
         b = scale_batch_of(dt, 1, example, epoch, 4, "cpu")
         assert len(b) == 4
         V = b.extra["scale"].V
         assert V == dt.scale_batch_vocab(derive_seed(1, name, "scale tables", epoch))
-        features = dt.batch_features(b)
         writes = dt.oracle_batch(b)
+        features = dt.batch_features(b, writes)
         for j in range(len(b)):
             dc = b.case(j)
             case = dt.to_case(dc)
             target.validate(case)
             n, W = case.arrays[TABLE[name]].shape
             assert (n - 1) * W >= LIMIT and W == V
-            assert features[j] == target.features_of(case), (m, j)
+            assert features[j] == target.features_of(case), (example, j, features[j] ^ target.features_of(case))
+            for f in features[j]:
+                seen[f] = seen.get(f, 0) + 1
             alone = dt.oracle(dc)
             assert set(alone) == set(writes)
             for out, got in writes.items():
@@ -204,12 +224,14 @@ def test_scale_batches_are_their_cases_alone(name, low_limit, backend):
                 lo, hi = int(sizes[:j].sum()), int(sizes[: j + 1].sum())
                 sel = (got[0] >= lo) & (got[0] < hi)
                 want = alone[out]
-                assert len(want) == len(got)
-                assert torch.equal(got[0][sel] - lo, want[0].to(got[0].dtype)), (m, j, out)
+                assert len(want) == len(got), out
+                mine, theirs = torch.argsort(got[0][sel]), torch.argsort(want[0])
+                assert torch.equal(got[0][sel][mine] - lo, want[0][theirs].to(got[0].dtype)), (example, j, out)
                 for x, y in zip(got[1:], want[1:], strict=True):
-                    x, y = x[sel], y.to(x.dtype)
-                    assert torch.equal(x, y) or (x.is_floating_point() and torch.equal(x.isnan(), y.isnan()) and
-                                                 torch.equal(x.nan_to_num(), y.nan_to_num())), (m, j, out)
+                    x, y = x[sel][mine], y[theirs]
+                    assert x.dtype == y.dtype and torch.equal(_bits(x), _bits(y)), (example, j, out)
+    assert seen["row_offset_past_2_31"] == 4 * len(examples), seen
+    assert REACHED[name] <= set(seen), (REACHED[name] - set(seen), seen)
 
 
 HAZARD = {TK: "divided_by_own_temperature", GS: "greedy_of_own_row", ST: "maxima_of_own_row", CL: "ratio_of_own_rows",
@@ -269,57 +291,6 @@ def test_scale_cases_reach_the_feature_at_full_size(name):
         assert m.arrays[TABLE[name]].shape[0] == first + (1 if name in (TK, GS) else 2)
         assert "row_offset_past_2_31" in TARGETS[name].features_of(m)
 
-
-def _bits(t):
-    """A tensor's elements as integers of their width (a float compared bit for bit)."""
-    import torch
-
-    return t.view({8: torch.int64, 4: torch.int32}[t.element_size()]) if t.is_floating_point() else t
-
-
-def test_gumbel_scale_batches_are_production_and_their_oracle_is_each_cases(low_limit, backend):
-    """``_gumbel_sample_kernel``'s scale batches (the target's sampling over an epoch's shared
-    table): every case lies in the production tier (no window met: its requests re-keyed off
-    them), passes the limit, has the record's features as the batch decides them, the epoch's
-    vocabulary the campaign computes on the host; the batched oracle (random rows directly,
-    greedy rows once per distinct table row) writes each case's outputs exactly as the oracle
-    of that case alone does, element for element and bit for bit."""
-    if backend.compiled:
-        pytest.skip("the lowered limit is for the interpreter")
-    from eaglefuzz.harness.checking.device_mode import device_targets
-    from eaglefuzz.harness.checking.device_mode.engine import scale_epoch
-    from eaglefuzz.harness.checking.device_mode.scale_lane import scale_batch_of
-    from eaglefuzz.harness.generation.strategies import derive_seed
-
-    dt = device_targets()[GS]
-    seen: dict[str, int] = {}
-    for example in (3, 11, 19, 27, 35, 43, 291, 299):
-        epoch = scale_epoch(example)
-        b = scale_batch_of(dt, 1, example, epoch, 4, "cpu")
-        V = b.extra["scale"].V
-        assert len(b) == 4 and V == dt.scale_batch_vocab(derive_seed(1, GS, "scale tables", epoch))
-        writes = dt.oracle_batch(b)
-        features = dt.batch_features(b, writes)
-        for j in range(len(b)):
-            dc = b.case(j)
-            case = dt.to_case(dc)
-            TARGETS[GS].validate(case)
-            n = case.arrays["logits"].shape[0]
-            assert (n - 1) * V >= LIMIT, (example, j, n, V)
-            assert features[j] == TARGETS[GS].features_of(case), (example, j)
-            for f in features[j]:
-                seen[f] = seen.get(f, 0) + 1
-            alone = dt.oracle(dc)
-            for name, parts in writes.items():
-                sizes = b.outputs[name][1]
-                lo = sum(sizes[:j])
-                inside = (parts[0] >= lo) & (parts[0] < lo + sizes[j])
-                assert len(parts) == len(alone[name]), name
-                assert bool((parts[0][inside] - lo).equal(alone[name][0])), (example, j, name)
-                for got, want in zip(parts[1:], alone[name][1:], strict=True):
-                    assert got.dtype == want.dtype and bool(_bits(got[inside]).equal(_bits(want))), (example, j, name)
-    assert seen["row_offset_past_2_31"] == 32 and seen["target_sampling"] == 32
-    assert {"greedy_row", "random_row", "fp64_noise", "positions_past_65535", "masked_logits"} <= set(seen), seen
 
 
 def test_the_stats_torch_oracle_is_the_contract(backend):
@@ -499,56 +470,3 @@ def test_a_scale_case_is_placed_in_its_tier_by_its_live_rows(name, needs, backen
     assert_case(case, source="vllm-release:0.33.0", domain="production")
     assert seen == [live] and live < n
 
-
-BATCHED = (ST,)
-"""The targets whose production-scale examples are batches drawn on the device
-(``scale_batches``: :mod:`eaglefuzz.harness.targetkit.scale_steps`)."""
-
-
-@pytest.mark.parametrize("name", BATCHED)
-def test_scale_batches_are_production_and_their_oracle_is_each_case_alone(name, low_limit, backend):
-    """A scale batch (``draw_batch(..., scale=True)``, at the lowered limit): every case lies in
-    the production tier and passes the limit, the batch's vocabulary is the one the campaign
-    computes on the host for its minimal cases, the features it decides for each case are
-    exactly the record's, and its batched oracle (each distinct row once) writes exactly what
-    the oracle of each case alone writes (every row of it), values and bounds bit for bit."""
-    if backend.compiled:
-        pytest.skip("the lowered limit is for the interpreter")
-    import torch
-
-    from eaglefuzz.harness.checking.device_mode import device_targets
-    from eaglefuzz.harness.checking.device_mode.engine import scale_epoch
-    from eaglefuzz.harness.checking.device_mode.scale_lane import scale_batch_of
-    from eaglefuzz.harness.generation.strategies import derive_seed
-
-    dt = device_targets()[name]
-    rec = TARGETS[name]
-    seen: set[str] = set()
-    for example in (*range(3, 3 + 8 * 64, 32), 11):  # sixteen epochs, and a second batch of the first
-        epoch = scale_epoch(example)
-        b = scale_batch_of(dt, 1, example, epoch, 4, "cpu")
-        assert b.extra["scale"].V == dt.scale_batch_vocab(derive_seed(1, name, "scale tables", epoch))
-        writes = dt.oracle_batch(b)
-        features = dt.batch_features(b, writes)
-        for j in range(len(b)):
-            dc = b.case(j)
-            case = dt.to_case(dc)
-            rec.validate(case)
-            assert features[j] == rec.features_of(case), (example, j, features[j] ^ rec.features_of(case))
-            assert "row_offset_past_2_31" in features[j]
-            alone = dt.oracle(dc)
-            for out, (_, sizes) in b.outputs.items():
-                lo = sum(sizes[:j])
-                index, *rest = writes[out]
-                mine = (index >= lo) & (index < lo + sizes[j])
-                order = torch.argsort(index[mine])
-                got = [index[mine][order] - lo, *(x[mine][order] for x in rest)]
-                a_order = torch.argsort(alone[out][0])
-                want = [x[a_order] for x in alone[out]]
-                assert len(got) == len(want), out
-                for g, w in zip(got, want, strict=True):
-                    assert g.dtype == w.dtype and torch.equal(g.view(torch.uint8) if g.dtype.is_floating_point else g,
-                                                              w.view(torch.uint8) if w.dtype.is_floating_point else w), \
-                        (example, j, out)
-            seen |= features[j]
-    assert seen >= {"greedy_row", "random_row", "draft_logits", "one_hot_drafts", "masked_logits", "low_temperature"}, seen

@@ -128,22 +128,30 @@ class ScaleTails:
 
 def scale_tails(rng: np.random.Generator, k: int, epoch: ScaleEpoch) -> ScaleTails:
     """``k`` tails: each one to three requests of 1 to 17 rows (17 one time in three: 16
-    drafts), together reaching at least the first row ``Z`` an int32 offset cannot reach and
-    at most :data:`BAND` rows; each request greedy or random (:data:`TAIL_TEMPERATURES`; an
-    epoch of masked rows: random alone, as vLLM masks only a random request's logits)."""
-    need = first_row(epoch.V) - epoch.F + 1  # rows from the filler's end through row Z
+    drafts), one of them with a drafted row (not its bonus row) at or past the first row ``Z``
+    an int32 offset cannot reach, at most :data:`BAND` rows in all; each request greedy or
+    random (:data:`TAIL_TEMPERATURES`; an epoch of masked rows: random alone, as vLLM masks
+    only a random request's logits)."""
+    Z = first_row(epoch.V)
     temps = TAIL_TEMPERATURES[2:] if epoch.masked else TAIL_TEMPERATURES
     counts, temperature = [], []
     for _ in range(k):
         t = int(rng.integers(1, TAIL_REQUESTS + 1))
         c = np.where(rng.random(t) < 1 / 3, LIVE_ROWS, rng.integers(1, LIVE_ROWS + 1, size=t))
         j = t - 1
-        while c.sum() < need:  # the last requests grown to 17 rows until the tail reaches row Z
+        while not _drafted_past(c, epoch.F, Z):  # the last requests grown to 17 rows until one is
             c[j] = LIVE_ROWS
             j -= 1
         counts.append([int(x) for x in c])
         temperature.append([float(x) for x in rng.choice(temps, size=t)])
     return ScaleTails(counts, temperature)
+
+
+def _drafted_past(counts: np.ndarray, F: int, Z: int) -> bool:  # noqa: N803
+    """Whether requests of ``counts`` rows from row ``F`` on have a drafted row at or past
+    row ``Z`` (a request's rows but its last, the bonus row)."""
+    ends = F + np.cumsum(counts)
+    return bool(np.any((counts > 1) & (ends - 2 >= Z)))
 
 
 @dataclass
