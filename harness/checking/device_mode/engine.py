@@ -840,7 +840,7 @@ def _scale_batch_example(lane: ScaleLane, name: str, origin: object, i: int, sta
     k = CPU_SCALE_BATCH if lane.device == "cpu" else SCALE_BATCH
     epoch = scale_epoch(i)
     v = lane.batch(i, epoch, k)
-    _say(name, f"production-scale batch {i} of {k} case(s): {_verdict(v)} ({v.seconds:.0f} s)")
+    _say(name, f"production-scale batch {i}, {v.examples} case(s) launched: {_verdict(v)} ({v.seconds:.0f} s)")
     stats.examples += v.examples
     stats.scale_cases += v.examples
     stats.tokens += v.tokens
