@@ -310,6 +310,27 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         expect=r"row_offset_past_2_31",
     ),
     HarnessMutant(
+        "oracle_scale_temperature_of_table_row",
+        "wiring",
+        (("harness/targets/_temperature_kernel/device.py", "temperature_rows(x[at], t[divided])",
+          "temperature_rows(x[at], t[at])"),),
+        ("tests/test_scale_v2.py::test_scale_batches_are_their_cases_alone[_temperature_kernel]",),
+        "a temperature scale batch's oracle takes each divided row's temperature at its row of the shared table, "
+        "not at its place among the batch's rows",
+        expect=r"'logits'\)",
+    ),
+    HarnessMutant(
+        "compare_shared_writes_unchecked",
+        "wiring",
+        (("harness/targetkit/device.py",
+          "                total = total + bounded_mismatch(at.view(self.tensor.dtype) if s != self.tensor.dtype else at, value, bound).sum()",
+          "                total = total + 0 * bounded_mismatch(at.view(self.tensor.dtype) if s != self.tensor.dtype else at, value, bound).sum()"),),
+        ("tests/test_scale_v2.py::test_a_scale_batch_checks_what_its_kernel_writes_in_place",),
+        "a shared table updated in place counts its written elements as expected whatever they hold: a kernel that "
+        "multiplies by the temperature passes its scale batches",
+        expect=r"tk_multiplies",
+    ),
+    HarnessMutant(
         "wiring_scale_reads_not_visited",
         "wiring",
         (("oracles/tensor_ops.py", "    read = visited & (did >= 0)\n", "    read = did >= 0\n"),),

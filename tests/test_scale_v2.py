@@ -155,9 +155,10 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low
     assert_case(case, source="vllm-release:0.33.0")
 
 
-BATCHED = (ST, CL, GS)
+BATCHED = (TK, ST, CL, GS)
 """The targets whose scale examples are production-scale batches (``scale_batches``)."""
 REACHED = {
+    TK: {"greedy_row", "unit_temperature", "scaled_row", "low_temperature", "untouched_state_rows", "shared_state_row"},
     ST: {"greedy_row", "random_row", "draft_logits", "one_hot_drafts", "masked_logits", "low_temperature"},
     CL: {"greedy_request", "random_request", "draft_logits", "one_hot_drafts"},
     GS: {"greedy_row", "random_row", "fp64_noise", "positions_past_65535", "masked_logits"},
@@ -208,6 +209,7 @@ def test_scale_batches_are_their_cases_alone(name, low_limit, backend):
         assert V == dt.scale_batch_vocab(derive_seed(1, name, "scale tables", epoch))
         writes = dt.oracle_batch(b)
         features = dt.batch_features(b, writes)
+        owned: dict[str, int] = {}
         for j in range(len(b)):
             dc = b.case(j)
             case = dt.to_case(dc)
@@ -220,9 +222,14 @@ def test_scale_batches_are_their_cases_alone(name, low_limit, backend):
             alone = dt.oracle(dc)
             assert set(alone) == set(writes)
             for out, got in writes.items():
-                sizes = np.asarray(b.outputs[out][1], dtype=np.int64)
-                lo, hi = int(sizes[:j].sum()), int(sizes[: j + 1].sum())
-                sel = (got[0] >= lo) & (got[0] < hi)
+                if out in b.shared:  # a shared table updated in place: the case's writes, in the table's coordinates
+                    lo, sel = 0, torch.isin(got[0], alone[out][0])
+                    assert int(sel.sum()) == alone[out][0].numel(), (example, j, out)
+                    owned[out] = owned.get(out, 0) + int(sel.sum())
+                else:
+                    sizes = np.asarray(b.outputs[out][1], dtype=np.int64)
+                    lo, hi = int(sizes[:j].sum()), int(sizes[: j + 1].sum())
+                    sel = (got[0] >= lo) & (got[0] < hi)
                 want = alone[out]
                 assert len(want) == len(got), out
                 mine, theirs = torch.argsort(got[0][sel]), torch.argsort(want[0])
@@ -230,8 +237,28 @@ def test_scale_batches_are_their_cases_alone(name, low_limit, backend):
                 for x, y in zip(got[1:], want[1:], strict=True):
                     x, y = x[sel][mine], y[theirs]
                     assert x.dtype == y.dtype and torch.equal(_bits(x), _bits(y)), (example, j, out)
+        for out, count in owned.items():  # the cases' writes to a shared table: theirs alone, none of them twice
+            assert count == writes[out][0].numel() == torch.unique(writes[out][0]).numel(), (example, out)
     assert seen["row_offset_past_2_31"] == 4 * len(examples), seen
     assert REACHED[name] <= set(seen), (REACHED[name] - set(seen), seen)
+
+
+def test_a_scale_batch_checks_what_its_kernel_writes_in_place(low_limit, needs, backend, tmp_path):
+    """The temperature kernel's scale batches share one table that every case updates in place
+    (rows of its own): a kernel that multiplies by the temperature fails its first scale batch
+    (every divided element compared within its bound in the shared table's buffer, not just
+    found changed), as does one that reads the temperature at the token's row; the release
+    passes (:func:`test_production_kernel_passes_its_scale_cases`)."""
+    if backend.compiled:
+        pytest.skip("the lowered limit is for the interpreter")
+    needs.release_files()
+    from eaglefuzz.harness.targets._temperature_kernel.bugs import BUGS
+    from tests.seeded_bugs import mutants
+
+    for bug in ("tk_multiplies", "tk_token_row_as_state_row"):
+        (m,) = [b for b in BUGS if b.name == bug]
+        stats = _scale_run(f"file:{mutants.write(m, tmp_path)}", 1, TK)
+        assert stats.findings and stats.findings[0].kind == "difference", bug
 
 
 HAZARD = {TK: "divided_by_own_temperature", GS: "greedy_of_own_row", ST: "maxima_of_own_row", CL: "ratio_of_own_rows",

@@ -432,10 +432,13 @@ def _wrap_guard() -> int:
 
 class _Big:
     """A large input alone in a buffer: ``before`` elements of poison, the input, then
-    :data:`GUARD` more; checked against the tensor it was copied from (no second copy)."""
+    :data:`GUARD` more; checked against the tensor it was copied from (no second copy), but
+    where ``writes`` (:func:`written_parts`: distinct flat indices, their expected values and
+    bounds) say the kernel updates it in place."""
 
-    def __init__(self, t: torch.Tensor, device: str) -> None:
+    def __init__(self, t: torch.Tensor, device: str, writes: tuple[Any, ...] | None = None) -> None:
         self.tensor = t
+        self.writes = None if writes is None else written_parts(writes)
         self.source = t.reshape(-1)
         s = _storage(t.dtype)
         n = self.source.numel()
@@ -448,8 +451,17 @@ class _Big:
     def mismatch(self) -> torch.Tensor:
         s = self.full.dtype
         src = self.source.view(s) if s != self.source.dtype else self.source
-        return ((self.full[: self.before] != _POISON_BITS[s]).sum() + (self.full[self.before + src.numel() :] != _POISON_BITS[s]).sum()
-                + (self.mid != src).sum())
+        total = ((self.full[: self.before] != _POISON_BITS[s]).sum() + (self.full[self.before + src.numel() :] != _POISON_BITS[s]).sum()
+                 + (self.mid != src).sum())
+        if self.writes is not None:  # a written element counts where it is not as expected, not where it changed
+            index, value, bound = self.writes
+            at = self.mid[index]
+            total = total - (at != src[index]).sum()
+            if bound is None:
+                total = total + (at != _bits(value.to(self.tensor.dtype), self.tensor.dtype)).sum()
+            else:
+                total = total + bounded_mismatch(at.view(self.tensor.dtype) if s != self.tensor.dtype else at, value, bound).sum()
+        return total
 
 
 class Arenas:

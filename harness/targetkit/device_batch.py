@@ -9,8 +9,10 @@ output's flat indices in the concatenation of the cases' outputs. :class:`BatchA
 every case's arrays out as :class:`~.device.Arenas` does, each between guard bands in one
 buffer per storage dtype, pre-filled the same way (sentinels; written elements hold their
 expected value with the lowest bit flipped), and a shared input in a poisoned buffer of its
-own (:class:`~.device._Big`): one comparison per buffer checks every element of every case,
-guard bands, inputs and shared tables included, after the ``K`` launches.
+own (:class:`~.device._Big`; one the kernel updates in place, the cases' writes to it at
+distinct elements in its own flat coordinates, checked against them): one comparison per
+buffer checks every element of every case, guard bands, inputs and shared tables included,
+after the ``K`` launches.
 
 A batch with a difference says nothing about which case made it: the engine then checks its
 cases one at a time (:class:`~.device.Arenas`, the same oracle on each case alone) and confirms
@@ -69,6 +71,9 @@ class DeviceBatch:
     inout: tuple[str, ...] = ()
     """The inputs the kernel updates in place (their elements count as verified output, as the
     record's ``output_tokens`` counts them)."""
+    counted: list[int] | None = None
+    """Per case, output elements its check verifies besides its outputs and ``inout`` inputs
+    (a shared table the kernel updates in place: the elements the case writes)."""
 
     def __len__(self) -> int:
         return len(self.scalars)
@@ -79,7 +84,8 @@ class DeviceBatch:
 
     def tokens(self, k: int) -> int:
         """Output elements case ``k``'s check verifies (an input updated in place included)."""
-        return sum(sizes[k] for _, sizes in self.outputs.values()) + sum(self.lengths[n][k] for n in self.inout)
+        return (sum(sizes[k] for _, sizes in self.outputs.values()) + sum(self.lengths[n][k] for n in self.inout)
+                + (self.counted[k] if self.counted else 0))
 
     def case(self, k: int, inputs: dict[str, torch.Tensor] | None = None,
              shared: dict[str, torch.Tensor] | None = None) -> DeviceCase:
@@ -112,7 +118,9 @@ class BatchArenas:
         intact, used again where they hold the same tensor."""
         K = len(batch)
         bigs = bigs or {}
-        self.big = {n: bigs[n] if n in bigs and bigs[n].tensor is t else _Big(t, device) for n, t in batch.shared.items()}
+        self.big = {n: bigs[n] if n in bigs and bigs[n].tensor is t and n not in writes else _Big(t, device, writes.get(n))
+                    for n, t in batch.shared.items()}
+        writes = {n: w for n, w in writes.items() if n not in batch.shared}  # a shared table's: its buffer checks them
         dtypes = {n: t.dtype for n, t in batch.cat.items()} | {n: dt for n, (dt, _) in batch.outputs.items()}
         sizes = {n: batch.lengths[n] for n in batch.cat} | {n: s for n, (_, s) in batch.outputs.items()}
         # per storage dtype, each name's arrays case after case, each after a guard band and

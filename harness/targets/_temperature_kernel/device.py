@@ -17,6 +17,7 @@ the same torch oracle and confirmed by the NumPy and Numba oracles on the rows p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,9 +29,10 @@ from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import lazy_full, scale_vocab
 from ...targetkit.runner_v2_verify import LARGE_VOCABS, STATS_BLOCK, VOCABS
-from ...targetkit.scale import past_limit
+from ...targetkit.scale import flat_limit, past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row
 from ...targetkit.scale_rows import mismatches
+from ...targetkit.scale_steps import epoch_vocab
 from ...targetkit.step_batch import (
     MAX_REQUESTS,
     Rows,
@@ -72,16 +74,20 @@ def scale_case(rng: np.random.Generator) -> Case:
 
 
 def minimal_scale_cases(case: Case) -> list[Case]:
-    """One row past ``2**31`` logits of ``case``'s vocabulary, a table of zeros: the rows before
-    it left (T 1), that row divided by 0.7 (a single logit 1 at its last column, then the
-    case's own last row), simplest first."""
-    V = case.arrays["logits"].shape[1]
+    """:func:`minimal_scale_cases_of` ``case``'s vocabulary, then with ``case``'s own last row."""
+    return minimal_scale_cases_of(case.arrays["logits"].shape[1], case.arrays["logits"][-1])
+
+
+def minimal_scale_cases_of(V: int, own: np.ndarray | None = None) -> list[Case]:  # noqa: N803
+    """One row past ``2**31`` logits of vocabulary ``V``, a table of zeros: the rows before it
+    left (T 1), that row divided by 0.7 (a single logit 1 at its last column; then, given, the
+    row ``own``), simplest first."""
     first = first_row(V)
     out = []
-    for own in (False, True):
+    for mine in (False, True) if own is not None else (False,):
         x = lazy_full((first + 1, V), np.float32)
-        if own:
-            x[first] = case.arrays["logits"][-1]
+        if mine:
+            x[first] = own
         else:
             x[first, V - 1] = 1.0
         rows = [1] * first + [0]
@@ -183,7 +189,38 @@ def _rows_of(b: DeviceBatch) -> tuple[Rows, torch.Tensor, torch.Tensor, int]:
     dev = b.cat["expanded_idx_mapping"].device.type
     rows = rows_of(b.lengths, "expanded_idx_mapping", "temperature", dev)
     eidx = b.cat["expanded_idx_mapping"].long()
-    return rows, eidx, b.cat["temperature"][rows.state_base + eidx], b.shapes["logits"][0][1]
+    V = b.extra["scale"].V if "scale" in b.extra else b.shapes["logits"][0][1]
+    return rows, eidx, b.cat["temperature"][rows.state_base + eidx], V
+
+
+SLOT = 4
+"""Rows of a scale batch's table each case divides at most: its own, after the earlier cases'."""
+SCALE_CASES = 256
+"""Cases a scale batch holds at most (its table has a slot of rows for each)."""
+DIVIDED = (0.7, 1.3, 0.05, 2.0)
+"""The temperatures a scale case divides its own rows by (``cases.TEMPERATURES`` but 0 and 1)."""
+
+
+@dataclass
+class ScaleTable:
+    """A scale epoch's logits: ``[F + SLOT * SCALE_CASES, V]``, zeros up to row ``F`` (the first
+    row an int32 offset cannot reach), then random logits (a spread of 3), a slot of
+    :data:`SLOT` rows for each case of a batch."""
+
+    V: int
+    F: int
+    table: torch.Tensor
+
+
+def scale_table(seed: int, device: str) -> ScaleTable:
+    """The scale epoch ``seed``'s table (its vocabulary :func:`~...targetkit.scale_steps.epoch_vocab`'s)."""
+    rng = np.random.default_rng(seed)
+    V = scale_vocab(rng)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    F = first_row(V)
+    table = torch.zeros((F + SLOT * SCALE_CASES, V), dtype=torch.float32, device=device)
+    table[F:] = torch.randn((SLOT * SCALE_CASES, V), generator=gen, device=device) * 3
+    return ScaleTable(V, F, table)
 
 
 class _Device(VerifyBatchDevice, ScaleRecordDevice):
@@ -192,12 +229,68 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
     in_place = ("logits",)
     small = ("expanded_idx_mapping", "temperature")
 
+    scale_batches = True
+
+    def scale_batch_vocab(self, tables_seed: int) -> int:
+        return epoch_vocab(tables_seed)
+
+    def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
+        return minimal_scale_cases_of(V)
+
+    def _scale_table(self, seed: int, device: str) -> ScaleTable:
+        """The scale epoch ``seed``'s table (kept for the next batch of the epoch)."""
+        key = (seed, device, flat_limit())
+        if getattr(self, "_epoch", (None,))[0] != key:
+            self._epoch = (None, None)  # the last epoch's table freed before the next is drawn
+            if device != "cpu":
+                torch.cuda.empty_cache()
+            self._epoch = (key, scale_table(seed, device))
+        return self._epoch[1]
+
+    def _scale_batch(self, seeds: tuple[int, int], device: str, k: int) -> DeviceBatch:
+        """Up to ``k`` production steps past ``2**31`` logits (:data:`SCALE_CASES` at most) over
+        the epoch's table, updated in place: case ``j`` reads its first ``F + SLOT j + t_j``
+        rows, divides its own 1 to :data:`SLOT` rows (of slot ``j``, past the limit: states of
+        ``[T_a, 1, 0, T_b]``, mostly divided, its first divided; ``T_a``, ``T_b`` of
+        :data:`DIVIDED`) and leaves the rows before them (the zeros, the earlier cases' slots,
+        as they left them) at T 1 or 0, as ``scale_case``'s rows before the limit: every
+        case's writes land on rows of its own."""
+        ep = self._scale_table(seeds[0], device)
+        rng = np.random.default_rng(seeds[1])
+        gen = torch.Generator(device=device).manual_seed(seeds[1])
+        k = max(1, min(k, SCALE_CASES))
+        t = rng.integers(1, SLOT + 1, size=k)
+        own_from = ep.F + SLOT * np.arange(k)
+        n = own_from + t
+        N = int(n.sum())
+        rows = _rows(n.astype(np.int64), np.full(k, 4, np.int64), device)
+        own = rows.local >= torch.as_tensor(own_from, device=device)[rows.cid]
+        before = torch.where(torch.rand(N, generator=gen, device=device) < 0.5, 1, 2)  # T 1 or 0: not written
+        mine = torch.tensor([0, 3, 3, 2], device=device)[torch.randint(0, 4, (N,), generator=gen, device=device)]
+        first_own = rows.local == torch.as_tensor(own_from, device=device)[rows.cid]
+        mine = torch.where(first_own, torch.where(torch.rand(N, generator=gen, device=device) < 0.5, 0, 3), mine)
+        eidx = torch.where(own, mine, before).to(torch.int64)
+        temperature = torch.tensor([[a, 1.0, 0.0, b] for a, b in rng.choice(DIVIDED, size=(k, 2))],
+                                   dtype=torch.float32, device=device).reshape(-1)
+        t_row = temperature[rows.state_base + eidx]
+        divided = ((t_row != 0) & (t_row != 1)).long()
+        written = torch.zeros(k, dtype=torch.int64, device=device).index_add_(0, rows.cid, divided) * ep.V
+        m = n.tolist()
+        return DeviceBatch({"expanded_idx_mapping": eidx, "temperature": temperature},
+                           {"expanded_idx_mapping": m, "temperature": [4] * k},
+                           {"expanded_idx_mapping": [(x,) for x in m], "temperature": [(4,)] * k},
+                           {"logits": ep.table}, {"logits": m}, {}, [{} for _ in m], {"scale": ep},
+                           counted=written.tolist())
+
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
-                   share: float = 1.0, kind: str | None = None) -> DeviceBatch:
+                   share: float = 1.0, kind: str | None = None, scale: bool = False) -> DeviceBatch:
         """``k`` steps of one vocabulary (fewer where their logits pass :data:`ELEMENTS`, or of
         a large vocabulary), an ordinary batch or one of the tour's (``kind``: ``"ordinary"``
         or one of :data:`~...targetkit.verify_batch.KINDS`; ``None``: drawn); the logits the
-        kernel updates in place, no output of its own."""
+        kernel updates in place, no output of its own. With ``scale``, production-scale steps
+        over the scale epoch ``seeds[0]``'s table (:meth:`_scale_batch`)."""
+        if scale:
+            return self._scale_batch(seeds, device, k)
         rng = np.random.default_rng(seeds[1])
         gen = torch.Generator(device=device).manual_seed(seeds[1])
         drawn = _kind(rng)
@@ -219,9 +312,12 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         over the cases' tables), their quotients and bounds; every other logit stays as drawn."""
         rows, _, t, V = _rows_of(b)
         divided = torch.nonzero((t != 0) & (t != 1)).flatten()
-        x = b.cat["logits"].view(-1, V)
-        expected, bound = tensor_ops_v2.temperature_rows(x[divided], t[divided])
-        index = (divided[:, None] * V + torch.arange(V, device=x.device)).reshape(-1)
+        at = divided
+        if "scale" in b.extra:  # the shared table's rows: each case's own (distinct), in the table's coordinates
+            at = rows.local[divided]
+        x = b.cat["logits"].view(-1, V) if "logits" in b.cat else b.shared["logits"]
+        expected, bound = tensor_ops_v2.temperature_rows(x[at], t[divided])
+        index = (at[:, None] * V + torch.arange(V, device=x.device)).reshape(-1)
         return {"logits": (index, expected.reshape(-1), bound.reshape(-1))}
 
     def to_case(self, dc: DeviceCase) -> Case:
