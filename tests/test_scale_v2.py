@@ -155,13 +155,15 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low
     assert_case(case, source="vllm-release:0.33.0")
 
 
-BATCHED = (TK, ST, CL, GS)
+BATCHED = (TK, ST, CL, GS, RM)
 """The targets whose scale examples are production-scale batches (``scale_batches``)."""
 REACHED = {
     TK: {"greedy_row", "unit_temperature", "scaled_row", "low_temperature", "untouched_state_rows", "shared_state_row"},
     ST: {"greedy_row", "random_row", "draft_logits", "one_hot_drafts", "masked_logits", "low_temperature"},
     CL: {"greedy_request", "random_request", "draft_logits", "one_hot_drafts"},
     GS: {"greedy_row", "random_row", "fp64_noise", "positions_past_65535", "masked_logits"},
+    RM: {"residual_rows", "first_rows_skipped", "placeholder_next_skipped", "greedy_skipped", "zero_residual",
+         "ratio_below_one"},
 }
 """Features each target's scale batches of sixteen epochs reach (besides the scale feature)."""
 

@@ -26,11 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...oracles import tensor_ops_v2
 from .device_draws import scale_vocab
-from .runner_v2_verify import WITH_LOGPROBS
+from .runner_v2_verify import STATS_BLOCK, WITH_LOGPROBS
 from .scale_device import first_row
 from .scale_rows import LIVE_ROWS, _requests_of
 from .verify_batch import _logits, bf16
+from .verify_chain import rows_at_once
 
 BAND = 3 * LIVE_ROWS
 """Live rows of an epoch's table (a tail's requests read at most these)."""
@@ -203,3 +205,75 @@ def tiled(per_case: torch.Tensor, starts: np.ndarray) -> torch.Tensor:
     """Flat indices ``per_case`` of one step's output, for every step whose output starts at
     ``starts`` (the steps' outputs concatenated): ``[k * len(per_case)]``."""
     return (torch.as_tensor(starts, device=per_case.device)[:, None] + per_case[None, :]).reshape(-1)
+
+
+# -- a chain kernel's tails: drafts and §30's statistics (block verification's stages) ----------
+
+CHAIN_STATS = ("target_local_max", "target_local_sumexp", "draft_local_max", "draft_local_sumexp")
+"""§30's statistics the chain kernels after it read (§31, §32)."""
+
+
+def tail_drafts(rng: np.random.Generator, gen: torch.Generator, epoch: ScaleEpoch, rows: ScaleRows, k: int,
+                device: str, real: torch.Tensor | None = None) -> torch.Tensor:
+    """``draft_sampled`` of ``k`` steps' rows (``[N]`` int32; the filler's 0): the tails' drafts
+    as :func:`~.verify_batch.draw_steps` draws them, row ``j``'s at ``j + 1`` (a request's first
+    row: the token before, any id): a random id, half of those past a request's first row the
+    target's favourite at the row before; in three steps in ten a quarter of those ``-1`` (but
+    at the global rows ``real``, which keep their token)."""
+    V, F = epoch.V, epoch.F
+    n = rows.n
+    N = int(n.sum())
+    cid, local, at = tail_rows(n, F, device)
+    T = at.numel()
+    elp = rows.elp[at].long()
+    tok = (torch.rand(T, generator=gen, device=device) * V).long().clamp(max=V - 1)
+    live = epoch.table[F:, :V]
+    fav = torch.where(torch.isfinite(live), live, float("-inf")).argmax(1)[local - F]
+    take = (torch.rand(T, generator=gen, device=device) < 0.5) & (elp > 0)
+    tok = torch.where(take, torch.cat([fav.new_zeros(1), fav[:-1]]), tok)
+    refused = torch.as_tensor(rng.random(k) < 0.3, device=device)[cid]
+    minus = refused & (torch.rand(T, generator=gen, device=device) < 0.25) & (elp > 0)
+    if real is not None:
+        keep = torch.zeros(N, dtype=torch.bool, device=device)
+        keep[real] = True
+        minus &= ~keep[at]
+    tok = torch.where(minus, -1, tok)
+    ds = torch.zeros(N, dtype=torch.int32, device=device)
+    ds[at] = tok.to(torch.int32)
+    return ds
+
+
+def tail_stats(epoch: ScaleEpoch, rows: ScaleRows, fills: dict[str, float], device: str) -> dict[str, torch.Tensor]:
+    """§30's statistics (:data:`CHAIN_STATS`, ``[N, NB]`` float32 each) of ``k`` steps' rows: the
+    tails' the torch oracle's (each distinct row once: its table row, temperature, bonus,
+    drafter's row; unwritten: NaN), the filler's ``fills`` (a zero row's maxima, sums never
+    read)."""
+    V, F = epoch.V, epoch.F
+    nb = -(-V // STATS_BLOCK)
+    n, B = rows.n, rows.B
+    N = int(n.sum())
+    cid, local, at = tail_rows(n, F, device)
+    elp, bonus = rows.elp[at].long(), rows.bonus[at]
+    state = rows.eidx[at]
+    t = rows.temperature[torch.as_tensor(np.cumsum(B) - B, device=device)[cid] + state]
+    draft_at = torch.where((t != 0) & ~bonus, state * K + elp.clamp(max=K - 1), -1)
+    if epoch.cache is None:
+        draft_at = torch.full_like(draft_at, -1)
+    key = torch.stack([local, t.view(torch.int32).long(), bonus.long(), draft_at], 1)
+    uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
+    tu = uniq[:, 1].to(torch.int32).view(torch.float32)
+    parts: dict[str, list[torch.Tensor]] = {x: [] for x in CHAIN_STATS}
+    step = rows_at_once(V, STATS_BLOCK)
+    for lo in range(0, uniq.shape[0], step):
+        u, tt = uniq[lo : lo + step], tu[lo : lo + step]
+        draft = None if epoch.cache is None else epoch.cache.view(-1, V)[u[:, 3].clamp(min=0)]
+        res = tensor_ops_v2.local_logits_stats_rows(epoch.table[u[:, 0]], tt == 0, u[:, 2] > 0, draft, tt, V,
+                                                    STATS_BLOCK)
+        for x in CHAIN_STATS:
+            w, v, _ = res[x]
+            parts[x].append(torch.where(w, v.to(torch.float32), float("nan")))
+    out = {}
+    for x in CHAIN_STATS:
+        out[x] = torch.full((N, nb), float(fills[x]), dtype=torch.float32, device=device)
+        out[x][at] = torch.cat(parts[x])[inverse]
+    return out

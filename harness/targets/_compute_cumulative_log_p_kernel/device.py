@@ -57,12 +57,14 @@ from ...targetkit.scale_steps import (
     scale_epoch,
     scale_rows,
     scale_tails,
+    tail_drafts,
     tail_rows,
+    tail_stats,
 )
 from ...targetkit.scale_steps import K as CACHE_K
 from ...targetkit.step_batch import feature_sets, per_case_any, rows_of
 from ...targetkit.verify_batch import MANY_REQUESTS, VerifyBatchDevice, draw_steps
-from ...targetkit.verify_chain import batch_requests, chain_rows, rows_at_once, vocab_of
+from ...targetkit.verify_chain import batch_requests, chain_rows, vocab_of
 from .layout import ARRAYS, build
 from .record import TARGET
 
@@ -176,46 +178,10 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         _random_past_limit(rng, tails, ep)
         r = scale_rows(ep, tails, device)
         gen = torch.Generator(device=device).manual_seed(seeds[1])
-        V, F = ep.V, ep.F
-        nb = -(-V // STATS_BLOCK)
+        nb = -(-ep.V // STATS_BLOCK)
         n, B = r.n, r.B
-        N = int(n.sum())
-        cid, local, at = tail_rows(n, F, device)
-        T = at.numel()
-        elp, bonus = r.elp[at].long(), r.bonus[at]
-        # the drafts: row j's at j + 1 (a request's first row: the token before, any id)
-        tok = (torch.rand(T, generator=gen, device=device) * V).long().clamp(max=V - 1)
-        live = ep.table[F:, :V]
-        fav = torch.where(torch.isfinite(live), live, float("-inf")).argmax(1)[local - F]
-        take = (torch.rand(T, generator=gen, device=device) < 0.5) & (elp > 0)
-        tok = torch.where(take, torch.cat([fav.new_zeros(1), fav[:-1]]), tok)
-        refused = torch.as_tensor(rng.random(k) < 0.3, device=device)[cid]
-        tok = torch.where(refused & (torch.rand(T, generator=gen, device=device) < 0.25) & (elp > 0), -1, tok)
-        ds = torch.zeros(N, dtype=torch.int32, device=device)
-        ds[at] = tok.to(torch.int32)
-        # §30's statistics of the tails' rows, each distinct row once
-        state = r.eidx[at]
-        t = r.temperature[torch.as_tensor(np.cumsum(B) - B, device=device)[cid] + state]
-        draft_at = torch.where((t != 0) & ~bonus, state * CACHE_K + elp.clamp(max=CACHE_K - 1), -1)
-        if ep.cache is None:
-            draft_at = torch.full_like(draft_at, -1)
-        key = torch.stack([local, t.view(torch.int32).long(), bonus.long(), draft_at], 1)
-        uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
-        tu = uniq[:, 1].to(torch.int32).view(torch.float32)
-        parts: dict[str, list[torch.Tensor]] = {x: [] for x in STAT_INPUTS}
-        step = rows_at_once(V, STATS_BLOCK)
-        for lo in range(0, uniq.shape[0], step):
-            u, tt = uniq[lo : lo + step], tu[lo : lo + step]
-            draft = None if ep.cache is None else ep.cache.view(-1, V)[u[:, 3].clamp(min=0)]
-            res = tensor_ops_v2.local_logits_stats_rows(ep.table[u[:, 0]], tt == 0, u[:, 2] > 0, draft, tt, V,
-                                                        STATS_BLOCK)
-            for x in STAT_INPUTS:
-                w, v, _ = res[x]
-                parts[x].append(torch.where(w, v.to(torch.float32), float("nan")))
-        stats = {}
-        for x in STAT_INPUTS:
-            stats[x] = torch.full((N, nb), float(FILLS[x]), dtype=torch.float32, device=device)
-            stats[x][at] = torch.cat(parts[x])[inverse]
+        ds = tail_drafts(rng, gen, ep, r, k, device)
+        stats = tail_stats(ep, r, FILLS, device)
         per = [np.asarray(ep.fill + c, dtype=np.int64) for c in tails.counts]
         cu = np.concatenate([np.concatenate([[0], np.cumsum(p)]) for p in per]).astype(np.int32)
         idx = np.concatenate([np.arange(x) for x in B]).astype(np.int64)

@@ -14,8 +14,10 @@ untouched) and compared on the GPU; and production-scale block-verification step
 drafter's logits whose target logits pass ``2**31`` elements (the int32 row offset
 ``logit_idx * target_logits_stride``: the class of #46560 and #47383; this kernel first ships in
 vLLM 0.25.0 with its rows in int64), checked on the device against the same torch oracle and
-confirmed by the NumPy and Numba oracles on the live request (:mod:`~...targetkit.scale_rows`).
-§32 decides nothing (no window): every drawn step is kept."""
+confirmed by the NumPy and Numba oracles on the live request (:mod:`~...targetkit.scale_rows`); the
+scale lane checks them in batches over an epoch's shared table and drafter's cache
+(:mod:`~...targetkit.scale_steps`, :meth:`_Device._scale_batch`), the batched oracle on the rows
+of the steps' tails that write alone. §32 decides nothing (no window): every drawn step is kept."""
 
 from __future__ import annotations
 
@@ -40,18 +42,39 @@ from ...targetkit.runner_v2_verify import (
     padded_blocks,
     settle_step,
 )
-from ...targetkit.scale import past_limit
+from ...targetkit.scale import flat_limit, past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row, requests_past_limit
 from ...targetkit.scale_rows import (
+    LIVE_ROWS,
     bonus_rows,
     join_steps,
     minimal_request_rows,
     scale_request_rows,
     splice,
 )
-from ...targetkit.step_batch import feature_sets, per_case_any, rows_of
+from ...targetkit.scale_steps import (
+    TAIL_TEMPERATURES,
+    ScaleEpoch,
+    ScaleRows,
+    ScaleTails,
+    epoch_vocab,
+    scale_epoch,
+    scale_rows,
+    scale_tails,
+    tail_drafts,
+    tail_rows,
+    tail_stats,
+)
+from ...targetkit.scale_steps import K as CACHE_K
+from ...targetkit.step_batch import _rows, feature_sets, per_case_any, rows_of
 from ...targetkit.verify_batch import KINDS, StepRows, VerifyBatchDevice, draw_steps, step_rows
-from ...targetkit.verify_chain import ROWS_AT_ONCE, chain_rows, residual_mass, vocab_of
+from ...targetkit.verify_chain import (
+    ROWS_AT_ONCE,
+    chain_rows,
+    residual_mass,
+    rows_at_once,
+    vocab_of,
+)
 from .layout import ARRAYS, build
 from .record import TARGET
 
@@ -89,10 +112,14 @@ def sentinel(V: int) -> Case:  # noqa: N803
 
 
 def minimal_scale_cases(case: Case) -> list[Case]:
-    """The smallest step with a residual row past ``2**31`` target logits of ``case``'s
-    vocabulary, tables of zeros: greedy requests of 17 rows up to one row before the limit, then
+    """:func:`minimal_scale_cases_of` ``case``'s vocabulary."""
+    return minimal_scale_cases_of(case.arrays["target_logits"].shape[1])
+
+
+def minimal_scale_cases_of(V: int) -> list[Case]:  # noqa: N803
+    """The smallest step with a residual row past ``2**31`` target logits of vocabulary ``V``,
+    tables of zeros: greedy requests of 17 rows up to one row before the limit, then
     :func:`sentinel`, its second row the first past the limit."""
-    V = case.arrays["target_logits"].shape[1]
     counts = minimal_request_rows(first_row(V) - 1)[:-1]
     return [splice(sentinel(V), counts, FILLS).replace(note="the int32 row offset past 2**31, minimised")]
 
@@ -119,9 +146,10 @@ def _zero_rows(b: DeviceBatch, rows: torch.Tensor) -> np.ndarray:
     if not m:
         return np.zeros(0, bool)
     a = b.cat
-    r = step_rows(b)
+    r = _step_rows(b)
     nb, V = int(b.scalars[0]["vocab_num_blocks"]), int(b.scalars[0]["vocab_size"])
-    Vt, Vd = b.shapes["target_logits"][0][1], b.shapes["draft_logits"][0][2]
+    assert r.caches is not None and r.draft_at is not None
+    Vd = r.caches.shape[1]
 
     def three(x: torch.Tensor) -> np.ndarray:
         return np.repeat(x.cpu().numpy(), 3, axis=0)
@@ -129,8 +157,8 @@ def _zero_rows(b: DeviceBatch, rows: torch.Tensor) -> np.ndarray:
     ds = np.zeros(3 * m, np.int32)
     ds[2::3] = a["draft_sampled"][rows + 1].cpu().numpy()
     dl = np.zeros((m, 2, Vd), np.float32)
-    dl[:, 1] = a["draft_logits"].view(-1, Vd)[r.draft_at[rows]].cpu().numpy()
-    arrays = {"target_logits": three(a["target_logits"].view(-1, Vt)[rows]),
+    dl[:, 1] = r.caches[r.draft_at[rows]].cpu().numpy()
+    arrays = {"target_logits": three(_target_rows(b, r, rows)),
               "cumulative_log_p": three(a["cumulative_log_p"][rows - 1]), "draft_logits": dl, "draft_sampled": ds,
               "expanded_idx_mapping": np.repeat(np.arange(m, dtype=np.int64), 3),
               "expanded_local_pos": np.tile(np.arange(3, dtype=np.int32), m),
@@ -171,11 +199,10 @@ def residual_signs(b: DeviceBatch, rows: torch.Tensor, r: StepRows | None = None
     their maxima exactly: :func:`_max_alone`); where ``log(p
     exp(lp_t))`` lies :data:`MARGIN` below ``lp_d``; or is negligible (:data:`TINY_LOG`). It is
     positive, and the float32 partial too, where it lies the margin above and reaches
-    :data:`SOME_LOG`. ``r``: ``b``'s :func:`~...targetkit.verify_batch.step_rows` where at hand."""
-    a, r = b.cat, step_rows(b) if r is None else r
+    :data:`SOME_LOG`. ``r``: ``b``'s :func:`_step_rows` where at hand."""
+    a, r = b.cat, _step_rows(b) if r is None else r
     nb, V = int(b.scalars[0]["vocab_num_blocks"]), int(b.scalars[0]["vocab_size"])
-    Vt, Vd = b.shapes["target_logits"][0][1], b.shapes["draft_logits"][0][2]
-    assert r.draft_at is not None
+    assert r.draft_at is not None and r.caches is not None
     zero = torch.zeros(rows.numel(), dtype=torch.bool, device=rows.device)
     some = torch.zeros_like(zero)
     step = max(1, ROWS_AT_ONCE // max(1, V))
@@ -183,8 +210,8 @@ def residual_signs(b: DeviceBatch, rows: torch.Tensor, r: StepRows | None = None
     st = {x: a[x].view(-1, nb) for x in STAT_INPUTS}
     for lo in range(0, rows.numel(), step):
         j = rows[lo : lo + step]
-        t = a["target_logits"].view(-1, Vt)[j, :V].to(f64)
-        q = a["draft_logits"].view(-1, Vd)[r.draft_at[j], :V].to(f64) / r.row_temperature[j].to(f64)[:, None]
+        t = _target_rows(b, r, j)[:, :V].to(f64)
+        q = r.caches[r.draft_at[j], :V].to(f64) / r.row_temperature[j].to(f64)[:, None]
         lt = tensor_ops_v2.block_lse(st["target_local_max"][j], st["target_local_sumexp"][j])[0][:, None]
         ld = tensor_ops_v2.block_lse(st["draft_local_max"][j], st["draft_local_sumexp"][j])[0][:, None]
         clp = a["cumulative_log_p"][j - 1].to(f64)[:, None]
@@ -206,16 +233,61 @@ def residual_signs(b: DeviceBatch, rows: torch.Tensor, r: StepRows | None = None
     return zero & ~some, some & ~zero
 
 
+def _step_rows(b: DeviceBatch) -> StepRows:
+    """:func:`~...targetkit.verify_batch.step_rows` of ``b``; of a scale batch, its rows over
+    the epoch's shared table and cache (``target``: the table, each case's rows its first;
+    ``draft_at``: the state's row of the cache, ``s K + min(i, K - 1)``)."""
+    if "scale" not in b.extra:
+        return step_rows(b)
+    ep: ScaleEpoch = b.extra["scale"]
+    assert ep.cache is not None
+    a = b.cat
+    n = np.asarray(b.lengths["expanded_local_pos"], dtype=np.int64)
+    R = np.asarray(b.lengths["temperature"], dtype=np.int64)
+    dev = a["expanded_local_pos"].device
+    rows = _rows(n, R, dev.type)
+    eidx = a["expanded_idx_mapping"].long()
+    elp = a["expanded_local_pos"].long()
+    N = int(n.sum())
+    last = torch.zeros(N, dtype=torch.bool, device=dev)
+    if N:
+        last[torch.as_tensor(np.cumsum(n) - 1, device=dev)] = True
+    nxt = torch.cat([elp[1:], elp.new_zeros(1)]) if N else elp
+    t = a["temperature"][rows.state_base + eidx]
+    at = eidx * CACHE_K + elp.clamp(max=CACHE_K - 1)
+    return StepRows(ep.table, rows.cid, eidx, elp, last | (nxt == 0), t == 0, t, at, ep.cache.view(-1, ep.V), ep.V)
+
+
+def _target_rows(b: DeviceBatch, r: StepRows, rows: torch.Tensor) -> torch.Tensor:
+    """The target logits of ``b``'s logits ``rows`` (over its concatenated cases): a scale
+    batch's case's row ``i`` is the shared table's row ``i``."""
+    if "scale" not in b.extra:
+        return r.target[rows]
+    n = np.asarray(b.lengths["expanded_local_pos"], dtype=np.int64)
+    return r.target[rows - torch.as_tensor(np.cumsum(n) - n, device=rows.device)[r.cid[rows]]]
+
+
 class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     kinds = KINDS
 
+    scale_batches = True
+
+    def scale_batch_vocab(self, tables_seed: int) -> int:
+        return epoch_vocab(tables_seed)
+
+    def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
+        return minimal_scale_cases_of(V)
+
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = 12,
-                   share: float = 1.0, kind: str | None = None) -> DeviceBatch:
+                   share: float = 1.0, kind: str | None = None, scale: bool = False) -> DeviceBatch:
         """``k`` block-verification steps with the drafter's logits (fewer of a large
         vocabulary) as the record's body draws them, with §30's statistics and §31's joint log
         ratios (:func:`~...targetkit.verify_chain.chain_rows`); ``local_residual_mass`` ``[n,
-        NB]`` each."""
+        NB]`` each; with ``scale``, ``k`` production-scale steps over the scale epoch
+        ``seeds[0]``'s shared tables (:meth:`_scale_batch`)."""
+        if scale:
+            return self._scale_batch(seeds, device, k)
         st = draw_steps(seeds, device, k, max_requests, kind, vocab=vocab_of(0.2), method="block", draft=True,
                         greedy=(0.0, 0.3), other_width=0.2, same_in_tour=False)
         ch = chain_rows(st, 31)
@@ -240,6 +312,86 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         return DeviceBatch(cat, lengths, shapes, {}, {}, outputs,
                            [{"vocab_num_blocks": nb, "vocab_size": st.V} for _ in range(k)], host=host)
 
+    def _scale_epoch(self, seed: int, device: str) -> ScaleEpoch:
+        """The scale epoch ``seed``'s shared tables, always with the drafter's cache (§32 reads
+        it), kept for the next batch of the epoch."""
+        key = (seed, device, flat_limit())
+        if getattr(self, "_epoch", (None,))[0] != key:
+            self._epoch = (None, None)  # the last epoch's tables freed before the next are drawn
+            if device != "cpu":
+                torch.cuda.empty_cache()
+            self._epoch = (key, scale_epoch(seed, device, cache_share=1.0))
+        return self._epoch[1]
+
+    def _scale_batch(self, seeds: tuple[int, int], device: str, k: int) -> DeviceBatch:
+        """``k`` production-scale block-verification steps with the drafter's logits over the
+        epoch's table and cache (:mod:`~...targetkit.scale_steps`: the filler's greedy requests
+        of zero rows, then each step's tail past the limit), each reading their first rows; each
+        tail with a random request's row past its first and past the limit whose next draft is
+        real (:func:`_residual_past_limit`). The tails' drafts are drawn as
+        :func:`~...targetkit.verify_batch.draw_steps` draws them
+        (:func:`~...targetkit.scale_steps.tail_drafts`), §30's statistics of their rows are the
+        torch oracle's (:func:`~...targetkit.scale_steps.tail_stats`), §31's joint log ratios too
+        (:func:`_tail_log_ratios`); the filler's the constants of :data:`FILLS`."""
+        ep = self._scale_epoch(seeds[0], device)
+        rng = np.random.default_rng(seeds[1])
+        tails = scale_tails(rng, k, ep)
+        past = _residual_past_limit(rng, tails, ep)
+        r = scale_rows(ep, tails, device)
+        gen = torch.Generator(device=device).manual_seed(seeds[1])
+        V = ep.V
+        nb = -(-V // STATS_BLOCK)
+        n, B = r.n, r.B
+        real = torch.as_tensor(np.cumsum(n) - n + past + 1, device=device)  # the row's draft
+        ds = tail_drafts(rng, gen, ep, r, k, device, real)
+        stats = tail_stats(ep, r, FILLS, device)
+        clp = _tail_log_ratios(ep, r, ds, stats)
+        nl, Bl = n.tolist(), B.tolist()
+        arrays = {"cumulative_log_p": (clp, [(m,) for m in nl]), "draft_sampled": (ds, [(m,) for m in nl]),
+                  "expanded_idx_mapping": (r.eidx, [(m,) for m in nl]),
+                  "expanded_local_pos": (r.elp, [(m,) for m in nl]), "temperature": (r.temperature, [(x,) for x in Bl])}
+        arrays |= {x: (stats[x].reshape(-1), [(m, nb) for m in nl]) for x in STAT_INPUTS}
+        cat, lengths, shapes = {}, {}, {}
+        for x in ARRAYS:
+            if x in arrays:
+                cat[x], shapes[x] = arrays[x]
+                lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+        assert ep.cache is not None
+        return DeviceBatch(cat, lengths, shapes, {"target_logits": ep.table, "draft_logits": ep.cache},
+                           {"target_logits": nl, "draft_logits": Bl},
+                           {"local_residual_mass": (torch.float32, [m * nb for m in nl])},
+                           [{"vocab_num_blocks": nb, "vocab_size": V} for _ in nl], {"scale": ep},
+                           host=[{"shapes": {"local_residual_mass": (m, nb)}} for m in nl])
+
+    def _scale_oracle(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
+        """A scale batch's writes: the torch oracle on the rows that write alone (the tails'
+        random draft rows past their requests' first whose next draft is real; the filler's
+        are greedy: nothing written), every case's at once, their target logits and cached
+        draft logits read off the shared table and cache a block of rows at a time."""
+        ep: ScaleEpoch = b.extra["scale"]
+        V = ep.V
+        nb = -(-V // STATS_BLOCK)
+        a, r = b.cat, _step_rows(b)
+        n = np.asarray(b.lengths["expanded_local_pos"], dtype=np.int64)
+        _, local, at = tail_rows(n, ep.F, r.elp.device.type)
+        ds = a["draft_sampled"].long()
+        nxt = ds[(at + 1).clamp(max=max(ds.numel() - 1, 0))]
+        on = (r.elp[at] != 0) & ~r.bonus[at] & (nxt >= 0) & (r.row_temperature[at] != 0)
+        rows, lrows = at[on], local[on]
+        st = {x: a[x].view(-1, nb) for x in STAT_INPUTS}
+        value = torch.zeros((rows.numel(), nb), dtype=torch.float32, device=rows.device)
+        bound = torch.zeros((rows.numel(), nb), dtype=torch.float64, device=rows.device)
+        step = rows_at_once(V, STATS_BLOCK)
+        for lo in range(0, rows.numel(), step):
+            j = rows[lo : lo + step]
+            t_lse, t_e = tensor_ops_v2.block_lse(st["target_local_max"][j, :nb], st["target_local_sumexp"][j, :nb])
+            d_lse, d_e = tensor_ops_v2.block_lse(st["draft_local_max"][j, :nb], st["draft_local_sumexp"][j, :nb])
+            value[lo : lo + step], bound[lo : lo + step] = tensor_ops_v2.local_residual_mass_rows(
+                ep.table[lrows[lo : lo + step]], r.caches[r.draft_at[j]], t_lse, t_e, d_lse, d_e,
+                a["cumulative_log_p"][j - 1], r.row_temperature[j], V)
+        index = (rows[:, None] * nb + torch.arange(nb, device=rows.device)).reshape(-1)
+        return {"local_residual_mass": (index, value.reshape(-1), bound.reshape(-1))}
+
     def _writes(self, b: DeviceBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         a, r = b.cat, step_rows(b)
         nb, V = int(b.scalars[0]["vocab_num_blocks"]), int(b.scalars[0]["vocab_size"])
@@ -252,7 +404,9 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
         """Every row of every case in one call of the torch oracle, over the concatenated
         cases: each written partial (flat over the cases' ``[n, NB]`` outputs), its value and
-        bound."""
+        bound. A scale batch's rows that write alone (:meth:`_scale_oracle`)."""
+        if "scale" in b.extra:
+            return self._scale_oracle(b)
         w, v, bound = self._writes(b)
         index = torch.nonzero(w.reshape(-1)).flatten()
         return {"local_residual_mass": (index, v.reshape(-1)[index], bound.reshape(-1)[index])}
@@ -264,16 +418,18 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         (every partial of a row 0, as the NumPy oracle computes it) decided lane by lane
         (:func:`residual_signs`) for the rows the torch oracle puts within a few bounds of 0, on
         the host (:func:`_zero_rows`) for those it leaves undecided."""
-        a, r = b.cat, step_rows(b)
+        a, r = b.cat, _step_rows(b)
         k = len(b)
         nb = int(b.scalars[0]["vocab_num_blocks"])
-        Vt = b.shapes["target_logits"][0][1]
+        Vt = r.target.shape[1]
         dev = r.elp.device
         n = np.asarray(b.lengths["expanded_local_pos"], dtype=np.int64)
         N = int(n.sum())
         ds = a["draft_sampled"].long()
         nxt = torch.cat([ds[1:], ds.new_zeros(1)]) if N else ds
         rd = ~r.bonus & (r.row_temperature != 0)
+        if writes is None and "scale" in b.extra:
+            writes = self.oracle_batch(b)
         if writes is None:
             w, v, bound = self._writes(b)
         else:  # the oracle's writes, flat over [N, NB]; unwritten: 0 (as residual_mass leaves them)
@@ -340,6 +496,58 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         starts = np.flatnonzero(case.arrays["expanded_local_pos"] == 0)
         ends = np.append(starts[1:], case.arrays["expanded_local_pos"].size)
         return keep_requests(case, keep), list(range(int(starts[keep[0]]), int(ends[keep[-1]])))
+
+
+def _residual_past_limit(rng: np.random.Generator, tails: ScaleTails, ep: ScaleEpoch) -> np.ndarray:
+    """Per tail, a row past the first row ``Z`` an int32 offset cannot reach that §32 writes
+    (within its step): the last drafted row of the last random request of three rows or more
+    whose last drafted row lies past ``Z``. A tail without such a request of three rows or more
+    has its last request grown to 17 rows (in place; a request past ``Z`` before it, its last
+    one's drafted rows then are too); one whose such requests are all greedy has the last of
+    them made random (:data:`TAIL_TEMPERATURES`' random ones)."""
+    Z = first_row(ep.V)
+    out = []
+    for counts, temps in zip(tails.counts, tails.temperature, strict=True):
+        c = np.asarray(counts, dtype=np.int64)
+        if not np.any((c >= 3) & (ep.F + np.cumsum(c) - 2 >= Z)):
+            counts[-1] = LIVE_ROWS
+            c = np.asarray(counts, dtype=np.int64)
+        ends = ep.F + np.cumsum(c)
+        past = np.flatnonzero((c >= 3) & (ends - 2 >= Z))
+        if all(temps[i] == 0 for i in past):
+            temps[past[-1]] = float(rng.choice([t for t in TAIL_TEMPERATURES if t]))
+        out.append(int(ends[[i for i in past if temps[i] != 0][-1]]) - 2)
+    return np.asarray(out, dtype=np.int64)
+
+
+def _tail_log_ratios(ep: ScaleEpoch, r: ScaleRows, ds: torch.Tensor, stats: dict[str, torch.Tensor]) -> torch.Tensor:
+    """§31's ``cumulative_log_p`` of ``k`` steps' rows (``[N]`` float32): the torch oracle on the
+    tails' requests alone, written where §31 writes (NaN elsewhere, as
+    :func:`~...targetkit.verify_chain.chain_rows` leaves it), the filler's :data:`FILLS`'. §31
+    reads one element of a draft row's logits and of its drafter's row (the draft's), so the
+    oracle is given those elements alone (``[T, 1]``, the drafts as ``0``, ``-1`` kept)."""
+    V = ep.V
+    nb = -(-V // STATS_BLOCK)
+    dev = r.elp.device
+    N = int(r.n.sum())
+    _, local, at = tail_rows(r.n, ep.F, dev.type)
+    elp = r.elp[at].long()
+    head = elp == 0
+    counts = torch.bincount(torch.cumsum(head.long(), 0) - 1)
+    cu = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+    state = r.eidx[at]
+    temp = r.temperature[torch.as_tensor(np.cumsum(r.B) - r.B, device=dev)[r.cid[at]] + state][head]
+    d = ds.long()
+    tk = d[(at + 1).clamp(max=N - 1)].clamp(min=0)  # row j's draft (a bonus row's: not read)
+    assert ep.cache is not None
+    draft = ep.cache.view(-1, V)[state * CACHE_K + elp.clamp(max=CACHE_K - 1), tk].view(-1, 1, 1)
+    w, v, _ = tensor_ops_v2.cumulative_log_p(
+        ep.table[local, tk].view(-1, 1), stats["target_local_max"][at], stats["target_local_sumexp"][at],
+        torch.where(d[at] >= 0, 0, -1), draft, stats["draft_local_max"][at], stats["draft_local_sumexp"][at], cu,
+        torch.arange(temp.numel(), device=dev), temp, nb, cu[:-1])
+    clp = torch.full((N,), float(FILLS["cumulative_log_p"]), dtype=torch.float32, device=dev)
+    clp[at] = torch.where(w, v, float("nan"))
+    return clp
 
 
 DEVICE = _Device(TARGET, scale_case, minimal_scale_cases)
