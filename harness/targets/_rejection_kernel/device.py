@@ -18,9 +18,12 @@ their bounds, the other slots untouched) and compared on the GPU; and production
 standard-verification steps whose target logits pass ``2**31`` elements (the request's rows
 counted from ``cu_num_logits`` as loaded, int32, in vLLM up to 0.24.0: the class of #46560 and
 #47383; the draft's logit ``target_logits[j, x]`` read at ``logit_idx *
-target_logits_stride``), checked on the device against the torch oracle
-(:func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps`) and confirmed by the NumPy and Numba
-oracles on the live requests (:mod:`~...targetkit.scale_device`)."""
+target_logits_stride``), checked in batches over an epoch's shared tables
+(:func:`~...targetkit.scale_steps.standard_steps`: the filler's greedy zero rows, then each
+step's tail past the limit, drawn and settled as the record's steps are) like an ordinary batch,
+against the torch oracle (:func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps`: the
+filler's requests once, the tails' alone), and confirmed by the NumPy and Numba oracles on the
+live requests (:mod:`~...targetkit.scale_device`)."""
 
 from __future__ import annotations
 
