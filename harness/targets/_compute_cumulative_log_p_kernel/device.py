@@ -50,10 +50,11 @@ from ...targetkit.scale_device import (
 )
 from ...targetkit.scale_rows import join_steps, minimal_request_rows, scale_request_rows, splice
 from ...targetkit.scale_steps import (
-    TAIL_TEMPERATURES,
+    CHAIN_STATS,
     ScaleEpoch,
-    ScaleTails,
     epoch_vocab,
+    filled,
+    random_past_limit,
     scale_epoch,
     scale_rows,
     scale_tails,
@@ -175,13 +176,13 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         ep = self._scale_epoch(seeds[0], device)
         rng = np.random.default_rng(seeds[1])
         tails = scale_tails(rng, k, ep)
-        _random_past_limit(rng, tails, ep)
+        random_past_limit(rng, tails, ep)
         r = scale_rows(ep, tails, device)
         gen = torch.Generator(device=device).manual_seed(seeds[1])
         nb = -(-ep.V // STATS_BLOCK)
         n, B = r.n, r.B
         ds = tail_drafts(rng, gen, ep, r, k, device)
-        stats = tail_stats(ep, r, FILLS, device)
+        stats = tail_stats(ep, r, filled(int(r.n.sum()), ep.V, {x: FILLS[x] for x in CHAIN_STATS}, device), device)
         per = [np.asarray(ep.fill + c, dtype=np.int64) for c in tails.counts]
         cu = np.concatenate([np.concatenate([[0], np.cumsum(p)]) for p in per]).astype(np.int32)
         idx = np.concatenate([np.arange(x) for x in B]).astype(np.int64)
@@ -346,18 +347,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         keep = live_requests(case)
         cu = case.arrays["cu_num_logits"].astype(np.int64)
         return keep_requests(case, keep), list(range(int(cu[keep[0]]), int(cu[keep[-1] + 1])))
-
-
-def _random_past_limit(rng: np.random.Generator, tails: ScaleTails, ep: ScaleEpoch) -> None:
-    """Each tail whose requests with a drafted row past the limit are all greedy (§31 reads
-    nothing of them) with the last of those random (in place; :data:`TAIL_TEMPERATURES`'
-    random ones): its case then reads a row an int32 offset cannot reach."""
-    Z = first_row(ep.V)
-    for counts, temps in zip(tails.counts, tails.temperature, strict=True):
-        ends = ep.F + np.cumsum(counts)
-        past = [i for i, c in enumerate(counts) if c > 1 and ends[i] - 2 >= Z]  # its last drafted row past Z
-        if past and all(temps[i] == 0 for i in past):
-            temps[past[-1]] = float(rng.choice([t for t in TAIL_TEMPERATURES if t]))
 
 
 def _laid_out(arrays: dict[str, tuple[torch.Tensor, list[tuple[int, ...]]]]) -> tuple[dict, dict, dict]:

@@ -53,11 +53,13 @@ from ...targetkit.scale_rows import (
     splice,
 )
 from ...targetkit.scale_steps import (
+    CHAIN_STATS,
     TAIL_TEMPERATURES,
     ScaleEpoch,
     ScaleRows,
     ScaleTails,
     epoch_vocab,
+    filled,
     scale_epoch,
     scale_rows,
     scale_tails,
@@ -344,7 +346,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         n, B = r.n, r.B
         real = torch.as_tensor(np.cumsum(n) - n + past + 1, device=device)  # the row's draft
         ds = tail_drafts(rng, gen, ep, r, k, device, real)
-        stats = tail_stats(ep, r, FILLS, device)
+        stats = tail_stats(ep, r, filled(int(r.n.sum()), ep.V, {x: FILLS[x] for x in CHAIN_STATS}, device), device)
         clp = _tail_log_ratios(ep, r, ds, stats)
         nl, Bl = n.tolist(), B.tolist()
         arrays = {"cumulative_log_p": (clp, [(m,) for m in nl]), "draft_sampled": (ds, [(m,) for m in nl]),
