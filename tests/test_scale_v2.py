@@ -155,12 +155,14 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low
     assert_case(case, source="vllm-release:0.33.0")
 
 
-BATCHED = (ST, CL, GS)
+BATCHED = (ST, CL, GS, RS)
 """The targets whose scale examples are production-scale batches (``scale_batches``)."""
 REACHED = {
     ST: {"greedy_row", "random_row", "draft_logits", "one_hot_drafts", "masked_logits", "low_temperature"},
     CL: {"greedy_request", "random_request", "draft_logits", "one_hot_drafts"},
     GS: {"greedy_row", "random_row", "fp64_noise", "positions_past_65535", "masked_logits"},
+    RS: {"bonus_draw", "residual_draw", "one_hot_residual", "placeholder_rejected", "greedy_bonus", "greedy_skipped",
+         "fp64_noise", "residual_lanes_cut", "positions_past_65535"},
 }
 """Features each target's scale batches of sixteen epochs reach (besides the scale feature)."""
 
