@@ -310,6 +310,16 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         expect=r"row_offset_past_2_31",
     ),
     HarnessMutant(
+        "oracle_scale_tails_read_the_row_before",
+        "wiring",
+        (("harness/targetkit/scale_steps.py", "            return self.table[self.rows[idx // self.W], idx % self.W]\n",
+          "            return self.table[self.rows[idx // self.W] - 1, idx % self.W]\n"),),
+        ("tests/test_scale_v2.py::test_scale_batches_are_their_cases_alone[_rejection_kernel]",),
+        "a V2 scale batch's standard-verification tails are verified (and settled) against the table row before "
+        "each of theirs: the batch's §33 is not its cases'",
+        expect=r"'(sampled|num_sampled|\w+_logsumexp)'\)",
+    ),
+    HarnessMutant(
         "wiring_scale_reads_not_visited",
         "wiring",
         (("oracles/tensor_ops.py", "    read = visited & (did >= 0)\n", "    read = did >= 0\n"),),

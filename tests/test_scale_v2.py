@@ -155,12 +155,14 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low
     assert_case(case, source="vllm-release:0.33.0")
 
 
-BATCHED = (ST, CL, GS, RS)
+BATCHED = (ST, CL, GS, RJ, RS)
 """The targets whose scale examples are production-scale batches (``scale_batches``)."""
 REACHED = {
     ST: {"greedy_row", "random_row", "draft_logits", "one_hot_drafts", "masked_logits", "low_temperature"},
     CL: {"greedy_request", "random_request", "draft_logits", "one_hot_drafts"},
     GS: {"greedy_row", "random_row", "fp64_noise", "positions_past_65535", "masked_logits"},
+    RJ: {"greedy_request", "random_request", "standard", "draft_logits", "one_hot_drafts", "first_rejected", "all_accepted",
+         "later_rejected", "greedy_corrected", "minus_one_draft", "no_drafts"},
     RS: {"bonus_draw", "residual_draw", "one_hot_residual", "placeholder_rejected", "greedy_bonus", "greedy_skipped",
          "fp64_noise", "residual_lanes_cut", "positions_past_65535"},
 }

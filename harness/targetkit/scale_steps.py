@@ -203,3 +203,216 @@ def tiled(per_case: torch.Tensor, starts: np.ndarray) -> torch.Tensor:
     """Flat indices ``per_case`` of one step's output, for every step whose output starts at
     ``starts`` (the steps' outputs concatenated): ``[k * len(per_case)]``."""
     return (torch.as_tensor(starts, device=per_case.device)[:, None] + per_case[None, :]).reshape(-1)
+
+
+def random_past_limit(rng: np.random.Generator, tails: ScaleTails, epoch: ScaleEpoch) -> None:
+    """Each tail whose requests with a drafted row past the limit are all greedy (a chain
+    kernel reads no target logit of a greedy row) with the last of those random (in place;
+    :data:`TAIL_TEMPERATURES`' random ones): its case then reads a row an int32 offset cannot
+    reach."""
+    Z = first_row(epoch.V)
+    for counts, temps in zip(tails.counts, tails.temperature, strict=True):
+        ends = epoch.F + np.cumsum(counts)
+        past = [i for i, c in enumerate(counts) if c > 1 and ends[i] - 2 >= Z]  # its last drafted row past Z
+        if past and all(temps[i] == 0 for i in past):
+            temps[past[-1]] = float(rng.choice([t for t in TAIL_TEMPERATURES if t]))
+
+
+class RowTable:
+    """Rows ``rows`` of ``table`` as a ``[len(rows), W]`` table read lazily, where a torch oracle
+    of §33 or §34 takes its target logits (:func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps`
+    reads one element per verified row of its ``reshape(-1)``,
+    :func:`~.verify_chain.resample_requests` whole rows by index): the steps' tails read the
+    epoch's live rows without a copy per step."""
+
+    def __init__(self, table: torch.Tensor, rows: torch.Tensor, flat: bool = False) -> None:
+        self.table, self.rows, self.flat = table, rows, flat
+        self.W = table.shape[1]
+        self.shape = (rows.numel(), self.W)
+        self.device = table.device
+
+    def reshape(self, *shape: int) -> RowTable:
+        assert shape == (-1,)
+        return RowTable(self.table, self.rows, True)
+
+    def numel(self) -> int:
+        return self.rows.numel() * self.W
+
+    def __getitem__(self, idx: torch.Tensor) -> torch.Tensor:
+        if self.flat:
+            return self.table[self.rows[idx // self.W], idx % self.W]
+        return self.table[self.rows[idx]]
+
+
+@dataclass
+class StandardSteps:
+    """``k`` production-scale standard-verification steps of a scale epoch, drawn and settled
+    (:func:`standard_steps`), every case's arrays concatenated (device tensors): per logits row
+    ``draft_sampled`` (int32), ``pos`` (int64) and §30's statistics ``stats`` (``[N, NB]``: the
+    filler's :data:`FILLER_STATS`, the tails' the torch oracle's, ``-1``/NaN where unwritten);
+    per state row ``seed`` (int64; the filler's 0); the rows (:class:`ScaleRows`) and tails;
+    ``use_fp64`` (§34's noise, which settling reads); per tail request (every step's tail
+    requests concatenated) its request in the batch ``tail_request`` and the §33 and §34 of
+    the settled tails (``rejection``, ``resample``: :func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps`,
+    :func:`~.verify_chain.resample_requests`)."""
+
+    epoch: ScaleEpoch
+    tails: ScaleTails
+    rows: ScaleRows
+    draft_sampled: torch.Tensor
+    pos: torch.Tensor
+    seed: torch.Tensor
+    stats: dict[str, torch.Tensor]
+    use_fp64: bool
+    tail_request: torch.Tensor
+    rejection: dict[str, torch.Tensor]
+    resample: dict[str, torch.Tensor]
+
+    @property
+    def nb(self) -> int:
+        """§30's blocks."""
+        from .runner_v2_verify import STATS_BLOCK
+
+        return -(-self.epoch.V // STATS_BLOCK)
+
+    def cu_num_logits(self) -> np.ndarray:
+        """Every step's ``cu_num_logits`` (``[B + 1]`` each), concatenated (int32)."""
+        per = [np.asarray(self.epoch.fill + c, dtype=np.int64) for c in self.tails.counts]
+        return np.concatenate([np.concatenate([[0], np.cumsum(p)]) for p in per]).astype(np.int32)
+
+    def idx_mapping(self) -> np.ndarray:
+        """Every step's ``idx_mapping`` (request = state row), concatenated (int64)."""
+        return np.concatenate([np.arange(x) for x in self.rows.B]).astype(np.int64)
+
+
+FILLER_DRAFT = 1
+"""Every draft token of the filler (not its rows' argmax 0: rejected at the first step, the argmax
+0 written)."""
+
+
+def filler_stats(N: int, nb: int, bonus: torch.Tensor, device: str) -> dict[str, torch.Tensor]:  # noqa: N803
+    """§30's statistics of ``N`` rows of the filler (greedy zero rows; ``bonus`` per row): a
+    draft row's block argmaxes (each block's first lane) and maxima 0, a bonus row's ``-1`` and
+    NaN (never written), the sums NaN (greedy rows write none)."""
+    from .runner_v2_verify import STATS, STATS_BLOCK
+
+    out = {x: torch.full((N, nb), float("nan"), dtype=torch.float32, device=device) for x in STATS[1:]}
+    lanes = torch.arange(nb, device=device, dtype=torch.int64) * STATS_BLOCK
+    out["target_local_argmax"] = torch.where(bonus[:, None], -1, lanes[None, :].expand(N, nb))
+    out["target_local_max"][~bonus] = 0.0
+    return {x: out[x] for x in STATS}
+
+
+def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoch, max_pos: int = 5000) -> StandardSteps:
+    """``k`` production-scale standard-verification steps over ``epoch``'s tables
+    (``seeds[1]`` the batch's): the filler's greedy requests of zero rows (every draft
+    :data:`FILLER_DRAFT`, seeds and positions 0, :func:`filler_stats`), then each step's tail
+    (:func:`scale_tails`, a random request past the limit: :func:`random_past_limit`) drawn as
+    :func:`~.verify_batch.draw_steps` draws a step (a random id, half of them the target's
+    favourite at the row; in three steps in ten a quarter of those past a request's first row
+    ``-1``; a position below ``max_pos`` per request, then consecutive; any seed; float64
+    noise one batch in four) with §30's statistics of its rows (the torch oracle's, each
+    distinct row once: table row, temperature, bonus, drafter's row), and settled as
+    :func:`~.runner_v2_verify.settle_step` settles a step (:func:`~.verify_chain.settle_chain`):
+    a tail request whose §33 test or §34 winner lands within its window re-keyed (its seed
+    XOR-ed with ``RE_KEY`` times the attempt) up to :data:`~.verify_chain.ATTEMPTS` times,
+    then its drafts made placeholders (``-1``). The filler lands in no window (greedy,
+    rejected at its first draft, no draw)."""
+    from ...oracles import tensor_ops_v2
+    from .runner_v2_verify import STATS, STATS_BLOCK
+    from .verify_chain import ATTEMPTS, re_key, resample_requests, rows_at_once
+
+    rng = np.random.default_rng(seeds[1])
+    tails = scale_tails(rng, k, epoch)
+    random_past_limit(rng, tails, epoch)
+    r = scale_rows(epoch, tails, device)
+    gen = torch.Generator(device=device).manual_seed(seeds[1])
+    V, F = epoch.V, epoch.F
+    nb = -(-V // STATS_BLOCK)
+    n, B = r.n, r.B
+    N = int(n.sum())
+    cid, local, at = tail_rows(n, F, device)
+    T = at.numel()
+    elp, bonus = r.elp[at].long(), r.bonus[at]
+    # the drafts: row j's at j + 1 (a request's first row: the token before, any id)
+    tok = (torch.rand(T, generator=gen, device=device) * V).long().clamp(max=V - 1)
+    live = epoch.table[F:, :V]
+    fav = torch.where(torch.isfinite(live), live, float("-inf")).argmax(1)[local - F]
+    take = (torch.rand(T, generator=gen, device=device) < 0.5) & (elp > 0)
+    tok = torch.where(take, torch.cat([fav.new_zeros(1), fav[:-1]]), tok)
+    refused = torch.as_tensor(rng.random(k) < 0.3, device=device)[cid]
+    tok = torch.where(refused & (torch.rand(T, generator=gen, device=device) < 0.25) & (elp > 0), -1, tok)
+    ds = torch.full((N,), FILLER_DRAFT, dtype=torch.int32, device=device)
+    ds[at] = tok.to(torch.int32)
+    # the tails' requests: each its own state row in the tail arrays
+    head = elp == 0
+    treq = torch.cumsum(head.long(), 0) - 1
+    Rt = int(head.sum())
+    state_base = torch.as_tensor(np.cumsum(B) - B, device=device)
+    eidx = r.eidx[at]
+    gstate = torch.zeros(Rt, dtype=torch.int64, device=device)
+    gstate[treq] = state_base[cid] + eidx  # each tail request's state row in the batch
+    first = torch.nonzero(head).flatten()
+    cu_t = torch.cat([first, torch.full((1,), T, dtype=torch.int64, device=device)])
+    tail_request = gstate  # request = state row in a scale step
+    pos = torch.zeros(N, dtype=torch.int64, device=device)
+    p0 = torch.randint(0, max_pos, (Rt,), generator=gen, device=device)
+    pos[at] = p0[treq] + elp
+    seed = torch.zeros(int(B.sum()), dtype=torch.int64, device=device)
+    seed[gstate] = torch.randint(-(2**63), 2**63 - 1, (Rt,), generator=gen, device=device, dtype=torch.int64)
+    use_fp64 = bool(rng.random() < 0.25)
+    # §30's statistics: the filler's, then the tails' rows, each distinct row once
+    stats = filler_stats(N, nb, r.bonus, device)
+    t = r.temperature[state_base[cid] + eidx]
+    draft_at = torch.where((t != 0) & ~bonus, eidx * K + elp.clamp(max=K - 1), -1)
+    if epoch.cache is None:
+        draft_at = torch.full_like(draft_at, -1)
+    key = torch.stack([local, t.view(torch.int32).long(), bonus.long(), draft_at], 1)
+    uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
+    tu = uniq[:, 1].to(torch.int32).view(torch.float32)
+    parts: dict[str, list[torch.Tensor]] = {x: [] for x in STATS}
+    step = rows_at_once(V, STATS_BLOCK)
+    for lo in range(0, uniq.shape[0], step):
+        u, tt = uniq[lo : lo + step], tu[lo : lo + step]
+        draft = None if epoch.cache is None else epoch.cache.view(-1, V)[u[:, 3].clamp(min=0)]
+        res = tensor_ops_v2.local_logits_stats_rows(epoch.table[u[:, 0]], tt == 0, u[:, 2] > 0, draft, tt, V, STATS_BLOCK)
+        for x in STATS:
+            w, v, _ = res[x]
+            parts[x].append(torch.where(w, v.to(stats[x].dtype), -1 if x == "target_local_argmax" else float("nan")))
+    for x in STATS:
+        stats[x][at] = torch.cat(parts[x])[inverse]
+    # settled: the tails' requests alone (their rows the epoch's live rows, read in place)
+    target = RowTable(epoch.table, local)
+    dl = None if epoch.cache is None else epoch.cache.view(-1, V)
+    dfirst = eidx[first] * K
+    Kt = torch.full((Rt,), K, dtype=torch.int64, device=device)
+    st = torch.arange(Rt, device=device)
+    temp_t = r.temperature[gstate]
+    seed_t = seed[gstate]
+    ds_t = ds[at]
+    pos_t = pos[at]
+    s_t = {x: stats[x][at] for x in STATS}
+
+    def chain() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        res = tensor_ops_v2.rejection_steps(
+            target, s_t["target_local_argmax"], s_t["target_local_max"], s_t["target_local_sumexp"], ds_t, dl,
+            s_t["draft_local_max"], s_t["draft_local_sumexp"], cu_t, st, dfirst, temp_t, seed_t, pos_t, nb, K,
+            "standard")
+        r34 = resample_requests(target, dl, dfirst, Kt, cu_t, st, res["num_sampled"], res["target_rejected_logsumexp"],
+                                res["draft_rejected_logsumexp"], None, ds_t, temp_t, seed_t, pos_t, V, use_fp64)
+        return res, r34
+
+    for attempt in range(1, ATTEMPTS + 2):
+        res, r34 = chain()
+        w = res["window"] | r34["window"]
+        if not bool(w.any()):
+            break
+        if attempt > ATTEMPTS:  # placeholders: nothing of the request verified
+            owner = treq
+            ds_t[(w[owner] & (elp > 0))] = -1
+            res, r34 = chain()
+            break
+        re_key(seed_t, torch.nonzero(w).flatten(), attempt)
+    ds[at] = ds_t
+    seed[gstate] = seed_t
+    return StandardSteps(epoch, tails, r, ds, pos, seed, stats, use_fp64, tail_request, res, r34)

@@ -49,17 +49,16 @@ from ...targetkit.scale_device import (
     sentinel_step,
 )
 from ...targetkit.scale_rows import join_steps, minimal_request_rows, scale_request_rows, splice
+from ...targetkit.scale_steps import K as CACHE_K
 from ...targetkit.scale_steps import (
-    TAIL_TEMPERATURES,
     ScaleEpoch,
-    ScaleTails,
     epoch_vocab,
+    random_past_limit,
     scale_epoch,
     scale_rows,
     scale_tails,
     tail_rows,
 )
-from ...targetkit.scale_steps import K as CACHE_K
 from ...targetkit.step_batch import feature_sets, per_case_any, rows_of
 from ...targetkit.verify_batch import MANY_REQUESTS, VerifyBatchDevice, draw_steps
 from ...targetkit.verify_chain import batch_requests, chain_rows, rows_at_once, vocab_of
@@ -173,7 +172,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         ep = self._scale_epoch(seeds[0], device)
         rng = np.random.default_rng(seeds[1])
         tails = scale_tails(rng, k, ep)
-        _random_past_limit(rng, tails, ep)
+        random_past_limit(rng, tails, ep)
         r = scale_rows(ep, tails, device)
         gen = torch.Generator(device=device).manual_seed(seeds[1])
         V, F = ep.V, ep.F
@@ -380,18 +379,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         keep = live_requests(case)
         cu = case.arrays["cu_num_logits"].astype(np.int64)
         return keep_requests(case, keep), list(range(int(cu[keep[0]]), int(cu[keep[-1] + 1])))
-
-
-def _random_past_limit(rng: np.random.Generator, tails: ScaleTails, ep: ScaleEpoch) -> None:
-    """Each tail whose requests with a drafted row past the limit are all greedy (§31 reads
-    nothing of them) with the last of those random (in place; :data:`TAIL_TEMPERATURES`'
-    random ones): its case then reads a row an int32 offset cannot reach."""
-    Z = first_row(ep.V)
-    for counts, temps in zip(tails.counts, tails.temperature, strict=True):
-        ends = ep.F + np.cumsum(counts)
-        past = [i for i, c in enumerate(counts) if c > 1 and ends[i] - 2 >= Z]  # its last drafted row past Z
-        if past and all(temps[i] == 0 for i in past):
-            temps[past[-1]] = float(rng.choice([t for t in TAIL_TEMPERATURES if t]))
 
 
 def _laid_out(arrays: dict[str, tuple[torch.Tensor, list[tuple[int, ...]]]]) -> tuple[dict, dict, dict]:

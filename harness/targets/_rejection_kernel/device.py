@@ -18,9 +18,12 @@ their bounds, the other slots untouched) and compared on the GPU; and production
 standard-verification steps whose target logits pass ``2**31`` elements (the request's rows
 counted from ``cu_num_logits`` as loaded, int32, in vLLM up to 0.24.0: the class of #46560 and
 #47383; the draft's logit ``target_logits[j, x]`` read at ``logit_idx *
-target_logits_stride``), checked on the device against the torch oracle
-(:func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps`) and confirmed by the NumPy and Numba
-oracles on the live requests (:mod:`~...targetkit.scale_device`)."""
+target_logits_stride``), checked in batches over an epoch's shared tables
+(:func:`~...targetkit.scale_steps.standard_steps`: the filler's greedy zero rows, then each
+step's tail past the limit, drawn and settled as the record's steps are) like an ordinary batch,
+against the torch oracle (:func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps`: the
+filler's requests once, the tails' alone), and confirmed by the NumPy and Numba oracles on the
+live requests (:mod:`~...targetkit.scale_device`)."""
 
 from __future__ import annotations
 
@@ -35,17 +38,26 @@ from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.runner_v2_verify import (
     METHODS,
     NOT_READ,
+    STATS,
     STATS_BLOCK,
     keep_requests,
     padded_blocks,
 )
-from ...targetkit.scale import past_limit
+from ...targetkit.scale import flat_limit, past_limit
 from ...targetkit.scale_device import (
     ScaleRecordDevice,
     ScaleRun,
     live_requests,
     minimal_standard_case,
     standard_scale_case,
+)
+from ...targetkit.scale_steps import K as CACHE_K
+from ...targetkit.scale_steps import (
+    ScaleEpoch,
+    StandardSteps,
+    epoch_vocab,
+    scale_epoch,
+    standard_steps,
 )
 from ...targetkit.step_batch import feature_sets, owners, per_case_any, rows_of
 from ...targetkit.verify_batch import LONG_CONTEXT, VerifyBatchDevice, draw_steps
@@ -58,7 +70,7 @@ from ...targetkit.verify_chain import (
     settle_chain,
     vocab_of,
 )
-from .layout import build
+from .layout import ARRAYS, build
 from .record import TARGET
 
 FILLS = {"target_local_max": 0.0, "target_local_sumexp": NOT_READ, "draft_local_max": NOT_READ,
@@ -91,9 +103,14 @@ def scale_case(rng: np.random.Generator) -> Case:
 
 
 def minimal_scale_cases(case: Case) -> list[Case]:
+    """:func:`minimal_scale_cases_of` ``case``'s vocabulary."""
+    return minimal_scale_cases_of(case.arrays["target_logits"].shape[1])
+
+
+def minimal_scale_cases_of(V: int) -> list[Case]:  # noqa: N803
     """The smallest step with a random request's draft row past ``2**31`` target logits of
-    ``case``'s vocabulary (:func:`~...targetkit.scale_device.minimal_standard_case`)."""
-    m, greedy = minimal_standard_case(case.arrays["target_logits"].shape[1], build, FILLS)
+    vocabulary ``V`` (:func:`~...targetkit.scale_device.minimal_standard_case`)."""
+    m, greedy = minimal_standard_case(V, build, FILLS)
     return [fill_greedy(m, greedy)]
 
 
@@ -107,13 +124,25 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     kinds = LONG_CONTEXT
 
+    scale_batches = True
+
+    def scale_batch_vocab(self, tables_seed: int) -> int:
+        return epoch_vocab(tables_seed)
+
+    def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
+        return minimal_scale_cases_of(V)
+
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = 12,
-                   share: float = 1.0, kind: str | None = None) -> DeviceBatch:
+                   share: float = 1.0, kind: str | None = None, scale: bool = False) -> DeviceBatch:
         """``k`` verification steps (fewer of a large vocabulary) as the record's body draws
         them, with the intermediates of §30-§32 (:func:`~...targetkit.verify_chain.chain_rows`),
         settled (:data:`ATTEMPTS`); per case ``sampled`` ``[B, K + 1]``, ``num_sampled`` and
         the two log-sum-exps ``[B]``; ``extra["rejection"]`` §33 of its requests
-        (:func:`~...targetkit.verify_chain.settle_chain`'s)."""
+        (:func:`~...targetkit.verify_chain.settle_chain`'s). With ``scale``, ``k``
+        production-scale standard-verification steps over the scale epoch ``seeds[0]``'s
+        shared tables (:meth:`_scale_batch`)."""
+        if scale:
+            return self._scale_batch(seeds, device, k)
         method = str(np.random.default_rng(seeds).choice(METHODS))  # the batch's, before its steps
         st = draw_steps(seeds, device, k, max_requests, kind, vocab=vocab_of(0.1), method=method, same=False,
                         other_width=0.2, tour=LONG_CONTEXT,
@@ -121,6 +150,47 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         b = rejection_batch(st)
         b.extra["rejection"] = settle_chain(b, st)[0]  # §33 of the batch as settled, which its check takes
         return b
+
+    def _scale_epoch(self, seed: int, device: str) -> ScaleEpoch:
+        """The scale epoch ``seed``'s shared tables (kept for the next batch of the epoch)."""
+        key = (seed, device, flat_limit())
+        if getattr(self, "_epoch", (None,))[0] != key:
+            self._epoch = (None, None)  # the last epoch's tables freed before the next are drawn
+            if device != "cpu":
+                torch.cuda.empty_cache()
+            self._epoch = (key, scale_epoch(seed, device))
+        return self._epoch[1]
+
+    def _scale_batch(self, seeds: tuple[int, int], device: str, k: int) -> DeviceBatch:
+        """``k`` production-scale standard-verification steps over the epoch's table and cache
+        (:func:`~...targetkit.scale_steps.standard_steps`: the filler's greedy requests of zero
+        rows, then each step's tail past the limit, drawn and settled), each reading their first
+        rows; ``extra["rejection"]`` §33 of every request: the filler's once
+        (:func:`_filler_rejection`, the same in every step), the settled tails' their own."""
+        ep = self._scale_epoch(seeds[0], device)
+        s = standard_steps(seeds, device, k, ep)
+        r = s.rows
+        nb = s.nb
+        n, B = r.n.tolist(), r.B.tolist()
+        arrays = {x: (s.stats[x].reshape(-1), [(m, nb) for m in n]) for x in STATS}
+        arrays |= {"draft_sampled": (s.draft_sampled, [(m,) for m in n]),
+                   "cu_num_logits": (torch.as_tensor(s.cu_num_logits(), device=device), [(x + 1,) for x in B]),
+                   "idx_mapping": (torch.as_tensor(s.idx_mapping(), device=device), [(x,) for x in B]),
+                   "temperature": (r.temperature, [(x,) for x in B]), "seed": (s.seed, [(x,) for x in B]),
+                   "pos": (s.pos, [(m,) for m in n])}
+        cat, lengths, shapes = {}, {}, {}
+        for x in ARRAYS:
+            if x in arrays:
+                cat[x], shapes[x] = arrays[x]
+                lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+        outputs = {"sampled": (torch.int64, [x * (CACHE_K + 1) for x in B]), "num_sampled": (torch.int32, B),
+                   "target_rejected_logsumexp": (torch.float32, B), "draft_rejected_logsumexp": (torch.float32, B)}
+        scalars = [{"vocab_num_blocks": nb, "num_speculative_steps": CACHE_K, "use_block_verification": False,
+                    "fly_window_size": 0, "fly_entropy_threshold": 0.3} for _ in B]
+        host = [{"shapes": {"sampled": (x, CACHE_K + 1)}} for x in B]
+        shared = {"target_logits": ep.table} | ({} if ep.cache is None else {"draft_logits": ep.cache})
+        return DeviceBatch(cat, lengths, shapes, shared, {"target_logits": n, "draft_logits": B}, outputs, scalars,
+                           {"scale": ep, "rejection": _scale_rejection(s)}, host)
 
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
         """Every request of every case in one call of the torch oracle: the slots of ``sampled``
@@ -179,10 +249,11 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         rows = torch.nonzero(draft_row).flatten()
         cid = q.cid[rows].cpu().numpy()
         np.maximum.at(last, cid, rows.cpu().numpy() - (np.cumsum(n) - n)[cid])
-        V = q.V
-        Vt = b.shapes["target_logits"][0][1]
+        ep: ScaleEpoch | None = b.extra.get("scale")  # a scale batch's tables are shared
+        V = q.V if ep is None else ep.V
+        Vt = b.shapes["target_logits"][0][1] if ep is None else ep.V
         B = np.asarray(b.lengths["idx_mapping"], dtype=np.int64)
-        has_draft = "draft_logits" in a
+        has_draft = "draft_logits" in a if ep is None else ep.cache is not None
         full = {x: np.full(k, method == m) for x, m in (("standard", "standard"), ("synthetic", "synthetic"),
                                                          ("block_verification", "block"), ("fly", "fly"))}
         full |= {"draft_logits": np.full(k, has_draft), "one_hot_drafts": np.full(k, not has_draft),
@@ -227,6 +298,39 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
     def confirm_on(self, case: Case) -> tuple[Case, list[int]]:
         keep = live_requests(case)
         return keep_requests(case, keep), keep
+
+
+def _filler_rejection(s: StandardSteps) -> dict[str, torch.Tensor]:
+    """§33 of the filler's requests (every step's first ``q``: greedy zero rows, the same arrays
+    in every step), from the first step's arrays, the table read in place."""
+    ep = s.epoch
+    F, q, V = ep.F, ep.q, ep.V
+    dev = s.draft_sampled.device
+    dl = None if ep.cache is None else ep.cache.view(-1, V)
+    st = torch.arange(q, device=dev)
+    cu = torch.as_tensor(np.concatenate([[0], np.cumsum(ep.fill)]).astype(np.int64), device=dev)
+    f = {x: s.stats[x][:F] for x in STATS}
+    return tensor_ops_v2.rejection_steps(
+        ep.table[:F], f["target_local_argmax"], f["target_local_max"], f["target_local_sumexp"], s.draft_sampled[:F], dl,
+        f["draft_local_max"], f["draft_local_sumexp"], cu, st, None if dl is None else st * CACHE_K,
+        s.rows.temperature[:q], s.seed[:q], s.pos[:F], s.nb, CACHE_K, "standard")
+
+
+def _scale_rejection(s: StandardSteps) -> dict[str, torch.Tensor]:
+    """§33 of every request of a scale batch (per request, global): the filler's
+    (:func:`_filler_rejection`) in every step, then its tail's (settled:
+    :attr:`~...targetkit.scale_steps.StandardSteps.rejection`); ``K`` per request."""
+    q = s.epoch.q
+    tail = s.rejection
+    dev = s.draft_sampled.device
+    t = np.asarray([len(c) for c in s.tails.counts], dtype=np.int64)
+    idx = np.concatenate([np.concatenate([np.arange(q), q + f + np.arange(x)]) for f, x in zip(np.cumsum(t) - t, t,
+                                                                                              strict=True)])
+    at = torch.as_tensor(idx.astype(np.int64), device=dev)
+    filler = _filler_rejection(s) if q else {x: v[:0] for x, v in tail.items()}
+    out = {x: torch.cat([filler[x], tail[x]])[at] for x in tail}
+    out["K"] = torch.full((at.numel(),), CACHE_K, dtype=torch.int64, device=dev)
+    return out
 
 
 DEVICE = _Device(TARGET, scale_case, minimal_scale_cases)
