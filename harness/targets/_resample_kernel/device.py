@@ -37,8 +37,6 @@ from ...targetkit.runner_v2_verify import (
     MAX_MODEL_LEN,
     METHODS,
     SAMPLE_BLOCK,
-    STATS,
-    STATS_BLOCK,
     keep_requests,
 )
 from ...targetkit.scale import flat_limit, past_limit
@@ -57,20 +55,15 @@ from ...targetkit.scale_steps import (
     ScaleTails,
     epoch_vocab,
     scale_epoch,
-    scale_rows,
-    scale_tails,
-    tail_rows,
+    standard_steps,
 )
 from ...targetkit.scale_steps import K as CACHE_K
 from ...targetkit.step_batch import feature_sets, per_case_any, rows_of
 from ...targetkit.verify_batch import LONG_CONTEXT, VerifyBatchDevice, draw_steps
 from ...targetkit.verify_chain import (
-    ATTEMPTS,
     batch_requests,
-    re_key,
     rejection_batch,
     resample_of,
-    resample_requests,
     resample_vocab,
     rows_at_once,
     settle_chain,
@@ -108,12 +101,6 @@ SCALE_POSITIONS = (5000, MAX_MODEL_LEN)
 """A scale step's tail requests' positions start below one of these (drawn per step): a short
 context (the record's ``scale_case``), or any position up to ``max_model_len`` (past 65535
 nearly always, as the record's tour's long contexts)."""
-SCALE_FP64 = 0.25
-"""The share of scale batches on the float64 noise path (one batch's outputs share a dtype), as
-:func:`~...targetkit.verify_batch.draw_steps` draws it."""
-MAX_ATTEMPTS = 64
-"""Settling attempts of a scale batch at most: :data:`~...targetkit.verify_chain.ATTEMPTS`
-re-keyings, placeholder drafts, then more re-keyings (a production case meets no window)."""
 
 
 class _Device(VerifyBatchDevice, ScaleRecordDevice):
@@ -184,110 +171,38 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         return self._epoch[1]
 
     def _scale_batch(self, seeds: tuple[int, int], device: str, k: int) -> DeviceBatch:
-        """``k`` production-scale standard-verification steps over the epoch's table and cache
-        (:mod:`~...targetkit.scale_steps`), each reading their first rows: the filler's greedy
-        requests of zero rows (every draft :data:`FILLS`' 1, seeds and positions 0: §33 rejects
-        each at its first draft, so ``rejected_step`` 0, log-sum-exps 0, nothing drawn), then
-        the step's tail (:func:`~...targetkit.scale_steps.scale_tails`, its last request
-        starting past the limit and a random one there: :func:`_drawn_past_limit`) drawn as
-        :func:`~...targetkit.verify_batch.draw_steps` draws a step (a random id, half of them
-        the target's favourite at the row; in three steps in ten a quarter of those past a
-        request's first row ``-1``; any seed; a position per request below one of
-        :data:`SCALE_POSITIONS`, then consecutive; float64 noise one batch in four), §33 of
-        the tails' requests alone (:func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps` on
-        §30's statistics of their rows, each distinct row once) and settled as
-        :func:`~...targetkit.runner_v2_verify.settle_step` settles a step: a tail request whose
-        §33 test or §34 winner lands within its window re-keyed, after
-        :data:`~...targetkit.verify_chain.ATTEMPTS` its drafts made placeholders (then
-        re-keyed again until none does: production meets no window). ``extra["tails"]``: §34
-        of the tails' requests as settled, and their requests in the batch."""
+        """``k`` production-scale standard-verification steps over the epoch's table and cache,
+        each reading their first rows (:func:`~...targetkit.scale_steps.standard_steps`): the
+        filler's greedy requests of zero rows (every draft :data:`FILLS`' 1, seeds and
+        positions 0: §33 rejects each at its first draft, so ``rejected_step`` 0, log-sum-exps
+        0, nothing drawn), then the step's tail, its last request starting past the limit and
+        a random one there (:func:`_drawn_past_limit`), its positions below one of
+        :data:`SCALE_POSITIONS`, §33 of its requests the torch oracle's, settled off §33's and
+        §34's windows as the ordinary draws are. ``extra["tails"]``: §34 of the tails'
+        requests as settled, and their requests in the batch."""
         ep = self._scale_epoch(seeds[0], device)
-        rng = np.random.default_rng(seeds[1])
-        tails = scale_tails(rng, k, ep)
-        _drawn_past_limit(rng, tails, ep)
-        r = scale_rows(ep, tails, device)
-        gen = torch.Generator(device=device).manual_seed(seeds[1])
-        V, F = ep.V, ep.F
-        n, B = r.n, r.B
-        k, N, S = len(n), int(n.sum()), int(B.sum())
-        cid, local, at = tail_rows(n, F, device)
-        T = at.numel()
-        elp, bonus = r.elp[at].long(), r.bonus[at]
-        # the drafts: row j's at j + 1 (a request's first row: the token before, any id)
-        tok = (torch.rand(T, generator=gen, device=device) * V).long().clamp(max=V - 1)
-        live = ep.table[F:, :V]
-        fav = torch.where(torch.isfinite(live), live, float("-inf")).argmax(1)[local - F]
-        take = (torch.rand(T, generator=gen, device=device) < 0.5) & (elp > 0)
-        tok = torch.where(take, torch.cat([fav.new_zeros(1), fav[:-1]]), tok)
-        refused = torch.as_tensor(rng.random(k) < 0.3, device=device)[cid]
-        tok = torch.where(refused & (torch.rand(T, generator=gen, device=device) < 0.25) & (elp > 0), -1, tok)
-        ds = torch.full((N,), FILLS["draft_sampled"], dtype=torch.int32, device=device)
-        # the tails' requests (each its own state row), their seeds and positions
-        head = elp == 0
-        treq = torch.cumsum(head.long(), 0) - 1
-        Rt = int(head.sum())
-        first = torch.nonzero(head).flatten()
-        cu_t = torch.cat([first, torch.full((1,), T, dtype=torch.int64, device=device)])
-        eidx = r.eidx[at]
-        req = torch.as_tensor(np.cumsum(B) - B, device=device)[cid[first]] + eidx[first]  # request = state row
-        top = torch.as_tensor(rng.choice(SCALE_POSITIONS, size=k) - 64, dtype=torch.float64, device=device)[cid[first]]
-        p0 = (torch.rand(Rt, generator=gen, device=device, dtype=torch.float64) * top).to(torch.int64)
-        pos_t = p0[treq] + elp
-        seed_t = torch.randint(-(2**63), 2**63 - 1, (Rt,), generator=gen, device=device, dtype=torch.int64)
-        temp_t = r.temperature[req]
-        fp64 = bool(rng.random() < SCALE_FP64)
-        stats = _tail_stats(ep, local, temp_t[treq], bonus, eidx, elp)
-        target = _RowTable(ep.table, local)
-        dl = None if ep.cache is None else ep.cache.view(-1, V)
-        dfirst = eidx[first] * CACHE_K
-        Kt = torch.full((Rt,), CACHE_K, dtype=torch.int64, device=device)
-        st = torch.arange(Rt, device=device)
-        nb = -(-V // STATS_BLOCK)
-        ds_t = tok.clone()
-
-        def chain() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-            res = tensor_ops_v2.rejection_steps(
-                target, stats["target_local_argmax"], stats["target_local_max"], stats["target_local_sumexp"], ds_t, dl,
-                stats["draft_local_max"], stats["draft_local_sumexp"], cu_t, st, dfirst, temp_t, seed_t, pos_t, nb,
-                CACHE_K, "standard")
-            r34 = resample_requests(target, dl, dfirst, Kt, cu_t, st, res["num_sampled"], res["target_rejected_logsumexp"],
-                                    res["draft_rejected_logsumexp"], None, ds_t, temp_t, seed_t, pos_t, V, fp64)
-            return res, r34
-
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            res, r34 = chain()
-            w = res["window"] | r34["window"]
-            if not bool(w.any()):
-                break
-            if attempt == ATTEMPTS + 1:  # placeholders: nothing of the request verified
-                ds_t[w[treq] & (elp > 0)] = -1
-            else:
-                re_key(seed_t, torch.nonzero(w).flatten(), attempt)
-        else:
-            raise RuntimeError(f"_resample_kernel: a window after {MAX_ATTEMPTS} settling attempts of a scale step")
-        ds[at] = ds_t.to(torch.int32)
-        seed = torch.zeros(S, dtype=torch.int64, device=device)
-        seed[req] = seed_t
-        pos = torch.zeros(N, dtype=torch.int64, device=device)
-        pos[at] = pos_t
+        ss = standard_steps(seeds, device, k, ep, tuple(x - 64 for x in SCALE_POSITIONS), _drawn_past_limit)
+        r, V = ss.rows, ep.V
+        S = int(r.B.sum())
+        req, res = ss.tail_request, ss.rejection
         rejected = torch.zeros(S, dtype=torch.int32, device=device)
         rejected[req] = res["num_sampled"]
         lse = {}
         for x in ("target_rejected_logsumexp", "draft_rejected_logsumexp"):
             lse[x] = torch.zeros(S, dtype=torch.float32, device=device)
             lse[x][req] = res[x]
-        per = [np.asarray(ep.fill + c, dtype=np.int64) for c in tails.counts]
-        cu = np.concatenate([np.concatenate([[0], np.cumsum(p)]) for p in per]).astype(np.int32)
-        nl, Bl = n.tolist(), B.tolist()
+        nl, Bl = r.n.tolist(), r.B.tolist()
         arrays = {"target_rejected_logsumexp": (lse["target_rejected_logsumexp"], [(x,) for x in Bl]),
                   "draft_rejected_logsumexp": (lse["draft_rejected_logsumexp"], [(x,) for x in Bl]),
                   "rejected_step": (rejected, [(x,) for x in Bl]),
-                  "cu_num_logits": (torch.as_tensor(cu, device=device), [(x + 1,) for x in Bl]),
-                  "expanded_idx_mapping": (r.eidx, [(m,) for m in nl]), "draft_sampled": (ds, [(m,) for m in nl]),
-                  "temperature": (r.temperature, [(x,) for x in Bl]), "seed": (seed, [(x,) for x in Bl]),
-                  "pos": (pos, [(m,) for m in nl])}
+                  "cu_num_logits": (torch.as_tensor(ss.cu_num_logits(), device=device), [(x + 1,) for x in Bl]),
+                  "expanded_idx_mapping": (r.eidx, [(m,) for m in nl]),
+                  "draft_sampled": (ss.draft_sampled, [(m,) for m in nl]),
+                  "temperature": (r.temperature, [(x,) for x in Bl]), "seed": (ss.seed, [(x,) for x in Bl]),
+                  "pos": (ss.pos, [(m,) for m in nl])}
         cat, lengths, shapes = _laid_out(arrays)
         rnb = -(-V // SAMPLE_BLOCK)
+        fp64 = ss.use_fp64
         dt = torch.float64 if fp64 else torch.float32
         outputs = {"resampled_local_argmax": (torch.int64, [x * rnb for x in Bl]),
                    "resampled_local_max": (dt, [x * rnb for x in Bl])}
@@ -295,7 +210,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         host = [{"shapes": dict.fromkeys(outputs, (x, rnb))} for x in Bl]
         shared = {"target_logits": ep.table} | ({} if ep.cache is None else {"draft_logits": ep.cache})
         return DeviceBatch(cat, lengths, shapes, shared, {"target_logits": nl, "draft_logits": Bl}, outputs, scalars,
-                           {"scale": ep, "tails": (req, r34)}, host=host)
+                           {"scale": ep, "tails": (req, ss.resample)}, host=host)
 
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[Any, ...]]:
         """Every drawn request of every case in one call of the torch oracle (a block of rows
@@ -473,58 +388,6 @@ def _drawn_past_limit(rng: np.random.Generator, tails: ScaleTails, ep: ScaleEpoc
         past = [i for i in range(len(counts)) if starts[i] >= Z]
         if all(temperature[i] == 0 for i in past):
             temperature[past[-1]] = float(rng.choice([t for t in TAIL_TEMPERATURES if t]))
-
-
-def _tail_stats(ep: ScaleEpoch, local: torch.Tensor, t: torch.Tensor, bonus: torch.Tensor, state: torch.Tensor,
-                elp: torch.Tensor) -> dict[str, torch.Tensor]:  # fmt: skip
-    """§30's statistics of the tails' rows (their table rows ``local``, temperatures ``t``,
-    bonus flags, state rows within their steps and steps), each distinct row once (its table
-    row, temperature, bonus, drafter's row): ``-1``/NaN where unwritten, as §33 reads them."""
-    V = ep.V
-    draft_at = torch.where((t != 0) & ~bonus, state * CACHE_K + elp.clamp(max=CACHE_K - 1), -1)
-    if ep.cache is None:
-        draft_at = torch.full_like(draft_at, -1)
-    key = torch.stack([local, t.view(torch.int32).long(), bonus.long(), draft_at], 1)
-    uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
-    tu = uniq[:, 1].to(torch.int32).view(torch.float32)
-    parts: dict[str, list[torch.Tensor]] = {x: [] for x in STATS}
-    step = rows_at_once(V, STATS_BLOCK)
-    for lo in range(0, uniq.shape[0], step):
-        u, tt = uniq[lo : lo + step], tu[lo : lo + step]
-        draft = None if ep.cache is None else ep.cache.view(-1, V)[u[:, 3].clamp(min=0)]
-        res = tensor_ops_v2.local_logits_stats_rows(ep.table[u[:, 0]], tt == 0, u[:, 2] > 0, draft, tt, V, STATS_BLOCK)
-        for x in STATS:
-            w, v, _ = res[x]
-            argmax = x == "target_local_argmax"
-            parts[x].append(torch.where(w, v.to(torch.int64 if argmax else torch.float32), -1 if argmax else float("nan")))
-    return {x: torch.cat(parts[x])[inverse] for x in STATS}
-
-
-class _RowTable:
-    """Rows ``rows`` of ``table`` as a ``[len(rows), W]`` table read where indexed (no copy),
-    where the torch oracles of §33 and §34 take the target logits
-    (:func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps` reads elements of its
-    ``reshape(-1)``, :func:`~...targetkit.verify_chain.resample_requests` whole rows): the
-    tails' rows are the epoch's live rows."""
-
-    def __init__(self, table: torch.Tensor, rows: torch.Tensor, flat: bool = False) -> None:
-        self.table, self.rows, self.flat = table, rows, flat
-        self.W = table.shape[1]
-        self.shape = (rows.numel(), self.W)
-        self.device = table.device
-
-    def reshape(self, *shape: int) -> _RowTable:
-        if shape != (-1,):
-            raise ValueError("a row table is read flat or by rows")
-        return _RowTable(self.table, self.rows, True)
-
-    def numel(self) -> int:
-        return self.rows.numel() * self.W
-
-    def __getitem__(self, idx: torch.Tensor) -> torch.Tensor:
-        if self.flat:
-            return self.table[self.rows[idx // self.W], idx % self.W]
-        return self.table[self.rows[idx]]
 
 
 def _laid_out(arrays: dict[str, tuple[torch.Tensor, list[tuple[int, ...]]]]) -> tuple[dict, dict, dict]:
