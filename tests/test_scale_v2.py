@@ -155,7 +155,7 @@ def test_a_wrapping_kernel_is_found_confirmed_minimised_and_reproduced(name, low
     assert_case(case, source="vllm-release:0.33.0")
 
 
-BATCHED = (TK, ST, CL, GS, RM, RJ)
+BATCHED = (TK, ST, CL, GS, RM, RJ, RS)
 """The targets whose scale examples are production-scale batches (``scale_batches``)."""
 REACHED = {
     TK: {"greedy_row", "unit_temperature", "scaled_row", "low_temperature", "untouched_state_rows", "shared_state_row"},
@@ -166,6 +166,8 @@ REACHED = {
          "ratio_below_one"},
     RJ: {"greedy_request", "random_request", "standard", "draft_logits", "one_hot_drafts", "first_rejected", "all_accepted",
          "later_rejected", "greedy_corrected", "minus_one_draft", "no_drafts"},
+    RS: {"bonus_draw", "residual_draw", "one_hot_residual", "placeholder_rejected", "greedy_bonus", "greedy_skipped",
+         "fp64_noise", "residual_lanes_cut", "positions_past_65535"},
 }
 """Features each target's scale batches of sixteen epochs reach (besides the scale feature)."""
 

@@ -21,6 +21,7 @@ dozen rows of oracle, not ``2**31`` elements.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -380,27 +381,30 @@ def filler_stats(N: int, nb: int, bonus: torch.Tensor, device: str) -> dict[str,
     return {x: out[x] for x in STATS}
 
 
-def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoch, max_pos: int = 5000) -> StandardSteps:
+def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoch, max_pos: int | tuple[int, ...] = 5000,
+                   arrange: Callable[[np.random.Generator, ScaleTails, ScaleEpoch], None] | None = None) -> StandardSteps:
     """``k`` production-scale standard-verification steps over ``epoch``'s tables
     (``seeds[1]`` the batch's): the filler's greedy requests of zero rows (every draft
     :data:`FILLER_DRAFT`, seeds and positions 0, :func:`filler_stats`), then each step's tail
     (:func:`scale_tails`, a random request past the limit: :func:`random_past_limit`) drawn as
     :func:`~.verify_batch.draw_steps` draws a step (a random id, half of them the target's
     favourite at the row; in three steps in ten a quarter of those past a request's first row
-    ``-1``; a position below ``max_pos`` per request, then consecutive; any seed; float64
+    ``-1``; a position below ``max_pos`` per request (a tuple: below one of them, drawn per
+    step), then consecutive; any seed; float64
     noise one batch in four) with §30's statistics of its rows (the torch oracle's, each
     distinct row once: table row, temperature, bonus, drafter's row), and settled as
     :func:`~.runner_v2_verify.settle_step` settles a step (:func:`~.verify_chain.settle_chain`):
     a tail request whose §33 test or §34 winner lands within its window re-keyed (its seed
     XOR-ed with ``RE_KEY`` times the attempt) up to :data:`~.verify_chain.ATTEMPTS` times,
     then its drafts made placeholders (``-1``). The filler lands in no window (greedy,
-    rejected at its first draft, no draw)."""
+    rejected at its first draft, no draw). ``arrange``: what makes the tails reach past the
+    limit as the kernel reads them (in place; default :func:`random_past_limit`)."""
     from .runner_v2_verify import STATS
     from .verify_chain import ATTEMPTS, re_key, resample_requests
 
     rng = np.random.default_rng(seeds[1])
     tails = scale_tails(rng, k, epoch)
-    random_past_limit(rng, tails, epoch)
+    (random_past_limit if arrange is None else arrange)(rng, tails, epoch)
     r = scale_rows(epoch, tails, device)
     gen = torch.Generator(device=device).manual_seed(seeds[1])
     V, F = epoch.V, epoch.F
@@ -423,7 +427,11 @@ def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoc
     cu_t = torch.cat([first, torch.full((1,), T, dtype=torch.int64, device=device)])
     tail_request = gstate  # request = state row in a scale step
     pos = torch.zeros(N, dtype=torch.int64, device=device)
-    p0 = torch.randint(0, max_pos, (Rt,), generator=gen, device=device)
+    if isinstance(max_pos, int):
+        p0 = torch.randint(0, max_pos, (Rt,), generator=gen, device=device)
+    else:  # per step a ceiling of max_pos
+        top = torch.as_tensor(rng.choice(max_pos, size=k), dtype=torch.float64, device=device)[cid[first]]
+        p0 = (torch.rand(Rt, generator=gen, device=device, dtype=torch.float64) * top).to(torch.int64)
     pos[at] = p0[treq] + elp
     seed = torch.zeros(int(B.sum()), dtype=torch.int64, device=device)
     seed[gstate] = torch.randint(-(2**63), 2**63 - 1, (Rt,), generator=gen, device=device, dtype=torch.int64)
