@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,6 +31,7 @@ import torch
 from ...oracles import tensor_ops_v2
 from .device_draws import scale_vocab
 from .runner_v2_verify import STATS_BLOCK, WITH_LOGPROBS
+from .scale import flat_limit
 from .scale_device import first_row
 from .scale_rows import LIVE_ROWS, _requests_of
 from .verify_batch import _logits, bf16
@@ -110,6 +112,19 @@ def scale_epoch(seed: int, device: str, cache_share: float = 0.5) -> ScaleEpoch:
         other = _logits(gen, fin.shape[0], V, "gauss", device)
         cache[len(fill):] = bf16(near if rng.random() < 0.5 else other).view(TAIL_REQUESTS, K, V)
     return ScaleEpoch(V, fill, table, cache, style, masked)
+
+
+def kept_epoch(owner: Any, seed: int, device: str, draw: Callable[[int, str], Any]) -> Any:
+    """The scale epoch ``seed``'s shared tables of device target ``owner``: drawn by
+    ``draw(seed, device)`` and kept on it for the epoch's next batch; the last epoch's are freed
+    before the next are drawn (one epoch's tables of gigabytes at a time)."""
+    key = (seed, device, flat_limit())
+    if getattr(owner, "_epoch", (None,))[0] != key:
+        owner._epoch = (None, None)
+        if device != "cpu":
+            torch.cuda.empty_cache()
+        owner._epoch = (key, draw(seed, device))
+    return owner._epoch[1]
 
 
 @dataclass

@@ -40,7 +40,7 @@ from ...targetkit.runner_v2_verify import (
     padded_blocks,
     settle_step,
 )
-from ...targetkit.scale import flat_limit, past_limit
+from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import (
     ScaleRecordDevice,
     ScaleRun,
@@ -54,6 +54,7 @@ from ...targetkit.scale_steps import (
     ScaleEpoch,
     epoch_vocab,
     filled,
+    kept_epoch,
     random_past_limit,
     scale_epoch,
     scale_rows,
@@ -156,13 +157,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     def _scale_epoch(self, seed: int, device: str) -> ScaleEpoch:
         """The scale epoch ``seed``'s shared tables (kept for the next batch of the epoch)."""
-        key = (seed, device, flat_limit())
-        if getattr(self, "_epoch", (None,))[0] != key:
-            self._epoch = (None, None)  # the last epoch's tables freed before the next are drawn
-            if device != "cpu":
-                torch.cuda.empty_cache()
-            self._epoch = (key, scale_epoch(seed, device))
-        return self._epoch[1]
+        return kept_epoch(self, seed, device, scale_epoch)
 
     def _scale_batch(self, seeds: tuple[int, int], device: str, k: int) -> DeviceBatch:
         """``k`` production-scale block-verification steps over the epoch's table and cache

@@ -26,11 +26,18 @@ from ...core.case import Case
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import lazy_full, scale_vocab
 from ...targetkit.runner_v2_verify import STATS, STATS_BLOCK
-from ...targetkit.scale import flat_limit, past_limit
+from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row, requests_past_limit
 from ...targetkit.scale_rows import bonus_rows, minimal_request_rows, scale_request_rows
 from ...targetkit.scale_steps import K as CACHE_K
-from ...targetkit.scale_steps import ScaleEpoch, epoch_vocab, scale_epoch, scale_rows, scale_tails
+from ...targetkit.scale_steps import (
+    ScaleEpoch,
+    epoch_vocab,
+    kept_epoch,
+    scale_epoch,
+    scale_rows,
+    scale_tails,
+)
 from ...targetkit.step_batch import (
     feature_sets,
     per_case_any,
@@ -195,13 +202,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     def _scale_epoch(self, seed: int, device: str) -> ScaleEpoch:
         """The scale epoch ``seed``'s shared tables (kept for the next batch of the epoch)."""
-        key = (seed, device, flat_limit())
-        if getattr(self, "_epoch", (None,))[0] != key:
-            self._epoch = (None, None)  # the last epoch's tables freed before the next are drawn
-            if device != "cpu":
-                torch.cuda.empty_cache()
-            self._epoch = (key, scale_epoch(seed, device))
-        return self._epoch[1]
+        return kept_epoch(self, seed, device, scale_epoch)
 
     def _scale_batch(self, seeds: tuple[int, int], device: str, k: int) -> DeviceBatch:
         """``k`` production-scale steps (:func:`~...targetkit.scale_steps.scale_tails`) over

@@ -21,6 +21,7 @@ of the steps' tails that write alone. §32 decides nothing (no window): every dr
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,7 @@ from ...targetkit.runner_v2_verify import (
     padded_blocks,
     settle_step,
 )
-from ...targetkit.scale import flat_limit, past_limit
+from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row, requests_past_limit
 from ...targetkit.scale_rows import (
     LIVE_ROWS,
@@ -60,6 +61,7 @@ from ...targetkit.scale_steps import (
     ScaleTails,
     epoch_vocab,
     filled,
+    kept_epoch,
     scale_epoch,
     scale_rows,
     scale_tails,
@@ -317,13 +319,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
     def _scale_epoch(self, seed: int, device: str) -> ScaleEpoch:
         """The scale epoch ``seed``'s shared tables, always with the drafter's cache (§32 reads
         it), kept for the next batch of the epoch."""
-        key = (seed, device, flat_limit())
-        if getattr(self, "_epoch", (None,))[0] != key:
-            self._epoch = (None, None)  # the last epoch's tables freed before the next are drawn
-            if device != "cpu":
-                torch.cuda.empty_cache()
-            self._epoch = (key, scale_epoch(seed, device, cache_share=1.0))
-        return self._epoch[1]
+        return kept_epoch(self, seed, device, partial(scale_epoch, cache_share=1.0))
 
     def _scale_batch(self, seeds: tuple[int, int], device: str, k: int) -> DeviceBatch:
         """``k`` production-scale block-verification steps with the drafter's logits over the

@@ -33,6 +33,7 @@ limit (:mod:`~...targetkit.scale_rows`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -51,13 +52,14 @@ from ...targetkit.runner_v2_verify import (
     SAMPLE_BLOCK,
     VOCABS,
 )
-from ...targetkit.scale import flat_limit, past_limit
+from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row
 from ...targetkit.scale_rows import minimal_request_rows, scale_request_rows
 from ...targetkit.scale_steps import (
     BAND,
     ScaleEpoch,
     epoch_vocab,
+    kept_epoch,
     scale_epoch,
     scale_rows,
     scale_tails,
@@ -435,13 +437,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
     def _scale_epoch(self, seed: int, device: str) -> ScaleEpoch:
         """The scale epoch ``seed``'s shared table (:func:`~...targetkit.scale_steps.scale_epoch`,
         no drafter's cache: the target's sampling has none), kept for the next batch of the epoch."""
-        key = (seed, device, flat_limit())
-        if getattr(self, "_epoch", (None,))[0] != key:
-            self._epoch = (None, None)  # the last epoch's table freed before the next is drawn
-            if device != "cpu":
-                torch.cuda.empty_cache()
-            self._epoch = (key, scale_epoch(seed, device, cache_share=0.0))
-        return self._epoch[1]
+        return kept_epoch(self, seed, device, partial(scale_epoch, cache_share=0.0))
 
     def _scale_batch(self, seeds: tuple[int, int], device: str, k: int) -> DeviceBatch:
         """Up to ``k`` production-scale steps of the target's sampling (fewer past

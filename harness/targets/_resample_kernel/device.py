@@ -39,7 +39,7 @@ from ...targetkit.runner_v2_verify import (
     SAMPLE_BLOCK,
     keep_requests,
 )
-from ...targetkit.scale import flat_limit, past_limit
+from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import (
     ScaleRecordDevice,
     ScaleRun,
@@ -54,6 +54,7 @@ from ...targetkit.scale_steps import (
     ScaleEpoch,
     ScaleTails,
     epoch_vocab,
+    kept_epoch,
     scale_epoch,
     standard_steps,
 )
@@ -162,13 +163,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     def _scale_epoch(self, seed: int, device: str) -> ScaleEpoch:
         """The scale epoch ``seed``'s shared tables (kept for the next batch of the epoch)."""
-        key = (seed, device, flat_limit())
-        if getattr(self, "_epoch", (None,))[0] != key:
-            self._epoch = (None, None)  # the last epoch's tables freed before the next are drawn
-            if device != "cpu":
-                torch.cuda.empty_cache()
-            self._epoch = (key, scale_epoch(seed, device))
-        return self._epoch[1]
+        return kept_epoch(self, seed, device, scale_epoch)
 
     def _scale_batch(self, seeds: tuple[int, int], device: str, k: int) -> DeviceBatch:
         """``k`` production-scale standard-verification steps over the epoch's table and cache,

@@ -29,10 +29,10 @@ from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import lazy_full, scale_vocab
 from ...targetkit.runner_v2_verify import LARGE_VOCABS, STATS_BLOCK, VOCABS
-from ...targetkit.scale import flat_limit, past_limit
+from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row
 from ...targetkit.scale_rows import mismatches
-from ...targetkit.scale_steps import epoch_vocab
+from ...targetkit.scale_steps import epoch_vocab, kept_epoch
 from ...targetkit.step_batch import (
     MAX_REQUESTS,
     Rows,
@@ -239,13 +239,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     def _scale_table(self, seed: int, device: str) -> ScaleTable:
         """The scale epoch ``seed``'s table (kept for the next batch of the epoch)."""
-        key = (seed, device, flat_limit())
-        if getattr(self, "_epoch", (None,))[0] != key:
-            self._epoch = (None, None)  # the last epoch's table freed before the next is drawn
-            if device != "cpu":
-                torch.cuda.empty_cache()
-            self._epoch = (key, scale_table(seed, device))
-        return self._epoch[1]
+        return kept_epoch(self, seed, device, scale_table)
 
     def _scale_batch(self, seeds: tuple[int, int], device: str, k: int) -> DeviceBatch:
         """Up to ``k`` production steps past ``2**31`` logits (:data:`SCALE_CASES` at most) over
