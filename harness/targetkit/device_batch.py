@@ -107,6 +107,18 @@ class DeviceBatch:
         return DeviceCase({}, {}, self.scalars[k], self.host[k] if self.host else {})
 
 
+def laid_out(arrays: dict[str, tuple[torch.Tensor, list[tuple[int, ...]]]], order: tuple[str, ...]
+             ) -> tuple[dict[str, torch.Tensor], dict[str, list[int]], dict[str, list[tuple[int, ...]]]]:  # fmt: skip
+    """A batch's ``cat``, ``lengths`` and ``shapes`` of ``arrays`` (name -> (the cases' arrays
+    concatenated, each case's shape)), in ``order`` (the kernel's signature's)."""
+    cat, lengths, shapes = {}, {}, {}
+    for x in order:
+        if x in arrays:
+            cat[x], shapes[x] = arrays[x]
+            lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+    return cat, lengths, shapes
+
+
 class BatchArenas:
     """Every case of ``batch`` in guarded buffers, pre-filled for ``writes`` (each output's flat
     indices in the concatenation of the cases' outputs); :attr:`views` per case."""

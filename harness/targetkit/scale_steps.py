@@ -259,35 +259,46 @@ def tail_drafts(rng: np.random.Generator, gen: torch.Generator, epoch: ScaleEpoc
     return ds
 
 
-def tail_stats(epoch: ScaleEpoch, rows: ScaleRows, filler: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
-    """§30's statistics (``[N, NB]`` each, the names and dtypes of ``filler``: every row's
-    arrays as the filler's rows hold them) of ``k`` steps' rows, the tails' rows the torch
-    oracle's (each distinct row once: its table row, temperature, bonus, drafter's row;
-    unwritten: NaN, an argmax ``-1``); ``filler`` is updated in place and returned."""
-    V, F = epoch.V, epoch.F
-    n, B = rows.n, rows.B
-    cid, local, at = tail_rows(n, F, device)
-    elp, bonus = rows.elp[at].long(), rows.bonus[at]
-    state = rows.eidx[at]
-    t = rows.temperature[torch.as_tensor(np.cumsum(B) - B, device=device)[cid] + state]
+def distinct_stats(epoch: ScaleEpoch, content: torch.Tensor, t: torch.Tensor, bonus: torch.Tensor, state: torch.Tensor,
+                   elp: torch.Tensor) -> tuple[dict[str, tuple[torch.Tensor, ...]], torch.Tensor]:
+    """§30's statistics by the torch oracle (:func:`~eaglefuzz.oracles.tensor_ops_v2.local_logits_stats_rows`:
+    per statistic ``(written, value, bound)``, ``[U, NB]``) of each distinct one of rows whose
+    logits are the epoch's table rows ``content``, with temperatures ``t``, bonus flags
+    ``bonus``, state rows ``state`` and steps ``elp`` (a random drafted row reads the drafter's
+    cache at ``state K + min(elp, K - 1)``), a block of rows at a time; and each row's distinct
+    row (``inverse``). Rows alike in all of these have alike statistics."""
+    V = epoch.V
     draft_at = torch.where((t != 0) & ~bonus, state * K + elp.clamp(max=K - 1), -1)
     if epoch.cache is None:
         draft_at = torch.full_like(draft_at, -1)
-    key = torch.stack([local, t.view(torch.int32).long(), bonus.long(), draft_at], 1)
+    key = torch.stack([content, t.view(torch.int32).long(), bonus.long(), draft_at], 1)
     uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
     tu = uniq[:, 1].to(torch.int32).view(torch.float32)
-    parts: dict[str, list[torch.Tensor]] = {x: [] for x in filler}
+    chunks: dict[str, list[tuple[torch.Tensor, ...]]] = {}
     step = rows_at_once(V, STATS_BLOCK)
     for lo in range(0, uniq.shape[0], step):
         u, tt = uniq[lo : lo + step], tu[lo : lo + step]
         draft = None if epoch.cache is None else epoch.cache.view(-1, V)[u[:, 3].clamp(min=0)]
-        res = tensor_ops_v2.local_logits_stats_rows(epoch.table[u[:, 0]], tt == 0, u[:, 2] > 0, draft, tt, V,
-                                                    STATS_BLOCK)
-        for x, out in filler.items():
-            w, v, _ = res[x]
-            parts[x].append(torch.where(w, v.to(out.dtype), -1 if x == "target_local_argmax" else float("nan")))
+        part = tensor_ops_v2.local_logits_stats_rows(epoch.table[u[:, 0]], tt == 0, u[:, 2] > 0, draft, tt, V,
+                                                     STATS_BLOCK)
+        for name, x in part.items():
+            chunks.setdefault(name, []).append(x)
+    return {name: tuple(torch.cat(x) for x in zip(*xs, strict=True)) for name, xs in chunks.items()}, inverse
+
+
+def tail_stats(epoch: ScaleEpoch, rows: ScaleRows, filler: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
+    """§30's statistics (``[N, NB]`` each, the names and dtypes of ``filler``: every row's
+    arrays as the filler's rows hold them) of ``k`` steps' rows, the tails' rows the torch
+    oracle's (:func:`distinct_stats`; unwritten: NaN, an argmax ``-1``); ``filler`` is updated
+    in place and returned."""
+    n, B = rows.n, rows.B
+    cid, local, at = tail_rows(n, epoch.F, device)
+    state = rows.eidx[at]
+    t = rows.temperature[torch.as_tensor(np.cumsum(B) - B, device=device)[cid] + state]
+    res, inverse = distinct_stats(epoch, local, t, rows.bonus[at], state, rows.elp[at].long())
     for x, out in filler.items():
-        out[at] = torch.cat(parts[x])[inverse]
+        w, v, _ = res[x]
+        out[at] = torch.where(w, v.to(out.dtype), -1 if x == "target_local_argmax" else float("nan"))[inverse]
     return filler
 
 

@@ -383,14 +383,14 @@ class StepRows:
         return None if self.caches is None or self.draft_at is None else self.caches[self.draft_at]
 
 
-def step_rows(b: DeviceBatch) -> StepRows:
-    """The logits rows of batch ``b`` (``target_logits``, ``draft_logits`` if any,
-    ``expanded_idx_mapping``, ``expanded_local_pos``, ``temperature``: one table width a
-    batch), read off its arrays alone: a case alone (a batch of one) reads the same."""
+def row_flags(b: DeviceBatch) -> tuple[Rows, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The logits rows of batch ``b`` (its ``expanded_idx_mapping``, ``expanded_local_pos`` and
+    ``temperature``): their :class:`~.step_batch.Rows` over the cases' state rows, and per row
+    its state row within its case, its step, whether it is its request's bonus row, its
+    temperature."""
     a = b.cat
     n = np.asarray(b.lengths["expanded_local_pos"], dtype=np.int64)
     R = np.asarray(b.lengths["temperature"], dtype=np.int64)
-    Vt = b.shapes["target_logits"][0][1]
     dev = a["expanded_local_pos"].device
     rows = _rows(n, R, dev.type)
     eidx = a["expanded_idx_mapping"].long()
@@ -400,8 +400,17 @@ def step_rows(b: DeviceBatch) -> StepRows:
     if N:
         last[torch.as_tensor(np.cumsum(n) - 1, device=dev)] = True
     nxt = torch.cat([elp[1:], elp.new_zeros(1)]) if N else elp
-    bonus = last | (nxt == 0)
-    t = a["temperature"][rows.state_base + eidx]
+    return rows, eidx, elp, last | (nxt == 0), a["temperature"][rows.state_base + eidx]
+
+
+def step_rows(b: DeviceBatch) -> StepRows:
+    """The logits rows of batch ``b`` (``target_logits``, ``draft_logits`` if any,
+    ``expanded_idx_mapping``, ``expanded_local_pos``, ``temperature``: one table width a
+    batch), read off its arrays alone: a case alone (a batch of one) reads the same."""
+    a = b.cat
+    Vt = b.shapes["target_logits"][0][1]
+    dev = a["expanded_local_pos"].device
+    rows, eidx, elp, bonus, t = row_flags(b)
     at = caches = None
     V = Vt
     if "draft_logits" in a:

@@ -27,7 +27,7 @@ import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.device_batch import DeviceBatch, laid_out
 from ...targetkit.device_draws import scale_vocab
 from ...targetkit.runner_v2_verify import (
     NOT_READ,
@@ -151,7 +151,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         arrays |= {x: (ch.stats[x].reshape(-1), [(m, nb) for m in n]) for x in STAT_INPUTS}
         if st.draft_logits is not None:
             arrays["draft_logits"] = (st.draft_logits, [(r, int(kk), st.Vd) for r, kk in zip(R, st.K, strict=True)])
-        cat, lengths, shapes = _laid_out(arrays)
+        cat, lengths, shapes = laid_out(arrays, ARRAYS)
         outputs = {"cumulative_log_p": (torch.float32, n)}
         return DeviceBatch(cat, lengths, shapes, {}, {}, outputs, [{"vocab_num_blocks": nb} for _ in range(k)])
 
@@ -187,7 +187,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
                   "idx_mapping": (torch.as_tensor(idx, device=device), [(x,) for x in Bl]),
                   "temperature": (r.temperature, [(x,) for x in Bl])}
         arrays |= {x: (stats[x].reshape(-1), [(m, nb) for m in nl]) for x in STAT_INPUTS}
-        cat, lengths, shapes = _laid_out(arrays)
+        cat, lengths, shapes = laid_out(arrays, ARRAYS)
         shared = {"target_logits": ep.table} | ({} if ep.cache is None else {"draft_logits": ep.cache})
         return DeviceBatch(cat, lengths, shapes, shared, {"target_logits": nl, "draft_logits": Bl},
                            {"cumulative_log_p": (torch.float32, nl)}, [{"vocab_num_blocks": nb} for _ in nl],
@@ -342,17 +342,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         keep = live_requests(case)
         cu = case.arrays["cu_num_logits"].astype(np.int64)
         return keep_requests(case, keep), list(range(int(cu[keep[0]]), int(cu[keep[-1] + 1])))
-
-
-def _laid_out(arrays: dict[str, tuple[torch.Tensor, list[tuple[int, ...]]]]) -> tuple[dict, dict, dict]:
-    """A batch's ``cat``, ``lengths`` and ``shapes`` of ``arrays`` (name -> (concatenated tensor,
-    per-case shapes)), in the kernel's signature's order."""
-    cat, lengths, shapes = {}, {}, {}
-    for x in ARRAYS:
-        if x in arrays:
-            cat[x], shapes[x] = arrays[x]
-            lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
-    return cat, lengths, shapes
 
 
 DEVICE = _Device(TARGET, scale_case, minimal_scale_cases)

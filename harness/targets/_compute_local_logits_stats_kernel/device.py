@@ -29,9 +29,9 @@ from ...targetkit.runner_v2_verify import STATS, STATS_BLOCK
 from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row, requests_past_limit
 from ...targetkit.scale_rows import bonus_rows, minimal_request_rows, scale_request_rows
-from ...targetkit.scale_steps import K as CACHE_K
 from ...targetkit.scale_steps import (
     ScaleEpoch,
+    distinct_stats,
     epoch_vocab,
     kept_epoch,
     scale_epoch,
@@ -44,8 +44,8 @@ from ...targetkit.step_batch import (
     per_case_sum,
     rows_of,
 )
-from ...targetkit.verify_batch import KINDS, VerifyBatchDevice, draw_steps, step_rows
-from ...targetkit.verify_chain import ROWS_AT_ONCE
+from ...targetkit.verify_batch import KINDS, VerifyBatchDevice, draw_steps, row_flags, step_rows
+from ...targetkit.verify_chain import rows_at_once
 from .layout import NAME
 from .record import TARGET
 
@@ -145,13 +145,6 @@ def restrict(case: Case, keep: list[int]) -> tuple[Case, list[int]]:
     return case.replace(arrays=arrays), rows.tolist()
 
 
-def _rows_at_once(V: int) -> int:  # noqa: N803
-    """Logits rows the torch oracle takes at once (:data:`~...targetkit.verify_chain.ROWS_AT_ONCE`
-    logits, padded to whole blocks)."""
-    nb = -(-V // STATS_BLOCK)
-    return max(1, ROWS_AT_ONCE // (nb * STATS_BLOCK if nb > 1 else max(V, 1)))
-
-
 def _joined(parts: dict[str, list[tuple[torch.Tensor, ...]]]) -> dict[str, tuple[Any, ...]]:
     """Each statistic's written elements, values and bounds, the parts joined (the argmax
     exact: no bound)."""
@@ -230,7 +223,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         draft = r.draft()
         nb = -(-V // STATS_BLOCK)
         parts: dict[str, list[tuple[torch.Tensor, ...]]] = {}
-        step = _rows_at_once(V)
+        step = rows_at_once(V, STATS_BLOCK)
         for lo in range(0, r.target.shape[0], step):  # a block of rows at a time: a case alone may be 2**31 logits
             hi = lo + step
             res = tensor_ops_v2.local_logits_stats_rows(
@@ -248,30 +241,11 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         ep: ScaleEpoch = b.extra["scale"]
         V = ep.V
         nb = -(-V // STATS_BLOCK)
-        a = b.cat
         n = np.asarray(b.lengths["expanded_local_pos"], dtype=np.int64)
-        dev = a["expanded_local_pos"].device
-        rows = rows_of(b.lengths, "expanded_local_pos", "temperature", dev.type)
-        eidx, elp = a["expanded_idx_mapping"], a["expanded_local_pos"].long()
-        bonus = torch.ones_like(elp, dtype=torch.bool)
-        bonus[:-1] = elp[1:] == 0
-        t = a["temperature"][rows.state_base + eidx]
+        dev = b.cat["expanded_local_pos"].device
+        rows, eidx, elp, bonus, t = row_flags(b)
         content = torch.where(rows.local < ep.F, 0, rows.local)  # the filler's rows are zeros, as row 0 is
-        draft_at = torch.where((t != 0) & ~bonus, eidx * CACHE_K + elp.clamp(max=CACHE_K - 1), -1)
-        if ep.cache is None:
-            draft_at = torch.full_like(draft_at, -1)
-        key = torch.stack([content, t.view(torch.int32).long(), bonus.long(), draft_at], 1)
-        uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
-        tu = uniq[:, 1].to(torch.int32).view(torch.float32)
-        chunks: dict[str, list[tuple[torch.Tensor, ...]]] = {}
-        for lo in range(0, uniq.shape[0], _rows_at_once(V)):
-            u = uniq[lo : lo + _rows_at_once(V)]
-            draft = None if ep.cache is None else ep.cache.view(-1, V)[u[:, 3].clamp(min=0)]
-            part = tensor_ops_v2.local_logits_stats_rows(ep.table[u[:, 0]], tu[lo : lo + u.shape[0]] == 0, u[:, 2] > 0,
-                                                         draft, tu[lo : lo + u.shape[0]], V, STATS_BLOCK)
-            for name, x in part.items():
-                chunks.setdefault(name, []).append(x)
-        res = {name: tuple(torch.cat(x) for x in zip(*xs, strict=True)) for name, xs in chunks.items()}
+        res, inverse = distinct_stats(ep, content, t, bonus, eidx, elp)
         out_start = torch.as_tensor(np.cumsum(n) - n, device=dev)[rows.cid] * nb + rows.local * nb
         parts: dict[str, list[tuple[torch.Tensor, ...]]] = {}
         for name, (written, value, bound) in res.items():
@@ -326,13 +300,8 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         table row (the filler's zero rows as row 0)."""
         ep: ScaleEpoch = b.extra["scale"]
         V, k = ep.V, len(b)
-        a = b.cat
-        dev = a["expanded_local_pos"].device
-        rows = rows_of(b.lengths, "expanded_local_pos", "temperature", dev.type)
-        elp = a["expanded_local_pos"].long()
-        bonus = torch.ones_like(elp, dtype=torch.bool)
-        bonus[:-1] = elp[1:] == 0
-        t = a["temperature"][rows.state_base + a["expanded_idx_mapping"]]
+        dev = b.cat["expanded_local_pos"].device
+        rows, _, _, bonus, t = row_flags(b)
         greedy, rnd = (t == 0) & ~bonus, (t != 0) & ~bonus
         x = ep.table[:, :V]
         nb = -(-V // STATS_BLOCK)

@@ -70,8 +70,15 @@ from ...targetkit.scale_steps import (
     tail_stats,
 )
 from ...targetkit.scale_steps import K as CACHE_K
-from ...targetkit.step_batch import _rows, feature_sets, per_case_any, rows_of
-from ...targetkit.verify_batch import KINDS, StepRows, VerifyBatchDevice, draw_steps, step_rows
+from ...targetkit.step_batch import feature_sets, per_case_any, rows_of
+from ...targetkit.verify_batch import (
+    KINDS,
+    StepRows,
+    VerifyBatchDevice,
+    draw_steps,
+    row_flags,
+    step_rows,
+)
 from ...targetkit.verify_chain import (
     ROWS_AT_ONCE,
     chain_rows,
@@ -245,21 +252,9 @@ def _step_rows(b: DeviceBatch) -> StepRows:
         return step_rows(b)
     ep: ScaleEpoch = b.extra["scale"]
     assert ep.cache is not None
-    a = b.cat
-    n = np.asarray(b.lengths["expanded_local_pos"], dtype=np.int64)
-    R = np.asarray(b.lengths["temperature"], dtype=np.int64)
-    dev = a["expanded_local_pos"].device
-    rows = _rows(n, R, dev.type)
-    eidx = a["expanded_idx_mapping"].long()
-    elp = a["expanded_local_pos"].long()
-    N = int(n.sum())
-    last = torch.zeros(N, dtype=torch.bool, device=dev)
-    if N:
-        last[torch.as_tensor(np.cumsum(n) - 1, device=dev)] = True
-    nxt = torch.cat([elp[1:], elp.new_zeros(1)]) if N else elp
-    t = a["temperature"][rows.state_base + eidx]
+    rows, eidx, elp, bonus, t = row_flags(b)
     at = eidx * CACHE_K + elp.clamp(max=CACHE_K - 1)
-    return StepRows(ep.table, rows.cid, eidx, elp, last | (nxt == 0), t == 0, t, at, ep.cache.view(-1, ep.V), ep.V)
+    return StepRows(ep.table, rows.cid, eidx, elp, bonus, t == 0, t, at, ep.cache.view(-1, ep.V), ep.V)
 
 
 def _target_rows(b: DeviceBatch, r: StepRows, rows: torch.Tensor) -> torch.Tensor:

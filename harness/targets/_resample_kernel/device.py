@@ -32,7 +32,7 @@ import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.device_batch import DeviceBatch, laid_out
 from ...targetkit.runner_v2_verify import (
     MAX_MODEL_LEN,
     METHODS,
@@ -141,7 +141,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
                    "draft_rejected_logsumexp": (res["draft_rejected_logsumexp"], [(x,) for x in B]),
                    "rejected_step": (res["num_sampled"], [(x,) for x in B]),
                    "expanded_idx_mapping": (st.eidx, [(m,) for m in n])}
-        cat, lengths, shapes = _laid_out(arrays)
+        cat, lengths, shapes = laid_out(arrays, ARRAYS)
         dt = torch.float64 if st.use_fp64 else torch.float32
         outputs = {"resampled_local_argmax": (torch.int64, [x * rnb for x in B]),
                    "resampled_local_max": (dt, [x * rnb for x in B])}
@@ -195,7 +195,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
                   "draft_sampled": (ss.draft_sampled, [(m,) for m in nl]),
                   "temperature": (r.temperature, [(x,) for x in Bl]), "seed": (ss.seed, [(x,) for x in Bl]),
                   "pos": (ss.pos, [(m,) for m in nl])}
-        cat, lengths, shapes = _laid_out(arrays)
+        cat, lengths, shapes = laid_out(arrays, ARRAYS)
         rnb = -(-V // SAMPLE_BLOCK)
         fp64 = ss.use_fp64
         dt = torch.float64 if fp64 else torch.float32
@@ -383,17 +383,6 @@ def _drawn_past_limit(rng: np.random.Generator, tails: ScaleTails, ep: ScaleEpoc
         past = [i for i in range(len(counts)) if starts[i] >= Z]
         if all(temperature[i] == 0 for i in past):
             temperature[past[-1]] = float(rng.choice([t for t in TAIL_TEMPERATURES if t]))
-
-
-def _laid_out(arrays: dict[str, tuple[torch.Tensor, list[tuple[int, ...]]]]) -> tuple[dict, dict, dict]:
-    """A batch's ``cat``, ``lengths`` and ``shapes`` of ``arrays`` (name -> (concatenated tensor,
-    per-case shapes)), in the kernel's signature's order."""
-    cat, lengths, shapes = {}, {}, {}
-    for x in ARRAYS:
-        if x in arrays:
-            cat[x], shapes[x] = arrays[x]
-            lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
-    return cat, lengths, shapes
 
 
 DEVICE = _Device(TARGET, scale_case, minimal_scale_cases)
