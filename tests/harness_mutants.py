@@ -289,7 +289,7 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
     HarnessMutant(
         "oracle_scale_rows_merge_bonus_rows",
         "wiring",
-        (("harness/targets/_compute_local_logits_stats_kernel/device.py",
+        (("harness/targetkit/scale_steps.py",
           "key = torch.stack([content, t.view(torch.int32).long(), bonus.long(), draft_at], 1)",
           "key = torch.stack([content, t.view(torch.int32).long(), 0 * bonus.long(), draft_at], 1)"),),
         ("tests/test_scale_v2.py::test_scale_batches_are_their_cases_alone"
