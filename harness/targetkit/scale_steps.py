@@ -30,12 +30,12 @@ import torch
 
 from ...oracles import tensor_ops_v2
 from .device_draws import scale_vocab
-from .runner_v2_verify import STATS_BLOCK, WITH_LOGPROBS
+from .runner_v2_verify import STATS, STATS_BLOCK, WITH_LOGPROBS
 from .scale import flat_limit
 from .scale_device import first_row
 from .scale_rows import LIVE_ROWS, _requests_of
 from .verify_batch import _logits, bf16
-from .verify_chain import rows_at_once
+from .verify_chain import ATTEMPTS, re_key, resample_requests, rows_at_once
 
 BAND = 3 * LIVE_ROWS
 """Live rows of an epoch's table (a tail's requests read at most these)."""
@@ -353,7 +353,7 @@ class StandardSteps:
     """``k`` production-scale standard-verification steps of a scale epoch, drawn and settled
     (:func:`standard_steps`), every case's arrays concatenated (device tensors): per logits row
     ``draft_sampled`` (int32), ``pos`` (int64) and §30's statistics ``stats`` (``[N, NB]``: the
-    filler's :data:`FILLER_STATS`, the tails' the torch oracle's, ``-1``/NaN where unwritten);
+    filler's :func:`filler_stats`, the tails' the torch oracle's, ``-1``/NaN where unwritten);
     per state row ``seed`` (int64; the filler's 0); the rows (:class:`ScaleRows`) and tails;
     ``use_fp64`` (§34's noise, which settling reads); per tail request (every step's tail
     requests concatenated) its request in the batch ``tail_request`` and the §33 and §34 of
@@ -375,8 +375,6 @@ class StandardSteps:
     @property
     def nb(self) -> int:
         """§30's blocks."""
-        from .runner_v2_verify import STATS_BLOCK
-
         return -(-self.epoch.V // STATS_BLOCK)
 
     def cu_num_logits(self) -> np.ndarray:
@@ -398,8 +396,6 @@ def filler_stats(N: int, nb: int, bonus: torch.Tensor, device: str) -> dict[str,
     """§30's statistics of ``N`` rows of the filler (greedy zero rows; ``bonus`` per row): a
     draft row's block argmaxes (each block's first lane) and maxima 0, a bonus row's ``-1`` and
     NaN (never written), the sums NaN (greedy rows write none)."""
-    from .runner_v2_verify import STATS
-
     out = {x: torch.full((N, nb), float("nan"), dtype=torch.float32, device=device) for x in STATS[1:]}
     lanes = torch.arange(nb, device=device, dtype=torch.int64) * STATS_BLOCK
     out["target_local_argmax"] = torch.where(bonus[:, None], -1, lanes[None, :].expand(N, nb))
@@ -425,9 +421,6 @@ def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoc
     then its drafts made placeholders (``-1``). The filler lands in no window (greedy,
     rejected at its first draft, no draw). ``arrange``: what makes the tails reach past the
     limit as the kernel reads them (in place; default :func:`random_past_limit`)."""
-    from .runner_v2_verify import STATS
-    from .verify_chain import ATTEMPTS, re_key, resample_requests
-
     rng = np.random.default_rng(seeds[1])
     tails = scale_tails(rng, k, epoch)
     (random_past_limit if arrange is None else arrange)(rng, tails, epoch)

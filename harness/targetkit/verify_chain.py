@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ...oracles import tensor_ops_v2
-from .device_batch import DeviceBatch
+from .device_batch import DeviceBatch, laid_out
 from .runner_v2_verify import SAMPLE_BLOCK, STATS, STATS_BLOCK, VOCABS
 from .step_batch import owners
 from .verify_batch import Steps
@@ -328,11 +328,7 @@ def rejection_batch(st: Steps) -> DeviceBatch:
         arrays["local_residual_mass"] = (ch.local_residual_mass.reshape(-1), [(m, nb) for m in n])
     if st.fly_entropy is not None:
         arrays["fly_entropy"] = (st.fly_entropy, [(m,) for m in n])
-    cat, lengths, shapes = {}, {}, {}
-    for x in REJECTION_ARRAYS:
-        if x in arrays:
-            cat[x], shapes[x] = arrays[x]
-            lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+    cat, lengths, shapes = laid_out(arrays, REJECTION_ARRAYS)
     outputs = {"sampled": (torch.int64, [b * (kk + 1) for b, kk in zip(B, K, strict=True)]),
                "num_sampled": (torch.int32, B), "target_rejected_logsumexp": (torch.float32, B),
                "draft_rejected_logsumexp": (torch.float32, B)}

@@ -29,7 +29,7 @@ import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.device_batch import DeviceBatch, laid_out
 from ...targetkit.device_draws import scale_vocab
 from ...targetkit.runner_v2_verify import (
     NOT_READ,
@@ -302,10 +302,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
                   "expanded_local_pos": (st.elp, [(m,) for m in n]),
                   "temperature": (st.temperature, [(x,) for x in R])}
         arrays |= {x: (ch.stats[x].reshape(-1), [(m, nb) for m in n]) for x in STAT_INPUTS}
-        cat, lengths, shapes = {}, {}, {}
-        for x in ARRAYS:
-            cat[x], shapes[x] = arrays[x]
-            lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+        cat, lengths, shapes = laid_out(arrays, ARRAYS)
         outputs = {"local_residual_mass": (torch.float32, [m * nb for m in n])}
         host = [{"shapes": {"local_residual_mass": (m, nb)}} for m in n]
         return DeviceBatch(cat, lengths, shapes, {}, {}, outputs,
@@ -344,11 +341,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
                   "expanded_idx_mapping": (r.eidx, [(m,) for m in nl]),
                   "expanded_local_pos": (r.elp, [(m,) for m in nl]), "temperature": (r.temperature, [(x,) for x in Bl])}
         arrays |= {x: (stats[x].reshape(-1), [(m, nb) for m in nl]) for x in STAT_INPUTS}
-        cat, lengths, shapes = {}, {}, {}
-        for x in ARRAYS:
-            if x in arrays:
-                cat[x], shapes[x] = arrays[x]
-                lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+        cat, lengths, shapes = laid_out(arrays, ARRAYS)
         assert ep.cache is not None
         return DeviceBatch(cat, lengths, shapes, {"target_logits": ep.table, "draft_logits": ep.cache},
                            {"target_logits": nl, "draft_logits": Bl},

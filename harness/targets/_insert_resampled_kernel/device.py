@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
-from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.device_batch import DeviceBatch, laid_out
 from ...targetkit.runner_v2_verify import METHODS, SAMPLE_BLOCK, STYLES, VOCABS
 from ...targetkit.step_batch import feature_sets, owners, per_case_any, rows_of
 from ...targetkit.verify_batch import MANY_REQUESTS, VerifyBatchDevice, draw_steps
@@ -88,10 +88,7 @@ class _Device(VerifyBatchDevice):
                   "cu_num_logits": (rb.cat["cu_num_logits"], [(x + 1,) for x in B]),
                   "expanded_idx_mapping": (st.eidx, [(m,) for m in n]),
                   "temperature": (st.temperature, [(r,) for r in st.req.R.tolist()])}
-        cat, lengths, shapes = {}, {}, {}
-        for x in ARRAYS:
-            cat[x], shapes[x] = arrays[x]
-            lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+        cat, lengths, shapes = laid_out(arrays, ARRAYS)
         return DeviceBatch(cat, lengths, shapes, {}, {}, {}, [{"resample_num_blocks": rnb} for _ in range(k)],
                            host=[{"shapes": {}} for _ in range(k)], inout=("sampled", "num_sampled"))
 

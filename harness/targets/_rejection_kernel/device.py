@@ -34,7 +34,7 @@ import torch
 
 from ....oracles import tensor_ops_v2
 from ...core.case import Case
-from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.device_batch import DeviceBatch, laid_out
 from ...targetkit.runner_v2_verify import (
     METHODS,
     NOT_READ,
@@ -173,11 +173,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
                    "idx_mapping": (torch.as_tensor(s.idx_mapping(), device=device), [(x,) for x in B]),
                    "temperature": (r.temperature, [(x,) for x in B]), "seed": (s.seed, [(x,) for x in B]),
                    "pos": (s.pos, [(m,) for m in n])}
-        cat, lengths, shapes = {}, {}, {}
-        for x in ARRAYS:
-            if x in arrays:
-                cat[x], shapes[x] = arrays[x]
-                lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+        cat, lengths, shapes = laid_out(arrays, ARRAYS)
         outputs = {"sampled": (torch.int64, [x * (CACHE_K + 1) for x in B]), "num_sampled": (torch.int32, B),
                    "target_rejected_logsumexp": (torch.float32, B), "draft_rejected_logsumexp": (torch.float32, B)}
         scalars = [{"vocab_num_blocks": nb, "num_speculative_steps": CACHE_K, "use_block_verification": False,
