@@ -31,7 +31,7 @@ the kernel alone's on the same cases (issue 28: the verifier at least half the k
 target with production-scale batches (``scale_batches``; needs a CUDA device with 96 GiB free,
 ``SCALE_BATCH_BYTES``), scale examples 11, 19, ... (the engine's: ``SCALE_AT``, ``SCALE_EVERY``)
 drawn in this process as the lane draws them (``scale_batch_of``, seed 0, ``--k`` cases each,
-by default ``SCALE_BATCH``, ``CPU_SCALE_BATCH`` on the CPU; the tables of a scale epoch shared,
+by default the lane's, ``scale_lane.scale_batch_size``; the tables of a scale epoch shared,
 ``SCALE_TABLE_EPOCH`` examples, so that four batches pay one table draw as a long run does):
 
 - **kernel alone**: each batch drawn and laid out in ``BatchArenas`` untimed, its ``K``
@@ -263,13 +263,13 @@ def measure_batches(name: str, impl: Any, device: str, n: int, k: int | None, re
     import torch
 
     from eaglefuzz.harness.checking.device_mode import device_targets
-    from eaglefuzz.harness.checking.device_mode.scale_lane import CPU_SCALE_BATCH, SCALE_BATCH
+    from eaglefuzz.harness.checking.device_mode.scale_lane import scale_batch_size
     from eaglefuzz.harness.targetkit.scale import batches_fit
 
     if not batches_fit(device):
         raise RuntimeError(f"{device} holds no production-scale batch (96 GiB free, or a lowered flat limit on the CPU)")
     dt = device_targets()[name]
-    k = k or (CPU_SCALE_BATCH if device == "cpu" else SCALE_BATCH)
+    k = k or scale_batch_size(dt, device)
     examples = scale_examples(n + 1)[1:]
     cuda = device != "cpu"
     held = torch.cuda.memory_allocated() if cuda else 0  # an earlier target's cached tables: not this one's

@@ -230,6 +230,25 @@ def test_scale_batch_cases_pass_the_limit_and_have_the_records_features(low_limi
     assert set(reached) == set(TARGETS[name].scale_features) and min(reached.values()) >= 4, reached  # reached
 
 
+def test_a_kernel_that_reads_a_few_elements_a_row_has_larger_scale_batches():
+    """On a GPU, the targets whose kernels read a few elements a row (the random kernel,
+    Model Runner V2's §31 and §33) check 1024 cases a scale batch, the others the lane's 256 (the
+    gumbel kernel's draw caps its own at 128); on the CPU every target 4."""
+    from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.checking.device_mode.scale_lane import (
+        CPU_SCALE_BATCH,
+        SCALE_BATCH,
+        scale_batch_size,
+    )
+
+    few = {RR, "_compute_cumulative_log_p_kernel", "_rejection_kernel"}
+    batched = {n: dt for n, dt in device_targets().items() if dt.scale_batches}
+    assert few <= set(batched)
+    for n, dt in batched.items():
+        assert scale_batch_size(dt, "cuda") == (1024 if n in few else SCALE_BATCH), n
+        assert scale_batch_size(dt, "cpu") == CPU_SCALE_BATCH
+
+
 def test_the_recovered_kernels_scale_batches_find_its_wraps_minimised(low_limit, needs, backend, tmp_path):
     """``sample_recovered_tokens_kernel``'s scale examples are batches too: vLLM 0.33.0's kernel
     passes them; a kernel whose table and noise row offsets wrap at the limit (PR #48055's two

@@ -176,6 +176,11 @@ class DeviceTarget:
     NumPy (:meth:`scale_case`); such a target gives :meth:`scale_batch_vocab` and
     :meth:`scale_minimal_of`."""
 
+    scale_batch_size: int = 0
+    """Cases per production-scale batch on a GPU (0: the scale lane's ``SCALE_BATCH``): more for
+    a kernel that reads a few elements a row, whose batch would otherwise spend as long checking
+    its shared tables (every element, once a batch) as launching its cases."""
+
     def scale_batch_vocab(self, tables_seed: int) -> int:
         """The vocabulary of the scale batches whose tables are drawn from ``tables_seed`` (known
         on the host without drawing them: a scale batch's finding is minimised by it)."""

@@ -49,6 +49,14 @@ band of poison as long as a wrap reaches, and a table's draw): a GPU with less f
 checks one scale case drawn with NumPy instead."""
 
 
+FEW_READS_BATCH = 1024
+"""Cases per production-scale batch of a kernel that reads a few elements a row
+(:attr:`~.device.DeviceTarget.scale_batch_size`): the batch's check of its two shared tables
+(every element against its source and the band of poison before it, about 50 GB read, some
+12 ms at an H200's bandwidth: benchmarks/RESULTS.md, session 10) against 1024 launches of
+0.06-0.11 ms, an eighth of their time where 256 would make it half."""
+
+
 def batches_fit(device: str) -> bool:
     """Whether ``device`` holds a production-scale batch (:data:`SCALE_BATCH_BYTES` free; the
     CPU under a test's lowered limit always)."""

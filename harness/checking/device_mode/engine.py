@@ -52,8 +52,6 @@ from . import device_targets
 from .batch_run import check_batch, first_failing, launch_each, wait
 from .producers import HostCases, default_workers
 from .scale_lane import (
-    CPU_SCALE_BATCH,
-    SCALE_BATCH,
     SCALE_TABLE_EPOCH,
     ScaleLane,
     Verdict,
@@ -62,6 +60,7 @@ from .scale_lane import (
     forget_scale_cases,
     load_case,
     minimise,
+    scale_batch_size,
     scale_case,
 )
 
@@ -830,14 +829,15 @@ def scale_epoch(i: int) -> int:
 
 def _scale_batch_example(lane: ScaleLane, name: str, origin: object, i: int, stats: Any, shrink: bool,
                          minimise_s: float | None = None) -> Finding | None:
-    """Scale example ``i`` of a target with scale batches: :data:`~.scale_lane.SCALE_BATCH`
-    production-scale cases drawn and checked in ``lane`` (:meth:`~.scale_lane.ScaleLane.batch`),
+    """Scale example ``i`` of a target with scale batches: its
+    :func:`~.scale_lane.scale_batch_size` production-scale cases drawn and checked in ``lane``
+    (:meth:`~.scale_lane.ScaleLane.batch`),
     over the tables of its scale epoch (:data:`~.scale_lane.SCALE_TABLE_EPOCH` examples). A
     failing batch's finding is, when ``shrink``, the first minimal case of its vocabulary that
     fails (as :func:`_scale_example` minimises); else, or where none fails, the batch's case
     that failed (found by a fresh lane after a fault or a hang), written to files by the lane
     and confirmed there by the NumPy and Numba oracles where the lane survived it."""
-    k = CPU_SCALE_BATCH if lane.device == "cpu" else SCALE_BATCH
+    k = scale_batch_size(device_targets()[name], lane.device)
     epoch = scale_epoch(i)
     v = lane.batch(i, epoch, k)
     _say(name, f"production-scale batch {i}, {v.examples} case(s) launched: {_verdict(v)} ({v.seconds:.0f} s)")

@@ -73,9 +73,17 @@ SCALE_BATCH = 256
 batch's one check of its shared tables (every element of each against its source, and the band
 of poison before it: about 50 GB read for two tables of 8.5 GiB, some 12 ms at an H200's
 bandwidth) is shared by them, some 50 us a case, against a kernel that reads a few elements a
-row (0.06 ms a case, benchmarks/RESULTS.md)."""
+row (0.06 ms a case, benchmarks/RESULTS.md): such a kernel's batches are larger
+(:func:`scale_batch_size`)."""
 CPU_SCALE_BATCH = 4
 """The same on the CPU (the interpreter, a lowered flat limit: tests)."""
+
+
+def scale_batch_size(dt: Any, device: str) -> int:
+    """Cases per scale batch of device target ``dt`` on ``device``: :data:`CPU_SCALE_BATCH` on
+    the CPU, else its own (:attr:`~...targetkit.device.DeviceTarget.scale_batch_size`) or
+    :data:`SCALE_BATCH`."""
+    return CPU_SCALE_BATCH if device == "cpu" else dt.scale_batch_size or SCALE_BATCH
 SCALE_TABLE_EPOCH = 4
 """Consecutive scale examples of a target whose batches share one set of tables (drawn on the
 device, past ``2**31`` elements each: a second or two to draw and guard)."""

@@ -40,7 +40,7 @@ from ...targetkit.runner_v2_verify import (
     padded_blocks,
     settle_step,
 )
-from ...targetkit.scale import past_limit
+from ...targetkit.scale import FEW_READS_BATCH, past_limit
 from ...targetkit.scale_device import (
     ScaleRecordDevice,
     ScaleRun,
@@ -122,6 +122,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
     kinds = MANY_REQUESTS
 
     scale_batches = True
+    scale_batch_size = FEW_READS_BATCH
 
     def scale_batch_vocab(self, tables_seed: int) -> int:
         return epoch_vocab(tables_seed)

@@ -42,7 +42,7 @@ from ...targetkit.device_draws import (
     token_index,
 )
 from ...targetkit.draft_rows import cu_of, pad_tails
-from ...targetkit.scale import flat_limit
+from ...targetkit.scale import FEW_READS_BATCH, flat_limit
 from .layout import NAME, WINDOW_ULPS
 from .layout import clear_window as clear_window_host
 from .record import TARGET
@@ -155,6 +155,7 @@ class RandomDevice(DeviceTarget):
         return minimal_scale_cases(case)
 
     scale_batches = True
+    scale_batch_size = FEW_READS_BATCH
 
     def scale_batch_vocab(self, tables_seed: int) -> int:
         """The first draw of :meth:`_tables` with ``scale``."""
