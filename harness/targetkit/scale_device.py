@@ -20,6 +20,7 @@ import torch
 from ..core.case import Case
 from .base import Outcome
 from .device import _TORCH, RecordDevice
+from .device_draws import scale_vocab
 from .scale import flat_limit, past_limit
 from .scale_rows import DeviceOutput, DeviceTable, confirm_rows, guard_difference
 
@@ -107,6 +108,11 @@ class ScaleRecordDevice(RecordDevice):
 
     def scale_case(self, rng: np.random.Generator) -> Case:
         return self._draw_scale(rng)
+
+    def scale_batch_vocab(self, tables_seed: int) -> int:
+        """A scale epoch's vocabulary: the first draw of its tables
+        (:func:`~.scale_steps.scale_epoch`, the temperature kernel's ``scale_table``)."""
+        return scale_vocab(np.random.default_rng(tables_seed))
 
     def scale_minimal(self, case: Case) -> list[Case]:
         return self._minimal(case)

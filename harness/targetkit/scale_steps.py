@@ -74,11 +74,6 @@ class ScaleEpoch:
         return len(self.fill)
 
 
-def epoch_vocab(seed: int) -> int:
-    """The vocabulary of the epoch drawn from ``seed`` (:func:`scale_epoch`'s first draw)."""
-    return scale_vocab(np.random.default_rng(seed))
-
-
 def scale_epoch(seed: int, device: str, cache_share: float = 0.5) -> ScaleEpoch:
     """The shared part of a scale epoch, from ``seed``: a current model's vocabulary
     (:func:`~.device_draws.scale_vocab`); the filler up to 1 to 9 rows before the first row

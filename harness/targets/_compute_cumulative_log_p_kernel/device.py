@@ -52,7 +52,6 @@ from ...targetkit.scale_rows import join_steps, minimal_request_rows, scale_requ
 from ...targetkit.scale_steps import (
     CHAIN_STATS,
     ScaleEpoch,
-    epoch_vocab,
     filled,
     kept_epoch,
     random_past_limit,
@@ -123,9 +122,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     scale_batches = True
     scale_batch_size = FEW_READS_BATCH
-
-    def scale_batch_vocab(self, tables_seed: int) -> int:
-        return epoch_vocab(tables_seed)
 
     def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
         return minimal_scale_cases_of(V)

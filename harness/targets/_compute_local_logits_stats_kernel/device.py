@@ -32,7 +32,6 @@ from ...targetkit.scale_rows import bonus_rows, minimal_request_rows, scale_requ
 from ...targetkit.scale_steps import (
     ScaleEpoch,
     distinct_stats,
-    epoch_vocab,
     kept_epoch,
     scale_epoch,
     scale_rows,
@@ -160,9 +159,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
     kinds = KINDS
 
     scale_batches = True
-
-    def scale_batch_vocab(self, tables_seed: int) -> int:
-        return epoch_vocab(tables_seed)
 
     def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
         return minimal_scale_cases_of(V)

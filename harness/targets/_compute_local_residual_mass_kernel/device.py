@@ -59,7 +59,6 @@ from ...targetkit.scale_steps import (
     ScaleEpoch,
     ScaleRows,
     ScaleTails,
-    epoch_vocab,
     filled,
     kept_epoch,
     scale_epoch,
@@ -271,9 +270,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
     kinds = KINDS
 
     scale_batches = True
-
-    def scale_batch_vocab(self, tables_seed: int) -> int:
-        return epoch_vocab(tables_seed)
 
     def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
         return minimal_scale_cases_of(V)

@@ -55,7 +55,6 @@ from ...targetkit.scale_steps import K as CACHE_K
 from ...targetkit.scale_steps import (
     ScaleEpoch,
     StandardSteps,
-    epoch_vocab,
     kept_epoch,
     scale_epoch,
     standard_steps,
@@ -127,9 +126,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
     scale_batches = True
     scale_batch_size = FEW_READS_BATCH
-
-    def scale_batch_vocab(self, tables_seed: int) -> int:
-        return epoch_vocab(tables_seed)
 
     def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
         return minimal_scale_cases_of(V)

@@ -53,7 +53,6 @@ from ...targetkit.scale_steps import (
     TAIL_TEMPERATURES,
     ScaleEpoch,
     ScaleTails,
-    epoch_vocab,
     kept_epoch,
     scale_epoch,
     standard_steps,
@@ -109,9 +108,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
     kinds = TOUR
 
     scale_batches = True
-
-    def scale_batch_vocab(self, tables_seed: int) -> int:
-        return epoch_vocab(tables_seed)
 
     def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
         return [minimal_standard_case(V, build, FILLS)[0]]

@@ -32,7 +32,7 @@ from ...targetkit.runner_v2_verify import LARGE_VOCABS, STATS_BLOCK, VOCABS
 from ...targetkit.scale import past_limit
 from ...targetkit.scale_device import ScaleRecordDevice, ScaleRun, first_row
 from ...targetkit.scale_rows import mismatches
-from ...targetkit.scale_steps import epoch_vocab, kept_epoch
+from ...targetkit.scale_steps import kept_epoch
 from ...targetkit.step_batch import (
     MAX_REQUESTS,
     Rows,
@@ -213,7 +213,7 @@ class ScaleTable:
 
 
 def scale_table(seed: int, device: str) -> ScaleTable:
-    """The scale epoch ``seed``'s table (its vocabulary :func:`~...targetkit.scale_steps.epoch_vocab`'s)."""
+    """The scale epoch ``seed``'s table (its vocabulary drawn first: ``scale_batch_vocab``)."""
     rng = np.random.default_rng(seed)
     V = scale_vocab(rng)
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -230,9 +230,6 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
     small = ("expanded_idx_mapping", "temperature")
 
     scale_batches = True
-
-    def scale_batch_vocab(self, tables_seed: int) -> int:
-        return epoch_vocab(tables_seed)
 
     def scale_minimal_of(self, V: int) -> list[Case]:  # noqa: N803
         return minimal_scale_cases_of(V)
