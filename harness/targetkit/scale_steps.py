@@ -138,6 +138,18 @@ class ScaleTails:
         """Requests (and state rows) per step."""
         return np.asarray([epoch.q + len(c) for c in self.counts], dtype=np.int64)
 
+    def requests(self, epoch: ScaleEpoch) -> list[np.ndarray]:
+        """Per step, its requests' logits rows (the filler's, then its tail's)."""
+        return [np.asarray(epoch.fill + c, dtype=np.int64) for c in self.counts]
+
+    def cu_num_logits(self, epoch: ScaleEpoch) -> np.ndarray:
+        """Every step's ``cu_num_logits`` (``[B + 1]`` each), concatenated (int32)."""
+        return np.concatenate([np.concatenate([[0], np.cumsum(p)]) for p in self.requests(epoch)]).astype(np.int32)
+
+    def idx_mapping(self, epoch: ScaleEpoch) -> np.ndarray:
+        """Every step's ``idx_mapping`` (request ``r``'s state row ``r``), concatenated (int64)."""
+        return np.concatenate([np.arange(b) for b in self.B(epoch)]).astype(np.int64)
+
 
 def scale_tails(rng: np.random.Generator, k: int, epoch: ScaleEpoch) -> ScaleTails:
     """``k`` tails: each one to three requests of 1 to 17 rows (17 one time in three: 16
@@ -185,10 +197,10 @@ class ScaleRows:
 
 def scale_rows(epoch: ScaleEpoch, tails: ScaleTails, device: str) -> ScaleRows:
     """The rows of ``k`` steps: the filler's requests then each tail's, state row = request."""
-    per = [np.asarray(epoch.fill + c, dtype=np.int64) for c in tails.counts]
+    per = tails.requests(epoch)
     counts = np.concatenate(per) if per else np.zeros(0, np.int64)
     n, B = tails.n(epoch), tails.B(epoch)
-    state = np.concatenate([np.arange(b) for b in B]) if per else np.zeros(0, np.int64)
+    state = tails.idx_mapping(epoch) if per else np.zeros(0, np.int64)
     ct = torch.as_tensor(counts, device=device)
     N = int(counts.sum())
     req = torch.repeat_interleave(torch.arange(counts.size, device=device), ct, output_size=N)
@@ -373,13 +385,12 @@ class StandardSteps:
         return -(-self.epoch.V // STATS_BLOCK)
 
     def cu_num_logits(self) -> np.ndarray:
-        """Every step's ``cu_num_logits`` (``[B + 1]`` each), concatenated (int32)."""
-        per = [np.asarray(self.epoch.fill + c, dtype=np.int64) for c in self.tails.counts]
-        return np.concatenate([np.concatenate([[0], np.cumsum(p)]) for p in per]).astype(np.int32)
+        """Every step's ``cu_num_logits``, concatenated (:meth:`ScaleTails.cu_num_logits`)."""
+        return self.tails.cu_num_logits(self.epoch)
 
     def idx_mapping(self) -> np.ndarray:
-        """Every step's ``idx_mapping`` (request = state row), concatenated (int64)."""
-        return np.concatenate([np.arange(x) for x in self.rows.B]).astype(np.int64)
+        """Every step's ``idx_mapping``, concatenated (:meth:`ScaleTails.idx_mapping`)."""
+        return self.tails.idx_mapping(self.epoch)
 
 
 FILLER_DRAFT = 1

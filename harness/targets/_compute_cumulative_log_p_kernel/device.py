@@ -175,9 +175,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         n, B = r.n, r.B
         ds = tail_drafts(rng, gen, ep, r, k, device)
         stats = tail_stats(ep, r, filled(int(r.n.sum()), ep.V, {x: FILLS[x] for x in CHAIN_STATS}, device), device)
-        per = [np.asarray(ep.fill + c, dtype=np.int64) for c in tails.counts]
-        cu = np.concatenate([np.concatenate([[0], np.cumsum(p)]) for p in per]).astype(np.int32)
-        idx = np.concatenate([np.arange(x) for x in B]).astype(np.int64)
+        cu, idx = tails.cu_num_logits(ep), tails.idx_mapping(ep)
         nl, Bl = n.tolist(), B.tolist()
         arrays = {"draft_sampled": (ds, [(m,) for m in nl]),
                   "cu_num_logits": (torch.as_tensor(cu, device=device), [(x + 1,) for x in Bl]),
