@@ -44,8 +44,9 @@ by default the lane's, ``scale_lane.scale_batch_size``; the tables of a scale ep
   the same batches, the device waited for at each stage's end;
 - **tokens**: the output tokens the launched cases verify (``batch.tokens``); **ratio** =
   verifier's tokens/s / kernel's (the issue asks 0.5); **peak GiB**: the device memory peak
-  (``torch.cuda.max_memory_allocated``) beyond what the process held before the target (an
-  earlier target's tables: a lane is a process per target). On the CPU, a smoke test::
+  (``torch.cuda.max_memory_allocated``). On a GPU each target runs in a process of its own, as
+  the scale lane runs it: an earlier target's cached tables would leave a later one too little
+  free memory to draw a batch. On the CPU, a smoke test (one process)::
 
     EAGLEFUZZ_FLAT_LIMIT=4096 python benchmarks/check_floor.py --batches 2 --backend interpreter
 """
@@ -312,6 +313,31 @@ def batch_line(r: dict[str, Any]) -> str:
             f"{r['kernel_tokens_per_s']:,.0f} | {r['ratio']:.4f} | {shares} | {peak} |")
 
 
+def _each_apart(names: list[str], header: list[str]) -> int:
+    """``--batches`` on a GPU: each target in a process of its own, as the scale lane runs it (a
+    lane is a process per target), so that an earlier target's cached tables, or its fault,
+    leave the next one the device whole; the rows printed as one table."""
+    import subprocess
+
+    argv, rest = [], iter(sys.argv[1:])
+    for a in rest:  # the same options, the targets apart
+        if a == "--kernel":
+            for b in rest:
+                if b.startswith("--"):
+                    argv.append(b)
+                    break
+        else:
+            argv.append(a)
+    rows = list(header)
+    for name in names:
+        got = subprocess.run([sys.executable, __file__, *argv, "--kernel", name], capture_output=True, text=True)
+        sys.stderr.write(got.stderr)
+        mine = [ln for ln in got.stdout.splitlines() if ln.startswith(f"| {name} |")]
+        rows += mine or [f"| {name} | failed: exit {got.returncode}, {(got.stderr.strip().splitlines() or [''])[-1][:160]} |"]
+    print("\n".join(rows))
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kernel", nargs="+", metavar="NAME", help="these targets only (default: every scale target)")
@@ -346,6 +372,8 @@ def main() -> int:
                     + " draw(s) no production-scale batches")
         run = functools.partial(measure_batches, device=device, n=args.batches, k=args.k, reps=args.reps)
         header, line = BATCH_HEADER, batch_line
+    if args.batches is not None and device != "cpu" and len(names) > 1:
+        return _each_apart(names, header)
     release = f"vllm-release:{args.version}"
     fixed_dir = Path(tempfile.mkdtemp(prefix="eaglefuzz-floor-"))
     rows = list(header)

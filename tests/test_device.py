@@ -915,3 +915,45 @@ def test_device_draws_reach_every_production_feature_at_the_gpu_size(name):
     missed = set(target.features) - set(target.scale_features) - set(dt.not_drawn) - reached
     assert not missed, f"{name}: 600 device draws at the GPU size never reach {sorted(missed)}"
     assert not reached & set(dt.not_drawn), f"{name}: drawn although declared not drawn: {sorted(reached & set(dt.not_drawn))}"
+
+
+def test_a_batch_that_meets_the_device_out_of_memory_is_checked_again(monkeypatch, backend, needs):
+    """Lanes share a GPU and their peaks come and go: a batch whose check raises
+    ``torch.OutOfMemoryError`` is drawn and checked again, the same cases, and the run ends as
+    one without it (the same examples, tokens and features, no finding); a batch that never
+    fits ends the run with one line (a usage error naming the target, the batch and the remedy),
+    never a traceback or a finding of the kernel."""
+    import torch
+
+    from eaglefuzz.harness.checking.device_mode import engine, memory
+    from eaglefuzz.harness.core.errors import UserError
+
+    name = "_expand_idx_mapping_kernel"
+    impls = implementations_for(parse_source(_source(name, needs)), [name])
+    monkeypatch.setattr(memory.time, "sleep", lambda s: None)
+
+    def run():  # noqa: ANN202
+        return device_fuzz_target(name, impls, backend.device, examples=6, seed=2, cross_check_share=0.0,
+                                  workers=0, scale_cases=False)
+
+    clean = run()
+    real, calls = engine.check_batch, []
+
+    def flaky(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        if len(calls) in (1, 3, 4):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.62 GiB.")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "check_batch", flaky)
+    again = run()
+    assert len(calls) >= 5 and not again.findings
+    assert (again.examples, again.tokens, again.features) == (clean.examples, clean.tokens, clean.features)
+
+    def never(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise torch.OutOfMemoryError("CUDA out of memory.")
+
+    monkeypatch.setattr(engine, "check_batch", never)
+    with pytest.raises(UserError, match=rf"^{name}, device batch 0 of \d+ cases: the device ran out of memory "
+                                        rf"{memory.OOM_TRIES} times .* run fewer lanes"):
+        run()

@@ -50,6 +50,7 @@ from ..check import CaseJournal, Finding, check_case
 from ..fuzz import Stats, shrink_finding
 from . import device_targets
 from .batch_run import check_batch, first_failing, launch_each, wait
+from .memory import fitting
 from .producers import HostCases, default_workers
 from .scale_lane import (
     SCALE_TABLE_EPOCH,
@@ -446,20 +447,26 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     difference (or an exception) has its cases checked one at a time (the same oracle on each
     case alone), the first that fails confirmed by the NumPy and Numba oracles; a difference no
     case alone shows is an oracle disagreement. A share of the cases is cross-checked as
-    :func:`device_fuzz_target` does. ``bigs``: the shared tables' guarded buffers, kept while
-    they are intact; ``cross``: seconds and elements of cross-checks so far (updated)."""
+    :func:`device_fuzz_target` does. A batch that meets the device out of memory (lanes on one
+    GPU) is drawn and checked again, the same cases (:func:`~.memory.fitting`). ``bigs``: the
+    shared tables' guarded buffers, kept while they are intact; ``cross``: seconds and elements
+    of cross-checks so far (updated)."""
     name = dt.name
-    t = time.perf_counter()
     asked = k
-    batch = batch_of(dt, seed, i, k, device, max_requests)
+
+    def attempt() -> tuple[DeviceBatch, Any]:
+        t = time.perf_counter()
+        batch = batch_of(dt, seed, i, asked, device, max_requests)
+        clock("draw", t)
+        return batch, check_batch(dt, impl, batch, device, bigs, clock)
+
+    batch, run = fitting(attempt, bigs.clear, f"{name}, device batch {i} of {asked} cases", device)
     k = len(batch)  # a target may draw fewer (steps of large tables)
-    clock("draw", t)
 
     def host_case(j: int) -> Case:  # the batch's own tensors are as drawn (the launches write the arenas)
         dc = batch.case(j)
         return _case(dt, dc, {n: t.cpu() for n, t in dc.inputs.items()})
 
-    run = check_batch(dt, impl, batch, device, bigs, clock)
     t = time.perf_counter()
     launched, bad, failed = run.launched, run.bad, run.failed
     stats.examples += launched
