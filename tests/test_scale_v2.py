@@ -503,3 +503,45 @@ def test_a_scale_case_is_placed_in_its_tier_by_its_live_rows(name, needs, backen
     assert_case(case, source="vllm-release:0.33.0", domain="production")
     assert seen == [live] and live < n
 
+
+
+@pytest.mark.parametrize("attempts", [None, 0])
+def test_standard_steps_compute_again_only_the_requests_in_a_window(attempts, low_limit, monkeypatch):
+    """The settling of production-scale standard-verification steps computes §33 and §34 again
+    only for the requests left in a window (re-keyed, or after the last attempt made
+    placeholders), each request's results its own: with windows forced on a request by its seed
+    (its parity, any attempt; every attempt's, with ``attempts`` 0), the steps, their seeds, drafts
+    and every settled result equal, bit for bit, those of the reference that computes every
+    request again at each attempt, and fewer request rows are computed."""
+    import torch
+
+    from eaglefuzz.harness.targetkit import scale_steps
+    from eaglefuzz.oracles import tensor_ops_v2
+
+    real, rows = tensor_ops_v2.rejection_steps, []
+
+    def forced(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        got = real(*args, **kwargs)
+        seed, cu = args[12], args[8]
+        rows.append(int(cu[-1]))
+        got["window"] = got["window"] | (seed % 2 == 0)
+        return got
+
+    monkeypatch.setattr(tensor_ops_v2, "rejection_steps", forced)
+    if attempts is not None:
+        monkeypatch.setattr(scale_steps, "ATTEMPTS", attempts)
+    for seed in range(3):
+        epoch = scale_steps.scale_epoch(seed, "cpu")
+        rows.clear()
+        got = scale_steps.standard_steps((seed, 100 + seed), "cpu", 16, epoch)
+        fewer = sum(rows)
+        rows.clear()
+        ref = scale_steps.standard_steps((seed, 100 + seed), "cpu", 16, epoch, every_request_again=True)
+        assert fewer < sum(rows), "no request was left in a window: the test forces none"
+        for a, b in [(got.draft_sampled, ref.draft_sampled), (got.seed, ref.seed), (got.pos, ref.pos),
+                     *[(got.rejection[k], ref.rejection[k]) for k in ref.rejection],
+                     *[(got.resample[k], ref.resample[k]) for k in ref.resample]]:
+            assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(_bits(a), _bits(b))
+        assert got.rejection.keys() == ref.rejection.keys() and got.resample.keys() == ref.resample.keys()
+        settled = ~(got.rejection["window"] | got.resample["window"])
+        assert bool(settled.all()) == (attempts is None)

@@ -410,7 +410,8 @@ def filler_stats(N: int, nb: int, bonus: torch.Tensor, device: str) -> dict[str,
 
 
 def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoch, max_pos: int | tuple[int, ...] = 5000,
-                   arrange: Callable[[np.random.Generator, ScaleTails, ScaleEpoch], None] | None = None) -> StandardSteps:
+                   arrange: Callable[[np.random.Generator, ScaleTails, ScaleEpoch], None] | None = None,
+                   every_request_again: bool = False) -> StandardSteps:
     """``k`` production-scale standard-verification steps over ``epoch``'s tables
     (``seeds[1]`` the batch's): the filler's greedy requests of zero rows (every draft
     :data:`FILLER_DRAFT`, seeds and positions 0, :func:`filler_stats`), then each step's tail
@@ -426,7 +427,10 @@ def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoc
     XOR-ed with ``RE_KEY`` times the attempt) up to :data:`~.verify_chain.ATTEMPTS` times,
     then its drafts made placeholders (``-1``). The filler lands in no window (greedy,
     rejected at its first draft, no draw). ``arrange``: what makes the tails reach past the
-    limit as the kernel reads them (in place; default :func:`random_past_limit`)."""
+    limit as the kernel reads them (in place; default :func:`random_past_limit`). After the
+    first attempt only the requests in a window are computed again (each request's §33 and §34
+    are its own); ``every_request_again``: all of them, each attempt (the same steps, slower:
+    the reference the tests hold the first to)."""
     rng = np.random.default_rng(seeds[1])
     tails = scale_tails(rng, k, epoch)
     (random_past_limit if arrange is None else arrange)(rng, tails, epoch)
@@ -468,33 +472,54 @@ def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoc
     dl = None if epoch.cache is None else epoch.cache.view(-1, V)
     dfirst = eidx[first] * K
     Kt = torch.full((Rt,), K, dtype=torch.int64, device=device)
-    st = torch.arange(Rt, device=device)
     temp_t = r.temperature[gstate]
     seed_t = seed[gstate]
     ds_t = ds[at]
     pos_t = pos[at]
     s_t = {x: stats[x][at] for x in STATS}
 
-    def chain() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    def chain(req: torch.Tensor | None = None) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """§33 and §34 of the tails' requests ``req`` (every one: ``None``), per request."""
+        tg, s, d, p, cu, df, tm, sd = target, s_t, ds_t, pos_t, cu_t, dfirst, temp_t, seed_t
+        if req is not None:  # those requests' rows, gathered
+            n_r = cu_t[req + 1] - cu_t[req]
+            starts = torch.cumsum(n_r, 0) - n_r
+            rows = torch.repeat_interleave(cu_t[req] - starts, n_r) + torch.arange(int(n_r.sum()), device=device)
+            tg, s, d, p = RowTable(epoch.table, local[rows]), {x: s_t[x][rows] for x in STATS}, ds_t[rows], pos_t[rows]
+            cu = torch.cat([starts, n_r.sum().reshape(1)])
+            df, tm, sd = dfirst[req], temp_t[req], seed_t[req]
+        q = torch.arange(cu.numel() - 1, device=device)
         res = tensor_ops_v2.rejection_steps(
-            target, s_t["target_local_argmax"], s_t["target_local_max"], s_t["target_local_sumexp"], ds_t, dl,
-            s_t["draft_local_max"], s_t["draft_local_sumexp"], cu_t, st, dfirst, temp_t, seed_t, pos_t, nb, K,
-            "standard")
-        r34 = resample_requests(target, dl, dfirst, Kt, cu_t, st, res["num_sampled"], res["target_rejected_logsumexp"],
-                                res["draft_rejected_logsumexp"], None, ds_t, temp_t, seed_t, pos_t, V, use_fp64)
+            tg, s["target_local_argmax"], s["target_local_max"], s["target_local_sumexp"], d, dl,
+            s["draft_local_max"], s["draft_local_sumexp"], cu, q, df, tm, sd, p, nb, K, "standard")
+        r34 = resample_requests(tg, dl, df, Kt[: q.numel()], cu, q, res["num_sampled"],
+                                res["target_rejected_logsumexp"], res["draft_rejected_logsumexp"], None, d, tm, sd, p, V,
+                                use_fp64)
         return res, r34
 
+    def again(req: torch.Tensor) -> None:
+        """``res`` and ``r34`` of requests ``req`` computed anew (each request's are its own)."""
+        if every_request_again:
+            every = chain()
+            res.update(every[0])
+            r34.update(every[1])
+            return
+        for full, part in zip((res, r34), chain(req), strict=True):
+            for key, v in part.items():
+                full[key][req] = v
+
+    res, r34 = chain()  # then only the requests in a window, re-keyed, again
     for attempt in range(1, ATTEMPTS + 2):
-        res, r34 = chain()
         w = res["window"] | r34["window"]
         if not bool(w.any()):
             break
+        req = torch.nonzero(w).flatten()
         if attempt > ATTEMPTS:  # placeholders: nothing of the request verified
-            owner = treq
-            ds_t[(w[owner] & (elp > 0))] = -1
-            res, r34 = chain()
+            ds_t[(w[treq] & (elp > 0))] = -1
+            again(req)
             break
-        re_key(seed_t, torch.nonzero(w).flatten(), attempt)
+        re_key(seed_t, req, attempt)
+        again(req)
     ds[at] = ds_t
     seed[gstate] = seed_t
     return StandardSteps(epoch, tails, r, ds, pos, seed, stats, use_fp64, tail_request, res, r34)
