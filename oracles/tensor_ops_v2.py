@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 __all__ = ["block_lse", "cumulative_log_p", "greedy_argmax", "gumbel_mismatches", "gumbel_sample_rows",
-           "gumbel_sample_winners", "local_logits_stats_rows", "local_residual_mass_rows", "murmur3_hash32",
+           "gumbel_sample_winners", "local_draft_stats_rows", "local_logits_stats_rows", "local_residual_mass_rows", "murmur3_hash32",
            "resample_rows", "temperature_rows", "tl_rand32"]
 
 
@@ -108,9 +108,28 @@ def local_logits_stats_rows(target: torch.Tensor, greedy: torch.Tensor, bonus: t
         out["draft_local_max"] = (none, m32, zero)
         out["draft_local_sumexp"] = (none, S32, zero)
         return out
+    for x, (value, bound) in local_draft_stats_rows(draft, temperature, V, block).items():
+        out[x] = (r, value, bound)
+    return out
+
+
+def local_draft_stats_rows(draft: torch.Tensor, temperature: torch.Tensor, vocab_size: int, block: int = 8192,
+                           ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
+    """§30.1's drafter statistics of a random row (:func:`local_logits_stats_rows`, which
+    writes them for its random rows): ``draft`` float32 ``[rows, Wd]`` (row ``j``'s
+    ``draft_logits[s, i]``), ``temperature`` float32 ``[rows]`` (``T_s``; 0 reads as 1: a greedy
+    row reads no draft), ``V = vocab_size``, blocks of ``block`` lanes (one block of ``V`` lanes
+    where ``V <= block``). Per output, ``(expected, bound)`` of shape ``[rows, NB]``: the
+    maximum of the float32 quotients ``q = draft / T`` (2 ulp: a compiled division) and ``sum
+    exp(q - max q)`` (bound ``2**-15 S + 2**-21 sum e |q - max q| + 2**-21 sum e (|q| + |max
+    q|)`` plus half a float32 step of the rounding)."""
+    rows, V = draft.shape[0], int(vocab_size)
+    nb = -(-V // block)
+    if nb == 1:
+        block = max(V, 1)
     t = temperature.to(torch.float32)[:, None]
     t = torch.where(t == 0, torch.ones_like(t), t)  # greedy rows read no draft: any divisor
-    d = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=dev)
+    d = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=draft.device)
     d[:, :V] = draft[:, :V].to(torch.float32)
     q32 = (d / t).view(rows, nb, block)  # the correctly rounded float32 quotients
     q = (d.to(torch.float64) / t.to(torch.float64)).view(rows, nb, block)
@@ -119,9 +138,8 @@ def local_logits_stats_rows(target: torch.Tensor, greedy: torch.Tensor, bonus: t
     fin = torch.isfinite(q)
     extra = torch.where(fin, (q - md[..., None]).exp() * (q.abs() + md.abs()[..., None]), torch.zeros_like(q)).sum(-1)
     Sd32 = Sd.to(torch.float32)
-    out["draft_local_max"] = (r, qm, 2 * _ulp32(qm))
-    out["draft_local_sumexp"] = (r, Sd32, SUM_BLOCK * Sd + 2 * EXP_ARG * spread_d + 2 * DIV * extra + 0.5 * _ulp32(Sd32))
-    return out
+    return {"draft_local_max": (qm, 2 * _ulp32(qm)),
+            "draft_local_sumexp": (Sd32, SUM_BLOCK * Sd + 2 * EXP_ARG * spread_d + 2 * DIV * extra + 0.5 * _ulp32(Sd32))}
 
 
 SUM_SMALL = 2.0**-17
@@ -253,7 +271,7 @@ def _rotl(v: torch.Tensor, s: int) -> torch.Tensor:
     return ((v << s) | (v >> (32 - s))) & M32
 
 
-def _mix(h: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+def _mix(h: torch.Tensor | int, k: torch.Tensor) -> torch.Tensor:
     k = (k * 0xCC9E2D51) & M32  # int64: the product's low 32 bits survive its wrap
     k = (_rotl(k, 15) * 0x1B873593) & M32
     h = _rotl(h ^ k, 13)
@@ -264,10 +282,12 @@ def murmur3_hash32(seed: torch.Tensor, pos: torch.Tensor, offset: torch.Tensor, 
     """``h32(seed, pos, offset, domain)`` (the preface's "Noise"): MurmurHash3_x86_32 of the words
     ``lo32(seed), hi32(seed), lo32(pos), uint32(offset)`` with seed ``domain``, as int64 values in
     ``[0, 2**32)`` (broadcast; int64 arguments, two's complement)."""
-    seed, pos, offset = torch.broadcast_tensors(seed.to(torch.int64), pos.to(torch.int64), offset.to(torch.int64))
-    h = torch.full_like(seed, domain & M32)
-    for k in (seed & M32, (seed >> 32) & M32, pos & M32, offset & M32):
+    seed, pos, offset = seed.to(torch.int64), pos.to(torch.int64), offset.to(torch.int64)
+    shape = torch.broadcast_shapes(seed.shape, pos.shape, offset.shape)
+    h: torch.Tensor | int = domain & M32
+    for k in (seed & M32, (seed >> 32) & M32, pos & M32, offset & M32):  # each word at its own shape, broadcast as mixed
         h = _mix(h, k)
+    h = torch.as_tensor(h).expand(shape)
     h = h ^ 16
     h = h ^ (h >> 16)
     h = (h * 0x85EBCA6B) & M32

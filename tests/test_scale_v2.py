@@ -545,3 +545,44 @@ def test_standard_steps_compute_again_only_the_requests_in_a_window(attempts, lo
         assert got.rejection.keys() == ref.rejection.keys() and got.resample.keys() == ref.resample.keys()
         settled = ~(got.rejection["window"] | got.resample["window"])
         assert bool(settled.all()) == (attempts is None)
+
+
+@pytest.mark.parametrize("cache_share", [0.0, 1.0])
+def test_distinct_stats_kept_for_an_epoch_are_each_row_computed_alone(cache_share, low_limit):
+    """§30's statistics of a scale epoch's rows, kept per table row and per drafter's row and
+    temperature for the epoch's later batches (:func:`~eaglefuzz.harness.targetkit.scale_steps.distinct_stats`),
+    equal bit for bit the torch oracle's on each distinct row alone (its table row, temperature,
+    bonus flag and drafter's row): every written flag, value and bound, in the epoch's first
+    batch and in later ones whose rows are partly kept, partly new."""
+    import torch
+
+    from eaglefuzz.harness.targetkit import scale_steps
+    from eaglefuzz.oracles import tensor_ops_v2
+
+    epoch = scale_steps.scale_epoch(7, "cpu", cache_share=cache_share)
+    assert (epoch.cache is None) == (cache_share == 0.0)
+    rng = np.random.default_rng(0)
+    live = np.arange(epoch.F, epoch.F + scale_steps.BAND)
+    rows_seen, temps_seen = set(), set()
+    for batch in range(4):  # the later batches meet rows kept and rows not yet seen
+        m = 40
+        content = torch.as_tensor(rng.choice(np.concatenate([[0], live[: 10 * (batch + 1)]]), size=m))
+        t = torch.as_tensor(rng.choice(scale_steps.TAIL_TEMPERATURES, size=m), dtype=torch.float32)
+        bonus = torch.as_tensor(rng.random(m) < 0.2)
+        state = torch.as_tensor(rng.integers(epoch.q, epoch.q + scale_steps.TAIL_REQUESTS, size=m))
+        elp = torch.as_tensor(rng.integers(0, scale_steps.K + 1, size=m))
+        got, inverse = scale_steps.distinct_stats(epoch, content, t, bonus, state, elp)
+        draft_at = torch.where((t != 0) & ~bonus, state * scale_steps.K + elp.clamp(max=scale_steps.K - 1), 0)
+        draft = None if epoch.cache is None else epoch.cache.view(-1, epoch.V)[draft_at]
+        ref = tensor_ops_v2.local_logits_stats_rows(epoch.table[content], t == 0, bonus, draft, t, epoch.V,
+                                                    scale_steps.STATS_BLOCK)
+        assert got.keys() == ref.keys()
+        for name, (w, v, b) in ref.items():
+            gw, gv, gb = (x[inverse] for x in got[name])
+            assert torch.equal(gw, w), name
+            assert gv.dtype == v.dtype and gb.dtype == b.dtype
+            assert torch.equal(_bits(gv[w]), _bits(v[w])) and torch.equal(_bits(gb[w]), _bits(b[w])), name
+        rows_seen |= set(content.tolist())
+        temps_seen |= set(t[(t != 0) & ~bonus].tolist()) if epoch.cache is not None else set()
+        assert int(epoch.memo["target"][0].sum()) == len(rows_seen)  # each table row computed once
+        assert len(epoch.memo) == 1 + len(temps_seen)

@@ -22,7 +22,7 @@ dozen rows of oracle, not ``2**31`` elements.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,8 @@ class ScaleEpoch:
     cache: torch.Tensor | None
     style: str
     masked: bool
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
+    """Per-row results its batches' oracles keep (:func:`distinct_stats`)."""
 
     @property
     def F(self) -> int:  # noqa: N802
@@ -272,25 +274,87 @@ def distinct_stats(epoch: ScaleEpoch, content: torch.Tensor, t: torch.Tensor, bo
     per statistic ``(written, value, bound)``, ``[U, NB]``) of each distinct one of rows whose
     logits are the epoch's table rows ``content``, with temperatures ``t``, bonus flags
     ``bonus``, state rows ``state`` and steps ``elp`` (a random drafted row reads the drafter's
-    cache at ``state K + min(elp, K - 1)``), a block of rows at a time; and each row's distinct
-    row (``inverse``). Rows alike in all of these have alike statistics."""
-    V = epoch.V
+    cache at ``state K + min(elp, K - 1)``); and each row's distinct row (``inverse``). Rows
+    alike in all of these have alike statistics. A value not written is unspecified.
+
+    The target's statistics depend on the table row alone and the drafter's on its cache row and
+    temperature: each is computed once an epoch (:func:`_epoch_memo`), a block of rows at a time,
+    whatever the batch (an epoch's tails read a few dozen live rows)."""
     draft_at = torch.where((t != 0) & ~bonus, state * K + elp.clamp(max=K - 1), -1)
     if epoch.cache is None:
         draft_at = torch.full_like(draft_at, -1)
     key = torch.stack([content, t.view(torch.int32).long(), bonus.long(), draft_at], 1)
     uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
     tu = uniq[:, 1].to(torch.int32).view(torch.float32)
-    chunks: dict[str, list[tuple[torch.Tensor, ...]]] = {}
-    step = rows_at_once(V, STATS_BLOCK)
-    for lo in range(0, uniq.shape[0], step):
-        u, tt = uniq[lo : lo + step], tu[lo : lo + step]
-        draft = None if epoch.cache is None else epoch.cache.view(-1, V)[u[:, 3].clamp(min=0)]
-        part = tensor_ops_v2.local_logits_stats_rows(epoch.table[u[:, 0]], tt == 0, u[:, 2] > 0, draft, tt, V,
-                                                     STATS_BLOCK)
-        for name, x in part.items():
-            chunks.setdefault(name, []).append(x)
-    return {name: tuple(torch.cat(x) for x in zip(*xs, strict=True)) for name, xs in chunks.items()}, inverse
+    greedy, bon = tu == 0, uniq[:, 2] > 0
+    nb = -(-epoch.V // STATS_BLOCK)
+    g = (greedy & ~bon)[:, None].expand(-1, nb)
+    r = (~greedy & ~bon)[:, None].expand(-1, nb)
+    arg, m32, S32, Sb = _target_memo(epoch, uniq[:, 0])
+    zero = torch.zeros(m32.shape, dtype=torch.float64, device=m32.device)
+    out = {"target_local_argmax": (g, arg, zero), "target_local_max": (g | r, m32, zero),
+           "target_local_sumexp": (r, S32, Sb)}
+    if epoch.cache is None:
+        none = torch.zeros_like(r)
+        out["draft_local_max"], out["draft_local_sumexp"] = (none, m32, zero), (none, S32, zero)
+        return out, inverse
+    dm, dmb = torch.zeros_like(m32), torch.zeros_like(zero)
+    ds, dsb = torch.zeros_like(S32), torch.zeros_like(zero)
+    for bits in torch.unique(uniq[r[:, 0], 1]).tolist():
+        at = torch.nonzero(r[:, 0] & (uniq[:, 1] == bits)).flatten()
+        dm[at], dmb[at], ds[at], dsb[at] = _draft_memo(epoch, uniq[at, 3], bits)
+    out["draft_local_max"], out["draft_local_sumexp"] = (r, dm, dmb), (r, ds, dsb)
+    return out, inverse
+
+
+def _epoch_memo(epoch: ScaleEpoch, key: Any, rows: int, rows_of: torch.Tensor,
+                compute: Callable[[torch.Tensor], tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, ...]:
+    """Per-row results of ``compute`` (a function of rows ``[m]`` giving tensors ``[m, NB]``)
+    at rows ``rows_of`` of ``rows``, each row computed once for ``epoch`` (kept on it under
+    ``key``), the missing ones a block at a time."""
+    memo = epoch.memo.get(key)
+    dev = rows_of.device
+    if memo is None:
+        memo = epoch.memo[key] = (torch.zeros(rows, dtype=torch.bool, device=dev), [])
+    known, parts = memo
+    missing = torch.unique(rows_of[~known[rows_of]])
+    step = rows_at_once(epoch.V, STATS_BLOCK)
+    for lo in range(0, missing.numel(), step):
+        at = missing[lo : lo + step]
+        got = compute(at)
+        if not parts:
+            parts += [torch.zeros((rows, *x.shape[1:]), dtype=x.dtype, device=dev) for x in got]
+        for whole, x in zip(parts, got, strict=True):
+            whole[at] = x
+    known[missing] = True
+    return tuple(x[rows_of] for x in parts)
+
+
+def _target_memo(epoch: ScaleEpoch, rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """§30's target statistics of table rows ``rows`` (``[m, NB]`` each): every block's argmax
+    and maximum (as a greedy row writes them), ``sum exp(x - m)`` and its bound (as a random row
+    writes it)."""
+    def compute(at: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        none = torch.zeros(at.numel(), dtype=torch.bool, device=at.device)
+        s = tensor_ops_v2.local_logits_stats_rows(epoch.table[at], none, none, None,
+                                                  torch.ones(at.numel(), device=at.device), epoch.V, STATS_BLOCK)
+        return s["target_local_argmax"][1], s["target_local_max"][1], *s["target_local_sumexp"][1:]
+
+    return _epoch_memo(epoch, "target", epoch.table.shape[0], rows, compute)
+
+
+def _draft_memo(epoch: ScaleEpoch, rows: torch.Tensor, bits: int) -> tuple[torch.Tensor, ...]:
+    """§30's drafter statistics (maximum, its bound, sum, its bound; ``[m, NB]`` each) of the
+    drafter's cache rows ``rows`` at the temperature of float32 bits ``bits``."""
+    cache = epoch.cache.view(-1, epoch.V)
+    T = torch.tensor([bits], dtype=torch.int32).view(torch.float32).item()
+
+    def compute(at: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        s = tensor_ops_v2.local_draft_stats_rows(cache[at], torch.full((at.numel(),), T, device=at.device),
+                                                 epoch.V, STATS_BLOCK)
+        return (*s["draft_local_max"], *s["draft_local_sumexp"])
+
+    return _epoch_memo(epoch, ("draft", bits), cache.shape[0], rows, compute)
 
 
 def tail_stats(epoch: ScaleEpoch, rows: ScaleRows, filler: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
