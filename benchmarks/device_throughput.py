@@ -6,11 +6,13 @@ per stage, against the kernel alone. Needs a CUDA device.
 
 Per target: a warm-up run (``--warmup`` examples, where Triton compiles the specializations
 the campaign meets: its time is the JIT column; Triton's on-disk cache keeps them for later runs), then a steady-state run of ``S``
-seconds with another seed, twice: the first meets its cases' specializations (a kernel with
-many integer arguments has hundreds: Triton specializes each on 1 and on multiples of 16; its
-rate is the "first seen" column), the second is the figures (the kernel alone is timed after a
-launch that compiles its cases, and a long campaign's are compiled, or in Triton's cache),
-then a profiled run (the device is waited for after
+seconds with another seed (seed 0), then the same cases again: the first meets its cases'
+specializations (a kernel with many integer arguments has hundreds: Triton specializes each on
+1 and on multiples of 16; its rate is the "first seen" column), the second, exactly the cases
+the first checked, is the figures (the kernel alone is timed after a launch that compiles its
+cases, and a long campaign's are compiled, or in Triton's cache; a second run of ``S`` seconds
+would pass the first's last case and meet new specializations, Triton compiling them inside
+the figures), then a profiled run of the first of those cases (the device is waited for after
 every stage, so the stage shares add up; its own rate is lower), then the kernel alone: the
 launches of the cases the steady state checked (:func:`kernel_alone`), repeated, timed with
 CUDA events. A target checked by its record
@@ -21,8 +23,8 @@ profiled), without production-scale cases
 (each takes tens of seconds: their figures are the section "Production scale" of RESULTS.md).
 ``--lanes N``: the steady state as ``eaglefuzz fuzz --lanes N`` runs it, ``N`` processes on the
 one GPU with disjoint shares of the same cases (seed 0, shard ``i/N`` each, each after a
-warm-up of its own, all started together; no production-scale case), their tokens summed over
-the longest lane's seconds;
+warm-up and a first run of its own; then, all started together, each lane's cases of its first
+run again; no production-scale case), their tokens summed over the longest lane's seconds;
 the profiled run and the kernel alone stay one process (the kernel alone is vLLM's launch, one
 process).
 """
@@ -232,7 +234,7 @@ def _lane(argv: list[str]) -> int:
     Path(out + ".ready").write_text(json.dumps({"tokens": cold.tokens, "seconds": cold.seconds}))
     while not Path(go).exists():
         time.sleep(0.005)
-    s = device_fuzz_target(name, impls, device, seed=0, examples=None, time_budget=float(seconds), **opts)
+    s = device_fuzz_target(name, impls, device, seed=0, examples=max(cold.examples, 1), **opts)  # the cases seen
     Path(out).write_text(json.dumps({"tokens": s.tokens, "seconds": s.seconds, "examples": s.examples,
                                      "cross_checked": s.cross_checked, "findings": len(s.findings),
                                      "features": sorted(getattr(s, "features", set()))}))
@@ -337,9 +339,9 @@ def main() -> int:
                 steady = partial(device_fuzz_target, name, impls, backend.device, seed=0, examples=None,
                                  time_budget=args.seconds, shrink=False, **opts)
                 cold = steady()
-                s = steady()
+                s = steady(examples=max(cold.examples, 1), time_budget=None)  # the cases seen, compiled
                 s.cold_rate = cold.tokens / cold.seconds
-            prof = device_fuzz_target(name, impls, backend.device, seed=2, examples=None,
+            prof = device_fuzz_target(name, impls, backend.device, seed=0, examples=max(s.examples // args.lanes, 1),
                                       time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
                                       **opts)
             dt = device_targets()[name]
