@@ -93,15 +93,16 @@ class Steps:
         """Logits rows per case."""
         return self.rows.B
 
-    def draft_rows(self) -> torch.Tensor:
+    def draft_rows(self, rows: torch.Tensor | None = None) -> torch.Tensor:
         """Each logits row's cached draft logits ``draft_logits[s, i]`` (``[N, Vd]``; a bonus
-        row's step may lie past ``K``: it reads its last step's, never used)."""
+        row's step may lie past ``K``: it reads its last step's, never used); ``rows``: those
+        rows' alone."""
         assert self.draft_logits is not None and self.Vd is not None
         dev = self.eidx.device
         K = torch.as_tensor(self.K, device=dev)[self.rows.cid]
         base = torch.as_tensor(np.cumsum(self.req.R * self.K) - self.req.R * self.K, device=dev)[self.rows.cid]
         at = base + self.eidx * K + torch.minimum(self.elp.long(), K - 1)
-        return self.draft_logits.view(-1, self.Vd)[at]
+        return self.draft_logits.view(-1, self.Vd)[at if rows is None else at[rows]]
 
 
 def _kind(rng: np.random.Generator, tour: tuple[str, ...]) -> str:

@@ -85,22 +85,24 @@ class ChainRows:
 
 def stats(st: Steps) -> dict[str, torch.Tensor]:
     """§30's statistics of every row (``[N, NB]``; unwritten: NaN, ``-1`` for the argmax), from
-    :func:`~eaglefuzz.oracles.tensor_ops_v2.local_logits_stats_rows` a block of rows at a time."""
+    :func:`~eaglefuzz.oracles.tensor_ops_v2.local_logits_stats_rows` a block of rows at a time,
+    the rows that write them alone (a bonus row writes none, a greedy row no drafter's)."""
     N, V = int(st.n.sum()), st.V
     nb = -(-V // STATS_BLOCK)
     dev = st.eidx.device
     t = st.temperature[state_of(st)[request_of(st)]] if N else st.temperature[:0]
     greedy = t == 0
-    draft = st.draft_rows() if st.draft_logits is not None else None
     out = {k: torch.full((N, nb), -1 if k == "target_local_argmax" else float("nan"),
                          dtype=torch.int64 if k == "target_local_argmax" else torch.float32, device=dev) for k in STATS}
     step = rows_at_once(V, STATS_BLOCK)
-    for lo in range(0, N, step):
-        hi = min(N, lo + step)
-        res = tensor_ops_v2.local_logits_stats_rows(st.target_logits[lo:hi], greedy[lo:hi], st.bonus[lo:hi],
-                                                    None if draft is None else draft[lo:hi], t[lo:hi], V, STATS_BLOCK)
-        for k, (w, v, _) in res.items():
-            out[k][lo:hi] = torch.where(w, v.to(out[k].dtype), out[k][lo:hi])
+    for rows, drafts in ((torch.nonzero(greedy & ~st.bonus).flatten(), False),  # a greedy row reads no draft
+                         (torch.nonzero(~greedy & ~st.bonus).flatten(), st.draft_logits is not None)):  # a bonus row: none
+        for lo in range(0, rows.numel(), step):
+            j = rows[lo : lo + step]
+            res = tensor_ops_v2.local_logits_stats_rows(st.target_logits[j], greedy[j], st.bonus[j],
+                                                        st.draft_rows(j) if drafts else None, t[j], V, STATS_BLOCK)
+            for k, (w, v, _) in res.items():
+                out[k][j] = torch.where(w, v.to(out[k].dtype), out[k][j])
     return out
 
 
