@@ -126,8 +126,7 @@ class _Device(StepBatchDevice):
         if last:
             cat["query_start_loc"] = cumulative(rows, qlen)
             lengths["query_start_loc"] = [b + 1 for b in Bl]
-            per_bin = owners(R * V, device)
-            cat["output_bin_counts"] = torch.randint(0, 4, (per_bin.numel(),), generator=gen, device=device,
+            cat["output_bin_counts"] = torch.randint(0, 4, (int(np.sum(R * V)),), generator=gen, device=device,
                                                      dtype=torch.int32)
             lengths["output_bin_counts"] = (R * V).tolist()
             shapes["output_bin_counts"] = [(r, int(v)) for r, v in zip(Rl, V, strict=True)]
