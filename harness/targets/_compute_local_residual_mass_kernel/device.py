@@ -349,7 +349,9 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         """A scale batch's writes: the torch oracle on the rows that write alone (the tails'
         random draft rows past their requests' first whose next draft is real; the filler's
         are greedy: nothing written), every case's at once, their target logits and cached
-        draft logits read off the shared table and cache a block of rows at a time."""
+        draft logits read off the shared table and cache a block of rows at a time, each
+        distinct row once (alike in its table row, drafter's row, temperature, the
+        ``cumulative_log_p`` before it and its statistics: alike in every input it reads)."""
         ep: ScaleEpoch = b.extra["scale"]
         V = ep.V
         nb = -(-V // STATS_BLOCK)
@@ -361,18 +363,25 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         on = (r.elp[at] != 0) & ~r.bonus[at] & (nxt >= 0) & (r.row_temperature[at] != 0)
         rows, lrows = at[on], local[on]
         st = {x: a[x].view(-1, nb) for x in STAT_INPUTS}
-        value = torch.zeros((rows.numel(), nb), dtype=torch.float32, device=rows.device)
-        bound = torch.zeros((rows.numel(), nb), dtype=torch.float64, device=rows.device)
+        # a row's partials are a function of what it reads: each distinct one computed once
+        key = torch.cat([torch.stack([lrows, r.draft_at[rows], r.row_temperature[rows].to(torch.float32).view(torch.int32).long(),
+                                      a["cumulative_log_p"][rows - 1].to(torch.float32).view(torch.int32).long()], 1),
+                         *(st[x][rows].to(torch.float32).view(torch.int32).long() for x in STAT_INPUTS)], 1)
+        distinct, inverse = torch.unique(key, dim=0, return_inverse=True)
+        first = torch.full((distinct.shape[0],), rows.numel(), dtype=torch.int64, device=rows.device)
+        first = first.scatter_reduce(0, inverse, torch.arange(rows.numel(), device=rows.device), "amin")
+        value = torch.zeros((first.numel(), nb), dtype=torch.float32, device=rows.device)
+        bound = torch.zeros((first.numel(), nb), dtype=torch.float64, device=rows.device)
         step = rows_at_once(V, STATS_BLOCK)
-        for lo in range(0, rows.numel(), step):
-            j = rows[lo : lo + step]
+        for lo in range(0, first.numel(), step):
+            j, lj = rows[first[lo : lo + step]], lrows[first[lo : lo + step]]
             t_lse, t_e = tensor_ops_v2.block_lse(st["target_local_max"][j, :nb], st["target_local_sumexp"][j, :nb])
             d_lse, d_e = tensor_ops_v2.block_lse(st["draft_local_max"][j, :nb], st["draft_local_sumexp"][j, :nb])
             value[lo : lo + step], bound[lo : lo + step] = tensor_ops_v2.local_residual_mass_rows(
-                ep.table[lrows[lo : lo + step]], r.caches[r.draft_at[j]], t_lse, t_e, d_lse, d_e,
+                ep.table[lj], r.caches[r.draft_at[j]], t_lse, t_e, d_lse, d_e,
                 a["cumulative_log_p"][j - 1], r.row_temperature[j], V)
         index = (rows[:, None] * nb + torch.arange(nb, device=rows.device)).reshape(-1)
-        return {"local_residual_mass": (index, value.reshape(-1), bound.reshape(-1))}
+        return {"local_residual_mass": (index, value[inverse].reshape(-1), bound[inverse].reshape(-1))}
 
     def _writes(self, b: DeviceBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         a, r = b.cat, step_rows(b)
