@@ -1,8 +1,9 @@
 """Bounded float writes in the device buffers (``Arenas``, ``BatchArenas``): an element the
 contract fixes only within a bound passes within it and nowhere else, an element of bound 0 only
 bit for bit, and a bounded output the kernel never writes is a difference (it holds the sentinel,
-not its expected value with a bit flipped, which would lie within its bound); and the band before
-a buffer's first array, which a write one table's length before it lands in."""
+not its expected value with a bit flipped, which would lie within its bound); the band before
+a buffer's first array, which a write one table's length before it lands in; and the cases'
+matrices of a few shapes, laid out a shape at a time and viewed by one split a shape."""
 
 from __future__ import annotations
 
@@ -99,3 +100,56 @@ def test_a_write_one_table_before_the_first_array_lands_in_the_buffer(batched):
     assert view.storage_offset() >= n
     torch.as_strided(view, (n,), (1,), view.storage_offset() - n).fill_(1.0)
     assert int(arenas.mismatch()) == n
+
+
+def test_cases_of_a_few_shapes_are_their_arrays_each_between_guard_bands():
+    """A batch whose cases hold ``[R, W]`` and ``[R, K, V]`` arrays of a few shapes each (and a
+    vector, and outputs): every case's view is its own array (shape, dtype, values), starts
+    16-byte aligned, overlaps no other, and is made without a view a case (one split a shape);
+    a write one element past any case's array, or one before it, is a difference."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    g = torch.Generator().manual_seed(0)
+    k = 24
+    R = torch.randint(0, 5, (k,), generator=g).tolist()
+    W = [(2, 3, 5)[j % 3] for j in range(k)]
+    KV = [((2, 4), (3, 1))[j % 2] for j in range(k)]
+    arrays = {"m": [torch.randint(-9, 9, (r, w), generator=g, dtype=torch.int64) for r, w in zip(R, W, strict=True)],
+              "c": [torch.randn((r, *kv), generator=g) for r, kv in zip(R, KV, strict=True)],
+              "v": [torch.randint(0, 9, (r + 1,), generator=g, dtype=torch.int32) for r in R]}
+    cat = {n: torch.cat([a.reshape(-1) for a in xs]) for n, xs in arrays.items()}
+    lengths = {n: [a.numel() for a in xs] for n, xs in arrays.items()}
+    shapes = {n: [tuple(a.shape) for a in xs] for n, xs in arrays.items()}
+    b = DeviceBatch(cat, lengths, shapes, {}, {}, {"o": (torch.float32, [r * 2 for r in R])}, [{}] * k)
+
+    class Views(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            Views.n += func.__name__.startswith("view")
+            return func(*args, **(kwargs or {}))
+
+    with Views():
+        arenas = BatchArenas(b, {"o": (torch.arange(0), torch.zeros(0))}, "cpu")
+    assert Views.n < k  # not a view a case
+    spans = []
+    for j, views in enumerate(arenas.views):
+        for n, xs in arrays.items():
+            v = views[n]
+            assert v.shape == xs[j].shape and v.dtype == xs[j].dtype and torch.equal(v, xs[j]), (n, j)
+            assert v.is_contiguous() and (v.data_ptr() % 16 == 0 or v.numel() == 0)
+            if v.numel():
+                spans.append((v.untyped_storage().data_ptr(), v.data_ptr(), v.data_ptr() + v.numel() * v.element_size()))
+    spans.sort()
+    for (sa, _, a1), (sb, b0, _) in zip(spans, spans[1:], strict=False):
+        assert sa != sb or a1 <= b0  # no two cases' arrays overlap
+    assert int(arenas.mismatch()) == 0
+    for j in (0, 7, k - 1):
+        for n in arrays:
+            v = arenas.views[j][n]
+            flat = torch.as_strided(v, (v.numel() + 2,), (1,), v.storage_offset() - 1)
+            for at in (0, v.numel() + 1):  # one before, one past
+                keep = flat[at].clone()
+                flat[at] = 1
+                assert int(arenas.mismatch()) == 1, (n, j, at)
+                flat[at] = keep

@@ -136,8 +136,12 @@ class BatchArenas:
         dtypes = {n: t.dtype for n, t in batch.cat.items()} | {n: dt for n, (dt, _) in batch.outputs.items()}
         sizes = {n: batch.lengths[n] for n in batch.cat} | {n: s for n, (_, s) in batch.outputs.items()}
         # per storage dtype, each name's arrays case after case, each after a guard band and
-        # padded to 16 bytes (so that every array starts 16-byte aligned, as _layout's do)
+        # padded to 16 bytes (so that every array starts 16-byte aligned, as _layout's do); a
+        # name whose cases are arrays [R, *rest] of a few shapes rest (not all [R, 1]): its
+        # cases of each rest together, each starting at a multiple of prod(rest) too (their
+        # views then made by one split a rest, not a view a case)
         self.offset: dict[str, np.ndarray] = {}
+        self.rests: dict[str, list[tuple[int, ...]]] = {}
         cursor: dict[torch.dtype, int] = {}
         leads: dict[torch.dtype, int] = {}
         for n, dt in dtypes.items():
@@ -146,11 +150,20 @@ class BatchArenas:
             st = _storage(dt)
             u = max(1, 16 // torch.empty(0, dtype=st).element_size())
             sz = np.asarray(sizes[n], dtype=np.int64)
-            span = GUARD + -(-sz // u) * u
             if st not in cursor:  # the buffer's first array: after a band as long as its largest (device.lead)
                 cursor[st] = -(-(lead(leads[st]) - GUARD) // u) * u
-            self.offset[n] = cursor.get(st, 0) + GUARD + np.cumsum(span) - span
-            cursor[st] = int(self.offset[n][-1] + span[-1] - GUARD)
+            rests = [tuple(sh[1:]) for sh in batch.shapes.get(n, [])]
+            if K and all(rests) and any(r != (1,) for r in rests) and 3 * len(set(rests)) < K:  # a split, a view, a slice
+                self.rests[n] = rests
+            groups = ([(np.arange(K), u)] if n not in self.rests else
+                      [(self._of(n, r), math.lcm(u, math.prod(r))) for r in sorted(set(self.rests[n]))])
+            self.offset[n] = np.zeros(K, dtype=np.int64)
+            for at, a in groups:
+                padded = -(-sz[at] // a) * a
+                span = -(-GUARD // a) * a + padded
+                first = -(-(cursor[st] + GUARD) // a) * a
+                self.offset[n][at] = first + np.cumsum(span) - span
+                cursor[st] = int(self.offset[n][at[-1]] + padded[-1])
         self.full = {s: torch.full((size + GUARD,), _SENTINEL[s], dtype=s, device=device) for s, size in cursor.items()}
         # each array's concatenated coordinate -> its place in its buffer: a shift per case
         self.shift: dict[str, torch.Tensor] = {}
@@ -178,20 +191,43 @@ class BatchArenas:
             dt = dtypes[n]
             self.expected[_storage(dt)][placed[n]] = value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)
         per_name = {}
-        for n, dt in dtypes.items():  # every case's view of n at once (torch.split: one call)
-            o, sz = self.offset[n], np.asarray(sizes[n], dtype=np.int64)
-            base = self.full[_storage(dt)][int(o[0]) : int(o[-1] + sz[-1])]
-            base = base.view(dt) if dt != _storage(dt) else base
-            gaps = np.concatenate([[0], o[1:] - o[:-1] - sz[:-1]])
+        for n, dt in dtypes.items():  # every case's view of n at once (torch.split: one call, one a width)
+            sz = np.asarray(sizes[n], dtype=np.int64)
             two_d = n in batch.shapes and len(batch.shapes[n][0]) > 1  # [n, 1]
-            columns = two_d and any(shape[1:] != (1,) for shape in batch.shapes[n])  # [R, K]: each case its K
-            per_name[n] = torch.split_with_sizes(base.view(-1, 1) if two_d and not columns else base,
-                                                 np.stack([gaps, sz], 1).reshape(-1).tolist())[1::2]
-            if columns:
-                per_name[n] = [piece.view(shape) for piece, shape in zip(per_name[n], batch.shapes[n], strict=True)]
+            if n in self.rests:
+                views: list[Any] = [None] * K
+                for r in set(self.rests[n]):
+                    at = self._of(n, r)
+                    for k, piece in zip(at, self._split(n, dt, at, sz[at], r), strict=True):
+                        views[k] = piece
+                per_name[n] = views
+            elif two_d and any(sh[1:] != (1,) for sh in batch.shapes[n]):  # each case's view of its own shape
+                flat = self._split(n, dt, np.arange(K), sz, ())
+                per_name[n] = [v.view(sh) for v, sh in zip(flat, batch.shapes[n], strict=True)]
+            else:
+                per_name[n] = self._split(n, dt, np.arange(K), sz, (1,) if two_d else ())
         shared = {n: b.view.view(batch.shared[n].shape) for n, b in self.big.items()}
+        heads = {(n, r): t[:r] for n, t in shared.items() for r in set(batch.rows[n])}  # a view a row count
         self.views: list[dict[str, torch.Tensor]] = [
-            {n: v[k] for n, v in per_name.items()} | {n: t[: batch.rows[n][k]] for n, t in shared.items()} for k in range(K)]
+            {n: v[k] for n, v in per_name.items()} | {n: heads[n, batch.rows[n][k]] for n in shared} for k in range(K)]
+
+    def _of(self, name: str, rest: tuple[int, ...]) -> np.ndarray:
+        """The cases of ``name`` whose arrays are ``[R, *rest]``, in order."""
+        return np.asarray([k for k, r in enumerate(self.rests[name]) if r == rest], dtype=np.int64)
+
+    def _split(self, name: str, dt: torch.dtype, at: np.ndarray, sz: np.ndarray,
+               rest: tuple[int, ...]) -> list[torch.Tensor]:
+        """The views of ``name``'s cases ``at`` (in buffer order, ``sz`` elements each, each
+        starting at a multiple of ``prod(rest)``), ``[sz / prod(rest), *rest]`` each (``rest``
+        ``()``: 1-D), made by one split of their span of the buffer."""
+        if not len(at):
+            return []
+        o = self.offset[name][at]
+        base = self.full[_storage(dt)][int(o[0]) : int(o[-1] + sz[-1])]
+        base = base.view(dt) if dt != _storage(dt) else base
+        gaps = np.concatenate([[0], o[1:] - o[:-1] - sz[:-1]])
+        rows = np.stack([gaps, sz], 1).reshape(-1) // math.prod(rest)
+        return list(torch.split_with_sizes(base.view(-1, *rest) if rest else base, rows.tolist())[1::2])
 
     def _place(self, name: str, index: torch.Tensor) -> torch.Tensor:
         """Buffer positions of ``name``'s elements at concatenated coordinates ``index``."""
