@@ -283,33 +283,36 @@ def murmur3_hash32(seed: torch.Tensor, pos: torch.Tensor, offset: torch.Tensor, 
     ``lo32(seed), hi32(seed), lo32(pos), uint32(offset)`` with seed ``domain``, as int64 values in
     ``[0, 2**32)`` (broadcast; int64 arguments, two's complement)."""
     seed, pos, offset = seed.to(torch.int64), pos.to(torch.int64), offset.to(torch.int64)
-    shape = torch.broadcast_shapes(seed.shape, pos.shape, offset.shape)
     h: torch.Tensor | int = domain & M32
-    for k in (seed & M32, (seed >> 32) & M32, pos & M32, offset & M32):  # each word at its own shape, broadcast as mixed
+    for k in (seed & M32, (seed >> 32) & M32, pos & M32):  # each word at its own shape, broadcast as mixed
         h = _mix(h, k)
-    h = torch.as_tensor(h).expand(shape)
-    h = h ^ 16
-    h = h ^ (h >> 16)
-    h = (h * 0x85EBCA6B) & M32
-    h = h ^ (h >> 13)
-    h = (h * 0xC2B2AE35) & M32
-    return h ^ (h >> 16)
+    k = (offset & M32) * 0xCC9E2D51 & M32
+    k = (_rotl(k, 15) * 0x1B873593) & M32
+    h = h ^ k
+    r = h << 13  # the rotation's bits past 32 drop with the product's
+    r |= h.bitwise_right_shift_(19)
+    h = r.mul_(5).add_(0xE6546B64).bitwise_and_(M32)
+    h ^= (h >> 16) ^ 16  # h ^ 16, then h ^ (h >> 16): the shift reads no bit of 16
+    h = h.mul_(0x85EBCA6B).bitwise_and_(M32)
+    h ^= h >> 13
+    h = h.mul_(0xC2B2AE35).bitwise_and_(M32)
+    h ^= h >> 16
+    return h
 
 
 def murmur3_uniform32(seed: torch.Tensor, pos: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
     """``u32 = RN32(hi16 * 2**-16 + (lo16 + 0.5) * 2**-32)`` of ``h32(.., 0)``: float32 (the sum is
     exact in float64, rounded once)."""
     r = murmur3_hash32(seed, pos, offset)
-    return ((r >> 16).to(torch.float64) * 2.0**-16 + ((r & 0xFFFF).to(torch.float64) + 0.5) * 2.0**-32).to(torch.float32)
+    return r.to(torch.float64).add_(0.5).mul_(2.0**-32).to(torch.float32)  # the sum: (r + 0.5) 2**-32, exact
 
 
 def murmur3_uniform64(seed: torch.Tensor, pos: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
     """``u64 = RN64(r53 + 0.5) * 2**-53``, ``r53 = ((h32(.., 0x9E3779B9) << 32) | h32(.., 0)) >>
     11``, ``1.0`` replaced by ``1 - 2**-53``: float64."""
     lo, hi = murmur3_hash32(seed, pos, offset), murmur3_hash32(seed, pos, offset, HI_DOMAIN)
-    r53 = (hi << 21) | (lo >> 11)  # the 64-bit word shifted right by 11, without an int64 sign
-    u = (r53.to(torch.float64) + 0.5) * 2.0**-53
-    return torch.where(u == 1.0, u - 2.0**-53, u)
+    r53 = hi.bitwise_left_shift_(21).bitwise_or_(lo.bitwise_right_shift_(11))  # the word >> 11, without an int64 sign
+    return r53.to(torch.float64).add_(0.5).mul_(2.0**-53).clamp_(max=1.0 - 2.0**-53)  # u <= 1: 1.0 alone moves
 
 
 _SERIES = [float(np.float32(1.0 / k)) for k in (7, 6, 5, 4, 3, 2)] + [1.0]
@@ -320,18 +323,19 @@ def gumbel_noise32(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     degree-7 Horner polynomial of float32 coefficients ``1/k`` ending in ``0.125``, else
     ``log(max(1 - u, 2**-24))``), float64, and its bound ``2**-19 + 2**-20 |n|``."""
     u = u.to(torch.float32).to(torch.float64)
-    poly = torch.full_like(u, 0.125)
-    for c in _SERIES:
-        poly = c + u * poly
-    L = torch.where(u < 0.25, -u * poly, torch.clamp(1.0 - u, min=2.0**-24).log())
-    n = -(-L).log()
-    return n, 2.0**-19 + 2.0**-20 * n.abs()
+    poly = (u * 0.125).add_(_SERIES[0])
+    for c in _SERIES[1:]:
+        poly.mul_(u).add_(c)
+    small = u < 0.25
+    neg_l = torch.where(small, poly.mul_(u), u.neg_().add_(1.0).clamp_(min=2.0**-24).log_().neg_())  # -L
+    n = neg_l.log_().neg_()
+    return n, n.abs().mul_(2.0**-20).add_(2.0**-19)
 
 
 def gumbel_noise64(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The float64 path's noise ``-log(-log(u))`` and its bound ``2**-48 (1 + |n|)``."""
-    n = -(-u.to(torch.float64).log()).log()
-    return n, 2.0**-48 * (1.0 + n.abs())
+    n = u.to(torch.float64).log().neg_().log_().neg_()
+    return n, n.abs().add_(1.0).mul_(2.0**-48)
 
 
 def gumbel_sample_rows(logits: torch.Tensor, state: torch.Tensor, seeds: torch.Tensor, pos: torch.Tensor,
@@ -357,32 +361,61 @@ def gumbel_sample_rows(logits: torch.Tensor, state: torch.Tensor, seeds: torch.T
     s = torch.where(valid, state, torch.zeros_like(state))
     t = torch.where(valid, temperature.to(torch.float32)[s], torch.zeros((), dtype=torch.float32, device=dev))
     seed = torch.where(valid, seeds.to(torch.int64)[s], torch.zeros_like(s))
-    x32 = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=dev)
-    x32[:, :V] = logits[:, :V].to(torch.float32)
-    noisy = t != 0
-    divide = noisy if apply_temperature else torch.zeros_like(noisy)
-    tt = torch.where(divide, t, torch.ones_like(t))[:, None]
-    x = torch.where(divide[:, None], (x32 / tt).to(torch.float64), x32.to(torch.float64))
-    xe = torch.where(divide[:, None] & torch.isfinite(x), 2.0**-22 * x.abs(), torch.zeros_like(x))
-    lanes = torch.arange(nb * block, device=dev, dtype=torch.int64)
     p = pos.to(torch.int64) + (DRAFT_NOISE_SALT if is_drafting else 0)
+    noisy = t != 0
+    classes = [(m, quiet) for m, quiet in ((noisy, False), (~noisy, True)) if bool(m.any())] or [(None, True)]
+    if len(classes) == 1:  # every row of one class: none gathered
+        return _gumbel_class(logits, t, seed, p, apply_temperature, use_fp64, V, block, nb, classes[0][1])
+    out: dict[str, torch.Tensor] = {}
+    for m, quiet in classes:
+        at = torch.nonzero(m).flatten()
+        res = _gumbel_class(logits[at], t[at], seed[at], p[at], apply_temperature, use_fp64, V, block, nb, quiet)
+        for k, v in res.items():
+            if k not in out:
+                out[k] = torch.empty((rows, *v.shape[1:]), dtype=v.dtype, device=dev)
+            out[k][at] = v
+    return out
+
+
+def _gumbel_class(logits: torch.Tensor, t: torch.Tensor, seed: torch.Tensor, p: torch.Tensor, apply_temperature: bool,
+                  use_fp64: bool, V: int, block: int, nb: int, quiet: bool) -> dict[str, torch.Tensor]:  # fmt: skip
+    """:func:`gumbel_sample_rows` for rows all of ``T != 0`` or (``quiet``) all of ``T = 0``
+    (``t``, ``seed``, ``p``: each row's temperature, seed and noise position)."""
+    rows = logits.shape[0]
+    dev = logits.device
+    inf, ninf = float("inf"), float("-inf")
+    x32 = torch.full((rows, nb * block), ninf, dtype=torch.float32, device=dev)
+    x32[:, :V] = logits[:, :V].to(torch.float32)
+    base = torch.arange(nb, device=dev, dtype=torch.int64) * block
+    if quiet:  # g = x exact: each block's maxima the candidates
+        g = x32.to(torch.float64).view(rows, nb, block)
+        return {"nominal": g.argmax(-1) + base, "settled": torch.ones((rows, nb), dtype=torch.bool, device=dev),
+                "cand": g >= g.amax(-1, keepdim=True), "g": g, "e": torch.zeros_like(g)}
+    if apply_temperature:
+        x32.div_(t[:, None])
+    x = x32.to(torch.float64)
+    del x32
+    lanes = torch.arange(nb * block, device=dev, dtype=torch.int64)
     if use_fp64:
         noise, ne = gumbel_noise64(murmur3_uniform64(seed[:, None], p[:, None], lanes[None, :]))
         eps = 2.0**-53
     else:
         noise, ne = gumbel_noise32(murmur3_uniform32(seed[:, None], p[:, None], lanes[None, :]))
         eps = 2.0**-24
-    g = torch.where(noisy[:, None], x + noise, x)
-    e = torch.where(noisy[:, None], xe + ne + eps * g.abs(), xe)
-    masked = lanes[None, :] >= V
-    g = torch.where(masked, torch.full_like(g, float("-inf")), g)
-    e = torch.where(masked | ~torch.isfinite(g), torch.zeros_like(e), e)
+    if apply_temperature:
+        xe = x.abs()
+        e = torch.where(xe < inf, xe.mul_(2.0**-22), 0.0).add_(ne)
+    else:  # xe = 0: 0 + ne is ne
+        e = ne
+    g = noise.add_(x)
+    e.add_(g.abs().mul_(eps))
+    g[:, V:] = ninf
+    e = torch.where(g.abs() < inf, e, 0.0)
     g, e = g.view(rows, nb, block), e.view(rows, nb, block)
     lo, hi = g - e, g + e
     cand = hi >= lo.amax(-1, keepdim=True)
     first = g.argmax(-1)  # the first of the maxima
-    settled = (cand.sum(-1) == 1) | torch.where(cand, e == 0, torch.ones_like(cand)).all(-1)
-    base = torch.arange(nb, device=dev, dtype=torch.int64) * block
+    settled = (cand.sum(-1) == 1) | torch.where(cand, e == 0, True).all(-1)
     return {"nominal": first + base, "settled": settled, "cand": cand, "g": g, "e": e}
 
 
@@ -585,79 +618,156 @@ def resample_rows(target: torch.Tensor, draft: torch.Tensor | None, rejected: to
 
     Returns per row and 1024-wide block what :func:`gumbel_mismatches` reads: ``nominal`` (the
     first lane of greatest value, global id), ``settled``, the candidates ``cand`` (lanes whose
-    interval reaches the greatest lower end), each lane's value ``g`` and bound ``e``."""
+    interval reaches the greatest lower end), each lane's value ``g`` and bound ``e``.
+
+    Each row is computed alone, so the rows are taken in classes (a draft-residual row or not;
+    noised or not), each class's rows gathered and its results scattered back: a row computes
+    only the passes its class needs."""
     rows, V = target.shape[0], int(vocab_size)
     nb = -(-V // block)
     width = nb * block
     dev = target.device
-    f64 = torch.float64
-    lanes = torch.arange(width, device=dev, dtype=torch.int64)
-    mask = lanes < V
-    t = torch.full((rows, width), float("-inf"), dtype=f64, device=dev)
-    t[:, :V] = target[:, :V].to(torch.float32).to(f64)
-    x, lo, hi = t.clone(), t.clone(), t.clone()
     residual = rejected >= 0
-    if draft is not None and bool(residual.any()):
-        d = torch.full((rows, width), float("-inf"), dtype=f64, device=dev)
-        d[:, :V] = draft[:, :V].to(torch.float32).to(f64)
-        T64 = temperature.to(torch.float32).to(f64)[:, None]
+    noisy = temperature.to(torch.float32) != 0
+    one_hot = draft is None
+    keys = [(False, noisy, False), (False, ~noisy, True)] if one_hot else \
+        [(True, residual & noisy, False), (True, residual & ~noisy, True), (False, ~residual & noisy, False),
+         (False, ~residual & ~noisy, True)]  # fmt: skip
+    classes = [(r, torch.nonzero(m).flatten(), quiet) for r, m, quiet in keys if bool(m.any())] or [(False, None, True)]
+    if len(classes) == 1:  # every row of one class: none gathered
+        classes = [(classes[0][0], None, classes[0][2])]
+    parts = []
+    for res_rows, at, quiet in classes:
+
+        def pick(v: torch.Tensor | None, at: torch.Tensor | None = at) -> torch.Tensor | None:
+            return v if v is None or at is None else v[at]
+
+        parts.append((at, _resample_class(pick(target), pick(draft) if res_rows else None,
+                                          pick(rejected) if one_hot else None, pick(t_lse), pick(d_lse),
+                                          pick(log_p_tau), pick(temperature), pick(seeds), pick(pos), V, use_fp64,
+                                          block, nb, width, quiet)))
+    if len(parts) == 1:
+        return parts[0][1]
+    out = {k: torch.empty((rows, *v.shape[1:]), dtype=v.dtype, device=dev) for k, v in parts[0][1].items()}
+    for at, res in parts:
+        for k, v in res.items():
+            out[k][at] = v
+    return out
+
+
+def _resample_class(target: torch.Tensor, draft: torch.Tensor | None, rejected: torch.Tensor, t_lse: torch.Tensor,
+                    d_lse: torch.Tensor, log_p_tau: torch.Tensor | None, temperature: torch.Tensor, seeds: torch.Tensor,
+                    pos: torch.Tensor, V: int, use_fp64: bool, block: int, nb: int, width: int,
+                    quiet: bool) -> dict[str, torch.Tensor]:  # fmt: skip
+    """:func:`resample_rows` for rows of one class: with ``draft``, every row draft-residual
+    (``rejected >= 0``), else none (``rejected``: one-hot drafts' rows, ``None`` where there are
+    draft logits); every row of ``T = 0`` (``quiet``) or none."""
+    rows = target.shape[0]
+    dev = target.device
+    f64 = torch.float64
+    inf, ninf = float("inf"), float("-inf")
+    if V == width:
+        x = target[:, :V].to(torch.float32).to(f64)
+    else:
+        x = torch.full((rows, width), ninf, dtype=f64, device=dev)
+        x[:, :V] = target[:, :V].to(torch.float32).to(f64)
+    lo = hi = e0zero = None  # None: lo = hi = x, e0 = 0 (an exact residual)
+    if draft is not None:
+        t = x
+        if V == width:
+            d = draft[:, :V].to(torch.float32).to(f64)
+        else:
+            d = torch.full((rows, width), ninf, dtype=f64, device=dev)
+            d[:, :V] = draft[:, :V].to(torch.float32).to(f64)
         tlp = t - t_lse.to(torch.float32).to(f64)[:, None]
-        etlp = EPS * (tlp.abs() + t.abs())
+        etlp = tlp.abs().add_(t.abs_()).mul_(EPS)  # t not read again
         if log_p_tau is not None:
-            tlp = tlp + log_p_tau.to(torch.float32).to(f64)[:, None]
-            etlp = etlp + EPS * tlp.abs()
-        q = d / T64
+            tlp.add_(log_p_tau.to(torch.float32).to(f64)[:, None])
+            etlp.add_(tlp.abs().mul_(EPS))
+        q = d.div_(temperature.to(torch.float32).to(f64)[:, None])
         dlp = q - d_lse.to(torch.float32).to(f64)[:, None]
         dd = dlp - tlp
-        edd = etlp + DIV * q.abs() + EPS * (dlp.abs() + dd.abs())
+        edd = q.abs_().mul_(DIV).add_(etlp).add_(dlp.abs().add_(dd.abs()).mul_(EPS))
         ratio = dd.exp()
-        er = EXP_REL + EXP_ARG * dd.abs() + edd
-        res = torch.where(ratio < 1.0, tlp + torch.log1p(-torch.clamp(ratio, max=1.0)), torch.full_like(tlp, float("-inf")))
-        no_draft = torch.isfinite(tlp) & (dlp == float("-inf"))  # ratio 0: z = lp_t exactly
-        er = torch.where(no_draft, torch.zeros_like(er), er)
-        near = torch.isfinite(tlp) & torch.isfinite(dd) & ((1.0 - ratio).abs() <= ratio * er)
-        gap = 1.0 - ratio * (1.0 + er)
-        l1p = torch.log1p(-torch.clamp(ratio, max=1.0)).abs()
-        el1p = ratio * er / torch.where(gap > 0, gap, torch.full_like(gap, float("nan"))) + LOG_REL * l1p
-        el1p = torch.where(no_draft, torch.zeros_like(el1p), el1p)
-        eres = etlp + el1p + EPS * res.abs()
-        top = tlp + etlp + torch.log1p(-torch.clamp(ratio * (1.0 - er), max=1.0))
-        fin = torch.isfinite(res)
-        ninf = torch.full_like(res, float("-inf"))
-        lo_r = torch.where(near, ninf, torch.where(fin, res - eres, ninf))
-        hi_r = torch.where(near, top, torch.where(fin, res + eres, ninf))
-        hi_r = torch.where(torch.isnan(hi_r), torch.full_like(hi_r, float("inf")), hi_r)
-        k = residual[:, None]
-        x, lo, hi = torch.where(k, res, x), torch.where(k, lo_r, lo), torch.where(k, hi_r, hi)
-    elif bool(residual.any()):
-        drop = residual[:, None] & (lanes[None, :] == rejected[:, None])
-        x = torch.where(drop, torch.full_like(x, float("-inf")), x)
-        lo, hi = x.clone(), x.clone()
-    e0 = torch.where(torch.isfinite(x), torch.maximum(hi - x, x - lo), torch.zeros_like(x))
-    e0 = torch.where(torch.isnan(e0), torch.full_like(e0, float("inf")), e0)
-    if use_fp64:
-        noise, ne = gumbel_noise64(murmur3_uniform64(seeds.to(torch.int64)[:, None], pos.to(torch.int64)[:, None], lanes[None, :]))
-        eps = 2.0**-53
+        er = dd.abs().mul_(EXP_ARG).add_(EXP_REL).add_(edd)
+        del edd
+        l1p = ratio.clamp(max=1.0).neg_().log1p_()
+        res = torch.where(ratio < 1.0, tlp + l1p, ninf)
+        tfin = tlp.abs() < inf
+        no_draft = tfin & (dlp == ninf)  # ratio 0: z = lp_t exactly
+        er.masked_fill_(no_draft, 0.0)
+        rer = ratio * er
+        near = tfin.logical_and_(dd.abs_() < inf).logical_and_((1.0 - ratio).abs_() <= rer)
+        del dd, dlp, tfin
+        gap = (1.0 + er).mul_(ratio).neg_().add_(1.0)
+        el1p = rer.div_(torch.where(gap > 0, gap, float("nan"))).add_(l1p.abs_().mul_(LOG_REL))
+        el1p.masked_fill_(no_draft, 0.0)
+        del gap, l1p, no_draft
+        eres = el1p.add_(etlp).add_(res.abs().mul_(EPS))
+        top = tlp.add_(etlp).add_(er.neg_().add_(1.0).mul_(ratio).clamp_(max=1.0).neg_().log1p_())
+        del ratio, er, etlp
+        fin = res.abs() < inf
+        lo = torch.where(fin, res - eres, ninf).masked_fill_(near, ninf)
+        hi = torch.where(near, top, torch.where(fin, res.add(eres), ninf))
+        hi.masked_fill_(torch.isnan(hi), inf)
+        del eres, top, fin, near
+        x = res
+        e0zero = (torch.maximum(hi - x, x - lo) == 0).logical_or_(~(x.abs() < inf))
+    elif rejected is not None and rejected.numel():  # one-hot drafts: -inf at the rejected draft's lane
+        drop = ((rejected >= 0) & (rejected < width))[:, None]
+        k = rejected.to(torch.int64).clamp(0, width - 1)[:, None]
+        x.scatter_(1, k, torch.where(drop, ninf, x.gather(1, k)))
+    if V < width:
+        x[:, V:] = ninf
+    if quiet:  # g = x, e = 0
+        if lo is None:  # every interval a point: exact, each block's maxima the candidates
+            g = x.view(rows, nb, block)
+            gm = torch.nan_to_num(g, nan=ninf, posinf=inf, neginf=ninf)
+            first = gm.argmax(-1)
+            cand = g >= gm.amax(-1, keepdim=True)
+            base = torch.arange(nb, device=dev, dtype=torch.int64) * block
+            return {"nominal": first + base, "settled": torch.ones((rows, nb), dtype=torch.bool, device=dev),
+                    "cand": cand, "g": g, "e": torch.zeros_like(g)}
+        g = x
+        e = torch.zeros_like(x)
+        gfin = g.abs() < inf
     else:
-        noise, ne = gumbel_noise32(murmur3_uniform32(seeds.to(torch.int64)[:, None], pos.to(torch.int64)[:, None], lanes[None, :]))
-        eps = EPS
-    noisy = (temperature.to(torch.float32) != 0)[:, None]
-    g = torch.where(noisy, x + noise, x)
-    e = torch.where(noisy, ne + eps * g.abs(), torch.zeros_like(g))
-    g = torch.where(mask, g, torch.full_like(g, float("-inf")))
-    e = torch.where(mask & torch.isfinite(g), e, torch.zeros_like(e))
-    n_ = torch.where(torch.isfinite(g - x), g - x, torch.zeros_like(g))
-    glo = torch.where(mask, lo + n_ - e, torch.full_like(g, float("-inf")))
-    ghi = torch.where(mask, hi + n_ + e, torch.full_like(g, float("-inf")))
-    exact = (e0 == 0) & (e == 0)
+        lanes = torch.arange(width, device=dev, dtype=torch.int64)
+        if use_fp64:
+            noise, ne = gumbel_noise64(murmur3_uniform64(seeds.to(torch.int64)[:, None], pos.to(torch.int64)[:, None], lanes[None, :]))
+            eps = 2.0**-53
+        else:
+            noise, ne = gumbel_noise32(murmur3_uniform32(seeds.to(torch.int64)[:, None], pos.to(torch.int64)[:, None], lanes[None, :]))
+            eps = EPS
+        g = noise.add_(x)
+        e = g.abs().mul_(eps).add_(ne)
+        del ne
+        if V < width:
+            g[:, V:] = ninf
+        gfin = g.abs() < inf
+        e = torch.where(gfin, e, 0.0)
+    n_ = g - x
+    n_ = torch.where(n_.abs() < inf, n_, 0.0)
+    if lo is None:
+        glo = n_.add_(x)
+        ghi = glo + e
+        glo.sub_(e)
+        exact = e == 0
+    else:
+        glo = lo.add_(n_).sub_(e)
+        ghi = hi.add_(n_).add_(e)
+        exact = e0zero.logical_and_(e == 0)
+    del n_, e
+    if V < width:
+        glo[:, V:] = ninf
+        ghi[:, V:] = ninf
     glo, ghi = torch.where(exact, g, glo), torch.where(exact, g, ghi)
-    g, glo, ghi, exact = (v.view(rows, nb, block) for v in (g, glo, ghi, exact))
-    ninf = torch.full_like(g, float("-inf"))
-    first = torch.where(torch.isnan(g), ninf, g).argmax(-1)
-    cand = ghi >= torch.where(torch.isnan(glo), ninf, glo).amax(-1, keepdim=True)
-    settled = (cand.sum(-1) <= 1) | torch.where(cand, exact, torch.ones_like(cand)).all(-1)
-    bound = torch.where(torch.isfinite(g), torch.maximum(ghi - g, g - glo), torch.zeros_like(g))
-    bound = torch.where(torch.isnan(bound), torch.full_like(bound, float("inf")), bound)
+    g, glo, ghi, exact, gfin = (v.view(rows, nb, block) for v in (g, glo, ghi, exact, gfin))
+    first = torch.nan_to_num(g, nan=ninf, posinf=inf, neginf=ninf).argmax(-1)
+    cand = ghi >= torch.nan_to_num(glo, nan=ninf, posinf=inf, neginf=ninf).amax(-1, keepdim=True)
+    settled = (cand.sum(-1) <= 1) | torch.where(cand, exact, True).all(-1)
+    bound = torch.maximum(ghi.sub_(g), glo.neg_().add_(g))
+    bound = torch.where(gfin, bound.nan_to_num_(nan=inf, posinf=inf, neginf=ninf), 0.0)
     base = torch.arange(nb, device=dev, dtype=torch.int64) * block
     return {"nominal": first + base, "settled": settled, "cand": cand, "g": g, "e": bound}
 
