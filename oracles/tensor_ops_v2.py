@@ -30,14 +30,14 @@ def temperature_rows(logits: torch.Tensor, temperature: torch.Tensor, vocab_size
     W = logits.shape[1]
     V = W if vocab_size is None else min(int(vocab_size), W)
     t = temperature.to(torch.float32)[:, None]
-    divided = ((t != 0) & (t != 1)).expand(-1, W).clone()
-    divided[:, V:] = False
-    q = logits.to(torch.float32) / torch.where(divided, t, torch.ones_like(t))  # IEEE: correctly rounded
+    divided = (t != 0) & (t != 1)  # per row; columns at and past V are not
+    q = logits.to(torch.float32) / torch.where(divided, t, 1.0)  # IEEE: correctly rounded
     expected = torch.where(divided, q, logits)
-    up = torch.nextafter(q, torch.full_like(q, float("inf")))
-    ulp = (up - q).abs().to(torch.float64)  # one float32 step at the quotient
-    ulp = torch.where(torch.isfinite(ulp), ulp, torch.zeros_like(ulp))
-    bound = torch.where(divided, 2 * ulp, torch.zeros_like(ulp))
+    expected[:, V:] = logits[:, V:]
+    up = torch.nextafter(q, torch.full((), float("inf"), dtype=q.dtype, device=q.device))
+    ulp = up.sub_(q).abs_().to(torch.float64)  # one float32 step at the quotient
+    bound = torch.where((ulp < float("inf")) & divided, 2 * ulp, 0.0)
+    bound[:, V:] = 0.0
     return expected, bound
 
 
@@ -57,15 +57,18 @@ def _ulp32(x: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isfinite(step) & torch.isfinite(a), step, torch.zeros_like(step))
 
 
-def _sumexp(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _sumexp(x: torch.Tensor, owned: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Over the last axis of float64 ``x``: ``m = max x``, ``S = sum exp(x - m)`` (0 where ``m``
-    is ``-inf``), and the spread ``sum exp(x - m) * abs(x - m)``."""
+    is ``-inf``), the spread ``sum exp(x - m) * abs(x - m)``, and ``exp(x - m)`` itself (NaN
+    where ``x - m`` is: the terms of ``S`` are 0 there). ``owned``: ``x`` may be overwritten."""
+    inf = float("inf")
     m = x.amax(-1)
-    d = x - m[..., None]
-    e = torch.where(torch.isfinite(d), d.exp(), torch.zeros_like(d))
-    S = torch.where(m > float("-inf"), e.sum(-1), torch.zeros_like(m))
-    spread = torch.where(e > 0, e * d.abs(), torch.zeros_like(e)).sum(-1)
-    return m, S, spread
+    d = x.sub_(m[..., None]) if owned else x - m[..., None]
+    ed = d.exp()  # d <= 0 or NaN (a max of -inf, or a NaN in the row): exp(-inf) is 0 already
+    e = ed.nan_to_num(nan=0.0, posinf=inf, neginf=-inf)
+    S = torch.where(m > float("-inf"), e.sum(-1), 0.0)
+    spread = d.abs_().mul_(e).nan_to_num_(nan=0.0, posinf=inf, neginf=-inf).sum(-1)  # 0 |d| is NaN at d = -inf
+    return m, S, spread, ed
 
 
 def local_logits_stats_rows(target: torch.Tensor, greedy: torch.Tensor, bonus: torch.Tensor, draft: torch.Tensor | None,
@@ -88,12 +91,15 @@ def local_logits_stats_rows(target: torch.Tensor, greedy: torch.Tensor, bonus: t
     dev = target.device
     if nb == 1:  # one block: its lanes past V (-inf) change no statistic, so none are made
         block = max(V, 1)
-    x = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=dev)
-    x[:, :V] = target[:, :V].to(torch.float32)
+    if nb * block == V:
+        x = target[:, :V].to(torch.float32)
+    else:
+        x = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=dev)
+        x[:, :V] = target[:, :V].to(torch.float32)
     xb = x.view(rows, nb, block)
     m32 = xb.amax(-1)
     arg = xb.argmax(-1) + torch.arange(nb, device=dev) * block  # the first of the maxima
-    _, S, spread = _sumexp(xb.to(torch.float64))
+    _, S, spread, _ = _sumexp(xb.to(torch.float64), owned=True)
     S32 = S.to(torch.float32)
     g = (greedy & ~bonus)[:, None].expand(rows, nb)
     r = (~greedy & ~bonus)[:, None].expand(rows, nb)
@@ -128,15 +134,22 @@ def local_draft_stats_rows(draft: torch.Tensor, temperature: torch.Tensor, vocab
     if nb == 1:
         block = max(V, 1)
     t = temperature.to(torch.float32)[:, None]
-    t = torch.where(t == 0, torch.ones_like(t), t)  # greedy rows read no draft: any divisor
-    d = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=draft.device)
-    d[:, :V] = draft[:, :V].to(torch.float32)
+    t = torch.where(t == 0, 1.0, t)  # greedy rows read no draft: any divisor
+    if nb * block == V:
+        d = draft[:, :V].to(torch.float32)
+    else:
+        d = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=draft.device)
+        d[:, :V] = draft[:, :V].to(torch.float32)
     q32 = (d / t).view(rows, nb, block)  # the correctly rounded float32 quotients
-    q = (d.to(torch.float64) / t.to(torch.float64)).view(rows, nb, block)
+    q = d.to(torch.float64).div_(t.to(torch.float64)).view(rows, nb, block)
+    del d
     qm = q32.amax(-1)
-    md, Sd, spread_d = _sumexp(q)
-    fin = torch.isfinite(q)
-    extra = torch.where(fin, (q - md[..., None]).exp() * (q.abs() + md.abs()[..., None]), torch.zeros_like(q)).sum(-1)
+    del q32
+    md, Sd, spread_d, ed = _sumexp(q)  # ed: exp(q - max q)
+    aq = q.abs()
+    del q
+    fin = aq < float("inf")
+    extra = torch.where(fin, ed.mul_(aq.add_(md.abs()[..., None])), 0.0).sum(-1)
     Sd32 = Sd.to(torch.float32)
     return {"draft_local_max": (qm, 2 * _ulp32(qm)),
             "draft_local_sumexp": (Sd32, SUM_BLOCK * Sd + 2 * EXP_ARG * spread_d + 2 * DIV * extra + 0.5 * _ulp32(Sd32))}
@@ -516,30 +529,41 @@ def local_residual_mass_rows(target: torch.Tensor, draft: torch.Tensor, t_lse: t
     dev = target.device
     if nb == 1:  # one block: its lanes past V (masked) add nothing, so none are made
         block = max(V, 1)
-    t = torch.full((rows, nb * block), float("-inf"), dtype=torch.float64, device=dev)
-    t[:, :V] = target[:, :V].to(torch.float32).to(torch.float64)
-    d = torch.full((rows, nb * block), float("-inf"), dtype=torch.float64, device=dev)
-    d[:, :V] = draft[:, :V].to(torch.float32).to(torch.float64)
-    mask = torch.arange(nb * block, device=dev) < V
-    q = d / temperature.to(torch.float32).to(torch.float64)[:, None]
-    tlp = t - t_lse[:, None]
+    f64 = torch.float64
+    if nb * block == V:
+        t = target[:, :V].to(torch.float32).to(f64)
+        d = draft[:, :V].to(torch.float32).to(f64)
+    else:
+        t = torch.full((rows, nb * block), float("-inf"), dtype=f64, device=dev)
+        t[:, :V] = target[:, :V].to(torch.float32).to(f64)
+        d = torch.full((rows, nb * block), float("-inf"), dtype=f64, device=dev)
+        d[:, :V] = draft[:, :V].to(torch.float32).to(f64)
+    q = d.div_(temperature.to(torch.float32).to(f64)[:, None])
+    tlp = t.sub_(t_lse[:, None])
     dlp = q - d_lse[:, None]
-    et = t_e[:, None] + EPS * tlp.abs()
-    ed = d_e[:, None] + DIV * q.abs() + EPS * dlp.abs()
-    clp = prev_log_p.to(torch.float32).to(torch.float64)
-    a = clp.exp()[:, None] * tlp.exp()
-    c = dlp.exp()
-    a = torch.where(torch.isfinite(tlp) | (tlp > 0), a, torch.zeros_like(a))
-    c = torch.where(torch.isfinite(dlp) | (dlp > 0), c, torch.zeros_like(c))
-    term = torch.where(mask, torch.clamp(a - c, min=0.0), torch.zeros_like(a))
+    atlp, adlp = tlp.abs(), dlp.abs()
+    et = (atlp * EPS).add_(t_e[:, None])
+    ed = q.abs_().mul_(DIV).add_(d_e[:, None]).add_(adlp * EPS)
+    del q
+    clp = prev_log_p.to(torch.float32).to(f64)
+    a = torch.where(tlp > float("-inf"), tlp.exp().mul_(clp.exp()[:, None]), 0.0)  # -inf and NaN: 0
+    c = torch.where(dlp > float("-inf"), dlp.exp(), 0.0)
+    del tlp, dlp
+    amc = a - c
+    term = amc.clamp(min=0.0)
 
     def e(x: torch.Tensor) -> torch.Tensor:
         return 2.0**-20 + 2.0**-22 * x.abs()
 
-    da = a * (e(clp)[:, None] + e(tlp) + et + EPS)
-    dc = c * (e(dlp) + ed)
-    dterm = torch.where(a > 0, da, torch.zeros_like(da)) + torch.where(c > 0, dc, torch.zeros_like(dc)) + EPS * (a - c).abs()
-    dterm = torch.where(mask & ((a > 0) | (c > 0)), dterm, torch.zeros_like(dterm))
+    da = atlp.mul_(2.0**-22).add_(2.0**-20).add_(e(clp)[:, None]).add_(et).add_(EPS).mul_(a)  # a (e_p + e(lp_t) + E_t + eps)
+    dc = adlp.mul_(2.0**-22).add_(2.0**-20).add_(ed).mul_(c)
+    del et, ed
+    pa, pc = a > 0, c > 0
+    dterm = torch.where(pa, da, 0.0).add_(torch.where(pc, dc, 0.0)).add_(amc.abs_().mul_(EPS))
+    dterm = torch.where(pa.logical_or_(pc), dterm, 0.0)
+    if nb * block > V:
+        term[:, V:] = 0.0
+        dterm[:, V:] = 0.0
     partial = term.view(rows, nb, block).sum(-1)
     p32 = partial.to(torch.float32)
     return p32, dterm.view(rows, nb, block).sum(-1) + SUM_BLOCK * partial + 0.5 * _ulp32(p32)
