@@ -695,7 +695,7 @@ def _resample_class(target: torch.Tensor, draft: torch.Tensor | None, rejected: 
     else:
         x = torch.full((rows, width), ninf, dtype=f64, device=dev)
         x[:, :V] = target[:, :V].to(torch.float32).to(f64)
-    lo = hi = e0zero = None  # None: lo = hi = x, e0 = 0 (an exact residual)
+    lo = hi = e0zero = None  # lo, hi None: lo = hi = x (e0 = 0); e0zero None: e0 = 0 wherever e is
     if draft is not None:
         t = x
         if V == width:
@@ -727,16 +727,18 @@ def _resample_class(target: torch.Tensor, draft: torch.Tensor | None, rejected: 
         el1p = rer.div_(torch.where(gap > 0, gap, float("nan"))).add_(l1p.abs_().mul_(LOG_REL))
         el1p.masked_fill_(no_draft, 0.0)
         del gap, l1p, no_draft
-        eres = el1p.add_(etlp).add_(res.abs().mul_(EPS))
+        ares = res.abs()
+        fin = ares < inf
+        eres = el1p.add_(etlp).add_(ares.mul_(EPS))
         top = tlp.add_(etlp).add_(er.neg_().add_(1.0).mul_(ratio).clamp_(max=1.0).neg_().log1p_())
-        del ratio, er, etlp
-        fin = res.abs() < inf
+        del ratio, er, etlp, ares
         lo = torch.where(fin, res - eres, ninf).masked_fill_(near, ninf)
         hi = torch.where(near, top, torch.where(fin, res.add(eres), ninf))
         hi.masked_fill_(torch.isnan(hi), inf)
         del eres, top, fin, near
         x = res
-        e0zero = (torch.maximum(hi - x, x - lo) == 0).logical_or_(~(x.abs() < inf))
+        if quiet:  # a noised lane's e is 0 only where its g, so its x, is not finite (e0 then 0)
+            e0zero = (torch.maximum(hi - x, x - lo) == 0).logical_or_(~(x.abs() < inf))
     elif rejected is not None and rejected.numel():  # one-hot drafts: -inf at the rejected draft's lane
         drop = ((rejected >= 0) & (rejected < width))[:, None]
         k = rejected.to(torch.int64).clamp(0, width - 1)[:, None]
@@ -780,7 +782,7 @@ def _resample_class(target: torch.Tensor, draft: torch.Tensor | None, rejected: 
     else:
         glo = lo.add_(n_).sub_(e)
         ghi = hi.add_(n_).add_(e)
-        exact = e0zero.logical_and_(e == 0)
+        exact = e == 0 if e0zero is None else e0zero.logical_and_(e == 0)
     del n_, e
     if V < width:
         glo[:, V:] = ninf
