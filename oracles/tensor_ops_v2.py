@@ -730,12 +730,12 @@ def _resample_class(target: torch.Tensor, draft: torch.Tensor | None, rejected: 
         ares = res.abs()
         fin = ares < inf
         eres = el1p.add_(etlp).add_(ares.mul_(EPS))
-        top = tlp.add_(etlp).add_(er.neg_().add_(1.0).mul_(ratio).clamp_(max=1.0).neg_().log1p_())
-        del ratio, er, etlp, ares
         lo = torch.where(fin, res - eres, ninf).masked_fill_(near, ninf)
-        hi = torch.where(near, top, torch.where(fin, res.add(eres), ninf))
+        hi = torch.where(fin, res.add(eres), ninf)
+        at = near.nonzero(as_tuple=True)  # a window's lanes (few): hi its top, -inf its lo
+        hi[at] = (tlp[at] + etlp[at]) + torch.log1p(-torch.clamp(ratio[at] * (1.0 - er[at]), max=1.0))
         hi.masked_fill_(torch.isnan(hi), inf)
-        del eres, top, fin, near
+        del ratio, er, etlp, ares, tlp, eres, fin, near
         x = res
         if quiet:  # a noised lane's e is 0 only where its g, so its x, is not finite (e0 then 0)
             e0zero = (torch.maximum(hi - x, x - lo) == 0).logical_or_(~(x.abs() < inf))
