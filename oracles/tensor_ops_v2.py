@@ -772,8 +772,7 @@ def _resample_class(target: torch.Tensor, draft: torch.Tensor | None, rejected: 
             g[:, V:] = ninf
         gfin = g.abs() < inf
         e = torch.where(gfin, e, 0.0)
-    n_ = g - x
-    n_ = torch.where(n_.abs() < inf, n_, 0.0)
+    n_ = (g - x).nan_to_num_(nan=0.0, posinf=inf, neginf=ninf)  # finite or NaN (x or g not finite): 0 where not finite
     if lo is None:
         glo = n_.add_(x)
         ghi = glo + e
