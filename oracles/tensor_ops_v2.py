@@ -30,14 +30,14 @@ def temperature_rows(logits: torch.Tensor, temperature: torch.Tensor, vocab_size
     W = logits.shape[1]
     V = W if vocab_size is None else min(int(vocab_size), W)
     t = temperature.to(torch.float32)[:, None]
-    divided = ((t != 0) & (t != 1)).expand(-1, W).clone()
-    divided[:, V:] = False
-    q = logits.to(torch.float32) / torch.where(divided, t, torch.ones_like(t))  # IEEE: correctly rounded
+    divided = (t != 0) & (t != 1)  # per row; columns at and past V are not
+    q = logits.to(torch.float32) / torch.where(divided, t, 1.0)  # IEEE: correctly rounded
     expected = torch.where(divided, q, logits)
-    up = torch.nextafter(q, torch.full_like(q, float("inf")))
-    ulp = (up - q).abs().to(torch.float64)  # one float32 step at the quotient
-    ulp = torch.where(torch.isfinite(ulp), ulp, torch.zeros_like(ulp))
-    bound = torch.where(divided, 2 * ulp, torch.zeros_like(ulp))
+    expected[:, V:] = logits[:, V:]
+    up = torch.nextafter(q, torch.full((), float("inf"), dtype=q.dtype, device=q.device))
+    ulp = up.sub_(q).abs_().to(torch.float64)  # one float32 step at the quotient
+    bound = torch.where((ulp < float("inf")) & divided, 2 * ulp, 0.0)
+    bound[:, V:] = 0.0
     return expected, bound
 
 
@@ -57,15 +57,18 @@ def _ulp32(x: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isfinite(step) & torch.isfinite(a), step, torch.zeros_like(step))
 
 
-def _sumexp(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _sumexp(x: torch.Tensor, owned: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Over the last axis of float64 ``x``: ``m = max x``, ``S = sum exp(x - m)`` (0 where ``m``
-    is ``-inf``), and the spread ``sum exp(x - m) * abs(x - m)``."""
+    is ``-inf``), the spread ``sum exp(x - m) * abs(x - m)``, and ``exp(x - m)`` itself (NaN
+    where ``x - m`` is: the terms of ``S`` are 0 there). ``owned``: ``x`` may be overwritten."""
+    inf = float("inf")
     m = x.amax(-1)
-    d = x - m[..., None]
-    e = torch.where(torch.isfinite(d), d.exp(), torch.zeros_like(d))
-    S = torch.where(m > float("-inf"), e.sum(-1), torch.zeros_like(m))
-    spread = torch.where(e > 0, e * d.abs(), torch.zeros_like(e)).sum(-1)
-    return m, S, spread
+    d = x.sub_(m[..., None]) if owned else x - m[..., None]
+    ed = d.exp()  # d <= 0 or NaN (a max of -inf, or a NaN in the row): exp(-inf) is 0 already
+    e = ed.nan_to_num(nan=0.0, posinf=inf, neginf=-inf)
+    S = torch.where(m > float("-inf"), e.sum(-1), 0.0)
+    spread = d.abs_().mul_(e).nan_to_num_(nan=0.0, posinf=inf, neginf=-inf).sum(-1)  # 0 |d| is NaN at d = -inf
+    return m, S, spread, ed
 
 
 def local_logits_stats_rows(target: torch.Tensor, greedy: torch.Tensor, bonus: torch.Tensor, draft: torch.Tensor | None,
@@ -88,12 +91,15 @@ def local_logits_stats_rows(target: torch.Tensor, greedy: torch.Tensor, bonus: t
     dev = target.device
     if nb == 1:  # one block: its lanes past V (-inf) change no statistic, so none are made
         block = max(V, 1)
-    x = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=dev)
-    x[:, :V] = target[:, :V].to(torch.float32)
+    if nb * block == V:
+        x = target[:, :V].to(torch.float32)
+    else:
+        x = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=dev)
+        x[:, :V] = target[:, :V].to(torch.float32)
     xb = x.view(rows, nb, block)
     m32 = xb.amax(-1)
     arg = xb.argmax(-1) + torch.arange(nb, device=dev) * block  # the first of the maxima
-    _, S, spread = _sumexp(xb.to(torch.float64))
+    _, S, spread, _ = _sumexp(xb.to(torch.float64), owned=True)
     S32 = S.to(torch.float32)
     g = (greedy & ~bonus)[:, None].expand(rows, nb)
     r = (~greedy & ~bonus)[:, None].expand(rows, nb)
@@ -128,15 +134,22 @@ def local_draft_stats_rows(draft: torch.Tensor, temperature: torch.Tensor, vocab
     if nb == 1:
         block = max(V, 1)
     t = temperature.to(torch.float32)[:, None]
-    t = torch.where(t == 0, torch.ones_like(t), t)  # greedy rows read no draft: any divisor
-    d = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=draft.device)
-    d[:, :V] = draft[:, :V].to(torch.float32)
+    t = torch.where(t == 0, 1.0, t)  # greedy rows read no draft: any divisor
+    if nb * block == V:
+        d = draft[:, :V].to(torch.float32)
+    else:
+        d = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=draft.device)
+        d[:, :V] = draft[:, :V].to(torch.float32)
     q32 = (d / t).view(rows, nb, block)  # the correctly rounded float32 quotients
-    q = (d.to(torch.float64) / t.to(torch.float64)).view(rows, nb, block)
+    q = d.to(torch.float64).div_(t.to(torch.float64)).view(rows, nb, block)
+    del d
     qm = q32.amax(-1)
-    md, Sd, spread_d = _sumexp(q)
-    fin = torch.isfinite(q)
-    extra = torch.where(fin, (q - md[..., None]).exp() * (q.abs() + md.abs()[..., None]), torch.zeros_like(q)).sum(-1)
+    del q32
+    md, Sd, spread_d, ed = _sumexp(q)  # ed: exp(q - max q)
+    aq = q.abs()
+    del q
+    fin = aq < float("inf")
+    extra = torch.where(fin, ed.mul_(aq.add_(md.abs()[..., None])), 0.0).sum(-1)
     Sd32 = Sd.to(torch.float32)
     return {"draft_local_max": (qm, 2 * _ulp32(qm)),
             "draft_local_sumexp": (Sd32, SUM_BLOCK * Sd + 2 * EXP_ARG * spread_d + 2 * DIV * extra + 0.5 * _ulp32(Sd32))}
@@ -283,33 +296,36 @@ def murmur3_hash32(seed: torch.Tensor, pos: torch.Tensor, offset: torch.Tensor, 
     ``lo32(seed), hi32(seed), lo32(pos), uint32(offset)`` with seed ``domain``, as int64 values in
     ``[0, 2**32)`` (broadcast; int64 arguments, two's complement)."""
     seed, pos, offset = seed.to(torch.int64), pos.to(torch.int64), offset.to(torch.int64)
-    shape = torch.broadcast_shapes(seed.shape, pos.shape, offset.shape)
     h: torch.Tensor | int = domain & M32
-    for k in (seed & M32, (seed >> 32) & M32, pos & M32, offset & M32):  # each word at its own shape, broadcast as mixed
+    for k in (seed & M32, (seed >> 32) & M32, pos & M32):  # each word at its own shape, broadcast as mixed
         h = _mix(h, k)
-    h = torch.as_tensor(h).expand(shape)
-    h = h ^ 16
-    h = h ^ (h >> 16)
-    h = (h * 0x85EBCA6B) & M32
-    h = h ^ (h >> 13)
-    h = (h * 0xC2B2AE35) & M32
-    return h ^ (h >> 16)
+    k = (offset & M32) * 0xCC9E2D51 & M32
+    k = (_rotl(k, 15) * 0x1B873593) & M32
+    h = h ^ k
+    r = h << 13  # the rotation's bits past 32 drop with the product's
+    r |= h.bitwise_right_shift_(19)
+    h = r.mul_(5).add_(0xE6546B64).bitwise_and_(M32)
+    h ^= (h >> 16) ^ 16  # h ^ 16, then h ^ (h >> 16): the shift reads no bit of 16
+    h = h.mul_(0x85EBCA6B).bitwise_and_(M32)
+    h ^= h >> 13
+    h = h.mul_(0xC2B2AE35).bitwise_and_(M32)
+    h ^= h >> 16
+    return h
 
 
 def murmur3_uniform32(seed: torch.Tensor, pos: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
     """``u32 = RN32(hi16 * 2**-16 + (lo16 + 0.5) * 2**-32)`` of ``h32(.., 0)``: float32 (the sum is
     exact in float64, rounded once)."""
     r = murmur3_hash32(seed, pos, offset)
-    return ((r >> 16).to(torch.float64) * 2.0**-16 + ((r & 0xFFFF).to(torch.float64) + 0.5) * 2.0**-32).to(torch.float32)
+    return r.to(torch.float64).add_(0.5).mul_(2.0**-32).to(torch.float32)  # the sum: (r + 0.5) 2**-32, exact
 
 
 def murmur3_uniform64(seed: torch.Tensor, pos: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
     """``u64 = RN64(r53 + 0.5) * 2**-53``, ``r53 = ((h32(.., 0x9E3779B9) << 32) | h32(.., 0)) >>
     11``, ``1.0`` replaced by ``1 - 2**-53``: float64."""
     lo, hi = murmur3_hash32(seed, pos, offset), murmur3_hash32(seed, pos, offset, HI_DOMAIN)
-    r53 = (hi << 21) | (lo >> 11)  # the 64-bit word shifted right by 11, without an int64 sign
-    u = (r53.to(torch.float64) + 0.5) * 2.0**-53
-    return torch.where(u == 1.0, u - 2.0**-53, u)
+    r53 = hi.bitwise_left_shift_(21).bitwise_or_(lo.bitwise_right_shift_(11))  # the word >> 11, without an int64 sign
+    return r53.to(torch.float64).add_(0.5).mul_(2.0**-53).clamp_(max=1.0 - 2.0**-53)  # u <= 1: 1.0 alone moves
 
 
 _SERIES = [float(np.float32(1.0 / k)) for k in (7, 6, 5, 4, 3, 2)] + [1.0]
@@ -320,18 +336,19 @@ def gumbel_noise32(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     degree-7 Horner polynomial of float32 coefficients ``1/k`` ending in ``0.125``, else
     ``log(max(1 - u, 2**-24))``), float64, and its bound ``2**-19 + 2**-20 |n|``."""
     u = u.to(torch.float32).to(torch.float64)
-    poly = torch.full_like(u, 0.125)
-    for c in _SERIES:
-        poly = c + u * poly
-    L = torch.where(u < 0.25, -u * poly, torch.clamp(1.0 - u, min=2.0**-24).log())
-    n = -(-L).log()
-    return n, 2.0**-19 + 2.0**-20 * n.abs()
+    poly = (u * 0.125).add_(_SERIES[0])
+    for c in _SERIES[1:]:
+        poly.mul_(u).add_(c)
+    small = u < 0.25
+    neg_l = torch.where(small, poly.mul_(u), u.neg_().add_(1.0).clamp_(min=2.0**-24).log_().neg_())  # -L
+    n = neg_l.log_().neg_()
+    return n, n.abs().mul_(2.0**-20).add_(2.0**-19)
 
 
 def gumbel_noise64(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The float64 path's noise ``-log(-log(u))`` and its bound ``2**-48 (1 + |n|)``."""
-    n = -(-u.to(torch.float64).log()).log()
-    return n, 2.0**-48 * (1.0 + n.abs())
+    n = u.to(torch.float64).log().neg_().log_().neg_()
+    return n, n.abs().add_(1.0).mul_(2.0**-48)
 
 
 def gumbel_sample_rows(logits: torch.Tensor, state: torch.Tensor, seeds: torch.Tensor, pos: torch.Tensor,
@@ -357,32 +374,61 @@ def gumbel_sample_rows(logits: torch.Tensor, state: torch.Tensor, seeds: torch.T
     s = torch.where(valid, state, torch.zeros_like(state))
     t = torch.where(valid, temperature.to(torch.float32)[s], torch.zeros((), dtype=torch.float32, device=dev))
     seed = torch.where(valid, seeds.to(torch.int64)[s], torch.zeros_like(s))
-    x32 = torch.full((rows, nb * block), float("-inf"), dtype=torch.float32, device=dev)
-    x32[:, :V] = logits[:, :V].to(torch.float32)
-    noisy = t != 0
-    divide = noisy if apply_temperature else torch.zeros_like(noisy)
-    tt = torch.where(divide, t, torch.ones_like(t))[:, None]
-    x = torch.where(divide[:, None], (x32 / tt).to(torch.float64), x32.to(torch.float64))
-    xe = torch.where(divide[:, None] & torch.isfinite(x), 2.0**-22 * x.abs(), torch.zeros_like(x))
-    lanes = torch.arange(nb * block, device=dev, dtype=torch.int64)
     p = pos.to(torch.int64) + (DRAFT_NOISE_SALT if is_drafting else 0)
+    noisy = t != 0
+    classes = [(m, quiet) for m, quiet in ((noisy, False), (~noisy, True)) if bool(m.any())] or [(None, True)]
+    if len(classes) == 1:  # every row of one class: none gathered
+        return _gumbel_class(logits, t, seed, p, apply_temperature, use_fp64, V, block, nb, classes[0][1])
+    out: dict[str, torch.Tensor] = {}
+    for m, quiet in classes:
+        at = torch.nonzero(m).flatten()
+        res = _gumbel_class(logits[at], t[at], seed[at], p[at], apply_temperature, use_fp64, V, block, nb, quiet)
+        for k, v in res.items():
+            if k not in out:
+                out[k] = torch.empty((rows, *v.shape[1:]), dtype=v.dtype, device=dev)
+            out[k][at] = v
+    return out
+
+
+def _gumbel_class(logits: torch.Tensor, t: torch.Tensor, seed: torch.Tensor, p: torch.Tensor, apply_temperature: bool,
+                  use_fp64: bool, V: int, block: int, nb: int, quiet: bool) -> dict[str, torch.Tensor]:  # fmt: skip
+    """:func:`gumbel_sample_rows` for rows all of ``T != 0`` or (``quiet``) all of ``T = 0``
+    (``t``, ``seed``, ``p``: each row's temperature, seed and noise position)."""
+    rows = logits.shape[0]
+    dev = logits.device
+    inf, ninf = float("inf"), float("-inf")
+    x32 = torch.full((rows, nb * block), ninf, dtype=torch.float32, device=dev)
+    x32[:, :V] = logits[:, :V].to(torch.float32)
+    base = torch.arange(nb, device=dev, dtype=torch.int64) * block
+    if quiet:  # g = x exact: each block's maxima the candidates
+        g = x32.to(torch.float64).view(rows, nb, block)
+        return {"nominal": g.argmax(-1) + base, "settled": torch.ones((rows, nb), dtype=torch.bool, device=dev),
+                "cand": g >= g.amax(-1, keepdim=True), "g": g, "e": torch.zeros_like(g)}
+    if apply_temperature:
+        x32.div_(t[:, None])
+    x = x32.to(torch.float64)
+    del x32
+    lanes = torch.arange(nb * block, device=dev, dtype=torch.int64)
     if use_fp64:
         noise, ne = gumbel_noise64(murmur3_uniform64(seed[:, None], p[:, None], lanes[None, :]))
         eps = 2.0**-53
     else:
         noise, ne = gumbel_noise32(murmur3_uniform32(seed[:, None], p[:, None], lanes[None, :]))
         eps = 2.0**-24
-    g = torch.where(noisy[:, None], x + noise, x)
-    e = torch.where(noisy[:, None], xe + ne + eps * g.abs(), xe)
-    masked = lanes[None, :] >= V
-    g = torch.where(masked, torch.full_like(g, float("-inf")), g)
-    e = torch.where(masked | ~torch.isfinite(g), torch.zeros_like(e), e)
+    if apply_temperature:
+        xe = x.abs()
+        e = torch.where(xe < inf, xe.mul_(2.0**-22), 0.0).add_(ne)
+    else:  # xe = 0: 0 + ne is ne
+        e = ne
+    g = noise.add_(x)
+    e.add_(g.abs().mul_(eps))
+    g[:, V:] = ninf
+    e = torch.where(g.abs() < inf, e, 0.0)
     g, e = g.view(rows, nb, block), e.view(rows, nb, block)
     lo, hi = g - e, g + e
     cand = hi >= lo.amax(-1, keepdim=True)
     first = g.argmax(-1)  # the first of the maxima
-    settled = (cand.sum(-1) == 1) | torch.where(cand, e == 0, torch.ones_like(cand)).all(-1)
-    base = torch.arange(nb, device=dev, dtype=torch.int64) * block
+    settled = (cand.sum(-1) == 1) | torch.where(cand, e == 0, True).all(-1)
     return {"nominal": first + base, "settled": settled, "cand": cand, "g": g, "e": e}
 
 
@@ -483,30 +529,41 @@ def local_residual_mass_rows(target: torch.Tensor, draft: torch.Tensor, t_lse: t
     dev = target.device
     if nb == 1:  # one block: its lanes past V (masked) add nothing, so none are made
         block = max(V, 1)
-    t = torch.full((rows, nb * block), float("-inf"), dtype=torch.float64, device=dev)
-    t[:, :V] = target[:, :V].to(torch.float32).to(torch.float64)
-    d = torch.full((rows, nb * block), float("-inf"), dtype=torch.float64, device=dev)
-    d[:, :V] = draft[:, :V].to(torch.float32).to(torch.float64)
-    mask = torch.arange(nb * block, device=dev) < V
-    q = d / temperature.to(torch.float32).to(torch.float64)[:, None]
-    tlp = t - t_lse[:, None]
+    f64 = torch.float64
+    if nb * block == V:
+        t = target[:, :V].to(torch.float32).to(f64)
+        d = draft[:, :V].to(torch.float32).to(f64)
+    else:
+        t = torch.full((rows, nb * block), float("-inf"), dtype=f64, device=dev)
+        t[:, :V] = target[:, :V].to(torch.float32).to(f64)
+        d = torch.full((rows, nb * block), float("-inf"), dtype=f64, device=dev)
+        d[:, :V] = draft[:, :V].to(torch.float32).to(f64)
+    q = d.div_(temperature.to(torch.float32).to(f64)[:, None])
+    tlp = t.sub_(t_lse[:, None])
     dlp = q - d_lse[:, None]
-    et = t_e[:, None] + EPS * tlp.abs()
-    ed = d_e[:, None] + DIV * q.abs() + EPS * dlp.abs()
-    clp = prev_log_p.to(torch.float32).to(torch.float64)
-    a = clp.exp()[:, None] * tlp.exp()
-    c = dlp.exp()
-    a = torch.where(torch.isfinite(tlp) | (tlp > 0), a, torch.zeros_like(a))
-    c = torch.where(torch.isfinite(dlp) | (dlp > 0), c, torch.zeros_like(c))
-    term = torch.where(mask, torch.clamp(a - c, min=0.0), torch.zeros_like(a))
+    atlp, adlp = tlp.abs(), dlp.abs()
+    et = (atlp * EPS).add_(t_e[:, None])
+    ed = q.abs_().mul_(DIV).add_(d_e[:, None]).add_(adlp * EPS)
+    del q
+    clp = prev_log_p.to(torch.float32).to(f64)
+    a = torch.where(tlp > float("-inf"), tlp.exp().mul_(clp.exp()[:, None]), 0.0)  # -inf and NaN: 0
+    c = torch.where(dlp > float("-inf"), dlp.exp(), 0.0)
+    del tlp, dlp
+    amc = a - c
+    term = amc.clamp(min=0.0)
 
     def e(x: torch.Tensor) -> torch.Tensor:
         return 2.0**-20 + 2.0**-22 * x.abs()
 
-    da = a * (e(clp)[:, None] + e(tlp) + et + EPS)
-    dc = c * (e(dlp) + ed)
-    dterm = torch.where(a > 0, da, torch.zeros_like(da)) + torch.where(c > 0, dc, torch.zeros_like(dc)) + EPS * (a - c).abs()
-    dterm = torch.where(mask & ((a > 0) | (c > 0)), dterm, torch.zeros_like(dterm))
+    da = atlp.mul_(2.0**-22).add_(2.0**-20).add_(e(clp)[:, None]).add_(et).add_(EPS).mul_(a)  # a (e_p + e(lp_t) + E_t + eps)
+    dc = adlp.mul_(2.0**-22).add_(2.0**-20).add_(ed).mul_(c)
+    del et, ed
+    pa, pc = a > 0, c > 0
+    dterm = torch.where(pa, da, 0.0).add_(torch.where(pc, dc, 0.0)).add_(amc.abs_().mul_(EPS))
+    dterm = torch.where(pa.logical_or_(pc), dterm, 0.0)
+    if nb * block > V:
+        term[:, V:] = 0.0
+        dterm[:, V:] = 0.0
     partial = term.view(rows, nb, block).sum(-1)
     p32 = partial.to(torch.float32)
     return p32, dterm.view(rows, nb, block).sum(-1) + SUM_BLOCK * partial + 0.5 * _ulp32(p32)
@@ -585,79 +642,157 @@ def resample_rows(target: torch.Tensor, draft: torch.Tensor | None, rejected: to
 
     Returns per row and 1024-wide block what :func:`gumbel_mismatches` reads: ``nominal`` (the
     first lane of greatest value, global id), ``settled``, the candidates ``cand`` (lanes whose
-    interval reaches the greatest lower end), each lane's value ``g`` and bound ``e``."""
+    interval reaches the greatest lower end), each lane's value ``g`` and bound ``e``.
+
+    Each row is computed alone, so the rows are taken in classes (a draft-residual row or not;
+    noised or not), each class's rows gathered and its results scattered back: a row computes
+    only the passes its class needs."""
     rows, V = target.shape[0], int(vocab_size)
     nb = -(-V // block)
     width = nb * block
     dev = target.device
-    f64 = torch.float64
-    lanes = torch.arange(width, device=dev, dtype=torch.int64)
-    mask = lanes < V
-    t = torch.full((rows, width), float("-inf"), dtype=f64, device=dev)
-    t[:, :V] = target[:, :V].to(torch.float32).to(f64)
-    x, lo, hi = t.clone(), t.clone(), t.clone()
     residual = rejected >= 0
-    if draft is not None and bool(residual.any()):
-        d = torch.full((rows, width), float("-inf"), dtype=f64, device=dev)
-        d[:, :V] = draft[:, :V].to(torch.float32).to(f64)
-        T64 = temperature.to(torch.float32).to(f64)[:, None]
+    noisy = temperature.to(torch.float32) != 0
+    one_hot = draft is None
+    keys = [(False, noisy, False), (False, ~noisy, True)] if one_hot else \
+        [(True, residual & noisy, False), (True, residual & ~noisy, True), (False, ~residual & noisy, False),
+         (False, ~residual & ~noisy, True)]  # fmt: skip
+    classes = [(r, torch.nonzero(m).flatten(), quiet) for r, m, quiet in keys if bool(m.any())] or [(False, None, True)]
+    if len(classes) == 1:  # every row of one class: none gathered
+        classes = [(classes[0][0], None, classes[0][2])]
+    parts = []
+    for res_rows, at, quiet in classes:
+
+        def pick(v: torch.Tensor | None, at: torch.Tensor | None = at) -> torch.Tensor | None:
+            return v if v is None or at is None else v[at]
+
+        parts.append((at, _resample_class(pick(target), pick(draft) if res_rows else None,
+                                          pick(rejected) if one_hot else None, pick(t_lse), pick(d_lse),
+                                          pick(log_p_tau), pick(temperature), pick(seeds), pick(pos), V, use_fp64,
+                                          block, nb, width, quiet)))
+    if len(parts) == 1:
+        return parts[0][1]
+    out = {k: torch.empty((rows, *v.shape[1:]), dtype=v.dtype, device=dev) for k, v in parts[0][1].items()}
+    for at, res in parts:
+        for k, v in res.items():
+            out[k][at] = v
+    return out
+
+
+def _resample_class(target: torch.Tensor, draft: torch.Tensor | None, rejected: torch.Tensor, t_lse: torch.Tensor,
+                    d_lse: torch.Tensor, log_p_tau: torch.Tensor | None, temperature: torch.Tensor, seeds: torch.Tensor,
+                    pos: torch.Tensor, V: int, use_fp64: bool, block: int, nb: int, width: int,
+                    quiet: bool) -> dict[str, torch.Tensor]:  # fmt: skip
+    """:func:`resample_rows` for rows of one class: with ``draft``, every row draft-residual
+    (``rejected >= 0``), else none (``rejected``: one-hot drafts' rows, ``None`` where there are
+    draft logits); every row of ``T = 0`` (``quiet``) or none."""
+    rows = target.shape[0]
+    dev = target.device
+    f64 = torch.float64
+    inf, ninf = float("inf"), float("-inf")
+    if V == width:
+        x = target[:, :V].to(torch.float32).to(f64)
+    else:
+        x = torch.full((rows, width), ninf, dtype=f64, device=dev)
+        x[:, :V] = target[:, :V].to(torch.float32).to(f64)
+    lo = hi = e0zero = None  # lo, hi None: lo = hi = x (e0 = 0); e0zero None: e0 = 0 wherever e is
+    if draft is not None:
+        t = x
+        if V == width:
+            d = draft[:, :V].to(torch.float32).to(f64)
+        else:
+            d = torch.full((rows, width), ninf, dtype=f64, device=dev)
+            d[:, :V] = draft[:, :V].to(torch.float32).to(f64)
         tlp = t - t_lse.to(torch.float32).to(f64)[:, None]
-        etlp = EPS * (tlp.abs() + t.abs())
+        etlp = tlp.abs().add_(t.abs_()).mul_(EPS)  # t not read again
         if log_p_tau is not None:
-            tlp = tlp + log_p_tau.to(torch.float32).to(f64)[:, None]
-            etlp = etlp + EPS * tlp.abs()
-        q = d / T64
+            tlp.add_(log_p_tau.to(torch.float32).to(f64)[:, None])
+            etlp.add_(tlp.abs().mul_(EPS))
+        q = d.div_(temperature.to(torch.float32).to(f64)[:, None])
         dlp = q - d_lse.to(torch.float32).to(f64)[:, None]
         dd = dlp - tlp
-        edd = etlp + DIV * q.abs() + EPS * (dlp.abs() + dd.abs())
+        edd = q.abs_().mul_(DIV).add_(etlp).add_(dlp.abs().add_(dd.abs()).mul_(EPS))
         ratio = dd.exp()
-        er = EXP_REL + EXP_ARG * dd.abs() + edd
-        res = torch.where(ratio < 1.0, tlp + torch.log1p(-torch.clamp(ratio, max=1.0)), torch.full_like(tlp, float("-inf")))
-        no_draft = torch.isfinite(tlp) & (dlp == float("-inf"))  # ratio 0: z = lp_t exactly
-        er = torch.where(no_draft, torch.zeros_like(er), er)
-        near = torch.isfinite(tlp) & torch.isfinite(dd) & ((1.0 - ratio).abs() <= ratio * er)
-        gap = 1.0 - ratio * (1.0 + er)
-        l1p = torch.log1p(-torch.clamp(ratio, max=1.0)).abs()
-        el1p = ratio * er / torch.where(gap > 0, gap, torch.full_like(gap, float("nan"))) + LOG_REL * l1p
-        el1p = torch.where(no_draft, torch.zeros_like(el1p), el1p)
-        eres = etlp + el1p + EPS * res.abs()
-        top = tlp + etlp + torch.log1p(-torch.clamp(ratio * (1.0 - er), max=1.0))
-        fin = torch.isfinite(res)
-        ninf = torch.full_like(res, float("-inf"))
-        lo_r = torch.where(near, ninf, torch.where(fin, res - eres, ninf))
-        hi_r = torch.where(near, top, torch.where(fin, res + eres, ninf))
-        hi_r = torch.where(torch.isnan(hi_r), torch.full_like(hi_r, float("inf")), hi_r)
-        k = residual[:, None]
-        x, lo, hi = torch.where(k, res, x), torch.where(k, lo_r, lo), torch.where(k, hi_r, hi)
-    elif bool(residual.any()):
-        drop = residual[:, None] & (lanes[None, :] == rejected[:, None])
-        x = torch.where(drop, torch.full_like(x, float("-inf")), x)
-        lo, hi = x.clone(), x.clone()
-    e0 = torch.where(torch.isfinite(x), torch.maximum(hi - x, x - lo), torch.zeros_like(x))
-    e0 = torch.where(torch.isnan(e0), torch.full_like(e0, float("inf")), e0)
-    if use_fp64:
-        noise, ne = gumbel_noise64(murmur3_uniform64(seeds.to(torch.int64)[:, None], pos.to(torch.int64)[:, None], lanes[None, :]))
-        eps = 2.0**-53
+        er = dd.abs().mul_(EXP_ARG).add_(EXP_REL).add_(edd)
+        del edd
+        l1p = ratio.clamp(max=1.0).neg_().log1p_()
+        res = torch.where(ratio < 1.0, tlp + l1p, ninf)
+        tfin = tlp.abs() < inf
+        no_draft = tfin & (dlp == ninf)  # ratio 0: z = lp_t exactly
+        er.masked_fill_(no_draft, 0.0)
+        rer = ratio * er
+        near = tfin.logical_and_(dd.abs_() < inf).logical_and_((1.0 - ratio).abs_() <= rer)
+        del dd, dlp, tfin
+        gap = (1.0 + er).mul_(ratio).neg_().add_(1.0)
+        el1p = rer.div_(torch.where(gap > 0, gap, float("nan"))).add_(l1p.abs_().mul_(LOG_REL))
+        el1p.masked_fill_(no_draft, 0.0)
+        del gap, l1p, no_draft
+        ares = res.abs()
+        fin = ares < inf
+        eres = el1p.add_(etlp).add_(ares.mul_(EPS))
+        lo = torch.where(fin, res - eres, ninf).masked_fill_(near, ninf)
+        hi = torch.where(fin, res.add(eres), ninf)
+        at = near.nonzero(as_tuple=True)  # a window's lanes (few): hi its top, -inf its lo
+        hi[at] = (tlp[at] + etlp[at]) + torch.log1p(-torch.clamp(ratio[at] * (1.0 - er[at]), max=1.0))
+        hi.masked_fill_(torch.isnan(hi), inf)
+        del ratio, er, etlp, ares, tlp, eres, fin, near
+        x = res
+        if quiet:  # a noised lane's e is 0 only where its g, so its x, is not finite (e0 then 0)
+            e0zero = (torch.maximum(hi - x, x - lo) == 0).logical_or_(~(x.abs() < inf))
+    elif rejected is not None and rejected.numel():  # one-hot drafts: -inf at the rejected draft's lane
+        drop = ((rejected >= 0) & (rejected < width))[:, None]
+        k = rejected.to(torch.int64).clamp(0, width - 1)[:, None]
+        x.scatter_(1, k, torch.where(drop, ninf, x.gather(1, k)))
+    if V < width:
+        x[:, V:] = ninf
+    if quiet:  # g = x, e = 0
+        if lo is None:  # every interval a point: exact, each block's maxima the candidates
+            g = x.view(rows, nb, block)
+            gm = torch.nan_to_num(g, nan=ninf, posinf=inf, neginf=ninf)
+            first = gm.argmax(-1)
+            cand = g >= gm.amax(-1, keepdim=True)
+            base = torch.arange(nb, device=dev, dtype=torch.int64) * block
+            return {"nominal": first + base, "settled": torch.ones((rows, nb), dtype=torch.bool, device=dev),
+                    "cand": cand, "g": g, "e": torch.zeros_like(g)}
+        g = x
+        e = torch.zeros_like(x)
+        gfin = g.abs() < inf
     else:
-        noise, ne = gumbel_noise32(murmur3_uniform32(seeds.to(torch.int64)[:, None], pos.to(torch.int64)[:, None], lanes[None, :]))
-        eps = EPS
-    noisy = (temperature.to(torch.float32) != 0)[:, None]
-    g = torch.where(noisy, x + noise, x)
-    e = torch.where(noisy, ne + eps * g.abs(), torch.zeros_like(g))
-    g = torch.where(mask, g, torch.full_like(g, float("-inf")))
-    e = torch.where(mask & torch.isfinite(g), e, torch.zeros_like(e))
-    n_ = torch.where(torch.isfinite(g - x), g - x, torch.zeros_like(g))
-    glo = torch.where(mask, lo + n_ - e, torch.full_like(g, float("-inf")))
-    ghi = torch.where(mask, hi + n_ + e, torch.full_like(g, float("-inf")))
-    exact = (e0 == 0) & (e == 0)
+        lanes = torch.arange(width, device=dev, dtype=torch.int64)
+        if use_fp64:
+            noise, ne = gumbel_noise64(murmur3_uniform64(seeds.to(torch.int64)[:, None], pos.to(torch.int64)[:, None], lanes[None, :]))
+            eps = 2.0**-53
+        else:
+            noise, ne = gumbel_noise32(murmur3_uniform32(seeds.to(torch.int64)[:, None], pos.to(torch.int64)[:, None], lanes[None, :]))
+            eps = EPS
+        g = noise.add_(x)
+        e = g.abs().mul_(eps).add_(ne)
+        del ne
+        if V < width:
+            g[:, V:] = ninf
+        gfin = g.abs() < inf
+        e = torch.where(gfin, e, 0.0)
+    n_ = (g - x).nan_to_num_(nan=0.0, posinf=inf, neginf=ninf)  # finite or NaN (x or g not finite): 0 where not finite
+    if lo is None:
+        glo = n_.add_(x)
+        ghi = glo + e
+        glo.sub_(e)
+        exact = e == 0
+    else:
+        glo = lo.add_(n_).sub_(e)
+        ghi = hi.add_(n_).add_(e)
+        exact = e == 0 if e0zero is None else e0zero.logical_and_(e == 0)
+    del n_, e
+    if V < width:
+        glo[:, V:] = ninf
+        ghi[:, V:] = ninf
     glo, ghi = torch.where(exact, g, glo), torch.where(exact, g, ghi)
-    g, glo, ghi, exact = (v.view(rows, nb, block) for v in (g, glo, ghi, exact))
-    ninf = torch.full_like(g, float("-inf"))
-    first = torch.where(torch.isnan(g), ninf, g).argmax(-1)
-    cand = ghi >= torch.where(torch.isnan(glo), ninf, glo).amax(-1, keepdim=True)
-    settled = (cand.sum(-1) <= 1) | torch.where(cand, exact, torch.ones_like(cand)).all(-1)
-    bound = torch.where(torch.isfinite(g), torch.maximum(ghi - g, g - glo), torch.zeros_like(g))
-    bound = torch.where(torch.isnan(bound), torch.full_like(bound, float("inf")), bound)
+    g, glo, ghi, exact, gfin = (v.view(rows, nb, block) for v in (g, glo, ghi, exact, gfin))
+    first = torch.nan_to_num(g, nan=ninf, posinf=inf, neginf=ninf).argmax(-1)
+    cand = ghi >= torch.nan_to_num(glo, nan=ninf, posinf=inf, neginf=ninf).amax(-1, keepdim=True)
+    settled = (cand.sum(-1) <= 1) | torch.where(cand, exact, True).all(-1)
+    bound = torch.maximum(ghi.sub_(g), glo.neg_().add_(g))
+    bound = torch.where(gfin, bound.nan_to_num_(nan=inf, posinf=inf, neginf=ninf), 0.0)
     base = torch.arange(nb, device=dev, dtype=torch.int64) * block
     return {"nominal": first + base, "settled": settled, "cand": cand, "g": g, "e": bound}
 
