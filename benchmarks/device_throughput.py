@@ -9,8 +9,10 @@ the campaign meets: its time is the JIT column; Triton's on-disk cache keeps the
 seconds with another seed (seed 0), then the same cases again: the first meets its cases'
 specializations (a kernel with many integer arguments has hundreds: Triton specializes each on
 1 and on multiples of 16; its rate is the "first seen" column), the second, exactly the cases
-the first checked, is the figures (the kernel alone is timed after a launch that compiles its
-cases, and a long campaign's are compiled, or in Triton's cache; a second run of ``S`` seconds
+the first checked (its batches whole: ``min_batches=1``; a run of a few examples otherwise
+splits them, and a batch's cases depend on its size), is the figures (the kernel alone is
+timed after a launch that compiles its cases, and a long campaign's are compiled, or in
+Triton's cache; a second run of ``S`` seconds
 would pass the first's last case and meet new specializations, Triton compiling them inside
 the figures), then a profiled run of the first of those cases (the device is waited for after
 every stage, so the stage shares add up; its own rate is lower), then the kernel alone: the
@@ -234,7 +236,7 @@ def _lane(argv: list[str]) -> int:
     Path(out + ".ready").write_text(json.dumps({"tokens": cold.tokens, "seconds": cold.seconds}))
     while not Path(go).exists():
         time.sleep(0.005)
-    s = device_fuzz_target(name, impls, device, seed=0, examples=max(cold.examples, 1), **opts)  # the cases seen
+    s = device_fuzz_target(name, impls, device, seed=0, examples=max(cold.examples, 1), min_batches=1, **opts)  # the cases seen
     Path(out).write_text(json.dumps({"tokens": s.tokens, "seconds": s.seconds, "examples": s.examples,
                                      "cross_checked": s.cross_checked, "findings": len(s.findings),
                                      "features": sorted(getattr(s, "features", set()))}))
@@ -339,9 +341,9 @@ def main() -> int:
                 steady = partial(device_fuzz_target, name, impls, backend.device, seed=0, examples=None,
                                  time_budget=args.seconds, shrink=False, **opts)
                 cold = steady()
-                s = steady(examples=max(cold.examples, 1), time_budget=None)  # the cases seen, compiled
+                s = steady(examples=max(cold.examples, 1), time_budget=None, min_batches=1)  # the cases seen, compiled
                 s.cold_rate = cold.tokens / cold.seconds
-            prof = device_fuzz_target(name, impls, backend.device, seed=0, examples=max(s.examples // args.lanes, 1),
+            prof = device_fuzz_target(name, impls, backend.device, seed=0, examples=max(s.examples // args.lanes, 1), min_batches=1,
                                       time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
                                       **opts)
             dt = device_targets()[name]

@@ -957,3 +957,27 @@ def test_a_batch_that_meets_the_device_out_of_memory_is_checked_again(monkeypatc
     with pytest.raises(UserError, match=rf"^{name}, device batch 0 of \d+ cases: the device ran out of memory "
                                         rf"{memory.OOM_TRIES} times .* run fewer lanes"):
         run()
+
+
+def test_a_run_of_examples_with_one_batch_at_least_checks_the_batches_of_a_run_without(monkeypatch, backend, needs):
+    """``min_batches=1``: a run of ``examples`` cases draws the batches a run without a count
+    draws (whole, the same sizes, so the same cases: a batch's cases depend on its size), where
+    by default a short run splits them into :data:`~eaglefuzz.harness.checking.device_mode.engine.MIN_BATCHES`."""
+    from eaglefuzz.harness.checking.device_mode import engine
+
+    name = "_flatten_sampled_kernel"
+    asked: list[tuple[int, int]] = []
+    real = engine.batch_of
+
+    def spy(dt, seed, i, k, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        asked.append((i, k))
+        return real(dt, seed, i, k, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "batch_of", spy)
+    impls = implementations_for(parse_source(_source(name, needs)), [name])
+    k = engine.CPU_BATCH if backend.device == "cpu" else device_targets()[name].batch
+    for min_batches, want in ((1, [(0, k), (1, k)]), (engine.MIN_BATCHES, [(i, 1) for i in range(2 * k)])):
+        asked.clear()
+        stats = device_fuzz_target(name, impls, backend.device, examples=2 * k, seed=0, shrink=False, min_batches=min_batches,
+                                   cross_check_share=0.0)
+        assert asked == want and stats.examples == 2 * k

@@ -163,6 +163,7 @@ def device_fuzz_target(
     workers: int | None = None,
     scale_first: float | None = None,
     scale_cases: bool = True,
+    min_batches: int = MIN_BATCHES,
 ) -> object:
     """Fuzz ``name`` on the device (production tier only); the same signature and
     :class:`~..fuzz.Stats` as :func:`~..fuzz.fuzz_target`, with ``stats.stages`` (seconds per
@@ -177,7 +178,9 @@ def device_fuzz_target(
     production-scale example runs before any other, in up to that much of the run's time
     (more than :data:`SCALE_MIN_S`, else it is skipped and the report says why), and
     ``time_budget`` counts the ordinary examples after it. ``scale_cases=False``: no production-scale
-    case (their examples are ordinary ones)."""
+    case (their examples are ordinary ones). ``min_batches``: the batches a run of ``examples``
+    cases makes at least (1: the batches of a run without ``examples``, whole, the same cases:
+    a batch's cases depend on its size)."""
 
     dt = device_targets()[name]
     impl = impls[name]
@@ -198,7 +201,7 @@ def device_fuzz_target(
     by_record = dt.checked_on == "record" and not record_batches
     host_k = CPU_BATCH if device == "cpu" else RECORD_BATCH if record_batches else dt.host_batch_size or HOST_BATCH
     if examples is not None:  # a run of few examples: at least MIN_BATCHES batches
-        host_k = max(1, min(host_k, -(-examples // MIN_BATCHES)))
+        host_k = max(1, min(host_k, -(-examples // min_batches)))
     producer = None if on_device or by_record else HostCases(
         name, seed, chunk_offset, chunk_step, max_requests,
         default_workers(device) if workers is None else workers, batch=host_k, limit=examples,
@@ -298,7 +301,7 @@ def device_fuzz_target(
             if batched:
                 k = CPU_BATCH if device == "cpu" else dt.batch
                 # a run of few examples: at least MIN_BATCHES batches (a batch shares its modes)
-                k = k if examples is None else max(1, min(k, -(-examples // MIN_BATCHES), examples - stats.examples))
+                k = k if examples is None else max(1, min(k, -(-examples // min_batches), examples - stats.examples))
                 finding = _batch(dt, impl, origin, device, seed, i, k, max_requests, bigs, stats, clock, confirm,
                                  start, time_budget, cross_check_share, cross)
                 if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):
