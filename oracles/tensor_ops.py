@@ -307,23 +307,28 @@ def sample_recovered_tokens(
     target = target_probs.reshape(-1, V)
     draft = None if draft_probs is None else draft_probs.reshape(-1, V)
     iq = inv_q.reshape(-1, V)
-    out = torch.empty(t.numel(), dtype=torch.int64, device=t.device)
+    # a token's winner is a function of its table row, its noise row and (without draft
+    # probabilities) its draft id: each distinct one computed once (steps over shared tables)
+    at = t if table_row is None else table_row.long()[t]
+    qrow = r if noise_row is None else noise_row.long()[r]
+    did = draft_token_ids[t].long()
+    did = torch.where((did >= 0) & (did < V) & (draft is None), did, -1)
+    key, inverse = torch.unique(torch.stack([at, qrow, did], 1), dim=0, return_inverse=True)
+    out = torch.empty(key.shape[0], dtype=torch.int64, device=t.device)
     step = max(1, RECOVERED_CHUNK // max(V, 1))
-    for c in range(0, t.numel(), step):
-        tt, rr = t[c : c + step], r[c : c + step]
-        at = tt if table_row is None else table_row.long()[tt]
+    for c in range(0, key.shape[0], step):
+        kt, kq, kd = key[c : c + step].unbind(1)
         if draft is None:
-            p = target[at]  # a copy (an index tensor), written in place below
-            did = draft_token_ids[tt].long()
-            inside = (did >= 0) & (did < V)
-            p[torch.nonzero(inside, as_tuple=True)[0], did[inside]] = 0
+            p = target[kt]  # a copy (an index tensor), written in place below
+            inside = kd >= 0
+            p[torch.nonzero(inside, as_tuple=True)[0], kd[inside]] = 0
         else:
-            p = target[at].sub_(draft[at])
+            p = target[kt].sub_(draft[kt])
             p.masked_fill_(~(p > 0), 0.0)  # fmax(x, 0): NaN gives 0
-        q = iq[rr if noise_row is None else noise_row.long()[rr]]
+        q = iq[kq]
         score = p.mul_(q) if p.dtype == q.dtype else p.to(q.dtype).mul_(q)
         out[c : c + step] = torch.argmax(score, dim=1)
-    return {"output_token_ids": (t, out.clamp(max=V - 1).to(torch.int32))}
+    return {"output_token_ids": (t, out[inverse].clamp(max=V - 1).to(torch.int32))}
 
 
 __all__ += ["eagle_step_slot_mapping_metadata"]
