@@ -139,7 +139,8 @@ class BatchArenas:
         # padded to 16 bytes (so that every array starts 16-byte aligned, as _layout's do); a
         # name whose cases are arrays [R, *rest] of a few shapes rest (not all [R, 1]): its
         # cases of each rest together, each starting at a multiple of prod(rest) too (their
-        # views then made by one split a rest, not a view a case)
+        # views then made by one split a rest, not a view a case), where that adds no more than
+        # a guard band a case or an eighth of the name's elements
         self.offset: dict[str, np.ndarray] = {}
         self.rests: dict[str, list[tuple[int, ...]]] = {}
         cursor: dict[torch.dtype, int] = {}
@@ -153,7 +154,9 @@ class BatchArenas:
             if st not in cursor:  # the buffer's first array: after a band as long as its largest (device.lead)
                 cursor[st] = -(-(lead(leads[st]) - GUARD) // u) * u
             rests = [tuple(sh[1:]) for sh in batch.shapes.get(n, [])]
-            if K and all(rests) and any(r != (1,) for r in rests) and 3 * len(set(rests)) < K:  # a split, a view, a slice
+            pad = sum(math.lcm(u, math.prod(r)) for r in rests)  # the most the alignment adds
+            if (K and all(rests) and any(r != (1,) for r in rests) and 3 * len(set(rests)) < K  # a split, a view, a slice
+                    and pad <= max(K * GUARD, int(sz.sum()) // 8)):
                 self.rests[n] = rests
             groups = ([(np.arange(K), u)] if n not in self.rests else
                       [(self._of(n, r), math.lcm(u, math.prod(r))) for r in sorted(set(self.rests[n]))])
