@@ -25,8 +25,9 @@ profiled), without production-scale cases
 (each takes tens of seconds: their figures are the section "Production scale" of RESULTS.md).
 ``--lanes N``: the steady state as ``eaglefuzz fuzz --lanes N`` runs it, ``N`` processes on the
 one GPU with disjoint shares of the same cases (seed 0, shard ``i/N`` each, each after a
-warm-up and a first run of its own; then, all started together, each lane's cases of its first
-run again; no production-scale case), their tokens summed over the longest lane's seconds;
+warm-up of its own; the lanes' first runs started together, then their second runs, each
+lane's cases of its first run again; no production-scale case), their tokens summed over the
+longest lane's seconds;
 the profiled run and the kernel alone stay one process (the kernel alone is vLLM's launch, one
 process).
 """
@@ -232,6 +233,9 @@ def _lane(argv: list[str]) -> int:
     opts = {"shrink": False, "scale_cases": False, "workers": default_workers(device, int(n)),
             "chunk_offset": int(k), "chunk_step": int(n)}
     device_fuzz_target(name, impls, device, seed=1, examples=int(warmup), **opts)
+    Path(out + ".warm").write_text("")
+    while not Path(go + ".first").exists():
+        time.sleep(0.005)
     cold = device_fuzz_target(name, impls, device, seed=0, examples=None, time_budget=float(seconds), **opts)
     Path(out + ".ready").write_text(json.dumps({"tokens": cold.tokens, "seconds": cold.seconds}))
     while not Path(go).exists():
@@ -252,11 +256,12 @@ def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int, back
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         procs = [subprocess.Popen([sys.executable, __file__, "--lane-child", name, spec, str(k), str(lanes), str(seconds),
                                    str(warmup), str(go), outs[k], backend], env=env) for k in range(lanes)]
-        while not all(Path(o + ".ready").exists() for o in outs):
-            if any(p.poll() is not None for p in procs):
-                break
-            time.sleep(0.05)
-        go.write_text("")
+        for stage, start in ((".warm", Path(str(go) + ".first")), (".ready", go)):  # each run started together
+            while not all(Path(o + stage).exists() for o in outs):
+                if any(p.poll() is not None for p in procs):
+                    break
+                time.sleep(0.05)
+            start.write_text("")
         codes = [p.wait() for p in procs]
         if any(codes):
             raise RuntimeError(f"a lane exited with {max(codes)}")
