@@ -287,6 +287,7 @@ def sample_recovered_tokens(
     max_spec_len: int,
     table_row: torch.Tensor | None = None,
     noise_row: torch.Tensor | None = None,
+    support: torch.Tensor | None = None,
 ) -> Writes:
     """§13.1 in scatter form on ``output_token_ids``, for production inputs (``V >= 1``, no NaN
     score): per token of position ``j < max_spec_len``, the first index of the maximum of
@@ -297,7 +298,14 @@ def sample_recovered_tokens(
 
     Several steps at once (requests concatenated, each step reading its own rows of shared
     tables and noise): ``table_row``, each draft token's row of the tables (default: its
-    index); ``noise_row``, each request's row of ``inv_q`` (default: its index)."""
+    index); ``noise_row``, each request's row of ``inv_q`` (default: its index).
+
+    ``support`` (int64 ``[rows, k]``, distinct positions per row): where each row of
+    ``target_probs`` may be nonzero (top-k or top-p rows). Then ``p`` is 0 off it, so each
+    token's maximum is found among its row's ``k`` positions (the first index of a positive
+    maximum; index 0 when every score is 0) and the whole rows are read once, only to check
+    that they hold: :class:`ValueError` when a row has a nonzero off its support, repeats a
+    position, or a draft probability is negative (``fmax(0 - q, 0)`` would be positive)."""
     B = cu_num_draft_tokens.numel()
     V = vocab_size
     rows = torch.arange(B, device=cu_num_draft_tokens.device)
@@ -314,6 +322,9 @@ def sample_recovered_tokens(
     did = draft_token_ids[t].long()
     did = torch.where((did >= 0) & (did < V) & (draft is None), did, -1)
     key, inverse = torch.unique(torch.stack([at, qrow, did], 1), dim=0, return_inverse=True)
+    if support is not None:
+        out = _recovered_on_support(key, target, draft, iq, support)
+        return {"output_token_ids": (t, out[inverse].clamp(max=V - 1).to(torch.int32))}
     out = torch.empty(key.shape[0], dtype=torch.int64, device=t.device)
     step = max(1, RECOVERED_CHUNK // max(V, 1))
     for c in range(0, key.shape[0], step):
@@ -329,6 +340,45 @@ def sample_recovered_tokens(
         score = p.mul_(q) if p.dtype == q.dtype else p.to(q.dtype).mul_(q)
         out[c : c + step] = torch.argmax(score, dim=1)
     return {"output_token_ids": (t, out[inverse].clamp(max=V - 1).to(torch.int32))}
+
+
+def _check_support(target: torch.Tensor, draft: torch.Tensor | None, support: torch.Tensor) -> None:
+    """Raise :class:`ValueError` unless every row of ``target`` ``[rows, V]`` is 0 off its
+    row of ``support`` (distinct positions) and no draft probability is negative."""
+    if support.shape[0] != target.shape[0]:
+        raise ValueError(f"support: {support.shape[0]} rows for a table of {target.shape[0]}")
+    ordered = support.sort(dim=1).values
+    if support.shape[1] > 1 and bool((ordered[:, 1:] == ordered[:, :-1]).any()):
+        raise ValueError("support: a row repeats a position")
+    if not torch.equal(torch.count_nonzero(target, dim=1), torch.count_nonzero(target.gather(1, support), dim=1)):
+        raise ValueError("support: a row of target_probs is nonzero off its support")
+    if draft is not None and bool((draft < 0).any()):
+        raise ValueError("support: a negative draft probability (its residual is positive off the support)")
+
+
+def _recovered_on_support(key: torch.Tensor, target: torch.Tensor, draft: torch.Tensor | None, iq: torch.Tensor,
+                          support: torch.Tensor) -> torch.Tensor:
+    """Each key's (table row, noise row, draft id or -1) winner, §13.1 on ``support``'s
+    positions (see :func:`sample_recovered_tokens`)."""
+    _check_support(target, draft, support)
+    V = target.shape[1]
+    out = torch.empty(key.shape[0], dtype=torch.int64, device=key.device)
+    step = max(1, RECOVERED_CHUNK // max(support.shape[1], 1))
+    for c in range(0, key.shape[0], step):
+        kt, kq, kd = key[c : c + step].unbind(1)
+        at = support[kt]
+        p = target[kt[:, None], at]
+        if draft is None:
+            p.masked_fill_(at == kd[:, None], 0.0)
+        else:
+            p.sub_(draft[kt[:, None], at])
+            p.masked_fill_(~(p > 0), 0.0)  # fmax(x, 0): NaN gives 0
+        q = iq[kq[:, None], at]
+        score = p.mul_(q) if p.dtype == q.dtype else p.to(q.dtype).mul_(q)
+        best = score.amax(dim=1, keepdim=True)
+        first = torch.where(score == best, at, V).amin(dim=1)
+        out[c : c + step] = torch.where(best[:, 0] > 0, first, 0)  # all 0: every index ties, the first wins
+    return out
 
 
 __all__ += ["eagle_step_slot_mapping_metadata"]

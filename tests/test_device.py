@@ -361,6 +361,59 @@ def test_batch_features_of_recovered_winners_past_the_first_tiles(monkeypatch):
     target._epoch = (None, None)  # not the patched vocabulary's tables for a later test
 
 
+def test_the_recovered_oracle_on_a_top_k_support_is_the_whole_row_oracle():
+    """§13's torch oracle given the target's top-k positions (what the device batches draw in
+    most epochs) reads them alone: the same winners as over whole rows, with and without draft
+    probabilities, float32 and float64 noise, rows of zeros, one-hot rows at the draft id; and
+    a table that breaks its support (a nonzero off it, a repeated position, a negative draft
+    probability) is an error, not a silent winner."""
+    import torch
+
+    from eaglefuzz.harness.targetkit.device_draws import topk_table
+    from eaglefuzz.oracles import tensor_ops
+
+    gen = torch.Generator().manual_seed(0)
+    seen = set()
+    for trial in range(48):
+        rng = np.random.default_rng(trial)
+        V, R, B = int(rng.integers(1, 700)), int(rng.integers(1, 40)), int(rng.integers(1, 10))
+        target, support = topk_table(rng, gen, R, V, "cpu")
+        target[: R // 3] = 0.0
+        hot = torch.rand((R, 1), generator=gen) < 0.3
+        target = torch.where(hot, torch.zeros_like(target).scatter_(1, support[:, :1], 1.0), target)
+        draft = None if trial % 2 else torch.rand((R, V), generator=gen).softmax(-1)
+        if draft is not None:
+            draft[::3] = target[::3]
+        d = rng.integers(0, 6, size=B)
+        N = int(d.sum())
+        ids = torch.from_numpy(rng.integers(-1, V, size=N)).to(torch.int32)
+        rows = torch.from_numpy(rng.integers(0, R, size=N))
+        ids[::2] = support[rows[::2], 0].to(torch.int32)  # a one-hot row's token: every score 0
+        iq = torch.empty((7, V), dtype=torch.float64 if trial % 4 == 0 else torch.float32)
+        iq.exponential_(generator=gen).reciprocal_()
+        kw = dict(cu_num_draft_tokens=torch.from_numpy(np.cumsum(d)).to(torch.int32), draft_token_ids=ids,
+                  draft_probs=draft, target_probs=target, inv_q=iq, vocab_size=V, max_spec_len=int(d.max()),
+                  table_row=rows, noise_row=torch.from_numpy(rng.integers(0, 7, size=B)))
+        whole = tensor_ops.sample_recovered_tokens(**kw)["output_token_ids"]
+        on_support = tensor_ops.sample_recovered_tokens(**kw, support=support)["output_token_ids"]
+        assert torch.equal(whole[0], on_support[0]) and torch.equal(whole[1], on_support[1]), trial
+        assert whole[1].dtype == torch.int32
+        seen |= {"zero" if w == 0 else "winner" for w in whole[1].tolist()}
+    assert seen == {"zero", "winner"}
+    V = 64
+    target, support = topk_table(np.random.default_rng(1), gen, 4, V, "cpu")
+    kw.update(target_probs=target, draft_probs=None, vocab_size=V, inv_q=torch.ones((7, V)),
+              draft_token_ids=torch.zeros(N, dtype=torch.int32), table_row=torch.zeros(N, dtype=torch.int64))
+    off = target.clone()
+    off[0, int(torch.isin(torch.arange(V), support[0]).logical_not().nonzero()[0])] = 0.5
+    repeated = support.clone()
+    repeated[:, -1] = repeated[:, 0]
+    for bad, why in [({"target_probs": off}, "off its support"), ({"support": repeated}, "repeats"),
+                     ({"draft_probs": torch.full((4, V), -1e-9)}, "negative")]:
+        with pytest.raises(ValueError, match=why):
+            tensor_ops.sample_recovered_tokens(**(kw | {"support": support} | bad))
+
+
 def test_table_epochs_are_short_early_in_a_run():
     """A short run meets many vocabularies: epochs of 1, 1, 2, 2, 4, 4, ... batches, each
     drawing tables sized by its length, then full epochs."""

@@ -96,6 +96,30 @@ def softmax_table(rng: np.random.Generator, gen: torch.Generator, rows: int, V: 
     return logits.softmax(dim=-1, dtype=torch.float32)
 
 
+SUPPORTS = (1, 8, 64, 512)
+"""Positions a row of :func:`topk_table` may hold (vLLM's ``top_k``; top-p keeps a few to
+hundreds)."""
+STRIDES = (262147, 524309, 1048583, 2097169)
+"""Primes past :data:`MAX_VOCAB`: a stride ``s`` prime to every ``V``, so ``a + j * s mod V``
+for ``j < k <= V`` are ``k`` distinct positions."""
+
+
+def topk_table(rng: np.random.Generator, gen: torch.Generator, rows: int, V: int,  # noqa: N803
+               device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """A float32 ``[rows, V]`` table of softmax rows after top-k (vLLM's sampler masks the
+    others to ``-inf``: probability 0), and the positions each row keeps (int64 ``[rows, k]``,
+    distinct, ascending; ``k`` of :data:`SUPPORTS`, at most ``V``): ``a_r + j * s_r mod V``, of
+    a random start and stride of :data:`STRIDES`. The kept logits are of a scale from flat
+    (0.01) to peaked (20)."""
+    k = min(int(rng.choice(SUPPORTS)), V)
+    start = torch.randint(0, V, (rows, 1), generator=gen, device=device)
+    stride = torch.as_tensor(STRIDES, device=device)[torch.randint(0, len(STRIDES), (rows, 1), generator=gen, device=device)]
+    support = ((start + torch.arange(k, device=device) * stride) % V).sort(dim=1).values
+    kept = torch.randn((rows, k), generator=gen, device=device) * float(rng.choice([0.01, 1.0, 5.0, 20.0]))
+    table = torch.zeros((rows, V), dtype=torch.float32, device=device)
+    return table.scatter_(1, support, kept.softmax(dim=-1, dtype=torch.float32)), support
+
+
 def sample_from(table: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """One id per row of ``table`` drawn from it (the exponential race: ``argmax p / e``),
     int32; ids of positive probability."""

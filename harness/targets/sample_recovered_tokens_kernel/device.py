@@ -39,6 +39,7 @@ from ...targetkit.device_draws import (
     sparse_noise,
     sparse_rows,
     token_index,
+    topk_table,
 )
 from ...targetkit.draft_rows import cu_of, pad_tails
 from ...targetkit.scale import flat_limit, past_limit
@@ -51,6 +52,9 @@ BATCH = 256
 buffers a few hundred device operations: 256 cases share them)."""
 TABLE_EPOCH = 32
 """Batches that share one set of tables and noise (each case reads its first rows): 8192 cases."""
+TOPK_SHARE = 0.75
+"""Epochs whose target rows are top-k (:func:`~...targetkit.device_draws.topk_table`; every
+scale epoch): the oracle then reads a row's kept positions alone. The others are dense."""
 CANDIDATES = 8
 """Draft ids drawn per table row, of which each case's draft token on that row takes one."""
 
@@ -217,8 +221,9 @@ class RecoveredDevice(DeviceTarget):
     table_epoch = TABLE_EPOCH
 
     def _tables(self, seed: int, device: str, max_requests: int, share: float = 1.0, scale: bool = False) -> dict[str, Any]:
-        """The epoch ``seed``'s vocabulary, target and draft tables of ``R`` rows (a quarter of
-        the target's rows one-hot, at the token its ids are drawn on: all scores 0 without
+        """The epoch ``seed``'s vocabulary, target and draft tables of ``R`` rows (the target's
+        top-k rows in :data:`TOPK_SHARE` of the epochs and every scale epoch, with their
+        ``"support"``, else dense; a quarter of the target's rows one-hot, at the token its ids are drawn on: all scores 0 without
         draft probabilities; a quarter of the draft's rows equal to the target's: an empty
         residual), the noise of ``R`` rows (float64 in one epoch in four), and
         :data:`CANDIDATES` ids per row sampled from each table (kept for the epoch); ``share``
@@ -246,15 +251,21 @@ class RecoveredDevice(DeviceTarget):
             full = max(1, min(MAX_TABLE // V, 64 * max_requests))
             R = min(full, max(16, int(full * share)))  # 16: a request of 16 drafts always fits
             requests, R_noise = False, R
-        target, draft = softmax_table(rng, gen, R, V, device), softmax_table(rng, gen, R, V, device)
-        hot_at = torch.multinomial(target, 1, generator=gen)
+        support = None
+        if scale or rng.random() < TOPK_SHARE:
+            target, support = topk_table(rng, gen, R, V, device)
+            hot_at = support[:, :1]
+        else:
+            target = softmax_table(rng, gen, R, V, device)
+            hot_at = torch.multinomial(target, 1, generator=gen)
+        draft = softmax_table(rng, gen, R, V, device)
         hot = torch.rand((R, 1), generator=gen, device=device) < 0.25
         target = torch.where(hot, torch.zeros_like(target).scatter_(1, hot_at, 1.0), target)
         draft = torch.where(torch.rand((R, 1), generator=gen, device=device) < 0.25, target, draft)
         dtype = torch.float64 if rng.random() < 0.25 and not requests else torch.float32
         q = torch.empty((R_noise, V), dtype=dtype, device=device).exponential_(generator=gen)
         q.clamp_(min=float(torch.finfo(dtype).tiny))
-        tables = {"V": V, "R": R, "R_noise": R_noise, "requests": requests,
+        tables = {"V": V, "R": R, "R_noise": R_noise, "requests": requests, "support": support,
                   "target_probs": target, "draft_probs": draft, "inv_q": q.reciprocal_(),
                   "target_ids": torch.multinomial(target, CANDIDATES, replacement=True, generator=gen).to(torch.int32),
                   "draft_ids": torch.multinomial(draft, CANDIDATES, replacement=True, generator=gen).to(torch.int32)}
@@ -291,7 +302,7 @@ class RecoveredDevice(DeviceTarget):
         lengths = {"cu_num_draft_tokens": B.tolist(), "draft_token_ids": N.tolist()}
         shapes = {n_: [(x,) for x in lengths[n_]] for n_ in lengths}
         first = np.cumsum(B) - B
-        extra = {"V": V, "L": int(L.max()), "table_row": rows_t,
+        extra = {"V": V, "L": int(L.max()), "table_row": rows_t, "support": tables["support"],
                  "noise_row": torch.from_numpy(np.arange(int(B.sum())) - np.repeat(first, B)).to(device),
                  "cu": torch.from_numpy(np.cumsum(steps.d)).to(device), "d": steps.d, "B": B}
         shared = {"target_probs": tables["target_probs"], "inv_q": tables["inv_q"]} | (
@@ -337,7 +348,7 @@ class RecoveredDevice(DeviceTarget):
         return tensor_ops.sample_recovered_tokens(
             cu_num_draft_tokens=e["cu"], draft_token_ids=a["draft_token_ids"], draft_probs=b.shared.get("draft_probs"),
             target_probs=b.shared["target_probs"], inv_q=b.shared["inv_q"], vocab_size=e["V"], max_spec_len=e["L"],
-            table_row=e["table_row"], noise_row=e["noise_row"])
+            table_row=e["table_row"], noise_row=e["noise_row"], support=e.get("support"))
 
     def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         a = dc.inputs
