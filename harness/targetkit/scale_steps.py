@@ -441,7 +441,7 @@ class StandardSteps:
     use_fp64: bool
     tail_request: torch.Tensor
     rejection: dict[str, torch.Tensor]
-    resample: dict[str, torch.Tensor]
+    resample: dict[str, torch.Tensor] | None
 
     @property
     def nb(self) -> int:
@@ -475,7 +475,7 @@ def filler_stats(N: int, nb: int, bonus: torch.Tensor, device: str) -> dict[str,
 
 def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoch, max_pos: int | tuple[int, ...] = 5000,
                    arrange: Callable[[np.random.Generator, ScaleTails, ScaleEpoch], None] | None = None,
-                   every_request_again: bool = False) -> StandardSteps:
+                   every_request_again: bool = False, resample: bool = True) -> StandardSteps:
     """``k`` production-scale standard-verification steps over ``epoch``'s tables
     (``seeds[1]`` the batch's): the filler's greedy requests of zero rows (every draft
     :data:`FILLER_DRAFT`, seeds and positions 0, :func:`filler_stats`), then each step's tail
@@ -494,7 +494,9 @@ def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoc
     limit as the kernel reads them (in place; default :func:`random_past_limit`). After the
     first attempt only the requests in a window are computed again (each request's §33 and §34
     are its own); ``every_request_again``: all of them, each attempt (the same steps, slower:
-    the reference the tests hold the first to)."""
+    the reference the tests hold the first to). Without ``resample``, §33's windows alone
+    settle the tails and §34 is not computed (``resample`` ``None``: a check of §33 alone,
+    whose production domain is its own windows')."""
     rng = np.random.default_rng(seeds[1])
     tails = scale_tails(rng, k, epoch)
     (random_past_limit if arrange is None else arrange)(rng, tails, epoch)
@@ -556,6 +558,8 @@ def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoc
         res = tensor_ops_v2.rejection_steps(
             tg, s["target_local_argmax"], s["target_local_max"], s["target_local_sumexp"], d, dl,
             s["draft_local_max"], s["draft_local_sumexp"], cu, q, df, tm, sd, p, nb, K, "standard")
+        if not resample:
+            return res, {"window": torch.zeros_like(res["window"])}
         r34 = resample_requests(tg, dl, df, Kt[: q.numel()], cu, q, res["num_sampled"],
                                 res["target_rejected_logsumexp"], res["draft_rejected_logsumexp"], None, d, tm, sd, p, V,
                                 use_fp64)
@@ -586,4 +590,4 @@ def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoc
         again(req)
     ds[at] = ds_t
     seed[gstate] = seed_t
-    return StandardSteps(epoch, tails, r, ds, pos, seed, stats, use_fp64, tail_request, res, r34)
+    return StandardSteps(epoch, tails, r, ds, pos, seed, stats, use_fp64, tail_request, res, r34 if resample else None)

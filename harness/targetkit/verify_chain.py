@@ -362,6 +362,14 @@ def settle_chain(b: DeviceBatch, st: Steps) -> tuple[dict[str, torch.Tensor], di
     return got if got is not None else chain_results(b, st.use_fp64)
 
 
+def settle_rejection(b: DeviceBatch, st: Steps) -> dict[str, torch.Tensor]:
+    """:func:`settle` of ``_rejection_kernel`` batch ``b`` by §33's windows alone (§33's
+    production domain; :func:`settle_chain` also settles §34's, for the kernels after it),
+    returning §33 of the batch as settled."""
+    got = _settle(b, st, lambda x, q: ((r := rejection_of(x, q=q))["window"], r))
+    return got if got is not None else rejection_of(b)
+
+
 def _windows_of(res: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]) -> tuple[torch.Tensor, Any]:
     return res[0]["window"] | res[1]["window"], res
 

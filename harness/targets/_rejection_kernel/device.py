@@ -8,8 +8,9 @@ log-probabilities, two or three 8192-wide blocks one batch in ten; the tour's la
 vocabularies, 65 to 128 requests, and greedy-free synthetic steps at positions past 65535),
 with §30's statistics, §31's joint log ratios and §32's residual partials left by their torch
 oracles (:mod:`~...targetkit.verify_chain`, as ``rejection_sample`` hands them over), and
-settled as the record's generator settles them (:func:`~...targetkit.runner_v2_verify.settle_step`):
-a request whose acceptance test (or §34 winner, :func:`~...targetkit.verify_chain.chain_windows`)
+settled as the record's generator settles them (:func:`~...targetkit.runner_v2_verify.settle_step`),
+by §33's windows alone (:func:`~...targetkit.verify_chain.settle_rejection`; the record's also
+settle §34's winners, which this kernel does not compute): a request whose acceptance test
 lands within its window (the extended tier's) is re-keyed, its seed XOR-ed with ``RE_KEY``
 times the attempt, up to eight times, then its drafts made placeholders.
 Checked against the batched torch oracle (:func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps`:
@@ -20,7 +21,7 @@ counted from ``cu_num_logits`` as loaded, int32, in vLLM up to 0.24.0: the class
 #47383; the draft's logit ``target_logits[j, x]`` read at ``logit_idx *
 target_logits_stride``), checked in batches over an epoch's shared tables
 (:func:`~...targetkit.scale_steps.standard_steps`: the filler's greedy zero rows, then each
-step's tail past the limit, drawn and settled as the record's steps are) like an ordinary batch,
+step's tail past the limit, drawn and settled by §33 alone) like an ordinary batch,
 against the torch oracle (:func:`~eaglefuzz.oracles.tensor_ops_v2.rejection_steps`: the
 filler's requests once, the tails' alone), and confirmed by the NumPy and Numba oracles on the
 live requests (:mod:`~...targetkit.scale_device`)."""
@@ -67,7 +68,7 @@ from ...targetkit.verify_chain import (
     method_of,
     rejection_batch,
     rejection_of,
-    settle_chain,
+    settle_rejection,
     vocab_of,
 )
 from .layout import ARRAYS, build
@@ -136,7 +137,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         them, with the intermediates of §30-§32 (:func:`~...targetkit.verify_chain.chain_rows`),
         settled (:data:`ATTEMPTS`); per case ``sampled`` ``[B, K + 1]``, ``num_sampled`` and
         the two log-sum-exps ``[B]``; ``extra["rejection"]`` §33 of its requests
-        (:func:`~...targetkit.verify_chain.settle_chain`'s). With ``scale``, ``k``
+        (:func:`~...targetkit.verify_chain.settle_rejection`'s). With ``scale``, ``k``
         production-scale standard-verification steps over the scale epoch ``seeds[0]``'s
         shared tables (:meth:`_scale_batch`)."""
         if scale:
@@ -146,7 +147,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
                         other_width=0.2, tour=LONG_CONTEXT,
                         tour_choices={"long_context": {"method": "synthetic", "greedy": (0.0,)}})
         b = rejection_batch(st)
-        b.extra["rejection"] = settle_chain(b, st)[0]  # §33 of the batch as settled, which its check takes
+        b.extra["rejection"] = settle_rejection(b, st)  # §33 of the batch as settled, which its check takes
         return b
 
     def _scale_epoch(self, seed: int, device: str) -> ScaleEpoch:
@@ -160,7 +161,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         rows; ``extra["rejection"]`` §33 of every request: the filler's once
         (:func:`_filler_rejection`, the same in every step), the settled tails' their own."""
         ep = self._scale_epoch(seeds[0], device)
-        s = standard_steps(seeds, device, k, ep)
+        s = standard_steps(seeds, device, k, ep, resample=False)
         r = s.rows
         nb = s.nb
         n, B = r.n.tolist(), r.B.tolist()
