@@ -115,7 +115,7 @@ def laid_out(arrays: dict[str, tuple[torch.Tensor, list[tuple[int, ...]]]], orde
     for x in order:
         if x in arrays:
             cat[x], shapes[x] = arrays[x]
-            lengths[x] = [int(np.prod(sh)) for sh in shapes[x]]
+            lengths[x] = [int(math.prod(sh)) for sh in shapes[x]]
     return cat, lengths, shapes
 
 
