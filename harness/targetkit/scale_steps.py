@@ -21,6 +21,7 @@ dozen rows of oracle, not ``2**31`` elements.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,6 +125,16 @@ def kept_epoch(owner: Any, seed: int, device: str, draw: Callable[[int, str], An
     return owner._epoch[1]
 
 
+def padded(rows: list[list], dtype: type = np.int64, width: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Ragged ``rows`` as a ``[len(rows), W]`` array (``W`` the longest row, at least ``width``;
+    0 past each row's end) and each row's length."""
+    t = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    out = np.zeros((len(rows), max(width, int(t.max()) if t.size else 0)), dtype=dtype)
+    out[np.arange(out.shape[1]) < t[:, None]] = np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype,
+                                                            count=int(t.sum()))
+    return out, t
+
+
 @dataclass
 class ScaleTails:
     """``k`` steps' own requests after the filler: per step the rows of each (``counts``: 1 to
@@ -134,23 +145,49 @@ class ScaleTails:
 
     def n(self, epoch: ScaleEpoch) -> np.ndarray:
         """Logits rows per step (the filler's and its tail's)."""
-        return np.asarray([epoch.F + sum(c) for c in self.counts], dtype=np.int64)
+        return epoch.F + padded(self.counts)[0].sum(axis=1)
 
     def B(self, epoch: ScaleEpoch) -> np.ndarray:  # noqa: N802
         """Requests (and state rows) per step."""
-        return np.asarray([epoch.q + len(c) for c in self.counts], dtype=np.int64)
+        return epoch.q + np.fromiter(map(len, self.counts), dtype=np.int64, count=len(self.counts))
 
-    def requests(self, epoch: ScaleEpoch) -> list[np.ndarray]:
-        """Per step, its requests' logits rows (the filler's, then its tail's)."""
-        return [np.asarray(epoch.fill + c, dtype=np.int64) for c in self.counts]
+    def _per_request(self, epoch: ScaleEpoch, filler: np.ndarray, tail: np.ndarray, t: np.ndarray,
+                     lead: int = 0) -> np.ndarray:
+        """Every step's values per request concatenated: ``lead`` zeros, the filler's ``filler``,
+        then its tail's ``t`` of row ``tail`` (``[k, W]``)."""
+        q = epoch.q
+        k, W = tail.shape
+        m = np.zeros((k, lead + q + W), dtype=np.result_type(filler, tail))
+        m[:, lead : lead + q] = filler
+        m[:, lead + q :] = tail
+        return m[np.arange(m.shape[1]) < (lead + q + t)[:, None]]
+
+    def requests(self, epoch: ScaleEpoch) -> np.ndarray:
+        """Every step's requests' logits rows (the filler's, then its tail's), concatenated."""
+        c, t = padded(self.counts)
+        return self._per_request(epoch, np.asarray(epoch.fill, dtype=np.int64), c, t)
 
     def cu_num_logits(self, epoch: ScaleEpoch) -> np.ndarray:
         """Every step's ``cu_num_logits`` (``[B + 1]`` each), concatenated (int32)."""
-        return np.concatenate([np.concatenate([[0], np.cumsum(p)]) for p in self.requests(epoch)]).astype(np.int32)
+        c, t = padded(self.counts)
+        fill = np.asarray(epoch.fill, dtype=np.int64)
+        W = c.shape[1]
+        m = np.zeros((len(t), 1 + epoch.q + W), dtype=np.int64)
+        m[:, 1 : 1 + epoch.q] = np.cumsum(fill)
+        m[:, 1 + epoch.q :] = epoch.F + np.cumsum(c, axis=1)
+        return m[np.arange(m.shape[1]) < (1 + epoch.q + t)[:, None]].astype(np.int32)
 
     def idx_mapping(self, epoch: ScaleEpoch) -> np.ndarray:
         """Every step's ``idx_mapping`` (request ``r``'s state row ``r``), concatenated (int64)."""
-        return np.concatenate([np.arange(b) for b in self.B(epoch)]).astype(np.int64)
+        t = np.fromiter(map(len, self.counts), dtype=np.int64, count=len(self.counts))
+        W = int(t.max()) if t.size else 0
+        m = np.broadcast_to(np.arange(epoch.q + W, dtype=np.int64), (t.size, epoch.q + W))
+        return m[np.arange(epoch.q + W) < (epoch.q + t)[:, None]]
+
+    def temperatures(self, epoch: ScaleEpoch) -> np.ndarray:
+        """Every step's state rows' temperatures (the filler's 0), concatenated (float32)."""
+        T, t = padded(self.temperature, np.float64)
+        return self._per_request(epoch, np.zeros(epoch.q), T, t).astype(np.float32)
 
 
 def scale_tails(rng: np.random.Generator, k: int, epoch: ScaleEpoch) -> ScaleTails:
@@ -161,24 +198,25 @@ def scale_tails(rng: np.random.Generator, k: int, epoch: ScaleEpoch) -> ScaleTai
     only a random request's logits)."""
     Z = first_row(epoch.V)
     temps = TAIL_TEMPERATURES[2:] if epoch.masked else TAIL_TEMPERATURES
-    counts, temperature = [], []
-    for _ in range(k):
-        t = int(rng.integers(1, TAIL_REQUESTS + 1))
-        c = np.where(rng.random(t) < 1 / 3, LIVE_ROWS, rng.integers(1, LIVE_ROWS + 1, size=t))
-        j = t - 1
-        while not _drafted_past(c, epoch.F, Z):  # the last requests grown to 17 rows until one is
-            c[j] = LIVE_ROWS
-            j -= 1
-        counts.append([int(x) for x in c])
-        temperature.append([float(x) for x in rng.choice(temps, size=t)])
-    return ScaleTails(counts, temperature)
+    t = rng.integers(1, TAIL_REQUESTS + 1, size=k)
+    valid = np.arange(TAIL_REQUESTS) < t[:, None]
+    c = np.where(rng.random((k, TAIL_REQUESTS)) < 1 / 3, LIVE_ROWS, rng.integers(1, LIVE_ROWS + 1, size=(k, TAIL_REQUESTS)))
+    c = np.where(valid, c, 0)
+    for back in range(TAIL_REQUESTS):  # the last requests grown to 17 rows until one is
+        j = t - 1 - back
+        grow = np.flatnonzero(~_drafted_past(c, epoch.F, Z) & (j >= 0))
+        c[grow, j[grow]] = LIVE_ROWS
+    assert _drafted_past(c, epoch.F, Z).all(), "a tail of 17-row requests reaches past the filler"
+    T = rng.choice(np.asarray(temps, dtype=np.float64), size=(k, TAIL_REQUESTS))
+    return ScaleTails([row[:n].tolist() for row, n in zip(c, t.tolist(), strict=True)],
+                      [row[:n].tolist() for row, n in zip(T, t.tolist(), strict=True)])
 
 
-def _drafted_past(counts: np.ndarray, F: int, Z: int) -> bool:  # noqa: N803
-    """Whether requests of ``counts`` rows from row ``F`` on have a drafted row at or past
-    row ``Z`` (a request's rows but its last, the bonus row)."""
-    ends = F + np.cumsum(counts)
-    return bool(np.any((counts > 1) & (ends - 2 >= Z)))
+def _drafted_past(counts: np.ndarray, F: int, Z: int) -> np.ndarray:  # noqa: N803
+    """Per row of ``counts`` (``[k, W]``, requests of rows from row ``F`` on; 0: none), whether
+    it has a drafted row at or past row ``Z`` (a request's rows but its last, the bonus row)."""
+    ends = F + np.cumsum(counts, axis=1)
+    return np.any((counts > 1) & (ends - 2 >= Z), axis=1)
 
 
 @dataclass
@@ -199,20 +237,18 @@ class ScaleRows:
 
 def scale_rows(epoch: ScaleEpoch, tails: ScaleTails, device: str) -> ScaleRows:
     """The rows of ``k`` steps: the filler's requests then each tail's, state row = request."""
-    per = tails.requests(epoch)
-    counts = np.concatenate(per) if per else np.zeros(0, np.int64)
+    counts = tails.requests(epoch)
     n, B = tails.n(epoch), tails.B(epoch)
-    state = tails.idx_mapping(epoch) if per else np.zeros(0, np.int64)
+    state = tails.idx_mapping(epoch)
     ct = torch.as_tensor(counts, device=device)
     N = int(counts.sum())
     req = torch.repeat_interleave(torch.arange(counts.size, device=device), ct, output_size=N)
     first = torch.cumsum(ct, 0) - ct
     elp = torch.arange(N, device=device) - first[req]
     bonus = elp == (ct - 1)[req]
-    cid = torch.repeat_interleave(torch.arange(len(per), device=device), torch.as_tensor(n, device=device), output_size=N)
-    temps = np.concatenate([np.concatenate([np.zeros(epoch.q), np.asarray(t)]) for t in tails.temperature]) if per else []
+    cid = torch.repeat_interleave(torch.arange(n.size, device=device), torch.as_tensor(n, device=device), output_size=N)
     return ScaleRows(torch.as_tensor(state, device=device)[req], elp.to(torch.int32), bonus, cid, n, B,
-                     torch.as_tensor(np.asarray(temps, dtype=np.float32), device=device))
+                     torch.as_tensor(tails.temperatures(epoch), device=device))
 
 
 def tail_rows(n: np.ndarray, F: int, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # noqa: N803
@@ -386,11 +422,14 @@ def random_past_limit(rng: np.random.Generator, tails: ScaleTails, epoch: ScaleE
     :data:`TAIL_TEMPERATURES`' random ones): its case then reads a row an int32 offset cannot
     reach."""
     Z = first_row(epoch.V)
-    for counts, temps in zip(tails.counts, tails.temperature, strict=True):
-        ends = epoch.F + np.cumsum(counts)
-        past = [i for i, c in enumerate(counts) if c > 1 and ends[i] - 2 >= Z]  # its last drafted row past Z
-        if past and all(temps[i] == 0 for i in past):
-            temps[past[-1]] = float(rng.choice([t for t in TAIL_TEMPERATURES if t]))
+    c, _ = padded(tails.counts)
+    T, _ = padded(tails.temperature, np.float64, c.shape[1])
+    past = (c > 1) & (epoch.F + np.cumsum(c, axis=1) - 2 >= Z)  # its last drafted row past Z
+    need = np.flatnonzero(past.any(axis=1) & ~(past & (T != 0)).any(axis=1))
+    last = past.shape[1] - 1 - np.argmax(past[need, ::-1], axis=1)
+    new = rng.choice(np.asarray([t for t in TAIL_TEMPERATURES if t]), size=need.size)
+    for r, j, x in zip(need.tolist(), last.tolist(), new.tolist(), strict=True):
+        tails.temperature[r][j] = x
 
 
 class RowTable:
