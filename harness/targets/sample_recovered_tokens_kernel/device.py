@@ -1,7 +1,8 @@
 """``sample_recovered_tokens_kernel`` on the device (docs/CONTRACT.md §13): steps of up to 1024
 requests (a quarter up to 4096), up to 16 drafts each, vocabularies up to 262144 and
 probability tables of up to 2**28 elements (1 GiB each) drawn on the GPU as softmax rows
-(peaked, flat, sparse), with and without draft probabilities, ``-1`` padding, rows whose scores
+(peaked, flat, sparse; the target's top-k in most table epochs, whose kept positions the torch
+oracle reads alone), with and without draft probabilities, ``-1`` padding, rows whose scores
 are all zero (the recovered id is then 0, a tie of every token), and the noise
 as vLLM draws it (``inv_q = 1 / Exp(1)``, ``[B, V]``), float64 in one step in four
 (``USE_FP64_GUMBEL``). Launched with vLLM's ``BLOCK_SIZE = 8192``; checked on the device
