@@ -414,6 +414,32 @@ def test_the_recovered_oracle_on_a_top_k_support_is_the_whole_row_oracle():
             tensor_ops.sample_recovered_tokens(**(kw | {"support": support} | bad))
 
 
+def test_a_rejection_batch_is_settled_by_its_own_windows(monkeypatch):
+    """``_rejection_kernel``'s batches settle by §33's windows: a request whose acceptance test
+    lands in a window (here, request 0's while it keeps its drawn seed) is re-keyed, and the
+    batch's §33 is the settled one, no window left in it."""
+    import torch
+
+    from eaglefuzz.harness.targetkit import verify_chain
+
+    real, drawn = verify_chain.rejection_of, {}
+
+    def windowed(b, method=None, q=None):  # noqa: ANN001, ANN202
+        res = real(b, method, q)
+        row = int((verify_chain.batch_requests(b) if q is None else q).state[0])
+        seed = int(b.cat["seed"][row])
+        window = res["window"].clone()
+        window[0] |= drawn.setdefault("seed", (row, seed)) == (row, seed)
+        return res | {"window": window}
+
+    monkeypatch.setattr(verify_chain, "rejection_of", windowed)
+    b = device_targets()["_rejection_kernel"].draw_batch((5, 6), "cpu", 4)
+    row, seed = drawn["seed"]
+    assert int(b.cat["seed"][row]) != seed, "the request in a window kept its seed"
+    assert not bool(b.extra["rejection"]["window"].any())
+    assert torch.equal(b.extra["rejection"]["num_sampled"], real(b)["num_sampled"])
+
+
 def test_table_epochs_are_short_early_in_a_run():
     """A short run meets many vocabularies: epochs of 1, 1, 2, 2, 4, 4, ... batches, each
     drawing tables sized by its length, then full epochs."""
