@@ -151,16 +151,15 @@ class ScaleTails:
         """Requests (and state rows) per step."""
         return epoch.q + np.fromiter(map(len, self.counts), dtype=np.int64, count=len(self.counts))
 
-    def _per_request(self, epoch: ScaleEpoch, filler: np.ndarray, tail: np.ndarray, t: np.ndarray,
-                     lead: int = 0) -> np.ndarray:
-        """Every step's values per request concatenated: ``lead`` zeros, the filler's ``filler``,
-        then its tail's ``t`` of row ``tail`` (``[k, W]``)."""
+    def _per_request(self, epoch: ScaleEpoch, filler: np.ndarray, tail: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """A value per request of every step, concatenated: the filler's requests' ``filler``,
+        then the step's ``t[i]`` tail requests' (row ``i`` of ``tail``, ``[k, W]``)."""
         q = epoch.q
         k, W = tail.shape
-        m = np.zeros((k, lead + q + W), dtype=np.result_type(filler, tail))
-        m[:, lead : lead + q] = filler
-        m[:, lead + q :] = tail
-        return m[np.arange(m.shape[1]) < (lead + q + t)[:, None]]
+        m = np.zeros((k, q + W), dtype=np.result_type(filler, tail))
+        m[:, :q] = filler
+        m[:, q:] = tail
+        return m[np.arange(q + W) < (q + t)[:, None]]
 
     def requests(self, epoch: ScaleEpoch) -> np.ndarray:
         """Every step's requests' logits rows (the filler's, then its tail's), concatenated."""
