@@ -3,12 +3,14 @@
     python benchmarks/profile_device.py [NAME ...] [--seconds S] [--warmup N] [--source SPEC] [--json FILE]
 
 Per target (vLLM 0.33.0's files by default; no production-scale case): a warm-up run of
-``--warmup`` examples (seed 1: Triton compiles what it meets), a steady-state run of ``S``
-seconds (seed 0: output tokens verified per second), a profiled run of 2 s (the device waited
-for after every stage: each stage's share), the kernel alone (``device_throughput.kernel_alone``:
-the cases or batches the steady state drew), a batched target's kernel alone on two batches of
-another seed too (the definition before session 5), then the 18 functions of most own time
-and the 35 of most cumulative time of a cProfile of a 2 s run (seed 3). One JSON line per
+``--warmup`` examples (seed 1: Triton compiles what it meets), a run of ``S`` seconds (seed 0:
+it compiles the specializations its cases meet), then, on exactly those cases (compiled, its
+batches whole), the figures' run (output tokens verified per second), a profiled run (the
+device waited for after every stage: each stage's share), the kernel alone
+(``device_throughput.kernel_alone``: the cases or batches the steady state drew), a batched
+target's kernel alone on two batches of another seed too (the definition before session 5),
+then the 18 functions of most own time and the 35 of most cumulative time of a cProfile of
+those cases once more (a profile of new cases would be Triton compiling). One JSON line per
 target on stdout (and in ``--json``).
 """
 
@@ -21,6 +23,7 @@ import json
 import pstats
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +58,29 @@ def _two_batches_alone(dt, impl, device: str) -> float:  # noqa: ANN001
     return 5 * sum(t for *_, t in runs) / (start.elapsed_time(end) / 1000)
 
 
+def _device_busy(run, kernel: str) -> dict:  # noqa: ANN001
+    """The device's busy time during ``run()`` (``torch.profiler``, CUDA activity): the wall
+    seconds, the seconds its kernels and copies ran, the share of them that are the target's
+    own kernel, and the 8 names of most device time (a run whose busy share is low is the
+    host's: Python and launches; a high one is the device's: its passes over the data)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        run()
+        wall = time.perf_counter() - t0
+    names: dict[str, float] = {}
+    for e in prof.events():
+        if e.device_type == DeviceType.CUDA:
+            names[e.name] = names.get(e.name, 0.0) + e.time_range.elapsed_us() / 1e6
+    busy = sum(names.values())
+    own = sum(v for n, v in names.items() if kernel.strip("_") in n)
+    top = sorted(names.items(), key=lambda kv: -kv[1])[:8]
+    return {"wall_s": round(wall, 3), "busy_s": round(busy, 3), "busy_share": round(busy / wall, 3),
+            "own_kernel_s": round(own, 4), "top": [[n[:60], round(v, 4)] for n, v in top]}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("names", nargs="*", default=list(TARGETS), metavar="NAME")
@@ -80,9 +106,10 @@ def main() -> int:
         jit = time.monotonic() - t0
         st = device_fuzz_target(name, impls, dev, seed=0, examples=None, time_budget=args.seconds, shrink=False,
                                 scale_cases=False)
+        again = {"seed": 0, "examples": max(st.examples, 1), "min_batches": 1, "shrink": False, "scale_cases": False}
+        st = device_fuzz_target(name, impls, dev, **again)  # the same cases, compiled: the figures
         rate = st.tokens / st.seconds
-        pr = device_fuzz_target(name, impls, dev, seed=2, examples=None, time_budget=2, shrink=False, profile=True,
-                                scale_cases=False)
+        pr = device_fuzz_target(name, impls, dev, profile=True, **again)
         total = sum(pr.stages.values()) or 1.0
         alone = bench.kernel_alone(dt, impls[name], dev, batches=-(-st.examples // dt.batch) if dt.batch else None)
         row = {"target": name, "examples": st.examples, "seconds": st.seconds, "tokens": st.tokens, "rate": rate,
@@ -91,6 +118,10 @@ def main() -> int:
                "features_missed": sorted(bench._missed(name, st)),
                "stages": {k: round(pr.stages[k] / total, 3) for k in STAGES},
                "steady_stages_s": {k: round(v, 3) for k, v in st.stages.items()}}
+        try:
+            row["device_busy"] = _device_busy(partial(device_fuzz_target, name, impls, dev, **again), dt.name)
+        except Exception as exc:  # noqa: BLE001 - a profiler that cannot start: the other figures stand
+            row["device_busy"] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
         if dt.batch:
             row["alone_two_batches"] = _two_batches_alone(dt, impls[name], dev)
             row["ratio_two_batches"] = rate / row["alone_two_batches"]
@@ -100,7 +131,7 @@ def main() -> int:
                 f.write(json.dumps(row) + "\n")
         prof = cProfile.Profile()
         prof.enable()
-        device_fuzz_target(name, impls, dev, seed=3, examples=None, time_budget=2, shrink=False, scale_cases=False)
+        device_fuzz_target(name, impls, dev, **again)
         prof.disable()
         for order, n in (("tottime", 18), ("cumtime", 35)):
             s = io.StringIO()

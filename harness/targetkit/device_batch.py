@@ -78,9 +78,24 @@ class DeviceBatch:
     def __len__(self) -> int:
         return len(self.scalars)
 
+    _starts: dict[str, list[int]] = field(default_factory=dict, init=False, repr=False, compare=False)
+
     def starts(self, name: str) -> list[int]:
-        """Where each case's segment of the concatenated input ``name`` starts."""
-        return np.concatenate([[0], np.cumsum(self.lengths[name])]).tolist()
+        """Where each case's segment of the concatenated input ``name`` starts (and, last, its
+        end)."""
+        if name not in self._starts:
+            self._starts[name] = np.concatenate([[0], np.cumsum(self.lengths[name])]).tolist()
+        return self._starts[name]
+
+    def input_sizes(self) -> np.ndarray:
+        """Per case, the elements of its inputs (:meth:`case`'s ``inputs``: its segments of
+        ``cat`` and its rows of the shared tables), from the host-known sizes alone."""
+        total = np.zeros(len(self), dtype=np.int64)
+        for n in self.cat:
+            total += np.asarray(self.lengths[n], dtype=np.int64)
+        for n, t in self.shared.items():
+            total += np.asarray(self.rows[n], dtype=np.int64) * math.prod(t.shape[1:])
+        return total
 
     def tokens(self, k: int) -> int:
         """Output elements case ``k``'s check verifies (an input updated in place included)."""

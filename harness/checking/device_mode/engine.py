@@ -83,7 +83,7 @@ MIN_BATCHES = 8
 """Batches a run of ``examples`` cases makes at least (each batch draws some modes once for
 all of its cases: with or without draft probabilities, synthetic mode)."""
 """Cases per batch when the device is the CPU (a target with :attr:`~...targetkit.device.DeviceTarget.batch`)."""
-STAGES = ("draw", "stage", "oracle", "buffers", "kernel", "compare", "cross-check", "scale")
+STAGES = ("draw", "stage", "oracle", "buffers", "kernel", "compare", "features", "cross-check", "scale")
 SCALE_EVERY, SCALE_AT = 8, 3
 """Examples ``i`` with ``i % SCALE_EVERY == SCALE_AT`` of a target with production-scale cases
 are such a case (tables past ``2**31`` elements), run in the scale lane (:mod:`.scale_lane`)
@@ -480,6 +480,7 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
         return confirm(host_case(launched - 1), True)  # a finding either way (device_bad)
     if not bad:  # every case checked: the features its sizes and modes decide
         stats.features.update(*dt.batch_features(batch, run.writes))
+        t = clock("features", t)
     if bad:
         j = first_failing(dt, impl, batch, device)  # which case: each alone, as a case at a time is checked
         if j is not None:
@@ -493,8 +494,9 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
                 None, "device oracle", dt.oracle_name + ", batched"))
         stats.stages["cross-check"] += time.perf_counter() - t
         return finding
-    return _cross_check_clean(name, range(k), lambda j: sum(int(a.numel()) for a in batch.case(j).inputs.values()),
-                              host_case, confirm, stats, start, time_budget, cross_check_share, cross)
+    sizes = batch.input_sizes()
+    return _cross_check_clean(name, range(k), lambda j: int(sizes[j]), host_case, confirm, stats, start, time_budget,
+                              cross_check_share, cross)
 
 
 
