@@ -609,3 +609,56 @@ def update_num_computed_tokens_for_batch_change(
     everyone = torch.arange(total, device=dev)
     return {"num_computed_tokens": (m_base + i, torch.where(part, corrected, cpu_num_computed_tokens.to(torch.int32))),
             "num_accepted_tokens": (everyone, torch.where(part, v.to(torch.int32), num_accepted_tokens.to(torch.int32)))}
+
+
+__all__ += ["eagle_prepare_next_token_padded"]
+
+
+def eagle_prepare_next_token_padded(
+    *,
+    sampled_token_ids: torch.Tensor,
+    discard_request_mask: torch.Tensor,
+    backup_next_token_ids: torch.Tensor,
+    vocab_size: Sequence[int],
+    num_sampled_tokens_per_req: Sequence[int],
+    num_reqs: Sequence[int],
+    buffer_lengths: Sequence[int],
+) -> Writes:
+    """§3.1 for several cases at once, each in the production domain (§3.2: rows of exactly
+    ``S`` columns, ``stride(0) = S``, ``BLOCK_SIZE_TOKENS >= S``, so that every column is read):
+    per request ``r < R``, ``valid_sampled_tokens_count[r] = 0`` and
+    ``next_token_ids[r] = backup_next_token_ids[r]`` where ``discard_request_mask[r]``; else a
+    column is valid when its id is not ``-1`` and below ``vocab_size`` (signed), the count is
+    the number of valid columns and the next token the id in the last valid column, the
+    backup id when there is none.
+
+    Every input is the cases' arrays concatenated case after case: ``sampled_token_ids`` each
+    case's ``R * S`` ids row after row, ``discard_request_mask`` and ``backup_next_token_ids``
+    each case's ``buffer_lengths`` entries (``R`` or more: the persistent buffers); the
+    per-case scalars are host sequences. Each output's indices are flat indices in the
+    concatenation of the cases' outputs (``R`` elements each), int32 values."""
+    dev = sampled_token_ids.device
+    R = np.asarray(num_reqs, dtype=np.int64)
+    S = np.asarray(num_sampled_tokens_per_req, dtype=np.int64)
+    V = np.asarray(vocab_size, dtype=np.int64)
+    n, width = int(R.sum()), int(S.max()) if S.size else 1
+    case = np.repeat(np.arange(R.size), R)
+    per_row = torch.from_numpy(np.stack([S[case], V[case], np.repeat(np.cumsum(R * S) - R * S, R)
+                                         + (np.arange(n) - np.repeat(np.cumsum(R) - R, R)) * S[case],
+                                         np.repeat(np.cumsum(np.asarray(buffer_lengths, dtype=np.int64))
+                                                   - np.asarray(buffer_lengths, dtype=np.int64), R)
+                                         + np.arange(n) - np.repeat(np.cumsum(R) - R, R)])).to(dev)  # one copy
+    s_row, v_row, row_at, buf_at = per_row
+    col = torch.arange(width, device=dev)
+    inside = col < s_row[:, None]
+    ids = sampled_token_ids.reshape(-1)[(row_at[:, None] + col).where(inside, 0)].long()
+    valid = inside & (ids != -1) & (ids < v_row[:, None])
+    count = valid.sum(1)
+    last = torch.where(valid, col, -1).amax(1) if width else torch.full((n,), -1, device=dev)
+    backup = backup_next_token_ids.reshape(-1)[buf_at]
+    discard = discard_request_mask.reshape(-1)[buf_at]
+    found = ids.gather(1, last.clamp(min=0)[:, None])[:, 0].to(torch.int32)
+    nxt = torch.where(discard | (count == 0), backup, found)
+    count = torch.where(discard, 0, count).to(torch.int32)
+    index = torch.arange(n, device=dev)
+    return {"next_token_ids": (index, nxt), "valid_sampled_tokens_count": (index, count)}

@@ -160,7 +160,7 @@ import multiprocessing, os, sys
 from multiprocessing import resource_tracker
 from eaglefuzz.harness.checking.device_mode.producers import HostCases
 if __name__ == "__main__":
-    cases = HostCases("eagle_prepare_next_token_padded_kernel", seed=5, first=0, step=1, max_requests=8, workers=1)
+    cases = HostCases("eagle_prepare_inputs_padded_kernel", seed=5, first=0, step=1, max_requests=8, workers=1)
     next(cases)
     pids = [p.pid for p in multiprocessing.active_children()] + [resource_tracker._resource_tracker._pid]
     print(" ".join(map(str, pids)), flush=True)
@@ -206,7 +206,7 @@ def test_producer_processes_make_the_same_cases_in_the_same_order():
     from eaglefuzz.harness.checking.device_mode import producers
     from eaglefuzz.harness.checking.device_mode.producers import CHUNK, HostCases
 
-    name = "eagle_prepare_next_token_padded_kernel"
+    name = "eagle_prepare_inputs_padded_kernel"
     runs = []
     for workers in (0, 1):
         cases = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=workers)
@@ -261,7 +261,9 @@ BOTH_SIDES = {"copy_and_expand_eagle_inputs_kernel": {"shift_on", "shift_off", "
                                                     "clamp_engaged", "last_request_rejected", "ids_past_65535"},
               "copy_and_expand_dflash_inputs_kernel": {"has_num_rejected_on", "has_num_rejected_off", "some_rejected",
                                                        "mrope_positions", "several_requests", "spare_buffers",
-                                                       "query_crosses_kv_block"}}
+                                                       "query_crosses_kv_block"},
+              "eagle_prepare_next_token_padded_kernel": {"discard_none", "discard_some", "discard_all", "full_row",
+                                                         "minus_one_suffix", "several_valid_columns", "several_requests"}}
 """Features of each side of a mode that :func:`test_batch_features_are_the_records_features_of_each_case`
 must see (the rejection sampler's: with and without draft probabilities; a Model Runner V2
 step's: all of them, but those of size)."""
@@ -702,7 +704,7 @@ def test_host_batches_made_by_a_worker_travel_in_reused_shared_slots():
     from eaglefuzz.harness.checking.device_mode import producers
     from eaglefuzz.harness.checking.device_mode.producers import HostCases
 
-    name = "eagle_prepare_next_token_padded_kernel"
+    name = "eagle_prepare_inputs_padded_kernel"
     ref = list(HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=0, batch=3, limit=30))
     cases = HostCases(name, seed=5, first=3, step=2, max_requests=8, workers=1, batch=3, limit=30)
     cases.slots.capacity = 64  # smaller than any batch: the first ones travel pickled
@@ -994,6 +996,31 @@ def test_device_draws_reach_every_production_feature_at_the_gpu_size(name):
     missed = set(target.features) - set(target.scale_features) - set(dt.not_drawn) - reached
     assert not missed, f"{name}: 600 device draws at the GPU size never reach {sorted(missed)}"
     assert not reached & set(dt.not_drawn), f"{name}: drawn although declared not drawn: {sorted(reached & set(dt.not_drawn))}"
+
+
+BATCHED_AT_GPU_SIZE = ("eagle_prepare_next_token_padded_kernel",)
+"""Batched targets of a V1 kernel whose batches are cheap to draw on the CPU at the GPU's size."""
+
+
+@pytest.mark.parametrize("name", BATCHED_AT_GPU_SIZE)
+def test_device_batches_reach_every_production_feature_at_the_gpu_size(name):
+    """A batched target's batches at the GPU size (its default ``max_requests``, the run's
+    seeds) reach every production feature of its record but the scale features, counted as the
+    run counts them (:meth:`batch_features` of a clean batch), and every case lies in the
+    production tier. A draw that stops short of a production extreme (more than 1024 requests,
+    16 or more rejected columns, the int32 vocabulary's last id) fails here."""
+    from eaglefuzz.harness.checking.device_mode.engine import batch_of
+    from eaglefuzz.harness.targets import TARGETS
+
+    dt, target = device_targets()[name], TARGETS[name]
+    reached: set[str] = set()
+    for i in range(6):
+        batch = batch_of(dt, 0, i, 48, "cpu")
+        reached |= set().union(*dt.batch_features(batch, dt.oracle_batch(batch)))
+        for k in range(0, len(batch), 8):
+            target.validate(dt.to_case(batch.case(k)))
+    missed = set(target.features) - set(target.scale_features) - reached
+    assert not missed, f"{name}: six batches at the GPU size never reach {sorted(missed)}"
 
 
 def test_a_batch_that_meets_the_device_out_of_memory_is_checked_again(monkeypatch, backend, needs):

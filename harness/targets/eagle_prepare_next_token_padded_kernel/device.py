@@ -3,9 +3,11 @@ rejection sampler's rows (accepted drafts, one recovered or bonus id, all vocabu
 ``-1``) for up to 1024 requests (a quarter up to 4096), rows of up to 64 columns in the sampler's fresh buffer
 (``stride = S``), vocabularies from 1 id to the int32 limit ``2**31 - 1`` (the tour's
 ``int32_limits``), ids from the whole vocabulary or its top, vocabulary backup ids, discarded
-requests: the production preconditions of §3.2, as the fuzz and bulk modes draw them. Checked
-on the host: the case is drawn and its expected outputs computed there in NumPy, only the
-launch runs on the device.
+requests: the production preconditions of §3.2, as the fuzz and bulk modes draw them. Drawn
+on the device 256 cases a batch (each case's sizes, vocabulary and modes on the host, its ids,
+kept columns, discard flags and backup ids on the device), checked against the batched torch
+oracle (:func:`~eaglefuzz.oracles.tensor_ops.eagle_prepare_next_token_padded`) and compared on
+the device, every element of both outputs and every guard band.
 
 Not drawn, as §3.2 leaves them to the extended tier (§3.4): rows wider than ``S`` (the
 sampler's buffer is fresh, ``stride(0) = S``) and ids at or past ``vocab_size`` (every id of a
@@ -18,9 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ....oracles import vectorized
+from ....oracles import tensor_ops
 from ...generation.strategies import ID16_MAX, INT32_MAX, MAX_NUM_SEQS, SPEC_TOKENS, next_power_of_2
 from ...targetkit.device import DeviceCase, DeviceTarget
+from ...targetkit.device_batch import DeviceBatch
 from .record import TARGET
 
 MAX_REQUESTS = 1024
@@ -37,134 +40,144 @@ TOP_IDS = 1 / 4
 three (the body's second range: ``vocab_size - 1`` the largest valid id)."""
 
 
-def _vocab(rng: np.random.Generator) -> int:
-    """A vocabulary size of §3.2 (``1 <= vocab_size <= 2**31 - 1``): vLLM's common ones mostly,
-    the int32 limit :data:`INT32_VOCAB` of the time, any other :data:`ANY_VOCAB` of it."""
-    u = rng.random()
-    if u < INT32_VOCAB:
-        return INT32_MAX
-    if u < INT32_VOCAB + ANY_VOCAB:
-        return int(rng.integers(1, 3)) if rng.random() < 0.25 else int(rng.integers(1, INT32_MAX))
-    return int(VOCABS[rng.integers(len(VOCABS))])
+def _vocabs(rng: np.random.Generator, k: int) -> np.ndarray:
+    """``k`` vocabulary sizes of §3.2 (``1 <= vocab_size <= 2**31 - 1``): vLLM's common ones
+    mostly, the int32 limit :data:`INT32_VOCAB` of the time, any other :data:`ANY_VOCAB` of it
+    (one or two ids a quarter of those)."""
+    u = rng.random(k)
+    tiny = rng.integers(1, 3, size=k)
+    wide = rng.integers(1, INT32_MAX, size=k)
+    common = np.asarray(VOCABS, dtype=np.int64)[rng.integers(0, len(VOCABS), size=k)]
+    other = np.where(rng.random(k) < 0.25, tiny, wide)
+    return np.where(u < INT32_VOCAB, INT32_MAX, np.where(u < INT32_VOCAB + ANY_VOCAB, other, common)).astype(np.int64)
 
 
-def _ids(rng: np.random.Generator, shape: tuple[int, ...], vocab: int) -> np.ndarray:
-    """Vocabulary ids (``0 <= id < vocab``, int32) from the whole vocabulary, or, for the int32
-    limit and :data:`TOP_IDS` of the other cases, each half the time from its last three."""
-    ids = rng.integers(0, vocab, size=shape, dtype=np.int32)
-    if vocab == INT32_MAX or rng.random() < TOP_IDS:
-        top = rng.random(shape) < 0.5
-        ids[top] = rng.integers(max(0, vocab - 3), vocab, size=int(top.sum()), dtype=np.int32)
-    return ids
+def _below(gen: torch.Generator, hi: torch.Tensor) -> torch.Tensor:
+    """Per element an integer in ``[0, hi)`` (``hi >= 1``, int64, up to ``2**31 - 1``), uniform
+    to float64's precision (53 bits)."""
+    u = torch.rand(hi.shape, generator=gen, device=hi.device, dtype=torch.float64)
+    return torch.minimum((u * hi).long(), hi - 1)
 
 
 class NextTokenDevice(DeviceTarget):
     name = "eagle_prepare_next_token_padded_kernel"
     launch_names = TARGET.launch_names
-    checked_on = "host"  # a few thousand elements: launches, not work, would cost the time
-    oracle_name = "NumPy oracle (oracles/vectorized.py)"
-    host_batch_size = 256  # cases of a few thousand elements: the batch's copy, views and comparison amortised
+    record = TARGET
+    checked_on = "device"
+    oracle_name = "torch oracle (oracles/tensor_ops.py)"
+    batch = 256
+    """Cases per batch on a GPU: a case holds a few thousand ids (at most 4096 rows of 64), a
+    batch some 1.5M, its draw, oracle, buffers and features a few dozen torch operations."""
+
+    def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
+                   share: float = 1.0) -> DeviceBatch:
+        """``k`` cases: per case ``R`` (up to ``max_requests``, a quarter up to four times it),
+        ``S`` (1-16, a fifth 17-64), 0-8 spare buffer entries, a vocabulary (:func:`_vocabs`),
+        ids from the whole vocabulary or (the int32 limit's and :data:`TOP_IDS` of the others)
+        each half the time from its last three, and a discard rate (none, a tenth, all); per
+        row its kept columns (1 to ``S``, ``-1`` after them), per buffer entry its discard flag
+        and backup id (a vocabulary id). ``share`` (a table epoch's) is not used: no tables."""
+        rng = np.random.default_rng(seeds[1])
+        gen = torch.Generator(device=device).manual_seed(seeds[1])
+        top = np.where(rng.random(k) < 0.75, max_requests, 4 * max_requests)
+        R = rng.integers(1, top + 1)
+        S = np.where(rng.random(k) < 0.8, rng.integers(1, 17, size=k), rng.integers(17, 65, size=k))
+        extra = rng.integers(0, 9, size=k)
+        V = _vocabs(rng, k)
+        top_ids = (V == INT32_MAX) | (rng.random(k) < TOP_IDS)
+        rate = np.asarray([0.0, 0.1, 1.0])[rng.integers(0, 3, size=k)]
+        L = R + extra
+        n, cells, slots = int(R.sum()), int((R * S).sum()), int(L.sum())
+        per_case = torch.from_numpy(np.stack([S, V, top_ids]).astype(np.int64)).to(device)  # one copy
+        cell_case = torch.repeat_interleave(torch.arange(k, device=device), torch.from_numpy(R * S).to(device),
+                                            output_size=cells)
+        row_case = torch.repeat_interleave(torch.arange(k, device=device), torch.from_numpy(R).to(device), output_size=n)
+        slot_case = torch.repeat_interleave(torch.arange(k, device=device), torch.from_numpy(L).to(device),
+                                            output_size=slots)
+        s_cell, v_cell, top_cell = per_case[0, cell_case], per_case[1, cell_case], per_case[2, cell_case]
+        first_cell = torch.from_numpy(np.cumsum(R * S) - R * S).to(device)[cell_case]
+        within = torch.arange(cells, device=device) - first_cell
+        col, row = within % s_cell, torch.from_numpy(np.cumsum(R) - R).to(device)[cell_case] + within // s_cell
+        ids = _below(gen, v_cell)
+        lo = (v_cell - 3).clamp(min=0)
+        near = (top_cell == 1) & (torch.rand(cells, generator=gen, device=device) < 0.5)
+        ids = torch.where(near, lo + _below(gen, v_cell - lo), ids)
+        kept = 1 + _below(gen, per_case[0, row_case])
+        ids = torch.where(col >= kept[row], -1, ids).to(torch.int32)
+        discard = torch.rand(slots, generator=gen, device=device, dtype=torch.float64) < torch.from_numpy(rate).to(device)[slot_case]
+        backup = _below(gen, per_case[1, slot_case]).to(torch.int32)
+        Rl, Ll = R.tolist(), L.tolist()
+        cat = {"sampled_token_ids": ids, "discard_request_mask": discard, "backup_next_token_ids": backup}
+        lengths = {"sampled_token_ids": (R * S).tolist(), "discard_request_mask": Ll, "backup_next_token_ids": Ll}
+        shapes = {"sampled_token_ids": [(r, int(w)) for r, w in zip(Rl, S, strict=True)],
+                  "discard_request_mask": [(x,) for x in Ll], "backup_next_token_ids": [(x,) for x in Ll]}
+        outputs = {"next_token_ids": (torch.int32, Rl), "valid_sampled_tokens_count": (torch.int32, Rl)}
+        scalars = [{"vocab_size": int(v), "num_sampled_tokens_per_req": int(w), "num_reqs": r}
+                   for v, w, r in zip(V, S, Rl, strict=True)]
+        return DeviceBatch(cat, lengths, shapes, {}, {}, outputs, scalars, {"R": R, "S": S, "V": V, "L": L})
 
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
-        top = max_requests if rng.random() < 0.75 else 4 * max_requests  # a quarter past max_num_seqs = 1024
-        R = int(rng.integers(1, top + 1))
-        S = int(rng.integers(1, 17)) if rng.random() < 0.8 else int(rng.integers(17, 65))
-        extra = int(rng.integers(0, 9))
-        vocab = _vocab(rng)
-        ids = _ids(rng, (R, S), vocab)
-        kept = rng.integers(1, S + 1, size=(R, 1))
-        np.putmask(ids, np.arange(S) >= kept, -1)
-        inputs = {
-            "sampled_token_ids": ids,
-            "discard_request_mask": rng.random(R + extra) < (0.0, 0.1, 1.0)[rng.integers(3)],
-            "backup_next_token_ids": rng.integers(0, vocab, size=R + extra, dtype=np.int32),
-        }
-        outputs = {"next_token_ids": (torch.int32, R), "valid_sampled_tokens_count": (torch.int32, R)}
-        return DeviceCase(inputs, outputs, {"vocab_size": vocab, "num_sampled_tokens_per_req": S, "num_reqs": R})
+        seeds = (int(rng.integers(0, 2**62)), int(rng.integers(0, 2**62)))
+        return self.draw_batch(seeds, device, 1, max_requests).case(0)
 
-    def oracle(self, dc: DeviceCase) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        R, S = dc.scalars["num_reqs"], dc.scalars["num_sampled_tokens_per_req"]
-        out = {n: np.empty(R, dtype=np.int32) for n in dc.outputs}
-        vectorized.eagle_prepare_next_token_padded(  # §3: writes [:num_reqs]; vLLM's block covers S
-            **dc.inputs, **out, vocab_size=dc.scalars["vocab_size"], num_sampled_tokens_per_req=S,
-            num_reqs=R, block_size_tokens=S,
-        )
-        index = np.arange(R)
-        return {n: (index, v) for n, v in out.items()}
+    def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        z = b.extra
+        return tensor_ops.eagle_prepare_next_token_padded(
+            **b.cat, vocab_size=z["V"], num_sampled_tokens_per_req=z["S"], num_reqs=z["R"], buffer_lengths=z["L"])
 
-    def oracle_many(self, dcs: list[DeviceCase]) -> list[dict[str, tuple[np.ndarray, np.ndarray]]]:
-        """The NumPy oracle once per vocabulary and width class (``S`` up to a power of two) over
-        the concatenation of that group's requests, split back per case: a request's writes depend
-        on its own row, discard flag and backup id alone, and a row widened with ``-1`` columns
-        to the group's widest ``S`` (the oracle's block that width) has the same valid columns
-        (``-1`` is never valid), so the same count and last valid id. Each case gets
-        :meth:`oracle`'s writes on it, element for element, bit for bit, in the same order."""
-        groups: dict[tuple[int, int], list[int]] = {}
-        for k, dc in enumerate(dcs):
-            s = dc.scalars
-            groups.setdefault((s["vocab_size"], next_power_of_2(s["num_sampled_tokens_per_req"])), []).append(k)
-        out: list[dict[str, tuple[np.ndarray, np.ndarray]]] = [{} for _ in dcs]
-        for (vocab, _), ks in groups.items():
-            R = np.array([dcs[k].scalars["num_reqs"] for k in ks], dtype=np.int64)
-            width = max(dcs[k].scalars["num_sampled_tokens_per_req"] for k in ks)
-            first = np.cumsum(R) - R
-            rows = np.full((int(R.sum()), width), -1, dtype=np.int32)
-            for k, f, r in zip(ks, first.tolist(), R.tolist(), strict=True):
-                a = dcs[k].inputs["sampled_token_ids"][:r, : dcs[k].scalars["num_sampled_tokens_per_req"]]
-                rows[f : f + r, : a.shape[1]] = a
-            n = rows.shape[0]
-            res = {name: np.empty(n, dtype=np.int32) for name in dcs[ks[0]].outputs}
-            vectorized.eagle_prepare_next_token_padded(
-                sampled_token_ids=rows,
-                discard_request_mask=np.concatenate([dcs[k].inputs["discard_request_mask"][:r] for k, r in zip(ks, R.tolist(), strict=True)]),
-                backup_next_token_ids=np.concatenate([dcs[k].inputs["backup_next_token_ids"][:r] for k, r in zip(ks, R.tolist(), strict=True)]),
-                **res, vocab_size=vocab, num_sampled_tokens_per_req=width, num_reqs=n, block_size_tokens=width,
-            )
-            index = np.arange(int(R.max()))
-            for k, f, r in zip(ks, first.tolist(), R.tolist(), strict=True):
-                out[k] = {name: (index[:r], v[f : f + r]) for name, v in res.items()}
-        return out
+    def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        s = dc.scalars
+        return tensor_ops.eagle_prepare_next_token_padded(
+            **dc.inputs, vocab_size=[s["vocab_size"]], num_sampled_tokens_per_req=[s["num_sampled_tokens_per_req"]],
+            num_reqs=[s["num_reqs"]], buffer_lengths=[dc.inputs["discard_request_mask"].numel()])
 
-    def host_features(self, dc: DeviceCase, writes: dict[str, tuple[np.ndarray, np.ndarray]]) -> frozenset[str]:
-        """The record's ``features_of`` of a drawn case (its launch fields ``null``: vLLM's block
-        ``next_power_of_2(S)``), from the oracle's ``writes`` instead of the record's passes over
-        every column: a kept request's valid count (valid: ``id != -1 and id < vocab_size``, as
-        both define it) and next token (its last valid id, where it has one); the columns read
-        only where a feature needs them (past column 16, ``-1`` counts of ``S >= 16`` rows, a
-        last column of ``-1``, the ``2**31 - 2`` id; each skipped where the counts decide it)."""
-        a, s = dc.inputs, dc.scalars
-        R, S, vocab = s["num_reqs"], s["num_sampled_tokens_per_req"], s["vocab_size"]
-        ids = a["sampled_token_ids"][:, :S]
-        disc = a["discard_request_mask"][:R]
+    batch_decides = frozenset(TARGET.features)
+
+    def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
+        """Every feature of the record's ``features_of``: the sizes' from the host, the rows'
+        (kept requests' valid counts, last valid columns and ids, ``-1`` counts, the
+        ``2**31 - 2`` id) from one pass over the batch's ids and one copy of per-case counts."""
+        z, k = b.extra, len(b)
+        R, S, V, L = z["R"], z["S"], z["V"], z["L"]
+        ids = b.cat["sampled_token_ids"]
+        dev = ids.device
+        n, width = int(R.sum()), int(S.max())
+        case = np.repeat(np.arange(k), R)
+        local = np.arange(n) - np.repeat(np.cumsum(R) - R, R)
+        per_row = torch.from_numpy(np.stack([S[case], V[case], np.repeat(np.cumsum(R * S) - R * S, R) + local * S[case],
+                                             np.repeat(np.cumsum(L) - L, R) + local, case])).to(dev)  # one copy
+        s_row, v_row, row_at, buf_at, cid = per_row
+        col = torch.arange(width, device=dev)
+        inside = col < s_row[:, None]
+        x = ids[(row_at[:, None] + col).where(inside, 0)].long()
+        valid = inside & (x != -1) & (x < v_row[:, None])
+        minus = inside & (x == -1)
+        count = valid.sum(1)
+        last = torch.where(valid, col, -1).amax(1)
+        last_id = x.gather(1, last.clamp(min=0)[:, None])[:, 0]
+        final = x.gather(1, (s_row - 1)[:, None])[:, 0]
+        disc = b.cat["discard_request_mask"][buf_at]
         kept = ~disc
-        discarded = int(np.count_nonzero(disc))
-        count = writes["valid_sampled_tokens_count"][1][kept]  # the oracle's rows 0 .. R-1, in order
-        tail = kept & (ids[:, -1] == -1)
-        suffix = bool((count[tail[kept]] > 0).any()) or bool((ids[tail] != -1).any())
-        late = ids[:, 16:]
-        checks = {
-            "discard_none": discarded == 0,
-            "discard_all": discarded == R,
-            "discard_some": 0 < discarded < R,
-            "full_row": bool((count == S).any()),
-            "several_valid_columns": bool((count >= 2).any()),
-            "block_past_stride": next_power_of_2(S) > a["sampled_token_ids"].shape[1],
-            "minus_one_suffix": suffix,
-            "single_column": S == 1,
-            "overallocated_buffers": len(a["discard_request_mask"]) > R,
-            "several_requests": R > 1,
-            "many_requests": R > 64,
-            "beyond_1024_requests": R > MAX_NUM_SEQS,
-            "spec_tokens_15_plus": S >= SPEC_TOKENS + 1,
-            "valid_past_column_16": S > 16 and (bool((count > 16).any())  # 17 valid columns: one past column 15
-                                                or bool((kept & ((late != -1) & (late.astype(np.int64) < vocab)).any(axis=1)).any())),
-            "many_rejected": S >= 16 and bool((count <= S - 16).any())  # a valid id is not -1: rows of fewer -1 left out
-                             and bool((np.count_nonzero(ids[np.flatnonzero(kept)[count <= S - 16]] == -1, axis=1) >= 16).any()),
-            "vocab_256k": vocab >= 256000,
-            "id_near_int32_max": bool(ids.size) and int(ids.max()) >= INT32_MAX - 1 and bool((ids[kept] == INT32_MAX - 1).any()),
-            "ids_past_65535": bool(((writes["next_token_ids"][1][kept] > ID16_MAX) & (count > 0)).any()),
-        }
-        return frozenset(k for k, v in checks.items() if v)
+        flags = torch.stack([
+            disc,
+            kept & (count == s_row),
+            kept & (count >= 2),
+            kept & (inside & (x != -1)).any(1) & (final == -1),
+            kept & (last >= 16),
+            kept & (minus.sum(1) >= 16),
+            kept & (inside & (x == INT32_MAX - 1)).any(1),
+            kept & (last >= 0) & (last_id > ID16_MAX),
+        ], 1).long()
+        sums = torch.zeros((k, flags.shape[1]), dtype=torch.int64, device=dev).index_add_(0, cid, flags).cpu().numpy()
+        on = {"discard_none": sums[:, 0] == 0, "discard_all": sums[:, 0] == R, "discard_some": (sums[:, 0] > 0) & (sums[:, 0] < R),
+              "full_row": sums[:, 1] > 0, "several_valid_columns": sums[:, 2] > 0, "minus_one_suffix": sums[:, 3] > 0,
+              "valid_past_column_16": sums[:, 4] > 0, "many_rejected": sums[:, 5] > 0, "id_near_int32_max": sums[:, 6] > 0,
+              "ids_past_65535": sums[:, 7] > 0,
+              "block_past_stride": np.asarray([next_power_of_2(int(w)) > w for w in S]), "single_column": S == 1,
+              "overallocated_buffers": L > R, "several_requests": R > 1, "many_requests": R > 64,
+              "beyond_1024_requests": R > MAX_NUM_SEQS, "spec_tokens_15_plus": S >= SPEC_TOKENS + 1,
+              "vocab_256k": V >= 256000}
+        return [frozenset(f for f, v in on.items() if v[j]) for j in range(k)]
 
     def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
         from ....kernels.launchers import launch_eagle_prepare_next_token_padded
