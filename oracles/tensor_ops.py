@@ -175,10 +175,15 @@ def rejection_greedy_sample(
     uniform_probs: torch.Tensor | None = None,
     synthetic_conditional_rates: torch.Tensor | None = None,
     tokens: int | None = None,
+    out_start: torch.Tensor | None = None,
 ) -> Writes:
     """§10.1 in scatter form on ``output_token_ids`` (flat, rows ``max_spec_len + 1`` apart):
     per processed request, positions up to the first rejection get the argmax (or, in
-    synthetic mode, the accepted draft), the bonus follows when none was rejected."""
+    synthetic mode, the accepted draft), the bonus follows when none was rejected.
+
+    Several steps at once (their requests concatenated, ``cu_num_draft_tokens`` the inclusive
+    cumsum over all of them, each step's synthetic rates a prefix of the same rates):
+    ``out_start``, each request's first output element (default ``r * (max_spec_len + 1)``)."""
     B = cu_num_draft_tokens.numel()
     dev = cu_num_draft_tokens.device
     rows = torch.arange(B, device=dev) if is_greedy is None else torch.nonzero(is_greedy, as_tuple=True)[0]
@@ -191,7 +196,7 @@ def rejection_greedy_sample(
         accepted = (uniform_probs[t].double() < synthetic_conditional_rates[j].double()) & (did >= 0)
         rejected, val = ~accepted, torch.where(accepted, did, a)
     visited, any_rejected = _first_rejection(r, rejected, B)
-    return _row_writes(rows, r, j, val, visited, any_rejected, d, bonus_token_ids, max_spec_len)
+    return _row_writes(rows, r, j, val, visited, any_rejected, d, bonus_token_ids, max_spec_len, out_start)
 
 
 def rejection_random_sample(

@@ -263,7 +263,9 @@ BOTH_SIDES = {"copy_and_expand_eagle_inputs_kernel": {"shift_on", "shift_off", "
                                                        "mrope_positions", "several_requests", "spare_buffers",
                                                        "query_crosses_kv_block"},
               "eagle_prepare_next_token_padded_kernel": {"discard_none", "discard_some", "discard_all", "full_row",
-                                                         "minus_one_suffix", "several_valid_columns", "several_requests"}}
+                                                         "minus_one_suffix", "several_valid_columns", "several_requests"},
+              "rejection_greedy_sample_kernel": {"all_greedy", "mixed_batch", "greedy_tensor_all_true", "synthetic_mode",
+                                                 "first_rejected", "later_rejected", "all_accepted", "ragged"}}
 """Features of each side of a mode that :func:`test_batch_features_are_the_records_features_of_each_case`
 must see (the rejection sampler's: with and without draft probabilities; a Model Runner V2
 step's: all of them, but those of size)."""
@@ -998,14 +1000,15 @@ def test_device_draws_reach_every_production_feature_at_the_gpu_size(name):
     assert not reached & set(dt.not_drawn), f"{name}: drawn although declared not drawn: {sorted(reached & set(dt.not_drawn))}"
 
 
-BATCHED_AT_GPU_SIZE = ("eagle_prepare_next_token_padded_kernel",)
+BATCHED_AT_GPU_SIZE = ("eagle_prepare_next_token_padded_kernel", "rejection_greedy_sample_kernel")
 """Batched targets of a V1 kernel whose batches are cheap to draw on the CPU at the GPU's size."""
 
 
 @pytest.mark.parametrize("name", BATCHED_AT_GPU_SIZE)
 def test_device_batches_reach_every_production_feature_at_the_gpu_size(name):
     """A batched target's batches at the GPU size (its default ``max_requests``, the run's
-    seeds) reach every production feature of its record but the scale features, counted as the
+    seeds) reach every production feature of its record but the scale features and those it
+    declares it leaves out (``not_drawn``, never one of those), counted as the
     run counts them (:meth:`batch_features` of a clean batch), and every case lies in the
     production tier. A draw that stops short of a production extreme (more than 1024 requests,
     16 or more rejected columns, the int32 vocabulary's last id) fails here."""
@@ -1014,13 +1017,14 @@ def test_device_batches_reach_every_production_feature_at_the_gpu_size(name):
 
     dt, target = device_targets()[name], TARGETS[name]
     reached: set[str] = set()
-    for i in range(6):
-        batch = batch_of(dt, 0, i, 48, "cpu")
+    for i in range(40):  # a batch draws some modes once for all of its cases: a few dozen batches
+        batch = batch_of(dt, 0, i, 16, "cpu")
         reached |= set().union(*dt.batch_features(batch, dt.oracle_batch(batch)))
-        for k in range(0, len(batch), 8):
+        for k in range(0, len(batch), 4):
             target.validate(dt.to_case(batch.case(k)))
-    missed = set(target.features) - set(target.scale_features) - reached
-    assert not missed, f"{name}: six batches at the GPU size never reach {sorted(missed)}"
+    missed = set(target.features) - set(target.scale_features) - set(dt.not_drawn) - reached
+    assert not missed, f"{name}: 40 batches at the GPU size never reach {sorted(missed)}"
+    assert not reached & set(dt.not_drawn), f"{name}: drawn although declared not drawn: {sorted(reached & set(dt.not_drawn))}"
 
 
 def test_a_batch_that_meets_the_device_out_of_memory_is_checked_again(monkeypatch, backend, needs):

@@ -283,10 +283,11 @@ class Steps:
         return np.arange(int(N.sum())) - np.repeat(np.cumsum(N) - N, N)
 
 
-def draw_steps(rng: np.random.Generator, k: int, max_requests: int, on_cpu: bool, V: int, max_rows: int) -> Steps:  # noqa: N803
-    """``k`` steps of :func:`draw_step`'s distribution (with ``tables``) at once, the vocabulary
-    ``V``, each cut (its requests halved) until it has at most ``max_rows`` draft tokens and
-    requests too."""
+def draw_steps(rng: np.random.Generator, k: int, max_requests: int, on_cpu: bool, V: int, max_rows: int,  # noqa: N803
+               tables: bool = True) -> Steps:
+    """``k`` steps of :func:`draw_step`'s distribution at once, the vocabulary ``V``; with
+    ``tables`` (:func:`draw_step`'s), each cut (its requests halved) until it has at most
+    ``max_rows`` draft tokens and requests too (without, never cut: no table to fit)."""
     top = np.where(rng.random(k) < 0.75, max_requests, 4 * max_requests)
     B = np.exp(rng.uniform(0, np.log(top + 1))).astype(np.int64)
     K = rng.integers(1, 17, size=k)
@@ -295,7 +296,7 @@ def draw_steps(rng: np.random.Generator, k: int, max_requests: int, on_cpu: bool
     first = np.cumsum(B) - B
     c = np.concatenate([[0], np.cumsum(d)])
     size = B.copy()
-    for _ in range(64):  # halve as draw_step does, all steps at once
+    for _ in range(64 if tables else 0):  # halve as draw_step does, all steps at once
         n = c[first + size] - c[first]
         cut = (size > 1) & (((n + size) * V > MAX_TABLE) | (n > max_rows) | (size > max_rows))
         if not cut.any():
