@@ -158,6 +158,7 @@ class BatchArenas:
         # a guard band a case or an eighth of the name's elements
         self.offset: dict[str, np.ndarray] = {}
         self.rests: dict[str, list[tuple[int, ...]]] = {}
+        self._groups: dict[str, dict[tuple[int, ...], np.ndarray]] = {}
         cursor: dict[torch.dtype, int] = {}
         leads: dict[torch.dtype, int] = {}
         for n, dt in dtypes.items():
@@ -230,8 +231,14 @@ class BatchArenas:
             {n: v[k] for n, v in per_name.items()} | {n: heads[n, batch.rows[n][k]] for n in shared} for k in range(K)]
 
     def _of(self, name: str, rest: tuple[int, ...]) -> np.ndarray:
-        """The cases of ``name`` whose arrays are ``[R, *rest]``, in order."""
-        return np.asarray([k for k, r in enumerate(self.rests[name]) if r == rest], dtype=np.int64)
+        """The cases of ``name`` whose arrays are ``[R, *rest]``, in order (every rest's found
+        in one pass over the cases, the first time one is asked)."""
+        if name not in self._groups:
+            groups: dict[tuple[int, ...], list[int]] = {}
+            for k, r in enumerate(self.rests[name]):
+                groups.setdefault(r, []).append(k)
+            self._groups[name] = {r: np.asarray(ks, dtype=np.int64) for r, ks in groups.items()}
+        return self._groups[name][rest]
 
     def _split(self, name: str, dt: torch.dtype, at: np.ndarray, sz: np.ndarray,
                rest: tuple[int, ...]) -> list[torch.Tensor]:
