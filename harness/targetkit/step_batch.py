@@ -167,6 +167,22 @@ def per_case_sum(rows: Rows, values: dict[str, torch.Tensor]) -> dict[str, np.nd
     return {n: host[:, j] for j, n in enumerate(values)}
 
 
+def segments_any(flags: torch.Tensor, sizes: np.ndarray) -> np.ndarray:
+    """Per segment of the flat bool ``flags`` (consecutive, ``sizes`` elements each, a host
+    array), whether any of its elements is set: one running count (int32: a difference of two
+    stays exact modulo ``2**32``, and a segment holds fewer elements) read at the segments' ends
+    and copied to the host at once; no per-element segment index, no atomics."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if not flags.numel():
+        return np.zeros(sizes.size, dtype=bool)
+    count = torch.cumsum(flags.reshape(-1), 0, dtype=torch.int32)
+    ends = np.cumsum(sizes)
+    at = torch.from_numpy(np.concatenate([ends - 1, ends - sizes - 1]).clip(min=0)).to(flags.device)
+    read = count[at].cpu().numpy().astype(np.int64)
+    before = np.where(ends - sizes > 0, read[sizes.size:], 0)
+    return np.where(sizes > 0, read[: sizes.size] - before, 0) % (1 << 32) > 0
+
+
 def per_case_any(rows: Rows, flags: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
     """Per case, whether any of its rows has each flag (one copy to the host for all)."""
     return {n: v > 0 for n, v in per_case_sum(rows, flags).items()}

@@ -25,9 +25,9 @@ from ...targetkit.step_batch import (
     draw_drafts,
     draw_rows,
     feature_sets,
-    owners,
     per_case_any,
     rows_of,
+    segments_any,
 )
 from .cases import HIDDEN
 from .layout import NAME
@@ -112,10 +112,9 @@ class _Device(StepBatchDevice):
         at = rows.state_base + rows.local
         M = rows.per_row(np.asarray(z["M"], dtype=np.int64))
         moving = rows.per_row(mid & adv)
-        hb = owners(rows.B * H, a["draft_tokens"].device.type)  # each hidden element's case
-        bits = a["hidden_states"].view(torch.int32).long() & 0x7FFFFFFF
-        odd = (a["hidden_states"].view(torch.int32) == -(2**31)) | ((bits > 0) & (bits < 0x00800000))
-        odd_any = torch.zeros(len(b), dtype=torch.int64, device=bits.device).index_add_(0, hb, odd.long()).cpu().numpy() > 0
+        bits = a["hidden_states"].view(torch.int32)
+        magnitude = bits & 0x7FFFFFFF
+        odd_any = segments_any((bits == -(2**31)) | ((magnitude > 0) & (magnitude < 0x00800000)), rows.B * H)
         on = per_case_any(rows, {"position_clamped": moving & (a["positions"][at] + 1 > M - 1),
                                  "length_clamped": moving & (a["seq_lens"].long()[at] + 1 > M)})
         Bn = rows.B
