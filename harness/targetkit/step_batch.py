@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...oracles.host_copy import host_to
 from ..core.case import Case
 from .device import DeviceCase, DeviceTarget
 from .device_batch import DeviceBatch
@@ -47,7 +46,7 @@ class Rows:
 
     def per_row(self, values: np.ndarray) -> torch.Tensor:
         """A per-case host value, for each row (on the rows' device)."""
-        return host_to(np.asarray(values), self.cid.device)[self.cid]
+        return torch.as_tensor(np.asarray(values), device=self.cid.device)[self.cid]
 
 
 def draw_drafts(rng: np.random.Generator, k: int, least: int = 1) -> np.ndarray:
@@ -67,11 +66,11 @@ def rows_of(lengths: dict[str, list[int]], row_array: str, state_array: str | No
 
 def _rows(B: np.ndarray, R: np.ndarray, device: str) -> Rows:
     k = len(B)
-    Bt = host_to(B, device)
+    Bt = torch.as_tensor(B, device=device)
     cid = torch.repeat_interleave(torch.arange(k, device=device), Bt, output_size=int(B.sum()))
-    first = host_to(np.cumsum(B) - B, device)
+    first = torch.as_tensor(np.cumsum(B) - B, device=device)
     local = torch.arange(int(B.sum()), device=device) - first[cid]
-    state_base = host_to(np.cumsum(R) - R, device)[cid]
+    state_base = torch.as_tensor(np.cumsum(R) - R, device=device)[cid]
     return Rows(B, R, cid, local, state_base, torch.arange(int(B.sum()), device=device) + cid)
 
 
@@ -91,11 +90,11 @@ def state_rows(rows: Rows, gen: torch.Generator) -> torch.Tensor:
     """Each row's state row within its case (int64): per case, the first ``B`` of a random
     permutation of its ``R`` state rows (distinct)."""
     device = rows.cid.device
-    R = host_to(rows.R, device)
+    R = torch.as_tensor(rows.R, device=device)
     owner = torch.repeat_interleave(torch.arange(len(rows.R), device=device), R, output_size=int(rows.R.sum()))
     keys = owner.double() + torch.rand(owner.numel(), generator=gen, device=device, dtype=torch.float64)
     order = torch.argsort(keys)  # each case's state rows together, shuffled
-    base = host_to(np.cumsum(rows.R) - rows.R, device)
+    base = torch.as_tensor(np.cumsum(rows.R) - rows.R, device=device)
     return order[base[rows.cid] + rows.local] - rows.state_base
 
 
@@ -118,7 +117,7 @@ def cumulative(rows: Rows, counts: torch.Tensor) -> torch.Tensor:
     each case's from 0."""
     total = torch.cumsum(counts.long(), 0)
     base = total - counts.long()
-    first = host_to(np.cumsum(rows.B) - rows.B, counts.device)
+    first = torch.as_tensor(np.cumsum(rows.B) - rows.B, device=counts.device)
     starts = base[first.clamp(max=max(rows.n - 1, 0))] if rows.n else base
     out = torch.zeros(rows.n + len(rows.B), dtype=torch.int64, device=counts.device)
     out[rows.cu_at + 1] = total - starts[rows.cid]
@@ -136,7 +135,7 @@ def scheduled_counts(rng: np.random.Generator, gen: torch.Generator, rows: Rows,
 
     k = len(rows.B)
     lo, hi = np.asarray(queries)[rng.integers(0, len(queries), size=k)].T
-    M = host_to(np.where(rng.random(k) < 0.5, 4096, MAX_MODEL_LEN), rows.cid.device)
+    M = torch.as_tensor(np.where(rng.random(k) < 0.5, 4096, MAX_MODEL_LEN), device=rows.cid.device)
     qlen = chosen(gen, rows.per_row(lo), rows.per_row(hi), ends=1 / 32)
     owner = owners(rows.R, rows.cid.device.type)
     counts = chosen(gen, torch.zeros_like(owner), M[owner] - 1, ends=1 / 32)
@@ -153,7 +152,7 @@ def feature_sets(on: dict[str, np.ndarray], k: int) -> list[frozenset[str]]:
 
 def owners(counts: np.ndarray, device: str) -> torch.Tensor:
     """For cases of ``counts`` elements each (a host array), each element's case."""
-    return torch.repeat_interleave(torch.arange(len(counts), device=device), host_to(counts, device),
+    return torch.repeat_interleave(torch.arange(len(counts), device=device), torch.as_tensor(counts, device=device),
                                    output_size=int(np.sum(counts)))
 
 
@@ -178,7 +177,7 @@ def segments_any(flags: torch.Tensor, sizes: np.ndarray) -> np.ndarray:
         return np.zeros(sizes.size, dtype=bool)
     count = torch.cumsum(flags.reshape(-1), 0, dtype=torch.int32)
     ends = np.cumsum(sizes)
-    at = host_to(np.concatenate([ends - 1, ends - sizes - 1]).clip(min=0), flags.device)
+    at = torch.from_numpy(np.concatenate([ends - 1, ends - sizes - 1]).clip(min=0)).to(flags.device)
     read = count[at].cpu().numpy().astype(np.int64)
     before = np.where(ends - sizes > 0, read[sizes.size:], 0)
     return np.where(sizes > 0, read[: sizes.size] - before, 0) % (1 << 32) > 0
