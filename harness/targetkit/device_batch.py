@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -170,8 +171,9 @@ class BatchArenas:
             if st not in cursor:  # the buffer's first array: after a band as long as its largest (device.lead)
                 cursor[st] = -(-(lead(leads[st]) - GUARD) // u) * u
             rests = [tuple(sh[1:]) for sh in batch.shapes.get(n, [])]
-            pad = sum(math.lcm(u, math.prod(r)) for r in rests)  # the most the alignment adds
-            if (K and all(rests) and any(r != (1,) for r in rests) and 3 * len(set(rests)) < K  # a split, a view, a slice
+            kinds = Counter(rests)
+            pad = sum(math.lcm(u, math.prod(r)) * c for r, c in kinds.items())  # the most the alignment adds
+            if (K and all(kinds) and any(r != (1,) for r in kinds) and 3 * len(kinds) < K  # a split, a view, a slice
                     and pad <= max(K * GUARD, int(sz.sum()) // 8)):
                 self.rests[n] = rests
             groups = ([(np.arange(K), u)] if n not in self.rests else
