@@ -351,6 +351,29 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         expect=r"features\[j\] ==",
     ),
     HarnessMutant(
+        "oracle_device_next_token_first_valid",
+        "oracle-one",
+        (("oracles/tensor_ops.py", "    last = torch.where(valid, col, -1).amax(1) if width else",
+          "    last = torch.where(valid, col, width).amin(1) if width else"),),
+        ("tests/test_device.py::test_device_oracle_agrees_with_the_numpy_and_numba_oracles"
+         "[eagle_prepare_next_token_padded_kernel]",),
+        "the device's batched torch oracle of §3 takes a kept request's first valid id, not its last: every "
+        "device batch of several valid columns disagrees with the kernel",
+        expect=r"torch oracle",
+    ),
+    HarnessMutant(
+        "oracle_device_greedy_rows_one_apart",
+        "oracle-one",
+        (("harness/targets/rejection_greedy_sample_kernel/device.py",
+          "            tokens=int(e[\"d\"].sum()), out_start=e[\"out_start\"])",
+          "            tokens=int(e[\"d\"].sum()), out_start=None)"),),
+        ("tests/test_device.py::test_device_oracle_agrees_with_the_numpy_and_numba_oracles"
+         "[rejection_greedy_sample_kernel]",),
+        "the device's batched greedy oracle ignores each request's output start (steps laid end to end): "
+        "every request's writes land max_spec_len + 1 = 1 apart, in another case's rows",
+        expect=r"torch oracle",
+    ),
+    HarnessMutant(
         "generator_greedy_never_mixed",
         "generator",
         (("harness/targets/rejection_greedy_sample_kernel/cases.py", "        greedy=c.choice(GREEDY_MODES),",
