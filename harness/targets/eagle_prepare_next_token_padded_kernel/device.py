@@ -66,8 +66,8 @@ class NextTokenDevice(DeviceTarget):
     checked_on = "device"
     oracle_name = "torch oracle (oracles/tensor_ops.py)"
     batch = 256
-    """Cases per batch on a GPU: a case holds a few thousand ids (at most 4096 rows of 64), a
-    batch some 1.5M, its draw, oracle, buffers and features a few dozen torch operations."""
+    """Cases per batch on a GPU: a case holds some 18k elements (at most 4096 rows of 64 ids), a
+    batch some 4.5M, its draw, oracle, buffers and features a few dozen torch operations."""
 
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
                    share: float = 1.0) -> DeviceBatch:

@@ -41,8 +41,8 @@ class GreedyDevice(DeviceTarget):
     checked_on = "device"
     oracle_name = "torch oracle (oracles/tensor_ops.py)"
     batch = 256
-    """Cases per batch on a GPU: a step holds a few thousand drafts (at most 4096 requests of 16),
-    a batch some 2M elements, its draw, oracle, buffers and features a few dozen torch operations."""
+    """Cases per batch on a GPU: a step holds some 5k elements (at most 4096 requests of 16
+    drafts), a batch some 1.2M, its draw, oracle, buffers and features a few dozen torch operations."""
 
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int = MAX_REQUESTS,
                    share: float = 1.0) -> DeviceBatch:
