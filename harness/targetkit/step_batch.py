@@ -167,20 +167,31 @@ def per_case_sum(rows: Rows, values: dict[str, torch.Tensor]) -> dict[str, np.nd
     return {n: host[:, j] for j, n in enumerate(values)}
 
 
+def segment_counts(flags: torch.Tensor, sizes: np.ndarray) -> torch.Tensor:
+    """Per row of ``flags`` (``[m, N]``, bool) and per segment of its elements (consecutive,
+    ``sizes`` elements each, a host array), how many are set (``[m, segments]``, int32): one
+    running count over the rows laid end to end, read at each segment's end. No per-element
+    segment index and no atomics (``index_add_`` into a few hundred cases serialises on them),
+    and one flat scan (a scan along the inner axis of a few long rows runs one block a row on a
+    GPU: 86 ms for a dflash batch's on an H200). The running count is int32 (half the memory);
+    a difference of two stays exact modulo ``2**32``, and a segment holds far fewer elements."""
+    m, n = flags.shape
+    dev = flags.device
+    flat = torch.cumsum(flags.reshape(-1), 0, dtype=torch.int32)
+    ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
+    rows = torch.arange(m, device=dev)[:, None] * n
+    at = rows + torch.from_numpy(ends - 1).to(dev)
+    before = torch.where(rows > 0, flat[(rows - 1).clamp(min=0)], 0)  # each row's count before it
+    count = torch.where(at >= rows, flat[at.clamp(min=0)], before)  # an empty first segment: the row's start
+    return torch.diff(count, dim=1, prepend=before)
+
+
 def segments_any(flags: torch.Tensor, sizes: np.ndarray) -> np.ndarray:
     """Per segment of the flat bool ``flags`` (consecutive, ``sizes`` elements each, a host
-    array), whether any of its elements is set: one running count (int32: a difference of two
-    stays exact modulo ``2**32``, and a segment holds fewer elements) read at the segments' ends
-    and copied to the host at once; no per-element segment index, no atomics."""
-    sizes = np.asarray(sizes, dtype=np.int64)
+    array), whether any of its elements is set (:func:`segment_counts`, one copy to the host)."""
     if not flags.numel():
-        return np.zeros(sizes.size, dtype=bool)
-    count = torch.cumsum(flags.reshape(-1), 0, dtype=torch.int32)
-    ends = np.cumsum(sizes)
-    at = torch.from_numpy(np.concatenate([ends - 1, ends - sizes - 1]).clip(min=0)).to(flags.device)
-    read = count[at].cpu().numpy().astype(np.int64)
-    before = np.where(ends - sizes > 0, read[sizes.size:], 0)
-    return np.where(sizes > 0, read[: sizes.size] - before, 0) % (1 << 32) > 0
+        return np.zeros(len(sizes), dtype=bool)
+    return segment_counts(flags.reshape(1, -1), sizes)[0].cpu().numpy() != 0
 
 
 def per_case_any(rows: Rows, flags: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:

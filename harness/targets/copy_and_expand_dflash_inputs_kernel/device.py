@@ -33,7 +33,7 @@ from ...generation.strategies import (
 )
 from ...targetkit.device import DEVICE_SCALE, DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
-from ...targetkit.step_batch import chosen
+from ...targetkit.step_batch import chosen, segment_counts
 from .layout import COMMON_BLOCK_SIZES, MAX_SPEC_TOKENS, NAME, ODD_BLOCK_SIZES, VOCAB
 from .record import TARGET
 
@@ -219,23 +219,6 @@ def _requests(gen: torch.Generator, z: _Sizes, tour_at: np.ndarray, tour: np.nda
     return out
 
 
-def _segment_counts(flags: torch.Tensor, sizes: np.ndarray) -> torch.Tensor:
-    """Per row of ``flags`` (``[m, N]``, bool) and per segment of its elements (consecutive,
-    ``sizes[c] >= 1`` each), how many are set (``[m, segments]``): one running count over the
-    rows laid end to end (a flat scan: a scan along the inner axis of a few long rows runs one
-    block a row on a GPU, 86 ms for a batch's rows on an H200), read at each segment's end, where
-    ``index_add_`` into a few hundred cases would serialise on their atomics. The running count
-    is int32 (half the memory); a difference of two stays exact modulo ``2**32``, and a case
-    holds far fewer elements."""
-    m, n = flags.shape
-    flat = torch.cumsum(flags.reshape(-1), 0, dtype=torch.int32)
-    ends = torch.from_numpy(np.cumsum(sizes) - 1).to(flags.device)
-    rows = torch.arange(m, device=flags.device)[:, None] * n
-    count = flat[rows + ends]
-    before = torch.where(rows > 0, flat[(rows - 1).clamp(min=0)], 0)  # each row's count before it
-    return torch.diff(count, dim=1, prepend=before)
-
-
 class CopyAndExpandDflashDevice(DeviceTarget):
     name = NAME
     launch_names = TARGET.launch_names
@@ -407,7 +390,7 @@ class CopyAndExpandDflashDevice(DeviceTarget):
                                                 != torch.div(qpos - qk, bs_q, rounding_mode="floor")),
                                     torch.div(qslots, bs_q, rounding_mode="floor") > INT16_MAX,
                                     (qslots > INT32_MAX - (1 << 16)) & (qslots <= INT32_MAX)])
-            t, s = _segment_counts(per_token, T), _segment_counts(per_slot, R * Q)
+            t, s = segment_counts(per_token, T), segment_counts(per_slot, R * Q)
             flags[:, 7:] = torch.stack([t[0], t[1], s[0], t[2] + s[1], t[3] + s[2]], 1)
         got = (flags > 0).cpu().numpy()
         for j, f in enumerate(names):
