@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from .host_copy import host_to
+
 __all__ = ["copy_and_expand_eagle_inputs"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
@@ -84,15 +86,15 @@ def copy_and_expand_eagle_inputs(
     local = np.arange(R) - first[case]  # each request's index in its case
     if tokens is None:  # each case's qsl[R] - qsl[0], from the device
         ends = first + np.arange(C)
-        tok = (qsl[torch.from_numpy(ends + req).to(dev)] - qsl[torch.from_numpy(ends).to(dev)]).cpu().numpy()
+        tok = (qsl[host_to(ends + req, dev)] - qsl[host_to(ends, dev)]).cpu().numpy()
     else:
         tok = per_case(tokens)
     tok_off = np.cumsum(T) - T  # each case's first input token in the concatenation
     slots = tok + req * (P - s)
     out_off = np.cumsum(slots) - slots  # each case's first slot in the concatenation of its outputs
-    host = torch.from_numpy(np.stack([  # per request, one copy to the device
+    host = host_to(np.stack([  # per request, one copy to the device
         np.arange(R) + case, local * (P - s)[case], P[case], s[case], T[case] - 1, tok_off[case], out_off[case],
-        pad[case], par[case]])).to(dev)
+        pad[case], par[case]]), dev)
     at, r_ps, Pr, sr, last, toff, ooff, padr, parr = host
     qs, nqs, qe = qsl[at], qsl[at + 1], query_end_loc.long()
     nv = qe - qs + 1 - sr
@@ -418,11 +420,11 @@ def eagle_step_slot_mapping_metadata(
     bs_k, M_k = np.asarray(block_size, dtype=np.int64), np.asarray(max_model_len, dtype=np.int64)
     al = np.asarray(aliased, dtype=bool)
     n = int(Bn.sum())
-    case = torch.repeat_interleave(torch.arange(Bn.size, device=dev), torch.as_tensor(Bn, device=dev), output_size=n)
-    r = torch.arange(n, device=dev) - torch.as_tensor(np.cumsum(Bn) - Bn, device=dev)[case]
+    case = torch.repeat_interleave(torch.arange(Bn.size, device=dev), host_to(Bn, dev), output_size=n)
+    r = torch.arange(n, device=dev) - host_to(np.cumsum(Bn) - Bn, dev)[case]
 
     def per(values: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(values, device=dev)[case]
+        return host_to(values, dev)[case]
 
     bs, M, nb = per(bs_k), per(M_k), per(NBn)
     p = positions.long() + 1
@@ -435,17 +437,17 @@ def eagle_step_slot_mapping_metadata(
     seq = torch.where(exceeds, 1, torch.minimum(seq_lens.long() + 1, M)).to(torch.int32)
     # out_slot_mapping: each case's IB entries, its requests' first, then the padding
     slot_at = per(np.cumsum(IBn) - IBn) + r
-    pad_case, pad_j = _ragged(torch.as_tensor(IBn - Bn, device=dev), int((IBn - Bn).sum()))
-    pad_at = torch.as_tensor(np.cumsum(IBn) - IBn + Bn, device=dev)[pad_case] + pad_j
+    pad_case, pad_j = _ragged(host_to(IBn - Bn, dev), int((IBn - Bn).sum()))
+    pad_at = host_to(np.cumsum(IBn) - IBn + Bn, dev)[pad_case] + pad_j
     out: Writes = {
         "out_slot_mapping": (torch.cat([slot_at, pad_at]), torch.cat([slot, torch.full_like(pad_at, pad_id)])),
         "seq_lens": (torch.arange(n, device=dev), seq),
     }
-    first = torch.as_tensor(np.cumsum(Bn) - Bn, device=dev)
+    first = host_to(np.cumsum(Bn) - Bn, dev)
     sep, inplace = Bn * ~al, Bn * al
-    c, j = _ragged(torch.as_tensor(sep, device=dev), int(sep.sum()))  # the separate buffers' cases: theirs concatenated
-    out["out_clamped_positions"] = (torch.as_tensor(np.cumsum(sep) - sep, device=dev)[c] + j, clamped[first[c] + j])
-    c, j = _ragged(torch.as_tensor(inplace, device=dev), int(inplace.sum()))  # the aliased cases': into positions
+    c, j = _ragged(host_to(sep, dev), int(sep.sum()))  # the separate buffers' cases: theirs concatenated
+    out["out_clamped_positions"] = (host_to(np.cumsum(sep) - sep, dev)[c] + j, clamped[first[c] + j])
+    c, j = _ragged(host_to(inplace, dev), int(inplace.sum()))  # the aliased cases': into positions
     out["positions"] = (first[c] + j, clamped[first[c] + j])
     return out
 
@@ -495,10 +497,10 @@ def copy_and_expand_dflash_inputs(
     local = np.arange(R) - (np.cumsum(Rn) - Rn)[case]  # each request's index in its case
     ctx_out = np.cumsum(Tn + sp) - (Tn + sp)  # each case's first element of the context outputs
     query_out = np.cumsum(Rn * Qn + sp) - (Rn * Qn + sp)
-    host = torch.from_numpy(np.stack([
+    host = host_to(np.stack([
         np.arange(R) + case, local, (np.cumsum(Tn) - Tn)[case], Tn[case], (np.cumsum(Rn * Wn) - Rn * Wn)[case] + local * Wn[case],
         Wn[case], bsn[case], Qn[case], Kn[case], par[case], ctx_out[case], query_out[case] + local * Qn[case],
-        (np.cumsum(Rn * Kn) - Rn * Kn)[case] + local * Kn[case]])).to(dev)  # per request, one copy
+        (np.cumsum(Rn * Kn) - Rn * Kn)[case] + local * Kn[case]]), dev)  # per request, one copy
     at, lr, toff, Tr, row, Wr, bs, Qr, Kr, parr, cout, qout, kout = host
     qsl = query_start_loc.long()
     qs, nqs = qsl[at], qsl[at + 1]
@@ -558,21 +560,21 @@ def compute_new_slot_mapping(
     Rn, NBn = np.asarray(R, dtype=np.int64), np.asarray(NB, dtype=np.int64)
     bs_k, N_k, M_k = (np.asarray(x, dtype=np.int64) for x in (block_size, num_new_tokens, max_model_len))
     n = int(Rn.sum())
-    case = torch.repeat_interleave(torch.arange(Rn.size, device=dev), torch.as_tensor(Rn, device=dev), output_size=n)
-    r = torch.arange(n, device=dev) - torch.as_tensor(np.cumsum(Rn) - Rn, device=dev)[case]
+    case = torch.repeat_interleave(torch.arange(Rn.size, device=dev), host_to(Rn, dev), output_size=n)
+    r = torch.arange(n, device=dev) - host_to(np.cumsum(Rn) - Rn, dev)[case]
     qsl = query_start_loc.long()
     at = torch.arange(n, device=dev) + case  # request r's own entry of its case's [R + 1] segment
-    counts = qsl[at + 1] - qsl[at] + torch.as_tensor(N_k, device=dev)[case]
+    counts = qsl[at + 1] - qsl[at] + host_to(N_k, dev)[case]
     total = new_positions.numel()
     owner = torch.repeat_interleave(torch.arange(n, device=dev), counts, output_size=total)
 
     def per(values: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(values, device=dev)[case[owner]]
+        return host_to(values, dev)[case[owner]]
 
     bs, M = per(bs_k), per(M_k)
     p = new_positions.long()
     q = torch.minimum(p, M - 1)
-    row_at = torch.as_tensor(np.cumsum(Rn * NBn) - Rn * NBn, device=dev)[case] + r * torch.as_tensor(NBn, device=dev)[case]
+    row_at = host_to(np.cumsum(Rn * NBn) - Rn * NBn, dev)[case] + r * host_to(NBn, dev)[case]
     block = block_table.reshape(-1).long()[row_at[owner] + q // bs]
     slot = torch.where(is_rejected_token_mask.bool() | (p >= M), pad_id, block * bs + q % bs)
     return {"new_slot_mapping": (torch.arange(total, device=dev), slot)}
@@ -602,10 +604,10 @@ def update_num_computed_tokens_for_batch_change(
     dev = prev_positions.device
     nn, Pn, Mn = (np.asarray(x, dtype=np.int64) for x in (n, P, Mx))
     total = int(nn.sum())
-    case = torch.repeat_interleave(torch.arange(nn.size, device=dev), torch.as_tensor(nn, device=dev), output_size=total)
-    i = torch.arange(total, device=dev) - torch.as_tensor(np.cumsum(nn) - nn, device=dev)[case]
-    m_base = torch.as_tensor(np.cumsum(Mn) - Mn, device=dev)[case]
-    p_base = torch.as_tensor(np.cumsum(Pn) - Pn, device=dev)[case]
+    case = torch.repeat_interleave(torch.arange(nn.size, device=dev), host_to(nn, dev), output_size=total)
+    i = torch.arange(total, device=dev) - host_to(np.cumsum(nn) - nn, dev)[case]
+    m_base = host_to(np.cumsum(Mn) - Mn, dev)[case]
+    p_base = host_to(np.cumsum(Pn) - Pn, dev)[case]
     prev = prev_positions.long()
     g = prev.clamp(min=0)
     v = valid_sampled_token_count[p_base + g]
@@ -648,11 +650,11 @@ def eagle_prepare_next_token_padded(
     V = np.asarray(vocab_size, dtype=np.int64)
     n, width = int(R.sum()), int(S.max()) if S.size else 1
     case = np.repeat(np.arange(R.size), R)
-    per_row = torch.from_numpy(np.stack([S[case], V[case], np.repeat(np.cumsum(R * S) - R * S, R)
+    per_row = host_to(np.stack([S[case], V[case], np.repeat(np.cumsum(R * S) - R * S, R)
                                          + (np.arange(n) - np.repeat(np.cumsum(R) - R, R)) * S[case],
                                          np.repeat(np.cumsum(np.asarray(buffer_lengths, dtype=np.int64))
                                                    - np.asarray(buffer_lengths, dtype=np.int64), R)
-                                         + np.arange(n) - np.repeat(np.cumsum(R) - R, R)])).to(dev)  # one copy
+                                         + np.arange(n) - np.repeat(np.cumsum(R) - R, R)]), dev)  # one copy
     s_row, v_row, row_at, buf_at = per_row
     col = torch.arange(width, device=dev)
     inside = col < s_row[:, None]

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .host_copy import host_to
+
 __all__ = ["combine_sampled_and_draft_tokens", "compute_slot_mappings", "expand_idx_mapping", "flatten_sampled",
            "gather_block_tables", "gather_draft_sampled", "input_batch_prepare_prefill_inputs",
            "get_num_sampled_and_rejected", "post_update", "post_update_num_computed_tokens", "prepare_decode_inputs",
@@ -141,14 +143,14 @@ def expand_idx_mapping(*, idx_mapping: torch.Tensor, cu_num_logits: torch.Tensor
 def _places(counts: np.ndarray, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
     """For cases of ``counts`` elements (a host array): each element's case and its index in it."""
     total = int(counts.sum())
-    case = torch.repeat_interleave(torch.arange(len(counts), device=device), torch.as_tensor(counts, device=device),
+    case = torch.repeat_interleave(torch.arange(len(counts), device=device), host_to(counts, device),
                                    output_size=total)
-    return case, torch.arange(total, device=device) - torch.as_tensor(np.cumsum(counts) - counts, device=device)[case]
+    return case, torch.arange(total, device=device) - host_to(np.cumsum(counts) - counts, device)[case]
 
 
 def _per(case: torch.Tensor, values: np.ndarray) -> torch.Tensor:
     """A per-case host value (``values[k]``), for each element of ``case`` (each one's case)."""
-    return torch.as_tensor(np.asarray(values), device=case.device)[case]
+    return host_to(np.asarray(values), case.device)[case]
 
 
 def _base(counts: np.ndarray) -> np.ndarray:
@@ -250,11 +252,10 @@ def prepare_pos_seq_lens(*, idx_mapping: torch.Tensor, query_start_loc: torch.Te
     dev = idx_mapping.device
     Bn, Rn, Tn = (np.asarray(x, dtype=np.int64) for x in (B, R, T))
     n, total = int(Bn.sum()), int(Tn.sum())
-    rc = torch.repeat_interleave(torch.as_tensor(Bn, device=dev), output_size=n)  # each row's case
+    rc = torch.repeat_interleave(host_to(Bn, dev), output_size=n)  # each row's case
     ar = torch.arange(n, device=dev)
     # per case: where its state rows start, where its tokens start, its state rows' start less its rows'
-    state_base, token_base, pad_shift = torch.as_tensor(np.stack([_base(Rn), _base(Tn), _base(Rn) - _base(Bn)]),
-                                                        device=dev)[:, rc]
+    state_base, token_base, pad_shift = host_to(np.stack([_base(Rn), _base(Tn), _base(Rn) - _base(Bn)]), dev)[:, rc]
     at = ar + rc  # the row's entry of its case's query_start_loc
     q = query_start_loc.long()
     qs = q[at]
@@ -349,7 +350,7 @@ def target_dependent_ar_prepare_prefill_inputs(
     row = (_per(sc, _base(Bn)) + j).clamp(max=max(rc.numel() - 1, 0))
     qc, jq = _places(Rn + 1, dev)
     rowq = (_per(qc, _base(Bn)) + jq).clamp(max=max(rc.numel() - 1, 0))
-    end = qsl[torch.as_tensor(np.cumsum(Bn + 1) - 1, device=dev)]  # each case's qe_{B-1}
+    end = qsl[host_to(np.cumsum(Bn + 1) - 1, dev)]  # each case's qe_{B-1}
     return {
         "draft_input_ids": (t, _int32(ids)),
         "draft_positions": (t, target_positions.long()[t]),
@@ -479,10 +480,10 @@ def compute_slot_mappings(*, idx_mapping: torch.Tensor, query_start_loc: torch.T
     qlen = q[at + 1] - q[at]
     token_row = torch.repeat_interleave(torch.arange(rc.numel(), device=dev), qlen, output_size=int(Tn.sum()))
     ec, e = _places(G * Mn, dev)  # every slot of every case
-    M = torch.as_tensor(Mn, device=dev)[ec]
+    M = host_to(Mn, dev)[ec]
     g, t = e // M, e % M
-    inside = t < torch.as_tensor(Tn, device=dev)[ec]
-    tg = (torch.as_tensor(np.cumsum(Tn) - Tn, device=dev)[ec] + t).clamp(max=max(int(Tn.sum()) - 1, 0))
+    inside = t < host_to(Tn, dev)[ec]
+    tg = (host_to(np.cumsum(Tn) - Tn, dev)[ec] + t).clamp(max=max(int(Tn.sum()) - 1, 0))
     row = token_row[tg] if token_row.numel() else torch.zeros_like(tg)
     s = idx_mapping.long()[row] if row.numel() else row
     real = inside & (s >= 0)
@@ -491,11 +492,11 @@ def compute_slot_mappings(*, idx_mapping: torch.Tensor, query_start_loc: torch.T
     bs = block_sizes.long()[at_g]
     enabled = slot_mapping_enabled[at_g].bool()
     sharded = dcp_sharded[at_g].bool()
-    C = torch.as_tensor(CPn, device=dev)[ec]
-    I = torch.as_tensor(IL, device=dev)[ec]  # noqa: E741 - the contract's name
+    C = host_to(CPn, dev)[ec]
+    I = host_to(IL, dev)[ec]  # noqa: E741 - the contract's name
     V = bs * C
     vo = p % V
-    local_rank = (vo // I) % C == torch.as_tensor(rank, device=dev)[ec]
+    local_rank = (vo // I) % C == host_to(rank, dev)[ec]
     lp_sh = (p // V) * bs + (vo // (I * C)) * I + vo % I
     shard = (C > 1) & sharded
     lp = torch.where(shard, lp_sh, p)
@@ -506,8 +507,8 @@ def compute_slot_mappings(*, idx_mapping: torch.Tensor, query_start_loc: torch.T
     Wn = np.asarray(W, dtype=np.int64).reshape(len(Bn), G)
     for h in range(G):  # each group's table: its cases' tables concatenated
         mine = read & (g == h)
-        base = torch.as_tensor(np.cumsum(Rn * Wn[:, h]) - Rn * Wn[:, h], device=dev)[ec]
-        width = torch.as_tensor(Wn[:, h], device=dev)[ec]
+        base = host_to(np.cumsum(Rn * Wn[:, h]) - Rn * Wn[:, h], dev)[ec]
+        width = host_to(Wn[:, h], dev)[ec]
         where = torch.where(mine, base + s.clamp(min=0) * width + col, 0)
         bn = torch.where(mine, tables[h].reshape(-1).long()[where], bn)
     slot = _int32(bn * bs).long() + lp % bs

@@ -1091,3 +1091,35 @@ def test_a_run_of_examples_with_one_batch_at_least_checks_the_batches_of_a_run_w
         stats = device_fuzz_target(name, impls, backend.device, examples=2 * k, seed=0, shrink=False, min_batches=min_batches,
                                    cross_check_share=0.0)
         assert asked == want and stats.examples == 2 * k
+
+
+def test_host_copies_queued_behind_a_busy_device_keep_their_values(needs):
+    """:func:`~eaglefuzz.oracles.host_copy.host_to` on a GPU: arrays of every dtype the draws
+    send, through both halves of the staging buffer several times while the device is still
+    busy with earlier work, each changed on the host right after its call, arrive as they were
+    at the call (same values, dtype and shape); an array past the staging limit and an empty
+    one too."""
+    needs.gpu("the pinned staging buffer")
+    import torch
+
+    from eaglefuzz.oracles import host_copy
+
+    rng = np.random.default_rng(7)
+    sizes = [0, 1, 3, 255, 4097, 1 << 16, (1 << 20) + 5, host_copy.STAGED_LIMIT // 8 + 1]
+    dtypes = [np.int32, np.int64, np.float32, np.float64, np.bool_, np.uint8]
+    arrays, total = [], 0
+    while total < 5 * host_copy.HALF:
+        n = int(rng.choice(sizes))
+        a = rng.integers(1, 200, n).astype(dtypes[int(rng.integers(len(dtypes)))])
+        arrays.append(a.reshape(-1, 1) if n % 2 else a)
+        total += a.nbytes
+    sent = [a.copy() for a in arrays]
+    torch.cuda._sleep(2_000_000_000)  # the stream busy for a second or so: the copies queue behind it
+    copies = []
+    for a in arrays:
+        copies.append(host_copy.host_to(a, "cuda"))
+        a[...] = 0  # the host changes it at once
+    for want, got in zip(sent, copies, strict=True):
+        assert got.device.type == "cuda" and tuple(got.shape) == want.shape
+        assert got.dtype == torch.from_numpy(want).dtype
+        assert np.array_equal(got.cpu().numpy(), want)

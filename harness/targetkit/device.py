@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...oracles.host_copy import host_to
 from ..core.case import Case
 from ..generation.strategies import Scale
 from .device_draws import to_device
@@ -591,7 +592,7 @@ class HostArenas:
 
     def upload(self, device: str) -> dict[str, torch.Tensor]:
         """The buffers on ``device``, one copy per dtype; the views of every array there."""
-        self.on_device = {s: torch.from_numpy(b).to(device) for s, b in self.full.items()}
+        self.on_device = {s: host_to(b, device) for s, b in self.full.items()}
         views = {}
         for n, dt in self.dtypes.items():
             d = self.on_device[_storage(dt)][self.offset[n] : self.offset[n] + self.sizes[n]]

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...oracles.host_copy import host_to
 from .device import (
     _NUMPY_OF,
     _SENTINEL,
@@ -191,8 +192,8 @@ class BatchArenas:
         self.bounds: dict[str, torch.Tensor] = {}
         for n in dtypes:
             start = np.concatenate([[0], np.cumsum(sizes[n])])
-            self.bounds[n] = torch.from_numpy(start[1:-1].astype(np.int64)).to(device)
-            self.shift[n] = torch.from_numpy(self.offset[n] - start[:-1]).to(device)
+            self.bounds[n] = host_to(start[1:-1].astype(np.int64), device)
+            self.shift[n] = host_to(self.offset[n] - start[:-1], device)
         for n, t in batch.cat.items():
             buf = self.full[_storage(dtypes[n])]
             buf[self._place(n, torch.arange(t.numel(), device=device))] = _bits(t.reshape(-1), dtypes[n]) if dtypes[n] != torch.bool else t.reshape(-1).to(torch.uint8)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...oracles.host_copy import host_to
 from ..core.lazy import lazy_full, written_runs
 from .scale import flat_limit, scaled_vocab
 
@@ -113,7 +114,7 @@ def topk_table(rng: np.random.Generator, gen: torch.Generator, rows: int, V: int
     (0.01) to peaked (20)."""
     k = min(int(rng.choice(SUPPORTS)), V)
     start = torch.randint(0, V, (rows, 1), generator=gen, device=device)
-    stride = torch.as_tensor(STRIDES, device=device)[torch.randint(0, len(STRIDES), (rows, 1), generator=gen, device=device)]
+    stride = host_to(STRIDES, device)[torch.randint(0, len(STRIDES), (rows, 1), generator=gen, device=device)]
     support = ((start + torch.arange(k, device=device) * stride) % V).sort(dim=1).values
     kept = torch.randn((rows, k), generator=gen, device=device) * float(rng.choice([0.01, 1.0, 5.0, 20.0]))
     table = torch.zeros((rows, V), dtype=torch.float32, device=device)
@@ -145,7 +146,7 @@ def pad_drafts(rng: np.random.Generator, ids: torch.Tensor, step: Step) -> torch
     pad = pad_mask(rng, step)
     if not pad.any():
         return ids
-    return torch.where(torch.from_numpy(pad).to(ids.device), torch.full_like(ids, -1), ids)
+    return torch.where(host_to(pad, ids.device), torch.full_like(ids, -1), ids)
 
 
 def greedy_mask(rng: np.random.Generator, B: int) -> np.ndarray:  # noqa: N803
@@ -369,12 +370,12 @@ def pad_from(rng: np.random.Generator, s: Steps) -> np.ndarray:
 def token_index(s: Steps, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """On ``device``, for every draft token of ``s``'s steps (concatenated): its request (in
     ``s.d``), its index in the request, and its index in its step (its row of the tables)."""
-    d = torch.from_numpy(s.d).to(device)
+    d = host_to(s.d, device)
     n = int(s.d.sum())
     req = torch.repeat_interleave(torch.arange(s.d.size, device=device), d, output_size=n)
     first = torch.cumsum(d, 0) - d
     at = torch.arange(n, device=device)
-    step_first = torch.from_numpy(np.repeat(np.cumsum(s.B) - s.B, s.B)).to(device)  # each request's step's first request
+    step_first = host_to(np.repeat(np.cumsum(s.B) - s.B, s.B), device)  # each request's step's first request
     return req, at - first[req], at - first[step_first][req]
 
 

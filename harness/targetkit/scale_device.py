@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...oracles.host_copy import host_to
 from ..core.case import Case
 from .base import Outcome
 from .device import _TORCH, RecordDevice
@@ -41,7 +42,7 @@ class ScaleRun:
         self.in_place = in_place
         self.tables = {n: DeviceTable(a[n], device) for n in table_names if n in a}
         names = [n for n in a if n not in self.tables] if small is None else [n for n in small if n in a]
-        self.small = {n: torch.from_numpy(np.ascontiguousarray(a[n])).to(device) for n in names}
+        self.small = {n: host_to(np.ascontiguousarray(a[n]), device) for n in names}
         self.outs = {n: DeviceOutput(tuple(shape), _TORCH[np.dtype(dt)], device) for n, (dt, shape) in specs.items()}
         self.views: dict[str, Any] = dict.fromkeys(table_names)
         self.views |= {n: t.clone() for n, t in self.small.items()} | {n: t.view for n, t in self.tables.items()}

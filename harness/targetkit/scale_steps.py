@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from ...oracles import tensor_ops_v2
+from ...oracles.host_copy import host_to
 from .device_draws import scale_vocab
 from .runner_v2_verify import STATS, STATS_BLOCK, WITH_LOGPROBS
 from .scale import flat_limit
@@ -239,32 +240,32 @@ def scale_rows(epoch: ScaleEpoch, tails: ScaleTails, device: str) -> ScaleRows:
     counts = tails.requests(epoch)
     n, B = tails.n(epoch), tails.B(epoch)
     state = tails.idx_mapping(epoch)
-    ct = torch.as_tensor(counts, device=device)
+    ct = host_to(counts, device)
     N = int(counts.sum())
     req = torch.repeat_interleave(torch.arange(counts.size, device=device), ct, output_size=N)
     first = torch.cumsum(ct, 0) - ct
     elp = torch.arange(N, device=device) - first[req]
     bonus = elp == (ct - 1)[req]
-    cid = torch.repeat_interleave(torch.arange(n.size, device=device), torch.as_tensor(n, device=device), output_size=N)
-    return ScaleRows(torch.as_tensor(state, device=device)[req], elp.to(torch.int32), bonus, cid, n, B,
-                     torch.as_tensor(tails.temperatures(epoch), device=device))
+    cid = torch.repeat_interleave(torch.arange(n.size, device=device), host_to(n, device), output_size=N)
+    return ScaleRows(host_to(state, device)[req], elp.to(torch.int32), bonus, cid, n, B,
+                     host_to(tails.temperatures(epoch), device))
 
 
 def tail_rows(n: np.ndarray, F: int, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # noqa: N803
     """The rows past the filler of steps of ``n`` rows each (``F`` the filler's): per such row
     its step, its row within its step, and its place among every step's rows concatenated."""
     tail = np.asarray(n, dtype=np.int64) - F
-    cid = torch.repeat_interleave(torch.arange(tail.size, device=device), torch.as_tensor(tail, device=device),
+    cid = torch.repeat_interleave(torch.arange(tail.size, device=device), host_to(tail, device),
                                   output_size=int(tail.sum()))
-    local = F + torch.arange(int(tail.sum()), device=device) - torch.as_tensor(np.cumsum(tail) - tail, device=device)[cid]
-    at = torch.as_tensor(np.cumsum(n) - n, device=device)[cid] + local
+    local = F + torch.arange(int(tail.sum()), device=device) - host_to(np.cumsum(tail) - tail, device)[cid]
+    at = host_to(np.cumsum(n) - n, device)[cid] + local
     return cid, local, at
 
 
 def tiled(per_case: torch.Tensor, starts: np.ndarray) -> torch.Tensor:
     """Flat indices ``per_case`` of one step's output, for every step whose output starts at
     ``starts`` (the steps' outputs concatenated): ``[k * len(per_case)]``."""
-    return (torch.as_tensor(starts, device=per_case.device)[:, None] + per_case[None, :]).reshape(-1)
+    return (host_to(starts, per_case.device)[:, None] + per_case[None, :]).reshape(-1)
 
 
 # -- a chain kernel's tails: drafts and §30's statistics (block verification's stages) ----------
@@ -291,7 +292,7 @@ def tail_drafts(rng: np.random.Generator, gen: torch.Generator, epoch: ScaleEpoc
     fav = torch.where(torch.isfinite(live), live, float("-inf")).argmax(1)[local - F]
     take = (torch.rand(T, generator=gen, device=device) < 0.5) & (elp > 0)
     tok = torch.where(take, torch.cat([fav.new_zeros(1), fav[:-1]]), tok)
-    refused = torch.as_tensor(rng.random(k) < 0.3, device=device)[cid]
+    refused = host_to(rng.random(k) < 0.3, device)[cid]
     minus = refused & (torch.rand(T, generator=gen, device=device) < 0.25) & (elp > 0)
     if real is not None:
         keep = torch.zeros(N, dtype=torch.bool, device=device)
@@ -400,7 +401,7 @@ def tail_stats(epoch: ScaleEpoch, rows: ScaleRows, filler: dict[str, torch.Tenso
     n, B = rows.n, rows.B
     cid, local, at = tail_rows(n, epoch.F, device)
     state = rows.eidx[at]
-    t = rows.temperature[torch.as_tensor(np.cumsum(B) - B, device=device)[cid] + state]
+    t = rows.temperature[host_to(np.cumsum(B) - B, device)[cid] + state]
     res, inverse = distinct_stats(epoch, local, t, rows.bonus[at], state, rows.elp[at].long())
     for x, out in filler.items():
         w, v, _ = res[x]
@@ -552,7 +553,7 @@ def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoc
     head = elp == 0
     treq = torch.cumsum(head.long(), 0) - 1
     Rt = int(head.sum())
-    state_base = torch.as_tensor(np.cumsum(B) - B, device=device)
+    state_base = host_to(np.cumsum(B) - B, device)
     eidx = r.eidx[at]
     gstate = torch.zeros(Rt, dtype=torch.int64, device=device)
     gstate[treq] = state_base[cid] + eidx  # each tail request's state row in the batch

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...oracles.host_copy import host_to
 from ..core.case import Case
 from .device import DeviceCase, DeviceTarget
 from .device_batch import DeviceBatch
@@ -46,7 +47,7 @@ class Rows:
 
     def per_row(self, values: np.ndarray) -> torch.Tensor:
         """A per-case host value, for each row (on the rows' device)."""
-        return torch.as_tensor(np.asarray(values), device=self.cid.device)[self.cid]
+        return host_to(np.asarray(values), self.cid.device)[self.cid]
 
 
 def draw_drafts(rng: np.random.Generator, k: int, least: int = 1) -> np.ndarray:
@@ -66,11 +67,11 @@ def rows_of(lengths: dict[str, list[int]], row_array: str, state_array: str | No
 
 def _rows(B: np.ndarray, R: np.ndarray, device: str) -> Rows:
     k = len(B)
-    Bt = torch.as_tensor(B, device=device)
+    Bt = host_to(B, device)
     cid = torch.repeat_interleave(torch.arange(k, device=device), Bt, output_size=int(B.sum()))
-    first = torch.as_tensor(np.cumsum(B) - B, device=device)
+    first = host_to(np.cumsum(B) - B, device)
     local = torch.arange(int(B.sum()), device=device) - first[cid]
-    state_base = torch.as_tensor(np.cumsum(R) - R, device=device)[cid]
+    state_base = host_to(np.cumsum(R) - R, device)[cid]
     return Rows(B, R, cid, local, state_base, torch.arange(int(B.sum()), device=device) + cid)
 
 
@@ -90,11 +91,11 @@ def state_rows(rows: Rows, gen: torch.Generator) -> torch.Tensor:
     """Each row's state row within its case (int64): per case, the first ``B`` of a random
     permutation of its ``R`` state rows (distinct)."""
     device = rows.cid.device
-    R = torch.as_tensor(rows.R, device=device)
+    R = host_to(rows.R, device)
     owner = torch.repeat_interleave(torch.arange(len(rows.R), device=device), R, output_size=int(rows.R.sum()))
     keys = owner.double() + torch.rand(owner.numel(), generator=gen, device=device, dtype=torch.float64)
     order = torch.argsort(keys)  # each case's state rows together, shuffled
-    base = torch.as_tensor(np.cumsum(rows.R) - rows.R, device=device)
+    base = host_to(np.cumsum(rows.R) - rows.R, device)
     return order[base[rows.cid] + rows.local] - rows.state_base
 
 
@@ -117,7 +118,7 @@ def cumulative(rows: Rows, counts: torch.Tensor) -> torch.Tensor:
     each case's from 0."""
     total = torch.cumsum(counts.long(), 0)
     base = total - counts.long()
-    first = torch.as_tensor(np.cumsum(rows.B) - rows.B, device=counts.device)
+    first = host_to(np.cumsum(rows.B) - rows.B, counts.device)
     starts = base[first.clamp(max=max(rows.n - 1, 0))] if rows.n else base
     out = torch.zeros(rows.n + len(rows.B), dtype=torch.int64, device=counts.device)
     out[rows.cu_at + 1] = total - starts[rows.cid]
@@ -135,7 +136,7 @@ def scheduled_counts(rng: np.random.Generator, gen: torch.Generator, rows: Rows,
 
     k = len(rows.B)
     lo, hi = np.asarray(queries)[rng.integers(0, len(queries), size=k)].T
-    M = torch.as_tensor(np.where(rng.random(k) < 0.5, 4096, MAX_MODEL_LEN), device=rows.cid.device)
+    M = host_to(np.where(rng.random(k) < 0.5, 4096, MAX_MODEL_LEN), rows.cid.device)
     qlen = chosen(gen, rows.per_row(lo), rows.per_row(hi), ends=1 / 32)
     owner = owners(rows.R, rows.cid.device.type)
     counts = chosen(gen, torch.zeros_like(owner), M[owner] - 1, ends=1 / 32)
@@ -152,7 +153,7 @@ def feature_sets(on: dict[str, np.ndarray], k: int) -> list[frozenset[str]]:
 
 def owners(counts: np.ndarray, device: str) -> torch.Tensor:
     """For cases of ``counts`` elements each (a host array), each element's case."""
-    return torch.repeat_interleave(torch.arange(len(counts), device=device), torch.as_tensor(counts, device=device),
+    return torch.repeat_interleave(torch.arange(len(counts), device=device), host_to(counts, device),
                                    output_size=int(np.sum(counts)))
 
 
@@ -180,7 +181,7 @@ def segment_counts(flags: torch.Tensor, sizes: np.ndarray) -> torch.Tensor:
     flat = torch.cumsum(flags.reshape(-1), 0, dtype=torch.int32)
     ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
     rows = torch.arange(m, device=dev)[:, None] * n
-    at = rows + torch.from_numpy(ends - 1).to(dev)
+    at = rows + host_to(ends - 1, dev)
     before = torch.where(rows > 0, flat[(rows - 1).clamp(min=0)], 0)  # each row's count before it
     count = torch.where(at >= rows, flat[at.clamp(min=0)], before)  # an empty first segment: the row's start
     return torch.diff(count, dim=1, prepend=before)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...oracles.host_copy import host_to
 from ..core.case import Case
 from .device import DeviceCase, DeviceTarget
 from .device_batch import DeviceBatch
@@ -99,8 +100,8 @@ class Steps:
         rows' alone."""
         assert self.draft_logits is not None and self.Vd is not None
         dev = self.eidx.device
-        K = torch.as_tensor(self.K, device=dev)[self.rows.cid]
-        base = torch.as_tensor(np.cumsum(self.req.R * self.K) - self.req.R * self.K, device=dev)[self.rows.cid]
+        K = host_to(self.K, dev)[self.rows.cid]
+        base = host_to(np.cumsum(self.req.R * self.K) - self.req.R * self.K, dev)[self.rows.cid]
         at = base + self.eidx * K + torch.minimum(self.elp.long(), K - 1)
         return self.draft_logits.view(-1, self.Vd)[at if rows is None else at[rows]]
 
@@ -252,7 +253,7 @@ def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
     u = torch.rand((2, int(R.sum())), generator=gen, device=device)
     pick = torch.tensor([0.3, 0.7, 1.0, 1.3], device=device)[torch.randint(0, 4, (int(R.sum()),), generator=gen, device=device)]
     temperature = torch.where(u[0] < 0.5, pick, torch.ones_like(pick)).to(torch.float32)
-    share = torch.as_tensor(np.asarray(greedy)[rng.integers(0, len(greedy), size=k)], device=device)
+    share = host_to(np.asarray(greedy)[rng.integers(0, len(greedy), size=k)], device)
     greedy_req = torch.rand(req.n, generator=gen, device=device) < share[req.cid]
     temperature[(req.state_base + s)[greedy_req]] = 0.0
     del state_owner, u
@@ -263,8 +264,8 @@ def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
         tl = _sparse(gen, N, Vt, Vk, greedy_row, device)
     else:
         tl = _logits(gen, N, Vt, style, device)
-        masked_case = torch.as_tensor(rng.random(k) < 0.4, device=device)[rows.cid]
-        rate = torch.as_tensor(np.asarray([0.3, 0.9])[rng.integers(0, 2, size=k)], device=device)[rows.cid]
+        masked_case = host_to(rng.random(k) < 0.4, device)[rows.cid]
+        rate = host_to(np.asarray([0.3, 0.9])[rng.integers(0, 2, size=k)], device)[rows.cid]
         masked = torch.rand((N, Vt), generator=gen, device=device) < rate[:, None]
         keep = torch.randint(0, max(Vk, 1), (N,), generator=gen, device=device)
         masked[torch.arange(N, device=device), keep] = False
@@ -280,7 +281,7 @@ def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
     take = (torch.rand(N, generator=gen, device=device) < 0.5) & (elp > 0)
     prev = torch.cat([fav.new_zeros(1), fav[:-1]]) if N else fav
     ds = torch.where(take, prev, ds)
-    refused = torch.as_tensor(rng.random(k) < 0.3, device=device)[rows.cid]
+    refused = host_to(rng.random(k) < 0.3, device)[rows.cid]
     ds = torch.where(refused & (torch.rand(N, generator=gen, device=device) < 0.25) & (elp > 0), -1, ds)
     if kind == "large_vocab":  # compact rows: the favourite or any finite nonzero logit of the row before
         live = torch.isfinite(tl[:, :Vk]) & (tl[:, :Vk] != 0)
@@ -352,8 +353,8 @@ def _drafts(gen: torch.Generator, tl: torch.Tensor, req: Rows, s: torch.Tensor, 
     else:
         rows = torch.where(mode < 0.5, near, torch.where(mode < 0.85, other, fin * T)) if same else (
             torch.where(mode < 0.5, near, other))
-    Kt = torch.as_tensor(K, device=device)[req.cid[r]]
-    start = torch.as_tensor(np.cumsum(R * K * Vd) - R * K * Vd, device=device)[req.cid[r]]
+    Kt = host_to(K, device)[req.cid[r]]
+    start = host_to(np.cumsum(R * K * Vd) - R * K * Vd, device)[req.cid[r]]
     at = start + (s[r] * Kt + elp[j].long()) * Vd
     dl.view(-1)[at[:, None] + torch.arange(Vd, device=device)] = bf16(rows)
     return dl
@@ -399,7 +400,7 @@ def row_flags(b: DeviceBatch) -> tuple[Rows, torch.Tensor, torch.Tensor, torch.T
     N = int(n.sum())
     last = torch.zeros(N, dtype=torch.bool, device=dev)
     if N:
-        last[torch.as_tensor(np.cumsum(n) - 1, device=dev)] = True
+        last[host_to(np.cumsum(n) - 1, dev)] = True
     nxt = torch.cat([elp[1:], elp.new_zeros(1)]) if N else elp
     return rows, eidx, elp, last | (nxt == 0), a["temperature"][rows.state_base + eidx]
 
@@ -417,9 +418,9 @@ def step_rows(b: DeviceBatch) -> StepRows:
     if "draft_logits" in a:
         Vd = b.shapes["draft_logits"][0][2]
         V = min(Vt, Vd)
-        K = torch.as_tensor([shape[1] for shape in b.shapes["draft_logits"]], device=dev)[rows.cid]
+        K = host_to([shape[1] for shape in b.shapes["draft_logits"]], dev)[rows.cid]
         sizes = np.asarray(b.lengths["draft_logits"], dtype=np.int64) // Vd
-        base = torch.as_tensor(np.cumsum(sizes) - sizes, device=dev)[rows.cid]
+        base = host_to(np.cumsum(sizes) - sizes, dev)[rows.cid]
         at = base + eidx * K + torch.minimum(elp, K - 1)
         caches = a["draft_logits"].view(-1, Vd)
     return StepRows(a["target_logits"].view(-1, Vt), rows.cid, eidx, elp, bonus, t == 0, t, at, caches, V)

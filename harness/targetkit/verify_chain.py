@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ...oracles import tensor_ops_v2
+from ...oracles.host_copy import host_to
 from .device_batch import DeviceBatch, laid_out
 from .runner_v2_verify import SAMPLE_BLOCK, STATS, STATS_BLOCK, VOCABS
 from .step_batch import owners
@@ -57,8 +58,8 @@ def draft_first(st: Steps) -> torch.Tensor:
     """Per request, the row of its first step in the batch's drafter's caches viewed ``[-1,
     Vd]`` (each case's ``[R, K, Vd]``, concatenated)."""
     dev = st.eidx.device
-    base = torch.as_tensor(np.cumsum(st.req.R * st.K) - st.req.R * st.K, device=dev)[st.req.cid]
-    return base + st.idx_mapping * torch.as_tensor(st.K, device=dev)[st.req.cid]
+    base = host_to(np.cumsum(st.req.R * st.K) - st.req.R * st.K, dev)[st.req.cid]
+    return base + st.idx_mapping * host_to(st.K, dev)[st.req.cid]
 
 
 def cu_global(st: Steps) -> torch.Tensor:
@@ -214,21 +215,21 @@ def batch_requests(b: DeviceBatch, rows: str = "draft_sampled") -> BatchRequests
     R = np.asarray(b.lengths["temperature"], dtype=np.int64)
     cu = a["cu_num_logits"].long()
     head = torch.zeros(cu.numel(), dtype=torch.bool, device=dev)
-    head[torch.as_tensor(np.cumsum(B + 1) - (B + 1), device=dev)] = True
+    head[host_to(np.cumsum(B + 1) - (B + 1), dev)] = True
     rcid = owners(B, dev.type)
-    ends = cu[~head] + torch.as_tensor(np.cumsum(n) - n, device=dev)[rcid]
+    ends = cu[~head] + host_to(np.cumsum(n) - n, dev)[rcid]
     cu_g = torch.cat([ends.new_zeros(1), ends])
     N = int(n.sum())
     idx = a["idx_mapping"].long() if "idx_mapping" in a else a["expanded_idx_mapping"].long()[cu_g[:-1].clamp(max=max(N - 1, 0))]
-    state = idx + torch.as_tensor(np.cumsum(R) - R, device=dev)[rcid]
+    state = idx + host_to(np.cumsum(R) - R, dev)[rcid]
     first = None
     Vt = b.shapes["target_logits"][0][1] if "target_logits" in b.shapes else 0
     V = Vt
     if "draft_logits" in a:
         K = np.asarray([s[1] for s in b.shapes["draft_logits"]], dtype=np.int64)
         V = min(Vt, b.shapes["draft_logits"][0][2])
-        base = torch.as_tensor(np.cumsum(R * K) - R * K, device=dev)[rcid]
-        first = base + idx * torch.as_tensor(K, device=dev)[rcid]
+        base = host_to(np.cumsum(R * K) - R * K, dev)[rcid]
+        first = base + idx * host_to(K, dev)[rcid]
     req = torch.repeat_interleave(torch.arange(int(B.sum()), device=dev), cu_g[1:] - cu_g[:-1], output_size=N)
     elp = torch.arange(N, device=dev) - cu_g[req]
     return BatchRequests(cu_g, state, first, owners(n, dev.type), req, elp, V)
@@ -272,17 +273,17 @@ def rejection_of(b: DeviceBatch, method: str | None = None, q: BatchRequests | N
     B = np.asarray(b.lengths["idx_mapping"], dtype=np.int64)
     rcid = owners(B, dev.type)
     Kc = np.asarray([int(s["num_speculative_steps"]) for s in b.scalars], dtype=np.int64)
-    Kr = torch.as_tensor(Kc, device=dev)[rcid]
+    Kr = host_to(Kc, dev)[rcid]
     own = method_of(b)
     method = own if method is None else method
     rates = fly = None
     if method == "synthetic":
-        base = torch.as_tensor(np.cumsum(Kc) - Kc, device=dev)[rcid]
+        base = host_to(np.cumsum(Kc) - Kc, dev)[rcid]
         at = base[:, None] + torch.minimum(torch.arange(int(Kc.max()), device=dev)[None, :], Kr[:, None] - 1)
         rates = a["synthetic_conditional_rates"][at]
     if method == "fly":
-        fly = (torch.as_tensor(np.asarray([s["fly_entropy_threshold"] for s in b.scalars], np.float32), device=dev)[rcid],
-               torch.as_tensor(np.asarray([s["fly_window_size"] for s in b.scalars], np.int64), device=dev)[rcid])
+        fly = (host_to(np.asarray([s["fly_entropy_threshold"] for s in b.scalars], np.float32), dev)[rcid],
+               host_to(np.asarray([s["fly_window_size"] for s in b.scalars], np.int64), dev)[rcid])
     dl = a.get("draft_logits")
     Vd = b.shapes["draft_logits"][0][2] if dl is not None else 1
     res = tensor_ops_v2.rejection_steps(
@@ -478,7 +479,7 @@ def resample_of(b: DeviceBatch, rejected: torch.Tensor, t_lse: torch.Tensor, d_l
     if dl is not None:
         Vd = b.shapes["draft_logits"][0][2]
         Kc = np.asarray([x[1] for x in b.shapes["draft_logits"]], dtype=np.int64)
-        K = torch.as_tensor(Kc, device=q.cu.device)[owners(np.asarray(b.lengths["cu_num_logits"]) - 1, q.cu.device.type)]
+        K = host_to(Kc, q.cu.device)[owners(np.asarray(b.lengths["cu_num_logits"]) - 1, q.cu.device.type)]
         dl = dl.view(-1, Vd)
     clp = a.get("cumulative_log_p") if b.scalars[0].get("use_block_verification") else None
     return resample_requests(a["target_logits"].view(-1, Vt), dl, q.draft_first, K, q.cu, q.state, rejected, t_lse,

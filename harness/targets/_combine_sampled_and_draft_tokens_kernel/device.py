@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_steps_v2
+from ....oracles.host_copy import host_to
 from ...generation.strategies import INT16_MAX
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.runner_v2 import npow2
@@ -91,11 +92,11 @@ class _Device(StepBatchDevice):
         prompts = chosen(gen, torch.ones(int(R.sum()), dtype=torch.int64, device=device),
                          torch.full((int(R.sum()),), 4000, dtype=torch.int64, device=device))
         prompts[rows.state_base + s] = prompt
-        Vs = torch.as_tensor(V, device=device)
-        owner = torch.repeat_interleave(torch.arange(k, device=device), torch.as_tensor(R, device=device),
+        Vs = host_to(V, device)
+        owner = torch.repeat_interleave(torch.arange(k, device=device), host_to(R, device),
                                         output_size=int(R.sum()))
         last = (torch.rand(int(R.sum()), generator=gen, device=device, dtype=torch.float64) * Vs[owner]).long()
-        per_draft = torch.repeat_interleave(torch.arange(k, device=device), torch.as_tensor(R * K, device=device),
+        per_draft = torch.repeat_interleave(torch.arange(k, device=device), host_to(R * K, device),
                                             output_size=int((R * K).sum()))
         drafts = (torch.rand(per_draft.numel(), generator=gen, device=device, dtype=torch.float64) * Vs[per_draft]).long()
         cat = {"idx_mapping": s, "last_sampled_tokens": last, "query_start_loc": cumulative(rows, qlen),
@@ -148,7 +149,7 @@ class _Device(StepBatchDevice):
         if writes is None:
             return features
         index, value = writes["input_ids"]
-        bounds = torch.as_tensor(np.cumsum(T)[:-1], device=index.device)
+        bounds = host_to(np.cumsum(T)[:-1], index.device)
         big = torch.zeros(len(b), dtype=torch.int64, device=index.device)
         big.index_add_(0, torch.searchsorted(bounds, index, right=True), (value.long() > INT16_MAX).long())
         return [f | {"ids_past_32767"} if x else f for f, x in zip(features, (big > 0).tolist(), strict=True)]

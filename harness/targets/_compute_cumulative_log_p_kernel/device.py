@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...targetkit.device_batch import DeviceBatch, laid_out
 from ...targetkit.device_draws import scale_vocab
@@ -178,8 +179,8 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         cu, idx = tails.cu_num_logits(ep), tails.idx_mapping(ep)
         nl, Bl = n.tolist(), B.tolist()
         arrays = {"draft_sampled": (ds, [(m,) for m in nl]),
-                  "cu_num_logits": (torch.as_tensor(cu, device=device), [(x + 1,) for x in Bl]),
-                  "idx_mapping": (torch.as_tensor(idx, device=device), [(x,) for x in Bl]),
+                  "cu_num_logits": (host_to(cu, device), [(x + 1,) for x in Bl]),
+                  "idx_mapping": (host_to(idx, device), [(x,) for x in Bl]),
                   "temperature": (r.temperature, [(x,) for x in Bl])}
         arrays |= {x: (stats[x].reshape(-1), [(m, nb) for m in nl]) for x in STAT_INPUTS}
         cat, lengths, shapes = laid_out(arrays, ARRAYS)
@@ -248,7 +249,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
             ep: ScaleEpoch = b.extra["scale"]
             V = ep.V
             n = np.asarray(b.lengths["draft_sampled"], dtype=np.int64)
-            start = torch.as_tensor(np.cumsum(n) - n, device=q.cu.device)
+            start = host_to(np.cumsum(n) - n, q.cu.device)
 
             def target_at(j: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
                 return ep.table[j - start[q.cid[j]], x]
@@ -300,7 +301,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
         def at_rows(flags: np.ndarray | torch.Tensor, where: torch.Tensor) -> torch.Tensor:
             out = torch.zeros(q.req.numel(), dtype=torch.bool, device=dev)
-            out[where] = torch.as_tensor(flags, device=dev)
+            out[where] = host_to(flags, dev)
             return out
 
         n = np.asarray(b.lengths["draft_sampled"], dtype=np.int64)

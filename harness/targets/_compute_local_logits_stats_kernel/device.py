@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import lazy_full, scale_vocab
@@ -114,7 +115,7 @@ def minimal_scale_cases_of(V: int) -> list[Case]:  # noqa: N803
 def _case_start(rows: Any, flags: torch.Tensor) -> torch.Tensor:
     """Per row, the count of ``flags`` in its case's rows before the case's first row."""
     total = torch.cumsum(flags.long(), 0)
-    first = torch.as_tensor(np.cumsum(rows.B) - rows.B, device=flags.device)
+    first = host_to(np.cumsum(rows.B) - rows.B, flags.device)
     before = torch.where(first > 0, total[(first - 1).clamp(min=0)], torch.zeros_like(first))
     return before[rows.cid]
 
@@ -242,7 +243,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         rows, eidx, elp, bonus, t = row_flags(b)
         content = torch.where(rows.local < ep.F, 0, rows.local)  # the filler's rows are zeros, as row 0 is
         res, inverse = distinct_stats(ep, content, t, bonus, eidx, elp)
-        out_start = torch.as_tensor(np.cumsum(n) - n, device=dev)[rows.cid] * nb + rows.local * nb
+        out_start = host_to(np.cumsum(n) - n, dev)[rows.cid] * nb + rows.local * nb
         parts: dict[str, list[tuple[torch.Tensor, ...]]] = {}
         for name, (written, value, bound) in res.items():
             w = written[inverse]
@@ -342,7 +343,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         a, device = case.arrays, run.device
         V = int(case.scalars["vocab_size"])
         eidx, elp, temp = a["expanded_idx_mapping"], a["expanded_local_pos"], a["temperature"]
-        greedy = torch.from_numpy(temp[eidx] == 0).to(device)
+        greedy = host_to(temp[eidx] == 0, device)
         bonus = bonus_rows(elp)
         count = torch.zeros((), dtype=torch.int64, device=device)
         draft = a.get("draft_logits")
@@ -353,10 +354,9 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
                 read = ~bonus[lo:hi] & (temp[eidx[lo:hi]] != 0)
                 dr = torch.zeros((hi - lo, draft.shape[2]), dtype=torch.float32, device=device)
                 if read.any():
-                    dr[torch.from_numpy(read).to(device)] = torch.from_numpy(
-                        np.ascontiguousarray(draft[eidx[lo:hi][read], elp[lo:hi][read]])).to(device)
+                    dr[host_to(read, device)] = host_to(np.ascontiguousarray(draft[eidx[lo:hi][read], elp[lo:hi][read]]), device)
             res = tensor_ops_v2.local_logits_stats_rows(
-                table.rows(lo, hi), greedy[lo:hi], torch.from_numpy(bonus[lo:hi]).to(device), dr,
+                table.rows(lo, hi), greedy[lo:hi], host_to(bonus[lo:hi], device), dr,
                 run.small["temperature"][run.small["expanded_idx_mapping"][lo:hi]], V, STATS_BLOCK)
             for name, (w, e, b) in res.items():
                 count += run.outs[name].mismatches(lo, hi, w, e, b)

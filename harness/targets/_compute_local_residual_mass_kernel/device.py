@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...targetkit.device_batch import DeviceBatch, laid_out
 from ...targetkit.device_draws import scale_vocab
@@ -262,7 +263,7 @@ def _target_rows(b: DeviceBatch, r: StepRows, rows: torch.Tensor) -> torch.Tenso
     if "scale" not in b.extra:
         return r.target[rows]
     n = np.asarray(b.lengths["expanded_local_pos"], dtype=np.int64)
-    return r.target[rows - torch.as_tensor(np.cumsum(n) - n, device=rows.device)[r.cid[rows]]]
+    return r.target[rows - host_to(np.cumsum(n) - n, rows.device)[r.cid[rows]]]
 
 
 class _Device(VerifyBatchDevice, ScaleRecordDevice):
@@ -328,7 +329,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         V = ep.V
         nb = -(-V // STATS_BLOCK)
         n, B = r.n, r.B
-        real = torch.as_tensor(np.cumsum(n) - n + past + 1, device=device)  # the row's draft
+        real = host_to(np.cumsum(n) - n + past + 1, device)  # the row's draft
         ds = tail_drafts(rng, gen, ep, r, k, device, real)
         stats = tail_stats(ep, r, filled(int(r.n.sum()), ep.V, {x: FILLS[x] for x in CHAIN_STATS}, device), device)
         clp = _tail_log_ratios(ep, r, ds, stats)
@@ -436,7 +437,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         zero[cand] = sure
         left = cand[~sure & ~nonzero]
         if left.numel():
-            zero[left] = torch.as_tensor(_zero_rows(b, left), device=dev)
+            zero[left] = host_to(_zero_rows(b, left), dev)
         clp = a["cumulative_log_p"]
         prev = torch.cat([clp.new_zeros(1), clp[:-1]]) if N else clp
         on = per_case_any(rows_of(b.lengths, "expanded_local_pos", None, dev.type), {
@@ -470,11 +471,11 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         e = torch.zeros((n, nb), dtype=torch.float32, device=device)
         b = torch.zeros((n, nb), dtype=torch.float64, device=device)
         if on.size:
-            rows = torch.from_numpy(on).to(device)
+            rows = host_to(on, device)
             t_lse, t_e = tensor_ops_v2.block_lse(sm["target_local_max"][rows, :P], sm["target_local_sumexp"][rows, :P])
             d_lse, d_e = tensor_ops_v2.block_lse(sm["draft_local_max"][rows, :P], sm["draft_local_sumexp"][rows, :P])
-            dr = torch.from_numpy(np.ascontiguousarray(a["draft_logits"][eidx[on], elp[on]])).to(device)
-            tr = torch.from_numpy(np.ascontiguousarray(a["target_logits"][on])).to(device)
+            dr = host_to(np.ascontiguousarray(a["draft_logits"][eidx[on], elp[on]]), device)
+            tr = host_to(np.ascontiguousarray(a["target_logits"][on]), device)
             e[rows], b[rows] = tensor_ops_v2.local_residual_mass_rows(
                 tr, dr, t_lse, t_e, d_lse, d_e, sm["cumulative_log_p"][rows - 1],
                 sm["temperature"][sm["expanded_idx_mapping"][rows]], V)
@@ -527,7 +528,7 @@ def _tail_log_ratios(ep: ScaleEpoch, r: ScaleRows, ds: torch.Tensor, stats: dict
     counts = torch.bincount(torch.cumsum(head.long(), 0) - 1)
     cu = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
     state = r.eidx[at]
-    temp = r.temperature[torch.as_tensor(np.cumsum(r.B) - r.B, device=dev)[r.cid[at]] + state][head]
+    temp = r.temperature[host_to(np.cumsum(r.B) - r.B, dev)[r.cid[at]] + state][head]
     d = ds.long()
     tk = d[(at + 1).clamp(max=N - 1)].clamp(min=0)  # row j's draft (a bonus row's: not read)
     assert ep.cache is not None

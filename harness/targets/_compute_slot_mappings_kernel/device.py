@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_steps_v2
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...targetkit.device import DeviceCase
 from ...targetkit.device_batch import DeviceBatch
@@ -104,8 +105,8 @@ class _Device(StepBatchDevice):
         Bl, Rl, Tl = B.tolist(), R.tolist(), T.tolist()
         cat = {"idx_mapping": s, "query_start_loc": cumulative(rows, qlen), "positions": positions,
                "block_sizes": torch.as_tensor(sizes.reshape(-1), dtype=torch.int32, device=device),
-               "slot_mapping_enabled": torch.as_tensor(enabled.reshape(-1), device=device),
-               "dcp_sharded": torch.as_tensor(sharded.reshape(-1), device=device)}
+               "slot_mapping_enabled": host_to(enabled.reshape(-1), device),
+               "dcp_sharded": host_to(sharded.reshape(-1), device)}
         lengths = {"idx_mapping": Bl, "query_start_loc": [b + 1 for b in Bl], "positions": Tl,
                    "block_sizes": [G] * k, "slot_mapping_enabled": [G] * k, "dcp_sharded": [G] * k}
         shapes = {x: [(y,) for y in lengths[x]] for x in cat}

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_steps_v2
+from ....oracles.host_copy import host_to
 from ...generation.strategies import MAX_NUM_SEQS
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.runner_v2 import npow2
@@ -69,7 +70,7 @@ class _Device(StepBatchDevice):
         cu = a["cu_num_logits"].long()
         nl = cu[rows.cu_at + 1] - cu[rows.cu_at]
         E = np.asarray([s["max_expand_len"] for s in b.scalars], dtype=np.int64)
-        first = torch.as_tensor(np.cumsum(rows.B) - rows.B, device=nl.device)[rows.cid]
+        first = host_to(np.cumsum(rows.B) - rows.B, nl.device)[rows.cid]
         on = per_case_any(rows, {"no_drafts_row": nl == 1, "full_row": nl == rows.per_row(E), "ragged": nl != nl[first],
                                  "permuted_state_rows": a["idx_mapping"] != rows.local, "sixteen_drafts": nl >= 16})
         on |= {"block_wider": np.asarray([npow2(int(e)) > e for e in E]), "several_rows": rows.B > 1,

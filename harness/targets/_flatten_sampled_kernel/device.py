@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_steps_v2
+from ....oracles.host_copy import host_to
 from ...generation.strategies import INT16_MAX, MAX_NUM_SEQS
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.step_batch import (
@@ -66,14 +67,14 @@ class _Device(StepBatchDevice):
         ns = torch.where(reject, chosen(gen, one, nl), nl)
         W = K + 1
         size = B * W
-        owner = torch.repeat_interleave(torch.arange(k, device=device), torch.as_tensor(size, device=device),
+        owner = torch.repeat_interleave(torch.arange(k, device=device), host_to(size, device),
                                         output_size=int(size.sum()))
-        flat = torch.arange(int(size.sum()), device=device) - torch.as_tensor(np.cumsum(size) - size, device=device)[owner]
-        Wo = torch.as_tensor(W, device=device)[owner]
-        col, row = flat % Wo, flat // Wo + torch.as_tensor(np.cumsum(B) - B, device=device)[owner]  # the batch's row
+        flat = torch.arange(int(size.sum()), device=device) - host_to(np.cumsum(size) - size, device)[owner]
+        Wo = host_to(W, device)[owner]
+        col, row = flat % Wo, flat // Wo + host_to(np.cumsum(B) - B, device)[owner]  # the batch's row
         ids = (torch.rand(owner.numel(), generator=gen, device=device, dtype=torch.float64)
-               * torch.as_tensor(V, device=device)[owner]).long()
-        sampled = torch.where(col < ns[row], ids, torch.as_tensor(tail, device=device)[owner])
+               * host_to(V, device)[owner]).long()
+        sampled = torch.where(col < ns[row], ids, host_to(tail, device)[owner])
         N = torch.zeros(k, dtype=torch.int64, device=device).index_add_(0, rows.cid, nl).cpu().numpy().tolist()
         Bl = B.tolist()
         cat = {"sampled": sampled, "num_sampled": ns.to(torch.int32), "cu_num_logits": cumulative(rows, nl)}
@@ -103,7 +104,7 @@ class _Device(StepBatchDevice):
         index, value = writes["flat_sampled"]
         N = np.asarray(b.outputs["flat_sampled"][1], dtype=np.int64)
         big = torch.zeros(len(b), dtype=torch.int64, device=index.device)
-        big.index_add_(0, torch.searchsorted(torch.as_tensor(np.cumsum(N)[:-1], device=index.device), index, right=True),
+        big.index_add_(0, torch.searchsorted(host_to(np.cumsum(N)[:-1], index.device), index, right=True),
                        (value > INT16_MAX).long())
         return [f | {"ids_past_32767"} if x else f for f, x in zip(features, (big > 0).tolist(), strict=True)]
 

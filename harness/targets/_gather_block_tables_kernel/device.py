@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_steps_v2
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...generation.choosers import EDGE_ODDS
 from ...targetkit.device import DeviceCase
@@ -100,13 +101,13 @@ class _Device(StepBatchDevice):
         # the state rows' computed tokens and each group's counts of blocks (ends one time in 32)
         sc = owners(R, device)
         top = np.where(long, MAX_MODEL_LEN - 1, np.where(mask, 4096, 100))
-        counts = chosen(gen, torch.zeros_like(sc), torch.as_tensor(top, device=device)[sc], ends=1 / 32)
+        counts = chosen(gen, torch.zeros_like(sc), host_to(top, device)[sc], ends=1 / 32)
         nc = owners(G * R, device)
-        g = (torch.arange(nc.numel(), device=device) - torch.as_tensor(np.cumsum(G * R) - G * R, device=device)[nc]) // \
-            torch.as_tensor(R, device=device)[nc]
+        g = (torch.arange(nc.numel(), device=device) - host_to(np.cumsum(G * R) - G * R, device)[nc]) // \
+            host_to(R, device)[nc]
         at = nc * G + g
-        lo = torch.as_tensor(np.where(long[:, None] & (np.arange(G) == 0), BLOCK + 1, 0).reshape(-1), device=device)[at]
-        num_blocks = chosen(gen, lo, torch.as_tensor(W.reshape(-1), device=device)[at], ends=1 / 32)
+        lo = host_to(np.where(long[:, None] & (np.arange(G) == 0), BLOCK + 1, 0).reshape(-1), device)[at]
+        num_blocks = chosen(gen, lo, host_to(W.reshape(-1), device)[at], ends=1 / 32)
         s = state_rows(rows, gen)
         Bl, Rl = B.tolist(), R.tolist()
         cat = {"idx_mapping": s, "num_blocks": num_blocks.to(torch.int32), "num_computed_tokens": counts.to(torch.int32),

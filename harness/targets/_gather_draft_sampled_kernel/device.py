@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_steps_v2
+from ....oracles.host_copy import host_to
 from ...generation.strategies import INT16_MAX
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.step_batch import (
@@ -84,9 +85,9 @@ class _Device(StepBatchDevice):
         lrow = torch.repeat_interleave(torch.arange(n, device=device), nl, output_size=int(N.sum()))
         i = torch.arange(int(N.sum()), device=device) - (torch.cumsum(nl, 0) - nl)[lrow]
         local_end = end - rows.per_row(np.cumsum(T) - T)
-        owner = torch.repeat_interleave(torch.arange(k, device=device), torch.as_tensor(R, device=device),
+        owner = torch.repeat_interleave(torch.arange(k, device=device), host_to(R, device),
                                         output_size=int(R.sum()))
-        prefill = chosen(gen, torch.ones(int(R.sum()), dtype=torch.int64, device=device), torch.as_tensor(M, device=device)[owner])
+        prefill = chosen(gen, torch.ones(int(R.sum()), dtype=torch.int64, device=device), host_to(M, device)[owner])
         prefill[rows.state_base + s] = prompt
         cat = {"input_ids": ids, "positions": positions, "logits_indices": local_end[lrow] - nl[lrow] + i,
                "expanded_idx_mapping": s[lrow], "expanded_local_pos": i.to(torch.int32), "prefill_len": prefill.to(torch.int32)}
@@ -112,7 +113,7 @@ class _Device(StepBatchDevice):
         L = a["prefill_len"].long()[rows.state_base + a["expanded_idx_mapping"]]
         placeholder = (lp > 0) & (p - lp < L)
         start = lp == 0
-        last = rows.local == torch.as_tensor(rows.B, device=ti.device)[rows.cid] - 1
+        last = rows.local == host_to(rows.B, ti.device)[rows.cid] - 1
         after = torch.cat([lp[1:], lp.new_zeros(1)])  # the next logits row's local position
         before = torch.cat([ti.new_full((1,), -1), ti[:-1]])
         before = torch.where(rows.local == 0, -1, before)  # the last token of the row before, in its case

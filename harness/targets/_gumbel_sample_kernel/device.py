@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...generation.strategies import INT64_MAX, INT64_MIN
 from ...targetkit.device_batch import DeviceBatch
@@ -272,7 +273,7 @@ def draw_calls(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
     top = MAX_MODEL_LEN if kind == "long_context" else 5000
     pos = torch.randint(0, top, (N,), generator=gen, device=device, dtype=torch.int64)
     if kind == "long_context":  # each case's first row past 65535
-        first = torch.as_tensor(np.cumsum(T) - T, device=device)
+        first = host_to(np.cumsum(T) - T, device)
         pos[first] = torch.randint(1 << 16, MAX_MODEL_LEN, (k,), generator=gen, device=device, dtype=torch.int64)
     logits = (torch.randn((N, V), generator=gen, device=device) * spread[:, None] - shift[:, None]).to(torch.float32)
     cache = cols = source = None
@@ -457,7 +458,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         rows = _rows(r.n, r.B, device)
         state = rows.state_base + r.eidx
         of_state = owners(r.B, device)
-        filler = torch.arange(S, device=device) - torch.as_tensor(np.cumsum(r.B) - r.B, device=device)[of_state] < ep.q
+        filler = torch.arange(S, device=device) - host_to(np.cumsum(r.B) - r.B, device)[of_state] < ep.q
         seed = torch.where(filler, _seeds(gen, S, device, ends=0.0), _seeds(gen, S, device))
         top = torch.as_tensor(rng.choice(SCALE_POSITIONS, size=k) - 64, dtype=torch.float64, device=device)[of_state]
         start = (torch.rand(S, generator=gen, device=device, dtype=torch.float64) * top).to(torch.int64)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
+from ....oracles.host_copy import host_to
 from ...targetkit.device_batch import DeviceBatch, laid_out
 from ...targetkit.runner_v2_verify import METHODS, SAMPLE_BLOCK, STYLES, VOCABS
 from ...targetkit.step_batch import feature_sets, owners, per_case_any, rows_of
@@ -69,7 +70,7 @@ class _Device(VerifyBatchDevice):
         if rnb > 1 and st.kind == "ordinary":  # the last block masked whole in a random request's rows
             lo = (rnb - 1) * SAMPLE_BLOCK
             tl = st.target_logits
-            case = torch.as_tensor(rng.random(k) < MASK_LAST, device=tl.device)[st.rows.cid]
+            case = host_to(rng.random(k) < MASK_LAST, tl.device)[st.rows.cid]
             rnd = st.temperature[st.req.state_base[torch.cumsum((st.elp == 0).long(), 0) - 1] + st.eidx] != 0
             rows = case & rnd & torch.isfinite(tl[:, :lo]).any(1)
             tl[rows, lo:] = float("-inf")
@@ -101,10 +102,10 @@ class _Device(VerifyBatchDevice):
         dev = q.cu.device
         B = np.asarray(b.lengths["num_sampled"], dtype=np.int64)
         rcid = owners(B, dev.type)
-        width = torch.as_tensor([x[1] for x in b.shapes["sampled"]], device=dev)[rcid]
+        width = host_to([x[1] for x in b.shapes["sampled"]], dev)[rcid]
         sizes = np.asarray(b.lengths["sampled"], dtype=np.int64)
-        local = torch.arange(int(B.sum()), device=dev) - torch.as_tensor(np.cumsum(B) - B, device=dev)[rcid]
-        base = torch.as_tensor(np.cumsum(sizes) - sizes, device=dev)[rcid] + local * width
+        local = torch.arange(int(B.sum()), device=dev) - host_to(np.cumsum(B) - B, dev)[rcid]
+        base = host_to(np.cumsum(sizes) - sizes, dev)[rcid] + local * width
         ns = a["num_sampled"].long()
         nb = int(b.scalars[0]["resample_num_blocks"])
         token = tensor_ops_v2.insert_resampled_rows(
@@ -137,7 +138,7 @@ class _Device(VerifyBatchDevice):
         first = q.cu[:-1]
         R = np.asarray(b.lengths["temperature"], dtype=np.int64)
         B = np.asarray(b.lengths["num_sampled"], dtype=np.int64)
-        sbase = torch.as_tensor(np.cumsum(R) - R, device=dev)[owners(B, dev.type)]
+        sbase = host_to(np.cumsum(R) - R, dev)[owners(B, dev.type)]
         at = a["expanded_idx_mapping"].long()[(first + ns.clamp(min=0)).clamp(max=max(q.req.numel() - 1, 0))] + sbase
         greedy = ~drawn | (a["temperature"][at] == 0)
         rnd = drawn & ~greedy

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_steps_v2
+from ....oracles.host_copy import host_to
 from ...generation.strategies import INT16_MAX
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.step_batch import (
@@ -94,7 +95,7 @@ class _Device(StepBatchDevice):
         nr = torch.where(chunked, 0, nl - ns)
         qlen = nl + chosen(gen, zero, rows.per_row(np.where(rng.random(k) < 0.5, 0, 40)), ends=1 / 32)
         state = owners(R, device)
-        Ws, Vs = torch.as_tensor(W, device=device), torch.as_tensor(V, device=device)
+        Ws, Vs = host_to(W, device), host_to(V, device)
         t = chosen(gen, torch.zeros_like(state), Ws[state] - 1, ends=1 / 32)
         at = (rows.state_base + s)[real]
         room = (Ws[rows.cid] - ns)[real]
@@ -103,8 +104,8 @@ class _Device(StepBatchDevice):
         t[at] = torch.where(deep, chosen(gen, torch.full_like(room, INT16_MAX + 1), room.clamp(min=INT16_MAX + 1)),
                             torch.minimum(t[at], room))
         cells = owners(R * W, device)  # each history element's case
-        col = torch.arange(cells.numel(), device=device) - torch.as_tensor(np.cumsum(R * W) - R * W, device=device)[cells]
-        hist_state = torch.as_tensor(np.cumsum(R) - R, device=device)[cells] + col // Ws[cells]
+        col = torch.arange(cells.numel(), device=device) - host_to(np.cumsum(R * W) - R * W, device)[cells]
+        hist_state = host_to(np.cumsum(R) - R, device)[cells] + col // Ws[cells]
         ids = (torch.rand(cells.numel(), generator=gen, device=device, dtype=torch.float64) * Vs[cells]).long()
         history = torch.where(col % Ws[cells] < t[hist_state], ids, 0)
         counts = chosen(gen, torch.zeros_like(state), torch.full_like(state, 100000))

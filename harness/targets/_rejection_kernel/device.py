@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...targetkit.device_batch import DeviceBatch, laid_out
 from ...targetkit.runner_v2_verify import (
@@ -167,8 +168,8 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         n, B = r.n.tolist(), r.B.tolist()
         arrays = {x: (s.stats[x].reshape(-1), [(m, nb) for m in n]) for x in STATS}
         arrays |= {"draft_sampled": (s.draft_sampled, [(m,) for m in n]),
-                   "cu_num_logits": (torch.as_tensor(s.cu_num_logits(), device=device), [(x + 1,) for x in B]),
-                   "idx_mapping": (torch.as_tensor(s.idx_mapping(), device=device), [(x,) for x in B]),
+                   "cu_num_logits": (host_to(s.cu_num_logits(), device), [(x + 1,) for x in B]),
+                   "idx_mapping": (host_to(s.idx_mapping(), device), [(x,) for x in B]),
                    "temperature": (r.temperature, [(x,) for x in B]), "seed": (s.seed, [(x,) for x in B]),
                    "pos": (s.pos, [(m,) for m in n])}
         cat, lengths, shapes = laid_out(arrays, ARRAYS)
@@ -191,9 +192,9 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         B = np.asarray(b.lengths["idx_mapping"], dtype=np.int64)
         K = res["K"]
         rcid = owners(B, dev.type)
-        local = torch.arange(int(B.sum()), device=dev) - torch.as_tensor(np.cumsum(B) - B, device=dev)[rcid]
+        local = torch.arange(int(B.sum()), device=dev) - host_to(np.cumsum(B) - B, dev)[rcid]
         sizes = np.asarray(b.outputs["sampled"][1], dtype=np.int64)
-        base = torch.as_tensor(np.cumsum(sizes) - sizes, device=dev)[rcid] + local * (K + 1)
+        base = host_to(np.cumsum(sizes) - sizes, dev)[rcid] + local * (K + 1)
         r, i = torch.nonzero(res["sampled_written"], as_tuple=True)
         out = {"sampled": (base[r] + i, res["sampled"][r, i]),
                "num_sampled": (torch.arange(int(B.sum()), device=dev), res["num_sampled"])}
@@ -297,7 +298,7 @@ def _filler_rejection(s: StandardSteps) -> dict[str, torch.Tensor]:
     dev = s.draft_sampled.device
     dl = None if ep.cache is None else ep.cache.view(-1, V)
     st = torch.arange(q, device=dev)
-    cu = torch.as_tensor(np.concatenate([[0], np.cumsum(ep.fill)]).astype(np.int64), device=dev)
+    cu = host_to(np.concatenate([[0], np.cumsum(ep.fill)]).astype(np.int64), dev)
     f = {x: s.stats[x][:F] for x in STATS}
     return tensor_ops_v2.rejection_steps(
         ep.table[:F], f["target_local_argmax"], f["target_local_max"], f["target_local_sumexp"], s.draft_sampled[:F], dl,
@@ -315,7 +316,7 @@ def _scale_rejection(s: StandardSteps) -> dict[str, torch.Tensor]:
     t = np.asarray([len(c) for c in s.tails.counts], dtype=np.int64)
     idx = np.concatenate([np.concatenate([np.arange(q), q + f + np.arange(x)]) for f, x in zip(np.cumsum(t) - t, t,
                                                                                               strict=True)])
-    at = torch.as_tensor(idx.astype(np.int64), device=dev)
+    at = host_to(idx.astype(np.int64), dev)
     filler = _filler_rejection(s) if q else {x: v[:0] for x, v in tail.items()}
     out = {x: torch.cat([filler[x], tail[x]])[at] for x in tail}
     out["K"] = torch.full((at.numel(),), CACHE_K, dtype=torch.int64, device=dev)

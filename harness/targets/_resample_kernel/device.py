@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...targetkit.device_batch import DeviceBatch, laid_out
 from ...targetkit.runner_v2_verify import (
@@ -186,7 +187,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         arrays = {"target_rejected_logsumexp": (lse["target_rejected_logsumexp"], [(x,) for x in Bl]),
                   "draft_rejected_logsumexp": (lse["draft_rejected_logsumexp"], [(x,) for x in Bl]),
                   "rejected_step": (rejected, [(x,) for x in Bl]),
-                  "cu_num_logits": (torch.as_tensor(ss.cu_num_logits(), device=device), [(x + 1,) for x in Bl]),
+                  "cu_num_logits": (host_to(ss.cu_num_logits(), device), [(x + 1,) for x in Bl]),
                   "expanded_idx_mapping": (r.eidx, [(m,) for m in nl]),
                   "draft_sampled": (ss.draft_sampled, [(m,) for m in nl]),
                   "temperature": (r.temperature, [(x,) for x in Bl]), "seed": (ss.seed, [(x,) for x in Bl]),
@@ -234,7 +235,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
             ep: ScaleEpoch = b.extra["scale"]
             Vt = V = ep.V
             rows = np.asarray(b.lengths["draft_sampled"], dtype=np.int64)
-            start = torch.as_tensor(np.cumsum(rows) - rows, device=dev)
+            start = host_to(np.cumsum(rows) - rows, dev)
             local_state = a["expanded_idx_mapping"][q.cu[:-1].clamp(max=max(n - 1, 0))]
 
             def target_rows(j: torch.Tensor) -> torch.Tensor:
@@ -254,7 +255,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
 
             def draft_rows(r: torch.Tensor, kk: torch.Tensor) -> torch.Tensor:
                 Vd = b.shapes["draft_logits"][0][2]
-                Kc = torch.as_tensor([x[1] for x in b.shapes["draft_logits"]], device=dev)[q.cid[q.cu[r]]]
+                Kc = host_to([x[1] for x in b.shapes["draft_logits"]], dev)[q.cid[q.cu[r]]]
                 return a["draft_logits"].view(-1, Vd)[q.draft_first[r] + torch.minimum(kk, Kc - 1), :V]
 
         return self._features(b, q, Vt, V, has_draft, target_rows, draft_rows)
@@ -283,7 +284,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         if draft:
             look = rejected & (y >= 0)
             rank = torch.cumsum(look.long(), 0)
-            first = torch.as_tensor(np.cumsum(reqs.B) - reqs.B, device=dev)
+            first = host_to(np.cumsum(reqs.B) - reqs.B, dev)
             before = torch.where(first > 0, rank[(first - 1).clamp(min=0)], torch.zeros_like(first))
             look &= (rank - before[reqs.cid]) <= CUT_LOOKS
             look_at = torch.nonzero(look).flatten()
@@ -325,7 +326,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         draws = ~((temp == 0) & ~bonus)
         la, lm = run.outs["resampled_local_argmax"], run.outs["resampled_local_max"]
         bad = torch.zeros((), dtype=torch.int64, device=run.device)
-        rest = torch.from_numpy(~draws).to(run.device)
+        rest = host_to(~draws, run.device)
         for out in (la, lm):
             bits = out.view.view(torch.int64 if out.view.element_size() == 8 else torch.int32)
             bad += (bits[rest] != out.sentinel).sum()
@@ -343,12 +344,12 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
             ltau = None
             if sc.get("use_block_verification"):
                 ltau = np.where(k[r] > 0, clp[np.maximum(j[r] - 1, 0)], 0).astype(np.float32)
-            res = tensor_ops_v2.resample_rows(*(None if x is None else torch.from_numpy(np.ascontiguousarray(x)).to(run.device)
+            res = tensor_ops_v2.resample_rows(*(None if x is None else host_to(np.ascontiguousarray(x), run.device)
                                                 for x in (a["target_logits"][j[r]], draft, y,
                                                           a["target_rejected_logsumexp"][r], a["draft_rejected_logsumexp"][r],
                                                           ltau, temp[r], a["seed"][s[r]], a["pos"][j[r]])),
                                               V, bool(sc.get("use_fp64")), SAMPLE_BLOCK)  # fmt: skip
-            rows = torch.from_numpy(r).to(run.device)
+            rows = host_to(r, run.device)
             bad += tensor_ops_v2.gumbel_mismatches(res, la.view[rows], lm.view[rows], SAMPLE_BLOCK)
             del res
         return bad

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops_v2
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
@@ -140,7 +141,7 @@ def _ordinary(rng: np.random.Generator, gen: torch.Generator, k: int, device: st
         B, R, n, per = B[:keep], R[:keep], n[:keep], per[: int(B[:keep].sum())]
     req = _rows(B, R, device)
     s = state_rows(req, gen)
-    eidx = torch.repeat_interleave(s, torch.as_tensor(per, device=device), output_size=int(n.sum()))
+    eidx = torch.repeat_interleave(s, host_to(per, device), output_size=int(n.sum()))
     temps = torch.tensor(cases.TEMPERATURES, dtype=torch.float32, device=device)
     temperature = temps[torch.randint(0, len(cases.TEMPERATURES), (int(R.sum()),), generator=gen, device=device)]
     logits = torch.randn((int(n.sum()), V), generator=gen, device=device) * 4
@@ -158,7 +159,7 @@ def _large_vocab(rng: np.random.Generator, gen: torch.Generator, k: int, device:
     n = rng.integers(1, 4, size=k).astype(np.int64)
     R = np.full(k, 3, np.int64)
     eidx = torch.randint(0, 3, (int(n.sum()),), generator=gen, device=device)
-    eidx[torch.as_tensor(np.cumsum(n) - 1, device=device)] = 2
+    eidx[host_to(np.cumsum(n) - 1, device)] = 2
     temperature = torch.tensor([0.0, 1.0, 0.0], dtype=torch.float32, device=device).repeat(k)
     temperature[2::3] = torch.as_tensor(rng.choice([0.6, 1.7], size=k), dtype=torch.float32, device=device)
     N = int(n.sum())
@@ -255,10 +256,10 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         n = own_from + t
         N = int(n.sum())
         rows = _rows(n.astype(np.int64), np.full(k, 4, np.int64), device)
-        own = rows.local >= torch.as_tensor(own_from, device=device)[rows.cid]
+        own = rows.local >= host_to(own_from, device)[rows.cid]
         before = torch.where(torch.rand(N, generator=gen, device=device) < 0.5, 1, 2)  # T 1 or 0: not written
         mine = torch.tensor([0, 3, 3, 2], device=device)[torch.randint(0, 4, (N,), generator=gen, device=device)]
-        first_own = rows.local == torch.as_tensor(own_from, device=device)[rows.cid]
+        first_own = rows.local == host_to(own_from, device)[rows.cid]
         mine = torch.where(first_own, torch.where(torch.rand(N, generator=gen, device=device) < 0.5, 0, 3), mine)
         eidx = torch.where(own, mine, before).to(torch.int64)
         temperature = torch.tensor([[a, 1.0, 0.0, b] for a, b in rng.choice(DIVIDED, size=(k, 2))],

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_steps_v2
+from ....oracles.host_copy import host_to
 from ...generation.strategies import MAX_NUM_SEQS
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.runner_v2 import MAX_MODEL_LEN
@@ -79,10 +80,10 @@ class _Device(StepBatchDevice):
         n = int((B * H).sum())
         lo, hi = np.asarray(BITS).T
         which = torch.randint(0, 3, (n,), generator=gen, device=device)
-        bits = chosen(gen, torch.as_tensor(lo, device=device)[which], torch.as_tensor(hi, device=device)[which], ends=1 / 32)
+        bits = chosen(gen, host_to(lo, device)[which], host_to(hi, device)[which], ends=1 / 32)
         cat = {"positions": pos, "sample_src_positions": src, "seq_lens": lens.to(torch.int32),
                "draft_tokens": torch.randint(0, VOCAB, (rows.n,), generator=gen, device=device),
-               "current_draft_step": torch.as_tensor(step, device=device),
+               "current_draft_step": host_to(step, device),
                "hidden_states": bits.to(torch.int32).view(torch.float32)}
         Bl, Pl = B.tolist(), P.tolist()
         lengths = {"positions": Pl, "sample_src_positions": Pl, "seq_lens": Pl, "draft_tokens": Bl,

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...generation.strategies import (
     FLOAT32_EXACT,
@@ -182,7 +183,7 @@ class _Device(StepBatchDevice):
 
         rows = rows_of({"r": Rl}, "r", None, device)
         n = rows.n
-        qt = torch.as_tensor(q, device=device)
+        qt = host_to(q, device)
         count = qt + rows.per_row(N)
         zero = torch.zeros(n, dtype=torch.int64, device=device)
         Mr = rows.per_row(M)
@@ -201,21 +202,21 @@ class _Device(StepBatchDevice):
         # the old slots (never read): any from -1 to 2**40 - 1, the prefill's plain ones
         tc = owners(T, device)
         old = uniform(gen, torch.full_like(tc, -1), torch.full_like(tc, (1 << 40) - 1))
-        plain = torch.arange(int(T.sum()), device=device) - torch.as_tensor(np.cumsum(T) - T, device=device)[tc]
-        old = torch.where(torch.as_tensor(ho, device=device)[tc], plain, old)
+        plain = torch.arange(int(T.sum()), device=device) - host_to(np.cumsum(T) - T, device)[tc]
+        old = torch.where(host_to(ho, device)[tc], plain, old)
         # the tables: each case's block ids in its range; the long context's null blocks but in its
         # columns from (M - 256) // bs, near the limit
         cells = R * nb
         e = owners(cells, device)
-        col = (torch.arange(int(cells.sum()), device=device) - torch.as_tensor(np.cumsum(cells) - cells, device=device)[e]) \
-            % torch.as_tensor(nb, device=device)[e]
+        col = (torch.arange(int(cells.sum()), device=device) - host_to(np.cumsum(cells) - cells, device)[e]) \
+            % host_to(nb, device)[e]
         tops = np.asarray([max_block_id(int(b)) for b in bs])
         lo = np.where(ids == 2, np.maximum(0, tops - (1 << 16) // bs), np.where(lc, tops - 7, 0))
         hi = np.where(ids == 0, np.minimum(tops, 4096), tops)
         hi = np.where(lc, tops, hi)
-        table = uniform(gen, torch.as_tensor(lo, device=device)[e], torch.as_tensor(hi, device=device)[e])
-        from_col = torch.as_tensor((M - 256) // bs, device=device)[e]
-        table = torch.where(torch.as_tensor(lc, device=device)[e] & (col < from_col), 0, table)
+        table = uniform(gen, host_to(lo, device)[e], host_to(hi, device)[e])
+        from_col = host_to((M - 256) // bs, device)[e]
+        table = torch.where(host_to(lc, device)[e] & (col < from_col), 0, table)
         seq32 = seq.to(torch.int32)
         most_seq = torch.zeros(k, dtype=torch.int32, device=device).scatter_reduce(0, rows.cid, seq32, "amax")
 
@@ -301,13 +302,13 @@ class _Device(StepBatchDevice):
         counts = qsl[rows.cu_at + 1] - qsl[rows.cu_at] + rows.per_row(N_k)
         owner = torch.repeat_interleave(torch.arange(rows.n, device=dev), counts, output_size=a["new_positions"].numel())
         cid = rows.cid[owner]
-        bs, M, nb = (torch.as_tensor(x, device=dev)[cid] for x in (bs_k, M_k, nb_k))
+        bs, M, nb = (host_to(x, dev)[cid] for x in (bs_k, M_k, nb_k))
         pos = a["new_positions"].long()
         rej = a["is_rejected_token_mask"].bool()
         live = ~rej & (pos < M)
         q = torch.minimum(pos, M - 1)
         col = q // bs
-        row_at = torch.as_tensor(np.cumsum(R * nb_k) - R * nb_k, device=dev)[rows.cid] + rows.local * rows.per_row(nb_k)
+        row_at = host_to(np.cumsum(R * nb_k) - R * nb_k, dev)[rows.cid] + rows.local * rows.per_row(nb_k)
         block = a["block_table"].reshape(-1).long()[row_at[owner] + col]
         slot = block * bs + q % bs
         big = torch.iinfo(torch.int64).max

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...generation.choosers import EDGE_ODDS
 from ...generation.strategies import (
@@ -201,8 +202,8 @@ def _requests(gen: torch.Generator, z: _Sizes, tour_at: np.ndarray, tour: np.nda
     :data:`EDGE_ODDS`, as ``RngChooser`` does: :func:`~...targetkit.step_batch.chosen`); the
     tour's requests as the host drew them (``tour`` at ``tour_at``)."""
     k, nr = len(z.R), int(z.R.sum())
-    per_case = torch.from_numpy(np.stack([z.cap, z.M - z.K - 1, z.K + 1])).to(device)  # one copy
-    rc = torch.repeat_interleave(torch.arange(k, device=device), torch.from_numpy(z.R).to(device), output_size=nr)
+    per_case = host_to(np.stack([z.cap, z.M - z.K - 1, z.K + 1]), device)  # one copy
+    rc = torch.repeat_interleave(torch.arange(k, device=device), host_to(z.R, device), output_size=nr)
     cap, room, Q = per_case[:, rc].unbind()
     one = torch.ones(nr, dtype=torch.int64, device=device)
     n = chosen(gen, one, torch.clamp(torch.minimum(cap, room), min=1), ends=1 / EDGE_ODDS)
@@ -215,7 +216,7 @@ def _requests(gen: torch.Generator, z: _Sizes, tour_at: np.ndarray, tour: np.nda
     step = 1 + 2 * torch.randint(0, 2, (nr,), generator=gen, device=device)
     out = torch.stack([n, p0, rejected, nxt, base, step])
     if tour_at.size:
-        out[:, torch.from_numpy(tour_at).to(device)] = torch.from_numpy(tour).to(device)
+        out[:, host_to(tour_at, device)] = host_to(tour, device)
     return out
 
 
@@ -246,8 +247,8 @@ class CopyAndExpandDflashDevice(DeviceTarget):
         R, W = z.R, z.W
         nr, cells = int(R.sum()), int((R * W).sum())
         n, p0, rejected, nxt, base, step = _requests(gen, z, tour_at, tour, device).unbind()
-        per_case = torch.from_numpy(np.stack([z.mrope, W, z.tail, z.top, np.cumsum(R) - R])).to(device)  # one copy
-        rc = torch.repeat_interleave(torch.arange(k, device=device), torch.from_numpy(R).to(device), output_size=nr)
+        per_case = host_to(np.stack([z.mrope, W, z.tail, z.top, np.cumsum(R) - R]), device)  # one copy
+        rc = torch.repeat_interleave(torch.arange(k, device=device), host_to(R, device), output_size=nr)
         mrope, Wr, tail, top, first = per_case[:, rc].unbind()
         cn = torch.cumsum(n, 0)
         within = cn - (cn - n)[first]  # each request's end within its case
@@ -353,10 +354,10 @@ class CopyAndExpandDflashDevice(DeviceTarget):
             return []
         dev = b.cat["query_start_loc"].device
         nr = int(R.sum())
-        per_case = torch.from_numpy(np.stack([Q, block, bs, W, np.cumsum(R) - 1])).to(dev)  # one copy
+        per_case = host_to(np.stack([Q, block, bs, W, np.cumsum(R) - 1]), dev)  # one copy
         rc = b.extra.get("request_case")
         if rc is None:
-            rc = torch.repeat_interleave(torch.arange(k, device=dev), torch.from_numpy(R).to(dev), output_size=nr)
+            rc = torch.repeat_interleave(torch.arange(k, device=dev), host_to(R, dev), output_size=nr)
         Qr, blk = per_case[:2, rc].unbind()
         qsl = b.cat["query_start_loc"].long()
         at = torch.arange(nr, device=dev) + rc
@@ -375,7 +376,7 @@ class CopyAndExpandDflashDevice(DeviceTarget):
         flags[:, 6] = rej[per_case[4]]  # each case's last request's rejected count
         if writes is not None:  # per token and per query slot, summed over each case's (contiguous) elements
             pos, ctx = b.cat["target_positions"], writes["out_context_slot_mapping"][1]
-            bs_t, W_t = torch.repeat_interleave(per_case[2:4], torch.from_numpy(T).to(dev), dim=1, output_size=pos.numel())
+            bs_t, W_t = torch.repeat_interleave(per_case[2:4], host_to(T, dev), dim=1, output_size=pos.numel())
             repeat = torch.zeros(pos.numel(), dtype=torch.bool, device=dev)
             repeat[1:] = pos[1:] == pos[:-1]
             repeat[torch.cumsum(qlen, 0) - qlen] = False  # each request's first token

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops
+from ....oracles.host_copy import host_to
 from ...generation.strategies import (
     FLOAT32_EXACT,
     ID16_MAX,
@@ -209,15 +210,15 @@ class CopyAndExpandDevice(DeviceTarget):
     def draw(self, rng: np.random.Generator, gen: torch.Generator, device: str, max_requests: int = MAX_REQUESTS) -> DeviceCase:
         z = _sizes(rng, max_requests)
         T = int(z.lengths.sum())
-        lens = torch.from_numpy(z.lengths).to(device)
+        lens = host_to(z.lengths, device)
         p0 = torch.randint(0, z.high, (len(z.lengths),), generator=gen, device=device)
         local = torch.arange(T, device=device) - torch.repeat_interleave(torch.cumsum(lens, 0) - lens, lens, output_size=T)
         inputs = {
             "target_token_ids": torch.randint(*VOCAB_IDS, (T,), generator=gen, device=device, dtype=torch.int32),
             "target_positions": torch.repeat_interleave(p0, lens, output_size=T) + local,
             "next_token_ids": torch.randint(*VOCAB_IDS, (len(z.lengths),), generator=gen, device=device, dtype=torch.int32),
-            "query_start_loc": torch.from_numpy(z.qsl).to(device),
-            "query_end_loc": torch.from_numpy(z.qel).to(device),
+            "query_start_loc": host_to(z.qsl, device),
+            "query_end_loc": host_to(z.qel, device),
         }
         return DeviceCase(inputs, z.outputs(), z.scalars(), {"max_query_len": int(z.lengths.max())})
 
@@ -235,11 +236,11 @@ class CopyAndExpandDevice(DeviceTarget):
         n, nr = sum(T), sum(R)
         qsl = z.qsl()
         qel = (np.delete(qsl, z.first + np.arange(k)) - 1 - z.rejected).astype(np.int32)  # qsl[r + 1] - 1 - rejected
-        host = torch.from_numpy(np.stack([z.lengths, np.repeat(z.high, z.R)])).to(device)
+        host = host_to(np.stack([z.lengths, np.repeat(z.high, z.R)]), device)
         lens_t, high = host[0], host[1]
         starts = torch.cumsum(lens_t, 0) - lens_t
         p0 = torch.randint(0, 1 << 62, (nr,), generator=gen, device=device) % high
-        small = torch.from_numpy(np.concatenate([qsl, qel])).to(device)
+        small = host_to(np.concatenate([qsl, qel]), device)
         cat = {
             "target_token_ids": torch.randint(*VOCAB_IDS, (n,), generator=gen, device=device, dtype=torch.int32),
             "target_positions": torch.repeat_interleave(p0 - starts, lens_t, output_size=n) + torch.arange(n, device=device),
@@ -274,9 +275,9 @@ class CopyAndExpandDevice(DeviceTarget):
             return out
         dev = b.cat["query_start_loc"].device
         R = np.asarray(b.extra["R"])
-        of_req = torch.from_numpy(np.repeat(np.arange(len(b)), R)).to(dev)
-        first = torch.from_numpy(np.concatenate([[0], np.cumsum(b.extra["T"])[:-1]])).to(dev)
-        qs = b.cat["query_start_loc"][torch.from_numpy(np.arange(R.sum()) + np.repeat(np.arange(len(b)), R)).to(dev)].long()
+        of_req = host_to(np.repeat(np.arange(len(b)), R), dev)
+        first = host_to(np.concatenate([[0], np.cumsum(b.extra["T"])[:-1]]), dev)
+        qs = b.cat["query_start_loc"][host_to(np.arange(R.sum()) + np.repeat(np.arange(len(b)), R), dev)].long()
         per = torch.zeros((2, len(b)), dtype=torch.int64, device=dev)
         per[0].index_add_(0, of_req, (b.cat["next_token_ids"] > ID16_MAX).long())
         per[1].index_add_(0, of_req, (b.cat["target_positions"][first[of_req] + qs] >= FLOAT32_EXACT).long())

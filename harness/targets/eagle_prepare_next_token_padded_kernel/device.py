@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops
+from ....oracles.host_copy import host_to
 from ...generation.strategies import ID16_MAX, INT32_MAX, MAX_NUM_SEQS, SPEC_TOKENS, next_power_of_2
 from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
@@ -88,23 +89,23 @@ class NextTokenDevice(DeviceTarget):
         rate = np.asarray([0.0, 0.1, 1.0])[rng.integers(0, 3, size=k)]
         L = R + extra
         n, cells, slots = int(R.sum()), int((R * S).sum()), int(L.sum())
-        per_case = torch.from_numpy(np.stack([S, V, top_ids]).astype(np.int64)).to(device)  # one copy
-        cell_case = torch.repeat_interleave(torch.arange(k, device=device), torch.from_numpy(R * S).to(device),
+        per_case = host_to(np.stack([S, V, top_ids]).astype(np.int64), device)  # one copy
+        cell_case = torch.repeat_interleave(torch.arange(k, device=device), host_to(R * S, device),
                                             output_size=cells)
-        row_case = torch.repeat_interleave(torch.arange(k, device=device), torch.from_numpy(R).to(device), output_size=n)
-        slot_case = torch.repeat_interleave(torch.arange(k, device=device), torch.from_numpy(L).to(device),
+        row_case = torch.repeat_interleave(torch.arange(k, device=device), host_to(R, device), output_size=n)
+        slot_case = torch.repeat_interleave(torch.arange(k, device=device), host_to(L, device),
                                             output_size=slots)
         s_cell, v_cell, top_cell = per_case[0, cell_case], per_case[1, cell_case], per_case[2, cell_case]
-        first_cell = torch.from_numpy(np.cumsum(R * S) - R * S).to(device)[cell_case]
+        first_cell = host_to(np.cumsum(R * S) - R * S, device)[cell_case]
         within = torch.arange(cells, device=device) - first_cell
-        col, row = within % s_cell, torch.from_numpy(np.cumsum(R) - R).to(device)[cell_case] + within // s_cell
+        col, row = within % s_cell, host_to(np.cumsum(R) - R, device)[cell_case] + within // s_cell
         ids = _below(gen, v_cell)
         lo = (v_cell - 3).clamp(min=0)
         near = (top_cell == 1) & (torch.rand(cells, generator=gen, device=device) < 0.5)
         ids = torch.where(near, lo + _below(gen, v_cell - lo), ids)
         kept = 1 + _below(gen, per_case[0, row_case])
         ids = torch.where(col >= kept[row], -1, ids).to(torch.int32)
-        discard = torch.rand(slots, generator=gen, device=device, dtype=torch.float64) < torch.from_numpy(rate).to(device)[slot_case]
+        discard = torch.rand(slots, generator=gen, device=device, dtype=torch.float64) < host_to(rate, device)[slot_case]
         backup = _below(gen, per_case[1, slot_case]).to(torch.int32)
         Rl, Ll = R.tolist(), L.tolist()
         cat = {"sampled_token_ids": ids, "discard_request_mask": discard, "backup_next_token_ids": backup}
@@ -144,8 +145,8 @@ class NextTokenDevice(DeviceTarget):
         n, width = int(R.sum()), int(S.max())
         case = np.repeat(np.arange(k), R)
         local = np.arange(n) - np.repeat(np.cumsum(R) - R, R)
-        per_row = torch.from_numpy(np.stack([S[case], V[case], np.repeat(np.cumsum(R * S) - R * S, R) + local * S[case],
-                                             np.repeat(np.cumsum(L) - L, R) + local, case])).to(dev)  # one copy
+        per_row = host_to(np.stack([S[case], V[case], np.repeat(np.cumsum(R * S) - R * S, R) + local * S[case],
+                                             np.repeat(np.cumsum(L) - L, R) + local, case]), dev)  # one copy
         s_row, v_row, row_at, buf_at, cid = per_row
         col = torch.arange(width, device=dev)
         inside = col < s_row[:, None]

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...generation.strategies import FLOAT32_EXACT, INT16_MAX, INT32_MAX, MAX_NUM_SEQS, TOUR_SHARE
 from ...targetkit.block_tables import MAX_POSITION, MAX_TABLE, max_block_id, table_width
@@ -168,17 +169,17 @@ class _Device(StepBatchDevice):
         # limit in its requests' last three columns up to the step slot's)
         cells = B * nb
         e = owners(cells, device)
-        local = torch.arange(int(cells.sum()), device=device) - torch.as_tensor(np.cumsum(cells) - cells, device=device)[e]
-        nbe = torch.as_tensor(nb, device=device)[e]
-        row = torch.as_tensor(np.cumsum(B) - B, device=device)[e] + local // nbe
+        local = torch.arange(int(cells.sum()), device=device) - host_to(np.cumsum(cells) - cells, device)[e]
+        nbe = host_to(nb, device)[e]
+        row = host_to(np.cumsum(B) - B, device)[e] + local // nbe
         col = local % nbe
         tops = np.asarray([max_block_id(int(b)) for b in bs])
         lo = np.where(ids == 2, np.maximum(0, tops - (1 << 16) // bs), np.where(long, tops - 7, 0))
         hi = np.where(ids == 0, np.minimum(tops, 4096), tops)
         hi = np.where(long, tops, hi)
-        table = uniform(gen, torch.as_tensor(lo, device=device)[e], torch.as_tensor(hi, device=device)[e])
+        table = uniform(gen, host_to(lo, device)[e], host_to(hi, device)[e])
         step_col = ((pos + 1) // bsr)[row]
-        table = torch.where(torch.as_tensor(long, device=device)[e] & ((col > step_col) | (col < step_col - 2)), 0, table)
+        table = torch.where(host_to(long, device)[e] & ((col > step_col) | (col < step_col - 2)), 0, table)
 
         Bl, Il = B.tolist(), IB.tolist()
         cat = {"positions": pos, "block_table": table.to(torch.int32), "seq_lens": seq.to(torch.int32),

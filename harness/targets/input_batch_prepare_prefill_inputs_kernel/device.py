@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_steps_v2
+from ....oracles.host_copy import host_to
 from ...generation.strategies import INT16_MAX
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.runner_v2 import BLOCK, npow2
@@ -87,9 +88,9 @@ class _Device(StepBatchDevice):
         s = state_rows(rows, gen)
         owner = owners(R, device)
         prefill = chosen(gen, torch.ones(int(R.sum()), dtype=torch.int64, device=device),
-                         torch.as_tensor(W, device=device)[owner])
+                         host_to(W, device)[owner])
         counts = chosen(gen, torch.zeros(int(R.sum()), dtype=torch.int64, device=device),
-                        torch.as_tensor(W, device=device)[owner])
+                        host_to(W, device)[owner])
         prefill[rows.state_base + s], counts[rows.state_base + s] = L, count
         table = torch.randint(0, 32000, (int((R * W).sum()),), generator=gen, device=device, dtype=torch.int32)
         T = torch.zeros(k, dtype=torch.int64, device=device).index_add_(0, rows.cid, qlen).cpu().numpy().tolist()

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops
+from ....oracles.host_copy import host_to
 from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import STEP_FEATURES, DeviceBatch, step_features
 from ...targetkit.device_draws import (
@@ -64,7 +65,7 @@ class GreedyDevice(DeviceTarget):
         step_of = np.repeat(np.arange(k), B)
         match = np.asarray(MATCH)[rng.integers(0, len(MATCH), size=k)]
         pads = rng.random(k) < 0.25
-        per_req = torch.from_numpy(np.stack([match[step_of], pads[step_of]])).to(device)  # one copy
+        per_req = host_to(np.stack([match[step_of], pads[step_of]]), device)  # one copy
         argmax = torch.randint(0, V, (n,), generator=gen, device=device)
         other = (argmax + 1 + torch.randint(0, max(V - 1, 1), (n,), generator=gen, device=device)) % V
         drafts = torch.where(torch.rand(n, generator=gen, device=device, dtype=torch.float64) < per_req[0, req], argmax, other)
@@ -72,7 +73,7 @@ class GreedyDevice(DeviceTarget):
         drafts = torch.where(pad, -1, drafts).to(torch.int32)
         mode = int(rng.integers(3))  # is_greedy None (all greedy), mixed, a tensor all true
         synthetic = rng.random() < 0.2
-        cat = {"cu_num_draft_tokens": torch.from_numpy(steps.cu).to(device), "draft_token_ids": drafts,
+        cat = {"cu_num_draft_tokens": host_to(steps.cu, device), "draft_token_ids": drafts,
                "target_argmax": argmax,
                "bonus_token_ids": torch.randint(0, V, (int(B.sum()), 1), generator=gen, device=device, dtype=torch.int32)}
         Bl, Nl = B.tolist(), N.tolist()
@@ -80,27 +81,27 @@ class GreedyDevice(DeviceTarget):
         greedy = None
         if mode == 1:
             greedy = greedy_masks(rng, steps)
-            cat["is_greedy"], lengths["is_greedy"] = torch.from_numpy(greedy).to(device), Bl
+            cat["is_greedy"], lengths["is_greedy"] = host_to(greedy, device), Bl
         elif mode == 2:
             greedy = np.ones(int(B.sum()), dtype=np.bool_)
             cat["is_greedy"], lengths["is_greedy"] = torch.ones(int(B.sum()), dtype=torch.bool, device=device), Bl
         extra: dict[str, Any] = {"d": steps.d, "B": B, "greedy": greedy, "V": V, "j": j, "req": req,
-                                 "cu": torch.from_numpy(np.cumsum(steps.d)).to(device)}
+                                 "cu": host_to(np.cumsum(steps.d), device)}
         if synthetic or mode == 1:
             cat["uniform_probs"], lengths["uniform_probs"] = torch.rand(n, generator=gen, device=device, dtype=torch.float64), Nl
         if synthetic:
             rates = synthetic_rates(rng, int(L.max()) if L.size else 0)
             w = np.maximum(L, 1)
-            cat["synthetic_conditional_rates"] = torch.from_numpy(np.concatenate([rates[:x] for x in w])).to(device)
+            cat["synthetic_conditional_rates"] = host_to(np.concatenate([rates[:x] for x in w]), device)
             lengths["synthetic_conditional_rates"] = w.tolist()
-            extra["rates"] = torch.from_numpy(rates).to(device)
+            extra["rates"] = host_to(rates, device)
             if rng.random() < AT_RATE and n:  # u == c: u < c is strict
                 c = extra["rates"][j].double()
                 at = (torch.rand(n, generator=gen, device=device) < 0.1) & (c < 1) & (c * 2.0**53 == torch.floor(c * 2.0**53))
                 cat["uniform_probs"] = torch.where(at, c, cat["uniform_probs"])
         shapes = {x: [(int(v),) for v in lengths[x]] for x in lengths} | {"bonus_token_ids": [(b, 1) for b in Bl]}
         out = B * (L + 1)  # each request's first output element: its step's, plus L + 1 a request before it
-        per_step = torch.from_numpy(np.stack([np.cumsum(out) - out, np.cumsum(B) - B, L + 1, B]).astype(np.int64)).to(device)
+        per_step = host_to(np.stack([np.cumsum(out) - out, np.cumsum(B) - B, L + 1, B]).astype(np.int64), device)
         step = torch.repeat_interleave(torch.arange(k, device=device), per_step[3], output_size=int(B.sum()))
         base, first, width = per_step[:3, step]
         extra["out_start"] = base + (torch.arange(step.numel(), device=device) - first) * width
@@ -141,7 +142,7 @@ class GreedyDevice(DeviceTarget):
         req, j = e["req"], e["j"]
         dev = a["draft_token_ids"].device
         nreq = d.size
-        step_of = torch.from_numpy(np.repeat(np.arange(k), B)).to(dev)
+        step_of = host_to(np.repeat(np.arange(k), B), dev)
         did = a["draft_token_ids"].long()
         rates = e.get("rates")
         if rates is not None:
@@ -151,7 +152,7 @@ class GreedyDevice(DeviceTarget):
         else:
             rejected = did != a["target_argmax"].to(torch.int32).long()
             at_rate = torch.zeros_like(rejected)
-        dd = torch.from_numpy(d).to(dev)
+        dd = host_to(d, dev)
         first = torch.full((nreq,), 1 << 30, dtype=torch.int64, device=dev).scatter_reduce(
             0, req, torch.where(rejected, j, 1 << 30), "amin")
         processed = torch.ones(nreq, dtype=torch.bool, device=dev) if greedy is None else a["is_greedy"]
@@ -164,7 +165,7 @@ class GreedyDevice(DeviceTarget):
         sums[:, 4:6].index_add_(0, step_of[req], per_tok)
         if writes is not None:
             index, value = writes["output_token_ids"]
-            ends = torch.from_numpy(np.cumsum(np.asarray(b.outputs["output_token_ids"][1], dtype=np.int64))).to(dev)
+            ends = host_to(np.cumsum(np.asarray(b.outputs["output_token_ids"][1], dtype=np.int64)), dev)
             sums[:, 6].index_add_(0, torch.searchsorted(ends, index, right=True), (value > 32767).long())
         sums = sums.cpu().numpy()
         g = (np.add.reduceat(greedy.astype(np.int64), np.minimum(np.cumsum(B) - B, max(greedy.size - 1, 0))) * (B > 0)

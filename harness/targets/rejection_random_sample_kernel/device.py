@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import STEP_FEATURES, DeviceBatch, step_features
@@ -183,18 +184,18 @@ class RandomDevice(DeviceTarget):
         if with_draft and N:
             u = clear_window(u, ids, target, draft, V)
         inputs = {
-            "cu_num_draft_tokens": torch.from_numpy(step.cu).to(device),
+            "cu_num_draft_tokens": host_to(step.cu, device),
             "draft_token_ids": ids,
             "target_probs": target,
             "bonus_token_ids": torch.randint(0, V, (B, 1), generator=gen, device=device, dtype=torch.int32),
             "recovered_token_ids": torch.randint(0, V, (N,), generator=gen, device=device, dtype=torch.int32),
             "uniform_probs": u,
-            "is_greedy": torch.from_numpy(greedy_mask(rng, B) & (rng.random() < 0.5)).to(device),
+            "is_greedy": host_to(greedy_mask(rng, B) & (rng.random() < 0.5), device),
         }
         if draft is not None:
             inputs["draft_probs"] = draft
         if rng.random() < 0.125:
-            inputs["synthetic_conditional_rates"] = torch.from_numpy(synthetic_rates(rng, step.L)).to(device)
+            inputs["synthetic_conditional_rates"] = host_to(synthetic_rates(rng, step.L), device)
         outputs = {"output_token_ids": (torch.int32, B * (step.L + 1))}
         return DeviceCase(inputs, outputs, {"max_spec_len": step.L, "vocab_size": V})
 
@@ -256,9 +257,9 @@ class RandomDevice(DeviceTarget):
         ids = cand[rows_t, torch.randint(0, CANDIDATES, (n,), generator=gen, device=device)]
         ngram = rng.random(k) < 0.5
         if ngram.any() and not with_draft:  # n-gram drafts: any id
-            ngram_t = torch.from_numpy(np.repeat(ngram, B)).to(device)[req]
+            ngram_t = host_to(np.repeat(ngram, B), device)[req]
             ids = torch.where(ngram_t, torch.randint(0, V, (n,), generator=gen, device=device, dtype=torch.int32), ids)
-        pad = j >= torch.from_numpy(pad_from(rng, steps)).to(device)[req]
+        pad = j >= host_to(pad_from(rng, steps), device)[req]
         ids = torch.where(pad, torch.full_like(ids, -1), ids)
         u = torch.rand((n,), generator=gen, device=device, dtype=torch.float64)
         target, draft = tables["target_probs"], tables["draft_probs"]
@@ -272,28 +273,28 @@ class RandomDevice(DeviceTarget):
         greedy = greedy_masks(rng, steps, 0.5)
         synthetic = rng.random() < 0.125
         cat = {
-            "cu_num_draft_tokens": torch.from_numpy(steps.cu).to(device),
+            "cu_num_draft_tokens": host_to(steps.cu, device),
             "draft_token_ids": ids,
             "bonus_token_ids": torch.randint(0, V, (int(B.sum()), 1), generator=gen, device=device, dtype=torch.int32),
             "recovered_token_ids": torch.randint(0, V, (n,), generator=gen, device=device, dtype=torch.int32),
             "uniform_probs": u,
-            "is_greedy": torch.from_numpy(greedy).to(device),
+            "is_greedy": host_to(greedy, device),
         }
         lengths = {"cu_num_draft_tokens": B.tolist(), "draft_token_ids": N.tolist(), "bonus_token_ids": B.tolist(),
                    "recovered_token_ids": N.tolist(), "uniform_probs": N.tolist(), "is_greedy": B.tolist()}
         shapes = {n: [(x,) for x in lengths[n]] for n in lengths} | {"bonus_token_ids": [(int(b), 1) for b in B]}
         extra: dict[str, Any] = {"V": V, "L": int(L.max()), "table_row": rows_t,
-                                 "cu": torch.from_numpy(np.cumsum(steps.d)).to(device),
+                                 "cu": host_to(np.cumsum(steps.d), device),
                                  "d": steps.d, "B": B, "greedy": greedy}
         if synthetic:
             rates = synthetic_rates(rng, int(L.max()))
             n = np.maximum(L, 1)
-            cat["synthetic_conditional_rates"] = torch.from_numpy(np.concatenate([rates[:x] for x in n])).to(device)
+            cat["synthetic_conditional_rates"] = host_to(np.concatenate([rates[:x] for x in n]), device)
             lengths["synthetic_conditional_rates"] = n.tolist()
             shapes["synthetic_conditional_rates"] = [(int(x),) for x in n]
-            extra["rates"] = torch.from_numpy(rates).to(device)
+            extra["rates"] = host_to(rates, device)
         out = B * (L + 1)  # each request's first output element: its case's, plus L + 1 a request before it
-        per_case = torch.from_numpy(np.stack([np.cumsum(out) - out, np.cumsum(B) - B, L + 1, B]).astype(np.int64)).to(device)
+        per_case = host_to(np.stack([np.cumsum(out) - out, np.cumsum(B) - B, L + 1, B]).astype(np.int64), device)
         case = torch.repeat_interleave(torch.arange(B.size, device=device), per_case[3], output_size=int(B.sum()))
         base, first, width = per_case[:3, case]
         extra["out_start"] = base + (torch.arange(case.numel(), device=device) - first) * width
@@ -326,8 +327,8 @@ class RandomDevice(DeviceTarget):
         ``flat_index_past_2_31``)."""
         t, flat = b.extra["reads"]
         past = flat >= flat_limit()
-        ends = torch.from_numpy(np.cumsum(np.add.reduceat(b.extra["d"], np.cumsum(b.extra["B"]) - b.extra["B"])
-                                          if b.extra["d"].size else np.zeros(len(b), np.int64))).to(t.device)
+        ends = host_to(np.cumsum(np.add.reduceat(b.extra["d"], np.cumsum(b.extra["B"]) - b.extra["B"])
+                                          if b.extra["d"].size else np.zeros(len(b), np.int64)), t.device)
         case = torch.searchsorted(ends, t[past], right=True)
         return torch.zeros(len(b), dtype=torch.int64, device=t.device).index_add_(
             0, case, torch.ones_like(case)).cpu().numpy() > 0

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import STEP_FEATURES, DeviceBatch, step_features
@@ -208,7 +209,7 @@ class RecoveredDevice(DeviceTarget):
         q = torch.empty((B, V), dtype=dtype, device=device).exponential_(generator=gen)
         q.clamp_(min=float(torch.finfo(dtype).tiny))  # an exponential sample of 0 would make inv_q inf
         inputs = {
-            "cu_num_draft_tokens": torch.from_numpy(step.cu).to(device),
+            "cu_num_draft_tokens": host_to(step.cu, device),
             "draft_token_ids": ids,
             "target_probs": target,
             "inv_q": q.reciprocal(),
@@ -298,14 +299,14 @@ class RecoveredDevice(DeviceTarget):
         req, j, rows_t = token_index(steps, device)
         cand = tables["draft_ids" if with_draft else "target_ids"]
         ids = cand[rows_t, torch.randint(0, CANDIDATES, (n,), generator=gen, device=device)]
-        ids = torch.where(j >= torch.from_numpy(pad_from(rng, steps)).to(device)[req], torch.full_like(ids, -1), ids)
-        cat = {"cu_num_draft_tokens": torch.from_numpy(steps.cu).to(device), "draft_token_ids": ids}
+        ids = torch.where(j >= host_to(pad_from(rng, steps), device)[req], torch.full_like(ids, -1), ids)
+        cat = {"cu_num_draft_tokens": host_to(steps.cu, device), "draft_token_ids": ids}
         lengths = {"cu_num_draft_tokens": B.tolist(), "draft_token_ids": N.tolist()}
         shapes = {n_: [(x,) for x in lengths[n_]] for n_ in lengths}
         first = np.cumsum(B) - B
         extra = {"V": V, "L": int(L.max()), "table_row": rows_t, "support": tables["support"],
-                 "noise_row": torch.from_numpy(np.arange(int(B.sum())) - np.repeat(first, B)).to(device),
-                 "cu": torch.from_numpy(np.cumsum(steps.d)).to(device), "d": steps.d, "B": B}
+                 "noise_row": host_to(np.arange(int(B.sum())) - np.repeat(first, B), device),
+                 "cu": host_to(np.cumsum(steps.d), device), "d": steps.d, "B": B}
         shared = {"target_probs": tables["target_probs"], "inv_q": tables["inv_q"]} | (
             {"draft_probs": tables["draft_probs"]} if with_draft else {})
         rows = {"target_probs": N.tolist(), "draft_probs": N.tolist(), "inv_q": B.tolist()}
@@ -331,7 +332,7 @@ class RecoveredDevice(DeviceTarget):
             return out
         index, win = writes["output_token_ids"]
         ids = b.cat["draft_token_ids"]
-        bounds = torch.from_numpy(np.cumsum(b.lengths["draft_token_ids"])[:-1].astype(np.int64)).to(ids.device)
+        bounds = host_to(np.cumsum(b.lengths["draft_token_ids"])[:-1].astype(np.int64), ids.device)
         of_win = torch.searchsorted(bounds, index.long(), right=True)
         of_id = torch.searchsorted(bounds, torch.arange(ids.numel(), device=ids.device), right=True)
         partial = V % BLOCK_SIZE != 0 and V > BLOCK_SIZE

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ....oracles import tensor_ops
+from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...generation.strategies import FLOAT32_EXACT, MAX_NUM_SEQS, SPEC_TOKENS, TOUR_NOTE, TOUR_SHARE
 from ...targetkit.device import GUARD, DeviceCase
@@ -145,13 +146,13 @@ class _Device(StepBatchDevice):
         # per buffer row: its drafts (0 to K, 0 one time in 5) and count; per previous row its valid count
         em = owners(Mx, device)
         zm = torch.zeros_like(em)
-        Km = torch.as_tensor(K, device=device)[em]
+        Km = host_to(K, device)[em]
         drafts = torch.where(torch.rand(em.numel(), generator=gen, device=device) < 0.2, 0, uniform(gen, zm, Km))
-        longm = torch.as_tensor(long, device=device)[em]
+        longm = host_to(long, device)[em]
         computed = torch.where(longm, uniform(gen, zm, MAX_COUNT - Km - 1), uniform(gen, zm, zm + 4096))
         ep = owners(P, device)
-        jp = torch.arange(ep.numel(), device=device) - torch.as_tensor(np.cumsum(P) - P, device=device)[ep]
-        m_base = torch.as_tensor(np.cumsum(Mx) - Mx, device=device)
+        jp = torch.arange(ep.numel(), device=device) - host_to(np.cumsum(P) - P, device)[ep]
+        m_base = host_to(np.cumsum(Mx) - Mx, device)
         d = drafts[m_base[ep] + jp]
         zp = torch.zeros_like(ep)
         valid = torch.where(d > 0, uniform(gen, zp + 1, d + 1), uniform(gen, zp, zp + 1))
@@ -160,18 +161,18 @@ class _Device(StepBatchDevice):
         cpu = torch.where(rows.per_row(long), uniform(gen, zr, zr + MAX_COUNT), uniform(gen, zr, zr + 4096))
         accepted = torch.where(rows.per_row(ones), 1, uniform(gen, zr + 1, rows.per_row(K) + 1))
         if lc.any():  # a long context's first request: a previous row (the first free one if new), all K drafts accepted
-            p_base = torch.as_tensor(np.cumsum(P) - P, device=device)
+            p_base = host_to(np.cumsum(P) - P, device)
             used = torch.zeros(ep.numel(), dtype=torch.bool, device=device)
             used[(p_base[rows.cid] + prev)[prev >= 0]] = True
             free = torch.full((k,), 1 << 40, dtype=torch.int64, device=device).scatter_reduce(
                 0, ep, torch.where(used, 1 << 40, jp), "amin")
-            first = torch.as_tensor((np.cumsum(n) - n)[lc], device=device)
-            cases = torch.as_tensor(np.flatnonzero(lc), device=device)
+            first = host_to((np.cumsum(n) - n)[lc], device)
+            cases = host_to(np.flatnonzero(lc), device)
             prev[first] = torch.where(prev[first] < 0, free[cases], prev[first])
             g = prev[first]
             computed[m_base[cases] + g] = computed[m_base[cases] + g].clamp(min=FLOAT32_EXACT + 1)
-            drafts[m_base[cases] + g] = torch.as_tensor(K[lc], device=device)
-            valid[p_base[cases] + g] = torch.as_tensor(K[lc] + 1, device=device)
+            drafts[m_base[cases] + g] = host_to(K[lc], device)
+            valid[p_base[cases] + g] = host_to(K[lc] + 1, device)
 
         i32 = torch.int32
         cat = {"num_computed_tokens": computed.to(i32), "num_accepted_tokens": accepted.to(i32), "prev_positions": prev,
