@@ -643,29 +643,30 @@ def eagle_prepare_next_token_padded(
     case's ``R * S`` ids row after row, ``discard_request_mask`` and ``backup_next_token_ids``
     each case's ``buffer_lengths`` entries (``R`` or more: the persistent buffers); the
     per-case scalars are host sequences. Each output's indices are flat indices in the
-    concatenation of the cases' outputs (``R`` elements each), int32 values."""
+    concatenation of the cases' outputs (``R`` elements each), int32 values. The rows are read
+    flat, laid end to end (no padding to the widest): a running count of valid cells, read
+    at each row's end, gives its count, and the cell where it last grew its last valid id."""
     dev = sampled_token_ids.device
     R = np.asarray(num_reqs, dtype=np.int64)
     S = np.asarray(num_sampled_tokens_per_req, dtype=np.int64)
     V = np.asarray(vocab_size, dtype=np.int64)
-    n, width = int(R.sum()), int(S.max()) if S.size else 1
-    case = np.repeat(np.arange(R.size), R)
-    per_row = host_to(np.stack([S[case], V[case], np.repeat(np.cumsum(R * S) - R * S, R)
-                                         + (np.arange(n) - np.repeat(np.cumsum(R) - R, R)) * S[case],
-                                         np.repeat(np.cumsum(np.asarray(buffer_lengths, dtype=np.int64))
-                                                   - np.asarray(buffer_lengths, dtype=np.int64), R)
-                                         + np.arange(n) - np.repeat(np.cumsum(R) - R, R)]), dev)  # one copy
-    s_row, v_row, row_at, buf_at = per_row
-    col = torch.arange(width, device=dev)
-    inside = col < s_row[:, None]
-    ids = sampled_token_ids.reshape(-1)[(row_at[:, None] + col).where(inside, 0)].long()
-    valid = inside & (ids != -1) & (ids < v_row[:, None])
-    count = valid.sum(1)
-    last = torch.where(valid, col, -1).amax(1) if width else torch.full((n,), -1, device=dev)
+    lengths = np.asarray(buffer_lengths, dtype=np.int64)
+    n = int(R.sum())
+    ids = sampled_token_ids.reshape(-1)
+    first = np.repeat(np.cumsum(R * S) - R * S, R) + (np.arange(n) - np.repeat(np.cumsum(R) - R, R)) * np.repeat(S, R)
+    buf_at = np.repeat(np.cumsum(lengths) - lengths, R) + np.arange(n) - np.repeat(np.cumsum(R) - R, R)
+    per_row = host_to(np.stack([first, first + np.repeat(S, R), buf_at]), dev)  # one copy
+    start, end, buf_at = per_row
+    v_cell = torch.repeat_interleave(host_to(V, dev), host_to(R * S, dev), output_size=ids.numel())
+    valid = (ids != -1) & (ids.long() < v_cell)
+    seen = torch.cumsum(valid, 0, dtype=torch.int32)  # valid cells so far, the rows laid end to end
+    upto = torch.where(end > 0, seen[(end - 1).clamp(min=0)], 0)
+    count = upto - torch.where(start > 0, seen[(start - 1).clamp(min=0)], 0)
+    last = torch.searchsorted(seen, upto, side="left")  # where the count last grew: the last valid cell
+    found = ids[last.clamp(max=max(ids.numel() - 1, 0))] if ids.numel() else torch.zeros_like(count)
     backup = backup_next_token_ids.reshape(-1)[buf_at]
     discard = discard_request_mask.reshape(-1)[buf_at]
-    found = ids.gather(1, last.clamp(min=0)[:, None])[:, 0].to(torch.int32)
-    nxt = torch.where(discard | (count == 0), backup, found)
+    nxt = torch.where(discard | (count == 0), backup, found.to(torch.int32))
     count = torch.where(discard, 0, count).to(torch.int32)
     index = torch.arange(n, device=dev)
     return {"next_token_ids": (index, nxt), "valid_sampled_tokens_count": (index, count)}

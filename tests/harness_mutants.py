@@ -353,8 +353,8 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
     HarnessMutant(
         "oracle_device_next_token_first_valid",
         "oracle-one",
-        (("oracles/tensor_ops.py", "    last = torch.where(valid, col, -1).amax(1) if width else",
-          "    last = torch.where(valid, col, width).amin(1) if width else"),),
+        (("oracles/tensor_ops.py", '    last = torch.searchsorted(seen, upto, side="left")',
+          '    last = torch.searchsorted(seen, upto - count + 1, side="left")'),),
         ("tests/test_device.py::test_device_oracle_agrees_with_the_numpy_and_numba_oracles"
          "[eagle_prepare_next_token_padded_kernel]",),
         "the device's batched torch oracle of §3 takes a kept request's first valid id, not its last: every "

@@ -22,9 +22,10 @@ import torch
 
 from ....oracles import tensor_ops
 from ....oracles.host_copy import host_to
-from ...generation.strategies import ID16_MAX, INT32_MAX, MAX_NUM_SEQS, SPEC_TOKENS, next_power_of_2
+from ...generation.strategies import ID16_MAX, INT32_MAX, MAX_NUM_SEQS, SPEC_TOKENS
 from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.step_batch import segment_counts
 from .record import TARGET
 
 MAX_REQUESTS = 1024
@@ -137,44 +138,43 @@ class NextTokenDevice(DeviceTarget):
     def batch_features(self, b: DeviceBatch, writes: dict | None = None) -> list[frozenset[str]]:
         """Every feature of the record's ``features_of``: the sizes' from the host, the rows'
         (kept requests' valid counts, last valid columns and ids, ``-1`` counts, the
-        ``2**31 - 2`` id) from one pass over the batch's ids and one copy of per-case counts."""
+        ``2**31 - 2`` id) from flat passes over the batch's ids (running counts read at each
+        row's end, no padded rows) and one copy of per-case counts."""
         z, k = b.extra, len(b)
         R, S, V, L = z["R"], z["S"], z["V"], z["L"]
-        ids = b.cat["sampled_token_ids"]
+        ids = b.cat["sampled_token_ids"].reshape(-1)
         dev = ids.device
-        n, width = int(R.sum()), int(S.max())
-        case = np.repeat(np.arange(k), R)
+        n = int(R.sum())
         local = np.arange(n) - np.repeat(np.cumsum(R) - R, R)
-        per_row = host_to(np.stack([S[case], V[case], np.repeat(np.cumsum(R * S) - R * S, R) + local * S[case],
-                                             np.repeat(np.cumsum(L) - L, R) + local, case]), dev)  # one copy
-        s_row, v_row, row_at, buf_at, cid = per_row
-        col = torch.arange(width, device=dev)
-        inside = col < s_row[:, None]
-        x = ids[(row_at[:, None] + col).where(inside, 0)].long()
-        valid = inside & (x != -1) & (x < v_row[:, None])
-        minus = inside & (x == -1)
-        count = valid.sum(1)
-        last = torch.where(valid, col, -1).amax(1)
-        last_id = x.gather(1, last.clamp(min=0)[:, None])[:, 0]
-        final = x.gather(1, (s_row - 1)[:, None])[:, 0]
+        first = np.repeat(np.cumsum(R * S) - R * S, R) + local * np.repeat(S, R)
+        per_row = host_to(np.stack([first, first + np.repeat(S, R), np.repeat(S, R), np.repeat(np.cumsum(L) - L, R) + local]),
+                          dev)  # one copy
+        start, end, s_row, buf_at = per_row
+        v_cell = torch.repeat_interleave(host_to(V, dev), host_to(R * S, dev), output_size=ids.numel())
+        valid = (ids != -1) & (ids.long() < v_cell)
+        seen = torch.cumsum(valid, 0, dtype=torch.int32)  # valid cells so far, the rows laid end to end
+        upto = seen[end - 1]  # every row has a column (S >= 1)
+        count = upto - torch.where(start > 0, seen[(start - 1).clamp(min=0)], 0)
+        last_at = torch.searchsorted(seen, upto, side="left")  # where the count last grew: the last valid cell
+        minus, near = segment_counts(torch.stack([ids == -1, ids == INT32_MAX - 1]), np.repeat(S, R))
         disc = b.cat["discard_request_mask"][buf_at]
         kept = ~disc
         flags = torch.stack([
             disc,
             kept & (count == s_row),
             kept & (count >= 2),
-            kept & (inside & (x != -1)).any(1) & (final == -1),
-            kept & (last >= 16),
-            kept & (minus.sum(1) >= 16),
-            kept & (inside & (x == INT32_MAX - 1)).any(1),
-            kept & (last >= 0) & (last_id > ID16_MAX),
-        ], 1).long()
-        sums = torch.zeros((k, flags.shape[1]), dtype=torch.int64, device=dev).index_add_(0, cid, flags).cpu().numpy()
+            kept & (minus < s_row) & (ids[end - 1] == -1),
+            kept & (count > 0) & (last_at - start >= 16),
+            kept & (minus >= 16),
+            kept & (near > 0),
+            kept & (count > 0) & (ids[last_at.clamp(max=ids.numel() - 1)] > ID16_MAX),
+        ])
+        sums = segment_counts(flags, R).T.cpu().numpy()
         on = {"discard_none": sums[:, 0] == 0, "discard_all": sums[:, 0] == R, "discard_some": (sums[:, 0] > 0) & (sums[:, 0] < R),
               "full_row": sums[:, 1] > 0, "several_valid_columns": sums[:, 2] > 0, "minus_one_suffix": sums[:, 3] > 0,
               "valid_past_column_16": sums[:, 4] > 0, "many_rejected": sums[:, 5] > 0, "id_near_int32_max": sums[:, 6] > 0,
               "ids_past_65535": sums[:, 7] > 0,
-              "block_past_stride": np.asarray([next_power_of_2(int(w)) > w for w in S]), "single_column": S == 1,
+              "block_past_stride": (S & (S - 1)) != 0, "single_column": S == 1,
               "overallocated_buffers": L > R, "several_requests": R > 1, "many_requests": R > 64,
               "beyond_1024_requests": R > MAX_NUM_SEQS, "spec_tokens_15_plus": S >= SPEC_TOKENS + 1,
               "vocab_256k": V >= 256000}
