@@ -1105,20 +1105,24 @@ def test_host_copies_queued_behind_a_busy_device_keep_their_values(needs):
     from eaglefuzz.oracles import host_copy
 
     rng = np.random.default_rng(7)
-    sizes = [0, 1, 3, 255, 4097, 1 << 16, (1 << 20) + 5, host_copy.STAGED_LIMIT // 8 + 1]
+    sizes = [1, 3, 255, 4097, 1 << 16, (1 << 20) + 5]
     dtypes = [np.int32, np.int64, np.float32, np.float64, np.bool_, np.uint8]
     arrays, total = [], 0
-    while total < 5 * host_copy.HALF:
+    while total < 3 * host_copy.HALF:  # each within the staging limit: none waits for the device
         n = int(rng.choice(sizes))
         a = rng.integers(1, 200, n).astype(dtypes[int(rng.integers(len(dtypes)))])
         arrays.append(a.reshape(-1, 1) if n % 2 else a)
         total += a.nbytes
+    arrays += [np.zeros(0, dtype=np.int32), rng.integers(0, 9, host_copy.STAGED_LIMIT // 8 + 1)]  # last: this one waits
     sent = [a.copy() for a in arrays]
+    staging = host_copy._staging(torch.device("cuda"))
+    switches = staging.switches
     torch.cuda._sleep(2_000_000_000)  # the stream busy for a second or so: the copies queue behind it
     copies = []
     for a in arrays:
         copies.append(host_copy.host_to(a, "cuda"))
         a[...] = 0  # the host changes it at once
+    assert staging.switches >= switches + 2  # staged, each half reused after waiting for its copies
     for want, got in zip(sent, copies, strict=True):
         assert got.device.type == "cuda" and tuple(got.shape) == want.shape
         assert got.dtype == torch.from_numpy(want).dtype
