@@ -653,10 +653,12 @@ def eagle_prepare_next_token_padded(
     lengths = np.asarray(buffer_lengths, dtype=np.int64)
     n = int(R.sum())
     ids = sampled_token_ids.reshape(-1)
-    first = np.repeat(np.cumsum(R * S) - R * S, R) + (np.arange(n) - np.repeat(np.cumsum(R) - R, R)) * np.repeat(S, R)
-    buf_at = np.repeat(np.cumsum(lengths) - lengths, R) + np.arange(n) - np.repeat(np.cumsum(R) - R, R)
-    per_row = host_to(np.stack([first, first + np.repeat(S, R), buf_at]), dev)  # one copy
-    start, end, buf_at = per_row
+    per_case = host_to(np.stack([R, S, np.cumsum(R) - R, np.cumsum(lengths) - lengths]), dev)  # one copy
+    case = torch.repeat_interleave(torch.arange(R.size, device=dev), per_case[0], output_size=n)
+    width = per_case[1][case]
+    end = torch.cumsum(width, 0)  # the rows laid end to end, S cells each
+    start = end - width
+    buf_at = per_case[3][case] + torch.arange(n, device=dev) - per_case[2][case]
     v_cell = torch.repeat_interleave(host_to(V, dev), host_to(R * S, dev), output_size=ids.numel())
     valid = (ids != -1) & (ids.long() < v_cell)
     seen = torch.cumsum(valid, 0, dtype=torch.int32)  # valid cells so far, the rows laid end to end

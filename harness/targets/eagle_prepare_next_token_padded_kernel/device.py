@@ -145,18 +145,23 @@ class NextTokenDevice(DeviceTarget):
         ids = b.cat["sampled_token_ids"].reshape(-1)
         dev = ids.device
         n = int(R.sum())
-        local = np.arange(n) - np.repeat(np.cumsum(R) - R, R)
-        first = np.repeat(np.cumsum(R * S) - R * S, R) + local * np.repeat(S, R)
-        per_row = host_to(np.stack([first, first + np.repeat(S, R), np.repeat(S, R), np.repeat(np.cumsum(L) - L, R) + local]),
-                          dev)  # one copy
-        start, end, s_row, buf_at = per_row
+        per_case = host_to(np.stack([R, S, np.cumsum(R) - R, np.cumsum(L) - L]), dev)  # one copy
+        case = torch.repeat_interleave(torch.arange(k, device=dev), per_case[0], output_size=n)
+        s_row = per_case[1][case]
+        end = torch.cumsum(s_row, 0)  # the rows laid end to end, S cells each (S >= 1)
+        start = end - s_row
+        buf_at = per_case[3][case] + torch.arange(n, device=dev) - per_case[2][case]
         v_cell = torch.repeat_interleave(host_to(V, dev), host_to(R * S, dev), output_size=ids.numel())
-        valid = (ids != -1) & (ids.long() < v_cell)
-        seen = torch.cumsum(valid, 0, dtype=torch.int32)  # valid cells so far, the rows laid end to end
-        upto = seen[end - 1]  # every row has a column (S >= 1)
-        count = upto - torch.where(start > 0, seen[(start - 1).clamp(min=0)], 0)
+
+        def per_row(flags: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+            """Per row, the set cells (a running count read at its end) and that count's running value."""
+            seen = torch.cumsum(flags, 0, dtype=torch.int32)
+            upto = seen[end - 1]
+            return upto - torch.where(start > 0, seen[(start - 1).clamp(min=0)], 0), (seen, upto)
+
+        count, (seen, upto) = per_row((ids != -1) & (ids.long() < v_cell))
         last_at = torch.searchsorted(seen, upto, side="left")  # where the count last grew: the last valid cell
-        minus, near = segment_counts(torch.stack([ids == -1, ids == INT32_MAX - 1]), np.repeat(S, R))
+        minus, near = per_row(ids == -1)[0], per_row(ids == INT32_MAX - 1)[0]
         disc = b.cat["discard_request_mask"][buf_at]
         kept = ~disc
         flags = torch.stack([
