@@ -25,6 +25,7 @@ from ...generation.strategies import (
 )
 from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.step_batch import segment_counts
 from .layout import MAX_MODEL_LEN
 from .record import TARGET
 
@@ -267,9 +268,9 @@ class CopyAndExpandDevice(DeviceTarget):
         """From each case's sizes and modes, and (``writes``: the batched oracle's) the ids it
         copies and its first positions: ``features_of``'s ids are the next-token ids and the
         ids the valid slots read, so a case whose next-token ids pass 65535 has the feature
-        (one reduction over the requests); only a case whose next-token ids do not has its
-        copied ids looked at (its slots, contiguous in the writes). One copy back, two in
-        the rare case."""
+        (one reduction over the requests); only the cases whose next-token ids do not have
+        their copied ids looked at (their slots, contiguous in the writes, in one gather and
+        one running count). One copy back, two when some case's next-token ids stay below."""
         out = b.extra["sizes"].features()
         if writes is None or not len(b):
             return out
@@ -283,11 +284,14 @@ class CopyAndExpandDevice(DeviceTarget):
         per[1].index_add_(0, of_req, (b.cat["target_positions"][first[of_req] + qs] >= FLOAT32_EXACT).long())
         ids_past, positions_past = (per > 0).cpu().numpy()
         if not ids_past.all():  # the ids the valid slots copied: each case's slots are contiguous in the writes
-            _, ids = writes["out_input_ids"]
-            copied = ~writes["out_is_masked_token_mask"][1] & ~writes["out_is_rejected_token_mask"][1]
-            slots = np.concatenate([[0], np.cumsum(b.outputs["out_input_ids"][1])])
-            for c in np.flatnonzero(~ids_past):
-                ids_past[c] = bool((copied[slots[c] : slots[c + 1]] & (ids[slots[c] : slots[c + 1]] > ID16_MAX)).any())
+            cases = np.flatnonzero(~ids_past)
+            sizes = np.asarray(b.outputs["out_input_ids"][1], dtype=np.int64)
+            start = (np.cumsum(sizes) - sizes)[cases]
+            sizes = sizes[cases]
+            at = host_to(np.repeat(start - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum())), dev)
+            copied = ~writes["out_is_masked_token_mask"][1][at] & ~writes["out_is_rejected_token_mask"][1][at]
+            hit = segment_counts((copied & (writes["out_input_ids"][1][at] > ID16_MAX))[None], sizes)[0]
+            ids_past[cases] = hit.cpu().numpy() > 0  # these cases' slots at once: one more copy back
         return [f | {n for n, on in (("ids_past_65535", ids_past[c]), ("positions_past_2_24", positions_past[c])) if on}
                 for c, f in enumerate(out)]
 
