@@ -6,15 +6,17 @@ per stage, against the kernel alone. Needs a CUDA device.
 
 Per target: a warm-up run (``--warmup`` examples, where Triton compiles the specializations
 the campaign meets: its time is the JIT column; Triton's on-disk cache keeps them for later runs), then a steady-state run of ``S``
-seconds with another seed (seed 0), then the same cases again: the first meets its cases'
-specializations (a kernel with many integer arguments has hundreds: Triton specializes each on
-1 and on multiples of 16; its rate is the "first seen" column), the second, exactly the cases
-the first checked (its batches whole: ``min_batches=1``; a run of a few examples otherwise
-splits them, and a batch's cases depend on its size), is the figures (the kernel alone is
+seconds with another seed (seed 0), a second one, then the cases the second checked again: the
+first meets its cases' specializations (a kernel with many integer arguments has hundreds:
+Triton specializes each on 1 and on multiples of 16; its rate is the "first seen" column), the
+second finds those compiled (so that how many cases it checks, and so the fixed costs' share
+of the figures, does not hang on how much the first compiled or found in Triton's on-disk
+cache), the third, exactly the cases the second checked (its batches whole:
+``min_batches=1``; a run of a few examples otherwise splits them, and a batch's cases depend on
+its size), is the figures (the kernel alone is
 timed after a launch that compiles its cases, and a long campaign's are compiled, or in
-Triton's cache; a second run of ``S`` seconds
-would pass the first's last case and meet new specializations, Triton compiling them inside
-the figures), then a profiled run of the first of those cases (the device is waited for after
+Triton's cache; the second run may pass the first's last case and meet new specializations,
+which the third finds compiled), then a profiled run of the first of those cases (the device is waited for after
 every stage, so the stage shares add up; its own rate is lower), then the kernel alone: the
 launches of the cases the steady state checked (:func:`kernel_alone`), repeated, timed with
 CUDA events. A target checked by its record
@@ -25,8 +27,8 @@ profiled), without production-scale cases
 (each takes tens of seconds: their figures are the section "Production scale" of RESULTS.md).
 ``--lanes N``: the steady state as ``eaglefuzz fuzz --lanes N`` runs it, ``N`` processes on the
 one GPU with disjoint shares of the same cases (seed 0, shard ``i/N`` each, each after a
-warm-up of its own; the lanes' first runs started together, then their second runs, each
-lane's cases of its first run again; no production-scale case), their tokens summed over the
+warm-up of its own; the lanes' first runs started together, then their second and third
+runs, each lane's third its cases of its second again; no production-scale case), their tokens summed over the
 longest lane's seconds;
 the profiled run and the kernel alone stay one process (the kernel alone is vLLM's launch, one
 process).
@@ -238,9 +240,13 @@ def _lane(argv: list[str]) -> int:
         time.sleep(0.005)
     cold = device_fuzz_target(name, impls, device, seed=0, examples=None, time_budget=float(seconds), **opts)
     Path(out + ".ready").write_text(json.dumps({"tokens": cold.tokens, "seconds": cold.seconds}))
+    while not Path(go + ".again").exists():
+        time.sleep(0.005)
+    again = device_fuzz_target(name, impls, device, seed=0, examples=None, time_budget=float(seconds), **opts)
+    Path(out + ".again").write_text("")
     while not Path(go).exists():
         time.sleep(0.005)
-    s = device_fuzz_target(name, impls, device, seed=0, examples=max(cold.examples, 1), min_batches=1, **opts)  # the cases seen
+    s = device_fuzz_target(name, impls, device, seed=0, examples=max(again.examples, 1), min_batches=1, **opts)  # the cases seen
     Path(out).write_text(json.dumps({"tokens": s.tokens, "seconds": s.seconds, "examples": s.examples,
                                      "cross_checked": s.cross_checked, "findings": len(s.findings),
                                      "features": sorted(getattr(s, "features", set()))}))
@@ -256,7 +262,8 @@ def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int, back
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         procs = [subprocess.Popen([sys.executable, __file__, "--lane-child", name, spec, str(k), str(lanes), str(seconds),
                                    str(warmup), str(go), outs[k], backend], env=env) for k in range(lanes)]
-        for stage, start in ((".warm", Path(str(go) + ".first")), (".ready", go)):  # each run started together
+        for stage, start in ((".warm", Path(str(go) + ".first")), (".ready", Path(str(go) + ".again")),
+                             (".again", go)):  # each run started together
             while not all(Path(o + stage).exists() for o in outs):
                 if any(p.poll() is not None for p in procs):
                     break
@@ -346,7 +353,8 @@ def main() -> int:
                 steady = partial(device_fuzz_target, name, impls, backend.device, seed=0, examples=None,
                                  time_budget=args.seconds, shrink=False, **opts)
                 cold = steady()
-                s = steady(examples=max(cold.examples, 1), time_budget=None, min_batches=1)  # the cases seen, compiled
+                again = steady()  # its first cases compiled: how many it checks does not hang on the first's compiling
+                s = steady(examples=max(again.examples, 1), time_budget=None, min_batches=1)  # the cases seen, compiled
                 s.cold_rate = cold.tokens / cold.seconds
             prof = device_fuzz_target(name, impls, backend.device, seed=0, examples=max(s.examples // args.lanes, 1), min_batches=1,
                                       time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
