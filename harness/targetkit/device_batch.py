@@ -188,12 +188,15 @@ class BatchArenas:
                 cursor[st] = int(self.offset[n][at[-1]] + padded[-1])
         self.full = {s: torch.full((size + GUARD,), _SENTINEL[s], dtype=s, device=device) for s, size in cursor.items()}
         # each array's concatenated coordinate -> its place in its buffer: a shift per case
+        starts = {n: np.concatenate([[0], np.cumsum(sizes[n], dtype=np.int64)]) for n in dtypes}
+        both = host_to(np.concatenate([np.concatenate([starts[n][1:-1], self.offset[n] - starts[n][:-1]])
+                                       for n in dtypes]) if dtypes else np.zeros(0, dtype=np.int64), device)  # one copy
         self.shift: dict[str, torch.Tensor] = {}
         self.bounds: dict[str, torch.Tensor] = {}
+        at = 0
         for n in dtypes:
-            start = np.concatenate([[0], np.cumsum(sizes[n])])
-            self.bounds[n] = host_to(start[1:-1].astype(np.int64), device)
-            self.shift[n] = host_to(self.offset[n] - start[:-1], device)
+            self.bounds[n], self.shift[n] = both[at : at + 2 * K - 1].split([K - 1, K]) if K else (both[:0], both[:0])
+            at += 2 * K - 1 if K else 0
         for n, t in batch.cat.items():
             buf = self.full[_storage(dtypes[n])]
             buf[self._place(n, torch.arange(t.numel(), device=device))] = _bits(t.reshape(-1), dtypes[n]) if dtypes[n] != torch.bool else t.reshape(-1).to(torch.uint8)
