@@ -47,8 +47,8 @@ class _Staging:
     def stream(self) -> torch.cuda.Stream:
         """The device's current stream (``torch.cuda.current_stream`` makes a new object each
         call, some 20 us: this one is kept while the raw stream stays the same)."""
-        raw = torch._C._cuda_getCurrentRawStream(self.device.index)
-        if self._stream is None or self._stream.cuda_stream != raw:
+        raw_of = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # Triton's own lookup; absent: no cache
+        if self._stream is None or raw_of is None or self._stream.cuda_stream != raw_of(self.device.index):
             self._stream = torch.cuda.current_stream(self.device)
         return self._stream
 
