@@ -19,6 +19,7 @@ int64; values wrap to their output's width as the kernel's stores do.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -621,6 +622,50 @@ def update_num_computed_tokens_for_batch_change(
 __all__ += ["eagle_prepare_next_token_padded"]
 
 
+def running_count(flags: torch.Tensor, start: torch.Tensor, end: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Per row of the flat bool ``flags`` (the cells ``[start, end)`` of each, rows laid end to
+    end), how many are set: one running count (int32), read at each row's end and before its
+    start. Returns the counts, the running count and its value at each row's end."""
+    seen = torch.cumsum(flags, 0, dtype=torch.int32)
+    upto = torch.where(end > 0, seen[(end - 1).clamp(min=0)], 0)
+    count = upto - torch.where(start > 0, seen[(start - 1).clamp(min=0)], 0)
+    return count, seen, upto
+
+
+class NextTokenRows(NamedTuple):
+    """The rows of §3's cases laid end to end (:func:`next_token_rows`)."""
+
+    start: torch.Tensor
+    end: torch.Tensor
+    width: torch.Tensor
+    buf_at: torch.Tensor
+    count: torch.Tensor
+    """Each row's valid cells (int32)."""
+    last: torch.Tensor
+    """Each row's last valid cell (where ``count`` is 0: not the row's)."""
+
+
+def next_token_rows(ids: torch.Tensor, R: np.ndarray, S: np.ndarray, V: np.ndarray,  # noqa: N803
+                    buffer_lengths: np.ndarray) -> NextTokenRows:
+    """Each row of §3's cases (``ids`` flat, each case's ``R * S`` ids row after row): its
+    cells, width and persistent-buffer entry, from per-case values on the device; its count of
+    valid cells (an id not ``-1`` and below ``vocab_size``, signed) from a running count, and
+    its last valid cell where that count last grew (``searchsorted``)."""
+    dev = ids.device
+    n = int(R.sum())
+    per_case = host_to(np.stack([R, S, np.cumsum(R) - R, np.cumsum(buffer_lengths) - buffer_lengths]), dev)  # one copy
+    case = torch.repeat_interleave(torch.arange(R.size, device=dev), per_case[0], output_size=n)
+    width = per_case[1][case]
+    end = torch.cumsum(width, 0)  # the rows laid end to end, S cells each
+    start = end - width
+    buf_at = per_case[3][case] + torch.arange(n, device=dev) - per_case[2][case]
+    v_cell = torch.repeat_interleave(host_to(V, dev), host_to(R * S, dev), output_size=ids.numel())
+    count, seen, upto = running_count((ids != -1) & (ids.long() < v_cell), start, end)
+    last = torch.searchsorted(seen, upto, side="left")  # where the count last grew: the last valid cell
+    return NextTokenRows(start, end, width, buf_at, count, last)
+
+
 def eagle_prepare_next_token_padded(
     *,
     sampled_token_ids: torch.Tensor,
@@ -646,29 +691,16 @@ def eagle_prepare_next_token_padded(
     concatenation of the cases' outputs (``R`` elements each), int32 values. The rows are read
     flat, laid end to end (no padding to the widest): a running count of valid cells, read
     at each row's end, gives its count, and the cell where it last grew its last valid id."""
-    dev = sampled_token_ids.device
     R = np.asarray(num_reqs, dtype=np.int64)
     S = np.asarray(num_sampled_tokens_per_req, dtype=np.int64)
     V = np.asarray(vocab_size, dtype=np.int64)
-    lengths = np.asarray(buffer_lengths, dtype=np.int64)
-    n = int(R.sum())
     ids = sampled_token_ids.reshape(-1)
-    per_case = host_to(np.stack([R, S, np.cumsum(R) - R, np.cumsum(lengths) - lengths]), dev)  # one copy
-    case = torch.repeat_interleave(torch.arange(R.size, device=dev), per_case[0], output_size=n)
-    width = per_case[1][case]
-    end = torch.cumsum(width, 0)  # the rows laid end to end, S cells each
-    start = end - width
-    buf_at = per_case[3][case] + torch.arange(n, device=dev) - per_case[2][case]
-    v_cell = torch.repeat_interleave(host_to(V, dev), host_to(R * S, dev), output_size=ids.numel())
-    valid = (ids != -1) & (ids.long() < v_cell)
-    seen = torch.cumsum(valid, 0, dtype=torch.int32)  # valid cells so far, the rows laid end to end
-    upto = torch.where(end > 0, seen[(end - 1).clamp(min=0)], 0)
-    count = upto - torch.where(start > 0, seen[(start - 1).clamp(min=0)], 0)
-    last = torch.searchsorted(seen, upto, side="left")  # where the count last grew: the last valid cell
-    found = ids[last.clamp(max=max(ids.numel() - 1, 0))] if ids.numel() else torch.zeros_like(count)
+    rows = next_token_rows(ids, R, S, V, np.asarray(buffer_lengths, dtype=np.int64))
+    count, buf_at = rows.count, rows.buf_at
+    found = ids[rows.last.clamp(max=max(ids.numel() - 1, 0))] if ids.numel() else torch.zeros_like(count)
     backup = backup_next_token_ids.reshape(-1)[buf_at]
     discard = discard_request_mask.reshape(-1)[buf_at]
     nxt = torch.where(discard | (count == 0), backup, found.to(torch.int32))
     count = torch.where(discard, 0, count).to(torch.int32)
-    index = torch.arange(n, device=dev)
+    index = torch.arange(count.numel(), device=count.device)
     return {"next_token_ids": (index, nxt), "valid_sampled_tokens_count": (index, count)}

@@ -143,25 +143,10 @@ class NextTokenDevice(DeviceTarget):
         z, k = b.extra, len(b)
         R, S, V, L = z["R"], z["S"], z["V"], z["L"]
         ids = b.cat["sampled_token_ids"].reshape(-1)
-        dev = ids.device
-        n = int(R.sum())
-        per_case = host_to(np.stack([R, S, np.cumsum(R) - R, np.cumsum(L) - L]), dev)  # one copy
-        case = torch.repeat_interleave(torch.arange(k, device=dev), per_case[0], output_size=n)
-        s_row = per_case[1][case]
-        end = torch.cumsum(s_row, 0)  # the rows laid end to end, S cells each (S >= 1)
-        start = end - s_row
-        buf_at = per_case[3][case] + torch.arange(n, device=dev) - per_case[2][case]
-        v_cell = torch.repeat_interleave(host_to(V, dev), host_to(R * S, dev), output_size=ids.numel())
-
-        def per_row(flags: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-            """Per row, the set cells (a running count read at its end) and that count's running value."""
-            seen = torch.cumsum(flags, 0, dtype=torch.int32)
-            upto = seen[end - 1]
-            return upto - torch.where(start > 0, seen[(start - 1).clamp(min=0)], 0), (seen, upto)
-
-        count, (seen, upto) = per_row((ids != -1) & (ids.long() < v_cell))
-        last_at = torch.searchsorted(seen, upto, side="left")  # where the count last grew: the last valid cell
-        minus, near = per_row(ids == -1)[0], per_row(ids == INT32_MAX - 1)[0]
+        rows = tensor_ops.next_token_rows(ids, R, S, V, L)
+        start, end, s_row, buf_at, count, last_at = rows
+        minus = tensor_ops.running_count(ids == -1, start, end)[0]
+        near = tensor_ops.running_count(ids == INT32_MAX - 1, start, end)[0]
         disc = b.cat["discard_request_mask"][buf_at]
         kept = ~disc
         flags = torch.stack([
