@@ -204,6 +204,24 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         "buffers have no guard bands: an overrun corrupts memory instead of being a finding",
     ),
     HarnessMutant(
+        "batch_input_copy_runs_past_its_segment",
+        "guard",
+        (("harness/targetkit/placement.py", "                keep = at < n\n", "                keep = at <= n\n"),),
+        ("tests/test_placement.py::test_each_segment_lands_at_its_place_and_nothing_else_moves",),
+        "a device batch's input copy writes one element past each case's array, over its guard band's "
+        "sentinel: the band no longer tells a kernel's overrun from the harness's own write",
+        fast=True,
+    ),
+    HarnessMutant(
+        "batch_outputs_not_prefilled",
+        "sentinel",
+        (("harness/targetkit/device_batch.py", "            prefilled = dt != torch.bool and n not in batch.cat",
+          "            prefilled = False and n not in batch.cat"),),
+        ("tests/test_bounded_arenas.py::test_an_exact_output_left_unwritten_is_a_difference_even_where_its_value_is_the_sentinel",),
+        "a device batch's written output elements hold the sentinel, not their expected bits with one flipped: "
+        "a kernel that skips an element whose value is the sentinel passes",
+    ),
+    HarnessMutant(
         "sentinel_may_be_a_written_value",
         "sentinel",
         (("harness/core/buffers.py", "    for c in _CANDIDATES:\n        if c not in present:\n            return c\n",

@@ -153,3 +153,23 @@ def test_cases_of_a_few_shapes_are_their_arrays_each_between_guard_bands():
                 flat[at] = 1
                 assert int(arenas.mismatch()) == 1, (n, j, at)
                 flat[at] = keep
+
+
+def test_an_exact_output_left_unwritten_is_a_difference_even_where_its_value_is_the_sentinel():
+    """Every written element of an output is pre-filled with its expected bits, the lowest one
+    flipped: an element the kernel skips differs even where its expected value is the buffer's
+    sentinel (written in shuffled order, so that each lands by its own case's shift)."""
+    from eaglefuzz.harness.targetkit.device import _SENTINEL
+
+    s = _SENTINEL[torch.int32]
+    b = DeviceBatch({"i": torch.zeros(2, dtype=torch.int32)}, {"i": [1, 1]}, {"i": [(1,), (1,)]}, {}, {},
+                    {"y": (torch.int32, [2, 2])}, [{}, {}])
+    want = torch.tensor([s, 7, s, -1], dtype=torch.int32)
+    order = torch.tensor([3, 0, 1, 2])
+    arenas = BatchArenas(b, {"y": (order, want[order])}, "cpu")
+    assert int(arenas.mismatch()) == 4  # nothing written: every element differs
+    for k in range(2):
+        arenas.views[k]["y"].copy_(want[2 * k : 2 * k + 2])
+    assert int(arenas.mismatch()) == 0
+    arenas.views[1]["y"][0] = s ^ 1
+    assert int(arenas.mismatch()) == 1

@@ -45,6 +45,7 @@ from .device import (
     prefill,
     written_parts,
 )
+from .placement import copy_segments, place_writes
 
 
 @dataclass
@@ -189,32 +190,37 @@ class BatchArenas:
         self.full = {s: torch.full((size + GUARD,), _SENTINEL[s], dtype=s, device=device) for s, size in cursor.items()}
         # each array's concatenated coordinate -> its place in its buffer: a shift per case
         starts = {n: np.concatenate([[0], np.cumsum(sizes[n], dtype=np.int64)]) for n in dtypes}
-        both = host_to(np.concatenate([np.concatenate([starts[n][1:-1], self.offset[n] - starts[n][:-1]])
-                                       for n in dtypes]) if dtypes else np.zeros(0, dtype=np.int64), device)  # one copy
+        # and each input's segments (where it starts in cat and in its buffer, its length): one copy
+        segments = {n: (starts[n][:-1], self.offset[n], np.asarray(sizes[n], dtype=np.int64)) for n in batch.cat}
+        parts = [np.concatenate([starts[n][1:-1], self.offset[n] - starts[n][:-1]]) for n in dtypes]
+        parts += [np.concatenate(segments[n]) for n in batch.cat]
+        both = host_to(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64), device)
         self.shift: dict[str, torch.Tensor] = {}
         self.bounds: dict[str, torch.Tensor] = {}
         at = 0
         for n in dtypes:
             self.bounds[n], self.shift[n] = both[at : at + 2 * K - 1].split([K - 1, K]) if K else (both[:0], both[:0])
             at += 2 * K - 1 if K else 0
-        for n, t in batch.cat.items():
-            buf = self.full[_storage(dtypes[n])]
-            buf[self._place(n, torch.arange(t.numel(), device=device))] = _bits(t.reshape(-1), dtypes[n]) if dtypes[n] != torch.bool else t.reshape(-1).to(torch.uint8)
-        placed = {}
+        for n, t in batch.cat.items():  # each case's segment of cat copied to its place, no index an element
+            flat = t.reshape(-1).view(torch.uint8) if dtypes[n] == torch.bool else _bits(t.reshape(-1), dtypes[n])
+            copy_segments(self.full[_storage(dtypes[n])], flat, both[at : at + 3 * K], max(sizes[n], default=0))
+            at += 3 * K
+        self.expected = {s: b.clone() for s, b in self.full.items()}  # the inputs as placed; then the writes
         self.loose: dict[torch.dtype, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
         for n, w in writes.items():
             index, value, bound = written_parts(w)
             s, dt = _storage(dtypes[n]), dtypes[n]
-            placed[n] = self._place(n, index)
-            if bound is not None:
-                self.loose.setdefault(s, []).append((placed[n], value.to(dt), bound))
-            if dt != torch.bool and n not in batch.cat:  # an input updated in place holds what the kernel reads
-                self.full[s][placed[n]] = prefill(_bits(value, dt), bound, s)
-        self.expected = {s: b.clone() for s, b in self.full.items()}
-        for n, w in writes.items():
-            value = w[1]
-            dt = dtypes[n]
-            self.expected[_storage(dt)][placed[n]] = value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)
+            bits = (value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)).reshape(-1).contiguous()
+            prefilled = dt != torch.bool and n not in batch.cat  # an input updated in place holds what the kernel reads
+            if bound is None:  # expected and pre-filled bits in one pass
+                place_writes(self.expected[s], self.full[s] if prefilled else None, index.reshape(-1).contiguous(),
+                             bits, self.bounds[n], self.shift[n])
+                continue
+            placed = self._place(n, index)
+            self.loose.setdefault(s, []).append((placed, value.to(dt), bound))
+            self.expected[s][placed] = bits
+            if prefilled:
+                self.full[s][placed] = prefill(bits, bound, s)
         per_name = {}
         for n, dt in dtypes.items():  # every case's view of n at once (torch.split: one call, one a width)
             sz = np.asarray(sizes[n], dtype=np.int64)

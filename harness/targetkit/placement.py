@@ -1,0 +1,121 @@
+"""A device batch's arrays placed in its guarded buffers, each element moved once.
+
+A device batch's inputs are drawn as one concatenated tensor per name, and the oracle's writes
+come as flat indices into the concatenation of the cases' outputs; the guarded buffers hold
+each case's array at an offset of its own (:class:`~.device_batch.BatchArenas`). Done with torch
+operations, each element's buffer position is computed (a search for its case, a gather of its
+shift, an add) and then scattered to: some ten times the bytes of the arrays themselves.
+:func:`copy_segments` moves each input segment once, as a memory copy does, and
+:func:`place_writes` finds each written element's case, writes its expected value and its
+pre-filled one, in one pass. On the CPU (where a launch would run under Triton's interpreter)
+both are torch's gathers and scatters.
+"""
+
+from __future__ import annotations
+
+import torch
+
+BLOCK = 1024
+"""Elements one program instance handles per step."""
+
+PROGRAMS = 16384
+"""About how many program instances a segment copy runs at most (a segment longer than its
+share is copied by a loop in each)."""
+
+_kernels: dict[str, object] = {}
+
+
+def _compiled(name: str):  # noqa: ANN202
+    """The Triton kernels, made the first time a launch asks for them (a CPU-only run of
+    eaglefuzz never imports Triton for them)."""
+    if not _kernels:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def copy_segments_kernel(dst_ptr, src_ptr, table_ptr, count, BLOCK: tl.constexpr):  # noqa: N803
+            k = tl.program_id(0)
+            j = tl.program_id(1)
+            step = tl.num_programs(1) * BLOCK
+            src = tl.load(table_ptr + k)
+            dst = tl.load(table_ptr + count + k)
+            n = tl.load(table_ptr + 2 * count + k)
+            for i in range(j * BLOCK, n, step):
+                at = i + tl.arange(0, BLOCK).to(tl.int64)
+                keep = at < n
+                tl.store(dst_ptr + dst + at, tl.load(src_ptr + src + at, mask=keep), mask=keep)
+
+        @triton.jit
+        def place_writes_kernel(expected_ptr, full_ptr, index_ptr, bits_ptr, bounds_ptr, shift_ptr, n, cuts, steps,
+                                BLOCK: tl.constexpr, FLIP: tl.constexpr):  # noqa: N803
+            at = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+            keep = at < n
+            index = tl.load(index_ptr + at, mask=keep, other=0).to(tl.int64)
+            lo = tl.zeros([BLOCK], dtype=tl.int64)  # the case: how many cuts lie at or below the index
+            hi = tl.zeros([BLOCK], dtype=tl.int64) + cuts
+            for _ in range(steps):
+                open_ = lo < hi
+                mid = (lo + hi) // 2
+                cut = tl.load(bounds_ptr + mid, mask=keep & open_, other=0)
+                right = open_ & (cut <= index)
+                lo = tl.where(right, mid + 1, lo)
+                hi = tl.where(open_ & (cut > index), mid, hi)
+            place = index + tl.load(shift_ptr + lo, mask=keep, other=0)
+            bits = tl.load(bits_ptr + at, mask=keep)
+            tl.store(expected_ptr + place, bits, mask=keep)
+            if FLIP:
+                tl.store(full_ptr + place, bits ^ 1, mask=keep)
+
+        _kernels.update(copy_segments=copy_segments_kernel, place_writes=place_writes_kernel)
+    return _kernels[name]
+
+
+def copy_segments(dst: torch.Tensor, src: torch.Tensor, table: torch.Tensor, longest: int,
+                  launch: bool | None = None) -> None:
+    """For every segment ``k``: ``dst[d_k : d_k + n_k] = src[s_k : s_k + n_k]``.
+
+    ``dst`` and ``src``: flat tensors of one dtype on one device (segments of ``dst`` must not
+    overlap one another or ``src``); ``table``: int64 ``[3 * K]`` on that device, the sources
+    ``s``, then the destinations ``d``, then the lengths ``n`` (each >= 0, every segment within
+    its tensor); ``longest``: the largest ``n_k`` (a bound: it sizes the launch).
+    ``launch``: whether it is the Triton kernel's launch (by default on a GPU; on the CPU it
+    then runs under Triton's interpreter), else a gather and a scatter indexed on the host
+    (``table`` read back)."""
+    if dst.dtype != src.dtype:
+        raise TypeError(f"copy_segments: dst is {dst.dtype}, src {src.dtype}")
+    count = table.numel() // 3
+    if count == 0 or longest <= 0:
+        return
+    if not (dst.is_cuda if launch is None else launch):
+        starts, places, lengths = table.view(3, count).cpu()
+        within = torch.arange(int(lengths.sum())) - torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+        dst[(torch.repeat_interleave(places, lengths) + within).to(dst.device)] = \
+            src[(torch.repeat_interleave(starts, lengths) + within).to(src.device)]
+        return
+    per_segment = max(1, min(-(-longest // BLOCK), PROGRAMS // count))
+    _compiled("copy_segments")[(count, per_segment)](dst, src, table, count, BLOCK=BLOCK)
+
+
+def place_writes(expected: torch.Tensor, full: torch.Tensor | None, index: torch.Tensor, bits: torch.Tensor,
+                 bounds: torch.Tensor, shift: torch.Tensor, launch: bool | None = None) -> None:
+    """Each written element at its buffer position: ``expected[p] = bits[i]`` and, where
+    ``full`` is given, ``full[p] = bits[i] ^ 1`` (the pre-fill a kernel that skips the element
+    leaves as a difference), for ``p = index[i] + shift[k]``, ``k`` the number of ``bounds``
+    that are ``<= index[i]`` (``torch.searchsorted(bounds, index, right=True)``).
+
+    ``expected``, ``full``: flat buffers of ``bits``'s dtype; ``index``: flat integer positions
+    in the concatenation of the cases' arrays; ``bounds``: sorted int64, where each case but the
+    first starts there; ``shift``: int64, one per case (``len(bounds) + 1``). ``launch``: as
+    :func:`copy_segments`'s (else torch's search, gather and scatters)."""
+    if index.numel() == 0:
+        return
+    if not (expected.is_cuda if launch is None else launch):
+        place = index + shift[torch.searchsorted(bounds, index, right=True)]
+        expected[place] = bits
+        if full is not None:
+            full[place] = bits ^ 1
+        return
+    cuts = bounds.numel()
+    _compiled("place_writes")[(-(-index.numel() // BLOCK),)](
+        expected, expected if full is None else full, index, bits, bounds, shift, index.numel(), cuts,
+        max(cuts, 1).bit_length(), BLOCK=BLOCK, FLIP=full is not None)

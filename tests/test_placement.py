@@ -1,0 +1,96 @@
+"""``copy_segments`` and ``place_writes``: the Triton launches (compiled on a GPU, under the
+interpreter on the CPU) and torch's indexing each equal a plain loop over the segments or the
+written elements, and touch nothing else."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+
+from eaglefuzz.harness.targetkit import placement
+from eaglefuzz.harness.targetkit.placement import BLOCK, copy_segments, place_writes
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+FILL = {torch.int32: -7, torch.int64: -(2**40), torch.uint8: 0xA5}
+
+
+def layout(lengths: list[int], gap: int, rng: np.random.Generator) -> tuple[list[int], list[int], int]:
+    """Sources laid end to end in shuffled order, destinations in another order, each after a
+    gap of its own: segments that neither start nor end where their neighbours do."""
+    src_order, dst_order = rng.permutation(len(lengths)), rng.permutation(len(lengths))
+    starts, places = [0] * len(lengths), [0] * len(lengths)
+    at = 0
+    for k in src_order:
+        starts[k], at = at, at + lengths[k]
+    end = 0
+    for k in dst_order:
+        end += int(rng.integers(1, gap + 1))
+        places[k], end = end, end + lengths[k]
+    return starts, places, end + gap
+
+
+@pytest.mark.parametrize("launch", [True, False], ids=["launch", "host"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8], ids=str)
+def test_each_segment_lands_at_its_place_and_nothing_else_moves(launch, dtype, monkeypatch):
+    monkeypatch.setattr(placement, "PROGRAMS", 4)  # segments longer than their programs' share: the loop runs
+    rng = np.random.default_rng(7)
+    lengths = [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 5, 17]
+    starts, places, size = layout(lengths, 9, rng)
+    src = torch.from_numpy(rng.integers(0, 100, sum(lengths)).astype(np.int64)).to(dtype).to(DEVICE)
+    dst = torch.full((size,), FILL[dtype], dtype=dtype, device=DEVICE)
+    want = dst.clone()
+    for s, d, n in zip(starts, places, lengths, strict=True):
+        want[d : d + n] = src[s : s + n]
+    table = torch.tensor(starts + places + lengths, dtype=torch.int64, device=DEVICE)
+    copy_segments(dst, src, table, max(lengths), launch=launch)
+    assert torch.equal(dst, want)
+    assert int((dst == FILL[dtype]).sum()) == size - sum(lengths)  # every gap untouched
+
+
+def test_nothing_to_copy_and_mixed_dtypes():
+    dst = torch.full((8,), -1, dtype=torch.int32, device=DEVICE)
+    copy_segments(dst, torch.zeros(0, dtype=torch.int32, device=DEVICE), torch.zeros(0, dtype=torch.int64, device=DEVICE), 0)
+    copy_segments(dst, torch.zeros(4, dtype=torch.int32, device=DEVICE),
+                  torch.tensor([0, 0, 0], dtype=torch.int64, device=DEVICE), 0)
+    assert torch.equal(dst, torch.full_like(dst, -1))
+    with pytest.raises(TypeError, match="dst is torch.int32, src torch.int64"):
+        copy_segments(dst, torch.zeros(4, dtype=torch.int64, device=DEVICE),
+                      torch.tensor([0, 0, 4], dtype=torch.int64, device=DEVICE), 4)
+
+
+@pytest.mark.parametrize("launch", [True, False], ids=["launch", "host"])
+@pytest.mark.parametrize("flip", [True, False], ids=["prefilled", "expected-only"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8], ids=str)
+@pytest.mark.parametrize("cases", [1, 2, 5, 33])
+def test_each_written_element_lands_in_its_cases_place(launch, flip, dtype, cases):
+    """Cases of ragged lengths (empty ones, several in a row, too) laid out with gaps of their own, a write to a
+    random subset of every case's elements in shuffled order, both ends of each case included."""
+    rng = np.random.default_rng(cases)
+    lengths = rng.integers(0, 2 * BLOCK // cases + 3, cases)
+    zero = int(rng.integers(cases))
+    lengths[zero : zero + 2] = 0  # empty cases, two in a row where there are several: equal bounds
+    ends = np.cumsum(lengths)
+    places = np.cumsum(rng.integers(1, 12, cases) + lengths) - lengths  # each case after a gap
+    size = int(places[-1] + lengths[-1] + 7)
+    written = [i for k in range(cases) for i in range(int(ends[k] - lengths[k]), int(ends[k]))
+               if rng.random() < 0.6 or i in (ends[k] - lengths[k], ends[k] - 1)]
+    index = rng.permutation(np.asarray(written, dtype=np.int64))
+    bits = rng.integers(0, 100, index.size)
+    want_expected = np.full(size, FILL[dtype], dtype=np.int64)
+    want_full = want_expected.copy()
+    for i, v in zip(index, bits, strict=True):
+        k = int(np.searchsorted(ends, i, side="right"))
+        p = int(places[k] + i - (ends[k] - lengths[k]))
+        want_expected[p] = v
+        if flip:
+            want_full[p] = v ^ 1
+    expected = torch.full((size,), FILL[dtype], dtype=dtype, device=DEVICE)
+    full = expected.clone()
+    as_t = partial(torch.tensor, dtype=torch.int64, device=DEVICE)
+    place_writes(expected, full if flip else None, as_t(index), as_t(bits).to(dtype), as_t(ends[:-1]),
+                 as_t(places - (ends - lengths)), launch=launch)
+    assert torch.equal(expected.long().cpu(), torch.from_numpy(want_expected).to(dtype).long())
+    assert torch.equal(full.long().cpu(), torch.from_numpy(want_full).to(dtype).long())
