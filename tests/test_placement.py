@@ -94,3 +94,39 @@ def test_each_written_element_lands_in_its_cases_place(launch, flip, dtype, case
                  as_t(places - (ends - lengths)), launch=launch)
     assert torch.equal(expected.long().cpu(), torch.from_numpy(want_expected).to(dtype).long())
     assert torch.equal(full.long().cpu(), torch.from_numpy(want_full).to(dtype).long())
+
+
+COMPILE = """
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from eaglefuzz.harness.targetkit.placement import BLOCK, build
+
+kernels, target = build(), GPUTarget("cuda", 90, 32)
+for t in ("*i32", "*i64", "*u8"):
+    copy = {"dst_ptr": t, "src_ptr": t, "table_ptr": "*i64", "count": "i32", "BLOCK": "constexpr"}
+    assert triton.compile(ASTSource(kernels["copy_segments"], copy, constexprs={"BLOCK": BLOCK}), target=target).asm["cubin"]
+    writes = {"expected_ptr": t, "full_ptr": t, "index_ptr": "*i64", "bits_ptr": t, "bounds_ptr": "*i64",
+              "shift_ptr": "*i64", "n": "i32", "cuts": "i32", "steps": "i32", "BLOCK": "constexpr", "FLIP": "constexpr"}
+    for flip in (True, False):
+        source = ASTSource(kernels["place_writes"], writes, constexprs={"BLOCK": BLOCK, "FLIP": flip})
+        assert triton.compile(source, target=target).asm["cubin"]
+print("compiled")
+"""
+
+
+def test_the_launches_compile_for_the_gpus_device_mode_runs_on():
+    """Both kernels compile for an H100/H200 (sm_90), each storage dtype, on any machine (no GPU
+    needed: Triton's own ptxas): the CPU tests run them under the interpreter, which accepts code
+    the compiler refuses. A process of its own, Triton imported there with the interpreter off."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import eaglefuzz
+
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(Path(eaglefuzz.__file__).resolve().parent.parent)}
+    proc = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, env=env, timeout=600,
+                          check=False)
+    assert proc.returncode == 0 and "compiled" in proc.stdout, proc.stderr[-3000:]

@@ -25,48 +25,54 @@ share is copied by a loop in each)."""
 _kernels: dict[str, object] = {}
 
 
+def build() -> dict[str, object]:
+    """The Triton kernels, made anew (``@triton.jit`` reads ``TRITON_INTERPRET`` here: compiled
+    or interpreted as the backend chose)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def copy_segments_kernel(dst_ptr, src_ptr, table_ptr, count, BLOCK: tl.constexpr):  # noqa: N803
+        k = tl.program_id(0)
+        j = tl.program_id(1)
+        step = tl.num_programs(1) * BLOCK
+        src = tl.load(table_ptr + k)
+        dst = tl.load(table_ptr + count + k)
+        n = tl.load(table_ptr + 2 * count + k)
+        for i in range(j * BLOCK, n, step):
+            at = i + tl.arange(0, BLOCK).to(tl.int64)
+            keep = at < n
+            tl.store(dst_ptr + dst + at, tl.load(src_ptr + src + at, mask=keep), mask=keep)
+
+    @triton.jit
+    def place_writes_kernel(expected_ptr, full_ptr, index_ptr, bits_ptr, bounds_ptr, shift_ptr, n, cuts, steps,
+                            BLOCK: tl.constexpr, FLIP: tl.constexpr):  # noqa: N803
+        at = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        keep = at < n
+        index = tl.load(index_ptr + at, mask=keep, other=0).to(tl.int64)
+        lo = tl.zeros([BLOCK], dtype=tl.int64)  # the case: how many cuts lie at or below the index
+        hi = tl.zeros([BLOCK], dtype=tl.int64) + cuts
+        for _ in range(steps):
+            open_ = lo < hi
+            mid = (lo + hi) // 2
+            cut = tl.load(bounds_ptr + mid, mask=keep & open_, other=0)
+            right = open_ & (cut <= index)
+            lo = tl.where(right, mid + 1, lo)
+            hi = tl.where(open_ & (cut > index), mid, hi)
+        place = index + tl.load(shift_ptr + lo, mask=keep, other=0)
+        bits = tl.load(bits_ptr + at, mask=keep)
+        tl.store(expected_ptr + place, bits, mask=keep)
+        if FLIP:
+            tl.store(full_ptr + place, bits ^ 1, mask=keep)
+
+    return {"copy_segments": copy_segments_kernel, "place_writes": place_writes_kernel}
+
+
 def _compiled(name: str):  # noqa: ANN202
-    """The Triton kernels, made the first time a launch asks for them (a CPU-only run of
+    """The Triton kernel ``name``, made the first time a launch asks for it (a CPU-only run of
     eaglefuzz never imports Triton for them)."""
     if not _kernels:
-        import triton
-        import triton.language as tl
-
-        @triton.jit
-        def copy_segments_kernel(dst_ptr, src_ptr, table_ptr, count, BLOCK: tl.constexpr):  # noqa: N803
-            k = tl.program_id(0)
-            j = tl.program_id(1)
-            step = tl.num_programs(1) * BLOCK
-            src = tl.load(table_ptr + k)
-            dst = tl.load(table_ptr + count + k)
-            n = tl.load(table_ptr + 2 * count + k)
-            for i in range(j * BLOCK, n, step):
-                at = i + tl.arange(0, BLOCK).to(tl.int64)
-                keep = at < n
-                tl.store(dst_ptr + dst + at, tl.load(src_ptr + src + at, mask=keep), mask=keep)
-
-        @triton.jit
-        def place_writes_kernel(expected_ptr, full_ptr, index_ptr, bits_ptr, bounds_ptr, shift_ptr, n, cuts, steps,
-                                BLOCK: tl.constexpr, FLIP: tl.constexpr):  # noqa: N803
-            at = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-            keep = at < n
-            index = tl.load(index_ptr + at, mask=keep, other=0).to(tl.int64)
-            lo = tl.zeros([BLOCK], dtype=tl.int64)  # the case: how many cuts lie at or below the index
-            hi = tl.zeros([BLOCK], dtype=tl.int64) + cuts
-            for _ in range(steps):
-                open_ = lo < hi
-                mid = (lo + hi) // 2
-                cut = tl.load(bounds_ptr + mid, mask=keep & open_, other=0)
-                right = open_ & (cut <= index)
-                lo = tl.where(right, mid + 1, lo)
-                hi = tl.where(open_ & (cut > index), mid, hi)
-            place = index + tl.load(shift_ptr + lo, mask=keep, other=0)
-            bits = tl.load(bits_ptr + at, mask=keep)
-            tl.store(expected_ptr + place, bits, mask=keep)
-            if FLIP:
-                tl.store(full_ptr + place, bits ^ 1, mask=keep)
-
-        _kernels.update(copy_segments=copy_segments_kernel, place_writes=place_writes_kernel)
+        _kernels.update(build())
     return _kernels[name]
 
 
