@@ -34,7 +34,7 @@ def build() -> dict[str, object]:
     @triton.jit
     def copy_segments_kernel(dst_ptr, src_ptr, table_ptr, count, BLOCK: tl.constexpr):  # noqa: N803
         k = tl.program_id(0)
-        j = tl.program_id(1)
+        j = tl.program_id(1).to(tl.int64)
         step = tl.num_programs(1) * BLOCK
         src = tl.load(table_ptr + k)
         dst = tl.load(table_ptr + count + k)
