@@ -173,3 +173,18 @@ def test_an_exact_output_left_unwritten_is_a_difference_even_where_its_value_is_
     assert int(arenas.mismatch()) == 0
     arenas.views[1]["y"][0] = s ^ 1
     assert int(arenas.mismatch()) == 1
+
+
+def test_one_value_written_to_many_elements_is_each_ones_expected_value():
+    """An oracle's write of one value (a 0-d tensor) to several elements, as torch's indexing
+    broadcasts it: each element expects it, and each is pre-filled with it, one bit flipped."""
+    b = DeviceBatch({"i": torch.zeros(2, dtype=torch.int32)}, {"i": [1, 1]}, {"i": [(1,), (1,)]}, {}, {},
+                    {"y": (torch.int32, [2, 2])}, [{}, {}])
+    arenas = BatchArenas(b, {"y": (torch.tensor([3, 0, 1]), torch.tensor(9, dtype=torch.int32))}, "cpu")
+    from eaglefuzz.harness.targetkit.device import _SENTINEL
+
+    ys = [arenas.views[k]["y"] for k in range(2)]
+    assert [v.tolist() for v in ys] == [[8, 8], [_SENTINEL[torch.int32], 8]]  # case 1's first: not written
+    for v in ys:
+        v.fill_(9)
+    assert int(arenas.mismatch()) == 1  # the element nothing writes holds the sentinel: 9 differs

@@ -56,6 +56,9 @@ def test_nothing_to_copy_and_mixed_dtypes():
     copy_segments(dst, torch.zeros(4, dtype=torch.int32, device=DEVICE),
                   torch.tensor([0, 0, 0], dtype=torch.int64, device=DEVICE), 0)
     assert torch.equal(dst, torch.full_like(dst, -1))
+    one = torch.zeros(1, dtype=torch.int64, device=DEVICE)
+    with pytest.raises(ValueError, match="2 indices, 1 values"):
+        place_writes(dst, None, torch.tensor([0, 1], device=DEVICE), dst[:1], one[:0], one)
     with pytest.raises(TypeError, match="dst is torch.int32, src torch.int64"):
         copy_segments(dst, torch.zeros(4, dtype=torch.int64, device=DEVICE),
                       torch.tensor([0, 0, 4], dtype=torch.int64, device=DEVICE), 4)

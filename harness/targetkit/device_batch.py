@@ -210,11 +210,11 @@ class BatchArenas:
         for n, w in writes.items():
             index, value, bound = written_parts(w)
             s, dt = _storage(dtypes[n]), dtypes[n]
-            bits = (value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)).reshape(-1).contiguous()
+            bits = value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)
             prefilled = dt != torch.bool and n not in batch.cat  # an input updated in place holds what the kernel reads
-            if bound is None:  # expected and pre-filled bits in one pass
+            if bound is None:  # expected and pre-filled bits in one pass (a value per index, as torch broadcasts it)
                 place_writes(self.expected[s], self.full[s] if prefilled else None, index.reshape(-1).contiguous(),
-                             bits, self.bounds[n], self.shift[n])
+                             bits.broadcast_to(index.shape).reshape(-1).contiguous(), self.bounds[n], self.shift[n])
                 continue
             placed = self._place(n, index)
             self.loose.setdefault(s, []).append((placed, value.to(dt), bound))

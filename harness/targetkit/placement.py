@@ -110,9 +110,12 @@ def place_writes(expected: torch.Tensor, full: torch.Tensor | None, index: torch
     that are ``<= index[i]`` (``torch.searchsorted(bounds, index, right=True)``).
 
     ``expected``, ``full``: flat buffers of ``bits``'s dtype; ``index``: flat integer positions
-    in the concatenation of the cases' arrays; ``bounds``: sorted int64, where each case but the
+    in the concatenation of the cases' arrays, ``bits`` one value each (flat, contiguous; a
+    count that differs is a ``ValueError``); ``bounds``: sorted int64, where each case but the
     first starts there; ``shift``: int64, one per case (``len(bounds) + 1``). ``launch``: as
     :func:`copy_segments`'s (else torch's search, gather and scatters)."""
+    if bits.numel() != index.numel():
+        raise ValueError(f"place_writes: {index.numel()} indices, {bits.numel()} values (one value per index)")
     if index.numel() == 0:
         return
     if not (expected.is_cuda if launch is None else launch):
