@@ -206,7 +206,7 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
     HarnessMutant(
         "batch_input_copy_runs_past_its_segment",
         "guard",
-        (("harness/targetkit/placement.py", "                keep = at < n\n", "                keep = at <= n\n"),),
+        (("harness/targetkit/placement.py", "            keep = at < n\n", "            keep = at <= n\n"),),
         ("tests/test_placement.py::test_each_segment_lands_at_its_place_and_nothing_else_moves",),
         "a device batch's input copy writes one element past each case's array, over its guard band's "
         "sentinel: the band no longer tells a kernel's overrun from the harness's own write",
