@@ -45,7 +45,7 @@ from .device import (
     prefill,
     written_parts,
 )
-from .placement import copy_segments, place_writes
+from .placement import copy_segments, place_writes, positions
 
 
 @dataclass
@@ -268,8 +268,7 @@ class BatchArenas:
 
     def _place(self, name: str, index: torch.Tensor) -> torch.Tensor:
         """Buffer positions of ``name``'s elements at concatenated coordinates ``index``."""
-        k = torch.searchsorted(self.bounds[name], index, right=True)
-        return index + self.shift[name][k]
+        return positions(index, self.bounds[name], self.shift[name])
 
     def mismatch(self) -> torch.Tensor:
         """A device scalar: the number of elements, over every buffer, that are not as expected

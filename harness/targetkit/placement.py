@@ -76,6 +76,12 @@ def _compiled(name: str):  # noqa: ANN202
     return _kernels[name]
 
 
+def positions(index: torch.Tensor, bounds: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """Buffer positions of elements at concatenated coordinates ``index``: ``index + shift[k]``,
+    ``k`` the number of ``bounds`` (where each case but the first starts) at or below it."""
+    return index + shift[torch.searchsorted(bounds, index, right=True)]
+
+
 def copy_segments(dst: torch.Tensor, src: torch.Tensor, table: torch.Tensor, longest: int,
                   launch: bool | None = None) -> None:
     """For every segment ``k``: ``dst[d_k : d_k + n_k] = src[s_k : s_k + n_k]``.
@@ -119,7 +125,7 @@ def place_writes(expected: torch.Tensor, full: torch.Tensor | None, index: torch
     if index.numel() == 0:
         return
     if not (expected.is_cuda if launch is None else launch):
-        place = index + shift[torch.searchsorted(bounds, index, right=True)]
+        place = positions(index, bounds, shift)
         expected[place] = bits
         if full is not None:
             full[place] = bits ^ 1
