@@ -326,8 +326,8 @@ def target_dependent_ar_prepare_prefill_inputs(
     target_positions[qs_b + i]`` for ``i < q``; ``last_token_indices[b] = lti``,
     ``draft_query_start_loc[b] = qs_b``, ``draft_seq_lens[b] = seq_lens[b]``; past the batch
     ``draft_query_start_loc[i] = qe_{B-1}`` (``i <= R``), ``draft_seq_lens[i] = 0`` and
-    ``last_token_indices[i] = 0`` (``i < R``); ``draft_current_step = 0``. The kept tokens are
-    counted on the host (one wait for the device)."""
+    ``last_token_indices[i] = 0`` (``i < R``); ``draft_current_step = 0``. The tokens' writes
+    are masks over the concatenation of the cases' tokens (no wait for the device)."""
     dev = idx_mapping.device
     Bn, Rn, Tn, Ln = (np.asarray(x, dtype=np.int64) for x in (B, R, T, lookahead))
 
@@ -340,10 +340,18 @@ def target_dependent_ar_prepare_prefill_inputs(
     s = idx_mapping.long()
     nxt = torch.where(num_sampled.long() > 0, _int32(last_sampled.reshape(-1).long()[_per(rc, _base(Rn)) + s]).long(),
                       next_prefill_tokens.reshape(-1).long()[_per(rc, _base(Ln * Rn)) + s])
-    r, i = _ragged(q, int(q.sum()))
-    t = tb[r] + qs[r] + i
-    last = i == q[r] - 1
-    ids = torch.where(last, nxt[r], target_input_ids.long()[(t + 1).clamp(max=max(target_input_ids.numel() - 1, 0))])
+    # the kept tokens, a mask over the concatenation: +1 where a row starts, -1 where its kept
+    # tokens end, summed; each kept token's id the next one's, a row's last its next token
+    total = int(Tn.sum())
+    first = tb + qs
+    kept = q.clamp(min=0)
+    edge = torch.zeros(total + 1, dtype=torch.int32, device=dev)
+    edge.index_add_(0, first.clamp(max=total), torch.ones_like(first, dtype=torch.int32))
+    edge.index_add_(0, (first + kept).clamp(max=total), torch.full_like(first, -1, dtype=torch.int32))
+    written = torch.cumsum(edge[:total], 0, dtype=torch.int32) > 0
+    ids = torch.zeros(total + 1, dtype=torch.int32, device=dev)
+    ids[: max(total - 1, 0)] = _int32(target_input_ids.reshape(-1)[1:].long()) if total else ids[:0]
+    ids[torch.where(kept > 0, first + kept - 1, total).clamp(max=total)] = _int32(nxt)
     lti = qs + q - 1
     sc, j = _places(Rn, dev)
     inside = j < _per(sc, Bn)
@@ -352,8 +360,8 @@ def target_dependent_ar_prepare_prefill_inputs(
     rowq = (_per(qc, _base(Bn)) + jq).clamp(max=max(rc.numel() - 1, 0))
     end = qsl[host_to(np.cumsum(Bn + 1) - 1, dev)]  # each case's qe_{B-1}
     return {
-        "draft_input_ids": (t, _int32(ids)),
-        "draft_positions": (t, target_positions.long()[t]),
+        "draft_input_ids": (written, ids[:total]),
+        "draft_positions": (written, target_positions.reshape(-1).long()),
         "last_token_indices": (torch.arange(sc.numel(), device=dev), torch.where(inside, lti[row], 0)),
         "draft_seq_lens": (torch.arange(sc.numel(), device=dev), torch.where(inside, seq_lens.long()[row], 0).to(torch.int32)),
         "draft_query_start_loc": (torch.arange(qc.numel(), device=dev),

@@ -1,4 +1,4 @@
-"""``copy_segments`` and ``place_writes``: the Triton launches (compiled on a GPU, under the
+"""``copy_segments``, ``place_writes`` and ``place_masked``: the Triton launches (compiled on a GPU, under the
 interpreter on the CPU) and torch's indexing each equal a plain loop over the segments or the
 written elements, and touch nothing else."""
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from eaglefuzz.harness.targetkit import placement
-from eaglefuzz.harness.targetkit.placement import BLOCK, copy_segments, place_writes
+from eaglefuzz.harness.targetkit.placement import BLOCK, copy_segments, place_masked, place_writes
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FILL = {torch.int32: -7, torch.int64: -(2**40), torch.uint8: 0xA5}
@@ -99,6 +99,42 @@ def test_each_written_element_lands_in_its_cases_place(launch, flip, dtype, case
     assert torch.equal(full.long().cpu(), torch.from_numpy(want_full).to(dtype).long())
 
 
+@pytest.mark.parametrize("launch", [True, False], ids=["launch", "host"])
+@pytest.mark.parametrize("flip", [True, False], ids=["prefilled", "expected-only"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8], ids=str)
+def test_a_masked_write_lands_where_its_mask_is_set_and_nowhere_else(launch, flip, dtype, monkeypatch):
+    """Segments of ragged lengths (empty ones, ones longer than their programs' share) in
+    shuffled order, a mask set on a random subset of each, both ends of most included; every
+    element under an unset mask, and every gap, keeps its fill."""
+    monkeypatch.setattr(placement, "PROGRAMS", 4)
+    rng = np.random.default_rng(11)
+    lengths = [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 5, 17, 0]
+    starts, places, size = layout(lengths, 9, rng)
+    total = sum(lengths)
+    mask = rng.random(total) < 0.5
+    for s, n in zip(starts, lengths, strict=True):
+        if n > 2:
+            mask[s], mask[s + n - 1] = True, True
+    bits = rng.integers(0, 100, total)
+    want_expected = np.full(size, FILL[dtype], dtype=np.int64)
+    want_full = want_expected.copy()
+    for s, d, n in zip(starts, places, lengths, strict=True):
+        for i in range(n):
+            if mask[s + i]:
+                want_expected[d + i] = bits[s + i]
+                if flip:
+                    want_full[d + i] = bits[s + i] ^ 1
+    expected = torch.full((size,), FILL[dtype], dtype=dtype, device=DEVICE)
+    full = expected.clone()
+    table = torch.tensor(starts + places + lengths, dtype=torch.int64, device=DEVICE)
+    place_masked(expected, full if flip else None, torch.from_numpy(mask).to(DEVICE),
+                 torch.from_numpy(bits).to(dtype).to(DEVICE), table, max(lengths), launch=launch)
+    assert torch.equal(expected.long().cpu(), torch.from_numpy(want_expected).to(dtype).long())
+    assert torch.equal(full.long().cpu(), torch.from_numpy(want_full).to(dtype).long())
+    with pytest.raises(ValueError, match="a mask of 3 elements, 2 values"):
+        place_masked(expected, None, torch.ones(3, dtype=torch.bool, device=DEVICE), expected[:2], table, 1)
+
+
 COMPILE = """
 import triton
 from triton.backends.compiler import GPUTarget
@@ -114,12 +150,16 @@ for t in ("*i32", "*i64", "*u8"):
     for flip in (True, False):
         source = ASTSource(kernels["place_writes"], writes, constexprs={"BLOCK": BLOCK, "FLIP": flip})
         assert triton.compile(source, target=target).asm["cubin"]
+        masked = {"expected_ptr": t, "full_ptr": t, "mask_ptr": "*u8", "bits_ptr": t, "table_ptr": "*i64",
+                  "count": "i32", "BLOCK": "constexpr", "FLIP": "constexpr"}
+        source = ASTSource(kernels["place_masked"], masked, constexprs={"BLOCK": BLOCK, "FLIP": flip})
+        assert triton.compile(source, target=target).asm["cubin"]
 print("compiled")
 """
 
 
 def test_the_launches_compile_for_the_gpus_device_mode_runs_on():
-    """Both kernels compile for an H100/H200 (sm_90), each storage dtype, on any machine (no GPU
+    """The kernels compile for an H100/H200 (sm_90), each storage dtype, on any machine (no GPU
     needed: Triton's own ptxas): the CPU tests run them under the interpreter, which accepts code
     the compiler refuses. A process of its own, Triton imported there with the interpreter off."""
     import os

@@ -444,7 +444,7 @@ class _Big:
 
     def __init__(self, t: torch.Tensor, device: str, writes: tuple[Any, ...] | None = None) -> None:
         self.tensor = t
-        self.writes = None if writes is None else written_parts(writes)
+        self.writes = None if writes is None else indexed(writes)
         self.source = t.reshape(-1)
         s = _storage(t.dtype)
         n = self.source.numel()
@@ -490,8 +490,8 @@ class Arenas:
             if n not in self.big:
                 self.views[n].copy_(t.reshape(-1))
         self.loose: dict[torch.dtype, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
-        for n, w in writes.items():
-            index, value, bound = written_parts(w)
+        writes = {n: indexed(w) for n, w in writes.items()}
+        for n, (index, value, bound) in writes.items():
             dt = shapes[n][0]
             s = _storage(dt)
             place = self.offset[n] + index
@@ -500,8 +500,7 @@ class Arenas:
             if value.dtype != torch.bool and n not in dc.inputs:  # an input updated in place holds what the kernel reads
                 self.full[s][place] = prefill(_bits(value, dt), bound, s)
         self.expected = {s: b.clone() for s, b in self.full.items()}
-        for n, w in writes.items():
-            index, value, _ = written_parts(w)
+        for n, (index, value, _) in writes.items():
             dt = shapes[n][0]
             self.expected[_storage(dt)][self.offset[n] + index] = value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)
         self.shapes = {n: t.shape for n, t in dc.inputs.items()}
@@ -520,9 +519,25 @@ class Arenas:
 def written_parts(w: tuple[Any, ...]) -> tuple[Any, Any, Any]:
     """An oracle's writes to one array: ``(flat index, value)``, every element exact, or
     ``(flat index, value, bound)``, each element's bound (float64; 0: bit for bit), for the
-    outputs the contract fixes only within a bound. Returns the three, ``bound`` ``None`` where
-    none is given."""
+    outputs the contract fixes only within a bound. The flat index may be a mask instead (a
+    bool tensor over the whole array, a value and a bound for each of its elements: the
+    elements where it is set are written), as a torch index is. Returns the three, ``bound``
+    ``None`` where none is given (a mask stays a mask: :func:`indexed` makes it flat
+    indices)."""
     return (w[0], w[1], w[2]) if len(w) > 2 else (w[0], w[1], None)
+
+
+def indexed(w: tuple[Any, ...]) -> tuple[Any, Any, Any]:
+    """:func:`written_parts` of ``w``, a mask made flat indices (its set elements, in order)
+    and the values and bounds of those."""
+    index, value, bound = written_parts(w)
+    if not (isinstance(index, torch.Tensor) and index.dtype == torch.bool):
+        return index, value, bound
+    if value.numel() != index.numel():
+        raise ValueError(f"a write's mask of {index.numel()} elements, {value.numel()} values (one value per element)")
+    mask = index.reshape(-1)
+    return (mask.nonzero().reshape(-1), value.reshape(-1)[mask],
+            None if bound is None else bound.broadcast_to(index.shape).reshape(-1)[mask])
 
 
 def prefill(bits: torch.Tensor, bound: torch.Tensor | None, storage: torch.dtype) -> torch.Tensor:

@@ -40,12 +40,13 @@ from .device import (
     _Big,
     _bits,
     _storage,
+    indexed,
     lead,
     mismatch_count,
     prefill,
     written_parts,
 )
-from .placement import copy_segments, place_writes, positions
+from .placement import copy_segments, place_masked, place_writes, positions
 
 
 @dataclass
@@ -137,6 +138,11 @@ def laid_out(arrays: dict[str, tuple[torch.Tensor, list[tuple[int, ...]]]], orde
     return cat, lengths, shapes
 
 
+def _is_mask(index: Any) -> bool:
+    """Whether a write's index is a mask (:func:`~.device.written_parts`)."""
+    return isinstance(index, torch.Tensor) and index.dtype == torch.bool
+
+
 class BatchArenas:
     """Every case of ``batch`` in guarded buffers, pre-filled for ``writes`` (each output's flat
     indices in the concatenation of the cases' outputs); :attr:`views` per case."""
@@ -144,7 +150,8 @@ class BatchArenas:
     def __init__(self, batch: DeviceBatch, writes: dict[str, tuple[torch.Tensor, ...]], device: str,
                  bigs: dict[str, _Big] | None = None) -> None:
         """``writes``: per array ``(flat index, value)`` or ``(flat index, value, bound)``
-        (:func:`~.device.written_parts`); ``bigs``: guarded buffers of shared inputs from an earlier batch that left them
+        (:func:`~.device.written_parts`: the index a mask over the concatenation, or flat
+        indices into it); ``bigs``: guarded buffers of shared inputs from an earlier batch that left them
         intact, used again where they hold the same tensor."""
         K = len(batch)
         bigs = bigs or {}
@@ -190,10 +197,12 @@ class BatchArenas:
         self.full = {s: torch.full((size + GUARD,), _SENTINEL[s], dtype=s, device=device) for s, size in cursor.items()}
         # each array's concatenated coordinate -> its place in its buffer: a shift per case
         starts = {n: np.concatenate([[0], np.cumsum(sizes[n], dtype=np.int64)]) for n in dtypes}
-        # and each input's segments (where it starts in cat and in its buffer, its length): one copy
-        segments = {n: (starts[n][:-1], self.offset[n], np.asarray(sizes[n], dtype=np.int64)) for n in batch.cat}
+        # and the segments (where each case starts in cat and in its buffer, its length) of
+        # each input and of each exact output written by a mask: one copy
+        masked = [n for n, w in writes.items() if _is_mask(w[0]) and len(w) < 3 and n not in batch.cat]
+        segments = {n: (starts[n][:-1], self.offset[n], np.asarray(sizes[n], dtype=np.int64)) for n in [*batch.cat, *masked]}
         parts = [np.concatenate([starts[n][1:-1], self.offset[n] - starts[n][:-1]]) for n in dtypes]
-        parts += [np.concatenate(segments[n]) for n in batch.cat]
+        parts += [np.concatenate(segments[n]) for n in segments]
         both = host_to(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64), device)
         self.shift: dict[str, torch.Tensor] = {}
         self.bounds: dict[str, torch.Tensor] = {}
@@ -205,13 +214,18 @@ class BatchArenas:
             flat = t.reshape(-1).view(torch.uint8) if dtypes[n] == torch.bool else _bits(t.reshape(-1), dtypes[n])
             copy_segments(self.full[_storage(dtypes[n])], flat, both[at : at + 3 * K], max(sizes[n], default=0))
             at += 3 * K
+        tables = {n: both[at + 3 * K * i : at + 3 * K * (i + 1)] for i, n in enumerate(masked)}
         self.expected = {s: b.clone() for s, b in self.full.items()}  # the inputs as placed; then the writes
         self.loose: dict[torch.dtype, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
         for n, w in writes.items():
-            index, value, bound = written_parts(w)
+            index, value, bound = written_parts(w) if n in tables else indexed(w)
             s, dt = _storage(dtypes[n]), dtypes[n]
             bits = value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)
             prefilled = dt != torch.bool and n not in batch.cat  # an input updated in place holds what the kernel reads
+            if n in tables:  # a mask over the concatenation: its written elements, segment by segment
+                place_masked(self.expected[s], self.full[s] if prefilled else None, index.reshape(-1),
+                             bits.broadcast_to(index.shape).reshape(-1).contiguous(), tables[n], max(sizes[n], default=0))
+                continue
             if bound is None:  # expected and pre-filled bits in one pass (a value per index, as torch broadcasts it)
                 place_writes(self.expected[s], self.full[s] if prefilled else None, index.reshape(-1).contiguous(),
                              bits.broadcast_to(index.shape).reshape(-1).contiguous(), self.bounds[n], self.shift[n])

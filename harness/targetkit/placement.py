@@ -7,7 +7,8 @@ operations, each element's buffer position is computed (a search for its case, a
 shift, an add) and then scattered to: some ten times the bytes of the arrays themselves.
 :func:`copy_segments` moves each input segment once, as a memory copy does, and
 :func:`place_writes` finds each written element's case, writes its expected value and its
-pre-filled one, in one pass. On the CPU (where a launch would run under Triton's interpreter)
+pre-filled one, in one pass; :func:`place_masked` does the same for a write given as a mask
+over the concatenation (every element of the mask's a value), segment by segment as the copy. On the CPU (where a launch would run under Triton's interpreter)
 both are torch's gathers and scatters.
 """
 
@@ -65,7 +66,26 @@ def build() -> dict[str, object]:
         if FLIP:
             tl.store(full_ptr + place, bits ^ 1, mask=keep)
 
-    return {"copy_segments": copy_segments_kernel, "place_writes": place_writes_kernel}
+    @triton.jit
+    def place_masked_kernel(expected_ptr, full_ptr, mask_ptr, bits_ptr, table_ptr, count,
+                            BLOCK: tl.constexpr, FLIP: tl.constexpr):  # noqa: N803
+        k = tl.program_id(0)
+        j = tl.program_id(1).to(tl.int64)
+        step = tl.num_programs(1) * BLOCK
+        src = tl.load(table_ptr + k)
+        dst = tl.load(table_ptr + count + k)
+        n = tl.load(table_ptr + 2 * count + k)
+        for i in range(j * BLOCK, n, step):
+            at = i + tl.arange(0, BLOCK).to(tl.int64)
+            inside = at < n
+            written = inside & (tl.load(mask_ptr + src + at, mask=inside, other=0) != 0)
+            bits = tl.load(bits_ptr + src + at, mask=written)
+            tl.store(expected_ptr + dst + at, bits, mask=written)
+            if FLIP:
+                tl.store(full_ptr + dst + at, bits ^ 1, mask=written)
+
+    return {"copy_segments": copy_segments_kernel, "place_writes": place_writes_kernel,
+            "place_masked": place_masked_kernel}
 
 
 def _compiled(name: str):  # noqa: ANN202
@@ -80,6 +100,14 @@ def positions(index: torch.Tensor, bounds: torch.Tensor, shift: torch.Tensor) ->
     """Buffer positions of elements at concatenated coordinates ``index``: ``index + shift[k]``,
     ``k`` the number of ``bounds`` (where each case but the first starts) at or below it."""
     return index + shift[torch.searchsorted(bounds, index, right=True)]
+
+
+def _segment_indices(table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every element of a segment table's segments (as :func:`copy_segments` reads it), on
+    the host: where it is read from and where it is written."""
+    starts, places, lengths = table.view(3, -1).cpu()
+    within = torch.arange(int(lengths.sum())) - torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+    return torch.repeat_interleave(starts, lengths) + within, torch.repeat_interleave(places, lengths) + within
 
 
 def copy_segments(dst: torch.Tensor, src: torch.Tensor, table: torch.Tensor, longest: int,
@@ -99,13 +127,41 @@ def copy_segments(dst: torch.Tensor, src: torch.Tensor, table: torch.Tensor, lon
     if count == 0 or longest <= 0:
         return
     if not (dst.is_cuda if launch is None else launch):
-        starts, places, lengths = table.view(3, count).cpu()
-        within = torch.arange(int(lengths.sum())) - torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
-        dst[(torch.repeat_interleave(places, lengths) + within).to(dst.device)] = \
-            src[(torch.repeat_interleave(starts, lengths) + within).to(src.device)]
+        read, write = _segment_indices(table)
+        dst[write.to(dst.device)] = src[read.to(src.device)]
         return
     per_segment = max(1, min(-(-longest // BLOCK), PROGRAMS // count))
     _compiled("copy_segments")[(count, per_segment)](dst, src, table, count, BLOCK=BLOCK)
+
+
+def place_masked(expected: torch.Tensor, full: torch.Tensor | None, mask: torch.Tensor, bits: torch.Tensor,
+                 table: torch.Tensor, longest: int, launch: bool | None = None) -> None:
+    """The written elements of a dense write, segment by segment: for every segment ``k`` and
+    ``i < n_k`` where ``mask[s_k + i]``, ``expected[d_k + i] = bits[s_k + i]`` and, where
+    ``full`` is given, ``full[d_k + i] = bits[s_k + i] ^ 1`` (the pre-fill).
+
+    ``mask``: flat bool (or uint8, nonzero: written) over the concatenation of the cases'
+    arrays, ``bits`` one value each (flat, contiguous; a count that differs is a
+    ``ValueError``); ``table`` and ``longest``: as :func:`copy_segments`'s (the concatenation
+    the source, the buffer the destination). ``launch``: as :func:`copy_segments`'s (else a
+    gather and scatters indexed on the host)."""
+    if bits.numel() != mask.numel():
+        raise ValueError(f"place_masked: a mask of {mask.numel()} elements, {bits.numel()} values (one value per element)")
+    count = table.numel() // 3
+    if count == 0 or longest <= 0:
+        return
+    if not (expected.is_cuda if launch is None else launch):
+        read, write = _segment_indices(table)
+        written = mask.reshape(-1)[read.to(mask.device)] != 0
+        read, write = read[written.cpu()].to(bits.device), write[written.cpu()].to(expected.device)
+        expected[write] = bits.reshape(-1)[read]
+        if full is not None:
+            full[write] = bits.reshape(-1)[read] ^ 1
+        return
+    per_segment = max(1, min(-(-longest // BLOCK), PROGRAMS // count))
+    _compiled("place_masked")[(count, per_segment)](
+        expected, expected if full is None else full, mask.view(torch.uint8) if mask.dtype == torch.bool else mask,
+        bits, table, count, BLOCK=BLOCK, FLIP=full is not None)
 
 
 def place_writes(expected: torch.Tensor, full: torch.Tensor | None, index: torch.Tensor, bits: torch.Tensor,

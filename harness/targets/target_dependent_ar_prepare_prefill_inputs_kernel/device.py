@@ -74,10 +74,10 @@ class _Device(StepBatchDevice):
         ns, nr = torch.where(chunked, 0, nl - rejected), torch.where(chunked, 0, rejected)
         s = state_rows(rows, gen)
         T = torch.zeros(k, dtype=torch.int64, device=device).index_add_(0, rows.cid, qlen).cpu().numpy()
-        token_row = torch.repeat_interleave(torch.arange(n, device=device), qlen, output_size=int(T.sum()))
-        first = torch.cumsum(qlen, 0) - qlen
-        pos = c[token_row] + torch.arange(int(T.sum()), device=device) - first[token_row]
-        cat = {"target_input_ids": torch.randint(0, VOCAB, (int(T.sum()),), generator=gen, device=device, dtype=torch.int32),
+        total = int(T.sum())
+        pos = torch.repeat_interleave(c - (torch.cumsum(qlen, 0) - qlen), qlen, output_size=total)  # c - the row's first
+        pos += torch.arange(total, device=device)
+        cat = {"target_input_ids": torch.randint(0, VOCAB, (total,), generator=gen, device=device, dtype=torch.int32),
                "target_positions": pos, "idx_mapping": s,
                "last_sampled": torch.randint(0, VOCAB, (int(R.sum()),), generator=gen, device=device),
                "next_prefill_tokens": torch.randint(0, VOCAB, (int((L * R).sum()),), generator=gen, device=device,
