@@ -453,9 +453,9 @@ def post_update(*, idx_mapping: torch.Tensor, num_computed_tokens: torch.Tensor,
     if output_bin_counts is not None:
         Vn = np.asarray(V, dtype=np.int64)
         at = _per(rc[r], _base(Rn * Vn)) + s[r] * _per(rc[r], Vn) + token
-        after = output_bin_counts.reshape(-1).long().clone()
-        after.index_put_((at,), torch.ones_like(at), accumulate=True)
-        out["output_bin_counts"] = (at, after[at].to(torch.int32))
+        order = torch.sort(at).values  # each counted element's count plus how often it is counted
+        times = torch.searchsorted(order, at, right=True) - torch.searchsorted(order, at)
+        out["output_bin_counts"] = (at, _int32(output_bin_counts.reshape(-1).long()[at] + times))
     if draft_tokens is not None:
         Dn = np.asarray(D, dtype=np.int64)
         dr, j = _ragged(dn, int(sums[3]))
