@@ -20,6 +20,7 @@ from ....oracles import tensor_steps_v2
 from ....oracles.host_copy import host_to
 from ...generation.strategies import INT16_MAX
 from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.placement import copy_segments
 from ...targetkit.step_batch import (
     MAX_REQUESTS,
     StepBatchDevice,
@@ -52,6 +53,27 @@ def _sizes(b: DeviceBatch) -> dict[str, Any]:
     if "draft_tokens" in b.cat:
         z["D"] = [shape[1] for shape in b.shapes["draft_tokens"]]
     return z
+
+
+def _histories(gen: torch.Generator, R: np.ndarray, W: np.ndarray, V: np.ndarray, t: torch.Tensor,  # noqa: N803
+               device: str) -> torch.Tensor:
+    """Every case's history ``[R[k], W[k]]``, concatenated (int32): state row ``j``'s first
+    ``t[j]`` tokens ids of its case's vocabulary (``V[k]``), the rest 0. Drawn a width at a
+    time (one ``[rows, w]`` draw for the cases of width ``w``, in case order), each case's
+    block then copied to its place."""
+    size = R * W
+    out = torch.empty(int(size.sum()), dtype=torch.int32, device=device)
+    for w in np.unique(W):
+        ks = np.flatnonzero(W == w)
+        case = owners(R[ks], device)  # each row's case among these
+        first = host_to(np.stack([np.cumsum(R)[ks] - R[ks], np.cumsum(R[ks]) - R[ks], V[ks]]), device)
+        row = first[0][case] + torch.arange(case.numel(), device=device) - first[1][case]  # its state row
+        ids = (torch.rand((case.numel(), int(w)), generator=gen, device=device, dtype=torch.float64)
+               * first[2][case, None]).to(torch.int32)
+        ids.masked_fill_(torch.arange(int(w), device=device) >= t[row, None], 0)
+        table = host_to(np.concatenate([np.cumsum(size[ks]) - size[ks], np.cumsum(size)[ks] - size[ks], size[ks]]), device)
+        copy_segments(out, ids.reshape(-1), table, int(size[ks].max()))
+    return out
 
 
 class _Device(StepBatchDevice):
@@ -103,11 +125,7 @@ class _Device(StepBatchDevice):
         deep = rows.per_row(long)[real] & coin & (room > INT16_MAX)
         t[at] = torch.where(deep, chosen(gen, torch.full_like(room, INT16_MAX + 1), room.clamp(min=INT16_MAX + 1)),
                             torch.minimum(t[at], room))
-        cells = owners(R * W, device)  # each history element's case
-        col = torch.arange(cells.numel(), device=device) - host_to(np.cumsum(R * W) - R * W, device)[cells]
-        hist_state = host_to(np.cumsum(R) - R, device)[cells] + col // Ws[cells]
-        ids = (torch.rand(cells.numel(), generator=gen, device=device, dtype=torch.float64) * Vs[cells]).long()
-        history = torch.where(col % Ws[cells] < t[hist_state], ids, 0)
+        history = _histories(gen, R, W, V, t, device)
         counts = chosen(gen, torch.zeros_like(state), torch.full_like(state, 100000))
         counts[at] = torch.maximum(counts[at], nr[real])
         per_sampled = owners(B * S, device)
@@ -116,7 +134,7 @@ class _Device(StepBatchDevice):
         Bl, Rl = B.tolist(), R.tolist()
         cat = {"idx_mapping": s, "num_computed_tokens": counts.to(torch.int32), "sampled_tokens": sampled,
                "num_sampled": ns.to(torch.int32), "num_rejected": nr.to(torch.int32),
-               "all_token_ids": history.to(torch.int32), "total_len": t.to(torch.int32)}
+               "all_token_ids": history, "total_len": t.to(torch.int32)}
         lengths = {"idx_mapping": Bl, "num_computed_tokens": Rl, "sampled_tokens": (B * S).tolist(), "num_sampled": Bl,
                    "num_rejected": Bl, "all_token_ids": (R * W).tolist(), "total_len": Rl}
         shapes = {"sampled_tokens": [(b, int(x)) for b, x in zip(Bl, S, strict=True)],
