@@ -143,20 +143,20 @@ def place_masked(expected: torch.Tensor, full: torch.Tensor | None, mask: torch.
     ``mask``: flat bool (or uint8, nonzero: written) over the concatenation of the cases'
     arrays, ``bits`` one value each (flat, contiguous; a count that differs is a
     ``ValueError``); ``table`` and ``longest``: as :func:`copy_segments`'s (the concatenation
-    the source, the buffer the destination). ``launch``: as :func:`copy_segments`'s (else a
-    gather and scatters indexed on the host)."""
+    the source, the buffer the destination). ``launch``: as :func:`copy_segments`'s (else
+    torch's ``where`` on each segment, the table read back)."""
     if bits.numel() != mask.numel():
         raise ValueError(f"place_masked: a mask of {mask.numel()} elements, {bits.numel()} values (one value per element)")
     count = table.numel() // 3
     if count == 0 or longest <= 0:
         return
     if not (expected.is_cuda if launch is None else launch):
-        read, write = _segment_indices(table)
-        written = mask.reshape(-1)[read.to(mask.device)] != 0
-        read, write = read[written.cpu()].to(bits.device), write[written.cpu()].to(expected.device)
-        expected[write] = bits.reshape(-1)[read]
-        if full is not None:
-            full[write] = bits.reshape(-1)[read] ^ 1
+        flat, values = mask.reshape(-1), bits.reshape(-1)
+        for src, dst, n in table.view(3, count).T.tolist():  # each segment's elements, where set
+            written = flat[src : src + n] != 0
+            expected[dst : dst + n] = torch.where(written, values[src : src + n], expected[dst : dst + n])
+            if full is not None:
+                full[dst : dst + n] = torch.where(written, values[src : src + n] ^ 1, full[dst : dst + n])
         return
     per_segment = max(1, min(-(-longest // BLOCK), PROGRAMS // count))
     _compiled("place_masked")[(count, per_segment)](
