@@ -100,22 +100,31 @@ def copy_and_expand_eagle_inputs(
     qs, nqs, qe = qsl[at], qsl[at + 1], query_end_loc.long()
     nv = qe - qs + 1 - sr
     out_start = qs + r_ps  # in the case's own outputs
-    r, j = _ragged(nqs - qs + Pr - sr, int(slots.sum()))
-    nv_r, P_r = nv[r], Pr[r]
-    dest = ooff[r] + out_start[r] + j
-    valid = j < nv_r
-    parallel = (j > nv_r) & (j < nv_r + P_r)
-    rejected = j >= nv_r + P_r
-    src = toff[r] + torch.minimum(qs[r] + sr[r] + j, last[r])
-    ids = torch.where(valid, target_token_ids[torch.where(valid, src, 0)].long(), next_token_ids[r].long())
-    ids = torch.where(parallel, parr[r], ids)
-    ids = torch.where(rejected, padr[r], ids)
-    p0 = target_positions[toff + qs][r]
-    positions = torch.where(rejected, torch.zeros_like(p0), p0 + j.to(p0.dtype))
+    # every slot g of the requests concatenated, request r's from first[r]: its j = g - first[r];
+    # each per-request quantity below is shifted by -first so that a slot reads it as a
+    # function of g (one gather of a table of them per slot, no per-slot j)
+    n = nqs - qs + Pr - sr
+    first = torch.cumsum(n, 0) - n
+    valid_end = first + nv
+    shifted = torch.stack([valid_end, valid_end + Pr, toff + qs + sr - first, toff + last,
+                           target_positions[toff + qs].long() - first, ooff + out_start - first])
+    total = int(slots.sum())
+    r = torch.repeat_interleave(torch.arange(R, device=dev), n, output_size=total)
+    bonus_at, pad_from, src_shift, src_last, pos_shift, dest_shift = shifted[:, r]
+    g = torch.arange(total, device=dev)
+    valid = g < bonus_at
+    rejected = g >= pad_from
+    parallel = (g > bonus_at) & ~rejected
+    src = torch.minimum(g + src_shift, src_last)
+    ids = torch.stack([next_token_ids.reshape(-1).long(), parr, padr]).to(torch.int32)[:, r]
+    ids = torch.where(valid, target_token_ids[torch.where(valid, src, 0)].to(torch.int32),
+                      torch.where(parallel, ids[1], torch.where(rejected, ids[2], ids[0])))
+    positions = torch.where(rejected, 0, g + pos_shift).to(target_positions.dtype)
+    dest = g + dest_shift
     kr = torch.arange(int((req * P).sum()), device=dev)  # new-token index r*P + k of each case, concatenated
     rk, k = _ragged(Pr, kr.numel())
     writes: Writes = {
-        "out_input_ids": (dest, ids.to(torch.int32)),
+        "out_input_ids": (dest, ids),
         "out_positions": (dest, positions),
         "out_is_rejected_token_mask": (dest, rejected),
         "out_is_masked_token_mask": (dest, parallel),
