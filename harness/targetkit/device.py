@@ -85,8 +85,9 @@ class DeviceTarget:
         raise NotImplementedError
 
     def oracle(self, dc: DeviceCase) -> dict[str, tuple[Any, Any]]:
-        """The contract's writes, ``{output: (flat index, value)}``: tensors
-        (:mod:`~eaglefuzz.oracles.tensor_ops`), or NumPy arrays for a target checked on the host."""
+        """The contract's writes, ``{output: (flat index, value)}`` (:func:`written_parts`:
+        with a bound, or a tensor's index a mask): tensors (:mod:`~eaglefuzz.oracles.tensor_ops`),
+        or NumPy arrays (flat indices) for a target checked on the host."""
         raise NotImplementedError
 
     def launch(self, impl: Any, views: dict[str, torch.Tensor], dc: DeviceCase) -> None:
@@ -133,7 +134,7 @@ class DeviceTarget:
 
     def oracle_batch(self, batch: Any) -> dict[str, tuple[Any, Any]]:
         """:meth:`oracle` of every case of ``batch`` at once: each output's flat indices in the
-        concatenation of the cases' outputs."""
+        concatenation of the cases' outputs, or a mask over that concatenation."""
         raise NotImplementedError
 
     record: Any = None
