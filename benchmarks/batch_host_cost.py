@@ -11,16 +11,26 @@ batches, counted with a ``TorchDispatchMode``: on a GPU each costs the launching
 the same few microseconds whatever its size, so the count per case is what a device run's
 host pays besides the kernel's own launch.
 
-    PYTHONPATH=. python benchmarks/batch_host_cost.py [--ops] [NAME ...]    # default: every batched target
+``--bytes``: the memory the torch calls move instead, a proxy of a GPU's busy time where its work
+is memory-bound: 16 cases drawn at the target's production sizes (``max_requests`` as a device
+run draws them), and per output element the batch verifies, the bytes of every tensor each
+call takes and returns (whole tensors: a gather counts its whole source), the median of three
+batches: the draw, the oracle and the features, the code a GPU runs (the buffers are not
+counted: on the CPU they take torch's path, not the Triton launches a GPU runs,
+``targetkit/placement.py``).
+
+    PYTHONPATH=. python benchmarks/batch_host_cost.py [--ops | --bytes] [NAME ...]    # default: every batched target
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from eaglefuzz.harness.checking.device_mode import device_targets
 from eaglefuzz.harness.targetkit.device_batch import BatchArenas
@@ -40,6 +50,24 @@ class Count(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class Bytes(TorchDispatchMode):
+    """The bytes of the tensors the aten calls made while it is active take and return (a view
+    moves none)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        out = func(*args, **(kwargs or {}))
+        if all(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns):
+            return out  # a view: nothing moves
+        for t in tree_flatten((args, kwargs or {}, out))[0]:
+            if isinstance(t, torch.Tensor):
+                self.n += t.numel() * t.element_size()
+        return out
+
+
 class Clock:
     """The seconds spent while it is active (``n``, as :class:`Count` has it)."""
 
@@ -53,19 +81,23 @@ class Clock:
 
 def main() -> int:
     torch.set_num_threads(1)
-    ops = "--ops" in sys.argv[1:]
-    measure, best, unit = (Count, max, "ops") if ops else (Clock, min, "us")
-    names = [a for a in sys.argv[1:] if a != "--ops"] or sorted(n for n, t in device_targets().items() if t.batch)
+    flags = {"--ops", "--bytes"}
+    ops, moved = "--ops" in sys.argv[1:], "--bytes" in sys.argv[1:]
+    measure, best, unit = ((Count, max, "ops") if ops else (Bytes, statistics.median, "bytes per element") if moved
+                           else (Clock, min, "us"))
+    names = [a for a in sys.argv[1:] if a not in flags] or sorted(n for n, t in device_targets().items() if t.batch)
     print(f"| target | cases a batch | draw {unit} | oracle {unit} | buffers and views {unit} | features {unit} | in all {unit} |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name in names:
         dt = device_targets()[name]
-        k = dt.batch
-        dt.draw_batch((1, 1), "cpu", k, 1)
+        k, size = (16, {}) if moved else (dt.batch, {"max_requests": 1})
+        dt.draw_batch((1, 1), "cpu", k, **size)
         got: dict[str, list[float]] = {s: [] for s in STAGES}
+        elements = []
         for rep in range(3):
             with measure() as m:
-                b = dt.draw_batch((1, 2 + rep), "cpu", k, 1)
+                b = dt.draw_batch((1, 2 + rep), "cpu", k, **size)
+            elements.append(sum(b.tokens(j) for j in range(len(b))))
             got["draw"].append(m.n)
             with measure() as m:
                 w = dt.oracle_batch(b)
@@ -77,8 +109,13 @@ def main() -> int:
                 dt.batch_features(b, w)
             got["features"].append(m.n)
             del views
-        per = {s: best(got[s]) / k * (1 if ops else 1e6) for s in STAGES}
-        print(f"| {name} | {k} | " + " | ".join(f"{per[s]:.1f}" for s in STAGES) + f" | {sum(per.values()):.1f} |",
+        if moved:  # each batch's bytes per element it verifies
+            got = {s: [x / e for x, e in zip(v, elements, strict=True)] for s, v in got.items()}
+        per = {s: best(got[s]) * (1 if moved else 1 / k * (1 if ops else 1e6)) for s in STAGES}
+        if moved:
+            per["buffers"] = float("nan")
+        print(f"| {name} | {k} | " + " | ".join("-" if per[s] != per[s] else f"{per[s]:.1f}" for s in STAGES)
+              + f" | {sum(v for v in per.values() if v == v):.1f} |",
               flush=True)
     return 0
 

@@ -159,8 +159,10 @@ def _base(counts: np.ndarray) -> np.ndarray:
 
 
 def _int32(x: torch.Tensor) -> torch.Tensor:
-    """``x`` (int64) wrapped to int32, as a kernel's int32 store does."""
-    return ((x + 2**31) % 2**32 - 2**31).to(torch.int32)
+    """``x`` (int64) wrapped to int32, as a kernel's int32 store does (an int32 ``x`` as it is)."""
+    if x.dtype == torch.int32:
+        return x
+    return ((x.long() + 2**31) % 2**32 - 2**31).to(torch.int32)
 
 
 def post_update_num_computed_tokens(*, idx_mapping: torch.Tensor, query_start_loc: torch.Tensor,
@@ -350,7 +352,7 @@ def target_dependent_ar_prepare_prefill_inputs(
     edge.index_add_(0, (first + kept).clamp(max=total), torch.full_like(first, -1, dtype=torch.int32))
     written = torch.cumsum(edge[:total], 0, dtype=torch.int32) > 0
     ids = torch.zeros(total + 1, dtype=torch.int32, device=dev)
-    ids[: max(total - 1, 0)] = _int32(target_input_ids.reshape(-1)[1:].long()) if total else ids[:0]
+    ids[: max(total - 1, 0)] = _int32(target_input_ids.reshape(-1)[1:]) if total else ids[:0]
     ids[torch.where(kept > 0, first + kept - 1, total).clamp(max=total)] = _int32(nxt)
     lti = qs + q - 1
     sc, j = _places(Rn, dev)
@@ -455,7 +457,7 @@ def post_update(*, idx_mapping: torch.Tensor, num_computed_tokens: torch.Tensor,
         at = _per(rc[r], _base(Rn * Vn)) + s[r] * _per(rc[r], Vn) + token
         order = torch.sort(at).values  # each counted element's count plus how often it is counted
         times = torch.searchsorted(order, at, right=True) - torch.searchsorted(order, at)
-        out["output_bin_counts"] = (at, _int32(output_bin_counts.reshape(-1).long()[at] + times))
+        out["output_bin_counts"] = (at, _int32(output_bin_counts.reshape(-1)[at].long() + times))
     if draft_tokens is not None:
         Dn = np.asarray(D, dtype=np.int64)
         dr, j = _ragged(dn, int(sums[3]))
