@@ -490,10 +490,12 @@ def compute_slot_mappings(*, idx_mapping: torch.Tensor, query_start_loc: torch.T
     qlen = q[at + 1] - q[at]
     token_row = torch.repeat_interleave(torch.arange(rc.numel(), device=dev), qlen, output_size=int(Tn.sum()))
     ec, e = _places(G * Mn, dev)  # every slot of every case
-    M = host_to(Mn, dev)[ec]
+    # each slot's case's quantities, one gather: slots a group, tokens, where its tokens start,
+    # CP_SIZE, CP_INTERLEAVE, cp_rank
+    M, Tk, Tbase, C, I, rank_k = host_to(np.stack([Mn, Tn, np.cumsum(Tn) - Tn, CPn, IL, rank]), dev)[:, ec]  # noqa: E741
     g, t = e // M, e % M
-    inside = t < host_to(Tn, dev)[ec]
-    tg = (host_to(np.cumsum(Tn) - Tn, dev)[ec] + t).clamp(max=max(int(Tn.sum()) - 1, 0))
+    inside = t < Tk
+    tg = (Tbase + t).clamp(max=max(int(Tn.sum()) - 1, 0))
     row = token_row[tg] if token_row.numel() else torch.zeros_like(tg)
     s = idx_mapping.long()[row] if row.numel() else row
     real = inside & (s >= 0)
@@ -502,11 +504,9 @@ def compute_slot_mappings(*, idx_mapping: torch.Tensor, query_start_loc: torch.T
     bs = block_sizes.long()[at_g]
     enabled = slot_mapping_enabled[at_g].bool()
     sharded = dcp_sharded[at_g].bool()
-    C = host_to(CPn, dev)[ec]
-    I = host_to(IL, dev)[ec]  # noqa: E741 - the contract's name
     V = bs * C
     vo = p % V
-    local_rank = (vo // I) % C == host_to(rank, dev)[ec]
+    local_rank = (vo // I) % C == rank_k
     lp_sh = (p // V) * bs + (vo // (I * C)) * I + vo % I
     shard = (C > 1) & sharded
     lp = torch.where(shard, lp_sh, p)
