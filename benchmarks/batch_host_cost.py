@@ -50,9 +50,14 @@ class Count(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+SCATTERS = ("index_put", "index_add", "index_copy", "index_fill", "scatter")
+"""aten calls that write some elements of their first argument in place: only the indices and
+values count (not the tensor written into)."""
+
+
 class Bytes(TorchDispatchMode):
     """The bytes of the tensors the aten calls made while it is active take and return (a view
-    moves none)."""
+    moves none; a scatter's target is not counted: :data:`SCATTERS`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -62,7 +67,8 @@ class Bytes(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if all(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns):
             return out  # a view: nothing moves
-        for t in tree_flatten((args, kwargs or {}, out))[0]:
+        moved = (args[1:], kwargs or {}) if func.__name__.startswith(SCATTERS) else (args, kwargs or {}, out)
+        for t in tree_flatten(moved)[0]:
             if isinstance(t, torch.Tensor):
                 self.n += t.numel() * t.element_size()
         return out

@@ -224,6 +224,16 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         fast=True,
     ),
     HarnessMutant(
+        "masked_write_on_the_cpu_takes_every_element",
+        "wiring",
+        (("harness/targetkit/placement.py", "            written = flat[src : src + n] != 0\n",
+          "            written = flat[src : src + n] == flat[src : src + n]\n"),),
+        ("tests/test_masked_writes.py::test_a_batch_laid_out_from_masks_equals_it_from_flat_indices",),
+        "on the CPU, a device batch's write given as a mask is placed at every element of its cases: a run of the "
+        "tests expects elements the contract leaves alone to change",
+        fast=True,
+    ),
+    HarnessMutant(
         "batch_outputs_not_prefilled",
         "sentinel",
         (("harness/targetkit/device_batch.py", "            prefilled = dt != torch.bool and n not in batch.cat",
