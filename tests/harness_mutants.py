@@ -216,8 +216,8 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         "masked_write_ignores_its_mask",
         "wiring",
         (("harness/targetkit/placement.py",
-          "            written = inside & (tl.load(mask_ptr + src + at, mask=inside, other=0) != 0)\n",
-          "            written = inside\n"),),
+          "                keep = keep & (tl.load(mask_ptr + src + at, mask=keep, other=0) != 0)\n",
+          "                keep = keep\n"),),
         ("tests/test_placement.py::test_a_masked_write_lands_where_its_mask_is_set_and_nowhere_else",),
         "a device batch's write given as a mask is placed at every element of its cases, set or not: an element "
         "the contract leaves alone is expected to change",

@@ -143,16 +143,15 @@ from eaglefuzz.harness.targetkit.placement import BLOCK, build
 
 kernels, target = build(), GPUTarget("cuda", 90, 32)
 for t in ("*i32", "*i64", "*u8"):
-    copy = {"dst_ptr": t, "src_ptr": t, "table_ptr": "*i64", "count": "i32", "BLOCK": "constexpr"}
-    assert triton.compile(ASTSource(kernels["copy_segments"], copy, constexprs={"BLOCK": BLOCK}), target=target).asm["cubin"]
+    segments = {"dst_ptr": t, "full_ptr": t, "mask_ptr": "*u8", "src_ptr": t, "table_ptr": "*i64", "count": "i32",
+                "BLOCK": "constexpr", "MASKED": "constexpr", "FLIP": "constexpr"}
+    for masked, flip in ((False, False), (True, False), (True, True)):
+        source = ASTSource(kernels["segments"], segments, constexprs={"BLOCK": BLOCK, "MASKED": masked, "FLIP": flip})
+        assert triton.compile(source, target=target).asm["cubin"]
     writes = {"expected_ptr": t, "full_ptr": t, "index_ptr": "*i64", "bits_ptr": t, "bounds_ptr": "*i64",
               "shift_ptr": "*i64", "n": "i32", "cuts": "i32", "steps": "i32", "BLOCK": "constexpr", "FLIP": "constexpr"}
     for flip in (True, False):
         source = ASTSource(kernels["place_writes"], writes, constexprs={"BLOCK": BLOCK, "FLIP": flip})
-        assert triton.compile(source, target=target).asm["cubin"]
-        masked = {"expected_ptr": t, "full_ptr": t, "mask_ptr": "*u8", "bits_ptr": t, "table_ptr": "*i64",
-                  "count": "i32", "BLOCK": "constexpr", "FLIP": "constexpr"}
-        source = ASTSource(kernels["place_masked"], masked, constexprs={"BLOCK": BLOCK, "FLIP": flip})
         assert triton.compile(source, target=target).asm["cubin"]
 print("compiled")
 """

@@ -33,7 +33,8 @@ def build() -> dict[str, object]:
     import triton.language as tl
 
     @triton.jit
-    def copy_segments_kernel(dst_ptr, src_ptr, table_ptr, count, BLOCK: tl.constexpr):  # noqa: N803
+    def segments_kernel(dst_ptr, full_ptr, mask_ptr, src_ptr, table_ptr, count,  # noqa: N803
+                        BLOCK: tl.constexpr, MASKED: tl.constexpr, FLIP: tl.constexpr):
         k = tl.program_id(0)
         j = tl.program_id(1).to(tl.int64)
         step = tl.num_programs(1) * BLOCK
@@ -43,7 +44,12 @@ def build() -> dict[str, object]:
         for i in range(j * BLOCK, n, step):
             at = i + tl.arange(0, BLOCK).to(tl.int64)
             keep = at < n
-            tl.store(dst_ptr + dst + at, tl.load(src_ptr + src + at, mask=keep), mask=keep)
+            if MASKED:  # only where the mask is set
+                keep = keep & (tl.load(mask_ptr + src + at, mask=keep, other=0) != 0)
+            bits = tl.load(src_ptr + src + at, mask=keep)
+            tl.store(dst_ptr + dst + at, bits, mask=keep)
+            if FLIP:
+                tl.store(full_ptr + dst + at, bits ^ 1, mask=keep)
 
     @triton.jit
     def place_writes_kernel(expected_ptr, full_ptr, index_ptr, bits_ptr, bounds_ptr, shift_ptr, n, cuts, steps,
@@ -66,26 +72,7 @@ def build() -> dict[str, object]:
         if FLIP:
             tl.store(full_ptr + place, bits ^ 1, mask=keep)
 
-    @triton.jit
-    def place_masked_kernel(expected_ptr, full_ptr, mask_ptr, bits_ptr, table_ptr, count,
-                            BLOCK: tl.constexpr, FLIP: tl.constexpr):  # noqa: N803
-        k = tl.program_id(0)
-        j = tl.program_id(1).to(tl.int64)
-        step = tl.num_programs(1) * BLOCK
-        src = tl.load(table_ptr + k)
-        dst = tl.load(table_ptr + count + k)
-        n = tl.load(table_ptr + 2 * count + k)
-        for i in range(j * BLOCK, n, step):
-            at = i + tl.arange(0, BLOCK).to(tl.int64)
-            inside = at < n
-            written = inside & (tl.load(mask_ptr + src + at, mask=inside, other=0) != 0)
-            bits = tl.load(bits_ptr + src + at, mask=written)
-            tl.store(expected_ptr + dst + at, bits, mask=written)
-            if FLIP:
-                tl.store(full_ptr + dst + at, bits ^ 1, mask=written)
-
-    return {"copy_segments": copy_segments_kernel, "place_writes": place_writes_kernel,
-            "place_masked": place_masked_kernel}
+    return {"segments": segments_kernel, "place_writes": place_writes_kernel}
 
 
 def _compiled(name: str):  # noqa: ANN202
@@ -131,7 +118,8 @@ def copy_segments(dst: torch.Tensor, src: torch.Tensor, table: torch.Tensor, lon
         dst[write.to(dst.device)] = src[read.to(src.device)]
         return
     per_segment = max(1, min(-(-longest // BLOCK), PROGRAMS // count))
-    _compiled("copy_segments")[(count, per_segment)](dst, src, table, count, BLOCK=BLOCK)
+    _compiled("segments")[(count, per_segment)](dst, dst, src, src, table, count, BLOCK=BLOCK, MASKED=False,
+                                                 FLIP=False)
 
 
 def place_masked(expected: torch.Tensor, full: torch.Tensor | None, mask: torch.Tensor, bits: torch.Tensor,
@@ -159,9 +147,9 @@ def place_masked(expected: torch.Tensor, full: torch.Tensor | None, mask: torch.
                 full[dst : dst + n] = torch.where(written, values[src : src + n] ^ 1, full[dst : dst + n])
         return
     per_segment = max(1, min(-(-longest // BLOCK), PROGRAMS // count))
-    _compiled("place_masked")[(count, per_segment)](
+    _compiled("segments")[(count, per_segment)](
         expected, expected if full is None else full, mask.view(torch.uint8) if mask.dtype == torch.bool else mask,
-        bits, table, count, BLOCK=BLOCK, FLIP=full is not None)
+        bits, table, count, BLOCK=BLOCK, MASKED=True, FLIP=full is not None)
 
 
 def place_writes(expected: torch.Tensor, full: torch.Tensor | None, index: torch.Tensor, bits: torch.Tensor,
