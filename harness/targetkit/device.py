@@ -528,11 +528,16 @@ def written_parts(w: tuple[Any, ...]) -> tuple[Any, Any, Any]:
     return (w[0], w[1], w[2]) if len(w) > 2 else (w[0], w[1], None)
 
 
+def is_mask(index: Any) -> bool:
+    """Whether a write's index is a mask (:func:`written_parts`)."""
+    return isinstance(index, torch.Tensor) and index.dtype == torch.bool
+
+
 def indexed(w: tuple[Any, ...]) -> tuple[Any, Any, Any]:
     """:func:`written_parts` of ``w``, a mask made flat indices (its set elements, in order)
     and the values and bounds of those."""
     index, value, bound = written_parts(w)
-    if not (isinstance(index, torch.Tensor) and index.dtype == torch.bool):
+    if not is_mask(index):
         return index, value, bound
     if value.numel() != index.numel():
         raise ValueError(f"a write's mask of {index.numel()} elements, {value.numel()} values (one value per element)")

@@ -41,6 +41,7 @@ from .device import (
     _bits,
     _storage,
     indexed,
+    is_mask,
     lead,
     mismatch_count,
     prefill,
@@ -138,11 +139,6 @@ def laid_out(arrays: dict[str, tuple[torch.Tensor, list[tuple[int, ...]]]], orde
     return cat, lengths, shapes
 
 
-def _is_mask(index: Any) -> bool:
-    """Whether a write's index is a mask (:func:`~.device.written_parts`)."""
-    return isinstance(index, torch.Tensor) and index.dtype == torch.bool
-
-
 class BatchArenas:
     """Every case of ``batch`` in guarded buffers, pre-filled for ``writes`` (each output's flat
     indices in the concatenation of the cases' outputs); :attr:`views` per case."""
@@ -199,7 +195,7 @@ class BatchArenas:
         starts = {n: np.concatenate([[0], np.cumsum(sizes[n], dtype=np.int64)]) for n in dtypes}
         # and the segments (where each case starts in cat and in its buffer, its length) of
         # each input and of each exact output written by a mask: one copy
-        masked = [n for n, w in writes.items() if _is_mask(w[0]) and len(w) < 3 and n not in batch.cat]
+        masked = [n for n, w in writes.items() if is_mask(w[0]) and len(w) < 3 and n not in batch.cat]
         segments = {n: (starts[n][:-1], self.offset[n], np.asarray(sizes[n], dtype=np.int64)) for n in [*batch.cat, *masked]}
         parts = [np.concatenate([starts[n][1:-1], self.offset[n] - starts[n][:-1]]) for n in dtypes]
         parts += [np.concatenate(segments[n]) for n in segments]

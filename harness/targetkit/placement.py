@@ -7,9 +7,10 @@ operations, each element's buffer position is computed (a search for its case, a
 shift, an add) and then scattered to: some ten times the bytes of the arrays themselves.
 :func:`copy_segments` moves each input segment once, as a memory copy does, and
 :func:`place_writes` finds each written element's case, writes its expected value and its
-pre-filled one, in one pass; :func:`place_masked` does the same for a write given as a mask
-over the concatenation (every element of the mask's a value), segment by segment as the copy. On the CPU (where a launch would run under Triton's interpreter)
-both are torch's gathers and scatters.
+pre-filled one, in one pass; :func:`place_masked` places a write given as a mask over the
+concatenation (a value for every element), segment by segment as the copy does, through the
+same kernel. On the CPU (where a launch would run under Triton's interpreter) torch does the
+same: gathers and scatters, and ``torch.where`` over each masked segment.
 """
 
 from __future__ import annotations
@@ -89,14 +90,6 @@ def positions(index: torch.Tensor, bounds: torch.Tensor, shift: torch.Tensor) ->
     return index + shift[torch.searchsorted(bounds, index, right=True)]
 
 
-def _segment_indices(table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every element of a segment table's segments (as :func:`copy_segments` reads it), on
-    the host: where it is read from and where it is written."""
-    starts, places, lengths = table.view(3, -1).cpu()
-    within = torch.arange(int(lengths.sum())) - torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
-    return torch.repeat_interleave(starts, lengths) + within, torch.repeat_interleave(places, lengths) + within
-
-
 def copy_segments(dst: torch.Tensor, src: torch.Tensor, table: torch.Tensor, longest: int,
                   launch: bool | None = None) -> None:
     """For every segment ``k``: ``dst[d_k : d_k + n_k] = src[s_k : s_k + n_k]``.
@@ -114,8 +107,10 @@ def copy_segments(dst: torch.Tensor, src: torch.Tensor, table: torch.Tensor, lon
     if count == 0 or longest <= 0:
         return
     if not (dst.is_cuda if launch is None else launch):
-        read, write = _segment_indices(table)
-        dst[write.to(dst.device)] = src[read.to(src.device)]
+        starts, places, lengths = table.view(3, count).cpu()
+        within = torch.arange(int(lengths.sum())) - torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+        dst[(torch.repeat_interleave(places, lengths) + within).to(dst.device)] = \
+            src[(torch.repeat_interleave(starts, lengths) + within).to(src.device)]
         return
     per_segment = max(1, min(-(-longest // BLOCK), PROGRAMS // count))
     _compiled("segments")[(count, per_segment)](dst, dst, src, src, table, count, BLOCK=BLOCK, MASKED=False,
