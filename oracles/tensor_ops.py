@@ -508,23 +508,31 @@ def copy_and_expand_dflash_inputs(
     ctx_out = np.cumsum(Tn + sp) - (Tn + sp)  # each case's first element of the context outputs
     query_out = np.cumsum(Rn * Qn + sp) - (Rn * Qn + sp)
     host = host_to(np.stack([
-        np.arange(R) + case, local, (np.cumsum(Tn) - Tn)[case], Tn[case], (np.cumsum(Rn * Wn) - Rn * Wn)[case] + local * Wn[case],
-        Wn[case], bsn[case], Qn[case], Kn[case], par[case], ctx_out[case], query_out[case] + local * Qn[case],
-        (np.cumsum(Rn * Kn) - Rn * Kn)[case] + local * Kn[case]]), dev)  # per request, one copy
-    at, lr, toff, Tr, row, Wr, bs, Qr, Kr, parr, cout, qout, kout = host
+        np.arange(R) + case, local, (np.cumsum(Tn) - Tn)[case], (np.cumsum(Rn * Wn) - Rn * Wn)[case] + local * Wn[case],
+        Wn[case] - 1, bsn[case], (ctx_out - (np.cumsum(Tn) - Tn))[case], Qn[case], Kn[case], par[case],
+        query_out[case] + local * Qn[case], (np.cumsum(Rn * Kn) - Rn * Kn)[case] + local * Kn[case]]), dev)  # per request, one copy
+    at, lr, toff, row, last_col, bs, shift, Qr, Kr, parr, qout, kout = host
     qsl = query_start_loc.long()
     qs, nqs = qsl[at], qsl[at + 1]
     rej = torch.zeros_like(qs) if num_rejected_tokens is None else num_rejected_tokens.long()
     table = block_table.reshape(-1)
     pos = target_positions.long()
 
-    def slot(r: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        col = torch.minimum(torch.div(p, bs[r], rounding_mode="floor"), Wr[r] - 1)
-        return table[row[r] + col].long() * bs[r] + torch.remainder(p, bs[r])
+    def slot(per_request: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        """``slot(r, p)`` with ``per_request`` the request's row start, last column and block size
+        for each ``p``: ``(table[row + min(d, W - 1)] - d) * bs + p`` with ``d = p div bs``."""
+        start, last, size = per_request
+        d = torch.div(p, size, rounding_mode="floor")
+        return (table[start + torch.minimum(d, last)] - d) * size + p
 
-    r, j = _ragged(nqs - qs, int(Tn.sum()))  # every context slot
-    p = pos[toff[r] + torch.minimum(qs[r] + j, Tr[r] - 1)]
-    ctx = cout[r] + qs[r] + j
+    # every context slot: in the production domain a case's requests tile its T tokens in order
+    # (query_start_loc[R] = T), so slot qs + j of request r is the case's token qs + j, its
+    # position that token's, unclamped; the context outputs the tokens shifted by the spare
+    # elements of the cases before
+    nt = int(Tn.sum())
+    per_token = torch.stack([row, last_col, bs, shift])[:, torch.repeat_interleave(
+        torch.arange(R, device=dev), nqs - qs, output_size=nt)]
+    ctx = torch.arange(nt, device=dev) + per_token[3]
     rq, q = _ragged(Qr, int((Rn * Qn).sum()))  # every query slot
     last = pos[toff + nqs - rej - 1]
     pq = last[rq] + 1 + q
@@ -532,10 +540,10 @@ def copy_and_expand_dflash_inputs(
     ids = torch.where(q == 0, next_token_ids.long()[rq], parr[rq]).to(torch.int32)
     rk, k = _ragged(Kr, int((Rn * Kn).sum()))  # every mask token's index
     return {
-        "out_context_positions": (ctx, p),
-        "out_context_slot_mapping": (ctx, slot(r, p)),
+        "out_context_positions": (ctx, pos),
+        "out_context_slot_mapping": (ctx, slot(per_token[:3], pos)),
         "out_query_positions": (dest, pq),
-        "out_query_slot_mapping": (dest, slot(rq, pq)),
+        "out_query_slot_mapping": (dest, slot(torch.stack([row, last_col, bs])[:, rq], pq)),
         "out_input_ids": (dest, ids),
         "out_token_indices": (kout[rk] + k, (lr[rk] * Qr[rk] + k + 1).to(torch.int32)),
     }
