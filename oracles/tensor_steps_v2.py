@@ -484,45 +484,44 @@ def compute_slot_mappings(*, idx_mapping: torch.Tensor, query_start_loc: torch.T
     G = len(tables)
     Bn, Rn, Tn, Mn = (np.asarray(x, dtype=np.int64) for x in (B, R, T, MT))
     CPn, rank, IL = (np.asarray(x, dtype=np.int64) for x in zip(*cp, strict=True)) if cp else (np.zeros(0, np.int64),) * 3
+    k, nt = len(Bn), int(Tn.sum())
     rc, _ = _places(Bn, dev)
     at = torch.arange(rc.numel(), device=dev) + rc
     q = query_start_loc.long()
-    qlen = q[at + 1] - q[at]
-    token_row = torch.repeat_interleave(torch.arange(rc.numel(), device=dev), qlen, output_size=int(Tn.sum()))
-    ec, e = _places(G * Mn, dev)  # every slot of every case
-    # each slot's case's quantities, one gather: slots a group, tokens, where its tokens start,
-    # CP_SIZE, CP_INTERLEAVE, cp_rank
-    M, Tk, Tbase, C, I, rank_k = host_to(np.stack([Mn, Tn, np.cumsum(Tn) - Tn, CPn, IL, rank]), dev)[:, ec]  # noqa: E741
-    g, t = e // M, e % M
-    inside = t < Tk
-    tg = (Tbase + t).clamp(max=max(int(Tn.sum()) - 1, 0))
-    row = token_row[tg] if token_row.numel() else torch.zeros_like(tg)
-    s = idx_mapping.long()[row] if row.numel() else row
-    real = inside & (s >= 0)
-    p = positions.long()[tg] if positions.numel() else torch.zeros_like(tg)
-    at_g = ec * G + g
-    bs = block_sizes.long()[at_g]
-    enabled = slot_mapping_enabled[at_g].bool()
-    sharded = dcp_sharded[at_g].bool()
-    V = bs * C
-    vo = p % V
-    local_rank = (vo // I) % C == rank_k
-    lp_sh = (p // V) * bs + (vo // (I * C)) * I + vo % I
-    shard = (C > 1) & sharded
-    lp = torch.where(shard, lp_sh, p)
-    local = torch.where(shard, local_rank, True)
-    col = torch.where(enabled, lp // bs, 0)
-    read = real & local & enabled
-    bn = torch.zeros_like(p)
-    Wn = np.asarray(W, dtype=np.int64).reshape(len(Bn), G)
-    for h in range(G):  # each group's table: its cases' tables concatenated
-        mine = read & (g == h)
-        base = host_to(np.cumsum(Rn * Wn[:, h]) - Rn * Wn[:, h], dev)[ec]
-        width = host_to(Wn[:, h], dev)[ec]
-        where = torch.where(mine, base + s.clamp(min=0) * width + col, 0)
-        bn = torch.where(mine, tables[h].reshape(-1).long()[where], bn)
-    slot = _int32(bn * bs).long() + lp % bs
-    return {"slot_mappings": (torch.arange(ec.numel(), device=dev), torch.where(read, slot, pad_id))}
+    # every token, once for all groups: its case and state row (a case's rows tile its tokens)
+    tc = torch.repeat_interleave(torch.arange(k, device=dev), host_to(Tn, dev), output_size=nt)
+    s = torch.repeat_interleave(idx_mapping.long(), q[at + 1] - q[at], output_size=nt)
+    p = positions.long()
+    j = torch.arange(nt, device=dev)
+    # per case and group: block size, the decode context parallelism a group's slots see
+    # (CP_SIZE, CP_INTERLEAVE, cp_rank; 1, 1, 0 where CP_SIZE is 1 or the group unsharded, which
+    # make lp = p and every token local; the rank -1 where the group is disabled: no token
+    # local), its table's rows, and where its slots start less where its tokens do
+    flags = torch.stack([block_sizes.long(), slot_mapping_enabled.long(), dcp_sharded.long()]).reshape(3, k, G)
+    Wn = np.asarray(W, dtype=np.int64).reshape(k, G)
+    out_base = _base(G * Mn)
+    index, value = [], []
+    for h in range(G):
+        bs_k, enabled_k, sharded_k = flags[:, :, h]
+        shard_k = sharded_k * host_to(CPn > 1, dev)
+        per_case = torch.stack([bs_k, torch.where(shard_k > 0, host_to(CPn, dev), 1),
+                                torch.where(shard_k > 0, host_to(IL, dev), 1),
+                                torch.where(enabled_k > 0, shard_k * host_to(rank, dev), -1),
+                                host_to(_base(Rn * Wn[:, h]), dev), host_to(Wn[:, h], dev),
+                                host_to(out_base + h * Mn - _base(Tn), dev)])
+        bs, C, I, rank_t, base, width, shift = per_case[:, tc]  # noqa: E741
+        V = bs * C
+        vo = p % V
+        read = (s >= 0) & ((vo // I) % C == rank_t)
+        # a read token's column lp div bs is p div V: the interleave divides the block size
+        bn = tables[h].reshape(-1).long()[torch.where(read, base + s * width + p // V, 0)]
+        value.append(torch.where(read, _int32(bn * bs).long() + (vo // (I * C)) * I + vo % I, pad_id))
+        index.append(j + shift)
+    # the slots past each case's tokens, in every group
+    pc, pt = _places(np.repeat(Mn - Tn, G), dev)
+    index.append(pt + host_to(np.repeat(out_base, G) + np.tile(np.arange(G), k) * np.repeat(Mn, G) + np.repeat(Tn, G), dev)[pc])
+    value.append(torch.full_like(pt, pad_id))
+    return {"slot_mappings": (torch.cat(index), torch.cat(value))}
 
 
 def gather_block_tables(*, idx_mapping: torch.Tensor, src_block_tables: list[torch.Tensor], num_blocks: torch.Tensor,
