@@ -559,10 +559,11 @@ def gather_block_tables(*, idx_mapping: torch.Tensor, src_block_tables: list[tor
         r, i = _ragged(counts[g], int(sums[g]))  # every entry of a row's blocks
         base = _per(rc, _base(Rn * Wn[:, g]))  # where the row's case's table starts
         width = _per(rc, Wn[:, g])
+        null, src_row, dst_row = torch.stack([nulls[g], base + s * width, base + b * width])[:, r]  # one gather
         src = src_block_tables[g].reshape(-1)
-        value = torch.where(i >= nulls[g][r], src[base[r] + s[r] * width[r] + i], 0).to(torch.int32)
+        value = torch.where(i >= null, src[src_row + i], 0).to(torch.int32)
         pc, p = _places((Nn - Bn) * Wn[:, g], dev)  # every entry of the grid rows past the batch
         pad = _per(pc, _base(Rn * Wn[:, g]) + Bn * Wn[:, g]) + p
-        out[f"dst_block_table_{g}"] = (torch.cat([base[r] + b[r] * width[r] + i, pad]),
+        out[f"dst_block_table_{g}"] = (torch.cat([dst_row + i, pad]),
                                         torch.cat([value, torch.zeros(pad.numel(), dtype=torch.int32, device=dev)]))
     return out
