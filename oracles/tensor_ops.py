@@ -503,15 +503,17 @@ def copy_and_expand_dflash_inputs(
                                                                       parallel_drafting_token_id, spare))
     C, R = len(Rn), int(Rn.sum())
     Qn = Kn + 1
-    case = np.repeat(np.arange(C), Rn)  # each request's case
-    local = np.arange(R) - (np.cumsum(Rn) - Rn)[case]  # each request's index in its case
+    first, tokens = np.cumsum(Rn) - Rn, np.cumsum(Tn) - Tn  # each case's first request and token
     ctx_out = np.cumsum(Tn + sp) - (Tn + sp)  # each case's first element of the context outputs
-    query_out = np.cumsum(Rn * Qn + sp) - (Rn * Qn + sp)
-    host = host_to(np.stack([
-        np.arange(R) + case, local, (np.cumsum(Tn) - Tn)[case], (np.cumsum(Rn * Wn) - Rn * Wn)[case] + local * Wn[case],
-        Wn[case] - 1, bsn[case], (ctx_out - (np.cumsum(Tn) - Tn))[case], Qn[case], Kn[case], par[case],
-        query_out[case] + local * Qn[case], (np.cumsum(Rn * Kn) - Rn * Kn)[case] + local * Kn[case]]), dev)  # per request, one copy
-    at, lr, toff, row, last_col, bs, shift, Qr, Kr, parr, qout, kout = host
+    # per case on the host (one copy), each request's on the device: its case's, and where its
+    # case's places of it start (its table row, query slots, token indices) moved by its index
+    per_case = host_to(np.stack([Rn, first, tokens, np.cumsum(Rn * Wn) - Rn * Wn, Wn, bsn, ctx_out - tokens, Qn, Kn, par,
+                                 np.cumsum(Rn * Qn + sp) - (Rn * Qn + sp), np.cumsum(Rn * Kn) - Rn * Kn]), dev)
+    case = torch.repeat_interleave(torch.arange(C, device=dev), per_case[0], output_size=R)
+    first_r, toff, row, Wr, bs, shift, Qr, Kr, parr, qout, kout = per_case[1:, case]
+    every = torch.arange(R, device=dev)
+    at, lr = every + case, every - first_r  # each request's entry of query_start_loc, its index in its case
+    row, qout, kout, last_col = row + lr * Wr, qout + lr * Qr, kout + lr * Kr, Wr - 1
     qsl = query_start_loc.long()
     qs, nqs = qsl[at], qsl[at + 1]
     rej = torch.zeros_like(qs) if num_rejected_tokens is None else num_rejected_tokens.long()
@@ -530,8 +532,7 @@ def copy_and_expand_dflash_inputs(
     # position that token's, unclamped; the context outputs the tokens shifted by the spare
     # elements of the cases before
     nt = int(Tn.sum())
-    per_token = torch.stack([row, last_col, bs, shift])[:, torch.repeat_interleave(
-        torch.arange(R, device=dev), nqs - qs, output_size=nt)]
+    per_token = torch.stack([row, last_col, bs, shift])[:, torch.repeat_interleave(every, nqs - qs, output_size=nt)]
     ctx = torch.arange(nt, device=dev) + per_token[3]
     rq, q = _ragged(Qr, int((Rn * Qn).sum()))  # every query slot
     last = pos[toff + nqs - rej - 1]
