@@ -561,11 +561,21 @@ def launch_post_update_num_computed_tokens(
     kernel[(_grid(num_reqs, idx_mapping.shape[0]),)](idx_mapping, num_computed_tokens, query_start_loc)
 
 
+def _small_table(values: list[int], dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+    """``values`` as a tensor on ``device``, queued on a GPU's current stream without waiting for
+    the launches before it (copied from pinned memory: a copy from pageable memory waits for
+    them). vLLM builds these tables once, at start-up; a launch here builds its own, and must not
+    make every launch wait for the previous one."""
+    t = torch.tensor(values, dtype=dtype)
+    if torch.device(device).type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 def pointer_table(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     """A uint64 tensor of the tensors' data pointers, on their device (as ``BlockTables``
     builds ``block_table_ptrs``)."""
-    device = tensors[0].device if tensors else "cpu"
-    return torch.tensor([t.data_ptr() for t in tensors], dtype=torch.uint64, device=device)
+    return _small_table([t.data_ptr() for t in tensors], torch.uint64, tensors[0].device if tensors else "cpu")
 
 
 def launch_gather_block_tables(
@@ -578,7 +588,7 @@ def launch_gather_block_tables(
     uint64 pointer tensors, their strides (the source's: ``stride(0)``) in an int64 tensor."""
     B = _grid(num_reqs, idx_mapping.shape[0])
     device = idx_mapping.device
-    strides = torch.tensor([t.stride(0) for t in src_block_tables], dtype=torch.int64, device=device)
+    strides = _small_table([t.stride(0) for t in src_block_tables], torch.int64, device)
     kernel[(len(src_block_tables), _grid(num_rows, B))](
         idx_mapping, pointer_table(src_block_tables), pointer_table(dst_block_tables), strides, num_blocks,
         num_blocks.stride(0), B, num_computed_tokens, sliding_window_reach, block_sizes,
@@ -596,7 +606,7 @@ def launch_compute_slot_mappings(
     """As ``BlockTables.compute_slot_mappings``: grid ``(G, B + 1)``,
     ``max_num_tokens = slot_mappings.shape[1]``, ``PAD_ID = PAD_SLOT_ID``."""
     B = _grid(num_reqs, idx_mapping.shape[0])
-    strides = torch.tensor([t.stride(0) for t in block_tables], dtype=torch.int64, device=idx_mapping.device)
+    strides = _small_table([t.stride(0) for t in block_tables], torch.int64, idx_mapping.device)
     kernel[(len(block_tables), B + 1)](
         _grid(max_num_tokens, slot_mappings.shape[1]), idx_mapping, query_start_loc, positions,
         pointer_table(block_tables), strides, block_sizes, slot_mapping_enabled, dcp_sharded, slot_mappings,
