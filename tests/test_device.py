@@ -1093,6 +1093,28 @@ def test_a_run_of_examples_with_one_batch_at_least_checks_the_batches_of_a_run_w
         assert asked == want and stats.examples == 2 * k
 
 
+def test_a_launchers_tables_of_pointers_and_strides_queue_behind_a_busy_device(needs):
+    """The launchers of gather_block_tables and compute_slot_mappings build their tables of
+    pointers and strides on the GPU without waiting for the work queued before them (vLLM builds
+    them once; a launch that waits for the previous one makes each process on a shared GPU wait
+    for the others' work): built while the stream is busy, they return before it is idle, and
+    hold the tables' addresses and strides."""
+    needs.gpu("pinned copies of a launch's small tables")
+    import torch
+
+    from eaglefuzz.kernels import launchers
+
+    tables = [torch.zeros((3, w), dtype=torch.int32, device="cuda") for w in (5, 7, 9)]
+    torch.cuda.synchronize()
+    torch.cuda._sleep(2_000_000_000)  # the stream busy for a second or so
+    pointers = launchers.pointer_table(tables)
+    strides = launchers._small_table([t.stride(0) for t in tables], torch.int64, "cuda")
+    assert not torch.cuda.current_stream().query()  # neither waited for the stream
+    assert pointers.dtype == torch.uint64 and pointers.device.type == "cuda"
+    assert pointers.view(torch.int64).cpu().tolist() == [t.data_ptr() for t in tables]
+    assert strides.cpu().tolist() == [5, 7, 9]
+
+
 def test_host_copies_queued_behind_a_busy_device_keep_their_values(needs):
     """:func:`~eaglefuzz.oracles.host_copy.host_to` on a GPU: arrays of every dtype the draws
     send, through both halves of the staging buffer several times while the device is still
