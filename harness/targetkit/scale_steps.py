@@ -564,7 +564,7 @@ def standard_steps(seeds: tuple[int, int], device: str, k: int, epoch: ScaleEpoc
     if isinstance(max_pos, int):
         p0 = torch.randint(0, max_pos, (Rt,), generator=gen, device=device)
     else:  # per step a ceiling of max_pos
-        top = torch.as_tensor(rng.choice(max_pos, size=k), dtype=torch.float64, device=device)[cid[first]]
+        top = host_to(rng.choice(max_pos, size=k).astype(np.float64), device)[cid[first]]
         p0 = (torch.rand(Rt, generator=gen, device=device, dtype=torch.float64) * top).to(torch.int64)
     pos[at] = p0[treq] + elp
     seed = torch.zeros(int(B.sum()), dtype=torch.int64, device=device)

@@ -251,7 +251,7 @@ def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
     # share (0, 0.3 or 1) of its requests at 0
     state_owner = owners(R, device)
     u = torch.rand((2, int(R.sum())), generator=gen, device=device)
-    pick = torch.tensor([0.3, 0.7, 1.0, 1.3], device=device)[torch.randint(0, 4, (int(R.sum()),), generator=gen, device=device)]
+    pick = host_to(np.asarray([0.3, 0.7, 1.0, 1.3], dtype=np.float32), device)[torch.randint(0, 4, (int(R.sum()),), generator=gen, device=device)]
     temperature = torch.where(u[0] < 0.5, pick, torch.ones_like(pick)).to(torch.float32)
     share = host_to(np.asarray(greedy)[rng.integers(0, len(greedy), size=k)], device)
     greedy_req = torch.rand(req.n, generator=gen, device=device) < share[req.cid]
@@ -297,12 +297,12 @@ def draw_steps(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
     rates = entropy = None
     window, threshold = np.zeros(k, np.int64), np.full(k, 0.3)
     if chosen_method == "synthetic":
-        rates = torch.tensor([0.0, 0.35, 0.8, 1.0], device=device)[
+        rates = host_to(np.asarray([0.0, 0.35, 0.8, 1.0], dtype=np.float32), device)[
             torch.randint(0, 4, (int(K.sum()),), generator=gen, device=device)].to(torch.float32)
     if chosen_method == "fly":
         window = _ends(rng, np.ones(k, np.int64), np.maximum(1, K))
         threshold = np.asarray([0.3, 0.0, 1.0])[rng.integers(0, 3, size=k)]
-        entropy = torch.tensor([0.0, 0.1, 0.3, 1.0, 2.5], device=device)[
+        entropy = host_to(np.asarray([0.0, 0.1, 0.3, 1.0, 2.5], dtype=np.float32), device)[
             torch.randint(0, 5, (N,), generator=gen, device=device)].to(torch.float32)
     fp64 = bool(rng.random() < 0.25)
     return Steps(req, rows, K.astype(np.int64), Vt, Vd, eidx, elp, bonus, tl, dl, temperature, kind, style, s,

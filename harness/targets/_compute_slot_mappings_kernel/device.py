@@ -104,7 +104,7 @@ class _Device(StepBatchDevice):
                           np.where(rng.random(k) < 0.5, 0, rng.integers(0, 201, size=k)))
         Bl, Rl, Tl = B.tolist(), R.tolist(), T.tolist()
         cat = {"idx_mapping": s, "query_start_loc": cumulative(rows, qlen), "positions": positions,
-               "block_sizes": torch.as_tensor(sizes.reshape(-1), dtype=torch.int32, device=device),
+               "block_sizes": host_to(sizes.reshape(-1).astype(np.int32), device),
                "slot_mapping_enabled": host_to(enabled.reshape(-1), device),
                "dcp_sharded": host_to(sharded.reshape(-1), device)}
         lengths = {"idx_mapping": Bl, "query_start_loc": [b + 1 for b in Bl], "positions": Tl,

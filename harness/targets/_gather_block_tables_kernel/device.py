@@ -111,8 +111,8 @@ class _Device(StepBatchDevice):
         s = state_rows(rows, gen)
         Bl, Rl = B.tolist(), R.tolist()
         cat = {"idx_mapping": s, "num_blocks": num_blocks.to(torch.int32), "num_computed_tokens": counts.to(torch.int32),
-               "sliding_window_reach": torch.as_tensor(reach.reshape(-1), dtype=torch.int32, device=device),
-               "block_sizes": torch.as_tensor(sizes.reshape(-1), dtype=torch.int32, device=device)}
+               "sliding_window_reach": host_to(reach.reshape(-1).astype(np.int32), device),
+               "block_sizes": host_to(sizes.reshape(-1).astype(np.int32), device)}
         lengths = {"idx_mapping": Bl, "num_blocks": (G * R).tolist(), "num_computed_tokens": Rl,
                    "sliding_window_reach": [G] * k, "block_sizes": [G] * k}
         shapes = {x: [(y,) for y in lengths[x]] for x in cat} | {"num_blocks": [(G, r) for r in Rl]}

@@ -253,7 +253,7 @@ def draw_calls(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
     rows = _rows(T, R, device)
     N, S = rows.n, int(R.sum())
     if kind == "large_vocab":
-        temperature = torch.as_tensor(np.repeat(rng.choice([0.8, 1.0, 1.5], size=k), R), dtype=torch.float32, device=device)
+        temperature = host_to(np.repeat(rng.choice([0.8, 1.0, 1.5], size=k), R).astype(np.float32), device)
         seed = torch.randint(-(2**62), 2**62, (S,), generator=gen, device=device, dtype=torch.int64)
         pos = torch.randint(0, 5000, (N,), generator=gen, device=device, dtype=torch.int64)
         eidx = rows.local if mode == "target" else state_rows(rows, gen)
@@ -267,7 +267,7 @@ def draw_calls(seeds: tuple[int, int], device: str, k: int, max_requests: int = 
     # cases.draw: per case a spread and shift of its logits, per state row a temperature and a seed
     spread = rows.per_row(rng.choice([3.0, 0.3, 8.0], size=k))
     shift = rows.per_row(rng.choice([0.0, 0.0, 40.0], size=k))
-    temperature = torch.tensor(TEMPERATURES, dtype=torch.float32, device=device)[
+    temperature = host_to(np.asarray(TEMPERATURES, dtype=np.float32), device)[
         torch.randint(0, len(TEMPERATURES), (S,), generator=gen, device=device)]
     seed = _seeds(gen, S, device)
     top = MAX_MODEL_LEN if kind == "long_context" else 5000
@@ -460,7 +460,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         of_state = owners(r.B, device)
         filler = torch.arange(S, device=device) - host_to(np.cumsum(r.B) - r.B, device)[of_state] < ep.q
         seed = torch.where(filler, _seeds(gen, S, device, ends=0.0), _seeds(gen, S, device))
-        top = torch.as_tensor(rng.choice(SCALE_POSITIONS, size=k) - 64, dtype=torch.float64, device=device)[of_state]
+        top = host_to((rng.choice(SCALE_POSITIONS, size=k) - 64).astype(np.float64), device)[of_state]
         start = (torch.rand(S, generator=gen, device=device, dtype=torch.float64) * top).to(torch.int64)
         pos = start[state] + r.elp.to(torch.int64)
         rand = torch.nonzero(r.temperature[state] != 0).flatten()

@@ -142,7 +142,7 @@ def _ordinary(rng: np.random.Generator, gen: torch.Generator, k: int, device: st
     req = _rows(B, R, device)
     s = state_rows(req, gen)
     eidx = torch.repeat_interleave(s, host_to(per, device), output_size=int(n.sum()))
-    temps = torch.tensor(cases.TEMPERATURES, dtype=torch.float32, device=device)
+    temps = host_to(np.asarray(cases.TEMPERATURES, dtype=np.float32), device)
     temperature = temps[torch.randint(0, len(cases.TEMPERATURES), (int(R.sum()),), generator=gen, device=device)]
     logits = torch.randn((int(n.sum()), V), generator=gen, device=device) * 4
     return n, R, V, eidx, temperature, logits
@@ -160,8 +160,8 @@ def _large_vocab(rng: np.random.Generator, gen: torch.Generator, k: int, device:
     R = np.full(k, 3, np.int64)
     eidx = torch.randint(0, 3, (int(n.sum()),), generator=gen, device=device)
     eidx[host_to(np.cumsum(n) - 1, device)] = 2
-    temperature = torch.tensor([0.0, 1.0, 0.0], dtype=torch.float32, device=device).repeat(k)
-    temperature[2::3] = torch.as_tensor(rng.choice([0.6, 1.7], size=k), dtype=torch.float32, device=device)
+    temperature = host_to(np.tile(np.asarray([0.0, 1.0, 0.0], dtype=np.float32), k), device)
+    temperature[2::3] = host_to(rng.choice([0.6, 1.7], size=k).astype(np.float32), device)
     N = int(n.sum())
     at = torch.cat([torch.randint(0, V, (N, 40), generator=gen, device=device),
                     torch.randint(V - STATS_BLOCK, V, (N, 8), generator=gen, device=device)], 1)
@@ -258,12 +258,13 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         rows = _rows(n.astype(np.int64), np.full(k, 4, np.int64), device)
         own = rows.local >= host_to(own_from, device)[rows.cid]
         before = torch.where(torch.rand(N, generator=gen, device=device) < 0.5, 1, 2)  # T 1 or 0: not written
-        mine = torch.tensor([0, 3, 3, 2], device=device)[torch.randint(0, 4, (N,), generator=gen, device=device)]
+        mine = host_to(np.asarray([0, 3, 3, 2], dtype=np.int64), device)[torch.randint(0, 4, (N,), generator=gen, device=device)]
         first_own = rows.local == host_to(own_from, device)[rows.cid]
         mine = torch.where(first_own, torch.where(torch.rand(N, generator=gen, device=device) < 0.5, 0, 3), mine)
         eidx = torch.where(own, mine, before).to(torch.int64)
-        temperature = torch.tensor([[a, 1.0, 0.0, b] for a, b in rng.choice(DIVIDED, size=(k, 2))],
-                                   dtype=torch.float32, device=device).reshape(-1)
+        ends = rng.choice(DIVIDED, size=(k, 2))
+        temperature = host_to(np.stack([ends[:, 0], np.ones(k), np.zeros(k), ends[:, 1]], 1).astype(np.float32).reshape(-1),
+                              device)
         t_row = temperature[rows.state_base + eidx]
         divided = ((t_row != 0) & (t_row != 1)).long()
         written = torch.zeros(k, dtype=torch.int64, device=device).index_add_(0, rows.cid, divided) * ep.V
