@@ -55,24 +55,33 @@ def _sizes(b: DeviceBatch) -> dict[str, Any]:
     return z
 
 
+NARROW = 64
+"""Histories this wide or narrower (``K + 2`` and 64) are drawn together, at the widest of them."""
+
+
 def _histories(gen: torch.Generator, R: np.ndarray, W: np.ndarray, V: np.ndarray, t: torch.Tensor,  # noqa: N803
                device: str) -> torch.Tensor:
     """Every case's history ``[R[k], W[k]]``, concatenated (int32): state row ``j``'s first
-    ``t[j]`` tokens ids of its case's vocabulary (``V[k]``), the rest 0. Drawn a width at a
-    time (one ``[rows, w]`` draw for the cases of width ``w``, in case order), each case's
-    block then copied to its place."""
+    ``t[j]`` tokens ids of its case's vocabulary (``V[k]``), the rest 0. Drawn a class of widths
+    at a time (one ``[rows, w]`` draw, ``w`` the class's widest: the cases of width up to
+    :data:`NARROW` together, each wider width apart), each row's first ``W[k]`` cells then copied
+    to its place (a segment a row)."""
     size = R * W
     out = torch.empty(int(size.sum()), dtype=torch.int32, device=device)
-    for w in np.unique(W):
-        ks = np.flatnonzero(W == w)
+    narrow = W <= NARROW
+    width = np.where(narrow, W[narrow].max() if narrow.any() else 0, W)  # each case's class
+    for w in np.unique(width):
+        ks = np.flatnonzero(width == w)
         case = owners(R[ks], device)  # each row's case among these
-        first = host_to(np.stack([np.cumsum(R)[ks] - R[ks], np.cumsum(R[ks]) - R[ks], V[ks]]), device)
-        row = first[0][case] + torch.arange(case.numel(), device=device) - first[1][case]  # its state row
+        first = host_to(np.stack([np.cumsum(R)[ks] - R[ks], np.cumsum(R[ks]) - R[ks], V[ks],
+                                  np.cumsum(size)[ks] - size[ks], W[ks]]), device)
+        state_base, class_base, vocab, place, wk = first[:, case]
+        local = torch.arange(case.numel(), device=device) - class_base  # each row's index in its case
         ids = (torch.rand((case.numel(), int(w)), generator=gen, device=device, dtype=torch.float64)
-               * first[2][case, None]).to(torch.int32)
-        ids.masked_fill_(torch.arange(int(w), device=device) >= t[row, None], 0)
-        table = host_to(np.concatenate([np.cumsum(size[ks]) - size[ks], np.cumsum(size)[ks] - size[ks], size[ks]]), device)
-        copy_segments(out, ids.reshape(-1), table, int(size[ks].max()))
+               * vocab[:, None]).to(torch.int32)
+        ids.masked_fill_(torch.arange(int(w), device=device) >= t[state_base + local, None], 0)
+        table = torch.cat([torch.arange(case.numel(), device=device) * int(w), place + local * wk, wk])
+        copy_segments(out, ids.reshape(-1), table, int(W[ks].max()))
     return out
 
 
