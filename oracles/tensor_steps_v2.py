@@ -500,15 +500,18 @@ def compute_slot_mappings(*, idx_mapping: torch.Tensor, query_start_loc: torch.T
     flags = torch.stack([block_sizes.long(), slot_mapping_enabled.long(), dcp_sharded.long()]).reshape(3, k, G)
     Wn = np.asarray(W, dtype=np.int64).reshape(k, G)
     out_base = _base(G * Mn)
+    # the cases' host quantities, one copy: CP_SIZE > 1, CP_SIZE, CP_INTERLEAVE, cp_rank, then
+    # each group's table start, width and slots' start less tokens' start
+    host = host_to(np.concatenate([np.stack([CPn > 1, CPn, IL, rank]).astype(np.int64)]
+                                  + [np.stack([_base(Rn * Wn[:, h]), Wn[:, h], out_base + h * Mn - _base(Tn)])
+                                     for h in range(G)]), dev)
+    cp_on, cp_size, interleave, cp_rank = host[:4]
     index, value = [], []
     for h in range(G):
         bs_k, enabled_k, sharded_k = flags[:, :, h]
-        shard_k = sharded_k * host_to(CPn > 1, dev)
-        per_case = torch.stack([bs_k, torch.where(shard_k > 0, host_to(CPn, dev), 1),
-                                torch.where(shard_k > 0, host_to(IL, dev), 1),
-                                torch.where(enabled_k > 0, shard_k * host_to(rank, dev), -1),
-                                host_to(_base(Rn * Wn[:, h]), dev), host_to(Wn[:, h], dev),
-                                host_to(out_base + h * Mn - _base(Tn), dev)])
+        shard_k = sharded_k * cp_on
+        per_case = torch.stack([bs_k, torch.where(shard_k > 0, cp_size, 1), torch.where(shard_k > 0, interleave, 1),
+                                torch.where(enabled_k > 0, shard_k * cp_rank, -1), *host[4 + 3 * h: 7 + 3 * h]])
         bs, C, I, rank_t, base, width, shift = per_case[:, tc]  # noqa: E741
         V = bs * C
         vo = p % V
