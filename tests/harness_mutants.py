@@ -234,6 +234,26 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         fast=True,
     ),
     HarnessMutant(
+        "batch_check_skips_the_bands",
+        "guard",
+        (("harness/targetkit/placement.py", "        for i in range(band + j * BLOCK, n, step):\n",
+          "        for i in range(j * BLOCK, n, step):\n"),),
+        ("tests/test_placement.py::test_a_check_counts_each_element_not_as_its_segment_expects_and_nothing_else",),
+        "a device batch's check against the sources skips the guard band before each case's array: a kernel's "
+        "write past an array goes unseen on a GPU",
+        fast=True,
+    ),
+    HarnessMutant(
+        "batch_inputs_and_masked_outputs_unchecked",
+        "wiring",
+        (("harness/targetkit/device_batch.py",
+          "            check_segments(self.full[s], src, mask, table, longest, _SENTINEL[s], total)\n",
+          "            pass\n"),),
+        ("tests/test_device.py::test_device_campaign_catches_a_seeded_bug[dp_chunked_takes_last_sampled]",),
+        "a device batch never compares its inputs or its outputs written by a mask: a kernel that writes them "
+        "wrong passes",
+    ),
+    HarnessMutant(
         "batch_outputs_not_prefilled",
         "sentinel",
         (("harness/targetkit/device_batch.py", "            prefilled = dt != torch.bool and n not in batch.cat",

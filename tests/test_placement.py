@@ -1,4 +1,4 @@
-"""``copy_segments``, ``place_writes`` and ``place_masked``: the Triton launches (compiled on a GPU, under the
+"""``copy_segments``, ``place_writes``, ``place_masked`` and ``check_segments``: the Triton launches (compiled on a GPU, under the
 interpreter on the CPU) and torch's indexing each equal a plain loop over the segments or the
 written elements, and touch nothing else."""
 
@@ -11,7 +11,13 @@ import pytest
 import torch
 
 from eaglefuzz.harness.targetkit import placement
-from eaglefuzz.harness.targetkit.placement import BLOCK, copy_segments, place_masked, place_writes
+from eaglefuzz.harness.targetkit.placement import (
+    BLOCK,
+    check_segments,
+    copy_segments,
+    place_masked,
+    place_writes,
+)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FILL = {torch.int32: -7, torch.int64: -(2**40), torch.uint8: 0xA5}
@@ -135,6 +141,74 @@ def test_a_masked_write_lands_where_its_mask_is_set_and_nowhere_else(launch, fli
         place_masked(expected, None, torch.ones(3, dtype=torch.bool, device=DEVICE), expected[:2], table, 1)
 
 
+@pytest.mark.parametrize("launch", [True, False], ids=["launch", "host"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8], ids=str)
+def test_a_prefill_alone_leaves_no_expected_write(launch, dtype):
+    """``place_masked`` with no expected buffer writes the pre-fill (the value with its lowest
+    bit flipped) where the mask is set, and nothing else."""
+    mask = torch.tensor([True, False, True, True], device=DEVICE)
+    bits = torch.tensor([4, 5, 6, 7], dtype=dtype, device=DEVICE)
+    full = torch.full((9,), FILL[dtype], dtype=dtype, device=DEVICE)
+    place_masked(None, full, mask, bits, torch.tensor([0, 1, 3, 5, 2, 2], dtype=torch.int64, device=DEVICE), 2,
+                 launch=launch)
+    want = [FILL[dtype]] * 9  # segment 0: elements 0, 1 at 3, 4; segment 1: elements 1, 2 at 5, 6
+    want[3], want[6] = 4 ^ 1, 6 ^ 1
+    assert full.long().cpu().tolist() == torch.tensor(want, dtype=dtype).long().tolist()
+
+
+@pytest.mark.parametrize("launch", [True, False], ids=["launch", "host"])
+@pytest.mark.parametrize("masked", [False, True], ids=["source", "masked"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8], ids=str)
+def test_a_check_counts_each_element_not_as_its_segment_expects_and_nothing_else(launch, masked, dtype, monkeypatch):
+    """Segments of ragged lengths (empty ones, ones longer than their programs' share) in shuffled
+    order, with bands before them short and longer than a block, the last band after them: a
+    buffer as they expect counts 0; every element changed in a band, in a segment (both ends, an
+    element under an unset mask) counts once; an element outside the segments' spans never."""
+    monkeypatch.setattr(placement, "PROGRAMS", 4)
+    rng = np.random.default_rng(13)
+    lengths = [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 5, 17, 0]
+    starts, places, size = layout(lengths, 9, rng)
+    places, size = [p + 2 * BLOCK for p in places], size + 2 * BLOCK  # the first band longer than a block
+    sent, total = FILL[dtype], sum(lengths)
+    src = rng.integers(0, 100, total)
+    mask = rng.random(total) < 0.5 if masked else np.ones(total, dtype=bool)
+    want = np.full(size + 5, sent, dtype=np.int64)
+    for s, d, n in zip(starts, places, lengths, strict=True):
+        for i in range(n):
+            if mask[s + i]:
+                want[d + i] = src[s + i]
+    order = np.argsort(places, kind="stable")
+    lo, hi = 3, size  # spans from 3 to size; 0-2 and the 5 elements after size are no segment's
+    d = np.append(np.asarray(places)[order], hi)
+    n = np.append(np.asarray(lengths)[order], 0)
+    rows = [np.append(np.asarray(starts)[order], 0), d, n, np.concatenate([[lo], d[:-1] + n[:-1]])]
+    table = torch.from_numpy(np.concatenate(rows)).to(DEVICE)
+    longest = int((d + n - rows[3]).max())
+    args = (torch.from_numpy(src).to(dtype).to(DEVICE), torch.from_numpy(mask).to(DEVICE) if masked else None, table,
+            longest, sent)
+
+    def count(buffer: np.ndarray) -> int:
+        got = torch.zeros(1, dtype=torch.int64, device=DEVICE)
+        check_segments(torch.from_numpy(buffer).to(dtype).to(DEVICE), *args, got, launch=launch)
+        return int(got[0])
+
+    assert count(want) == 0
+    ends = [p + k for p, k in zip(places, lengths, strict=True) if k]
+    unset = [places[k] + i for k in range(len(lengths)) for i in range(lengths[k]) if not mask[starts[k] + i]]
+    inside = [places[k] for k in range(len(lengths)) if lengths[k]] + [e - 1 for e in ends]
+    bands = [lo, lo + BLOCK + 1, hi - 1] + [p - 1 for p in places]
+    planted = sorted(set(inside + bands + unset[:5]))
+    changed = want.copy()
+    changed[planted] ^= 1
+    assert count(changed) == len(planted)
+    outside = want.copy()
+    outside[[0, 1, 2, size, size + 4]] ^= 1
+    assert count(outside) == 0
+    with pytest.raises(TypeError, match="full is torch.int64, src torch.int32"):
+        check_segments(torch.zeros(4, dtype=torch.int64, device=DEVICE), torch.zeros(4, dtype=torch.int32, device=DEVICE),
+                       None, table, longest, 0, torch.zeros(1, dtype=torch.int64, device=DEVICE))
+
+
 COMPILE = """
 import triton
 from triton.backends.compiler import GPUTarget
@@ -144,9 +218,15 @@ from eaglefuzz.harness.targetkit.placement import BLOCK, build
 kernels, target = build(), GPUTarget("cuda", 90, 32)
 for t in ("*i32", "*i64", "*u8"):
     segments = {"dst_ptr": t, "full_ptr": t, "mask_ptr": "*u8", "src_ptr": t, "table_ptr": "*i64", "count": "i32",
-                "BLOCK": "constexpr", "MASKED": "constexpr", "FLIP": "constexpr"}
-    for masked, flip in ((False, False), (True, False), (True, True)):
-        source = ASTSource(kernels["segments"], segments, constexprs={"BLOCK": BLOCK, "MASKED": masked, "FLIP": flip})
+                "BLOCK": "constexpr", "MASKED": "constexpr", "FLIP": "constexpr", "EXPECT": "constexpr"}
+    for masked, flip, expect in ((False, False, True), (True, False, True), (True, True, True), (True, True, False)):
+        source = ASTSource(kernels["segments"], segments,
+                           constexprs={"BLOCK": BLOCK, "MASKED": masked, "FLIP": flip, "EXPECT": expect})
+        assert triton.compile(source, target=target).asm["cubin"]
+    check = {"full_ptr": t, "mask_ptr": "*u8", "src_ptr": t, "table_ptr": "*i64", "out_ptr": "*i64", "count": "i32",
+             "sentinel": "i64" if t == "*i64" else "i32", "BLOCK": "constexpr", "MASKED": "constexpr"}
+    for masked in (False, True):
+        source = ASTSource(kernels["check"], check, constexprs={"BLOCK": BLOCK, "MASKED": masked})
         assert triton.compile(source, target=target).asm["cubin"]
     writes = {"expected_ptr": t, "full_ptr": t, "index_ptr": "*i64", "bits_ptr": t, "bounds_ptr": "*i64",
               "shift_ptr": "*i64", "n": "i32", "cuts": "i32", "steps": "i32", "BLOCK": "constexpr", "FLIP": "constexpr"}

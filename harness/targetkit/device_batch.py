@@ -40,14 +40,14 @@ from .device import (
     _Big,
     _bits,
     _storage,
+    bounded_mismatch,
     indexed,
     is_mask,
     lead,
-    mismatch_count,
     prefill,
     written_parts,
 )
-from .placement import copy_segments, place_masked, place_writes, positions
+from .placement import check_segments, copy_segments, place_masked, place_writes, positions
 
 
 @dataclass
@@ -163,6 +163,8 @@ class BatchArenas:
         # views then made by one split a rest, not a view a case), where that adds no more than
         # a guard band a case or an eighth of the name's elements
         self.offset: dict[str, np.ndarray] = {}
+        self._span: dict[str, tuple[int, int]] = {}  # each name's part of its buffer: its arrays and the bands before them
+        self._longest: dict[str, int] = {}
         self.rests: dict[str, list[tuple[int, ...]]] = {}
         self._groups: dict[str, dict[tuple[int, ...], np.ndarray]] = {}
         cursor: dict[torch.dtype, int] = {}
@@ -175,6 +177,9 @@ class BatchArenas:
             sz = np.asarray(sizes[n], dtype=np.int64)
             if st not in cursor:  # the buffer's first array: after a band as long as its largest (device.lead)
                 cursor[st] = -(-(lead(leads[st]) - GUARD) // u) * u
+                self._span[n] = (0, 0)
+            else:
+                self._span[n] = (cursor[st], 0)
             rests = [tuple(sh[1:]) for sh in batch.shapes.get(n, [])]
             kinds = Counter(rests)
             pad = sum(math.lcm(u, math.prod(r)) * c for r, c in kinds.items())  # the most the alignment adds
@@ -190,6 +195,12 @@ class BatchArenas:
                 first = -(-(cursor[st] + GUARD) // a) * a
                 self.offset[n][at] = first + np.cumsum(span) - span
                 cursor[st] = int(self.offset[n][at[-1]] + padded[-1])
+            self._span[n] = (self._span[n][0], cursor[st])
+        ended: set[torch.dtype] = set()
+        for n, dt in reversed(dtypes.items()):  # the last name of a buffer: up to its end (the band after it)
+            if _storage(dt) not in ended:
+                ended.add(_storage(dt))
+                self._span[n] = (self._span[n][0], cursor[_storage(dt)] + GUARD)
         self.full = {s: torch.full((size + GUARD,), _SENTINEL[s], dtype=s, device=device) for s, size in cursor.items()}
         # each array's concatenated coordinate -> its place in its buffer: a shift per case
         starts = {n: np.concatenate([[0], np.cumsum(sizes[n], dtype=np.int64)]) for n in dtypes}
@@ -197,8 +208,13 @@ class BatchArenas:
         # each input and of each exact output written by a mask: one copy
         masked = [n for n, w in writes.items() if is_mask(w[0]) and len(w) < 3 and n not in batch.cat]
         segments = {n: (starts[n][:-1], self.offset[n], np.asarray(sizes[n], dtype=np.int64)) for n in [*batch.cat, *masked]}
+        # an input the kernel leaves alone and an exact output written by a mask are checked
+        # against their sources, segment by segment, each segment with the band before it
+        # (placement.check_segments); the other names against an expected copy of their part
+        checked = [n for n in segments if n not in writes or n in masked]
         parts = [np.concatenate([starts[n][1:-1], self.offset[n] - starts[n][:-1]]) for n in dtypes]
         parts += [np.concatenate(segments[n]) for n in segments]
+        parts += [self._check_table(n, *segments[n]) for n in checked]
         both = host_to(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64), device)
         self.shift: dict[str, torch.Tensor] = {}
         self.bounds: dict[str, torch.Tensor] = {}
@@ -206,21 +222,43 @@ class BatchArenas:
         for n in dtypes:
             self.bounds[n], self.shift[n] = both[at : at + 2 * K - 1].split([K - 1, K]) if K else (both[:0], both[:0])
             at += 2 * K - 1 if K else 0
+        sources: dict[str, torch.Tensor] = {}
         for n, t in batch.cat.items():  # each case's segment of cat copied to its place, no index an element
-            flat = t.reshape(-1).view(torch.uint8) if dtypes[n] == torch.bool else _bits(t.reshape(-1), dtypes[n])
-            copy_segments(self.full[_storage(dtypes[n])], flat, both[at : at + 3 * K], max(sizes[n], default=0))
+            sources[n] = t.reshape(-1).view(torch.uint8) if dtypes[n] == torch.bool else _bits(t.reshape(-1), dtypes[n])
+            copy_segments(self.full[_storage(dtypes[n])], sources[n], both[at : at + 3 * K], max(sizes[n], default=0))
             at += 3 * K
         tables = {n: both[at + 3 * K * i : at + 3 * K * (i + 1)] for i, n in enumerate(masked)}
-        self.expected = {s: b.clone() for s, b in self.full.items()}  # the inputs as placed; then the writes
+        at += 3 * K * len(masked)
+        self._checks: list[tuple[torch.dtype, str, torch.Tensor, torch.Tensor | None, torch.Tensor, int]] = []
+        for n in checked:  # (storage, name, source, mask, table, longest)
+            self._checks.append((_storage(dtypes[n]), n, sources.get(n), None, both[at : at + 4 * (K + 1)],
+                                 self._longest[n]))
+            at += 4 * (K + 1)
+        # the expected contents of the other names' parts (the inputs as placed; then the writes)
+        self.expected = {s: torch.empty_like(b) for s, b in self.full.items()}
+        self._compared: dict[torch.dtype, list[tuple[int, int]]] = {}
+        for n, dt in dtypes.items():
+            if n not in checked:
+                lo, hi = self._span[n]
+                runs = self._compared.setdefault(_storage(dt), [])
+                if runs and runs[-1][1] == lo:
+                    runs[-1] = (runs[-1][0], hi)
+                else:
+                    runs.append((lo, hi))
+        for s, runs in self._compared.items():
+            for lo, hi in runs:
+                self.expected[s][lo:hi] = self.full[s][lo:hi]
         self.loose: dict[torch.dtype, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
         for n, w in writes.items():
             index, value, bound = written_parts(w) if n in tables else indexed(w)
             s, dt = _storage(dtypes[n]), dtypes[n]
             bits = value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)
             prefilled = dt != torch.bool and n not in batch.cat  # an input updated in place holds what the kernel reads
-            if n in tables:  # a mask over the concatenation: its written elements, segment by segment
-                place_masked(self.expected[s], self.full[s] if prefilled else None, index.reshape(-1),
-                             bits.broadcast_to(index.shape).reshape(-1).contiguous(), tables[n], max(sizes[n], default=0))
+            if n in tables:  # a mask over the concatenation: its written elements' pre-fill, segment by segment
+                mask, flat = index.reshape(-1), bits.broadcast_to(index.shape).reshape(-1).contiguous()
+                self._checks = [(c[0], c[1], flat, mask, c[4], c[5]) if c[1] == n else c for c in self._checks]
+                if prefilled:
+                    place_masked(None, self.full[s], mask, flat, tables[n], max(sizes[n], default=0))
                 continue
             if bound is None:  # expected and pre-filled bits in one pass (a value per index, as torch broadcasts it)
                 place_writes(self.expected[s], self.full[s] if prefilled else None, index.reshape(-1).contiguous(),
@@ -252,6 +290,35 @@ class BatchArenas:
         self.views: list[dict[str, torch.Tensor]] = [
             {n: v[k] for n, v in per_name.items()} | {n: heads[n, batch.rows[n][k]] for n in shared} for k in range(K)]
 
+    def _check_table(self, name: str, starts: np.ndarray, places: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """:func:`~.placement.check_segments`'s table of ``name``'s part of its buffer: its
+        cases' segments in buffer order, each with the band before it, and one empty segment
+        last for the band after them (the part's end); its longest span in
+        ``self._longest[name]``."""
+        order = np.argsort(places, kind="stable")
+        lo, hi = self._span[name]
+        src = np.append(starts[order], 0)
+        dst = np.append(places[order], hi)
+        n = np.append(lengths[order], 0)
+        band = np.concatenate([[lo], dst[:-1] + n[:-1]])
+        self._longest[name] = int((dst + n - band).max())
+        return np.concatenate([src, dst, n, band]).astype(np.int64)
+
+    def expected_buffers(self) -> dict[torch.dtype, torch.Tensor]:
+        """Every buffer's expected contents after the launches, whole (the comparison itself
+        keeps only the parts it cannot check against the sources: :meth:`mismatch`); for tests
+        and for reading a difference."""
+        out = {s: b.clone() for s, b in self.expected.items()}
+        for s, _, src, mask, table, _ in self._checks:
+            starts, places, lengths, bands = table.view(4, -1).cpu()
+            out[s][int(bands.min()) : int((places + lengths).max())] = _SENTINEL[s]
+            three = torch.cat([starts, places, lengths]).to(table.device)
+            if mask is None:
+                copy_segments(out[s], src, three, int(lengths.max()), launch=False)
+            else:
+                place_masked(out[s], None, mask, src, three, int(lengths.max()), launch=False)
+        return out
+
     def _of(self, name: str, rest: tuple[int, ...]) -> np.ndarray:
         """The cases of ``name`` whose arrays are ``[R, *rest]``, in order (every rest's found
         in one pass over the cases, the first time one is asked)."""
@@ -282,8 +349,22 @@ class BatchArenas:
 
     def mismatch(self) -> torch.Tensor:
         """A device scalar: the number of elements, over every buffer, that are not as expected
-        (a bounded element: not within its bound of its expected value)."""
-        return mismatch_count(self.full, self.expected, self.loose) + sum(b.mismatch() for b in self.big.values())
+        (a bounded element: not within its bound of its expected value): the parts of the
+        inputs the kernel leaves alone and of the outputs written by a mask against their
+        sources (no expected copy: :func:`~.placement.check_segments`), the other parts against
+        their expected copy."""
+        device = next(iter(self.full.values())).device if self.full else torch.device("cpu")
+        total = torch.zeros(1, dtype=torch.int64, device=device)
+        for s, _, src, mask, table, longest in self._checks:
+            check_segments(self.full[s], src, mask, table, longest, _SENTINEL[s], total)
+        for s, runs in self._compared.items():
+            for lo, hi in runs:
+                total += (self.full[s][lo:hi] != self.expected[s][lo:hi]).sum()
+        for s, loose in self.loose.items():  # a bounded element counts where it is not within its bound
+            for place, value, bound in loose:
+                got = self.full[s][place]
+                total += bounded_mismatch(got.view(value.dtype), value, bound).sum() - (got != self.expected[s][place]).sum()
+        return total[0] + sum(b.mismatch() for b in self.big.values())
 
 
 def epoch_of(i: int, full: int) -> tuple[int, float]:

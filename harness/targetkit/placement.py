@@ -35,7 +35,7 @@ def build() -> dict[str, object]:
 
     @triton.jit
     def segments_kernel(dst_ptr, full_ptr, mask_ptr, src_ptr, table_ptr, count,  # noqa: N803
-                        BLOCK: tl.constexpr, MASKED: tl.constexpr, FLIP: tl.constexpr):
+                        BLOCK: tl.constexpr, MASKED: tl.constexpr, FLIP: tl.constexpr, EXPECT: tl.constexpr):
         k = tl.program_id(0)
         j = tl.program_id(1).to(tl.int64)
         step = tl.num_programs(1) * BLOCK
@@ -48,7 +48,8 @@ def build() -> dict[str, object]:
             if MASKED:  # only where the mask is set
                 keep = keep & (tl.load(mask_ptr + src + at, mask=keep, other=0) != 0)
             bits = tl.load(src_ptr + src + at, mask=keep)
-            tl.store(dst_ptr + dst + at, bits, mask=keep)
+            if EXPECT:
+                tl.store(dst_ptr + dst + at, bits, mask=keep)
             if FLIP:
                 tl.store(full_ptr + dst + at, bits ^ 1, mask=keep)
 
@@ -73,7 +74,29 @@ def build() -> dict[str, object]:
         if FLIP:
             tl.store(full_ptr + place, bits ^ 1, mask=keep)
 
-    return {"segments": segments_kernel, "place_writes": place_writes_kernel}
+    @triton.jit
+    def check_kernel(full_ptr, mask_ptr, src_ptr, table_ptr, out_ptr, count, sentinel,  # noqa: N803
+                     BLOCK: tl.constexpr, MASKED: tl.constexpr):
+        k = tl.program_id(0)
+        j = tl.program_id(1).to(tl.int64)
+        step = tl.num_programs(1) * BLOCK
+        src = tl.load(table_ptr + k)
+        dst = tl.load(table_ptr + count + k)
+        n = tl.load(table_ptr + 2 * count + k)
+        band = tl.load(table_ptr + 3 * count + k) - dst  # <= 0: the segment's band starts there
+        bad = tl.zeros([BLOCK], dtype=tl.int32)
+        for i in range(band + j * BLOCK, n, step):
+            at = i + tl.arange(0, BLOCK).to(tl.int64)
+            live = at < n
+            inside = live & (at >= 0)
+            if MASKED:  # an element the mask leaves unset holds the sentinel
+                inside = inside & (tl.load(mask_ptr + src + at, mask=inside, other=0) != 0)
+            want = tl.load(src_ptr + src + at, mask=inside, other=sentinel)
+            got = tl.load(full_ptr + dst + at, mask=live, other=sentinel)
+            bad += (got != want).to(tl.int32)
+        tl.atomic_add(out_ptr, tl.sum(bad, axis=0).to(tl.int64))
+
+    return {"segments": segments_kernel, "place_writes": place_writes_kernel, "check": check_kernel}
 
 
 def _compiled(name: str):  # noqa: ANN202
@@ -114,14 +137,15 @@ def copy_segments(dst: torch.Tensor, src: torch.Tensor, table: torch.Tensor, lon
         return
     per_segment = max(1, min(-(-longest // BLOCK), PROGRAMS // count))
     _compiled("segments")[(count, per_segment)](dst, dst, src, src, table, count, BLOCK=BLOCK, MASKED=False,
-                                                 FLIP=False)
+                                                 FLIP=False, EXPECT=True)
 
 
-def place_masked(expected: torch.Tensor, full: torch.Tensor | None, mask: torch.Tensor, bits: torch.Tensor,
+def place_masked(expected: torch.Tensor | None, full: torch.Tensor | None, mask: torch.Tensor, bits: torch.Tensor,
                  table: torch.Tensor, longest: int, launch: bool | None = None) -> None:
     """The written elements of a dense write, segment by segment: for every segment ``k`` and
-    ``i < n_k`` where ``mask[s_k + i]``, ``expected[d_k + i] = bits[s_k + i]`` and, where
-    ``full`` is given, ``full[d_k + i] = bits[s_k + i] ^ 1`` (the pre-fill).
+    ``i < n_k`` where ``mask[s_k + i]``, ``expected[d_k + i] = bits[s_k + i]`` where
+    ``expected`` is given and ``full[d_k + i] = bits[s_k + i] ^ 1`` (the pre-fill) where
+    ``full`` is given.
 
     ``mask``: flat bool (or uint8, nonzero: written) over the concatenation of the cases'
     arrays, ``bits`` one value each (flat, contiguous; a count that differs is a
@@ -131,20 +155,60 @@ def place_masked(expected: torch.Tensor, full: torch.Tensor | None, mask: torch.
     if bits.numel() != mask.numel():
         raise ValueError(f"place_masked: a mask of {mask.numel()} elements, {bits.numel()} values (one value per element)")
     count = table.numel() // 3
-    if count == 0 or longest <= 0:
+    buffer = expected if expected is not None else full
+    if count == 0 or longest <= 0 or buffer is None:
         return
-    if not (expected.is_cuda if launch is None else launch):
+    if not (buffer.is_cuda if launch is None else launch):
         flat, values = mask.reshape(-1), bits.reshape(-1)
         for src, dst, n in table.view(3, count).T.tolist():  # each segment's elements, where set
             written = flat[src : src + n] != 0
-            expected[dst : dst + n] = torch.where(written, values[src : src + n], expected[dst : dst + n])
+            if expected is not None:
+                expected[dst : dst + n] = torch.where(written, values[src : src + n], expected[dst : dst + n])
             if full is not None:
                 full[dst : dst + n] = torch.where(written, values[src : src + n] ^ 1, full[dst : dst + n])
         return
     per_segment = max(1, min(-(-longest // BLOCK), PROGRAMS // count))
     _compiled("segments")[(count, per_segment)](
-        expected, expected if full is None else full, mask.view(torch.uint8) if mask.dtype == torch.bool else mask,
-        bits, table, count, BLOCK=BLOCK, MASKED=True, FLIP=full is not None)
+        buffer, buffer if full is None else full, mask.view(torch.uint8) if mask.dtype == torch.bool else mask,
+        bits, table, count, BLOCK=BLOCK, MASKED=True, FLIP=full is not None, EXPECT=expected is not None)
+
+
+def check_segments(full: torch.Tensor, src: torch.Tensor, mask: torch.Tensor | None, table: torch.Tensor,
+                   longest: int, sentinel: int, count: torch.Tensor, launch: bool | None = None) -> None:
+    """Adds to ``count`` (int64, one element, on ``full``'s device) the elements of ``full``
+    that segments own and that are not as they expect, with no expected buffer: segment ``k``
+    owns ``full[b_k : d_k + n_k]``, where ``full[b_k : d_k]`` (its band) holds ``sentinel``
+    and ``full[d_k + i]`` holds ``src[s_k + i]`` (with ``mask``: where ``mask[s_k + i]`` is set;
+    ``sentinel`` where it is not).
+
+    ``full``, ``src``: flat tensors of one storage dtype; ``mask``: flat bool or uint8 over
+    ``src`` (nonzero: set), or ``None``; ``table``: int64 ``[4 * K]``, the sources ``s``, the
+    destinations ``d``, the lengths ``n`` and the bands' starts ``b`` (``b_k <= d_k``; the
+    segments' spans ``[b_k, d_k + n_k)`` tile one range of ``full``); ``longest``: the largest
+    ``d_k + n_k - b_k`` (a bound: it sizes the launch). ``launch``: as :func:`copy_segments`'s
+    (else torch builds the range's expected elements and compares them, the table read back)."""
+    if full.dtype != src.dtype:
+        raise TypeError(f"check_segments: full is {full.dtype}, src {src.dtype}")
+    segments = table.numel() // 4
+    if segments == 0 or longest <= 0:
+        return
+    if not (full.is_cuda if launch is None else launch):
+        starts, places, lengths, bands = table.view(4, segments).cpu()
+        lo, hi = int(bands.min()), int((places + lengths).max())
+        want = torch.full((hi - lo,), sentinel, dtype=full.dtype, device=full.device)
+        within = torch.arange(int(lengths.sum())) - torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+        at = (torch.repeat_interleave(places - lo, lengths) + within).to(full.device)
+        take = (torch.repeat_interleave(starts, lengths) + within).to(src.device)
+        if mask is not None:  # the elements the mask sets
+            set_ = mask.reshape(-1)[take] != 0
+            take, at = take[set_], at[set_.to(at.device)]
+        want[at] = src[take].to(full.device)
+        count += (full[lo:hi] != want).sum()
+        return
+    per_segment = max(1, min(-(-longest // BLOCK), PROGRAMS // segments))
+    flags = src if mask is None else mask.view(torch.uint8) if mask.dtype == torch.bool else mask
+    _compiled("check")[(segments, per_segment)](full, flags, src, table, count, segments, sentinel, BLOCK=BLOCK,
+                                                MASKED=mask is not None)
 
 
 def place_writes(expected: torch.Tensor, full: torch.Tensor | None, index: torch.Tensor, bits: torch.Tensor,
