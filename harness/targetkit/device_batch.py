@@ -10,9 +10,11 @@ every case's arrays out as :class:`~.device.Arenas` does, each between guard ban
 buffer per storage dtype, pre-filled the same way (sentinels; written elements hold their
 expected value with the lowest bit flipped), and a shared input in a poisoned buffer of its
 own (:class:`~.device._Big`; one the kernel updates in place, the cases' writes to it at
-distinct elements in its own flat coordinates, checked against them): one comparison per
-buffer checks every element of every case, guard bands, inputs and shared tables included,
-after the ``K`` launches.
+distinct elements in its own flat coordinates, checked against them): after the ``K``
+launches, every element of every case, guard bands, inputs and shared tables included, is
+checked: the inputs the kernel leaves alone and the outputs written by a mask against their
+sources, segment by segment (no expected copy of them), the other outputs against an expected
+copy of their part of the buffer.
 
 A batch with a difference says nothing about which case made it: the engine then checks its
 cases one at a time (:class:`~.device.Arenas`, the same oracle on each case alone) and confirms
