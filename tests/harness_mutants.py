@@ -254,6 +254,16 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         "wrong passes",
     ),
     HarnessMutant(
+        "two_epochs_of_tables_at_once",
+        "wiring",
+        (("harness/checking/device_mode/engine.py",
+          "                    bigs.clear()  # tables they hold) go before the next epoch's are drawn: one epoch's at a time\n",
+          "                    pass  # tables they hold) go before the next epoch's are drawn: one epoch's at a time\n"),),
+        ("tests/test_device.py::test_one_epochs_tables_at_a_time_on_the_device",),
+        "a device run keeps the last epoch's guarded tables (and the tables they hold) while it draws the next "
+        "epoch's: each lane holds two epochs of tables, tens of GB, at every change of epoch",
+    ),
+    HarnessMutant(
         "batch_outputs_not_prefilled",
         "sentinel",
         (("harness/targetkit/device_batch.py", "            prefilled = dt != torch.bool and n not in batch.cat",

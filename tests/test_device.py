@@ -1069,6 +1069,43 @@ def test_a_batch_that_meets_the_device_out_of_memory_is_checked_again(monkeypatc
         run()
 
 
+def test_one_epochs_tables_at_a_time_on_the_device(monkeypatch, backend, needs):
+    """A target whose batches share an epoch's tables (its guarded copies kept from batch to
+    batch): when the next epoch's tables are drawn, no tensor of an earlier epoch's is held any
+    more, its guarded copies' neither (each lane would otherwise hold two epochs' tables, tens
+    of GB, at every change of epoch)."""
+    import weakref
+
+    import torch
+
+    from eaglefuzz.harness.targets.sample_recovered_tokens_kernel import device as recovered
+
+    name = "sample_recovered_tokens_kernel"
+    impls = implementations_for(parse_source(_source(name, needs)), [name])
+    drawn: list[weakref.ref] = []  # every table of every epoch so far
+    alive_at_draw: list[int] = []
+    real = recovered.softmax_table
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the first table of an epoch drawn
+        alive_at_draw.append(sum(r() is not None for r in drawn))
+        return real(*args, **kwargs)
+
+    real_tables = type(recovered.DEVICE)._tables
+
+    def tables(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        out = real_tables(self, *args, **kwargs)
+        drawn.extend(weakref.ref(t) for t in out.values() if isinstance(t, torch.Tensor))
+        return out
+
+    monkeypatch.setattr(recovered, "softmax_table", counted)
+    monkeypatch.setattr(type(recovered.DEVICE), "_tables", tables)
+    stats = device_fuzz_target(name, impls, backend.device, examples=16, seed=3, cross_check_share=0.0,
+                               shrink=False, scale_cases=False)
+    assert not stats.findings
+    assert len(alive_at_draw) >= 4  # four epochs or more, the condition this test is about
+    assert alive_at_draw == [0] * len(alive_at_draw), alive_at_draw
+
+
 def test_a_run_of_examples_with_one_batch_at_least_checks_the_batches_of_a_run_without(monkeypatch, backend, needs):
     """``min_batches=1``: a run of ``examples`` cases draws the batches a run without a count
     draws (whole, the same sizes, so the same cases: a batch's cases depend on its size), where

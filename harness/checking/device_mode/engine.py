@@ -232,6 +232,7 @@ def device_fuzz_target(
     batched = on_device and dt.batch > 0
     cross = [0.0, 0]  # a batched run's cross-checks: seconds, elements
     bigs: dict = {}
+    bigs_epoch = None  # the table epoch whose guarded tables bigs holds
     first = None  # the example run first as a scale case (scale_first)
     if lane is not None and scale_first is not None:
         first = next((j for j in range(chunk_offset, chunk_offset + SCALE_EVERY * chunk_step, chunk_step)
@@ -302,6 +303,9 @@ def device_fuzz_target(
                 k = CPU_BATCH if device == "cpu" else dt.batch
                 # a run of few examples: at least MIN_BATCHES batches (a batch shares its modes)
                 k = k if examples is None else max(1, min(k, -(-examples // min_batches), examples - stats.examples))
+                if epoch_of(i, dt.table_epoch)[0] != bigs_epoch:  # the last epoch's guarded tables (and the
+                    bigs.clear()  # tables they hold) go before the next epoch's are drawn: one epoch's at a time
+                    bigs_epoch = epoch_of(i, dt.table_epoch)[0]
                 finding = _batch(dt, impl, origin, device, seed, i, k, max_requests, bigs, stats, clock, confirm,
                                  start, time_budget, cross_check_share, cross)
                 if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):
