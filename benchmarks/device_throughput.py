@@ -247,8 +247,9 @@ def _lane(argv: list[str]) -> int:
     while not Path(go).exists():
         time.sleep(0.005)
     s = device_fuzz_target(name, impls, device, seed=0, examples=max(again.examples, 1), min_batches=1, **opts)  # the cases seen
+    retries = cold.oom_retries + again.oom_retries + s.oom_retries
     Path(out).write_text(json.dumps({"tokens": s.tokens, "seconds": s.seconds, "examples": s.examples,
-                                     "cross_checked": s.cross_checked, "findings": len(s.findings),
+                                     "oom_retries": retries, "cross_checked": s.cross_checked, "findings": len(s.findings),
                                      "features": sorted(getattr(s, "features", set()))}))
     return 0
 
@@ -277,6 +278,7 @@ def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int, back
     return SimpleNamespace(tokens=sum(r["tokens"] for r in rs), seconds=max(r["seconds"] for r in rs),
                            cold_rate=sum(c["tokens"] for c in cs) / max(max(c["seconds"] for c in cs), 1e-9),
                            examples=sum(r["examples"] for r in rs), cross_checked=sum(r["cross_checked"] for r in rs),
+                           oom_retries=sum(r["oom_retries"] for r in rs),
                            findings=[None] * sum(r["findings"] for r in rs),
                            features=set().union(*(r["features"] for r in rs)))
 
@@ -356,6 +358,7 @@ def main() -> int:
                 again = steady()  # its first cases compiled: how many it checks does not hang on the first's compiling
                 s = steady(examples=max(again.examples, 1), time_budget=None, min_batches=1)  # the cases seen, compiled
                 s.cold_rate = cold.tokens / cold.seconds
+                s.oom_retries += cold.oom_retries + again.oom_retries
             prof = device_fuzz_target(name, impls, backend.device, seed=0, examples=max(s.examples // args.lanes, 1), min_batches=1,
                                       time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
                                       **opts)
@@ -378,7 +381,8 @@ def main() -> int:
             with args.json.open("a") as f:
                 f.write(json.dumps({"target": name, "lanes": args.lanes, "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
                                     "alone": alone, "ratio": None if alone is None else rate / alone, "cold_rate": s.cold_rate, "jit": jit, "cross_checked": s.cross_checked,
-                                    "findings": len(s.findings), "features_missed": sorted(_missed(name, s)),
+                                    "findings": len(s.findings), "oom_retries": s.oom_retries,
+                                    "features_missed": sorted(_missed(name, s)),
                                     "stages": {k: prof.stages[k] / total for k in STAGES}}) + "\n")
     text = "\n".join(rows) + "\n\nShare of the time per stage (profiled run, the device waited for after every stage):\n\n" + "\n".join(stage_rows)
     print(text)

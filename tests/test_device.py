@@ -1059,6 +1059,7 @@ def test_a_batch_that_meets_the_device_out_of_memory_is_checked_again(monkeypatc
     again = run()
     assert len(calls) >= 5 and not again.findings
     assert (again.examples, again.tokens, again.features) == (clean.examples, clean.tokens, clean.features)
+    assert (clean.oom_retries, again.oom_retries) == (0, 3)  # the run counts the batches it checked again
 
     def never(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise torch.OutOfMemoryError("CUDA out of memory.")

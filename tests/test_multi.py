@@ -116,15 +116,16 @@ def test_merge_keeps_a_device_runs_stages_cross_checks_and_scale_cases():
     cross-checks and scale cases summed; a lane that skipped scale cases does not hide one
     that ran them."""
     docs = [_doc(4, ["a"], ["b"], []), _doc(6, ["b"], ["a"], [])]
-    for d, (cc, scale, skipped) in zip(docs, [(2, 1, None), (3, 0, "no time")], strict=True):
+    for d, (cc, scale, skipped, oom) in zip(docs, [(2, 1, None, 0), (3, 0, "no time", 2)], strict=True):
         d["mode"] = "device"
         d["targets"][PI]["device"] = {"stage_seconds": {"draw": 1.0, "kernel": 0.5}, "cross_checked": cc,
                                       "warmup_seconds": cc / 2, "scale_cases": scale,
-                                      **({"scale_skipped": skipped} if skipped else {})}
+                                      **({"scale_skipped": skipped} if skipped else {}),
+                                      **({"oom_retries": oom} if oom else {})}
     runs = [ShardRun("1/2", "device 0, lane 1/2", 0, docs[0]), ShardRun("2/2", "device 0, lane 2/2", 0, docs[1])]
     dev = merge(runs, (0, 1))["targets"][PI]["device"]
     assert dev == {"stage_seconds": {"draw": 2.0, "kernel": 1.0}, "cross_checked": 5, "warmup_seconds": 1.5,
-                   "scale_cases": 1}
+                   "scale_cases": 1, "oom_retries": 2}
     docs[0]["targets"][PI]["device"]["scale_cases"] = 0
     assert merge(runs, (0, 1))["targets"][PI]["device"]["scale_skipped"] == "no time"
     from io import StringIO
@@ -134,6 +135,7 @@ def test_merge_keeps_a_device_runs_stages_cross_checks_and_scale_cases():
     out = StringIO()
     print_fuzz(merge(runs, (0, 1)), out=out)
     assert f"device: {PI}: seconds per stage" in out.getvalue() and "no device generator" not in out.getvalue()
+    assert "; 2 batches drawn and checked again after the GPU ran out of memory (fewer --lanes" in out.getvalue()
 
 
 def test_lanes_run_several_shards_on_one_device(monkeypatch, tmp_path):

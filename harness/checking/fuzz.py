@@ -77,6 +77,9 @@ class Stats:
     """Device mode: cases also checked against the NumPy and Numba oracles."""
     warmup: float = 0.0
     """Device mode: seconds of the first examples, where Triton compiles the kernel."""
+    oom_retries: int = 0
+    """Device mode: batches drawn and checked again after the GPU ran out of memory (lanes
+    sharing one GPU: :func:`~.device_mode.memory.fitting`)."""
     toured: set[str] = field(default_factory=set)
     """Ordinary (not extreme) features that cases of the tour's shapes reached: not counted in
     :attr:`features`, which holds the ordinary features the generator body's cases reached and

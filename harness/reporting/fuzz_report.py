@@ -132,6 +132,8 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
             scale = (f"; {plural(d['scale_cases'], 'production-scale case')} (tables past 2**31 elements) in a "
                      "process of their own") if d.get("scale_cases") else ""
             scale += f"; production-scale cases skipped: {d['scale_skipped']}" if d.get("scale_skipped") else ""
+            scale += (f"; {d['oom_retries']} batch{'es' if d['oom_retries'] != 1 else ''} drawn and checked again after the GPU ran out of "
+                      "memory (fewer --lanes on this GPU would avoid the waits)") if d.get("oom_retries") else ""
             print(f"device: {n}: seconds per stage: {st}; warm-up (JIT) {d['warmup_seconds']:.1f} s; "
                   f"{d['cross_checked']} case(s) cross-checked against the NumPy and Numba oracles{scale}", file=out)
         elif doc["mode"] == "device":

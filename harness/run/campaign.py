@@ -324,7 +324,8 @@ class Campaign:
             **({"device": {"stage_seconds": {k: round(v, 4) for k, v in s.stages.items()},
                            "cross_checked": s.cross_checked, "warmup_seconds": round(s.warmup, 3),
                            "scale_cases": getattr(s, "scale_cases", 0),
-                           **({"scale_skipped": s.scale_skipped} if getattr(s, "scale_skipped", None) else {})}}
+                           **({"scale_skipped": s.scale_skipped} if getattr(s, "scale_skipped", None) else {}),
+                           **({"oom_retries": s.oom_retries} if s.oom_retries else {})}}
                if s.stages else {}),
             "findings": [record(f) for f in s.contract_findings],
             "edge_divergences": [record(f) for f in s.findings if f.is_edge],

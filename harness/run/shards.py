@@ -105,6 +105,8 @@ def _merge_target(entries: list[tuple[ShardRun, dict[str, Any]]]) -> dict[str, A
             "warmup_seconds": max(d["warmup_seconds"] for d in dev),
             "scale_cases": sum(d.get("scale_cases", 0) for d in dev),
         }
+        if any(d.get("oom_retries") for d in dev):
+            out["device"]["oom_retries"] = sum(d.get("oom_retries", 0) for d in dev)
         skipped = [d["scale_skipped"] for d in dev if d.get("scale_skipped")]
         if skipped and not out["device"]["scale_cases"]:
             out["device"]["scale_skipped"] = skipped[0]

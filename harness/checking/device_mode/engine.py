@@ -467,7 +467,10 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
         clock("draw", t)
         return batch, check_batch(dt, impl, batch, device, bigs, clock)
 
-    batch, run = fitting(attempt, bigs.clear, f"{name}, device batch {i} of {asked} cases", device)
+    def retried() -> None:
+        stats.oom_retries += 1
+
+    batch, run = fitting(attempt, bigs.clear, f"{name}, device batch {i} of {asked} cases", device, retried)
     k = len(batch)  # a target may draw fewer (steps of large tables)
 
     def host_case(j: int) -> Case:  # the batch's own tensors are as drawn (the launches write the arenas)

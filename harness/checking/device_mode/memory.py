@@ -26,10 +26,12 @@ OOM_TRIES = 4
 """Tries of a batch before the run stops (the first and three more, 0.25, 0.5, 0.75 s apart)."""
 
 
-def fitting(attempt: Callable[[], T], release: Callable[[], None], what: str, device: str) -> T:
+def fitting(attempt: Callable[[], T], release: Callable[[], None], what: str, device: str,
+            retried: Callable[[], None] | None = None) -> T:
     """``attempt()``; where it raises ``torch.OutOfMemoryError``, ``release()`` (the caller drops
     what it keeps: the shared tables' guarded buffers), the device's cached memory given back
-    and ``attempt()`` again, up to :data:`OOM_TRIES` tries in all; after the last, a
+    and ``attempt()`` again (``retried()`` called before each such try: the run counts them),
+    up to :data:`OOM_TRIES` tries in all; after the last, a
     :class:`~...core.errors.UserError` naming ``what`` (the target and batch), the device's free
     memory now and the remedy."""
     for n in range(1, OOM_TRIES + 1):
@@ -45,6 +47,8 @@ def fitting(attempt: Callable[[], T], release: Callable[[], None], what: str, de
                 torch.cuda.empty_cache()
             if n < OOM_TRIES:
                 time.sleep(0.25 * n)
+                if retried is not None:
+                    retried()
     total = torch.cuda.get_device_properties(device).total_memory if device != "cpu" and torch.cuda.is_available() else 0
     raise UserError(f"{what}: the device ran out of memory {OOM_TRIES} times drawing and checking it "
                     f"({free_device_bytes(device) / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB now); "
