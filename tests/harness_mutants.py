@@ -206,7 +206,7 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
     HarnessMutant(
         "batch_input_copy_runs_past_its_segment",
         "guard",
-        (("harness/targetkit/placement.py", "            keep = at < n\n", "            keep = at <= n\n"),),
+        (("harness/targetkit/placement_kernels.py", "        keep = at < n\n", "        keep = at <= n\n"),),
         ("tests/test_placement.py::test_each_segment_lands_at_its_place_and_nothing_else_moves",),
         "a device batch's input copy writes one element past each case's array, over its guard band's "
         "sentinel: the band no longer tells a kernel's overrun from the harness's own write",
@@ -215,9 +215,9 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
     HarnessMutant(
         "masked_write_ignores_its_mask",
         "wiring",
-        (("harness/targetkit/placement.py",
-          "                keep = keep & (tl.load(mask_ptr + src + at, mask=keep, other=0) != 0)\n",
-          "                keep = keep\n"),),
+        (("harness/targetkit/placement_kernels.py",
+          "            keep = keep & (tl.load(mask_ptr + src + at, mask=keep, other=0) != 0)\n",
+          "            keep = keep\n"),),
         ("tests/test_placement.py::test_a_masked_write_lands_where_its_mask_is_set_and_nowhere_else",),
         "a device batch's write given as a mask is placed at every element of its cases, set or not: an element "
         "the contract leaves alone is expected to change",
@@ -236,8 +236,8 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
     HarnessMutant(
         "batch_check_skips_the_bands",
         "guard",
-        (("harness/targetkit/placement.py", "        for i in range(band + j * BLOCK, n, step):\n",
-          "        for i in range(j * BLOCK, n, step):\n"),),
+        (("harness/targetkit/placement_kernels.py", "    for i in range(band + j * BLOCK, n, step):\n",
+          "    for i in range(j * BLOCK, n, step):\n"),),
         ("tests/test_placement.py::test_a_check_counts_each_element_not_as_its_segment_expects_and_nothing_else",),
         "a device batch's check against the sources skips the guard band before each case's array: a kernel's "
         "write past an array goes unseen on a GPU",
