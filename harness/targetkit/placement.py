@@ -51,6 +51,13 @@ def positions(index: torch.Tensor, bounds: torch.Tensor, shift: torch.Tensor) ->
     return index + shift[torch.searchsorted(bounds, index, right=True)]
 
 
+def _elements(starts: torch.Tensor, places: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every element of the segments ``(s_k, d_k, n_k)`` (host int64 tensors): its index in the
+    source and its index in the destination, segment after segment."""
+    within = torch.arange(int(lengths.sum())) - torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+    return torch.repeat_interleave(starts, lengths) + within, torch.repeat_interleave(places, lengths) + within
+
+
 def copy_segments(dst: torch.Tensor, src: torch.Tensor, table: torch.Tensor, longest: int,
                   launch: bool | None = None) -> None:
     """For every segment ``k``: ``dst[d_k : d_k + n_k] = src[s_k : s_k + n_k]``.
@@ -68,10 +75,8 @@ def copy_segments(dst: torch.Tensor, src: torch.Tensor, table: torch.Tensor, lon
     if count == 0 or longest <= 0:
         return
     if not (dst.is_cuda if launch is None else launch):
-        starts, places, lengths = table.view(3, count).cpu()
-        within = torch.arange(int(lengths.sum())) - torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
-        dst[(torch.repeat_interleave(places, lengths) + within).to(dst.device)] = \
-            src[(torch.repeat_interleave(starts, lengths) + within).to(src.device)]
+        taken, placed = _elements(*table.view(3, count).cpu())
+        dst[placed.to(dst.device)] = src[taken.to(src.device)]
         return
     per_segment = max(1, min(-(-longest // BLOCK), PROGRAMS // count))
     _compiled("segments")[(count, per_segment)](dst, dst, src, src, table, count, BLOCK=BLOCK, MASKED=False,
@@ -134,9 +139,8 @@ def check_segments(full: torch.Tensor, src: torch.Tensor, mask: torch.Tensor | N
         starts, places, lengths, bands = table.view(4, segments).cpu()
         lo, hi = int(bands.min()), int((places + lengths).max())
         want = torch.full((hi - lo,), sentinel, dtype=full.dtype, device=full.device)
-        within = torch.arange(int(lengths.sum())) - torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
-        at = (torch.repeat_interleave(places - lo, lengths) + within).to(full.device)
-        take = (torch.repeat_interleave(starts, lengths) + within).to(src.device)
+        take, at = _elements(starts, places - lo, lengths)
+        take, at = take.to(src.device), at.to(full.device)
         if mask is not None:  # the elements the mask sets
             set_ = mask.reshape(-1)[take] != 0
             take, at = take[set_], at[set_.to(at.device)]
