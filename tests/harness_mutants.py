@@ -264,16 +264,6 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         "epoch's: each lane holds two epochs of tables, tens of GB, at every change of epoch",
     ),
     HarnessMutant(
-        "lanes_split_epochs",
-        "wiring",
-        (("harness/targetkit/device_batch.py", "        start, length = epoch_span(e, full)\n",
-          "        start, length = epoch_span(e, 1)\n"),),
-        ("tests/test_device.py::test_lanes_split_the_batches_into_whole_epochs",),
-        "lanes take every N-th batch whatever the table epochs: each lane draws every epoch's tables, and holds "
-        "its own copy of them",
-        fast=True,
-    ),
-    HarnessMutant(
         "batch_outputs_not_prefilled",
         "sentinel",
         (("harness/targetkit/device_batch.py", "            prefilled = dt != torch.bool and n not in batch.cat",

@@ -456,57 +456,6 @@ def test_table_epochs_are_short_early_in_a_run():
     assert len({epoch_of(i, 64)[0] for i in range(130)}) == 13
 
 
-@pytest.mark.parametrize("full", [1, 8, 32])
-@pytest.mark.parametrize("lanes", [1, 2, 3, 4])
-def test_lanes_split_the_batches_into_whole_epochs(full, lanes):
-    """Each lane's batches are whole table epochs (so that one lane draws an epoch's tables, not
-    every lane), the lanes' batches disjoint and together every batch; with no tables shared
-    between batches (``full == 1``), every ``lanes``-th batch from the lane's own."""
-    from itertools import islice
-
-    from eaglefuzz.harness.targetkit.device_batch import epoch_of, epoch_span, lane_batches
-
-    for e in range(40):
-        start, length = epoch_span(e, full)
-        assert {epoch_of(i, full)[0] for i in range(start, start + length)} == {e}
-        assert epoch_of(start + length, full)[0] == e + 1
-    seen = [list(islice(lane_batches(k, lanes, full), 2000)) for k in range(lanes)]
-    every = sorted(i for s in seen for i in s)
-    assert len(every) == len(set(every))  # disjoint
-    horizon = min(max(s) for s in seen)
-    assert set(range(horizon)) <= set(every)  # together, every batch
-    for k, s in enumerate(seen):
-        assert s == sorted(s)
-        epochs = [epoch_of(i, full)[0] for i in s]
-        assert all(e % lanes == k for e in epochs)  # whole epochs: lane k's are k, k + lanes, ...
-        if full == 1:
-            assert s[:5] == [k + lanes * j for j in range(5)]
-
-
-def test_lanes_draw_each_epochs_tables_once(monkeypatch, backend, needs):
-    """Two lanes of a target whose batches share tables draw disjoint epochs' tables."""
-    from eaglefuzz.harness.targets.sample_recovered_tokens_kernel import device as recovered
-
-    name = "sample_recovered_tokens_kernel"
-    impls = implementations_for(parse_source(_source(name, needs)), [name])
-    real = type(recovered.DEVICE)._tables
-    drawn: set = set()
-
-    def tables(self, seed, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        drawn.add(seed)
-        return real(self, seed, *args, **kwargs)
-
-    monkeypatch.setattr(type(recovered.DEVICE), "_tables", tables)
-    per_lane = []
-    for k in range(2):
-        drawn.clear()
-        device_fuzz_target(name, impls, backend.device, examples=12, seed=4, cross_check_share=0.0, shrink=False,
-                           scale_cases=False, chunk_offset=k, chunk_step=2)
-        per_lane.append(set(drawn))
-    assert all(len(d) >= 2 for d in per_lane)  # each lane met several epochs: the condition this test is about
-    assert not per_lane[0] & per_lane[1]
-
-
 HOST = sorted(n for n, t in device_targets().items() if t.checked_on == "host")
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -383,31 +382,6 @@ def epoch_of(i: int, full: int) -> tuple[int, float]:
             start, e = start + length, e + 1
         length *= 2
     return e + (i - start) // full, 1.0
-
-
-def epoch_span(e: int, full: int) -> tuple[int, int]:
-    """Table epoch ``e``'s first batch and its length in batches (:func:`epoch_of`'s epochs)."""
-    k, start, length = 0, 0, 1
-    while length < full:
-        for _ in range(2):
-            if k == e:
-                return start, length
-            start, k = start + length, k + 1
-        length *= 2
-    return start + (e - k) * full, full
-
-
-def lane_batches(lane: int, lanes: int, full: int) -> Iterator[int]:
-    """The batches lane ``lane`` of ``lanes`` checks, in order: the whole table epochs ``lane``,
-    ``lane + lanes``, ... (:func:`epoch_of`; ``full`` batches a full epoch), so that each epoch's
-    tables are drawn by one lane, not by each; with ``full == 1`` (no tables shared between
-    batches) every ``lanes``-th batch from ``lane``. The lanes' batches are disjoint and
-    together every batch."""
-    e = lane
-    while True:
-        start, length = epoch_span(e, full)
-        yield from range(start, start + length)
-        e += lanes
 
 
 def step_features(d: np.ndarray, B: np.ndarray, L: list[int], V: int, decided: dict[str, bool],  # noqa: N803

@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ from ...core.exitcodes import EXIT_DEVICE_LOST
 from ...generation.strategies import Scale, derive_seed
 from ...sources import Implementations
 from ...targetkit.device import Arenas, DeviceCase, DeviceTarget, HostArenas
-from ...targetkit.device_batch import DeviceBatch, HostBatchArenas, epoch_of, lane_batches
+from ...targetkit.device_batch import DeviceBatch, HostBatchArenas, epoch_of
 from ...targetkit.scale import batches_fit, unreachable
 from ...targets import TARGETS, Outcome
 from ..check import CaseJournal, Finding, check_case
@@ -194,8 +193,7 @@ def device_fuzz_target(
     pinned = _Pinned()
     start = time.monotonic()
     cross_s, cross_elements = 0.0, 0
-    order = lane_batches(chunk_offset, chunk_step, dt.table_epoch)  # this lane's examples, in order
-    i = next(order)
+    i = chunk_offset
     on_device = dt.checked_on == "device"
     gen = torch.Generator(device=device) if on_device else None  # reseeded per example, one per run
     max_requests = CPU_MAX_REQUESTS if device == "cpu" else None
@@ -237,7 +235,7 @@ def device_fuzz_target(
     bigs_epoch = None  # the table epoch whose guarded tables bigs holds
     first = None  # the example run first as a scale case (scale_first)
     if lane is not None and scale_first is not None:
-        first = next((j for j in islice(lane_batches(chunk_offset, chunk_step, dt.table_epoch), 64 * SCALE_EVERY)
+        first = next((j for j in range(chunk_offset, chunk_offset + SCALE_EVERY * chunk_step, chunk_step)
                       if j % SCALE_EVERY == SCALE_AT), None)
         if first is not None and scale_first < SCALE_MIN_S:
             stats.scale_skipped = (f"{max(scale_first, 0):.0f} s of the run's time budget could go to a scale case, "
@@ -282,7 +280,7 @@ def device_fuzz_target(
             t = time.perf_counter()
             left = None if time_budget is None else time_budget - (time.monotonic() - start)
             if i == first:  # it ran first
-                i = next(order)
+                i += chunk_step
                 continue
             if lane is not None and i % SCALE_EVERY == SCALE_AT and left is not None and left < SCALE_MIN_S:
                 if not stats.scale_cases and not getattr(stats, "scale_skipped", None):
@@ -290,7 +288,7 @@ def device_fuzz_target(
             elif lane is not None and i % SCALE_EVERY == SCALE_AT:
                 finding = _scale_example(lane, name, origin, i, stats, shrink)
                 stages["scale"] += time.perf_counter() - t
-                i = next(order)
+                i += chunk_step
                 if finding is None:
                     if on_progress is not None and stats.examples % 16 == 0:
                         on_progress(stats)
@@ -312,7 +310,7 @@ def device_fuzz_target(
                                  start, time_budget, cross_check_share, cross)
                 if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):
                     stats.warmup = time.monotonic() - start
-                i = next(order)
+                i += chunk_step
                 if after_batch(finding):
                     break
                 continue
@@ -327,7 +325,7 @@ def device_fuzz_target(
                 stats.reach(name, case)
                 if stats.examples == WARMUP or (examples is not None and stats.examples == examples and stats.examples < WARMUP):
                     stats.warmup = time.monotonic() - start
-                i = next(order)
+                i += chunk_step
                 if finding is not None:
                     stats.unshrunk = finding
                     if on_progress is not None:
@@ -359,8 +357,7 @@ def device_fuzz_target(
                                           cross_check_share, cross)
                 if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):
                     stats.warmup = time.monotonic() - start
-                for _ in range(len(hb)):  # past the host batch's examples
-                    i = next(order)
+                i += chunk_step * len(hb)
                 if after_batch(finding):
                     break
                 continue
@@ -425,7 +422,7 @@ def device_fuzz_target(
                 stats.unshrunk = None
             if on_progress is not None and (finding is not None or stats.examples % 16 == 0):
                 on_progress(stats)
-            i = next(order)
+            i += chunk_step
             if finding is not None and (finding.fatal or stop_on_finding):
                 break
     finally:
