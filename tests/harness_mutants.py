@@ -264,6 +264,15 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         "epoch's: each lane holds two epochs of tables, tens of GB, at every change of epoch",
     ),
     HarnessMutant(
+        "batch_check_bands_cut_short",
+        "guard",
+        (("harness/targetkit/device_batch.py", "        band = np.concatenate([[lo], dst[:-1] + n[:-1]])\n",
+          "        band = np.maximum(np.concatenate([[lo], dst[:-1] + n[:-1]]), dst - 8)\n"),),
+        ("tests/test_batch_check.py::test_the_check_counts_what_a_whole_comparison_counts[_expand_idx_mapping_kernel]",),
+        "a device batch's check reads only the last 8 elements of each guard band: a kernel's write further "
+        "past an array goes unseen",
+    ),
+    HarnessMutant(
         "batch_outputs_not_prefilled",
         "sentinel",
         (("harness/targetkit/device_batch.py", "            prefilled = dt != torch.bool and n not in batch.cat",
