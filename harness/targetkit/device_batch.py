@@ -166,7 +166,6 @@ class BatchArenas:
         # a guard band a case or an eighth of the name's elements
         self.offset: dict[str, np.ndarray] = {}
         self._span: dict[str, tuple[int, int]] = {}  # each name's part of its buffer: its arrays and the bands before them
-        self._longest: dict[str, int] = {}
         self.rests: dict[str, list[tuple[int, ...]]] = {}
         self._groups: dict[str, dict[tuple[int, ...], np.ndarray]] = {}
         cursor: dict[torch.dtype, int] = {}
@@ -216,7 +215,8 @@ class BatchArenas:
         checked = [n for n in segments if n not in writes or n in masked]
         parts = [np.concatenate([starts[n][1:-1], self.offset[n] - starts[n][:-1]]) for n in dtypes]
         parts += [np.concatenate(segments[n]) for n in segments]
-        parts += [self._check_table(n, *segments[n]) for n in checked]
+        spans = {n: self._check_table(n, *segments[n]) for n in checked}  # (table, longest span)
+        parts += [table for table, _ in spans.values()]
         both = host_to(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64), device)
         self.shift: dict[str, torch.Tensor] = {}
         self.bounds: dict[str, torch.Tensor] = {}
@@ -231,11 +231,8 @@ class BatchArenas:
             at += 3 * K
         tables = {n: both[at + 3 * K * i : at + 3 * K * (i + 1)] for i, n in enumerate(masked)}
         at += 3 * K * len(masked)
-        self._checks: list[tuple[torch.dtype, str, torch.Tensor, torch.Tensor | None, torch.Tensor, int]] = []
-        for n in checked:  # (storage, name, source, mask, table, longest)
-            self._checks.append((_storage(dtypes[n]), n, sources.get(n), None, both[at : at + 4 * (K + 1)],
-                                 self._longest[n]))
-            at += 4 * (K + 1)
+        check_tables = {n: both[at + 4 * (K + 1) * i : at + 4 * (K + 1) * (i + 1)] for i, n in enumerate(checked)}
+        masks: dict[str, torch.Tensor] = {}  # a masked output's mask (its values in sources)
         # the expected contents of the other names' parts (the inputs as placed; then the writes)
         self.expected = {s: torch.empty_like(b) for s, b in self.full.items()}
         self._compared: dict[torch.dtype, list[tuple[int, int]]] = {}
@@ -257,10 +254,9 @@ class BatchArenas:
             bits = value.to(torch.uint8) if dt == torch.bool else _bits(value, dt)
             prefilled = dt != torch.bool and n not in batch.cat  # an input updated in place holds what the kernel reads
             if n in tables:  # a mask over the concatenation: its written elements' pre-fill, segment by segment
-                mask, flat = index.reshape(-1), bits.broadcast_to(index.shape).reshape(-1).contiguous()
-                self._checks = [(c[0], c[1], flat, mask, c[4], c[5]) if c[1] == n else c for c in self._checks]
+                masks[n], sources[n] = index.reshape(-1), bits.broadcast_to(index.shape).reshape(-1).contiguous()
                 if prefilled:
-                    place_masked(None, self.full[s], mask, flat, tables[n], max(sizes[n], default=0))
+                    place_masked(None, self.full[s], masks[n], sources[n], tables[n], max(sizes[n], default=0))
                 continue
             if bound is None:  # expected and pre-filled bits in one pass (a value per index, as torch broadcasts it)
                 place_writes(self.expected[s], self.full[s] if prefilled else None, index.reshape(-1).contiguous(),
@@ -271,6 +267,8 @@ class BatchArenas:
             self.expected[s][placed] = bits
             if prefilled:
                 self.full[s][placed] = prefill(bits, bound, s)
+        self._checks = [(_storage(dtypes[n]), n, sources[n], masks.get(n), check_tables[n], spans[n][1])
+                        for n in checked]  # (storage, name, source, mask, table, longest span)
         per_name = {}
         for n, dt in dtypes.items():  # every case's view of n at once (torch.split: one call, one a width)
             sz = np.asarray(sizes[n], dtype=np.int64)
@@ -292,19 +290,18 @@ class BatchArenas:
         self.views: list[dict[str, torch.Tensor]] = [
             {n: v[k] for n, v in per_name.items()} | {n: heads[n, batch.rows[n][k]] for n in shared} for k in range(K)]
 
-    def _check_table(self, name: str, starts: np.ndarray, places: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """:func:`~.placement.check_segments`'s table of ``name``'s part of its buffer: its
+    def _check_table(self, name: str, starts: np.ndarray, places: np.ndarray,
+                     lengths: np.ndarray) -> tuple[np.ndarray, int]:
+        """:func:`~.placement.check_segments`'s table of ``name``'s part of its buffer (its
         cases' segments in buffer order, each with the band before it, and one empty segment
-        last for the band after them (the part's end); its longest span in
-        ``self._longest[name]``."""
+        last for the band after them: the part's end) and its longest span."""
         order = np.argsort(places, kind="stable")
         lo, hi = self._span[name]
         src = np.append(starts[order], 0)
         dst = np.append(places[order], hi)
         n = np.append(lengths[order], 0)
         band = np.concatenate([[lo], dst[:-1] + n[:-1]])
-        self._longest[name] = int((dst + n - band).max())
-        return np.concatenate([src, dst, n, band]).astype(np.int64)
+        return np.concatenate([src, dst, n, band]).astype(np.int64), int((dst + n - band).max())
 
     def expected_buffers(self) -> dict[torch.dtype, torch.Tensor]:
         """Every buffer's expected contents after the launches, whole (the comparison itself
