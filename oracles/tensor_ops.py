@@ -141,7 +141,8 @@ def copy_and_expand_eagle_inputs(
 # and tables as vLLM passes them, no NaN score in §13)
 # --------------------------------------------------------------------------------------------
 
-__all__ += ["expand", "rejection_greedy_sample", "rejection_random_sample", "sample_recovered_tokens"]
+__all__ += ["expand", "rejection_greedy_sample", "rejection_random_sample", "sample_recovered_tokens", "recovered_keys",
+            "recovered_winners", "check_support"]
 
 
 def _draft_positions(cu: torch.Tensor, rows: torch.Tensor, tokens: int | None = None) -> tuple[torch.Tensor, ...]:
@@ -321,47 +322,75 @@ def sample_recovered_tokens(
     ``target_probs`` may be nonzero (top-k or top-p rows). Then ``p`` is 0 off it, so each
     token's maximum is found among its row's ``k`` positions (the first index of a positive
     maximum; index 0 when every score is 0) and the whole rows are read once, only to check
-    that they hold: :class:`ValueError` when a row has a nonzero off its support, repeats a
-    position, or a draft probability is negative (``fmax(0 - q, 0)`` would be positive)."""
+    that they hold (:func:`check_support`).
+
+    The two halves, for a caller that computes each distinct token once over many calls:
+    :func:`recovered_keys` and :func:`recovered_winners`."""
+    t, key, inverse = recovered_keys(cu_num_draft_tokens=cu_num_draft_tokens, draft_token_ids=draft_token_ids,
+                                     vocab_size=vocab_size, max_spec_len=max_spec_len, with_draft=draft_probs is not None,
+                                     table_row=table_row, noise_row=noise_row)
+    if support is not None:
+        check_support(target_probs.reshape(-1, vocab_size), None if draft_probs is None else draft_probs.reshape(-1, vocab_size),
+                      support)
+    out = recovered_winners(key, target_probs, draft_probs, inv_q, vocab_size, support)
+    return {"output_token_ids": (t, out[inverse].clamp(max=vocab_size - 1).to(torch.int32))}
+
+
+def recovered_keys(*, cu_num_draft_tokens: torch.Tensor, draft_token_ids: torch.Tensor, vocab_size: int,
+                   max_spec_len: int, with_draft: bool, table_row: torch.Tensor | None = None,
+                   noise_row: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The processed tokens ``t`` of :func:`sample_recovered_tokens` (position ``j <
+    max_spec_len``) and what decides each one's winner: its table row, its noise row and
+    (without draft probabilities) its draft id where it lies in ``[0, V)``, else ``-1``; as
+    ``key`` (int64 ``[n, 3]``, distinct rows in ascending order) and ``inverse`` (each
+    token's row of ``key``)."""
     B = cu_num_draft_tokens.numel()
     V = vocab_size
     rows = torch.arange(B, device=cu_num_draft_tokens.device)
     r, j, t, _, _ = _draft_positions(cu_num_draft_tokens, rows)
     keep = j < max_spec_len
     r, t = r[keep], t[keep]
-    target = target_probs.reshape(-1, V)
-    draft = None if draft_probs is None else draft_probs.reshape(-1, V)
-    iq = inv_q.reshape(-1, V)
-    # a token's winner is a function of its table row, its noise row and (without draft
-    # probabilities) its draft id: each distinct one computed once (steps over shared tables)
     at = t if table_row is None else table_row.long()[t]
     qrow = r if noise_row is None else noise_row.long()[r]
     did = draft_token_ids[t].long()
-    did = torch.where((did >= 0) & (did < V) & (draft is None), did, -1)
+    did = torch.where((did >= 0) & (did < V) & (not with_draft), did, -1)
     key, inverse = torch.unique(torch.stack([at, qrow, did], 1), dim=0, return_inverse=True)
+    return t, key, inverse
+
+
+def recovered_winners(key: torch.Tensor, target_probs: torch.Tensor, draft_probs: torch.Tensor | None,
+                      inv_q: torch.Tensor, vocab_size: int, support: torch.Tensor | None = None) -> torch.Tensor:
+    """Each :func:`recovered_keys` row's winner (int64, before the clamp to ``V - 1``), §13.1
+    as :func:`sample_recovered_tokens` states it; with ``support``, on its positions alone
+    (the caller has checked it: :func:`check_support`)."""
+    V = vocab_size
+    target = target_probs.reshape(-1, V)
+    draft = None if draft_probs is None else draft_probs.reshape(-1, V)
+    iq = inv_q.reshape(-1, V)
     if support is not None:
-        out = _recovered_on_support(key, target, draft, iq, support)
-        return {"output_token_ids": (t, out[inverse].clamp(max=V - 1).to(torch.int32))}
-    out = torch.empty(key.shape[0], dtype=torch.int64, device=t.device)
+        return _recovered_on_support(key, target, draft, iq, support)
+    out = torch.empty(key.shape[0], dtype=torch.int64, device=key.device)
     step = max(1, RECOVERED_CHUNK // max(V, 1))
+    zero = torch.zeros((), dtype=target.dtype, device=key.device)
     for c in range(0, key.shape[0], step):
         kt, kq, kd = key[c : c + step].unbind(1)
+        p = target.index_select(0, kt)  # a copy, written in place below
         if draft is None:
-            p = target[kt]  # a copy (an index tensor), written in place below
-            inside = kd >= 0
-            p[torch.nonzero(inside, as_tuple=True)[0], kd[inside]] = 0
+            inside = torch.nonzero(kd >= 0, as_tuple=True)[0]
+            p[inside, kd[inside]] = 0
         else:
-            p = target[kt].sub_(draft[kt])
-            p.masked_fill_(~(p > 0), 0.0)  # fmax(x, 0): NaN gives 0
-        q = iq[kq]
-        score = p.mul_(q) if p.dtype == q.dtype else p.to(q.dtype).mul_(q)
+            p.sub_(draft.index_select(0, kt))
+            torch.fmax(p, zero, out=p)  # fmax(x, 0): NaN gives 0
+        q = iq.index_select(0, kq)
+        score = p.mul_(q) if p.dtype == q.dtype else q.mul_(p)  # float64 noise: the product in float64
         out[c : c + step] = torch.argmax(score, dim=1)
-    return {"output_token_ids": (t, out[inverse].clamp(max=V - 1).to(torch.int32))}
+    return out
 
 
-def _check_support(target: torch.Tensor, draft: torch.Tensor | None, support: torch.Tensor) -> None:
+def check_support(target: torch.Tensor, draft: torch.Tensor | None, support: torch.Tensor) -> None:
     """Raise :class:`ValueError` unless every row of ``target`` ``[rows, V]`` is 0 off its
-    row of ``support`` (distinct positions) and no draft probability is negative."""
+    row of ``support`` (distinct positions) and no draft probability is negative (``fmax(0 - q,
+    0)`` would be positive off the support)."""
     if support.shape[0] != target.shape[0]:
         raise ValueError(f"support: {support.shape[0]} rows for a table of {target.shape[0]}")
     ordered = support.sort(dim=1).values
@@ -377,7 +406,6 @@ def _recovered_on_support(key: torch.Tensor, target: torch.Tensor, draft: torch.
                           support: torch.Tensor) -> torch.Tensor:
     """Each key's (table row, noise row, draft id or -1) winner, §13.1 on ``support``'s
     positions (see :func:`sample_recovered_tokens`)."""
-    _check_support(target, draft, support)
     V = target.shape[1]
     out = torch.empty(key.shape[0], dtype=torch.int64, device=key.device)
     step = max(1, RECOVERED_CHUNK // max(support.shape[1], 1))

@@ -264,6 +264,27 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         "epoch's: each lane holds two epochs of tables, tens of GB, at every change of epoch",
     ),
     HarnessMutant(
+        "recovered_winners_shared_by_draft_modes",
+        "wiring",
+        (("harness/targets/sample_recovered_tokens_kernel/device.py",
+          "    old = memo.get(mode)\n",
+          "    old, mode = memo.get(True), True\n"),),
+        ("tests/test_device.py::test_the_recovered_batches_of_an_epoch_find_its_known_winners_as_computed_afresh",),
+        "the recovered kernel's oracle keeps one epoch's winners for batches with and without draft probabilities "
+        "alike: a token's winner found over the residual is reused where the draft id should be zeroed instead",
+        fast=True,
+    ),
+    HarnessMutant(
+        "recovered_winners_kept_across_epochs",
+        "wiring",
+        (("harness/targets/sample_recovered_tokens_kernel/device.py",
+          '"winners": {}}  # the epoch\'s winners found so far (oracle_batch)',
+          '"winners": self.__dict__.setdefault("_all", {})}'),),
+        ("tests/test_device.py::test_the_recovered_batches_of_an_epoch_find_its_known_winners_as_computed_afresh",),
+        "the recovered kernel's oracle keeps the winners of earlier table epochs: a token of a new epoch's tables "
+        "gets the winner its row and noise had in another epoch",
+    ),
+    HarnessMutant(
         "batch_check_bands_cut_short",
         "guard",
         (("harness/targetkit/device_batch.py", "        band = np.concatenate([[lo], dst[:-1] + n[:-1]])\n",

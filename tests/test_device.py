@@ -418,6 +418,50 @@ def test_the_recovered_oracle_on_a_top_k_support_is_the_whole_row_oracle():
             tensor_ops.sample_recovered_tokens(**(kw | {"support": support} | bad))
 
 
+def test_the_recovered_batches_of_an_epoch_find_its_known_winners_as_computed_afresh():
+    """``sample_recovered_tokens_kernel``'s ``oracle_batch`` keeps each table epoch's winners
+    (a token's table row, noise row and draft id decide it) and computes only the tokens no
+    earlier batch of the epoch had: over the batches of two epochs, with and without draft
+    probabilities, top-k and dense tables, the writes equal the oracle's on the batch alone,
+    and later batches find a share of their tokens known."""
+    import torch
+
+    from eaglefuzz.harness.targets.sample_recovered_tokens_kernel.device import known_winners
+    from eaglefuzz.oracles import tensor_ops
+
+    target = device_targets()["sample_recovered_tokens_kernel"]
+    seen, keys, computed = set(), 0, 0
+    for epoch in (0, 1, 2, 3):
+        for b in range(6):
+            batch = target.draw_batch((700 + epoch, 40 + b), "cpu", 4, 8)
+            e, sh = batch.extra, batch.shared
+            mode = "draft_probs" in sh
+            before = len(e["winners"][mode][0]) if mode in e["winners"] else 0
+            got = target.oracle_batch(batch)["output_token_ids"]
+            keys += tensor_ops.recovered_keys(cu_num_draft_tokens=e["cu"], draft_token_ids=batch.cat["draft_token_ids"],
+                                              vocab_size=e["V"], max_spec_len=e["L"], with_draft=mode,
+                                              table_row=e["table_row"], noise_row=e["noise_row"])[1].shape[0]
+            computed += len(e["winners"][mode][0]) - before
+            want = tensor_ops.sample_recovered_tokens(
+                cu_num_draft_tokens=e["cu"], draft_token_ids=batch.cat["draft_token_ids"], draft_probs=sh.get("draft_probs"),
+                target_probs=sh["target_probs"], inv_q=sh["inv_q"], vocab_size=e["V"], max_spec_len=e["L"],
+                table_row=e["table_row"], noise_row=e["noise_row"], support=e["support"])["output_token_ids"]
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]) and got[1].dtype == torch.int32, (epoch, b)
+            seen.add((mode, e["support"] is not None))
+    assert {m for m, _ in seen} == {True, False} and {s for _, s in seen} == {True, False}
+    assert computed < 0.9 * keys, (computed, keys)  # a share of the batches' distinct tokens was known (a quarter here)
+    calls = []
+    memo: dict = {}
+    key = torch.tensor([[0, 0, -1], [0, 1, 3], [2, 0, -1]])
+    def compute(k):  # noqa: E306
+        calls.append(k.shape[0])
+        return k[:, 0] * 10 + k[:, 1]
+    assert known_winners(memo, True, key, (4, 2, 8), compute).tolist() == [0, 1, 20]
+    assert known_winners(memo, True, torch.tensor([[2, 0, -1], [3, 1, 7], [0, 0, -1]]), (4, 2, 8), compute).tolist() == [20, 31, 0]
+    assert known_winners(memo, False, key[:1], (4, 2, 8), compute).tolist() == [0]
+    assert calls == [3, 1, 1]  # the second call computed its one new key alone, the other mode its own
+
+
 def test_a_rejection_batch_is_settled_by_its_own_windows(monkeypatch):
     """``_rejection_kernel``'s batches settle by §33's windows: a request whose acceptance test
     lands in a window (here, request 0's while it keeps its drawn seed) is re-keyed, and the
