@@ -62,6 +62,28 @@ def test_device_oracle_agrees_with_the_numpy_and_numba_oracles(name, backend, ne
     assert stats.tokens > 0 and set(stats.stages) >= {"draw", "oracle", "kernel", "compare"}
 
 
+def test_a_device_run_spares_the_heap_before_it_from_the_collector_and_gives_it_back(backend):
+    """A run freezes the objects that exist when it starts (``gc.freeze``: the collector's
+    passes then scan what the run makes, not the modules and caches) and unfreezes them when it
+    ends, a finding or not; a caller that froze its own keeps them frozen."""
+    import gc
+
+    name = "eagle_prepare_next_token_padded_kernel"
+    impls = implementations_for(parse_source("bundled"), [name])
+    during: list[int] = []
+    assert gc.get_freeze_count() == 0
+    stats = device_fuzz_target(name, impls, backend.device, examples=16, seed=3, scale_cases=False, workers=_workers(backend),
+                               on_progress=lambda s: during.append(gc.get_freeze_count()))
+    assert stats.examples == 16 and during and min(during) > 0
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        device_fuzz_target(name, impls, backend.device, examples=4, seed=3, scale_cases=False, workers=_workers(backend))
+        assert gc.get_freeze_count() > 0  # not unfrozen (a frozen object still goes when nothing refers to it)
+    finally:
+        gc.unfreeze()
+
+
 # (seeded bugs of tests/seeded_bugs/mutants.py: one per device target, and some of a production extreme
 # the device draw reaches; never one of the extended tier, which --mode device does not draw)
 BUGS = ["ce_masked_includes_bonus", "pi_rejected_missing_plus_one", "nt_first_valid_column", "nt_vocab_check_overflows",

@@ -22,6 +22,7 @@ apart from the steady state.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import pickle
@@ -180,7 +181,11 @@ def device_fuzz_target(
     ``time_budget`` counts the ordinary examples after it. ``scale_cases=False``: no production-scale
     case (their examples are ordinary ones). ``min_batches``: the batches a run of ``examples``
     cases makes at least (1: the batches of a run without ``examples``, whole, the same cases:
-    a batch's cases depend on its size)."""
+    a batch's cases depend on its size).
+
+    The objects that exist when the run starts (modules, compiled kernels, caches: most of the
+    heap) are frozen for the run (``gc.freeze``), so that the collector's passes scan only what
+    the run makes; unless the caller froze its own, they are unfrozen when it ends."""
 
     dt = device_targets()[name]
     impl = impls[name]
@@ -261,6 +266,9 @@ def device_fuzz_target(
             on_progress(stats)
         return finding is not None and (finding.fatal or stop_on_finding)
 
+    spared = gc.get_freeze_count() == 0  # unless the caller froze its own (it then keeps them)
+    if spared:  # the heap before the run (modules, compiled kernels, caches) out of the collector's passes
+        gc.freeze()
     try:
         if first is not None:
             t = time.perf_counter()
@@ -426,6 +434,8 @@ def device_fuzz_target(
             if finding is not None and (finding.fatal or stop_on_finding):
                 break
     finally:
+        if spared:
+            gc.unfreeze()
         if producer is not None:
             producer.close()
         if lane is not None:
