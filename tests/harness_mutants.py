@@ -285,6 +285,17 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         "gets the winner its row and noise had in another epoch",
     ),
     HarnessMutant(
+        "scale_lane_first_in_order",
+        "wiring",
+        (("harness/run/multi.py",
+          "        first = next((j for j, (k, n) in enumerate(group) if holds_scale_examples(k, n)), 0)\n",
+          "        first = 0\n"),),
+        ("tests/test_multi.py::test_lane_1_of_each_device_is_a_share_that_holds_scale_examples",),
+        "lane 1 of a GPU is its first share whatever it holds: with an even number of lanes its share (every N-th "
+        "example from an even one) holds no production-scale example, and a --lanes run draws none",
+        fast=True,
+    ),
+    HarnessMutant(
         "batch_check_bands_cut_short",
         "guard",
         (("harness/targetkit/device_batch.py", "        band = np.concatenate([[lo], dst[:-1] + n[:-1]])\n",

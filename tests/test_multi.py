@@ -158,6 +158,34 @@ def test_lanes_run_several_shards_on_one_device(monkeypatch, tmp_path):
                     (["2/8", "4/8", "6/8", "8/8"], ["0", "0", "1", "1"], 2)]
 
 
+@pytest.mark.parametrize("parent", [(0, 1), (1, 2)])
+@pytest.mark.parametrize("devices", [1, 2, 3])
+@pytest.mark.parametrize("lanes", [2, 3, 4, 5, 8])
+def test_lane_1_of_each_device_is_a_share_that_holds_scale_examples(parent, devices, lanes):
+    """The lane that draws production-scale cases (lane 1 of its device) is one whose share
+    holds scale examples (every SCALE_EVERY-th from SCALE_AT), wherever a lane of that device
+    holds any: with the lanes numbered in order, lane 1 of an even number of lanes took every
+    N-th example from an even one, none of them a scale example, and no lane drew any."""
+    from eaglefuzz.harness.core.scale_examples import SCALE_AT, SCALE_EVERY, holds_scale_examples
+    from eaglefuzz.harness.run.multi import lane_numbers
+    from eaglefuzz.harness.run.shards import sub_shards
+
+    for k in range(8):
+        for n in range(1, 17):
+            assert holds_scale_examples(k, n) == any((k + m * n) % SCALE_EVERY == SCALE_AT for m in range(SCALE_EVERY))
+    shards = sub_shards(parent, devices * lanes)
+    number = lane_numbers(shards, lanes)
+    held = [holds_scale_examples(int(s.split("/")[0]) - 1, int(s.split("/")[1])) for s in shards]
+    for d in range(devices):
+        mine = range(d * lanes, (d + 1) * lanes)
+        assert sorted(number[i] for i in mine) == list(range(1, lanes + 1))
+        first = next(i for i in mine if number[i] == 1)
+        assert held[first] == any(held[i] for i in mine)
+    if lanes % 2 == 0 and parent == (0, 1):
+        assert not held[0] and any(held)  # the order's lane 1 would have drawn none
+    assert lane_numbers(["1/2", "2/2"], 2) == [2, 1] and lane_numbers(["1/3", "2/3", "3/3"], 3) == [1, 2, 3]
+
+
 def test_a_lane_past_the_first_draws_no_scale_case(tmp_path):
     from eaglefuzz.harness.checking.device_mode import device_targets
     from eaglefuzz.harness.run.campaign import Campaign

@@ -74,8 +74,9 @@ class Campaign:
     draws production cases only)."""
     lane: tuple[int, int] = (0, 1)
     """Lane ``k`` of ``n`` processes fuzzing one GPU at once (``--lanes``, 0-based ``k``): lane 0
-    alone draws production-scale cases, and each lane's device targets take ``1/n`` of the
-    host's producer processes."""
+    alone draws production-scale cases (the parent makes it a lane whose share holds them:
+    :func:`~.multi.lane_numbers`), and each lane's device targets take ``1/n`` of the host's
+    producer processes."""
     unsaved: dict[int, str] = field(default_factory=dict)
     """``id`` of a finding that could not be written -> why."""
 

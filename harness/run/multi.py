@@ -34,6 +34,7 @@ from typing import Any
 
 from ..core.errors import UserError
 from ..core.interrupts import SIGNALS
+from ..core.scale_examples import holds_scale_examples
 from .cuda_devices import cuda_devices, pick_devices
 from .lifeline import lifeline
 from .ray_shards import run_on_ray
@@ -49,13 +50,35 @@ def _pump(stream: Any, label: str, tail: list[str]) -> None:
     stream.close()
 
 
+def lane_numbers(shards: list[str], lanes: int) -> list[int]:
+    """Each shard's lane on its device (1-based; ``lanes`` shards in a row a device). Lane 1
+    alone draws production-scale cases (their tables take tens of GB of the device), so lane 1
+    is the device's first shard whose share holds any
+    (:func:`~..core.scale_examples.holds_scale_examples`; with an even number of lanes the
+    first share holds none), the others following it in turn; a device none of whose shares
+    holds one keeps their order."""
+    out: list[int] = []
+    for g in range(0, len(shards), lanes):
+        group = [_share(s) for s in shards[g : g + lanes]]
+        first = next((j for j, (k, n) in enumerate(group) if holds_scale_examples(k, n)), 0)
+        out += [(j - first) % len(group) + 1 for j in range(len(group))]
+    return out
+
+
+def _share(shard: str) -> tuple[int, int]:
+    """``--shard K/N``'s share, 0-based: ``(K - 1, N)``."""
+    k, n = shard.split("/")
+    return int(k) - 1, int(n)
+
+
 def run_on_devices(argv: Sequence[str], shards: list[str], devices: list[str], corpus: Path,
                    lanes: int = 1) -> list[ShardRun]:
     """Run shard ``shards[i]`` on ``devices[i]`` (``CUDA_VISIBLE_DEVICES`` set to it), all at
     once; their runs, in order. ``lanes`` > 1: ``devices`` names each device ``lanes`` times in
-    a row, and shard ``i`` is lane ``i % lanes`` of its device (``--lane``: lane 1 alone draws
-    production-scale cases, whose tables take tens of GB of the device). An interrupting signal to this process is forwarded to each
-    shard once (each stops and reports what it found)."""
+    a row, and each shard is a lane of its device (``--lane``, :func:`lane_numbers`: lane 1
+    alone draws production-scale cases, whose tables take tens of GB of the device). An
+    interrupting signal to this process is forwarded to each shard once (each stops and reports
+    what it found)."""
 
     procs: list[subprocess.Popen[str]] = []
     tails: list[list[str]] = [[] for _ in shards]
@@ -63,6 +86,7 @@ def run_on_devices(argv: Sequence[str], shards: list[str], devices: list[str], c
     threads: list[threading.Thread] = []
     received: list[int] = []
     lines: list[Any] = []
+    number = lane_numbers(shards, lanes) if lanes > 1 else [1] * len(shards)
     old = {s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in SIGNALS}
     try:
         for i, (shard, device) in enumerate(zip(shards, devices, strict=True)):
@@ -71,13 +95,13 @@ def run_on_devices(argv: Sequence[str], shards: list[str], devices: list[str], c
             line = lifeline()
             lines.append(line)
             env = {**os.environ, "CUDA_VISIBLE_DEVICES": device, **line.env}
-            lane = ["--lane", f"{i % lanes + 1}/{lanes}"] if lanes > 1 else []
+            lane = ["--lane", f"{number[i]}/{lanes}"] if lanes > 1 else []
             p = subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.cli", *child_args(argv, shard, corpus), *lane],
                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  start_new_session=True, pass_fds=line.pass_fds)
             line.spawned()
             procs.append(p)
-            label = f"shard {shard} device {device}" + (f" lane {i % lanes + 1}/{lanes}" if lanes > 1 else "")
+            label = f"shard {shard} device {device}" + (f" lane {number[i]}/{lanes}" if lanes > 1 else "")
             threads.append(threading.Thread(target=_pump, args=(p.stderr, label, tails[i]), daemon=True))
             threads.append(threading.Thread(target=lambda p=p, o=outs[i]: o.append(p.stdout.read()), daemon=True))
         for t in threads:
@@ -101,7 +125,7 @@ def run_on_devices(argv: Sequence[str], shards: list[str], devices: list[str], c
             signal.signal(s, h)
         for line in lines:
             line.close()
-    where = [f"device {d}" + (f", lane {i % lanes + 1}/{lanes}" if lanes > 1 else "") for i, d in enumerate(devices)]
+    where = [f"device {d}" + (f", lane {number[i]}/{lanes}" if lanes > 1 else "") for i, d in enumerate(devices)]
     return [ShardRun(s, w, p.returncode, parse_doc("".join(o)), t)
             for s, w, p, o, t in zip(shards, where, procs, outs, tails, strict=True)]
 

@@ -41,6 +41,7 @@ import torch
 from ...core.case import Case
 from ...core.compare import Difference
 from ...core.exitcodes import EXIT_DEVICE_LOST
+from ...core.scale_examples import SCALE_AT, SCALE_EVERY
 from ...generation.strategies import Scale, derive_seed
 from ...sources import Implementations
 from ...targetkit.device import Arenas, DeviceCase, DeviceTarget, HostArenas
@@ -85,10 +86,9 @@ MIN_BATCHES = 8
 all of its cases: with or without draft probabilities, synthetic mode)."""
 """Cases per batch when the device is the CPU (a target with :attr:`~...targetkit.device.DeviceTarget.batch`)."""
 STAGES = ("draw", "stage", "oracle", "buffers", "kernel", "compare", "features", "cross-check", "scale")
-SCALE_EVERY, SCALE_AT = 8, 3
-"""Examples ``i`` with ``i % SCALE_EVERY == SCALE_AT`` of a target with production-scale cases
-are such a case (tables past ``2**31`` elements), run in the scale lane (:mod:`.scale_lane`)
-where the GPU can hold them (:func:`~...targetkit.scale.unreachable`)."""
+# SCALE_EVERY, SCALE_AT (core.scale_examples): examples i with i % SCALE_EVERY == SCALE_AT of a
+# target with production-scale cases are such a case, run in the scale lane (.scale_lane) where
+# the GPU can hold them (targetkit.scale.unreachable)
 SCALE_MIN_S = 15.0
 """A target's time budget left under which its scale examples are ordinary ones (starting a lane
 and checking a case of gigabytes: 6-12 s on an H200, benchmarks/RESULTS.md); the report says so."""
