@@ -65,16 +65,33 @@ def test_device_oracle_agrees_with_the_numpy_and_numba_oracles(name, backend, ne
 def test_a_device_run_spares_the_heap_before_it_from_the_collector_and_gives_it_back(backend):
     """A run freezes the objects that exist when it starts (``gc.freeze``: the collector's
     passes then scan what the run makes, not the modules and caches) and unfreezes them when it
-    ends, a finding or not; a caller that froze its own keeps them frozen."""
+    ends, a finding or not; a caller that froze its own keeps them frozen. Garbage that exists
+    when it starts (a cycle an earlier run left, which may hold a device table) is collected
+    first, never frozen with the rest."""
     import gc
+    import weakref
+
+    class Node:  # a cycle of two, garbage before the run
+        pass
 
     name = "eagle_prepare_next_token_padded_kernel"
     impls = implementations_for(parse_source("bundled"), [name])
-    during: list[int] = []
+    during: list[tuple[int, bool]] = []
     assert gc.get_freeze_count() == 0
-    stats = device_fuzz_target(name, impls, backend.device, examples=16, seed=3, scale_cases=False, workers=_workers(backend),
-                               on_progress=lambda s: during.append(gc.get_freeze_count()))
-    assert stats.examples == 16 and during and min(during) > 0
+    gc.disable()  # no pass of its own collects the cycle before the run starts
+    try:
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        gone = weakref.ref(a)
+        del a, b
+        assert gone() is not None
+        stats = device_fuzz_target(name, impls, backend.device, examples=16, seed=3, scale_cases=False,
+                                   workers=_workers(backend),
+                                   on_progress=lambda s: during.append((gc.get_freeze_count(), gone() is None)))
+    finally:
+        gc.enable()
+    assert stats.examples == 16 and during and min(n for n, _ in during) > 0
+    assert all(collected for _, collected in during)  # collected before the freeze
     assert gc.get_freeze_count() == 0
     gc.freeze()
     try:
@@ -1134,6 +1151,17 @@ def test_a_batch_that_meets_the_device_out_of_memory_is_checked_again(monkeypatc
     with pytest.raises(UserError, match=rf"^{name}, device batch 0 of \d+ cases: the device ran out of memory "
                                         rf"{memory.OOM_TRIES} times .* run fewer lanes"):
         run()
+
+    slept: list[float] = []  # a lane (a GPU others share) waits for them as long as a scale case holds its tables
+    monkeypatch.setattr(memory.time, "sleep", slept.append)
+    pauses = memory.waits(True)
+    assert sum(pauses) >= memory.SHARED_WAIT_S > sum(pauses[:-1]) and max(pauses) == memory.SHARED_STEP_S
+    assert all(b == min(2 * a, memory.SHARED_STEP_S) for a, b in zip(pauses, pauses[1:], strict=False))
+    with pytest.raises(UserError, match=rf"ran out of memory {len(pauses) + 1} times drawing and checking it over "
+                                        rf"{sum(pauses):.0f} s .* run fewer lanes"):
+        device_fuzz_target(name, impls, backend.device, examples=6, seed=2, cross_check_share=0.0, workers=0,
+                           scale_cases=False, shared_gpu=True)
+    assert slept == pauses
 
 
 def test_one_epochs_tables_at_a_time_on_the_device(monkeypatch, backend, needs):

@@ -113,19 +113,21 @@ def test_merge_sums_counts_and_names_each_findings_shard():
 def test_merge_keeps_a_device_runs_stages_cross_checks_and_scale_cases():
     """Device-mode shards (--devices, --lanes): the merged target keeps its device entry (the
     text report would otherwise say the target has no device generator), the lanes' stages,
-    cross-checks and scale cases summed; a lane that skipped scale cases does not hide one
-    that ran them."""
+    cross-checks and scale cases summed (and the scale examples that did not fit in the GPU's
+    free memory, said in the report); a lane that skipped scale cases does not hide one that
+    ran them."""
     docs = [_doc(4, ["a"], ["b"], []), _doc(6, ["b"], ["a"], [])]
     for d, (cc, scale, skipped, oom) in zip(docs, [(2, 1, None, 0), (3, 0, "no time", 2)], strict=True):
         d["mode"] = "device"
         d["targets"][PI]["device"] = {"stage_seconds": {"draw": 1.0, "kernel": 0.5}, "cross_checked": cc,
                                       "warmup_seconds": cc / 2, "scale_cases": scale,
                                       **({"scale_skipped": skipped} if skipped else {}),
-                                      **({"oom_retries": oom} if oom else {})}
+                                      **({"oom_retries": oom} if oom else {}),
+                                      **({"scale_unfit": 3} if scale else {})}
     runs = [ShardRun("1/2", "device 0, lane 1/2", 0, docs[0]), ShardRun("2/2", "device 0, lane 2/2", 0, docs[1])]
     dev = merge(runs, (0, 1))["targets"][PI]["device"]
     assert dev == {"stage_seconds": {"draw": 2.0, "kernel": 1.0}, "cross_checked": 5, "warmup_seconds": 1.5,
-                   "scale_cases": 1, "oom_retries": 2}
+                   "scale_cases": 1, "oom_retries": 2, "scale_unfit": 3}
     docs[0]["targets"][PI]["device"]["scale_cases"] = 0
     assert merge(runs, (0, 1))["targets"][PI]["device"]["scale_skipped"] == "no time"
     from io import StringIO
@@ -136,6 +138,8 @@ def test_merge_keeps_a_device_runs_stages_cross_checks_and_scale_cases():
     print_fuzz(merge(runs, (0, 1)), out=out)
     assert f"device: {PI}: seconds per stage" in out.getvalue() and "no device generator" not in out.getvalue()
     assert "; 2 batches drawn and checked again after the GPU ran out of memory (fewer --lanes" in out.getvalue()
+    assert ("; 3 production-scale examples not checked: they did not fit in the GPU's free memory (other --lanes"
+            in out.getvalue())
 
 
 def test_lanes_run_several_shards_on_one_device(monkeypatch, tmp_path):

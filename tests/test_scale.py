@@ -121,6 +121,54 @@ def test_a_fault_in_the_lane_is_a_crash_and_the_run_goes_on(low_limit, needs, ba
     assert stats.examples == 2 and stats.scale_cases == 2  # examples 3 and 11: the run went on
 
 
+def test_a_scale_case_that_does_not_fit_the_gpus_free_memory_is_not_checked_and_never_a_finding(low_limit):
+    """Lanes share a GPU: where another lane holds the memory a production-scale case needs, the
+    lane says ``unfit`` (torch's ``OutOfMemoryError``, or a CUDA allocation said in words, of the
+    check, the draw or the NumPy and Numba oracles' confirmation), and the campaign counts the
+    example as not checked: no finding, no example, whether the drawn case, each minimal case
+    or the drawn case's confirmation did not fit (an H100 with four lanes once reported such a
+    crash as a finding of the kernel)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from eaglefuzz.harness.checking.device_mode import engine
+    from eaglefuzz.harness.checking.device_mode.scale_lane import (
+        Verdict,
+        out_of_memory,
+        scale_minimal_count,
+    )
+
+    said = ("OutOfMemoryError: CUDA out of memory. Tried to allocate 16.00 GiB. GPU 0 has a total capacity of 79.18 GiB",
+            "RuntimeError: Triton Error [CUDA]: out of memory")
+    assert all(out_of_memory(t) for t in said) and out_of_memory(torch.OutOfMemoryError("CUDA out of memory."))
+    assert not any(out_of_memory(t) for t in (None, "RuntimeError: CUDA error: an illegal memory access was encountered",
+                                              "OutOfResources: out of resource: shared memory", "IndexError: out of bounds"))
+    unfit = Verdict(unfit=said[0], bad=3)  # a difference whose confirmation did not fit is not one either
+    assert not unfit.failed and not Verdict(unfit=said[0], crash=said[0]).failed and Verdict(bad=1).failed
+
+    class Lane:  # the campaign's side of a lane, answering as a GPU held by other lanes would
+        batches, seed, name = False, 1, RR
+
+        def __init__(self, first: Verdict) -> None:
+            self.first, self.asked = first, []
+
+        def run(self, example, *, minimal=None, confirm=False, epoch=None):  # noqa: ANN001, ANN202
+            self.asked.append(minimal)
+            return self.first if minimal is None and not confirm else unfit
+
+    for first, asked in ((unfit, [None]), (Verdict(bad=2), [None, *range(scale_minimal_count(RR, 1, 3)), None])):
+        stats = SimpleNamespace(examples=0, scale_cases=0, scale_unfit=0, tokens=0, features=set(), shrink_attempts=0)
+        lane = Lane(first)
+        assert engine._scale_example(lane, RR, None, 3, stats, shrink=True) is None
+        assert (stats.scale_unfit, lane.asked) == (1, asked)
+        assert stats.examples == (0 if first.unfit else 1)  # a drawn case that differed was checked: its minimal cases not
+    stats = SimpleNamespace(examples=0, scale_cases=0, scale_unfit=0, tokens=0, features=set(), shrink_attempts=0)
+    batch_lane = SimpleNamespace(batches=True, seed=1, device="cpu", batch=lambda i, epoch, k: unfit)
+    assert engine._scale_batch_example(batch_lane, SR, None, 3, stats, shrink=True) is None
+    assert (stats.scale_unfit, stats.examples) == (1, 0)
+
+
 ACCEPT = "                accepted = draft_prob > 0 and target_prob / draft_prob >= uniform_prob\n"
 PAST_DRAWN = f"(start_idx + pos) * vocab_size >= {LIMIT} and uniform_prob != 0.5"
 """A read past the limit with a uniform other than the minimal cases' 0.5: a bug that a drawn

@@ -196,6 +196,7 @@ class Campaign:
                 if name in device_run and self.lane[1] > 1:
                     extra["workers"] = default_workers(backend.device, self.lane[1])
                     extra["scale_cases"] = self.lane[0] == 0
+                    extra["shared_gpu"] = True
                 total = self.examples if self.examples is not None else per_budget
                 task = bar.add_task(name, total=total, examples=0, rate=0.0, findings=0)
                 start = time.monotonic()
@@ -326,6 +327,7 @@ class Campaign:
                            "cross_checked": s.cross_checked, "warmup_seconds": round(s.warmup, 3),
                            "scale_cases": getattr(s, "scale_cases", 0),
                            **({"scale_skipped": s.scale_skipped} if getattr(s, "scale_skipped", None) else {}),
+                           **({"scale_unfit": s.scale_unfit} if getattr(s, "scale_unfit", 0) else {}),
                            **({"oom_retries": s.oom_retries} if s.oom_retries else {})}}
                if s.stages else {}),
             "findings": [record(f) for f in s.contract_findings],

@@ -105,8 +105,9 @@ def _merge_target(entries: list[tuple[ShardRun, dict[str, Any]]]) -> dict[str, A
             "warmup_seconds": max(d["warmup_seconds"] for d in dev),
             "scale_cases": sum(d.get("scale_cases", 0) for d in dev),
         }
-        if any(d.get("oom_retries") for d in dev):
-            out["device"]["oom_retries"] = sum(d.get("oom_retries", 0) for d in dev)
+        for key in ("oom_retries", "scale_unfit"):
+            if any(d.get(key) for d in dev):
+                out["device"][key] = sum(d.get(key, 0) for d in dev)
         skipped = [d["scale_skipped"] for d in dev if d.get("scale_skipped")]
         if skipped and not out["device"]["scale_cases"]:
             out["device"]["scale_skipped"] = skipped[0]

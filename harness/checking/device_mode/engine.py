@@ -165,6 +165,7 @@ def device_fuzz_target(
     scale_first: float | None = None,
     scale_cases: bool = True,
     min_batches: int = MIN_BATCHES,
+    shared_gpu: bool = False,
 ) -> object:
     """Fuzz ``name`` on the device (production tier only); the same signature and
     :class:`~..fuzz.Stats` as :func:`~..fuzz.fuzz_target`, with ``stats.stages`` (seconds per
@@ -181,11 +182,15 @@ def device_fuzz_target(
     ``time_budget`` counts the ordinary examples after it. ``scale_cases=False``: no production-scale
     case (their examples are ordinary ones). ``min_batches``: the batches a run of ``examples``
     cases makes at least (1: the batches of a run without ``examples``, whole, the same cases:
-    a batch's cases depend on its size).
+    a batch's cases depend on its size). ``shared_gpu``: other processes fuzz the same GPU
+    (``--lanes``): a batch that does not fit waits longer for their memory
+    (:func:`~.memory.fitting`).
 
     The objects that exist when the run starts (modules, compiled kernels, caches: most of the
-    heap) are frozen for the run (``gc.freeze``), so that the collector's passes scan only what
-    the run makes; unless the caller froze its own, they are unfrozen when it ends."""
+    heap) are frozen for the run (``gc.freeze``, after a collection: garbage frozen with them, a
+    cycle holding a device tensor of an earlier run, would keep its memory for the run), so that
+    the collector's passes scan only what the run makes; unless the caller froze its own, they
+    are unfrozen when it ends."""
 
     dt = device_targets()[name]
     impl = impls[name]
@@ -193,6 +198,7 @@ def device_fuzz_target(
     stats = stats if stats is not None else Stats()
     stages = stats.stages = dict.fromkeys(STAGES, 0.0)
     stats.scale_cases = 0
+    stats.scale_unfit = 0  # scale examples that did not fit in the device's free memory (lanes): not checked
     lane = (ScaleLane(name, origin.spec, device, seed, batches=dt.scale_batches and batches_fit(device))
             if scale_cases and dt.scale and unreachable("device", device) is None else None)
     pinned = _Pinned()
@@ -268,6 +274,7 @@ def device_fuzz_target(
 
     spared = gc.get_freeze_count() == 0  # unless the caller froze its own (it then keeps them)
     if spared:  # the heap before the run (modules, compiled kernels, caches) out of the collector's passes
+        gc.collect()  # the garbage first: frozen, a cycle holding a device tensor would hold it for the run
         gc.freeze()
     try:
         if first is not None:
@@ -315,7 +322,7 @@ def device_fuzz_target(
                     bigs.clear()  # tables they hold) go before the next epoch's are drawn: one epoch's at a time
                     bigs_epoch = epoch_of(i, dt.table_epoch)[0]
                 finding = _batch(dt, impl, origin, device, seed, i, k, max_requests, bigs, stats, clock, confirm,
-                                 start, time_budget, cross_check_share, cross)
+                                 start, time_budget, cross_check_share, cross, shared_gpu)
                 if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):
                     stats.warmup = time.monotonic() - start
                 i += chunk_step
@@ -458,14 +465,16 @@ def batch_of(dt: DeviceTarget, seed: int, i: int, k: int, device: str, max_reque
 
 def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, i: int, k: int, max_requests: int | None,
            bigs: dict, stats: Any, clock: Callable, confirm: Callable, start: float,
-           time_budget: float | None, cross_check_share: float, cross: list[float]) -> Finding | None:
+           time_budget: float | None, cross_check_share: float, cross: list[float],
+           shared_gpu: bool = False) -> Finding | None:
     """Batch ``i`` of ``k`` cases (:meth:`~...targetkit.device.DeviceTarget.draw_batch`): one
     draw, one oracle, one set of buffers and one comparison, ``k`` launches. A batch with a
     difference (or an exception) has its cases checked one at a time (the same oracle on each
     case alone), the first that fails confirmed by the NumPy and Numba oracles; a difference no
     case alone shows is an oracle disagreement. A share of the cases is cross-checked as
     :func:`device_fuzz_target` does. A batch that meets the device out of memory (lanes on one
-    GPU) is drawn and checked again, the same cases (:func:`~.memory.fitting`). ``bigs``: the
+    GPU; ``shared_gpu``: waiting longer) is drawn and checked again, the same cases
+    (:func:`~.memory.fitting`). ``bigs``: the
     shared tables' guarded buffers, kept while they are intact; ``cross``: seconds and elements
     of cross-checks so far (updated)."""
     name = dt.name
@@ -480,7 +489,7 @@ def _batch(dt: DeviceTarget, impl: Any, origin: object, device: str, seed: int, 
     def retried() -> None:
         stats.oom_retries += 1
 
-    batch, run = fitting(attempt, bigs.clear, f"{name}, device batch {i} of {asked} cases", device, retried)
+    batch, run = fitting(attempt, bigs.clear, f"{name}, device batch {i} of {asked} cases", device, retried, shared_gpu)
     k = len(batch)  # a target may draw fewer (steps of large tables)
 
     def host_case(j: int) -> Case:  # the batch's own tensors are as drawn (the launches write the arenas)
@@ -783,6 +792,8 @@ def _say(name: str, line: str) -> None:
 
 
 def _verdict(v: Verdict) -> str:
+    if v.unfit:
+        return f"not checked: it did not fit in the device's free memory ({v.unfit})"
     if v.crash or v.hang:
         return f"{'crash' if v.crash else 'hang'}: {v.crash or v.hang}"
     if not v.bad:
@@ -827,6 +838,9 @@ def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: An
         return _scale_batch_example(lane, name, origin, i, stats, shrink, minimise_s)
     v = lane.run(i, confirm=not shrink)
     _say(name, f"production-scale case {i}: {_verdict(v)} ({v.seconds:.0f} s)")
+    if v.unfit:
+        stats.scale_unfit += 1
+        return None
     stats.examples += 1
     stats.scale_cases += 1
     stats.tokens += v.tokens
@@ -844,6 +858,9 @@ def _scale_example(lane: ScaleLane, name: str, origin: object, i: int, stats: An
         return _scale_finding(scale_case(name, lane.seed, i, k), mv, origin)
     again = lane.run(i, confirm=True)  # the drawn case, confirmed by the NumPy and Numba oracles
     _say(name, f"production-scale case {i} confirmed: {_verdict(again)} ({again.seconds:.0f} s)")
+    if again.unfit:  # neither a minimal case nor the drawn one's confirmation fits here now: not checked
+        stats.scale_unfit += 1
+        return None
     finding = _scale_finding(scale_case(name, lane.seed, i), again if again.failed else v, origin)
     if not finding.outcome.oracle_disagreements:
         finding.shrink = "not minimised: no minimal production-scale case (one row past 2**31) fails the same way"
@@ -870,6 +887,9 @@ def _scale_batch_example(lane: ScaleLane, name: str, origin: object, i: int, sta
     epoch = scale_epoch(i)
     v = lane.batch(i, epoch, k)
     _say(name, f"production-scale batch {i}, {v.examples} case(s) launched: {_verdict(v)} ({v.seconds:.0f} s)")
+    if v.unfit:
+        stats.scale_unfit += 1
+        return None
     stats.examples += v.examples
     stats.scale_cases += v.examples
     stats.tokens += v.tokens
@@ -892,6 +912,11 @@ def _scale_batch_example(lane: ScaleLane, name: str, origin: object, i: int, sta
     survived = not (v.crash or v.hang)
     directory = tempfile.mkdtemp(prefix="eaglefuzz-scale-case-")
     saved = lane.save(i, epoch, k, 0 if j is None else j, directory, confirm=survived)
+    if saved.unfit:  # the confirmation of the case that failed did not fit: not checked
+        shutil.rmtree(directory, ignore_errors=True)
+        _say(name, f"production-scale batch {i}: case {j}: {_verdict(saved)}")
+        stats.scale_unfit += 1
+        return None
     if saved.crash or saved.hang:
         shutil.rmtree(directory, ignore_errors=True)
         raise RuntimeError(f"{name}: the scale lane could not write case {j} of batch {i}: {saved.crash or saved.hang}")

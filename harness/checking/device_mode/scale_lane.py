@@ -15,6 +15,9 @@ time on the device, the NumPy and Numba oracles on the rows that matter: no host
 table of 8 GiB). A fault ends
 the lane: the campaign records a ``crash`` finding of that case and starts a new lane for the
 next one; a lane that does not answer within its time limit is killed (a ``hang``).
+A case that does not fit in the device's free memory (another lane of the GPU holds it) is not
+checked, never a finding: the lane says so (``unfit``), the campaign counts it and its report
+says how many.
 
 The campaign (:mod:`.engine`) builds the same case from the same seed with NumPy alone (no
 device work in its own process) for its report, and minimises a finding through the lane
@@ -191,7 +194,8 @@ class Verdict:
     """What the lane said of one case: ``bad`` elements not as expected on the device,
     ``tokens`` output elements verified, ``features`` reached, ``crash`` (its message) and
     whether it was ``fatal`` (the lane is gone), ``hang``, and the ordinary check's ``outcome``
-    when the lane confirmed it (``None``: not asked, or the check found nothing)."""
+    when the lane confirmed it (``None``: not asked, or the check found nothing); ``unfit``:
+    why it was not checked."""
 
     bad: int = 0
     tokens: int = 0
@@ -206,10 +210,13 @@ class Verdict:
     """Cases checked (a scale batch's launched cases)."""
     case: int | None = None
     """A scale batch with a difference: its first case that differs alone (``None``: none does)."""
+    unfit: str | None = None
+    """The case (or its confirmation) did not fit in the device's free memory (another lane of
+    the GPU held it): not checked, never a finding of the kernel (:func:`out_of_memory`)."""
 
     @property
     def failed(self) -> bool:
-        return bool(self.bad or self.crash or self.hang or (self.outcome is not None and not self.outcome.ok))
+        return not self.unfit and bool(self.bad or self.crash or self.hang or (self.outcome is not None and not self.outcome.ok))
 
 
 class ScaleLane:
@@ -316,7 +323,7 @@ class ScaleLane:
             crash=reply.get("crash"), fatal=bool(reply.get("fatal")), hang=reply.get("hang"),
             outcome=None if outcome is None else pickle.loads(base64.b64decode(outcome)),  # noqa: S301 - our own child
             confirmed=bool(reply.get("confirmed")), seconds=time.monotonic() - t0,
-            examples=int(reply.get("examples", 1)), case=reply.get("case"),
+            examples=int(reply.get("examples", 1)), case=reply.get("case"), unfit=reply.get("unfit"),
         )
 
     def close(self) -> None:
@@ -354,6 +361,27 @@ def minimise(lane: ScaleLane, example: int, budget_s: float, *, first_anyway: bo
 
 
 # -- the lane process ---------------------------------------------------------------------
+
+
+def out_of_memory(what: BaseException | str | None) -> bool:
+    """Whether an exception (or an outcome's ``crash`` text) is the device running out of
+    memory: torch's ``OutOfMemoryError``, or a CUDA allocation that failed, said in words. A
+    production-scale case needs tens of GB; where another lane of the GPU holds them, the case
+    is not checked, and the kernel is not to blame."""
+    if what is None:
+        return False
+    text = what if isinstance(what, str) else f"{type(what).__name__}: {what}"
+    return text.startswith("OutOfMemoryError") or "CUDA out of memory" in text or "[CUDA]: out of memory" in text
+
+
+def _unfit(what: BaseException | str, device: str) -> dict[str, Any]:
+    """The answer for a case that did not fit in the device's free memory (its memory given back)."""
+    if device != "cpu":
+        import torch
+
+        torch.cuda.empty_cache()
+    text = what if isinstance(what, str) else f"{type(what).__name__}: {what}"
+    return {"unfit": " ".join(text.split())[:300], "examples": 0}
 
 
 def _reached(dt: Any, case: Case) -> list[str]:
@@ -395,6 +423,10 @@ def _serve() -> None:  # pragma: no cover - runs in the child; tests/test_scale.
             try:
                 batch = scale_batch_of(dt, seed, int(req["batch"]), int(req["epoch"]), int(req["k"]), device)
             except Exception as exc:  # noqa: BLE001 - the harness's own failure: said as such, never a finding
+                if out_of_memory(exc):  # another lane holds the GPU's memory: not checked here
+                    state["bigs"].clear()
+                    answer(_unfit(exc, device))
+                    continue
                 answer({"harness_error": f"drawing scale batch {req['batch']}: {type(exc).__name__}: {exc}"})
                 return
             reply = _batch_request(req, batch, dt, impl, impls, device, state["bigs"], t0)
@@ -412,9 +444,15 @@ def _serve() -> None:  # pragma: no cover - runs in the child; tests/test_scale.
                 reply["bad"], reply["tokens"], outcome = dt.scale_check(impl, case, device, bool(req.get("confirm")))
                 _log(t0, f"device check: {reply['bad']} element(s) not as expected")
             except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+                if out_of_memory(exc):
+                    answer(_unfit(exc, device))
+                    continue
                 outcome = Outcome().crashed(exc, device)
                 _log(t0, f"device check raised: {outcome.crash}")
                 reply |= {"crash": outcome.crash, "fatal": outcome.fatal}
+            if outcome is not None and out_of_memory(outcome.crash):
+                answer(_unfit(outcome.crash, device))
+                continue
             if outcome is not None and (reply.get("bad") or outcome.crash):
                 reply["confirmed"] = True
                 if not outcome.ok:
@@ -427,6 +465,9 @@ def _serve() -> None:  # pragma: no cover - runs in the child; tests/test_scale.
             reply["bad"], reply["tokens"] = _run_on_device(dt, impl, case, device)
             _log(t0, f"device check: {reply['bad']} element(s) not as expected")
         except Exception as exc:  # noqa: BLE001 - any failure of the code under test is a finding
+            if out_of_memory(exc):
+                answer(_unfit(exc, device))
+                continue
             o = Outcome().crashed(exc, device)
             _log(t0, f"device check raised: {o.crash}")
             reply |= {"crash": o.crash, "fatal": o.fatal}
@@ -437,6 +478,9 @@ def _serve() -> None:  # pragma: no cover - runs in the child; tests/test_scale.
             finding = check_case(case, impls, device)
             reply["confirmed"] = True
             _log(t0, f"confirmed: {'no finding' if finding is None else finding.kind}")
+            if finding is not None and out_of_memory(finding.outcome.crash):  # the confirmation did not fit
+                answer(_unfit(finding.outcome.crash, device))
+                continue
             if finding is not None:
                 reply["outcome"] = base64.b64encode(pickle.dumps(finding.outcome)).decode()
                 if finding.outcome.fatal:
@@ -470,6 +514,8 @@ def _batch_request(req: dict[str, Any], batch: Any, dt: Any, impl: Any, impls: A
         if req.get("confirm"):
             finding = check_case(load_case(req["dir"], keep=True), impls, device)
             reply["confirmed"] = True
+            if finding is not None and out_of_memory(finding.outcome.crash):
+                return _unfit(finding.outcome.crash, device)
             if finding is not None:
                 reply["outcome"] = base64.b64encode(pickle.dumps(finding.outcome)).decode()
                 reply["fatal"] = bool(finding.outcome.fatal)
@@ -495,8 +541,14 @@ def _batch_request(req: dict[str, Any], batch: Any, dt: Any, impl: Any, impls: A
     try:  # a failure of the code under test is the run's (check_batch catches it); any other is the harness's
         run = check_batch(dt, impl, batch, device, bigs)
     except Exception as exc:  # noqa: BLE001 - said as such, never a finding
+        if out_of_memory(exc):
+            bigs.clear()
+            return _unfit(exc, device)
         return {"harness_error": f"checking scale batch {req['batch']}: {type(exc).__name__}: {exc}", "fatal": True}
     reply = {"examples": run.launched, "tokens": sum(batch.tokens(j) for j in range(run.launched))}
+    if run.failed is not None and out_of_memory(run.failed.crash):
+        bigs.clear()
+        return _unfit(run.failed.crash, device)
     if run.failed is not None:
         _log(t0, f"batch raised: {run.failed.crash}")
         return reply | {"crash": run.failed.crash, "fatal": run.failed.fatal, "case": run.launched - 1}
