@@ -296,6 +296,17 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         fast=True,
     ),
     HarnessMutant(
+        "scale_unfit_is_a_failure",
+        "wiring",
+        (("harness/checking/device_mode/scale_lane.py",
+          "        return not self.unfit and bool(self.bad or",
+          "        return bool(self.bad or self.unfit or"),),
+        ("tests/test_scale.py::test_a_scale_case_that_does_not_fit_the_gpus_free_memory_is_not_checked_and_never_a_finding",),
+        "a production-scale case that did not fit in the GPU's free memory (another lane held it) counts as a failure "
+        "of the kernel: the campaign minimises it and reports an out-of-memory crash as a finding",
+        fast=True,
+    ),
+    HarnessMutant(
         "batch_check_bands_cut_short",
         "guard",
         (("harness/targetkit/device_batch.py", "        band = np.concatenate([[lo], dst[:-1] + n[:-1]])\n",
