@@ -233,7 +233,7 @@ def _lane(argv: list[str]) -> int:
 
     impls = implementations_for(parse_source(spec), [name])
     opts = {"shrink": False, "scale_cases": False, "workers": default_workers(device, int(n)),
-            "chunk_offset": int(k), "chunk_step": int(n)}
+            "chunk_offset": int(k), "chunk_step": int(n), "shared_gpu": True}  # as eaglefuzz fuzz --lanes runs a lane
     device_fuzz_target(name, impls, device, seed=1, examples=int(warmup), **opts)
     Path(out + ".warm").write_text("")
     while not Path(go + ".first").exists():

@@ -307,6 +307,17 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         fast=True,
     ),
     HarnessMutant(
+        "host_threads_kept_on_a_gpu",
+        "wiring",
+        (("harness/checking/device_mode/host_threads.py",
+          '    if device == "cpu" or torch.get_num_threads() == 1:\n',
+          "    if True:\n"),),
+        ("tests/test_device.py::test_a_device_run_on_a_gpu_does_its_torch_work_on_one_thread_and_gives_the_count_back",),
+        "a device run on a GPU keeps torch's thread pool: with --lanes N, N pools spin on the cores the lanes "
+        "share, and every lane's host work slows (half the verifier's rate of four greedy lanes on an H100)",
+        fast=True,
+    ),
+    HarnessMutant(
         "batch_check_bands_cut_short",
         "guard",
         (("harness/targetkit/device_batch.py", "        band = np.concatenate([[lo], dst[:-1] + n[:-1]])\n",

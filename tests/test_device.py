@@ -101,6 +101,34 @@ def test_a_device_run_spares_the_heap_before_it_from_the_collector_and_gives_it_
         gc.unfreeze()
 
 
+def test_a_device_run_on_a_gpu_does_its_torch_work_on_one_thread_and_gives_the_count_back(backend, monkeypatch):
+    """On a GPU the run's host work (small torch operations, staged copies) runs on one torch
+    thread, where a pool per process (per lane) would spin on the cores the other lanes need;
+    the caller's count comes back when the run ends. The CPU backend keeps its threads."""
+    import torch
+
+    from eaglefuzz.harness.checking.device_mode import engine, host_threads
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert host_threads.one_thread("cpu") is None and torch.get_num_threads() == 2
+        assert host_threads.one_thread("cuda:0") == 2 and torch.get_num_threads() == 1
+        assert host_threads.one_thread("cuda:0") is None  # one already: nothing to give back
+        host_threads.restore(2)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    calls: list = []
+    monkeypatch.setattr(engine, "one_thread", lambda device: calls.append(("one", device)) or 7)
+    monkeypatch.setattr(engine, "restore", lambda n: calls.append(("restore", n)))
+    name = "eagle_prepare_next_token_padded_kernel"
+    impls = implementations_for(parse_source("bundled"), [name])
+    device_fuzz_target(name, impls, backend.device, examples=4, seed=3, scale_cases=False, workers=_workers(backend),
+                       on_progress=lambda s: calls.append(("progress", None)))
+    assert calls[0] == ("one", backend.device) and calls[-1] == ("restore", 7) and ("progress", None) in calls
+
+
 # (seeded bugs of tests/seeded_bugs/mutants.py: one per device target, and some of a production extreme
 # the device draw reaches; never one of the extended tier, which --mode device does not draw)
 BUGS = ["ce_masked_includes_bonus", "pi_rejected_missing_plus_one", "nt_first_valid_column", "nt_vocab_check_overflows",

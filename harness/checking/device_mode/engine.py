@@ -52,6 +52,7 @@ from ..check import CaseJournal, Finding, check_case
 from ..fuzz import Stats, shrink_finding
 from . import device_targets
 from .batch_run import check_batch, first_failing, launch_each, wait
+from .host_threads import one_thread, restore
 from .memory import fitting
 from .producers import HostCases, default_workers
 from .scale_lane import (
@@ -190,7 +191,8 @@ def device_fuzz_target(
     heap) are frozen for the run (``gc.freeze``, after a collection: garbage frozen with them, a
     cycle holding a device tensor of an earlier run, would keep its memory for the run), so that
     the collector's passes scan only what the run makes; unless the caller froze its own, they
-    are unfrozen when it ends."""
+    are unfrozen when it ends. On a GPU the run's torch work is on one thread
+    (:mod:`.host_threads`), the caller's count given back when it ends."""
 
     dt = device_targets()[name]
     impl = impls[name]
@@ -276,6 +278,7 @@ def device_fuzz_target(
     if spared:  # the heap before the run (modules, compiled kernels, caches) out of the collector's passes
         gc.collect()  # the garbage first: frozen, a cycle holding a device tensor would hold it for the run
         gc.freeze()
+    threads = one_thread(device)
     try:
         if first is not None:
             t = time.perf_counter()
@@ -441,6 +444,7 @@ def device_fuzz_target(
             if finding is not None and (finding.fatal or stop_on_finding):
                 break
     finally:
+        restore(threads)
         if spared:
             gc.unfreeze()
         if producer is not None:
