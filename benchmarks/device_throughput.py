@@ -2,7 +2,12 @@
 per stage, against the kernel alone. Needs a CUDA device.
 
     python benchmarks/device_throughput.py [--seconds S] [--kernel NAME ...] [--source SPEC] [--output FILE] [--quick]
-                                           [--lanes N] [--backend cuda|interpreter]
+                                           [--lanes N] [--backend cuda|interpreter] [--json FILE [--resume]] [--until S]
+
+A sweep of every target takes longer than one call to the device tool may: ``--until S`` starts
+no target once ``S`` seconds have passed (the rest are listed as not run), and ``--resume``
+skips the targets ``--json`` already holds, so that the next call goes on where this one
+stopped (carry the JSON file along).
 
 Per target: a warm-up run (``--warmup`` examples, where Triton compiles the specializations
 the campaign meets: its time is the JIT column; Triton's on-disk cache keeps them for later runs), then a steady-state run of ``S``
@@ -311,9 +316,14 @@ def main() -> int:
                    help="interpreter: a smoke run on the CPU (its figures mean nothing; every path runs)")
     p.add_argument("--lanes", type=int, default=1, help="the steady state in N processes on the GPU at once, "
                    "as eaglefuzz fuzz --lanes N runs it (disjoint shares of the same cases)")
+    p.add_argument("--until", type=float, metavar="S", help="start no target once S seconds have passed")
+    p.add_argument("--resume", action="store_true", help="skip the targets --json already holds")
     if sys.argv[1:2] == ["--lane-child"]:
         return _lane(sys.argv[2:])
     args = p.parse_args()
+    if args.resume and args.json is None:
+        p.error("--resume needs --json (the file of the targets already measured)")
+    begun = time.monotonic()
     if args.quick:
         args.warmup = min(args.warmup, 40)
     args.seconds = args.seconds or (2.0 if args.quick else 20.0)
@@ -336,6 +346,12 @@ def main() -> int:
     from eaglefuzz.harness.targets import TARGETS
 
     names = args.kernel or list(device_targets())
+    unknown = sorted(set(names) - set(device_targets()))
+    if unknown:
+        p.error(f"--kernel: no device target named {', '.join(unknown)}")
+    if args.resume and args.json.exists():
+        done = {json.loads(line)["target"] for line in args.json.read_text().splitlines() if line.strip()}
+        names = [n for n in names if n not in done]
     spec = {n: args.source if args.source != "bundled" or TARGETS[n].module == bundled.MODULE
             else f"vllm-release:{vllm.PINNED_RELEASE}" for n in names}
     loaded = {s: implementations_for(parse_source(s), [n for n in names if spec[n] == s]) for s in set(spec.values())}
@@ -344,7 +360,11 @@ def main() -> int:
             "ratio | JIT warm-up s | examples | cross-checked | findings |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     stage_rows = ["| target | " + " | ".join(STAGES) + " |", "| --- |" + " ---: |" * len(STAGES)]
-    for name in names:
+    for at, name in enumerate(names):
+        if args.until is not None and time.monotonic() - begun > args.until:
+            rows.append(f"| not run (--until {args.until:g}): {', '.join(names[at:])} |")
+            print(rows[-1], file=sys.stderr, flush=True)
+            break
         t0 = time.monotonic()
         try:
             device_fuzz_target(name, impls, backend.device, seed=1, examples=args.warmup, shrink=False, **opts)
