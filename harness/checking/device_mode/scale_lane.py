@@ -375,12 +375,19 @@ def out_of_memory(what: BaseException | str | None) -> bool:
 
 
 def _unfit(what: BaseException | str, device: str) -> dict[str, Any]:
-    """The answer for a case that did not fit in the device's free memory (its memory given back)."""
+    """The answer for a case that did not fit in the device's free memory, its memory given
+    back to the device (the other lanes need it): an exception's traceback is dropped first
+    (its frames hold the tensors that were made), then the cache is emptied."""
+    text = what if isinstance(what, str) else f"{type(what).__name__}: {what}"
     if device != "cpu":
+        import gc
+
         import torch
 
+        if isinstance(what, BaseException):
+            what.__traceback__ = None
+        gc.collect()
         torch.cuda.empty_cache()
-    text = what if isinstance(what, str) else f"{type(what).__name__}: {what}"
     return {"unfit": " ".join(text.split())[:300], "examples": 0}
 
 
