@@ -24,7 +24,8 @@ Triton's cache; the second run may pass the first's last case and meet new speci
 which the third finds compiled), then a profiled run of the first of those cases (the device is waited for after
 every stage, so the stage shares add up; its own rate is lower), then the kernel alone: the
 launches of the cases the steady state checked (:func:`kernel_alone`), repeated, timed with
-CUDA events. A target checked by its record
+CUDA events, in ``--alone-rounds`` rounds (3) whose median is the figure (a host-bound kernel
+alone moved by up to 2x between calls). A target checked by its record
 (:class:`~eaglefuzz.harness.targetkit.device.RecordDevice`) launches the steady state's own
 first cases (seed 0) through the record's launch, in the buffers of its record host batches.
 ``--quick``: every target in a few seconds (2 s steady state, 40 warm-up examples, 1 s
@@ -44,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -316,6 +318,9 @@ def main() -> int:
                    help="interpreter: a smoke run on the CPU (its figures mean nothing; every path runs)")
     p.add_argument("--lanes", type=int, default=1, help="the steady state in N processes on the GPU at once, "
                    "as eaglefuzz fuzz --lanes N runs it (disjoint shares of the same cases)")
+    p.add_argument("--alone-rounds", type=int, default=3, metavar="N",
+                   help="the kernel alone measured N times, back to back; its figure is their median (the JSON "
+                        "line keeps each round: their spread is the figure's noise)")
     p.add_argument("--until", type=float, metavar="S", help="start no target once S seconds have passed")
     p.add_argument("--resume", action="store_true", help="skip the targets --json already holds")
     if sys.argv[1:2] == ["--lane-child"]:
@@ -383,9 +388,10 @@ def main() -> int:
                                       time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
                                       **opts)
             dt = device_targets()[name]
-            alone = kernel_alone(dt, impls[name], backend.device,
-                                 batches=-(-s.examples // dt.batch) if dt.batch else None,
-                                 workers=args.workers)
+            rounds = [kernel_alone(dt, impls[name], backend.device,
+                                   batches=-(-s.examples // dt.batch) if dt.batch else None,
+                                   workers=args.workers) for _ in range(args.alone_rounds)]
+            alone = None if rounds[0] is None else statistics.median(rounds)
         except Exception as exc:  # noqa: BLE001 - one target's failure is its row, the others still run
             rows.append(f"| {name} | failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''} |")
             print(rows[-1], file=sys.stderr, flush=True)
@@ -400,7 +406,7 @@ def main() -> int:
         if args.json:
             with args.json.open("a") as f:
                 f.write(json.dumps({"target": name, "lanes": args.lanes, "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
-                                    "alone": alone, "ratio": None if alone is None else rate / alone, "cold_rate": s.cold_rate, "jit": jit, "cross_checked": s.cross_checked,
+                                    "alone": alone, "alone_rounds": rounds, "ratio": None if alone is None else rate / alone, "cold_rate": s.cold_rate, "jit": jit, "cross_checked": s.cross_checked,
                                     "findings": len(s.findings), "oom_retries": s.oom_retries,
                                     "features_missed": sorted(_missed(name, s)),
                                     "stages": {k: prof.stages[k] / total for k in STAGES}}) + "\n")
