@@ -23,7 +23,9 @@ timed after a launch that compiles its cases, and a long campaign's are compiled
 Triton's cache; the second run may pass the first's last case and meet new specializations,
 which the third finds compiled), then a profiled run of the first of those cases (the device is waited for after
 every stage, so the stage shares add up; its own rate is lower), then the kernel alone: the
-launches of the cases the steady state checked (:func:`kernel_alone`), repeated, timed with
+launches of exactly the cases the steady state checked (:func:`kernel_alone`; a batched target's
+every batch its lanes checked, drawn again: a sample of them made the figure swing by up to 8x,
+a few batches of a large vocabulary holding most of the tokens), repeated, timed with
 CUDA events, in ``--alone-rounds`` rounds (3) whose median is the figure (a host-bound kernel
 alone moved by up to 2x between calls). A target checked by its record
 (:class:`~eaglefuzz.harness.targetkit.device.RecordDevice`) launches the steady state's own
@@ -88,10 +90,11 @@ def _timed(launches, device: str, repeat: int, warm: bool = True) -> float:  # n
 
 
 def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5, batches: int | None = None,  # noqa: ANN001
-                 workers: int | None = None) -> float:
+                 workers: int | None = None, checked: list[tuple[int, int]] | None = None) -> float:
     """Output tokens per second of the implementation's launches alone, on cases drawn as the
-    campaign draws them (a batched target's: the batches the steady-state run drew, seed 0, a
-    sample of up to 16 of its first ``batches``, every case launched; a target checked
+    campaign draws them (a batched target's: ``checked``, the batches the steady-state run
+    checked (``stats.batches``: index and cases asked, seed 0), every one, every case launched;
+    without it a sample of up to 16 of its first ``batches``; a target checked
     on the host: the first 256 cases of the steady-state run, seed 0, exactly those it checks
     first: a sample of 20, a quarter of them with up to 4096 requests, made the rate swing by 2x)."""
     import numpy as np
@@ -103,7 +106,7 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5, batche
     if dt.checked_on == "record":
         return _record_alone(dt, impl, device, cases, repeat, workers=workers)
     if dt.batch:
-        return _batches_alone(dt, impl, device, batches or 2, repeat)
+        return _batches_alone(dt, impl, device, batches or 2, repeat, checked)
     if dt.checked_on == "host":
         from eaglefuzz.harness.checking.device_mode.producers import host_case
 
@@ -127,10 +130,12 @@ def kernel_alone(dt, impl, device: str, cases: int = 20, repeat: int = 5, batche
     return tokens / _timed(launches, device, repeat)
 
 
-def _batches_alone(dt, impl, device: str, batches: int, repeat: int) -> float:  # noqa: ANN001
-    """:func:`kernel_alone` of a batched target: batches of the steady-state run (seed 0,
-    ``dt.batch`` cases each, drawn by the engine's :func:`batch_of`), up to 16 of its first
-    ``batches`` evenly spread, every case launched ``repeat`` times after a launch that warms
+def _batches_alone(dt, impl, device: str, batches: int, repeat: int,  # noqa: ANN001
+                   checked: list[tuple[int, int]] | None = None) -> float:
+    """:func:`kernel_alone` of a batched target: batches of the steady-state run (seed 0, drawn
+    by the engine's :func:`batch_of`): ``checked`` (index, cases asked), each once, or, without
+    it, up to 16 of its first ``batches`` of ``dt.batch`` cases evenly spread; every case
+    launched ``repeat`` times (once where more than 16 batches are timed) after a launch that warms
     it up, each batch's launches timed with CUDA events (a kernel that updates inputs in place,
     the batch's ``inout``: each case launched once, on its inputs as drawn, after a launch that
     warms it up on buffers of its own: a repeat would feed it its own output, indices past the
@@ -143,8 +148,12 @@ def _batches_alone(dt, impl, device: str, batches: int, repeat: int) -> float:  
     from eaglefuzz.harness.targetkit.device_batch import BatchArenas
 
     seconds, tokens = 0.0, 0
-    for i in sorted(set(np.linspace(0, max(batches, 1) - 1, min(batches, 16)).astype(int).tolist())):
-        batch = batch_of(dt, 0, i, dt.batch if device != "cpu" else CPU_BATCH, device, _small(device))
+    k = dt.batch if device != "cpu" else CPU_BATCH
+    todo = (list(checked) if checked else
+            [(i, k) for i in sorted(set(np.linspace(0, max(batches, 1) - 1, min(batches, 16)).astype(int).tolist()))])
+    repeat = repeat if len(todo) <= 16 else 1
+    for i, k in todo:
+        batch = batch_of(dt, 0, i, k, device, _small(device))
         writes = dt.oracle_batch(batch)
 
         def calls_of(arenas: BatchArenas, batch=batch) -> list:  # noqa: ANN001
@@ -253,11 +262,12 @@ def _lane(argv: list[str]) -> int:
     Path(out + ".again").write_text("")
     while not Path(go).exists():
         time.sleep(0.005)
-    s = device_fuzz_target(name, impls, device, seed=0, examples=max(again.examples, 1), min_batches=1, **opts)  # the cases seen
+    s = device_fuzz_target(name, impls, device, seed=0, examples=max(again.examples, 1), min_batches=1, keep_batches=True,
+                           **opts)  # the cases seen
     retries = cold.oom_retries + again.oom_retries + s.oom_retries
     Path(out).write_text(json.dumps({"tokens": s.tokens, "seconds": s.seconds, "examples": s.examples,
                                      "oom_retries": retries, "cross_checked": s.cross_checked, "findings": len(s.findings),
-                                     "features": sorted(getattr(s, "features", set()))}))
+                                     "features": sorted(getattr(s, "features", set())), "batches": s.batches}))
     return 0
 
 
@@ -287,7 +297,8 @@ def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int, back
                            examples=sum(r["examples"] for r in rs), cross_checked=sum(r["cross_checked"] for r in rs),
                            oom_retries=sum(r["oom_retries"] for r in rs),
                            findings=[None] * sum(r["findings"] for r in rs),
-                           features=set().union(*(r["features"] for r in rs)))
+                           features=set().union(*(r["features"] for r in rs)),
+                           batches=sorted(tuple(b) for r in rs for b in r["batches"]))
 
 
 def _missed(name: str, stats) -> set[str]:  # noqa: ANN001
@@ -381,7 +392,8 @@ def main() -> int:
                                  time_budget=args.seconds, shrink=False, **opts)
                 cold = steady()
                 again = steady()  # its first cases compiled: how many it checks does not hang on the first's compiling
-                s = steady(examples=max(again.examples, 1), time_budget=None, min_batches=1)  # the cases seen, compiled
+                s = steady(examples=max(again.examples, 1), time_budget=None, min_batches=1,
+                           keep_batches=True)  # the cases seen, compiled
                 s.cold_rate = cold.tokens / cold.seconds
                 s.oom_retries += cold.oom_retries + again.oom_retries
             prof = device_fuzz_target(name, impls, backend.device, seed=0, examples=max(s.examples // args.lanes, 1), min_batches=1,
@@ -390,7 +402,7 @@ def main() -> int:
             dt = device_targets()[name]
             rounds = [kernel_alone(dt, impls[name], backend.device,
                                    batches=-(-s.examples // dt.batch) if dt.batch else None,
-                                   workers=args.workers) for _ in range(args.alone_rounds)]
+                                   workers=args.workers, checked=s.batches) for _ in range(args.alone_rounds)]
             alone = None if rounds[0] is None else statistics.median(rounds)
         except Exception as exc:  # noqa: BLE001 - one target's failure is its row, the others still run
             rows.append(f"| {name} | failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''} |")
@@ -406,7 +418,7 @@ def main() -> int:
         if args.json:
             with args.json.open("a") as f:
                 f.write(json.dumps({"target": name, "lanes": args.lanes, "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
-                                    "alone": alone, "alone_rounds": rounds, "ratio": None if alone is None else rate / alone, "cold_rate": s.cold_rate, "jit": jit, "cross_checked": s.cross_checked,
+                                    "alone": alone, "alone_rounds": rounds, "alone_batches": len(s.batches), "ratio": None if alone is None else rate / alone, "cold_rate": s.cold_rate, "jit": jit, "cross_checked": s.cross_checked,
                                     "findings": len(s.findings), "oom_retries": s.oom_retries,
                                     "features_missed": sorted(_missed(name, s)),
                                     "stages": {k: prof.stages[k] / total for k in STAGES}}) + "\n")

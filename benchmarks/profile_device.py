@@ -7,7 +7,7 @@ Per target (vLLM 0.33.0's files by default; no production-scale case): a warm-up
 the first compiles the specializations its cases meet, the second finds them compiled), then,
 on exactly the second's cases (compiled, its batches whole), the figures' run (output tokens verified per second), a profiled run (the
 device waited for after every stage: each stage's share), the kernel alone
-(``device_throughput.kernel_alone``: the cases or batches the steady state drew), a batched
+(``device_throughput.kernel_alone``: the cases or batches the steady state checked), a batched
 target's kernel alone on two batches of another seed too (the definition before session 5),
 then the 18 functions of most own time and the 35 of most cumulative time of a cProfile of
 those cases once more (a profile of new cases would be Triton compiling). One JSON line per
@@ -108,11 +108,12 @@ def main() -> int:
             st = device_fuzz_target(name, impls, dev, seed=0, examples=None, time_budget=args.seconds, shrink=False,
                                     scale_cases=False)
         again = {"seed": 0, "examples": max(st.examples, 1), "min_batches": 1, "shrink": False, "scale_cases": False}
-        st = device_fuzz_target(name, impls, dev, **again)  # the same cases, compiled: the figures
+        st = device_fuzz_target(name, impls, dev, keep_batches=True, **again)  # the same cases, compiled: the figures
         rate = st.tokens / st.seconds
         pr = device_fuzz_target(name, impls, dev, profile=True, **again)
         total = sum(pr.stages.values()) or 1.0
-        alone = bench.kernel_alone(dt, impls[name], dev, batches=-(-st.examples // dt.batch) if dt.batch else None)
+        alone = bench.kernel_alone(dt, impls[name], dev, batches=-(-st.examples // dt.batch) if dt.batch else None,
+                                   checked=st.batches)
         row = {"target": name, "examples": st.examples, "seconds": st.seconds, "tokens": st.tokens, "rate": rate,
                "alone": alone, "ratio": None if alone is None else rate / alone, "jit": jit,
                "cross_checked": st.cross_checked, "findings": len(st.findings),

@@ -1253,6 +1253,36 @@ def test_a_run_of_examples_with_one_batch_at_least_checks_the_batches_of_a_run_w
         assert asked == want and stats.examples == 2 * k
 
 
+def test_a_run_that_keeps_its_batches_lists_exactly_the_cases_it_checked(monkeypatch, backend, needs):
+    """``keep_batches``: ``stats.batches`` is every batch the run checked, in order (index and
+    cases asked, a lane's share included), and drawing them again gives its cases: as many, as
+    many output tokens (the benchmark's kernel alone launches exactly these); without it, none."""
+    from eaglefuzz.harness.checking.device_mode import engine
+
+    name = "_flatten_sampled_kernel"
+    dt = device_targets()[name]
+    asked: list[tuple[int, int]] = []
+    real = engine.batch_of
+
+    def spy(dt, seed, i, k, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        asked.append((i, k))
+        return real(dt, seed, i, k, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "batch_of", spy)
+    impls = implementations_for(parse_source(_source(name, needs)), [name])
+    small = engine.CPU_MAX_REQUESTS if backend.device == "cpu" else None
+    for offset, step in ((0, 1), (1, 2)):
+        asked.clear()
+        stats = device_fuzz_target(name, impls, backend.device, examples=7, seed=0, shrink=False, cross_check_share=0.0,
+                                   chunk_offset=offset, chunk_step=step, keep_batches=True)
+        assert stats.batches == asked and len(asked) >= 2 and all(i % step == offset for i, _ in asked)
+        again = [real(dt, 0, i, k, backend.device, small) for i, k in stats.batches]
+        assert sum(len(b) for b in again) == stats.examples == 7
+        assert sum(b.tokens(j) for b in again for j in range(len(b))) == stats.tokens
+    assert device_fuzz_target(name, impls, backend.device, examples=3, seed=0, shrink=False,
+                              cross_check_share=0.0).batches == []
+
+
 def test_a_launchers_tables_of_pointers_and_strides_queue_behind_a_busy_device(needs):
     """The launchers of gather_block_tables and compute_slot_mappings build their tables of
     pointers and strides on the GPU without waiting for the work queued before them (vLLM builds

@@ -77,6 +77,10 @@ class Stats:
     """Device mode: cases also checked against the NumPy and Numba oracles."""
     warmup: float = 0.0
     """Device mode: seconds of the first examples, where Triton compiles the kernel."""
+    batches: list[tuple[int, int]] = field(default_factory=list)
+    """Device mode, where the run was asked to keep them (a benchmark's): the batches checked, in
+    order, each its index in the run and the cases asked of it (:func:`~.device_mode.engine.batch_of`
+    draws it again: the kernel alone launches exactly the cases the run checked)."""
     oom_retries: int = 0
     """Device mode: batches drawn and checked again after the GPU ran out of memory (lanes
     sharing one GPU: :func:`~.device_mode.memory.fitting`)."""

@@ -167,6 +167,7 @@ def device_fuzz_target(
     scale_cases: bool = True,
     min_batches: int = MIN_BATCHES,
     shared_gpu: bool = False,
+    keep_batches: bool = False,
 ) -> object:
     """Fuzz ``name`` on the device (production tier only); the same signature and
     :class:`~..fuzz.Stats` as :func:`~..fuzz.fuzz_target`, with ``stats.stages`` (seconds per
@@ -185,7 +186,8 @@ def device_fuzz_target(
     cases makes at least (1: the batches of a run without ``examples``, whole, the same cases:
     a batch's cases depend on its size). ``shared_gpu``: other processes fuzz the same GPU
     (``--lanes``): a batch that does not fit waits longer for their memory
-    (:func:`~.memory.fitting`).
+    (:func:`~.memory.fitting`). ``keep_batches``: ``stats.batches`` lists the batches checked
+    (a benchmark's: the kernel alone on exactly those cases).
 
     The objects that exist when the run starts (modules, compiled kernels, caches: most of the
     heap) are frozen for the run (``gc.freeze``, after a collection: garbage frozen with them, a
@@ -326,6 +328,8 @@ def device_fuzz_target(
                     bigs_epoch = epoch_of(i, dt.table_epoch)[0]
                 finding = _batch(dt, impl, origin, device, seed, i, k, max_requests, bigs, stats, clock, confirm,
                                  start, time_budget, cross_check_share, cross, shared_gpu)
+                if keep_batches:
+                    stats.batches.append((i, k))
                 if stats.warmup == 0.0 and (stats.examples >= WARMUP or (examples is not None and stats.examples >= examples)):
                     stats.warmup = time.monotonic() - start
                 i += chunk_step
