@@ -1229,13 +1229,11 @@ def test_one_epochs_tables_at_a_time_on_the_device(monkeypatch, backend, needs):
     assert alive_at_draw == [0] * len(alive_at_draw), alive_at_draw
 
 
-def test_a_run_of_examples_with_one_batch_at_least_checks_the_batches_of_a_run_without(monkeypatch, backend, needs):
-    """``min_batches=1``: a run of ``examples`` cases draws the batches a run without a count
-    draws (whole, the same sizes, so the same cases: a batch's cases depend on its size), where
-    by default a short run splits them into :data:`~eaglefuzz.harness.checking.device_mode.engine.MIN_BATCHES`."""
+def _batches_asked(monkeypatch) -> list[tuple[int, int]]:  # noqa: ANN001
+    """The batches the device engine draws from now on (index, cases asked), in order (its
+    ``batch_of`` spied on; the real one is the spy's ``real``)."""
     from eaglefuzz.harness.checking.device_mode import engine
 
-    name = "_flatten_sampled_kernel"
     asked: list[tuple[int, int]] = []
     real = engine.batch_of
 
@@ -1243,7 +1241,19 @@ def test_a_run_of_examples_with_one_batch_at_least_checks_the_batches_of_a_run_w
         asked.append((i, k))
         return real(dt, seed, i, k, *args, **kwargs)
 
+    spy.real = real
     monkeypatch.setattr(engine, "batch_of", spy)
+    return asked
+
+
+def test_a_run_of_examples_with_one_batch_at_least_checks_the_batches_of_a_run_without(monkeypatch, backend, needs):
+    """``min_batches=1``: a run of ``examples`` cases draws the batches a run without a count
+    draws (whole, the same sizes, so the same cases: a batch's cases depend on its size), where
+    by default a short run splits them into :data:`~eaglefuzz.harness.checking.device_mode.engine.MIN_BATCHES`."""
+    from eaglefuzz.harness.checking.device_mode import engine
+
+    name = "_flatten_sampled_kernel"
+    asked = _batches_asked(monkeypatch)
     impls = implementations_for(parse_source(_source(name, needs)), [name])
     k = engine.CPU_BATCH if backend.device == "cpu" else device_targets()[name].batch
     for min_batches, want in ((1, [(0, k), (1, k)]), (engine.MIN_BATCHES, [(i, 1) for i in range(2 * k)])):
@@ -1261,14 +1271,7 @@ def test_a_run_that_keeps_its_batches_lists_exactly_the_cases_it_checked(monkeyp
 
     name = "_flatten_sampled_kernel"
     dt = device_targets()[name]
-    asked: list[tuple[int, int]] = []
-    real = engine.batch_of
-
-    def spy(dt, seed, i, k, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        asked.append((i, k))
-        return real(dt, seed, i, k, *args, **kwargs)
-
-    monkeypatch.setattr(engine, "batch_of", spy)
+    asked = _batches_asked(monkeypatch)
     impls = implementations_for(parse_source(_source(name, needs)), [name])
     small = engine.CPU_MAX_REQUESTS if backend.device == "cpu" else None
     for offset, step in ((0, 1), (1, 2)):
@@ -1276,7 +1279,7 @@ def test_a_run_that_keeps_its_batches_lists_exactly_the_cases_it_checked(monkeyp
         stats = device_fuzz_target(name, impls, backend.device, examples=7, seed=0, shrink=False, cross_check_share=0.0,
                                    chunk_offset=offset, chunk_step=step, keep_batches=True)
         assert stats.batches == asked and len(asked) >= 2 and all(i % step == offset for i, _ in asked)
-        again = [real(dt, 0, i, k, backend.device, small) for i, k in stats.batches]
+        again = [engine.batch_of.real(dt, 0, i, k, backend.device, small) for i, k in stats.batches]
         assert sum(len(b) for b in again) == stats.examples == 7
         assert sum(b.tokens(j) for b in again for j in range(len(b))) == stats.tokens
     assert device_fuzz_target(name, impls, backend.device, examples=3, seed=0, shrink=False,
