@@ -318,6 +318,17 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         fast=True,
     ),
     HarnessMutant(
+        "settle_keeps_a_re_keyed_requests_draws",
+        "wiring",
+        (("harness/targetkit/verify_chain.py",
+          "        among = torch.isin(q.state, keyed)  # every request that reads a re-keyed seed\n",
+          "        among = torch.isin(q.state, keyed[1:])  # every request that reads a re-keyed seed\n"),),
+        ("tests/test_device.py::test_a_settled_chain_computes_again_only_the_re_keyed_requests",),
+        "settling a verification batch leaves the first re-keyed request's §34 draws as they were before its new "
+        "seed: _resample_kernel's expected winners and _insert_resampled_kernel's inputs are of another seed "
+        "than the batch's",
+    ),
+    HarnessMutant(
         "batch_check_bands_cut_short",
         "guard",
         (("harness/targetkit/device_batch.py", "        band = np.concatenate([[lo], dst[:-1] + n[:-1]])\n",

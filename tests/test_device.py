@@ -9,6 +9,7 @@ tests run compiled, at production scale.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -553,6 +554,51 @@ def test_a_rejection_batch_is_settled_by_its_own_windows(monkeypatch):
     assert int(b.cat["seed"][row]) != seed, "the request in a window kept its seed"
     assert not bool(b.extra["rejection"]["window"].any())
     assert torch.equal(b.extra["rejection"]["num_sampled"], real(b)["num_sampled"])
+
+
+@pytest.mark.parametrize("name", ["_resample_kernel", "_insert_resampled_kernel"])
+def test_a_settled_chain_computes_again_only_the_re_keyed_requests(name, monkeypatch):
+    """Settling a batch by §33's and §34's windows computes §34 again, after the first attempt,
+    only for the requests it re-keyed (each request's draws its own): with windows forced on
+    the requests whose seeds are multiples of 3 (any attempt: some settle late, some never and
+    get placeholders), the batch (its every array and the §34 results it hands on) equals, bit
+    for bit, the batch of the reference that computes every request again at each attempt, and
+    fewer rows are computed."""
+    import torch
+
+    from eaglefuzz.harness.targetkit import verify_chain
+    from eaglefuzz.oracles import tensor_ops_v2
+
+    real_rejection, real_rows, rows = verify_chain.rejection_of, tensor_ops_v2.resample_rows, []
+
+    def windowed(b, method=None, q=None):  # noqa: ANN001, ANN202
+        res = real_rejection(b, method, q)
+        state = (verify_chain.batch_requests(b) if q is None else q).state
+        return res | {"window": res["window"] | (b.cat["seed"][state] % 3 == 0)}
+
+    def counted(target, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        rows.append(target.shape[0])
+        return real_rows(target, *args, **kwargs)
+
+    monkeypatch.setattr(verify_chain, "rejection_of", windowed)
+    monkeypatch.setattr(tensor_ops_v2, "resample_rows", counted)
+    real_settle = verify_chain.settle_chain
+    got = device_targets()[name].draw_batch((7, 8), "cpu", 6)
+    fewer = sum(rows)
+    rows.clear()
+    monkeypatch.setattr(verify_chain, "settle_chain", lambda b, st: real_settle(b, st, every_request_again=True))
+    monkeypatch.setattr(sys.modules[type(device_targets()[name]).__module__], "settle_chain",
+                        lambda b, st: real_settle(b, st, every_request_again=True))
+    ref = device_targets()[name].draw_batch((7, 8), "cpu", 6)
+    assert fewer < sum(rows), "no request was re-keyed: the test forces none"
+
+    def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+        return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.contiguous().view(torch.uint8),
+                                                                         b.contiguous().view(torch.uint8))
+
+    assert got.cat.keys() == ref.cat.keys() and all(same(got.cat[n], ref.cat[n]) for n in ref.cat)
+    draws, ref_draws = got.extra.get("draws", {}), ref.extra.get("draws", {})
+    assert draws.keys() == ref_draws.keys() and all(same(draws[n], ref_draws[n]) for n in ref_draws)
 
 
 def test_table_epochs_are_short_early_in_a_run():

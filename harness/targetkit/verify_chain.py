@@ -349,17 +349,28 @@ def settle(b: DeviceBatch, st: Steps, windows: Callable[[DeviceBatch], torch.Ten
     (``-1``: nothing of them verified), §31 and §32 run again: as
     :func:`~.runner_v2_verify.settle_step` settles a step."""
     if windows is None:
-        _settle(b, st, lambda x, q: (rejection_of(x, q=q)["window"], None))
+        _settle(b, st, lambda x, q, among: (rejection_of(x, q=q)["window"], None))
     else:
-        _settle(b, st, lambda x, q: (windows(x), None))
+        _settle(b, st, lambda x, q, among: (windows(x), None))
 
 
-def settle_chain(b: DeviceBatch, st: Steps) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+def settle_chain(b: DeviceBatch, st: Steps, every_request_again: bool = False,
+                 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """:func:`settle` of ``_rejection_kernel`` batch ``b`` by :func:`chain_windows` (§33's test
     or §34's winner within its window), returning §33 and §34 of the batch as settled
     (:func:`chain_results`): the last attempt's, which saw the arrays as they are left, unless
-    drafts became placeholders (then computed again)."""
-    got = _settle(b, st, lambda x, q: _windows_of(chain_results(x, st.use_fp64, q)))
+    drafts became placeholders (then computed again). An attempt after the first computes §34
+    of the re-keyed requests only (each request's draws are its own; a batch of a large
+    vocabulary re-keyed eight times otherwise computes every request's noise nine times);
+    ``every_request_again``: every request's, each attempt (the same results, slower)."""
+    last: list = [None]
+
+    def decide(x: DeviceBatch, q: BatchRequests, among: torch.Tensor | None) -> tuple[torch.Tensor, Any]:
+        last[0] = chain_results(x, st.use_fp64, q, None if every_request_again else among,
+                                None if last[0] is None else last[0][1])
+        return _windows_of(last[0])
+
+    got = _settle(b, st, decide)
     return got if got is not None else chain_results(b, st.use_fp64)
 
 
@@ -367,7 +378,7 @@ def settle_rejection(b: DeviceBatch, st: Steps) -> dict[str, torch.Tensor]:
     """:func:`settle` of ``_rejection_kernel`` batch ``b`` by §33's windows alone (§33's
     production domain; :func:`settle_chain` also settles §34's, for the kernels after it),
     returning §33 of the batch as settled."""
-    got = _settle(b, st, lambda x, q: ((r := rejection_of(x, q=q))["window"], r))
+    got = _settle(b, st, lambda x, q, among: ((r := rejection_of(x, q=q))["window"], r))
     return got if got is not None else rejection_of(b)
 
 
@@ -375,18 +386,23 @@ def _windows_of(res: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]) ->
     return res[0]["window"] | res[1]["window"], res
 
 
-def _settle(b: DeviceBatch, st: Steps, decide: Callable[[DeviceBatch, BatchRequests], tuple[torch.Tensor, Any]]) -> Any:
-    """:func:`settle` by ``decide`` (per request whether it lands within a window, and what
-    else it computed); returns the last call's other result where it saw the arrays as they
-    are left (no window), else ``None`` (drafts made placeholders)."""
+def _settle(b: DeviceBatch, st: Steps,
+            decide: Callable[[DeviceBatch, BatchRequests, torch.Tensor | None], tuple[torch.Tensor, Any]]) -> Any:
+    """:func:`settle` by ``decide(b, q, among)`` (per request whether it lands within a window,
+    and what else it computed; ``among``: the requests whose seeds the last attempt re-keyed,
+    ``None`` the first time: every request); returns the last call's other result where it saw
+    the arrays as they are left (no window), else ``None`` (drafts made placeholders)."""
     q = batch_requests(b)  # the requests' rows and state rows: re-keying changes neither
+    among = None
     for attempt in range(1, ATTEMPTS + 2):
-        w, got = decide(b, q)
+        w, got = decide(b, q, among)
         if not bool(w.any()):
             return got
         if attempt > ATTEMPTS:
             break
-        re_key(b.cat["seed"], q.state[w], attempt)
+        keyed = q.state[w]
+        re_key(b.cat["seed"], keyed, attempt)
+        among = torch.isin(q.state, keyed)  # every request that reads a re-keyed seed
     cu = q.cu
     r = torch.nonzero(w).flatten()
     nl = cu[r + 1] - cu[r]
@@ -418,7 +434,8 @@ def resample_requests(target: torch.Tensor, draft: torch.Tensor | None, draft_fi
                       K: torch.Tensor, cu: torch.Tensor, state: torch.Tensor, rejected: torch.Tensor,
                       t_lse: torch.Tensor, d_lse: torch.Tensor, clp: torch.Tensor | None, ds: torch.Tensor,
                       temperature: torch.Tensor, seed: torch.Tensor, pos: torch.Tensor, V: int,
-                      use_fp64: bool) -> dict[str, torch.Tensor]:  # noqa: N803
+                      use_fp64: bool, among: torch.Tensor | None = None,
+                      prev: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:  # noqa: N803
     """§34 of every request at once (rows concatenated over the cases: ``cu`` ``[B + 1]`` int64,
     per request its global ``state``, its first cache row ``draft_first`` in ``draft`` viewed
     ``[-1, Vd]`` and its case's ``K``; ``rejected`` §33's count; ``clp`` block verification's
@@ -427,7 +444,9 @@ def resample_requests(target: torch.Tensor, draft: torch.Tensor | None, draft_fi
     Per request ``draws`` (a random request, or a greedy one's bonus) and per block
     (``[B, NB]``): ``argmax`` (the nominal winner), ``max`` (its value, float64) and ``bound``
     (its bound plus a step of the output's dtype where not 0: the value is compared rounded);
-    ``window``: a block whose winner lies within its window (the extended tier's)."""
+    ``window``: a block whose winner lies within its window (the extended tier's). With
+    ``among`` (per request) and ``prev`` (an earlier call's results), the requests not among
+    them keep ``prev``'s (their inputs unchanged since) and only those among them are computed."""
     dev = target.device
     B = state.numel()
     nb = -(-V // SAMPLE_BLOCK)
@@ -441,7 +460,12 @@ def resample_requests(target: torch.Tensor, draft: torch.Tensor | None, draft_fi
            "max": torch.zeros((B, nb), dtype=torch.float64, device=dev),
            "bound": torch.zeros((B, nb), dtype=torch.float64, device=dev),
            "window": torch.zeros(B, dtype=torch.bool, device=dev)}
-    r_all = torch.nonzero(draws).flatten()
+    if among is not None and prev is not None:
+        for key in ("argmax", "max", "bound", "window"):
+            out[key][~among] = prev[key][~among]
+        r_all = torch.nonzero(draws & among).flatten()
+    else:
+        r_all = torch.nonzero(draws).flatten()
     N = ds.numel()
     step = max(1, ROWS_AT_ONCE // (nb * SAMPLE_BLOCK))
     ulp = tensor_ops_v2._ulp64 if use_fp64 else tensor_ops_v2._ulp32
@@ -467,10 +491,11 @@ def resample_requests(target: torch.Tensor, draft: torch.Tensor | None, draft_fi
 
 
 def resample_of(b: DeviceBatch, rejected: torch.Tensor, t_lse: torch.Tensor, d_lse: torch.Tensor,
-                use_fp64: bool, q: BatchRequests | None = None) -> dict[str, torch.Tensor]:
+                use_fp64: bool, q: BatchRequests | None = None, among: torch.Tensor | None = None,
+                prev: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     """:func:`resample_requests` of a batch that holds a step's arrays (``_rejection_kernel``'s
     or ``_resample_kernel``'s), given §33's ``rejected`` counts and log-sum-exps (``q``: ``b``'s
-    :func:`batch_requests` where they are at hand)."""
+    :func:`batch_requests` where they are at hand; ``among``, ``prev``: as there)."""
     q = batch_requests(b) if q is None else q
     a = b.cat
     Vt = b.shapes["target_logits"][0][1]
@@ -483,17 +508,19 @@ def resample_of(b: DeviceBatch, rejected: torch.Tensor, t_lse: torch.Tensor, d_l
         dl = dl.view(-1, Vd)
     clp = a.get("cumulative_log_p") if b.scalars[0].get("use_block_verification") else None
     return resample_requests(a["target_logits"].view(-1, Vt), dl, q.draft_first, K, q.cu, q.state, rejected, t_lse,
-                             d_lse, clp, a["draft_sampled"], a["temperature"], a["seed"], a["pos"], q.V, use_fp64)
+                             d_lse, clp, a["draft_sampled"], a["temperature"], a["seed"], a["pos"], q.V, use_fp64,
+                             among, prev)
 
 
-def chain_results(b: DeviceBatch, use_fp64: bool, q: BatchRequests | None = None,
-                  ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """§33 of ``_rejection_kernel`` batch ``b`` (:func:`rejection_of`) and §34 of its counts
-    (:func:`resample_of`)."""
+def chain_results(b: DeviceBatch, use_fp64: bool, q: BatchRequests | None = None, among: torch.Tensor | None = None,
+                  prev: dict[str, torch.Tensor] | None = None) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """§33 of ``_rejection_kernel`` batch ``b`` (:func:`rejection_of`, every request) and §34 of
+    its counts (:func:`resample_of`; ``among``, ``prev``: of those requests only, the others'
+    ``prev``'s)."""
     q = batch_requests(b) if q is None else q
     res = rejection_of(b, q=q)
     r34 = resample_of(b, res["num_sampled"], res["target_rejected_logsumexp"], res["draft_rejected_logsumexp"], use_fp64,
-                      q)
+                      q, among, prev)
     return res, r34
 
 
