@@ -2,12 +2,19 @@
 per stage, against the kernel alone. Needs a CUDA device.
 
     python benchmarks/device_throughput.py [--seconds S] [--kernel NAME ...] [--source SPEC] [--output FILE] [--quick]
-                                           [--lanes N] [--backend cuda|interpreter] [--json FILE [--resume]] [--until S]
+                                           [--lanes N] [--lanes-for NAME=N ...] [--backend cuda|interpreter]
+                                           [--json FILE [--resume]] [--until S] [--alone-rounds N]
 
 A sweep of every target takes longer than one call to the device tool may: ``--until S`` starts
 no target once ``S`` seconds have passed (the rest are listed as not run), and ``--resume``
 skips the targets ``--json`` already holds, so that the next call goes on where this one
-stopped (carry the JSON file along).
+stopped (carry the JSON file along). ``--lanes-for NAME=N`` gives a target its own lanes (four
+lanes of the large-table targets do not fit an 80 GB card), and each target gives its cached GPU
+memory back before the next starts. The sweep of every target on an H100:
+
+    python benchmarks/device_throughput.py --quick --seconds 3 --lanes 4 --source vllm-release:0.33.0 \
+        --lanes-for sample_recovered_tokens_kernel=2 --lanes-for rejection_random_sample_kernel=3 \
+        --json sweep.jsonl --resume --until 500
 
 Per target: a warm-up run (``--warmup`` examples, where Triton compiles the specializations
 the campaign meets: its time is the JIT column; Triton's on-disk cache keeps them for later runs), then a steady-state run of ``S``
@@ -301,6 +308,18 @@ def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int, back
                            batches=sorted(tuple(b) for r in rs for b in r["batches"]))
 
 
+def _release(device: str) -> None:
+    """This process's cached GPU memory given back (what a target's runs and kernel alone left
+    unreferenced), so that the next target's lanes, other processes, can use it."""
+    import gc
+
+    gc.collect()
+    if device != "cpu":
+        import torch
+
+        torch.cuda.empty_cache()
+
+
 def _missed(name: str, stats) -> set[str]:  # noqa: ANN001
     """The coverage features of ``name`` the run did not reach (as the campaign reports them)."""
     from eaglefuzz.harness.targets import TARGETS
@@ -329,6 +348,10 @@ def main() -> int:
                    help="interpreter: a smoke run on the CPU (its figures mean nothing; every path runs)")
     p.add_argument("--lanes", type=int, default=1, help="the steady state in N processes on the GPU at once, "
                    "as eaglefuzz fuzz --lanes N runs it (disjoint shares of the same cases)")
+    p.add_argument("--lanes-for", action="append", default=[], metavar="NAME=N",
+                   help="this target's lanes instead of --lanes (repeatable): a sweep of every target on one GPU "
+                        "where four lanes of a large-table target do not fit (on 80 GB: "
+                        "sample_recovered_tokens_kernel=2, rejection_random_sample_kernel=3)")
     p.add_argument("--alone-rounds", type=int, default=3, metavar="N",
                    help="the kernel alone measured N times, back to back; its figure is their median (the JSON "
                         "line keeps each round: their spread is the figure's noise)")
@@ -365,6 +388,14 @@ def main() -> int:
     unknown = sorted(set(names) - set(device_targets()))
     if unknown:
         p.error(f"--kernel: no device target named {', '.join(unknown)}")
+    lanes_of = dict.fromkeys(names, args.lanes)
+    for item in args.lanes_for:
+        name, _, count = item.partition("=")
+        if name not in device_targets():
+            p.error(f"--lanes-for {item}: no device target named {name}")
+        if not count.isdigit() or int(count) < 1:
+            p.error(f"--lanes-for {item}: N must be a whole number of lanes, 1 or more")
+        lanes_of[name] = int(count)
     if args.resume and args.json.exists():
         done = {json.loads(line)["target"] for line in args.json.read_text().splitlines() if line.strip()}
         names = [n for n in names if n not in done]
@@ -385,8 +416,8 @@ def main() -> int:
         try:
             device_fuzz_target(name, impls, backend.device, seed=1, examples=args.warmup, shrink=False, **opts)
             jit = time.monotonic() - t0
-            if args.lanes > 1:
-                s = in_lanes(name, spec[name], args.seconds, args.lanes, args.warmup, args.backend)
+            if lanes_of[name] > 1:
+                s = in_lanes(name, spec[name], args.seconds, lanes_of[name], args.warmup, args.backend)
             else:
                 steady = partial(device_fuzz_target, name, impls, backend.device, seed=0, examples=None,
                                  time_budget=args.seconds, shrink=False, **opts)
@@ -396,7 +427,7 @@ def main() -> int:
                            keep_batches=True)  # the cases seen, compiled
                 s.cold_rate = cold.tokens / cold.seconds
                 s.oom_retries += cold.oom_retries + again.oom_retries
-            prof = device_fuzz_target(name, impls, backend.device, seed=0, examples=max(s.examples // args.lanes, 1), min_batches=1,
+            prof = device_fuzz_target(name, impls, backend.device, seed=0, examples=max(s.examples // lanes_of[name], 1), min_batches=1,
                                       time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
                                       **opts)
             dt = device_targets()[name]
@@ -407,6 +438,8 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - one target's failure is its row, the others still run
             rows.append(f"| {name} | failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''} |")
             print(rows[-1], file=sys.stderr, flush=True)
+            del exc
+            _release(backend.device)
             continue
         rate = s.tokens / s.seconds
         alone_cell, ratio = ("n/a (a torch function)", "n/a") if alone is None else (f"{alone / 1e6:,.0f} M", f"{rate / alone:.3f}")
@@ -417,11 +450,13 @@ def main() -> int:
         print(rows[-1], file=sys.stderr, flush=True)
         if args.json:
             with args.json.open("a") as f:
-                f.write(json.dumps({"target": name, "lanes": args.lanes, "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
+                f.write(json.dumps({"target": name, "lanes": lanes_of[name], "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
                                     "alone": alone, "alone_rounds": rounds, "alone_batches": len(s.batches), "ratio": None if alone is None else rate / alone, "cold_rate": s.cold_rate, "jit": jit, "cross_checked": s.cross_checked,
                                     "findings": len(s.findings), "oom_retries": s.oom_retries,
                                     "features_missed": sorted(_missed(name, s)),
                                     "stages": {k: prof.stages[k] / total for k in STAGES}}) + "\n")
+        del s, prof
+        _release(backend.device)  # the next target's lanes find the GPU's memory free
     text = "\n".join(rows) + "\n\nShare of the time per stage (profiled run, the device waited for after every stage):\n\n" + "\n".join(stage_rows)
     print(text)
     if args.output:
