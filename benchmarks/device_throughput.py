@@ -31,8 +31,8 @@ Triton's cache; the second run may pass the first's last case and meet new speci
 which the third finds compiled), then a profiled run of the first of those cases (the device is waited for after
 every stage, so the stage shares add up; its own rate is lower), then the kernel alone: the
 launches of exactly the cases the steady state checked (:func:`kernel_alone`; a batched target's
-every batch its lanes checked, drawn again: a sample of them made the figure swing by up to 8x,
-a few batches of a large vocabulary holding most of the tokens), repeated, timed with
+every batch its lanes checked, drawn again: a sample of 16 of them made the figure of a target
+whose batches differ widely 8x that of all of them), repeated, timed with
 CUDA events, in ``--alone-rounds`` rounds (3) whose median is the figure (a host-bound kernel
 alone moved by up to 2x between calls). A target checked by its record
 (:class:`~eaglefuzz.harness.targetkit.device.RecordDevice`) launches the steady state's own
