@@ -10,7 +10,10 @@ no target once ``S`` seconds have passed (the rest are listed as not run), and `
 skips the targets ``--json`` already holds, so that the next call goes on where this one
 stopped (carry the JSON file along). ``--lanes-for NAME=N`` gives a target its own lanes (four
 lanes of the large-table targets do not fit an 80 GB card), and each target gives its cached GPU
-memory back before the next starts. The sweep of every target on an H100:
+memory back before the next starts. The JSON line of a target also counts the CUDA caching
+allocator's cudaMalloc and cudaFree calls and retried allocations in its steady state, every
+lane's (``allocator``: a batch that frees the cache waits for the device). The sweep of every
+target on an H100:
 
     python benchmarks/device_throughput.py --quick --seconds 3 --lanes 4 --source vllm-release:0.33.0 \
         --lanes-for sample_recovered_tokens_kernel=2 --lanes-for rejection_random_sample_kernel=3 \
@@ -242,6 +245,28 @@ def _record_alone(dt, impl, device: str, cases: int, repeat: int, seconds: float
         return tokens / _timed(launches, device, repeat, warm=False)
 
 
+ALLOCATOR = ("num_device_alloc", "num_device_free", "num_alloc_retries")
+"""The CUDA caching allocator's counters a steady state's figures carry (``torch.cuda.memory_stats``):
+its cudaMalloc and cudaFree calls (a cudaFree waits for the device) and the allocations it retried
+after freeing its cache."""
+
+
+def _allocator(device: str) -> dict[str, int]:
+    """:data:`ALLOCATOR` now (zeros on the CPU)."""
+    if device == "cpu":
+        return dict.fromkeys(ALLOCATOR, 0)
+    import torch
+
+    stats = torch.cuda.memory_stats()
+    return {k: int(stats.get(k, 0)) for k in ALLOCATOR}
+
+
+def _since(before: dict[str, int], device: str) -> dict[str, int]:
+    """:data:`ALLOCATOR`'s counts since ``before``."""
+    now = _allocator(device)
+    return {k: now[k] - before[k] for k in ALLOCATOR}
+
+
 def _lane(argv: list[str]) -> int:
     """One lane of :func:`in_lanes` (this script run with ``--lane-child``): its warm-up, then,
     once the ``go`` file exists, its steady state; the figures as JSON into ``out``."""
@@ -269,12 +294,15 @@ def _lane(argv: list[str]) -> int:
     Path(out + ".again").write_text("")
     while not Path(go).exists():
         time.sleep(0.005)
+    before = _allocator(device)
     s = device_fuzz_target(name, impls, device, seed=0, examples=max(again.examples, 1), min_batches=1, keep_batches=True,
                            **opts)  # the cases seen
+    allocator = _since(before, device)
     retries = cold.oom_retries + again.oom_retries + s.oom_retries
     Path(out).write_text(json.dumps({"tokens": s.tokens, "seconds": s.seconds, "examples": s.examples,
                                      "oom_retries": retries, "cross_checked": s.cross_checked, "findings": len(s.findings),
-                                     "features": sorted(getattr(s, "features", set())), "batches": s.batches}))
+                                     "features": sorted(getattr(s, "features", set())), "batches": s.batches,
+                                     "allocator": allocator}))
     return 0
 
 
@@ -305,7 +333,8 @@ def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int, back
                            oom_retries=sum(r["oom_retries"] for r in rs),
                            findings=[None] * sum(r["findings"] for r in rs),
                            features=set().union(*(r["features"] for r in rs)),
-                           batches=sorted(tuple(b) for r in rs for b in r["batches"]))
+                           batches=sorted(tuple(b) for r in rs for b in r["batches"]),
+                           allocator={k: sum(r["allocator"][k] for r in rs) for k in ALLOCATOR})
 
 
 def _release(device: str) -> None:
@@ -423,8 +452,10 @@ def main() -> int:
                                  time_budget=args.seconds, shrink=False, **opts)
                 cold = steady()
                 again = steady()  # its first cases compiled: how many it checks does not hang on the first's compiling
+                before = _allocator(backend.device)
                 s = steady(examples=max(again.examples, 1), time_budget=None, min_batches=1,
                            keep_batches=True)  # the cases seen, compiled
+                s.allocator = _since(before, backend.device)
                 s.cold_rate = cold.tokens / cold.seconds
                 s.oom_retries += cold.oom_retries + again.oom_retries
             prof = device_fuzz_target(name, impls, backend.device, seed=0, examples=max(s.examples // lanes_of[name], 1), min_batches=1,
@@ -451,7 +482,7 @@ def main() -> int:
         if args.json:
             with args.json.open("a") as f:
                 f.write(json.dumps({"target": name, "lanes": lanes_of[name], "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
-                                    "alone": alone, "alone_rounds": rounds, "alone_batches": len(s.batches), "ratio": None if alone is None else rate / alone, "cold_rate": s.cold_rate, "jit": jit, "cross_checked": s.cross_checked,
+                                    "alone": alone, "alone_rounds": rounds, "alone_batches": len(s.batches), "allocator": s.allocator, "ratio": None if alone is None else rate / alone, "cold_rate": s.cold_rate, "jit": jit, "cross_checked": s.cross_checked,
                                     "findings": len(s.findings), "oom_retries": s.oom_retries,
                                     "features_missed": sorted(_missed(name, s)),
                                     "stages": {k: prof.stages[k] / total for k in STAGES}}) + "\n")
