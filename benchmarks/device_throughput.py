@@ -18,6 +18,7 @@ target on an H100:
     python benchmarks/device_throughput.py --quick --seconds 3 --lanes 4 --source vllm-release:0.33.0 \
         --lanes-for sample_recovered_tokens_kernel=2 --lanes-for rejection_random_sample_kernel=3 \
         --json sweep.jsonl --resume --until 500
+    python benchmarks/sweep_table.py sweep.jsonl    # the table for RESULTS.md
 
 Per target: a warm-up run (``--warmup`` examples, where Triton compiles the specializations
 the campaign meets: its time is the JIT column; Triton's on-disk cache keeps them for later runs), then a steady-state run of ``S``
