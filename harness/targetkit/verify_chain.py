@@ -363,12 +363,12 @@ def settle_chain(b: DeviceBatch, st: Steps, every_request_again: bool = False,
     of the re-keyed requests only (each request's draws are its own; a batch of a large
     vocabulary re-keyed eight times otherwise computes every request's noise nine times);
     ``every_request_again``: every request's, each attempt (the same results, slower)."""
-    last: list = [None]
+    last: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]] | None = None  # the previous attempt's
 
     def decide(x: DeviceBatch, q: BatchRequests, among: torch.Tensor | None) -> tuple[torch.Tensor, Any]:
-        last[0] = chain_results(x, st.use_fp64, q, None if every_request_again else among,
-                                None if last[0] is None else last[0][1])
-        return _windows_of(last[0])
+        nonlocal last
+        last = chain_results(x, st.use_fp64, q, None if every_request_again else among, None if last is None else last[1])
+        return _windows_of(last)
 
     got = _settle(b, st, decide)
     return got if got is not None else chain_results(b, st.use_fp64)
