@@ -30,9 +30,29 @@ def test_a_sweep_table_ranks_targets_by_ratio_and_counts_those_at_half(tmp_path)
     assert done.returncode == 0, done.stderr
     rows = [r for r in done.stdout.splitlines() if r.startswith("| ") and not r.startswith(("| target", "| ---"))]
     assert [r.split(" | ")[0][2:] for r in rows] == ["fast", "half", "slow", "torch_fn"]
-    assert "| **2.000** |" in rows[0] and "| **0.500** |" in rows[1] and "| 0.100 | 7 |" in rows[2] and "| n/a |" in rows[3]
+    assert "| **2.000** | n/a |" in rows[0] and "| **0.500** |" in rows[1] and "| 0.100 | n/a | 7 |" in rows[2]
+    assert "| n/a |" in rows[3]
     assert "draw 50%, kernel 30%, buffers 20%" in rows[0]
     assert done.stdout.strip().endswith("2 of 3 targets verify at least half of their kernel alone.")
+
+
+def test_a_kernel_alone_of_several_rounds_shows_its_spread_and_whether_half_lies_within_it(tmp_path):
+    """Fastest round over slowest; a ratio below half at the fastest round and at or above it at the
+    slowest is counted as not settled; one round has no spread."""
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join([_line("straddles", 2e6, 2.2e6, alone_rounds=[1.8e6, 2.2e6, 3.0e6]),  # 0.33 .. 0.56
+                               _line("clear", 4e6, 2e6, alone_rounds=[2e6, 2.5e6]),  # 0.8 .. 1.0 (verified 2e6 a second)
+                               _line("single", 1e6, 4e6, alone_rounds=[4e6])]) + "\n")
+    done = _run(path)
+    assert done.returncode == 0, done.stderr
+    rows = {r.split(" | ")[0][2:]: r for r in done.stdout.splitlines() if r.startswith("| ") and " | 4 | " in r}
+    assert "| **1.000** | 1.25x |" in rows["clear"] and "| 0.455 | 1.67x |" in rows["straddles"]
+    assert "| 0.125 | one round |" in rows["single"]
+    assert done.stdout.strip().endswith("1 of 3 targets verify at least half of their kernel alone; "
+                                        "1 on either side of half between their fastest and slowest round.")
+    path.write_text(_line("t", 1.0, 1.0, alone_rounds=[1.0, 0]) + "\n")
+    done = _run(path)
+    assert done.returncode == 2 and f"{path}:1: field 'alone_rounds' is [1.0, 0]" in done.stderr
 
 
 def test_a_bad_sweep_line_is_one_line_naming_the_file_line_and_field(tmp_path):
