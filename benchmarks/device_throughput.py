@@ -2,14 +2,16 @@
 per stage, against the kernel alone. Needs a CUDA device.
 
     python benchmarks/device_throughput.py [--seconds S] [--kernel NAME ...] [--source SPEC] [--output FILE] [--quick]
-                                           [--lanes N] [--lanes-for NAME=N ...] [--backend cuda|interpreter]
+                                           [--lanes N] [--lanes-for NAME=N ...] [--seconds-for NAME=S ...]
+                                           [--backend cuda|interpreter]
                                            [--json FILE [--resume]] [--until S] [--alone-rounds N]
 
 A sweep of every target takes longer than one call to the device tool may: ``--until S`` starts
 no target once ``S`` seconds have passed (the rest are listed as not run), and ``--resume``
 skips the targets ``--json`` already holds, so that the next call goes on where this one
 stopped (carry the JSON file along). ``--lanes-for NAME=N`` gives a target its own lanes (four
-lanes of the large-table targets do not fit an 80 GB card), and each target gives its cached GPU
+lanes of the large-table targets do not fit an 80 GB card), ``--seconds-for NAME=S`` its own
+steady state (a target of few, large batches: dflash checks 9 in 3 seconds), and each target gives its cached GPU
 memory back before the next starts. The JSON line of a target also counts the CUDA caching
 allocator's cudaMalloc and cudaFree calls and retried allocations in its steady state, every
 lane's (``allocator``: a batch that frees the cache waits for the device). The sweep of every
@@ -17,7 +19,7 @@ target on an H100:
 
     python benchmarks/device_throughput.py --quick --seconds 3 --lanes 4 --source vllm-release:0.33.0 \
         --lanes-for sample_recovered_tokens_kernel=2 --lanes-for rejection_random_sample_kernel=3 \
-        --json sweep.jsonl --resume --until 500
+        --seconds-for copy_and_expand_dflash_inputs_kernel=10 --json sweep.jsonl --resume --until 500
     python benchmarks/sweep_table.py sweep.jsonl    # the table for RESULTS.md
 
 Per target: a warm-up run (``--warmup`` examples, where Triton compiles the specializations
@@ -57,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -382,6 +385,10 @@ def main() -> int:
                    help="this target's lanes instead of --lanes (repeatable): a sweep of every target on one GPU "
                         "where four lanes of a large-table target do not fit (on 80 GB: "
                         "sample_recovered_tokens_kernel=2, rejection_random_sample_kernel=3)")
+    p.add_argument("--seconds-for", action="append", default=[], metavar="NAME=S",
+                   help="this target's steady-state seconds instead of --seconds (repeatable): a target whose "
+                        "batches are few and large, whose short steady state is mostly its lanes' first batches "
+                        "(copy_and_expand_dflash_inputs_kernel: 9 batches in 3 s)")
     p.add_argument("--alone-rounds", type=int, default=3, metavar="N",
                    help="the kernel alone measured N times, back to back; its figure is their median (the JSON "
                         "line keeps each round: their spread is the figure's noise)")
@@ -426,6 +433,17 @@ def main() -> int:
         if not count.isdigit() or int(count) < 1:
             p.error(f"--lanes-for {item}: N must be a whole number of lanes, 1 or more")
         lanes_of[name] = int(count)
+    seconds_of = dict.fromkeys(names, args.seconds)
+    for item in args.seconds_for:
+        name, _, value = item.partition("=")
+        if name not in device_targets():
+            p.error(f"--seconds-for {item}: no device target named {name}")
+        try:
+            seconds_of[name] = float(value)
+        except ValueError:
+            seconds_of[name] = math.nan
+        if not (math.isfinite(seconds_of[name]) and seconds_of[name] > 0):
+            p.error(f"--seconds-for {item}: S must be a positive number of seconds")
     if args.resume and args.json.exists():
         done = {json.loads(line)["target"] for line in args.json.read_text().splitlines() if line.strip()}
         names = [n for n in names if n not in done]
@@ -447,10 +465,10 @@ def main() -> int:
             device_fuzz_target(name, impls, backend.device, seed=1, examples=args.warmup, shrink=False, **opts)
             jit = time.monotonic() - t0
             if lanes_of[name] > 1:
-                s = in_lanes(name, spec[name], args.seconds, lanes_of[name], args.warmup, args.backend)
+                s = in_lanes(name, spec[name], seconds_of[name], lanes_of[name], args.warmup, args.backend)
             else:
                 steady = partial(device_fuzz_target, name, impls, backend.device, seed=0, examples=None,
-                                 time_budget=args.seconds, shrink=False, **opts)
+                                 time_budget=seconds_of[name], shrink=False, **opts)
                 cold = steady()
                 again = steady()  # its first cases compiled: how many it checks does not hang on the first's compiling
                 before = _allocator(backend.device)
@@ -460,7 +478,7 @@ def main() -> int:
                 s.cold_rate = cold.tokens / cold.seconds
                 s.oom_retries += cold.oom_retries + again.oom_retries
             prof = device_fuzz_target(name, impls, backend.device, seed=0, examples=max(s.examples // lanes_of[name], 1), min_batches=1,
-                                      time_budget=1.0 if args.quick else min(args.seconds, 10), shrink=False, profile=True,
+                                      time_budget=1.0 if args.quick else min(seconds_of[name], 10), shrink=False, profile=True,
                                       **opts)
             dt = device_targets()[name]
             rounds = [kernel_alone(dt, impls[name], backend.device,
