@@ -9,8 +9,9 @@ A sweep that spans several device calls (``--resume``) leaves one file, or one p
 target measured more than once keeps its last line (the files in the order given, each top to
 bottom). Where a kernel alone was timed in several rounds (``--alone-rounds``), its spread
 column is its fastest round's rate over its slowest's, and the summary counts the targets
-whose ratio lies on either side of half between those two rounds (not settled by them). A line that is not JSON, or lacks a field the table needs, is one line naming the file,
-its line number and the field (exit 2).
+whose ratio lies on either side of half between those two rounds (not settled by them). A
+line that is not JSON, or lacks a field the table needs, is one line naming the file, its line
+number and the field (exit 2).
 """
 
 from __future__ import annotations
