@@ -107,7 +107,7 @@ def count(name: str, cases: int | None, batches: int) -> dict:
 
     dt = device_targets()[name]
     if not dt.batch:
-        raise SystemExit(f"device_bytes: {name} is not checked in device batches (its cases are laid out on the host)")
+        raise ValueError(f"{name} is not checked in device batches (its cases are laid out on the host)")
     where = ["draw"]
     moved: collections.Counter = collections.Counter()
 
@@ -163,6 +163,9 @@ def main() -> int:
     unknown = sorted(set(args.names) - set(device_targets()))
     if unknown:
         p.error(f"no device target named {', '.join(unknown)}")
+    unbatched = [n for n in args.names if not device_targets()[n].batch]
+    if unbatched:
+        p.error(f"{', '.join(unbatched)}: not checked in device batches (its cases are laid out on the host)")
     if (args.cases is not None and args.cases < 1) or args.batches < 1:
         p.error("--cases and --batches: a whole number, 1 or more")
     import torch

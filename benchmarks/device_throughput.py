@@ -360,6 +360,33 @@ def _missed(name: str, stats) -> set[str]:  # noqa: ANN001
     return set(getattr(TARGETS[name], "features", {}) or {}) - set(getattr(stats, "features", set()))
 
 
+def _positive_seconds(value: str) -> float | None:
+    """``value`` as a finite positive number of seconds, or ``None``."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+def _per_target(p: argparse.ArgumentParser, option: str, rule: str, items: list[str], values: dict,
+                parse) -> dict:  # noqa: ANN001
+    """``values`` with each ``NAME=VALUE`` of ``items`` (``option``'s) in place: ``parse(VALUE)``,
+    ``None`` where it breaks ``rule``; a name that is no device target, or a value that breaks the
+    rule, is one line (exit 2)."""
+    from eaglefuzz.harness.checking.device_mode import device_targets
+
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in device_targets():
+            p.error(f"{option} {item}: no device target named {name}")
+        parsed = parse(value)
+        if parsed is None:
+            p.error(f"{option} {item}: {rule}")
+        values[name] = parsed
+    return values
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, help="steady-state seconds per target (20; 2 with --quick)")
@@ -425,25 +452,10 @@ def main() -> int:
     unknown = sorted(set(names) - set(device_targets()))
     if unknown:
         p.error(f"--kernel: no device target named {', '.join(unknown)}")
-    lanes_of = dict.fromkeys(names, args.lanes)
-    for item in args.lanes_for:
-        name, _, count = item.partition("=")
-        if name not in device_targets():
-            p.error(f"--lanes-for {item}: no device target named {name}")
-        if not count.isdigit() or int(count) < 1:
-            p.error(f"--lanes-for {item}: N must be a whole number of lanes, 1 or more")
-        lanes_of[name] = int(count)
-    seconds_of = dict.fromkeys(names, args.seconds)
-    for item in args.seconds_for:
-        name, _, value = item.partition("=")
-        if name not in device_targets():
-            p.error(f"--seconds-for {item}: no device target named {name}")
-        try:
-            seconds_of[name] = float(value)
-        except ValueError:
-            seconds_of[name] = math.nan
-        if not (math.isfinite(seconds_of[name]) and seconds_of[name] > 0):
-            p.error(f"--seconds-for {item}: S must be a positive number of seconds")
+    lanes_of = _per_target(p, "--lanes-for", "N must be a whole number of lanes, 1 or more", args.lanes_for,
+                           dict.fromkeys(names, args.lanes), lambda v: int(v) if v.isdigit() and int(v) >= 1 else None)
+    seconds_of = _per_target(p, "--seconds-for", "S must be a positive number of seconds", args.seconds_for,
+                             dict.fromkeys(names, args.seconds), _positive_seconds)
     if args.resume and args.json.exists():
         done = {json.loads(line)["target"] for line in args.json.read_text().splitlines() if line.strip()}
         names = [n for n in names if n not in done]
