@@ -69,9 +69,15 @@ def process_limit(case: Any, *, scaled: bool) -> float:
     return START_S + time_limit(case, compiled=True, limits=lim)
 
 
+GONE_S = 2.0
+"""Seconds :func:`_end_group` waits, after SIGKILL, for the group's last processes to exit (a
+killed process leaves when the kernel next runs it: on a loaded machine, not at once)."""
+
+
 def _end_group(proc: subprocess.Popen[str]) -> None:
     """End ``proc``'s process group (the sanitizer and everything it started): SIGTERM, then
-    SIGKILL after :data:`STOP_GRACE_S`."""
+    SIGKILL after :data:`STOP_GRACE_S`; it returns once no process of the group runs (or after
+    :data:`GONE_S` more)."""
     for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, None)):
         try:
             os.killpg(proc.pid, sig)
@@ -81,11 +87,24 @@ def _end_group(proc: subprocess.Popen[str]) -> None:
             proc.wait(timeout=wait)
             if sig == signal.SIGTERM:
                 os.killpg(proc.pid, signal.SIGKILL)  # anything of the group still there
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
         except ProcessLookupError:
             return
+    _wait_gone(proc.pid)
+
+
+def _wait_gone(group: int) -> None:
+    """Until no process of ``group`` is left to signal, at most :data:`GONE_S` seconds (one
+    that has exited but is not yet reaped counts as left: the wait then runs out)."""
+    end = time.monotonic() + GONE_S
+    while time.monotonic() < end:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
 
 
 def run_sanitized(cmd: list[str], env: dict[str, str], limit_s: float) -> tuple[int | None, str, str, float]:
