@@ -11,11 +11,13 @@ where the bound is 0.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
 __all__ = ["block_lse", "cumulative_log_p", "greedy_argmax", "gumbel_mismatches", "gumbel_sample_rows",
-           "gumbel_sample_winners", "local_draft_stats_rows", "local_logits_stats_rows", "local_residual_mass_rows", "murmur3_hash32",
+           "gumbel_sample_winners", "lane_noise", "local_draft_stats_rows", "local_logits_stats_rows", "local_residual_mass_rows", "murmur3_hash32",
            "resample_rows", "temperature_rows", "tl_rand32"]
 
 
@@ -351,9 +353,27 @@ def gumbel_noise64(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return n, n.abs().add_(1.0).mul_(2.0**-48)
 
 
+def lane_noise(seed: torch.Tensor, pos: torch.Tensor, lanes: torch.Tensor, use_fp64: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Gumbel noise of every lane of every row and its bound (float64, ``[rows, L]``): row
+    ``i``'s seed ``seed[i]`` and noise position ``pos[i]`` (int64 ``[rows]``), lane ids ``lanes``
+    (int64 ``[L]``); :func:`gumbel_noise64` of :func:`murmur3_uniform64` with ``use_fp64``, else
+    :func:`gumbel_noise32` of :func:`murmur3_uniform32`. The lanes' passes a sampling oracle
+    makes most of: a caller may hand the oracles another implementation of this function
+    (``noise``) that computes the same values bit for bit."""
+    seed, pos = seed.to(torch.int64)[:, None], pos.to(torch.int64)[:, None]
+    if use_fp64:
+        return gumbel_noise64(murmur3_uniform64(seed, pos, lanes[None, :]))
+    return gumbel_noise32(murmur3_uniform32(seed, pos, lanes[None, :]))
+
+
+Noise = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], tuple[torch.Tensor, torch.Tensor]]
+"""An implementation of :func:`lane_noise` (the oracles' ``noise`` argument)."""
+
+
 def gumbel_sample_rows(logits: torch.Tensor, state: torch.Tensor, seeds: torch.Tensor, pos: torch.Tensor,
                        temperature: torch.Tensor, apply_temperature: bool, is_drafting: bool, use_fp64: bool,
-                       vocab_size: int | None = None, block: int = 1024) -> dict[str, torch.Tensor]:  # fmt: skip
+                       vocab_size: int | None = None, block: int = 1024,
+                       noise: Noise = lane_noise) -> dict[str, torch.Tensor]:  # fmt: skip
     """§29.1 (the target's sampling and the drafter's, its cache aside) for a block of rows:
     ``logits`` ``[rows, W]`` as given, ``state`` int64 ``[rows]`` (``-1``: a padded drafter
     row: temperature 0, seed 0), ``seeds`` int64 and ``temperature`` float32 of the state rows,
@@ -365,7 +385,8 @@ def gumbel_sample_rows(logits: torch.Tensor, state: torch.Tensor, seeds: torch.T
     Per row and block (``[rows, NB]``): ``nominal``, the first lane of greatest ``g`` (global
     id); ``settled``, whether the winner is fixed (one candidate, or all candidates exact); the
     candidates ``cand`` (``[rows, NB, block]``: lanes whose upper bound reaches the greatest
-    lower bound, a window's outcomes), with each lane's ``g`` and bound ``e`` (float64)."""
+    lower bound, a window's outcomes), with each lane's ``g`` and bound ``e`` (float64).
+    ``noise``: the lanes' noise (:func:`lane_noise` or an implementation of it)."""
     rows, W = logits.shape
     V = W if vocab_size is None else int(vocab_size)
     nb = -(-V // block)
@@ -378,11 +399,11 @@ def gumbel_sample_rows(logits: torch.Tensor, state: torch.Tensor, seeds: torch.T
     noisy = t != 0
     classes = [(m, quiet) for m, quiet in ((noisy, False), (~noisy, True)) if bool(m.any())] or [(None, True)]
     if len(classes) == 1:  # every row of one class: none gathered
-        return _gumbel_class(logits, t, seed, p, apply_temperature, use_fp64, V, block, nb, classes[0][1])
+        return _gumbel_class(logits, t, seed, p, apply_temperature, use_fp64, V, block, nb, classes[0][1], noise)
     out: dict[str, torch.Tensor] = {}
     for m, quiet in classes:
         at = torch.nonzero(m).flatten()
-        res = _gumbel_class(logits[at], t[at], seed[at], p[at], apply_temperature, use_fp64, V, block, nb, quiet)
+        res = _gumbel_class(logits[at], t[at], seed[at], p[at], apply_temperature, use_fp64, V, block, nb, quiet, noise)
         for k, v in res.items():
             if k not in out:
                 out[k] = torch.empty((rows, *v.shape[1:]), dtype=v.dtype, device=dev)
@@ -391,7 +412,8 @@ def gumbel_sample_rows(logits: torch.Tensor, state: torch.Tensor, seeds: torch.T
 
 
 def _gumbel_class(logits: torch.Tensor, t: torch.Tensor, seed: torch.Tensor, p: torch.Tensor, apply_temperature: bool,
-                  use_fp64: bool, V: int, block: int, nb: int, quiet: bool) -> dict[str, torch.Tensor]:  # fmt: skip
+                  use_fp64: bool, V: int, block: int, nb: int, quiet: bool,
+                  noise: Noise = lane_noise) -> dict[str, torch.Tensor]:  # fmt: skip
     """:func:`gumbel_sample_rows` for rows all of ``T != 0`` or (``quiet``) all of ``T = 0``
     (``t``, ``seed``, ``p``: each row's temperature, seed and noise position)."""
     rows = logits.shape[0]
@@ -408,19 +430,14 @@ def _gumbel_class(logits: torch.Tensor, t: torch.Tensor, seed: torch.Tensor, p: 
         x32.div_(t[:, None])
     x = x32.to(torch.float64)
     del x32
-    lanes = torch.arange(nb * block, device=dev, dtype=torch.int64)
-    if use_fp64:
-        noise, ne = gumbel_noise64(murmur3_uniform64(seed[:, None], p[:, None], lanes[None, :]))
-        eps = 2.0**-53
-    else:
-        noise, ne = gumbel_noise32(murmur3_uniform32(seed[:, None], p[:, None], lanes[None, :]))
-        eps = 2.0**-24
+    n, ne = noise(seed, p, torch.arange(nb * block, device=dev, dtype=torch.int64), use_fp64)
+    eps = 2.0**-53 if use_fp64 else 2.0**-24
     if apply_temperature:
         xe = x.abs()
         e = torch.where(xe < inf, xe.mul_(2.0**-22), 0.0).add_(ne)
     else:  # xe = 0: 0 + ne is ne
         e = ne
-    g = noise.add_(x)
+    g = n.add_(x)
     e.add_(g.abs().mul_(eps))
     g[:, V:] = ninf
     e = torch.where(g.abs() < inf, e, 0.0)
@@ -460,7 +477,7 @@ def gumbel_mismatches(res: dict[str, torch.Tensor], local_argmax: torch.Tensor, 
 def gumbel_sample_winners(logits: torch.Tensor, state: torch.Tensor, seeds: torch.Tensor, pos: torch.Tensor,
                           temperature: torch.Tensor, apply_temperature: bool, is_drafting: bool, use_fp64: bool,
                           vocab_size: int | None = None, cache_col: torch.Tensor | None = None, block: int = 1024,
-                          lanes: int = 1 << 24) -> dict[str, torch.Tensor]:  # fmt: skip
+                          lanes: int = 1 << 24, noise: Noise = lane_noise) -> dict[str, torch.Tensor]:  # fmt: skip
     """§29.1 for many rows at once (a batch of cases of one vocabulary), :func:`gumbel_sample_rows`
     a chunk of about ``lanes`` lanes at a time: ``logits`` ``[rows, W]`` as given, ``state`` int64
     ``[rows]`` (``-1``: a padded drafter row) into ``seeds`` and ``temperature``, ``pos`` int64
@@ -471,7 +488,7 @@ def gumbel_sample_winners(logits: torch.Tensor, state: torch.Tensor, seeds: torc
     id); ``settled``, whether that winner is fixed (otherwise the block is a window: the contract
     accepts any of its candidates); ``value``, that lane's ``g`` as ``local_max`` stores it
     (float32, or float64 with ``use_fp64``), and ``bound``, its ``E`` plus half a step of that
-    rounding (float64; 0: exact, bit for bit)."""
+    rounding (float64; 0: exact, bit for bit). ``noise``: as :func:`gumbel_sample_rows`'s."""
     rows, W = logits.shape
     V = W if vocab_size is None else int(vocab_size)
     nb = -(-V // block)
@@ -492,7 +509,7 @@ def gumbel_sample_winners(logits: torch.Tensor, state: torch.Tensor, seeds: torc
     for lo in range(0, rows, chunk):
         hi = min(rows, lo + chunk)
         res = gumbel_sample_rows(logits[lo:hi], local[lo:hi] - lo * valid[lo:hi], seed[lo:hi], pos[lo:hi], temp[lo:hi],
-                                 apply_temperature, is_drafting, use_fp64, V, block)
+                                 apply_temperature, is_drafting, use_fp64, V, block, noise)
         k = (res["nominal"] - base)[..., None]
         out["nominal"][lo:hi] = res["nominal"]
         out["settled"][lo:hi] = res["settled"]
@@ -627,7 +644,8 @@ EXP_REL = 2.0**-20
 
 def resample_rows(target: torch.Tensor, draft: torch.Tensor | None, rejected: torch.Tensor, t_lse: torch.Tensor,
                   d_lse: torch.Tensor, log_p_tau: torch.Tensor | None, temperature: torch.Tensor, seeds: torch.Tensor,
-                  pos: torch.Tensor, vocab_size: int, use_fp64: bool, block: int = 1024) -> dict[str, torch.Tensor]:  # fmt: skip
+                  pos: torch.Tensor, vocab_size: int, use_fp64: bool, block: int = 1024,
+                  noise: Noise = lane_noise) -> dict[str, torch.Tensor]:  # fmt: skip
     """§34.1 for the requests that draw (a random request's rejected draft, or any request's
     bonus), a row each: ``target`` ``[rows, Wt]`` (logits row ``j = cu[r] + k``) and ``draft``
     ``[rows, Wd]`` (``draft_logits[s, k]``; ``None``: one-hot drafts) as given, ``rejected``
@@ -646,7 +664,8 @@ def resample_rows(target: torch.Tensor, draft: torch.Tensor | None, rejected: to
 
     Each row is computed alone, so the rows are taken in classes (a draft-residual row or not;
     noised or not), each class's rows gathered and its results scattered back: a row computes
-    only the passes its class needs."""
+    only the passes its class needs. ``noise``: the lanes' noise (:func:`lane_noise` or an
+    implementation of it)."""
     rows, V = target.shape[0], int(vocab_size)
     nb = -(-V // block)
     width = nb * block
@@ -669,7 +688,7 @@ def resample_rows(target: torch.Tensor, draft: torch.Tensor | None, rejected: to
         parts.append((at, _resample_class(pick(target), pick(draft) if res_rows else None,
                                           pick(rejected) if one_hot else None, pick(t_lse), pick(d_lse),
                                           pick(log_p_tau), pick(temperature), pick(seeds), pick(pos), V, use_fp64,
-                                          block, nb, width, quiet)))
+                                          block, nb, width, quiet, noise)))
     if len(parts) == 1:
         return parts[0][1]
     out = {k: torch.empty((rows, *v.shape[1:]), dtype=v.dtype, device=dev) for k, v in parts[0][1].items()}
@@ -682,7 +701,7 @@ def resample_rows(target: torch.Tensor, draft: torch.Tensor | None, rejected: to
 def _resample_class(target: torch.Tensor, draft: torch.Tensor | None, rejected: torch.Tensor, t_lse: torch.Tensor,
                     d_lse: torch.Tensor, log_p_tau: torch.Tensor | None, temperature: torch.Tensor, seeds: torch.Tensor,
                     pos: torch.Tensor, V: int, use_fp64: bool, block: int, nb: int, width: int,
-                    quiet: bool) -> dict[str, torch.Tensor]:  # fmt: skip
+                    quiet: bool, noise: Noise = lane_noise) -> dict[str, torch.Tensor]:  # fmt: skip
     """:func:`resample_rows` for rows of one class: with ``draft``, every row draft-residual
     (``rejected >= 0``), else none (``rejected``: one-hot drafts' rows, ``None`` where there are
     draft logits); every row of ``T = 0`` (``quiet``) or none."""
@@ -758,14 +777,9 @@ def _resample_class(target: torch.Tensor, draft: torch.Tensor | None, rejected: 
         e = torch.zeros_like(x)
         gfin = g.abs() < inf
     else:
-        lanes = torch.arange(width, device=dev, dtype=torch.int64)
-        if use_fp64:
-            noise, ne = gumbel_noise64(murmur3_uniform64(seeds.to(torch.int64)[:, None], pos.to(torch.int64)[:, None], lanes[None, :]))
-            eps = 2.0**-53
-        else:
-            noise, ne = gumbel_noise32(murmur3_uniform32(seeds.to(torch.int64)[:, None], pos.to(torch.int64)[:, None], lanes[None, :]))
-            eps = EPS
-        g = noise.add_(x)
+        n, ne = noise(seeds, pos, torch.arange(width, device=dev, dtype=torch.int64), use_fp64)
+        eps = 2.0**-53 if use_fp64 else EPS
+        g = n.add_(x)
         e = g.abs().mul_(eps).add_(ne)
         del ne
         if V < width:

@@ -28,6 +28,7 @@ import torch
 from ...oracles import tensor_ops_v2
 from ...oracles.host_copy import host_to
 from .device_batch import DeviceBatch, laid_out
+from .fused import lane_noise_on
 from .runner_v2_verify import SAMPLE_BLOCK, STATS, STATS_BLOCK, VOCABS
 from .step_batch import owners
 from .verify_batch import Steps
@@ -478,7 +479,7 @@ def resample_requests(target: torch.Tensor, draft: torch.Tensor | None, draft_fi
         if clp is not None:
             ltau = torch.where(k[r] > 0, clp[(jr - 1).clamp(min=0)], torch.zeros_like(clp[jr]))
         res = tensor_ops_v2.resample_rows(target[jr], dr, y, t_lse[r], d_lse[r], ltau, T[r], seed[state[r]], pos[jr], V,
-                                          use_fp64, SAMPLE_BLOCK)
+                                          use_fp64, SAMPLE_BLOCK, lane_noise_on(dev))
         base = torch.arange(nb, device=dev, dtype=torch.int64) * SAMPLE_BLOCK
         lane = (res["nominal"] - base)[..., None]
         val = res["g"].gather(-1, lane)[..., 0]

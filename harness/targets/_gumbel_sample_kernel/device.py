@@ -45,6 +45,7 @@ from ...core.case import Case
 from ...generation.strategies import INT64_MAX, INT64_MIN
 from ...targetkit.device_batch import DeviceBatch
 from ...targetkit.device_draws import lazy_full, scale_vocab
+from ...targetkit.fused import lane_noise_on
 from ...targetkit.runner_v2_verify import (
     LARGE_VOCABS,
     MAX_K,
@@ -304,7 +305,7 @@ def _winners(c: Calls, at: torch.Tensor | None = None) -> dict[str, torch.Tensor
         state, cols = state[at], (None if cols is None else cols[at])
     return tensor_ops_v2.gumbel_sample_winners(
         c.logits if at is None else c.logits[at], state, c.seeds, c.pos if at is None else c.pos[at], c.temperature,
-        c.mode == "drafter", c.mode != "target", c.fp64, c.V, cols, SAMPLE_BLOCK)
+        c.mode == "drafter", c.mode != "target", c.fp64, c.V, cols, SAMPLE_BLOCK, noise=lane_noise_on(c.logits.device))
 
 
 def clear_windows(c: Calls) -> tuple[Calls, dict[str, torch.Tensor]]:
@@ -379,7 +380,8 @@ def _sampled(table: torch.Tensor, at: torch.Tensor, state: torch.Tensor, seeds: 
     for lo in range(0, max(at.numel(), 1), step):
         hi = lo + step
         parts.append(tensor_ops_v2.gumbel_sample_winners(table[at[lo:hi]], state[lo:hi], seeds, pos[lo:hi], temperature,
-                                                         False, False, fp64, V, None, SAMPLE_BLOCK))
+                                                         False, False, fp64, V, None, SAMPLE_BLOCK,
+                                                         noise=lane_noise_on(table.device)))
     return {name: torch.cat([p[name] for p in parts]) for name in parts[0]}
 
 
@@ -576,7 +578,8 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         if res is None:  # a case alone
             res = tensor_ops_v2.gumbel_sample_winners(
                 x["logits"], state, a["seeds"].reshape(-1), a["pos"].reshape(-1), a["temperature"].reshape(-1),
-                x["mode"] == "drafter", x["mode"] != "target", x["fp64"], V, x["col"], SAMPLE_BLOCK)
+                x["mode"] == "drafter", x["mode"] != "target", x["fp64"], V, x["col"], SAMPLE_BLOCK,
+                noise=lane_noise_on(eidx.device))
         if not bool(res["settled"].all()):
             raise ValueError("_gumbel_sample_kernel: a block meets a window (the extended tier's: its winner is any "
                              "of its candidates, which an exact comparison cannot take); draws are re-keyed off them")
@@ -651,7 +654,8 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
         for lo, hi in table.blocks():
             res = tensor_ops_v2.gumbel_sample_rows(
                 table.rows(lo, hi), sm["expanded_idx_mapping"][lo:hi], sm["seeds"], sm["pos"][lo:hi], sm["temperature"],
-                bool(sc.get("apply_temperature")), bool(sc.get("is_drafting")), bool(sc.get("use_fp64")), V, SAMPLE_BLOCK)
+                bool(sc.get("apply_temperature")), bool(sc.get("is_drafting")), bool(sc.get("use_fp64")), V, SAMPLE_BLOCK,
+                lane_noise_on(run.device))
             count += tensor_ops_v2.gumbel_mismatches(res, outs["local_argmax"].view[lo:hi], outs["local_max"].view[lo:hi],
                                                      SAMPLE_BLOCK)
             del res

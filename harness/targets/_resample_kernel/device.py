@@ -34,6 +34,7 @@ from ....oracles import tensor_ops_v2
 from ....oracles.host_copy import host_to
 from ...core.case import Case
 from ...targetkit.device_batch import DeviceBatch, laid_out
+from ...targetkit.fused import lane_noise_on
 from ...targetkit.runner_v2_verify import (
     MAX_MODEL_LEN,
     METHODS,
@@ -348,7 +349,7 @@ class _Device(VerifyBatchDevice, ScaleRecordDevice):
                                                 for x in (a["target_logits"][j[r]], draft, y,
                                                           a["target_rejected_logsumexp"][r], a["draft_rejected_logsumexp"][r],
                                                           ltau, temp[r], a["seed"][s[r]], a["pos"][j[r]])),
-                                              V, bool(sc.get("use_fp64")), SAMPLE_BLOCK)  # fmt: skip
+                                              V, bool(sc.get("use_fp64")), SAMPLE_BLOCK, lane_noise_on(run.device))  # fmt: skip
             rows = host_to(r, run.device)
             bad += tensor_ops_v2.gumbel_mismatches(res, la.view[rows], lm.view[rows], SAMPLE_BLOCK)
             del res

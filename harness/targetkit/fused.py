@@ -1,0 +1,75 @@
+"""The sampling oracles' lane noise as one GPU kernel per noise path.
+
+:func:`~eaglefuzz.oracles.tensor_ops_v2.lane_noise` (the murmur3 hash of every lane of every row,
+its uniform and its Gumbel noise: some forty integer and float64 passes over ``[rows, lanes]``
+tensors in eager torch) is most of what the Gumbel, resampling and insertion targets' device
+batches move. On a CUDA device :func:`lane_noise_on` gives the same function compiled by
+``torch.compile`` (one fused kernel that reads a seed and a position per row and writes the noise
+and its bound), after checking it against the plain function, bit for bit, on a probe of seeds
+at the int64 limits, drafting positions and a vocabulary of several blocks and a part; the
+oracle's code is the one in :mod:`~eaglefuzz.oracles.tensor_ops_v2` either way. Where the
+compiled function cannot be built or differs from the plain one, the plain one is used, with a
+warning. Elsewhere (the CPU, the interpreter) the plain function."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+
+from ...oracles import tensor_ops_v2
+from ...oracles.tensor_ops_v2 import Noise
+
+OPTIONS = {"emulate_precision_casts": True}
+"""Inductor's options: each cast rounds as eager torch rounds it (without, a float64 uniform cast
+to float32 and back is left in float64, and the float32 path's noise moves by up to 0.02)."""
+PROBE_LANES = 2 * 1024 + 37
+"""Lanes of the probe: two whole blocks and a part of a third."""
+
+
+def _probe(device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Seeds (both int64 limits, 0, -1, a drafter's column in the high word, random), positions
+    (0, past 65535, drafting positions past ``2**30``, random) and lanes of the check."""
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    fixed = torch.tensor([-(2**63), 2**63 - 1, 0, -1, 5 << 32, 12345], dtype=torch.int64)
+    seed = torch.cat([fixed, torch.randint(-(2**62), 2**62, (10,), generator=gen, dtype=torch.int64)])
+    pos = torch.cat([torch.tensor([0, 65536, 2**30, 2**30 + 70000, 131071, 7], dtype=torch.int64),
+                     torch.randint(0, 2**31, (10,), generator=gen, dtype=torch.int64)])
+    return seed.to(device), pos.to(device), torch.arange(PROBE_LANES, dtype=torch.int64, device=device)
+
+
+def same_noise(fn: Noise, device: str) -> bool:
+    """Whether ``fn`` gives :func:`~eaglefuzz.oracles.tensor_ops_v2.lane_noise`'s noise and bound,
+    bit for bit, on the probe, on both noise paths, for many rows and for one."""
+    seed, pos, lanes = _probe(device)
+    for fp64 in (False, True):
+        for rows in (slice(None), slice(0, 1)):
+            got, want = fn(seed[rows], pos[rows], lanes, fp64), tensor_ops_v2.lane_noise(seed[rows], pos[rows], lanes, fp64)
+            if not all(torch.equal(g, w) for g, w in zip(got, want, strict=True)):
+                return False
+    return True
+
+
+@functools.cache
+def _compiled(device: str) -> Noise:
+    """The compiled noise of ``device`` (a CUDA device), checked; the plain one, with a warning,
+    where compiling fails or the check does."""
+    try:
+        fn = torch.compile(tensor_ops_v2.lane_noise, dynamic=True, fullgraph=True, options=OPTIONS)
+        if same_noise(fn, device):
+            return fn
+        why = "its noise differs from the plain function's on the probe"
+    except Exception as exc:  # noqa: BLE001 - any failure to compile leaves the plain function
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    warnings.warn(f"eaglefuzz: the sampling oracles' noise runs unfused on {device} ({why})", stacklevel=3)
+    return tensor_ops_v2.lane_noise
+
+
+def lane_noise_on(device: str | torch.device) -> Noise:
+    """The lane noise the sampling oracles take (their ``noise`` argument) on ``device``: fused
+    on a CUDA device (see the module), the plain function elsewhere."""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return tensor_ops_v2.lane_noise
+    return _compiled(str(dev))

@@ -1,0 +1,94 @@
+"""The sampling oracles' fused lane noise (``harness/targetkit/fused.py``): the plain function off a
+CUDA device, the probe that admits a compiled one only when it is the plain one bit for bit, the
+fallback (with a warning) when compiling fails or differs, and, on a GPU, the compiled noise itself."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from eaglefuzz.harness.targetkit import fused
+from eaglefuzz.oracles import tensor_ops_v2
+
+
+@pytest.fixture
+def fresh():
+    """``fused``'s cache of compiled functions emptied before and after the test."""
+    fused._compiled.cache_clear()
+    yield fused
+    fused._compiled.cache_clear()
+
+
+def test_off_a_cuda_device_the_noise_is_the_plain_function():
+    assert fused.lane_noise_on("cpu") is tensor_ops_v2.lane_noise
+    assert fused.lane_noise_on(torch.device("cpu")) is tensor_ops_v2.lane_noise
+
+
+def _off_in_one_element(path: str, which: int):
+    """The plain noise with one element of the noise (``which`` 0) or of its bound (1) moved by one
+    float64 step, on the float64 path (``path`` ``"fp64"``) or the float32 one."""
+    def fn(seed, pos, lanes, fp64):
+        out = list(tensor_ops_v2.lane_noise(seed, pos, lanes, fp64))
+        if fp64 == (path == "fp64"):
+            x = out[which].clone()
+            x[-1, -1] = torch.nextafter(x[-1, -1], torch.tensor(float("inf"), dtype=x.dtype))
+            out[which] = x
+        return tuple(out)
+    return fn
+
+
+@pytest.mark.parametrize("path", ["fp32", "fp64"])
+@pytest.mark.parametrize("which", [0, 1])
+def test_the_probe_admits_the_plain_noise_and_rejects_one_step_off(path, which):
+    assert fused.same_noise(tensor_ops_v2.lane_noise, "cpu")
+    assert not fused.same_noise(_off_in_one_element(path, which), "cpu")
+
+
+def test_the_probe_rejects_another_hash():
+    """A noise of another seed word (the drafter's column in the high word dropped) differs on the
+    probe, whose seeds include one with a high word."""
+    def low_word_only(seed, pos, lanes, fp64):
+        return tensor_ops_v2.lane_noise(seed & 0xFFFFFFFF, pos, lanes, fp64)
+
+    assert not fused.same_noise(low_word_only, "cpu")
+
+
+def test_a_compiled_noise_that_differs_is_not_used(fresh, monkeypatch):
+    monkeypatch.setattr(fused.torch, "compile", lambda fn, **kw: _off_in_one_element("fp32", 0))
+    with pytest.warns(UserWarning, match=r"noise runs unfused on cpu \(its noise differs"):
+        got = fresh._compiled("cpu")
+    assert got is tensor_ops_v2.lane_noise
+
+
+def test_a_noise_that_cannot_be_compiled_is_the_plain_one(fresh, monkeypatch):
+    def broken(fn, **kw):
+        raise RuntimeError("no compiler here\nmore")
+
+    monkeypatch.setattr(fused.torch, "compile", broken)
+    with pytest.warns(UserWarning, match=r"unfused on cpu \(RuntimeError: no compiler here\)"):
+        assert fresh._compiled("cpu") is tensor_ops_v2.lane_noise
+
+
+def test_a_compiled_noise_equal_to_the_plain_one_is_used(fresh, monkeypatch):
+    same = lambda seed, pos, lanes, fp64: tensor_ops_v2.lane_noise(seed, pos, lanes, fp64)  # noqa: E731
+    monkeypatch.setattr(fused.torch, "compile", lambda fn, **kw: same)
+    assert fresh._compiled("cpu") is same
+
+
+def test_on_a_gpu_the_noise_is_compiled_and_the_plain_one_bit_for_bit(needs, fresh):
+    """On a GPU the compiled noise is used (no warning), and on rows of random seeds and
+    positions, a vocabulary of 151936 lanes, both noise paths, it is the plain noise bit for bit."""
+    needs.gpu("the compiled lane noise")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fn = fresh.lane_noise_on("cuda")
+    assert fn is not tensor_ops_v2.lane_noise
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    seed = torch.randint(-(2**63), 2**63 - 1, (37,), generator=gen, device="cuda", dtype=torch.int64)
+    pos = torch.randint(0, 2**31, (37,), generator=gen, device="cuda", dtype=torch.int64)
+    lanes = torch.arange(151936, device="cuda", dtype=torch.int64)
+    for fp64 in (False, True):
+        for got, want in zip(fn(seed, pos, lanes, fp64), tensor_ops_v2.lane_noise(seed, pos, lanes, fp64), strict=True):
+            assert torch.equal(got, want)
