@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 __all__ = ["block_lse", "cumulative_log_p", "greedy_argmax", "gumbel_mismatches", "gumbel_sample_rows",
-           "gumbel_sample_winners", "lane_noise", "local_draft_stats_rows", "local_logits_stats_rows", "local_residual_mass_rows", "murmur3_hash32",
-           "resample_rows", "temperature_rows", "tl_rand32"]
+           "gumbel_sample_winners", "lane_noise", "lane_uniform", "local_draft_stats_rows", "local_logits_stats_rows", "local_residual_mass_rows", "murmur3_hash32",
+           "resample_rows", "temperature_rows", "tl_rand32", "uniform_noise"]
 
 
 def temperature_rows(logits: torch.Tensor, temperature: torch.Tensor, vocab_size: int | None = None
@@ -353,17 +353,25 @@ def gumbel_noise64(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return n, n.abs().add_(1.0).mul_(2.0**-48)
 
 
-def lane_noise(seed: torch.Tensor, pos: torch.Tensor, lanes: torch.Tensor, use_fp64: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """The Gumbel noise of every lane of every row and its bound (float64, ``[rows, L]``): row
-    ``i``'s seed ``seed[i]`` and noise position ``pos[i]`` (int64 ``[rows]``), lane ids ``lanes``
-    (int64 ``[L]``); :func:`gumbel_noise64` of :func:`murmur3_uniform64` with ``use_fp64``, else
-    :func:`gumbel_noise32` of :func:`murmur3_uniform32`. The lanes' passes a sampling oracle
-    makes most of: a caller may hand the oracles another implementation of this function
-    (``noise``) that computes the same values bit for bit."""
+def lane_uniform(seed: torch.Tensor, pos: torch.Tensor, lanes: torch.Tensor, use_fp64: bool) -> torch.Tensor:
+    """The uniform of every lane of every row (``[rows, L]``): row ``i``'s seed ``seed[i]`` and
+    noise position ``pos[i]`` (int64 ``[rows]``), lane ids ``lanes`` (int64 ``[L]``);
+    :func:`murmur3_uniform64` (float64) with ``use_fp64``, else :func:`murmur3_uniform32` (float32)."""
     seed, pos = seed.to(torch.int64)[:, None], pos.to(torch.int64)[:, None]
-    if use_fp64:
-        return gumbel_noise64(murmur3_uniform64(seed, pos, lanes[None, :]))
-    return gumbel_noise32(murmur3_uniform32(seed, pos, lanes[None, :]))
+    return (murmur3_uniform64 if use_fp64 else murmur3_uniform32)(seed, pos, lanes[None, :])
+
+
+def uniform_noise(u: torch.Tensor, use_fp64: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`gumbel_noise64` of ``u`` with ``use_fp64``, else :func:`gumbel_noise32`."""
+    return (gumbel_noise64 if use_fp64 else gumbel_noise32)(u)
+
+
+def lane_noise(seed: torch.Tensor, pos: torch.Tensor, lanes: torch.Tensor, use_fp64: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Gumbel noise of every lane of every row and its bound (float64, ``[rows, L]``):
+    :func:`uniform_noise` of :func:`lane_uniform`. The lanes' passes a sampling oracle makes
+    most of: a caller may hand the oracles another implementation of this function (``noise``)
+    that computes the same values bit for bit."""
+    return uniform_noise(lane_uniform(seed, pos, lanes, use_fp64), use_fp64)
 
 
 Noise = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], tuple[torch.Tensor, torch.Tensor]]

@@ -53,8 +53,15 @@ def test_the_probe_rejects_another_hash():
     assert not fused.same_noise(low_word_only, "cpu")
 
 
+def test_the_two_kernels_compose_to_the_plain_noise(fresh, monkeypatch):
+    """The compiled noise's composition (the uniform, then its noise), each part as written
+    (``torch.compile`` left out), is the plain noise bit for bit on the probe."""
+    monkeypatch.setattr(fused.torch, "compile", lambda fn, **kw: fn)
+    assert fused.same_noise(fused._two_kernels(), "cpu")
+
+
 def test_a_compiled_noise_that_differs_is_not_used(fresh, monkeypatch):
-    monkeypatch.setattr(fused.torch, "compile", lambda fn, **kw: _off_in_one_element("fp32", 0))
+    monkeypatch.setattr(fused, "_two_kernels", lambda: _off_in_one_element("fp32", 0))
     with pytest.warns(UserWarning, match=r"noise runs unfused on cpu \(its noise differs"):
         got = fresh._compiled("cpu")
     assert got is tensor_ops_v2.lane_noise
@@ -71,7 +78,7 @@ def test_a_noise_that_cannot_be_compiled_is_the_plain_one(fresh, monkeypatch):
 
 def test_a_compiled_noise_equal_to_the_plain_one_is_used(fresh, monkeypatch):
     same = lambda seed, pos, lanes, fp64: tensor_ops_v2.lane_noise(seed, pos, lanes, fp64)  # noqa: E731
-    monkeypatch.setattr(fused.torch, "compile", lambda fn, **kw: same)
+    monkeypatch.setattr(fused, "_two_kernels", lambda: same)
     assert fresh._compiled("cpu") is same
 
 

@@ -1,15 +1,16 @@
-"""The sampling oracles' lane noise as one GPU kernel per noise path.
+"""The sampling oracles' lane noise as two GPU kernels.
 
 :func:`~eaglefuzz.oracles.tensor_ops_v2.lane_noise` (the murmur3 hash of every lane of every row,
 its uniform and its Gumbel noise: some forty integer and float64 passes over ``[rows, lanes]``
 tensors in eager torch) is most of what the Gumbel, resampling and insertion targets' device
 batches move. On a CUDA device :func:`lane_noise_on` gives the same function compiled by
-``torch.compile`` (one fused kernel that reads a seed and a position per row and writes the noise
-and its bound), after checking it against the plain function, bit for bit, on a probe of seeds
-at the int64 limits, drafting positions and a vocabulary of several blocks and a part; the
-oracle's code is the one in :mod:`~eaglefuzz.oracles.tensor_ops_v2` either way. Where the
-compiled function cannot be built or differs from the plain one, the plain one is used, with a
-warning. Elsewhere (the CPU, the interpreter) the plain function."""
+``torch.compile``: one kernel that reads a seed and a position per row and writes each lane's
+uniform, one that reads the uniform and writes the noise and its bound. It is checked first
+against the plain function, bit for bit, on a probe of seeds at the int64 limits, drafting
+positions and a vocabulary of several blocks and a part; the oracle's code is the one in
+:mod:`~eaglefuzz.oracles.tensor_ops_v2` either way. Where the compiled function cannot be built
+or differs from the plain one, the plain one is used, with a warning. Elsewhere (the CPU, the
+interpreter) the plain function."""
 
 from __future__ import annotations
 
@@ -21,9 +22,6 @@ import torch
 from ...oracles import tensor_ops_v2
 from ...oracles.tensor_ops_v2 import Noise
 
-OPTIONS = {"emulate_precision_casts": True}
-"""Inductor's options: each cast rounds as eager torch rounds it (without, a float64 uniform cast
-to float32 and back is left in float64, and the float32 path's noise moves by up to 0.02)."""
 PROBE_LANES = 2 * 1024 + 37
 """Lanes of the probe: two whole blocks and a part of a third."""
 
@@ -51,12 +49,26 @@ def same_noise(fn: Noise, device: str) -> bool:
     return True
 
 
+def _two_kernels() -> Noise:
+    """:func:`~eaglefuzz.oracles.tensor_ops_v2.lane_noise` as two compiled functions, the uniform
+    then its noise, the uniform stored between them in its dtype: compiled as one function, the
+    float32 uniform's rounding is lost (Triton folds a cast to float32 and back: the noise then
+    moves by up to 0.02 near ``u = 1``)."""
+    uniform = torch.compile(tensor_ops_v2.lane_uniform, dynamic=True, fullgraph=True)
+    noise = torch.compile(tensor_ops_v2.uniform_noise, dynamic=True, fullgraph=True)
+
+    def fused(seed: torch.Tensor, pos: torch.Tensor, lanes: torch.Tensor, use_fp64: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        return noise(uniform(seed, pos, lanes, use_fp64), use_fp64)
+
+    return fused
+
+
 @functools.cache
 def _compiled(device: str) -> Noise:
     """The compiled noise of ``device`` (a CUDA device), checked; the plain one, with a warning,
     where compiling fails or the check does."""
     try:
-        fn = torch.compile(tensor_ops_v2.lane_noise, dynamic=True, fullgraph=True, options=OPTIONS)
+        fn = _two_kernels()
         if same_noise(fn, device):
             return fn
         why = "its noise differs from the plain function's on the probe"
