@@ -18,7 +18,10 @@ How bytes are counted (a ``TorchDispatchMode`` sees every torch operation):
   values, and as many elements of the tensor it updates, read and written;
 - any other operation reads each distinct tensor it is given and writes its result, whole;
 - the placement kernels (which run as torch indexing on the CPU) count what their Triton launch
-  reads and writes on a GPU: a copied segment read and written once, a check's span and sources read.
+  reads and writes on a GPU: a copied segment read and written once, a check's span and sources read;
+- the sampling oracles' lane noise counts what its two compiled kernels move on a GPU
+  (:mod:`~eaglefuzz.harness.targetkit.fused`): each row's seed and position and the lane ids read, the
+  uniform written and read, the noise and its bound written.
 
 A GPU moves these bytes in its own time; the counts do not say how fast, only how many passes.
 """
@@ -95,6 +98,14 @@ def _placement_bytes() -> dict[str, Callable[..., int]]:
     return {"copy_segments": copy, "place_masked": masked, "check_segments": check, "place_writes": writes}
 
 
+def noise_bytes(seed, pos, lanes, use_fp64: bool) -> int:  # noqa: ANN001
+    """What the fused lane noise's two kernels read and write on a GPU for rows ``seed``, ``pos``
+    and ``lanes``: the uniform (float64 or float32) written once and read once, the noise and its
+    bound (float64) written."""
+    cells = seed.numel() * lanes.numel()
+    return _nbytes(seed) + _nbytes(pos) + _nbytes(lanes) + cells * (2 * (8 if use_fp64 else 4) + 16)
+
+
 def count(name: str, cases: int | None, batches: int) -> dict:
     """``name``'s bytes per stage and per operation over ``batches`` batches of ``cases`` cases, and
     their output tokens."""
@@ -102,8 +113,9 @@ def count(name: str, cases: int | None, batches: int) -> dict:
 
     from eaglefuzz.harness.checking.device_mode import device_targets
     from eaglefuzz.harness.checking.device_mode.engine import batch_of
-    from eaglefuzz.harness.targetkit import placement
+    from eaglefuzz.harness.targetkit import fused, placement
     from eaglefuzz.harness.targetkit.device_batch import BatchArenas
+    from eaglefuzz.oracles import tensor_ops_v2
 
     dt = device_targets()[name]
     if not dt.batch:
@@ -124,11 +136,18 @@ def count(name: str, cases: int | None, batches: int) -> dict:
                 return fn(*a, **k)
         return run
 
+    def fused_noise(seed, pos, lanes, use_fp64):  # noqa: ANN001, ANN202
+        moved[where[0], "lane noise (fused kernels)"] += noise_bytes(seed, pos, lanes, use_fp64)
+        with _disable_current_modes():
+            return tensor_ops_v2.lane_noise(seed, pos, lanes, use_fp64)
+
     saved = {n: getattr(placement, n) for n in _placement_bytes()}
+    saved["lane_noise_on"] = fused.lane_noise_on
+    rules = _placement_bytes() | {"lane_noise_on": None}
     holders = [(m, n) for m in list(sys.modules.values()) for n in saved if getattr(m, n, None) is saved[n]]
     try:  # every module that imported a placement function calls the counted one (a draw's copy too)
         for m, n in holders:
-            setattr(m, n, counted(saved[n], _placement_bytes()[n]))
+            setattr(m, n, counted(saved[n], rules[n]) if rules[n] else (lambda device: fused_noise))
         tokens = 0
         k = cases or dt.batch
         with Count():
