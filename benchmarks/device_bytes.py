@@ -19,9 +19,9 @@ How bytes are counted (a ``TorchDispatchMode`` sees every torch operation):
 - any other operation reads each distinct tensor it is given and writes its result, whole;
 - the placement kernels (which run as torch indexing on the CPU) count what their Triton launch
   reads and writes on a GPU: a copied segment read and written once, a check's span and sources read;
-- the sampling oracles' lane noise counts what its two compiled kernels move on a GPU
-  (:mod:`~eaglefuzz.harness.targetkit.fused`): each row's seed and position and the lane ids read, the
-  uniform written and read, the noise and its bound written.
+- with ``EAGLEFUZZ_FUSED_NOISE=1``, the sampling oracles' lane noise counts what its two compiled
+  kernels move on a GPU (:mod:`~eaglefuzz.harness.targetkit.fused`): each row's seed and position and
+  the lane ids read, the uniform written and read, the noise and its bound written.
 
 A GPU moves these bytes in its own time; the counts do not say how fast, only how many passes.
 """
@@ -142,8 +142,10 @@ def count(name: str, cases: int | None, batches: int) -> dict:
             return tensor_ops_v2.lane_noise(seed, pos, lanes, use_fp64)
 
     saved = {n: getattr(placement, n) for n in _placement_bytes()}
-    saved["lane_noise_on"] = fused.lane_noise_on
-    rules = _placement_bytes() | {"lane_noise_on": None}
+    rules: dict = _placement_bytes()
+    if fused.fused_noise_on():
+        saved["lane_noise_on"] = fused.lane_noise_on
+        rules["lane_noise_on"] = None
     holders = [(m, n) for m in list(sys.modules.values()) for n in saved if getattr(m, n, None) is saved[n]]
     try:  # every module that imported a placement function calls the counted one (a draw's copy too)
         for m, n in holders:

@@ -48,3 +48,25 @@ def test_a_name_that_is_no_device_target_or_not_batched_is_one_line():
         done = subprocess.run([sys.executable, str(SCRIPT), name], capture_output=True, text=True, check=False)
         assert done.returncode == 2 and said in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_the_fused_noise_is_counted_as_its_two_kernels_and_comes_back(monkeypatch):
+    """With the fused noise switched on, a Gumbel batch's lane noise is counted as its two compiled
+    kernels move it on a GPU (each lane's uniform written and read, its noise and bound written),
+    none of the plain function's hashing passes; ``lane_noise_on`` is the harness's again
+    afterwards. Switched off, the plain function's passes are counted."""
+    from eaglefuzz.harness.targetkit import fused
+    from eaglefuzz.harness.targets._gumbel_sample_kernel import device as gumbel_device
+
+    seed, pos, lanes = torch.zeros(3, dtype=torch.int64), torch.zeros(3, dtype=torch.int64), torch.arange(2048)
+    assert device_bytes.noise_bytes(seed, pos, lanes, False) == 24 + 24 + 2048 * 8 + 3 * 2048 * (2 * 4 + 16)
+    assert device_bytes.noise_bytes(seed, pos, lanes, True) == 24 + 24 + 2048 * 8 + 3 * 2048 * (2 * 8 + 16)
+    monkeypatch.delenv(fused.SWITCH, raising=False)
+    plain = device_bytes.count("_gumbel_sample_kernel", 2, 1)
+    assert "draw lane noise (fused kernels)" not in plain["per_op"] and plain["per_op"]["draw __rshift__"] > 0
+    monkeypatch.setenv(fused.SWITCH, "1")
+    row = device_bytes.count("_gumbel_sample_kernel", 2, 1)
+    assert row["per_op"]["draw lane noise (fused kernels)"] > 0
+    assert row["bytes"] < plain["bytes"] / 2
+    assert not {"draw __rshift__", "draw bitwise_right_shift_", "draw log_"} & set(row["per_op"])  # the hash's shifts, the noise's logs
+    assert gumbel_device.lane_noise_on is fused.lane_noise_on

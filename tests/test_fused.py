@@ -20,9 +20,19 @@ def fresh():
     fused._compiled.cache_clear()
 
 
-def test_off_a_cuda_device_the_noise_is_the_plain_function():
+def test_off_a_cuda_device_or_switched_off_the_noise_is_the_plain_function(monkeypatch):
+    monkeypatch.setenv(fused.SWITCH, "1")
     assert fused.lane_noise_on("cpu") is tensor_ops_v2.lane_noise
     assert fused.lane_noise_on(torch.device("cpu")) is tensor_ops_v2.lane_noise
+    for off in ("", "0", "no", "false"):
+        monkeypatch.setenv(fused.SWITCH, off)
+        assert not fused.fused_noise_on()
+        assert fused.lane_noise_on("cuda") is tensor_ops_v2.lane_noise  # no GPU needed: nothing compiled
+    monkeypatch.delenv(fused.SWITCH)
+    assert fused.lane_noise_on("cuda:0") is tensor_ops_v2.lane_noise
+    for on in ("1", "true", "YES "):
+        monkeypatch.setenv(fused.SWITCH, on)
+        assert fused.fused_noise_on()
 
 
 def _off_in_one_element(path: str, which: int, by: float = 0.0):
@@ -111,13 +121,14 @@ def test_a_compiled_noise_equal_to_the_plain_one_is_used(fresh, monkeypatch):
     assert fresh._compiled("cpu") is same
 
 
-def test_on_a_gpu_the_noise_is_compiled_and_the_plain_one(needs, fresh):
-    """On a GPU the compiled noise is used (no warning), and on rows of random seeds and
+def test_on_a_gpu_the_noise_is_compiled_and_the_plain_one(needs, fresh, monkeypatch):
+    """On a GPU, switched on, the compiled noise is used (no warning), and on rows of random seeds and
     positions, a vocabulary of 151936 lanes, it is the plain noise, bit for bit on the float64
     path, within :data:`~fused.NEAR32` on the float32 one."""
     needs.gpu("the compiled lane noise")
     import warnings
 
+    monkeypatch.setenv(fused.SWITCH, "1")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         fn = fresh.lane_noise_on("cuda")

@@ -3,9 +3,10 @@
 :func:`~eaglefuzz.oracles.tensor_ops_v2.lane_noise` (the murmur3 hash of every lane of every row,
 its uniform and its Gumbel noise: some forty integer and float64 passes over ``[rows, lanes]``
 tensors in eager torch) is most of what the Gumbel, resampling and insertion targets' device
-batches move. On a CUDA device :func:`lane_noise_on` gives the same function compiled by
-``torch.compile``: one kernel that reads a seed and a position per row and writes each lane's
-uniform, one that reads the uniform and writes the noise and its bound. It is checked first
+batches move. On a CUDA device, with ``EAGLEFUZZ_FUSED_NOISE=1`` (:data:`SWITCH`; off by default
+until its effect on a campaign's throughput is measured), :func:`lane_noise_on` gives the same
+function compiled by ``torch.compile``: one kernel that reads a seed and a position per row and
+writes each lane's uniform, one that reads the uniform and writes the noise and its bound. It is checked first
 against the plain function on a probe of seeds at the int64 limits, drafting positions and a
 vocabulary of several blocks and a part (the uniform and the float64 path bit for bit, the float32
 path's noise within a few float64 steps: :data:`NEAR32`); the oracle's code is the one in
@@ -16,6 +17,7 @@ interpreter) the plain function."""
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from collections.abc import Callable
 
@@ -100,10 +102,20 @@ def _compiled(device: str) -> Noise:
     return tensor_ops_v2.lane_noise
 
 
+SWITCH = "EAGLEFUZZ_FUSED_NOISE"
+"""The environment variable that turns the fused noise on (``1``); off by default until a device
+campaign's throughput with it is measured (benchmarks/RESULTS.md, session 25)."""
+
+
+def fused_noise_on() -> bool:
+    """Whether :data:`SWITCH` asks for the fused noise (``1``, ``true`` or ``yes``)."""
+    return os.environ.get(SWITCH, "").strip().lower() in ("1", "true", "yes")
+
+
 def lane_noise_on(device: str | torch.device) -> Noise:
     """The lane noise the sampling oracles take (their ``noise`` argument) on ``device``: fused
-    on a CUDA device (see the module), the plain function elsewhere."""
+    on a CUDA device where :data:`SWITCH` is on (see the module), the plain function otherwise."""
     dev = torch.device(device)
-    if dev.type != "cuda":
+    if dev.type != "cuda" or not fused_noise_on():
         return tensor_ops_v2.lane_noise
     return _compiled(str(dev))
