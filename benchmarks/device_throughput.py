@@ -14,7 +14,9 @@ lanes of the large-table targets do not fit an 80 GB card), ``--seconds-for NAME
 steady state (a target of few, large batches: dflash checks 9 in 3 seconds), and each target gives its cached GPU
 memory back before the next starts. The JSON line of a target also counts the CUDA caching
 allocator's cudaMalloc and cudaFree calls and retried allocations in its steady state, every
-lane's (``allocator``: a batch that frees the cache waits for the device). The sweep of every
+lane's (``allocator``: a batch that frees the cache waits for the device), and whether the
+sampling oracles' noise ran fused (``fused_noise``: ``EAGLEFUZZ_FUSED_NOISE=1``, which the lanes
+inherit; harness/targetkit/fused.py). The sweep of every
 target on an H100:
 
     python benchmarks/device_throughput.py --quick --seconds 3 --lanes 4 --source vllm-release:0.33.0 \
@@ -446,6 +448,7 @@ def main() -> int:
         parse_source,
         vllm,
     )
+    from eaglefuzz.harness.targetkit.fused import fused_noise_on
     from eaglefuzz.harness.targets import TARGETS
 
     names = args.kernel or list(device_targets())
@@ -515,7 +518,7 @@ def main() -> int:
                 f.write(json.dumps({"target": name, "lanes": lanes_of[name], "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
                                     "alone": alone, "alone_rounds": rounds, "alone_batches": len(s.batches), "allocator": s.allocator, "ratio": None if alone is None else rate / alone, "cold_rate": s.cold_rate, "jit": jit, "cross_checked": s.cross_checked,
                                     "findings": len(s.findings), "oom_retries": s.oom_retries,
-                                    "features_missed": sorted(_missed(name, s)),
+                                    "features_missed": sorted(_missed(name, s)), "fused_noise": fused_noise_on(),
                                     "stages": {k: prof.stages[k] / total for k in STAGES}}) + "\n")
         del s, prof
         _release(backend.device)  # the next target's lanes find the GPU's memory free
