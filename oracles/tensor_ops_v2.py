@@ -370,7 +370,7 @@ def lane_noise(seed: torch.Tensor, pos: torch.Tensor, lanes: torch.Tensor, use_f
     """The Gumbel noise of every lane of every row and its bound (float64, ``[rows, L]``):
     :func:`uniform_noise` of :func:`lane_uniform`. The lanes' passes a sampling oracle makes
     most of: a caller may hand the oracles another implementation of this function (``noise``)
-    that computes the same values bit for bit."""
+    that computes the same values, within far less than the noise's bound."""
     return uniform_noise(lane_uniform(seed, pos, lanes, use_fp64), use_fp64)
 
 

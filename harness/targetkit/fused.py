@@ -6,10 +6,10 @@ tensors in eager torch) is most of what the Gumbel, resampling and insertion tar
 batches move. On a CUDA device, with ``EAGLEFUZZ_FUSED_NOISE=1`` (:data:`SWITCH`; off by default
 until its effect on a campaign's throughput is measured), :func:`lane_noise_on` gives the same
 function compiled by ``torch.compile``: one kernel that reads a seed and a position per row and
-writes each lane's uniform, one that reads the uniform and writes the noise and its bound. It is checked first
-against the plain function on a probe of seeds at the int64 limits, drafting positions and a
-vocabulary of several blocks and a part (the uniform and the float64 path bit for bit, the float32
-path's noise within a few float64 steps: :data:`NEAR32`); the oracle's code is the one in
+writes each lane's uniform, one that reads the uniform and writes the noise and its bound. It is
+checked first against the plain function on a probe of seeds at the int64 limits, drafting
+positions and a vocabulary of several blocks and a part (the uniform and the float64 path bit for
+bit, the float32 path's noise within a few float64 steps: :data:`NEAR32`); the oracle's code is the one in
 :mod:`~eaglefuzz.oracles.tensor_ops_v2` either way. Where the compiled function cannot be built
 or differs from the plain one, the plain one is used, with a warning. Elsewhere (the CPU, the
 interpreter) the plain function."""
