@@ -54,12 +54,15 @@ warm-up of its own; the lanes' first runs started together, then their second an
 runs, each lane's third its cases of its second again; no production-scale case), their tokens summed over the
 longest lane's seconds;
 the profiled run and the kernel alone stay one process (the kernel alone is vLLM's launch, one
-process).
+process). ``--mps``: the lanes are clients of a CUDA MPS daemon of the sweep's own, as ``eaglefuzz
+fuzz --lanes N --mps`` runs them (harness/core/mps.py); this process, which times the kernel alone,
+is not (``mps`` in the JSON line).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -312,13 +315,15 @@ def _lane(argv: list[str]) -> int:
     return 0
 
 
-def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int, backend: str = "cuda") -> SimpleNamespace:
+def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int, backend: str = "cuda",
+             extra_env: dict[str, str] | None = None) -> SimpleNamespace:
     """The steady state of ``name`` in ``lanes`` processes on this GPU at once (shards ``k/lanes``
-    of seed 0, each warmed up first, started together): tokens and examples summed, seconds the
-    longest lane's, features the union."""
+    of seed 0, each warmed up first, started together; ``extra_env``: the lanes' own variables, an
+    MPS daemon's): tokens and examples summed, seconds the longest lane's, features the union."""
     with tempfile.TemporaryDirectory() as tmp:
         go, outs = Path(tmp) / "go", [str(Path(tmp) / f"lane{k}.json") for k in range(lanes)]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+                   **(extra_env or {}))
         procs = [subprocess.Popen([sys.executable, __file__, "--lane-child", name, spec, str(k), str(lanes), str(seconds),
                                    str(warmup), str(go), outs[k], backend], env=env) for k in range(lanes)]
         for stage, start in ((".warm", Path(str(go) + ".first")), (".ready", Path(str(go) + ".again")),
@@ -421,6 +426,8 @@ def main() -> int:
     p.add_argument("--alone-rounds", type=int, default=3, metavar="N",
                    help="the kernel alone measured N times, back to back; its figure is their median (the JSON "
                         "line keeps each round: their spread is the figure's noise)")
+    p.add_argument("--mps", action="store_true", help="the lanes as clients of a CUDA MPS daemon of this sweep's "
+                   "own (eaglefuzz fuzz --lanes N --mps); the kernel alone is timed outside it")
     p.add_argument("--until", type=float, metavar="S", help="start no target once S seconds have passed")
     p.add_argument("--resume", action="store_true", help="skip the targets --json already holds")
     if sys.argv[1:2] == ["--lane-child"]:
@@ -436,9 +443,22 @@ def main() -> int:
     if args.workers is not None:
         opts["workers"] = args.workers
     sys.path.insert(0, str(ROOT))
+    from eaglefuzz.harness.core.errors import UserError
+    from eaglefuzz.harness.core.mps import private_mps
     from eaglefuzz.harness.sources.triton_backend import select_backend
 
     backend = select_backend(args.backend)
+    stack = contextlib.ExitStack()
+    try:
+        mps_env = stack.enter_context(private_mps()) if args.mps else {}
+    except UserError as exc:
+        p.error(str(exc))
+    with stack:
+        return _sweep(p, args, backend, opts, begun, mps_env)
+
+
+def _sweep(p, args, backend, opts: dict, begun: float, mps_env: dict[str, str]) -> int:  # noqa: ANN001
+    """Every target's figures (see the module's text)."""
     from eaglefuzz.harness.checking.device_mode import device_targets
     from eaglefuzz.harness.checking.device_mode.engine import STAGES, device_fuzz_target
     from eaglefuzz.harness.sources import (
@@ -480,7 +500,7 @@ def main() -> int:
             device_fuzz_target(name, impls, backend.device, seed=1, examples=args.warmup, shrink=False, **opts)
             jit = time.monotonic() - t0
             if lanes_of[name] > 1:
-                s = in_lanes(name, spec[name], seconds_of[name], lanes_of[name], args.warmup, args.backend)
+                s = in_lanes(name, spec[name], seconds_of[name], lanes_of[name], args.warmup, args.backend, mps_env)
             else:
                 steady = partial(device_fuzz_target, name, impls, backend.device, seed=0, examples=None,
                                  time_budget=seconds_of[name], shrink=False, **opts)
@@ -518,7 +538,7 @@ def main() -> int:
                 f.write(json.dumps({"target": name, "lanes": lanes_of[name], "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
                                     "alone": alone, "alone_rounds": rounds, "alone_batches": len(s.batches), "allocator": s.allocator, "ratio": None if alone is None else rate / alone, "cold_rate": s.cold_rate, "jit": jit, "cross_checked": s.cross_checked,
                                     "findings": len(s.findings), "oom_retries": s.oom_retries,
-                                    "features_missed": sorted(_missed(name, s)), "fused_noise": fused_noise_on(),
+                                    "features_missed": sorted(_missed(name, s)), "fused_noise": fused_noise_on(), "mps": bool(mps_env) and lanes_of[name] > 1,
                                     "stages": {k: prof.stages[k] / total for k in STAGES}}) + "\n")
         del s, prof
         _release(backend.device)  # the next target's lanes find the GPU's memory free

@@ -187,6 +187,10 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
               help="N shards per GPU, at once (with --devices: on each; else on the first visible GPU), into "
                    "one corpus and one report: a device run's rate is bound by the process that launches, "
                    "so N processes verify more per second; one lane per GPU draws production-scale cases")
+@click.option("--mps", is_flag=True,
+              help="with --lanes N: the lanes of a GPU are clients of a CUDA Multi-Process Service daemon of "
+                   "the campaign's own, so their kernels run at once instead of time-slicing the GPU (a fault "
+                   "of one lane reaches every lane: a crash is a finding only where its case faults alone)")
 @click.option("--lane", "lane", metavar="K/N", default=None, hidden=True,
               help="set by --lanes in each shard: this process is lane K of its GPU's N")
 @click.option("--ray", "ray_address", metavar="ADDRESS", default=None,
@@ -207,7 +211,7 @@ def _apply_limits(limits_spec: str | None, case_timeout: float | None) -> None:
 @click.pass_context
 def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None,
          time_budget: float | None, seed: int, mode: str, shard: str | None, devices: str | None,
-         lanes: int, lane: str | None, ray_address: str | None, shards: int | None, domain: str | None,
+         lanes: int, mps: bool, lane: str | None, ray_address: str | None, shards: int | None, domain: str | None,
          corpus_dir: str | None, keep_going: bool, backend: str, as_json: bool,
          progress: bool | None, isolate: bool, case_timeout: float | None, limits_spec: str | None,
          **source_values: Any) -> None:
@@ -235,11 +239,14 @@ def fuzz(ctx: click.Context, kernel_names: tuple[str, ...], examples: int | None
         what = f"--corpus {corpus_dir}" if corpus_dir is not None else f"the findings folder {corpus}"
         raise UserError(f"{what}: findings cannot be written there ({why}); give --corpus DIR, a folder you can write")
     lane_k, lane_n = _shard(lane, "--lane")
+    if mps and lanes < 2:
+        raise UserError(f"--mps: only with --lanes N, N of 2 or more (--lanes {lanes}: one process a GPU has nothing "
+                        "to run beside)")
     if ((devices, ray_address, shards) != (None, None, None) or lanes > 1) and not os.environ.get(WORKER_ENV):
         from .run.multi import fuzz_in_shards
 
         _targets(kernel_names)  # a wrong name: one line here, not one per shard
-        sys.exit(fuzz_in_shards(list(ctx.obj["argv"]), devices=devices, lanes=lanes, ray_address=ray_address,
+        sys.exit(fuzz_in_shards(list(ctx.obj["argv"]), devices=devices, lanes=lanes, mps=mps, ray_address=ray_address,
                                 shards=shards, shard=(shard_k, shard_n), corpus=corpus, backend=backend,
                                 as_json=as_json))
     if isolate and not os.environ.get(WORKER_ENV):

@@ -149,7 +149,8 @@ def test_lanes_run_several_shards_on_one_device(monkeypatch, tmp_path):
 
     seen = []
 
-    def fake(argv, shards, devices, corpus, lanes=1):  # noqa: ANN001, ANN202
+    def fake(argv, shards, devices, corpus, lanes=1, env=None):  # noqa: ANN001, ANN202
+        assert env == {}  # no MPS daemon without --mps (tests/test_mps.py)
         seen.append((shards, devices, lanes))
         return [ShardRun(s, "x", 0, None, []) for s in shards]
 

@@ -4,7 +4,8 @@ report.
 
 Lanes: a device run launches each case from Python (vLLM's launchers), so one process keeps a
 GPU busy a fraction of the time; ``N`` processes on one GPU launch ``N`` streams of cases at
-once (the GPU time-slices between them). Lane 1 of each GPU alone draws production-scale cases
+once (the GPU time-slices between them; with ``--mps`` their kernels run at once,
+:mod:`~..core.mps`). Lane 1 of each GPU alone draws production-scale cases
 (tables of tens of GB each, a process of their own), and each lane's producer processes are its
 share of the host's cores (:func:`~..checking.device_mode.producers.default_workers`).
 
@@ -29,11 +30,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import UserError
 from ..core.interrupts import SIGNALS
+from ..core.mps import private_mps
 from ..core.scale_examples import holds_scale_examples
 from .cuda_devices import cuda_devices, pick_devices
 from .lifeline import lifeline
@@ -72,13 +75,13 @@ def _share(shard: str) -> tuple[int, int]:
 
 
 def run_on_devices(argv: Sequence[str], shards: list[str], devices: list[str], corpus: Path,
-                   lanes: int = 1) -> list[ShardRun]:
+                   lanes: int = 1, env: dict[str, str] | None = None) -> list[ShardRun]:
     """Run shard ``shards[i]`` on ``devices[i]`` (``CUDA_VISIBLE_DEVICES`` set to it), all at
     once; their runs, in order. ``lanes`` > 1: ``devices`` names each device ``lanes`` times in
     a row, and each shard is a lane of its device (``--lane``, :func:`lane_numbers`: lane 1
     alone draws production-scale cases, whose tables take tens of GB of the device). An
     interrupting signal to this process is forwarded to each shard once (each stops and reports
-    what it found)."""
+    what it found). ``env``: variables every shard gets (an MPS daemon's, :mod:`~..core.mps`)."""
 
     procs: list[subprocess.Popen[str]] = []
     tails: list[list[str]] = [[] for _ in shards]
@@ -94,10 +97,10 @@ def run_on_devices(argv: Sequence[str], shards: list[str], devices: list[str], c
             # it dies with this process even after kill -9 (:mod:`.lifeline`).
             line = lifeline()
             lines.append(line)
-            env = {**os.environ, "CUDA_VISIBLE_DEVICES": device, **line.env}
+            shard_env = {**os.environ, **(env or {}), "CUDA_VISIBLE_DEVICES": device, **line.env}
             lane = ["--lane", f"{number[i]}/{lanes}"] if lanes > 1 else []
             p = subprocess.Popen([sys.executable, "-m", "eaglefuzz.harness.cli", *child_args(argv, shard, corpus), *lane],
-                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=shard_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  start_new_session=True, pass_fds=line.pass_fds)
             line.spawned()
             procs.append(p)
@@ -137,13 +140,15 @@ def fuzz_in_shards(
     ray_address: str | None,
     shards: int | None,
     lanes: int = 1,
+    mps: bool = False,
     shard: tuple[int, int],
     corpus: Path,
     backend: str,
     as_json: bool,
 ) -> int:
     """``eaglefuzz fuzz --devices ...``, ``--lanes N`` or ``--ray ADDRESS --shards N``: the shards
-    run, their reports merged and printed; the exit code. Bad combinations are a
+    run, their reports merged and printed; the exit code. ``mps``: the lanes are clients of an
+    MPS daemon of this campaign's own (:func:`~..core.mps.private_mps`). Bad combinations are a
     :class:`UserError`."""
     if devices is not None and ray_address is not None:
         raise UserError("--devices and --ray: choose one (Ray hands each task its own GPU)")
@@ -167,5 +172,7 @@ def fuzz_in_shards(
     else:
         chosen = pick_devices(devices or "all", available)
     names = sub_shards(shard, len(chosen) * lanes)
-    runs = run_on_devices(argv, names, [d for d in chosen for _ in range(lanes)], corpus.resolve(), lanes=lanes)
+    with private_mps() if mps else nullcontext({}) as env:
+        runs = run_on_devices(argv, names, [d for d in chosen for _ in range(lanes)], corpus.resolve(), lanes=lanes,
+                              env=env)
     return report(merge(runs, shard), runs, as_json=as_json)

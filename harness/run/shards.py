@@ -21,7 +21,7 @@ from ..reporting.fuzz_report import fuzz_exit_code, print_fuzz
 
 # Options the parent handles itself: (flag, takes a value).
 _PARENT_OPTIONS = {"--devices": True, "--lanes": True, "--lane": True, "--ray": True, "--shards": True, "--shard": True, "--json": False,
-                   "--corpus": True, "--progress": False, "--no-progress": False}
+                   "--corpus": True, "--progress": False, "--no-progress": False, "--mps": False}
 
 
 @dataclass

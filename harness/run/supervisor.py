@@ -44,6 +44,8 @@ from ..core.exitcodes import (
     interrupted,
 )
 from ..core.interrupts import SIGNALS
+from ..core.mps import alone as without_mps
+from ..core.mps import under_mps
 from ..sources import Origin
 from . import warm_servers as warm
 from .lifeline import lifeline
@@ -163,6 +165,7 @@ def run_worker(
     quiet: bool = False,
     env: dict[str, str] | None = None,
     stop_at: float | None = None,
+    alone: bool = False,
 ) -> Ended:
     """Run ``eaglefuzz args`` as a worker journaling into ``journal_dir``, watched until it ends.
 
@@ -170,11 +173,13 @@ def run_worker(
     time limit gets the group killed (:attr:`Ended.hang`); an interrupting signal is
     forwarded, and the group killed after :data:`GRACE_S` or on a second signal; at
     ``stop_at`` (a ``time.monotonic()`` value) the group is killed. With ``quiet`` the
-    worker's output (a dying process's fault dump) is dropped.
+    worker's output (a dying process's fault dump) is dropped. ``alone``: the worker is no
+    client of this campaign's MPS daemon (:mod:`~..core.mps`): a CUDA context of its own, whose
+    fault is its own.
     """
 
     line = lifeline()
-    full_env = {**os.environ, WORKER_ENV: "1", JOURNAL_ENV: str(journal_dir), **line.env, **(env or {})}
+    full_env = {**(without_mps() if alone else os.environ), WORKER_ENV: "1", JOURNAL_ENV: str(journal_dir), **line.env, **(env or {})}
     out = subprocess.DEVNULL if quiet else None
     try:
         proc = warm.spawn(args, full_env, line.pass_fds, quiet) or subprocess.Popen(
@@ -300,7 +305,7 @@ def shrink_fault(
             f = Path(d) / "case.json"
             f.write_text(encode(case))
             args = ["_shrink-fault", str(f), "--backend", backend, "--source", spec, "--skip", str(skip)]
-            ended = run_worker(args, Path(d) / "journal", signals, quiet=True, stop_at=deadline)
+            ended = run_worker(args, Path(d) / "journal", signals, quiet=True, stop_at=deadline, alone=True)
             if ended.hang is not None:
                 got, seq, smaller, why = "hang", ended.hang.seq, ended.hang.case, ended.hang.message()
             elif ended.code == EXIT_OK or ended.killed or signals.received:
@@ -320,6 +325,13 @@ def shrink_fault(
     return case, message, steps
 
 
+MPS_PASSES = 8
+"""Crashes a supervised run under ``--mps`` may put down to another lane's fault (their unit run
+again, or a new worker that ended before its first case after one, started again); a later one
+is a crash finding as without MPS."""
+MPS_WAIT_S = 2.0
+"""Seconds before a worker is started again after one that ended before its first case under
+``--mps`` (the daemon, after a fault, refuses clients until every old one is gone)."""
 LOCATE_LIMIT_S = 120.0
 """Seconds the suspects of a batch's fault may take to run one at a time."""
 
@@ -327,7 +339,7 @@ LOCATE_LIMIT_S = 120.0
 def locate_fault(suspects: list[Any], message: str, *, spec: str, backend: str, signals: Signals,
                  budget_s: float = LOCATE_LIMIT_S) -> tuple[Any, str, bool]:
     """The case among ``suspects`` (a device batch's cases, in the order they were launched)
-    that faults alone: one fresh worker runs them one at a time, each checked as a case alone
+    that faults alone: one fresh worker (no client of an MPS daemon) runs them one at a time, each checked as a case alone
     (a wait for the device after its launch), and the first that kills it or leaves the device
     unusable is the one. Returns the case, its message and whether one was found (else the
     first suspect, the message saying that none faults alone)."""
@@ -340,7 +352,7 @@ def locate_fault(suspects: list[Any], message: str, *, spec: str, backend: str, 
         for k, c in enumerate(suspects):
             (folder / f"{k:05d}.json").write_text(encode(c))
         ended = run_worker(["_locate-fault", str(folder), "--backend", backend, "--source", spec],
-                           Path(d) / "journal", signals, quiet=True, stop_at=time.monotonic() + budget_s)
+                           Path(d) / "journal", signals, quiet=True, stop_at=time.monotonic() + budget_s, alone=True)
         if ended.hang is None and ended.code != EXIT_OK and not ended.killed:
             died = orphans(Path(d) / "journal")
             if died and died[0].case is not None:
@@ -361,10 +373,10 @@ class _Supervision:
         self.log = RunLog(journal_dir / "run")
 
     def run(self) -> int:
-        faults = 0
+        faults, passed = 0, 0  # passed: crashes of another lane's fault (--mps), their unit run again
         left = self.log.remaining()
         while True:
-            ended = run_worker(self.argv, self.jdir, self.signals, env={REPORT_ENV: "0"} if faults else None)
+            ended = run_worker(self.argv, self.jdir, self.signals, env={REPORT_ENV: "0"} if faults + passed else None)
             # Imported once the first worker is started: NumPy's import is no longer in its way.
             from .journal import orphans
 
@@ -375,24 +387,56 @@ class _Supervision:
                     o.remove()
                 self._fault("hang", ended.hang.case, ended.hang.message())
             elif ended.code in (EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_EDGE) or ended.code > 128:
-                if not faults or self.log.meta() is None:
+                if not faults + passed or self.log.meta() is None:
                     return ended.code
                 return self._report()  # 2 here: a target's interface verdict, or a later usage error
             else:
                 how = _how(ended.code)
                 crashed = orphans(self.jdir)
+                if (not crashed or crashed[0].case is None) and under_mps() and 0 < passed < MPS_PASSES:
+                    # after another lane's fault the daemon refuses clients until all of its old ones are gone
+                    print(f"eaglefuzz: a new worker ended ({how}) before its first case, under --mps after another "
+                          f"lane's fault; starting one again in {MPS_WAIT_S:g} s", file=sys.stderr, flush=True)
+                    passed += 1
+                    time.sleep(MPS_WAIT_S)
+                    continue
                 if not crashed or crashed[0].case is None:
-                    return self._outside_any_case(how, ended.code, crashed[0].error if crashed else "", faults)
-                self._fault("crash", crashed[0].case, crashed[0].message or f"the process died ({how}) while running this case",
-                            list(crashed[0].suspects))
+                    return self._outside_any_case(how, ended.code, crashed[0].error if crashed else "", faults + passed)
+                case, message = crashed[0].case, crashed[0].message or f"the process died ({how}) while running this case"
+                suspects = list(crashed[0].suspects) or [case]
                 for o in crashed:
                     o.remove()
+                if under_mps() and passed < MPS_PASSES:
+                    found = self._alone(case, message, suspects)
+                    if found is None:
+                        passed += 1
+                        continue
+                    case, message, suspects = *found, []
+                self._fault("crash", case, message, suspects)
             faults += 1
             before, left = left, self.log.remaining()
             if not left or self.signals.received or (faults > 1 and len(left) >= len(before)):
                 return self._report()  # done; interrupted; or (never seen) a fault outside any unit
             print(f"eaglefuzz: going on with {left[0]}" + (f" and {len(left) - 1} more" if len(left) > 1 else ""),
                   file=sys.stderr, flush=True)
+
+    def _alone(self, case: Any, message: str, suspects: list[Any]) -> tuple[Any, str] | None:
+        """Under ``--mps`` (:mod:`~..core.mps`) one lane's CUDA fault ends every lane's context:
+        the case among ``suspects`` (the cases in flight) that faults alone, with its message, or
+        ``None`` when none does (another lane's fault: the unit runs again in a new worker)."""
+        meta = self.log.meta() or {}
+        origins = meta.get("origins", {})
+        origin = Origin(**origins[case.kernel]) if case.kernel in origins else self.source.origin(case.kernel)
+        unit = self.log.current() or case.kernel
+        print(f"eaglefuzz: {unit}: the device became unusable under --mps; running the {len(suspects)} case(s) in "
+              "flight alone, in a fresh process outside MPS", file=sys.stderr, flush=True)
+        found_case, found_message, found = locate_fault(suspects, message, spec=origin.spec,
+                                                        backend=meta.get("backend", self.backend), signals=self.signals)
+        if found:
+            return found_case, found_message
+        print(f"eaglefuzz: {unit}: none of them faults alone: another lane's fault ended this one's CUDA context "
+              "(MPS shares a fault among its clients); running the unit again", file=sys.stderr, flush=True)
+        return None
 
     def _command(self) -> str:
         meta = self.log.meta() or {}

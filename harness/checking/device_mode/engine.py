@@ -41,6 +41,7 @@ import torch
 from ...core.case import Case
 from ...core.compare import Difference
 from ...core.exitcodes import EXIT_DEVICE_LOST
+from ...core.mps import alone
 from ...core.scale_examples import SCALE_AT, SCALE_EVERY
 from ...generation.strategies import Scale, derive_seed
 from ...sources import Implementations
@@ -139,7 +140,7 @@ def redrawn(name: str, seed: int, i: int, k: int, device: str, max_requests: int
     with tempfile.TemporaryDirectory(prefix="eaglefuzz-redraw-") as d:
         out = Path(d) / "cases.pickle"
         subprocess.run([sys.executable, "-m", "eaglefuzz.harness.checking.device_mode.redraw", request, str(out)],  # noqa: S603
-                       check=True, timeout=REDRAW_S, env=dict(os.environ), stdout=subprocess.DEVNULL)
+                       check=True, timeout=REDRAW_S, env=alone(), stdout=subprocess.DEVNULL)  # outside MPS: its server refuses clients after a fault
         return pickle.loads(out.read_bytes())  # noqa: S301 - written by our own child, just now
 
 

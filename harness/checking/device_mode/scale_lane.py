@@ -61,6 +61,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...core.lazy import seal
+from ...core.mps import alone
 from ...generation.strategies import derive_seed
 from ...targetkit.scale import flat_limit
 
@@ -232,7 +233,7 @@ class ScaleLane:
 
     def _start(self) -> str | None:
         """Start the lane; ``None``, or why it could not start."""
-        env = {**os.environ, "EAGLEFUZZ_LANE_PARENT": str(os.getpid())}
+        env = {**alone(), "EAGLEFUZZ_LANE_PARENT": str(os.getpid())}  # its fault its own, under --mps too
         self.proc = subprocess.Popen(  # noqa: S603 - our own module, our own interpreter
             [sys.executable, "-m", "eaglefuzz.harness.checking.device_mode.scale_lane"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, start_new_session=True)

@@ -1,0 +1,79 @@
+"""Lanes of one GPU through CUDA's Multi-Process Service (``eaglefuzz fuzz --lanes N --mps``).
+
+Without it, the processes of one GPU's lanes time-slice it: a kernel of one lane never runs
+beside another lane's, and most of a lane's kernels (the harness's passes over a batch, the
+target's launches) fill a small part of the GPU. Under MPS their kernels run at once.
+
+:func:`private_mps` starts a control daemon of the campaign's own (its pipe and log folders in
+a temporary folder, so it neither finds nor disturbs another daemon on the host) and quits it
+when the campaign ends; the lanes inherit :data:`ENV` and connect to it. MPS shares one fault
+among its clients: a CUDA fault in one lane ends every lane's CUDA context. A process that must
+fault alone (a production-scale case, a batch's cases drawn again, a crash located, confirmed
+or shrunk) runs without :data:`ENV` (:func:`alone`): a context of its own, time-sliced as
+without MPS. A lane's crash is a finding only where its case faults alone (the supervisor's
+:func:`~..run.supervisor.locate_fault`): otherwise another lane's fault ended its context, and
+the lane goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import UserError
+
+CONTROL = "nvidia-cuda-mps-control"
+"""CUDA's MPS control program (with the driver's utilities)."""
+ENV = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
+"""The variables that make a process a client of a given MPS daemon."""
+START_S = 30.0
+"""Seconds the daemon may take to start or to quit."""
+
+
+def under_mps(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether a process with ``environ`` (this one's by default) is a client of a private daemon."""
+    env = os.environ if environ is None else environ
+    return bool(env.get(ENV[0]))
+
+
+def alone(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (this process's by default) without :data:`ENV`: a process started with it
+    has a CUDA context of its own, whose fault ends no other."""
+    env = os.environ if environ is None else environ
+    return {k: v for k, v in env.items() if k not in ENV}
+
+
+@contextmanager
+def private_mps(control: str = CONTROL) -> Iterator[dict[str, str]]:
+    """A running MPS control daemon of this campaign's own; yields the variables (:data:`ENV`)
+    that make a process its client, and quits it on leaving (the lanes gone first). A
+    :class:`UserError` when ``control`` is not on ``PATH`` or does not start."""
+    exe = shutil.which(control)
+    if exe is None:
+        raise UserError(f"--mps: {control} is not on PATH (CUDA's Multi-Process Service comes with the NVIDIA driver's "
+                        "utilities); install them or leave --mps out")
+    with tempfile.TemporaryDirectory(prefix="eaglefuzz-mps-") as d:
+        add = {ENV[0]: str(Path(d) / "pipe"), ENV[1]: str(Path(d) / "log")}
+        for folder in add.values():
+            Path(folder).mkdir()
+        env = {**os.environ, **add}
+        try:
+            r = subprocess.run([exe, "-d"], env=env, capture_output=True, text=True, timeout=START_S, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise UserError(f"--mps: {control} -d did not start: {exc}") from None
+        if r.returncode != 0:
+            why = (r.stderr or r.stdout).strip().splitlines()
+            raise UserError(f"--mps: {control} -d exited with {r.returncode}" + (f": {why[0]}" if why else ""))
+        try:
+            yield add
+        finally:
+            try:
+                subprocess.run([exe], input="quit\n", env=env, capture_output=True, text=True, timeout=START_S,
+                               check=False)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
