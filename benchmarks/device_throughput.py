@@ -444,13 +444,13 @@ def main() -> int:
         opts["workers"] = args.workers
     sys.path.insert(0, str(ROOT))
     from eaglefuzz.harness.core.errors import UserError
-    from eaglefuzz.harness.core.mps import private_mps
+    from eaglefuzz.harness.core.mps import CUDA_PROBE, private_mps
     from eaglefuzz.harness.sources.triton_backend import select_backend
 
     backend = select_backend(args.backend)
     stack = contextlib.ExitStack()
     try:
-        mps_env = stack.enter_context(private_mps()) if args.mps else {}
+        mps_env = stack.enter_context(private_mps(probe=[sys.executable, "-c", CUDA_PROBE])) if args.mps else {}
     except UserError as exc:
         p.error(str(exc))
     with stack:

@@ -28,6 +28,10 @@ exit {code}
 """
 
 
+CLIENT_PROBE = "import os, sys\nsys.exit(0 if os.path.isdir(os.environ.get('CUDA_MPS_PIPE_DIRECTORY', '')) else 1)\n"
+"""Stands in for :data:`~eaglefuzz.harness.core.mps.CUDA_PROBE`: passes where it is the daemon's client."""
+
+
 def _control(tmp_path: Path, code: int = 0) -> tuple[Path, Path]:
     """A fake control program on a PATH of its own, and the log it writes."""
     bin_dir, log = tmp_path / "bin", tmp_path / "control.log"
@@ -55,6 +59,18 @@ def test_a_private_daemon_starts_in_its_own_folders_and_quits(tmp_path, monkeypa
         assert started == [f"args=-d pipe={pipe} log={env[mps.ENV[1]]} input="]
     assert log.read_text().splitlines()[1:] == [f"args= pipe={pipe} log={env[mps.ENV[1]]} input=quit"]
     assert not pipe.exists()
+
+
+def test_a_daemon_whose_client_cannot_start_stops_before_any_lane(tmp_path, monkeypatch):
+    bin_dir, log = _control(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    with mps.private_mps(probe=[sys.executable, "-c", CLIENT_PROBE]) as env:
+        assert mps.under_mps(env)
+    failing = [sys.executable, "-c", "import sys; sys.exit('RuntimeError: CUDA error: MPS client failed to connect')"]
+    with pytest.raises(UserError, match="a CUDA process could not start as a client of .*: RuntimeError: CUDA error: MPS"):
+        with mps.private_mps(probe=failing):
+            pytest.fail("the campaign must not start")
+    assert log.read_text().count("input=quit") == 2  # the daemon quit after the failed probe too
 
 
 def test_a_daemon_that_does_not_start_or_is_missing_is_one_line(tmp_path, monkeypatch):
@@ -96,6 +112,7 @@ def test_the_lanes_get_the_daemon_and_the_shards_do_not_get_the_flag(tmp_path, m
         return [ShardRun(s, "x", 0, None, []) for s in shards]
 
     monkeypatch.setattr(multi, "run_on_devices", fake)
+    monkeypatch.setattr(multi, "CUDA_PROBE", CLIENT_PROBE)
     common = {"ray_address": None, "shards": None, "corpus": tmp_path, "backend": "auto", "as_json": True,
               "devices": None, "lanes": 2, "shard": (0, 1)}
     multi.fuzz_in_shards(["fuzz"], mps=True, **common)

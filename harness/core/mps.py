@@ -21,7 +21,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,6 +33,12 @@ ENV = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
 """The variables that make a process a client of a given MPS daemon."""
 START_S = 30.0
 """Seconds the daemon may take to start or to quit."""
+PROBE_S = 180.0
+"""Seconds the probe client (:func:`private_mps`'s ``probe``) may take."""
+CUDA_PROBE = ("import torch\n"
+              "torch.cuda.init()\n"
+              "assert float((torch.ones(4, device='cuda') + 1).sum()) == 8.0\n")
+"""A client's first CUDA work: the probe a campaign runs before its lanes."""
 
 
 def under_mps(environ: Mapping[str, str] | None = None) -> bool:
@@ -49,10 +55,12 @@ def alone(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 @contextmanager
-def private_mps(control: str = CONTROL) -> Iterator[dict[str, str]]:
+def private_mps(control: str = CONTROL, probe: Sequence[str] | None = None) -> Iterator[dict[str, str]]:
     """A running MPS control daemon of this campaign's own; yields the variables (:data:`ENV`)
-    that make a process its client, and quits it on leaving (the lanes gone first). A
-    :class:`UserError` when ``control`` is not on ``PATH`` or does not start."""
+    that make a process its client, and quits it on leaving (the lanes gone first). ``probe``: a
+    command run first as its client (its first CUDA work, :data:`CUDA_PROBE`), so that a daemon
+    whose clients cannot start stops the campaign before any lane runs. A :class:`UserError`
+    when ``control`` is not on ``PATH``, does not start, or the probe fails."""
     exe = shutil.which(control)
     if exe is None:
         raise UserError(f"--mps: {control} is not on PATH (CUDA's Multi-Process Service comes with the NVIDIA driver's "
@@ -70,6 +78,8 @@ def private_mps(control: str = CONTROL) -> Iterator[dict[str, str]]:
             why = (r.stderr or r.stdout).strip().splitlines()
             raise UserError(f"--mps: {control} -d exited with {r.returncode}" + (f": {why[0]}" if why else ""))
         try:
+            if probe is not None:
+                _probe(list(probe), env, control)
             yield add
         finally:
             try:
@@ -77,3 +87,15 @@ def private_mps(control: str = CONTROL) -> Iterator[dict[str, str]]:
                                check=False)
             except (OSError, subprocess.TimeoutExpired):
                 pass
+
+
+def _probe(cmd: list[str], env: dict[str, str], control: str) -> None:
+    """Run ``cmd`` as a client of the daemon; a :class:`UserError` with its last line if it fails."""
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=PROBE_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"--mps: a CUDA process could not start as a client of {control}'s daemon: {exc}") from None
+    if r.returncode != 0:
+        why = (r.stderr or r.stdout).strip().splitlines()
+        raise UserError(f"--mps: a CUDA process could not start as a client of {control}'s daemon"
+                        + (f": {why[-1]}" if why else f" (exit code {r.returncode})"))

@@ -36,7 +36,7 @@ from typing import Any
 
 from ..core.errors import UserError
 from ..core.interrupts import SIGNALS
-from ..core.mps import private_mps
+from ..core.mps import CUDA_PROBE, private_mps
 from ..core.scale_examples import holds_scale_examples
 from .cuda_devices import cuda_devices, pick_devices
 from .lifeline import lifeline
@@ -172,7 +172,7 @@ def fuzz_in_shards(
     else:
         chosen = pick_devices(devices or "all", available)
     names = sub_shards(shard, len(chosen) * lanes)
-    with private_mps() if mps else nullcontext({}) as env:
+    with private_mps(probe=[sys.executable, "-c", CUDA_PROBE]) if mps else nullcontext({}) as env:
         runs = run_on_devices(argv, names, [d for d in chosen for _ in range(lanes)], corpus.resolve(), lanes=lanes,
                               env=env)
     return report(merge(runs, shard), runs, as_json=as_json)
