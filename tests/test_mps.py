@@ -263,7 +263,7 @@ def test_a_scale_lane_and_a_redraw_run_outside_the_daemon(tmp_path, monkeypatch)
 
 def test_a_new_worker_refused_after_another_lanes_fault_is_started_again(tmp_path, monkeypatch):
     """After a fault the daemon refuses clients until every old one is gone: a lane's new
-    worker that ends before its first case is started again (never a crash "outside any case")."""
+    worker that ends outside any case after one is started again (never a crash finding outside any case)."""
     from eaglefuzz.harness.run import journal
 
     monkeypatch.setenv(mps.ENV[0], str(tmp_path / "pipe"))

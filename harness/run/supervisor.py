@@ -327,10 +327,10 @@ def shrink_fault(
 
 MPS_PASSES = 8
 """Crashes a supervised run under ``--mps`` may put down to another lane's fault (their unit run
-again, or a new worker that ended before its first case after one, started again); a later one
+again, or a new worker that ended outside any case after one, started again); a later one
 is a crash finding as without MPS."""
 MPS_WAIT_S = 2.0
-"""Seconds before a worker is started again after one that ended before its first case under
+"""Seconds before a worker is started again after one that ended outside any case under
 ``--mps`` (the daemon, after a fault, refuses clients until every old one is gone)."""
 LOCATE_LIMIT_S = 120.0
 """Seconds the suspects of a batch's fault may take to run one at a time."""
@@ -395,7 +395,7 @@ class _Supervision:
                 crashed = orphans(self.jdir)
                 if (not crashed or crashed[0].case is None) and under_mps() and 0 < passed < MPS_PASSES:
                     # after another lane's fault the daemon refuses clients until all of its old ones are gone
-                    print(f"eaglefuzz: a new worker ended ({how}) before its first case, under --mps after another "
+                    print(f"eaglefuzz: a new worker ended ({how}) outside any case, under --mps after another "
                           f"lane's fault; starting one again in {MPS_WAIT_S:g} s", file=sys.stderr, flush=True)
                     passed += 1
                     time.sleep(MPS_WAIT_S)
