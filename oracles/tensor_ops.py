@@ -273,10 +273,12 @@ def expand(
     replace_from: int,
     replace_to: int,
     MAX_NUM_TOKENS: int = 128,  # noqa: N803 - the kernel's name
+    tokens: int | None = None,
 ) -> Writes:
     """§12.1 in scatter form on ``output``: ``input[r]`` (``replace_to`` where it equals
     ``replace_from``, compared in the data's dtype: float32 after rounding both ints) at
-    ``s_r + k`` for ``k < min(n_r, MAX_NUM_TOKENS)``."""
+    ``s_r + k`` for ``k < min(n_r, MAX_NUM_TOKENS)``. ``tokens``: the elements written, where
+    the caller knows them (no wait for the device to count them)."""
     cu = cu_num_tokens.long()
     start = torch.cat([cu.new_zeros(1), cu[:-1]])
     n = (cu - start).clamp(0, MAX_NUM_TOKENS)
@@ -286,7 +288,7 @@ def expand(
     else:
         hit = input.long() == replace_from  # exact
     x = torch.where(hit, to, input)
-    r, k = _ragged(n)
+    r, k = _ragged(n, tokens)
     return {"output": (start[r] + k, x[r])}
 
 

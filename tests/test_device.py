@@ -332,6 +332,7 @@ BOTH_SIDES = {"copy_and_expand_eagle_inputs_kernel": {"shift_on", "shift_off", "
                                                        "query_crosses_kv_block"},
               "eagle_prepare_next_token_padded_kernel": {"discard_none", "discard_some", "discard_all", "full_row",
                                                          "minus_one_suffix", "several_valid_columns", "several_requests"},
+              "expand_kernel": {"temperature", "top_k", "top_p", "replaced", "empty_row", "several_requests"},
               "rejection_greedy_sample_kernel": {"all_greedy", "mixed_batch", "greedy_tensor_all_true", "synthetic_mode",
                                                  "first_rejected", "later_rejected", "all_accepted", "ragged"}}
 """Features of each side of a mode that :func:`test_batch_features_are_the_records_features_of_each_case`
@@ -1157,7 +1158,7 @@ def test_device_draws_reach_every_production_feature_at_the_gpu_size(name):
     assert not reached & set(dt.not_drawn), f"{name}: drawn although declared not drawn: {sorted(reached & set(dt.not_drawn))}"
 
 
-BATCHED_AT_GPU_SIZE = ("eagle_prepare_next_token_padded_kernel", "rejection_greedy_sample_kernel")
+BATCHED_AT_GPU_SIZE = ("eagle_prepare_next_token_padded_kernel", "expand_kernel", "rejection_greedy_sample_kernel")
 """Batched targets of a V1 kernel whose batches are cheap to draw on the CPU at the GPU's size."""
 
 

@@ -44,7 +44,7 @@ def test_a_target_s_batch_is_counted_stage_by_stage_and_the_placement_functions_
 
 def test_a_name_that_is_no_device_target_or_not_batched_is_one_line():
     for name, said in (("no_such_kernel", "no device target named no_such_kernel"),
-                       ("expand_kernel", "expand_kernel: not checked in device batches")):
+                       ("eagle_prepare_inputs_padded_kernel", "eagle_prepare_inputs_padded_kernel: not checked in device batches")):
         done = subprocess.run([sys.executable, str(SCRIPT), name], capture_output=True, text=True, check=False)
         assert done.returncode == 2 and said in done.stderr
         assert "Traceback" not in done.stderr
