@@ -30,6 +30,7 @@ import click
 from .core.clock import mark_start
 from .core.errors import UserError
 from .core.exitcodes import (
+    EXIT_DEVICE_LOST,
     EXIT_EDGE,
     EXIT_FINDINGS,
     EXIT_INTERNAL,
@@ -674,8 +675,14 @@ def _main(args: list[str]) -> None:
 
         click.echo("eaglefuzz: interrupted", err=True)
         sys.exit(interrupted(received()))
-    except Exception:  # a bug of eaglefuzz itself: the traceback is the useful report
+    except Exception as exc:  # a bug of eaglefuzz itself: the traceback is the useful report
+        from .core.mps import shared_fault
 
+        if shared_fault(exc):  # under --mps: maybe another lane's fault; the supervisor starts a new worker
+            click.echo("eaglefuzz: the device became unusable outside any launch, under --mps (another lane's fault "
+                       f"ends every lane's CUDA context): {type(exc).__name__}: {' '.join(str(exc).split())[:200]}",
+                       err=True)
+            sys.exit(EXIT_DEVICE_LOST)
         traceback.print_exc()
         click.echo("eaglefuzz: internal error (a bug of eaglefuzz, not of the kernel): traceback above", err=True)
         sys.exit(EXIT_INTERNAL)

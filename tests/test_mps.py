@@ -282,3 +282,71 @@ def test_a_new_worker_refused_after_another_lanes_fault_is_started_again(tmp_pat
     monkeypatch.setattr(sup, "_outside_any_case", lambda *a: pytest.fail("no finding outside any case"))
     monkeypatch.setattr(sup, "_report", lambda: 99)
     assert sup.run() == 99 and len(workers) == 3
+
+
+CUDA_FAULT = "CUDA error: an illegal memory access was encountered"
+
+
+def test_a_cuda_error_is_a_shared_fault_only_under_the_daemon(tmp_path):
+    under = {mps.ENV[0]: str(tmp_path / "pipe"), mps.ENV[1]: str(tmp_path / "log")}
+    assert mps.shared_fault(RuntimeError(CUDA_FAULT), under)
+    assert mps.shared_fault(RuntimeError("Triton Error [CUDA]: an illegal memory access was encountered"), under)
+    assert not mps.shared_fault(RuntimeError(CUDA_FAULT), {})
+    assert not mps.shared_fault(ValueError("a bug of the harness"), under)
+
+
+@pytest.mark.parametrize("under", [True, False])
+def test_a_cuda_error_outside_any_launch_under_mps_is_a_lost_device_not_an_internal_error(under, tmp_path, monkeypatch,
+                                                                                          capsys):
+    """Under MPS a lane's draw or oracle meets another lane's fault: the worker says so in one
+    line and exits as a lost device (the supervisor starts it again); without MPS the same
+    error is the harness's own (an internal error, its traceback)."""
+    from eaglefuzz.harness.core.exitcodes import EXIT_DEVICE_LOST, EXIT_INTERNAL
+
+    for k in mps.ENV:
+        if under:
+            monkeypatch.setenv(k, str(tmp_path / k))
+        else:
+            monkeypatch.delenv(k, raising=False)
+
+    def fails(**kw):  # noqa: ANN003, ANN202
+        raise RuntimeError(CUDA_FAULT)
+
+    monkeypatch.setattr(cli.cli, "main", fails)
+    with pytest.raises(SystemExit) as exited:
+        cli._main(["fuzz"])
+    err = capsys.readouterr().err
+    if under:
+        assert exited.value.code == EXIT_DEVICE_LOST
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and "under --mps" in err
+    else:
+        assert exited.value.code == EXIT_INTERNAL and "Traceback" in err and "internal error" in err
+
+
+@pytest.mark.parametrize("under", [True, False])
+def test_a_worker_that_lost_the_device_outside_any_case_under_mps_is_started_again(under, tmp_path, monkeypatch):
+    """A lane's first worker that lost its device outside any case (exit 70, no case in its
+    journal) under MPS ran into another lane's fault: a new worker runs the unit (no finding);
+    without MPS it is reported as a process that ended outside any case."""
+    from eaglefuzz.harness.run import journal
+
+    for k in mps.ENV:
+        if under:
+            monkeypatch.setenv(k, str(tmp_path / k))
+        else:
+            monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(supervisor, "MPS_WAIT_S", 0.0)
+    codes, workers, outside = iter([70, 0]), [], []
+    monkeypatch.setattr(supervisor, "run_worker", lambda *a, env=None, **kw: (workers.append(env), supervisor.Ended(next(codes)))[1])
+    monkeypatch.setattr(journal, "orphans", lambda jdir: [])
+    sup = supervisor._Supervision(["fuzz"], source=SimpleNamespace(origin=lambda k: SimpleNamespace(spec="bundled")),
+                                  corpus_dir=tmp_path, as_json=True, save=True, backend="interpreter",
+                                  signals=supervisor.Signals(), journal_dir=tmp_path)
+    sup.log = _Log()
+    monkeypatch.setattr(sup, "_fault", lambda *a: pytest.fail("no finding"))
+    monkeypatch.setattr(sup, "_outside_any_case", lambda *a: (outside.append(a), 1)[1])
+    monkeypatch.setattr(sup, "_report", lambda: 99)
+    if under:
+        assert sup.run() == 99 and workers == [None, {supervisor.REPORT_ENV: "0"}] and not outside
+    else:
+        assert sup.run() == 1 and len(workers) == 1 and outside[0][1] == 70

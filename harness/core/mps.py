@@ -12,7 +12,8 @@ fault alone (a production-scale case, a batch's cases drawn again, a crash locat
 or shrunk) runs without :data:`ENV` (:func:`alone`): a context of its own, time-sliced as
 without MPS. A lane's crash is a finding only where its case faults alone (the supervisor's
 :func:`~..run.supervisor.locate_fault`): otherwise another lane's fault ended its context, and
-the lane goes on.
+the lane goes on. So does a lane whose context a fault ends outside any launch (its draw, its
+oracle: :func:`shared_fault`), in a new worker.
 """
 
 from __future__ import annotations
@@ -45,6 +46,14 @@ def under_mps(environ: Mapping[str, str] | None = None) -> bool:
     """Whether a process with ``environ`` (this one's by default) is a client of a private daemon."""
     env = os.environ if environ is None else environ
     return bool(env.get(ENV[0]))
+
+
+def shared_fault(exc: BaseException, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``exc``, raised in a process with ``environ`` (this one's by default), is a CUDA
+    error of a client of a daemon: the context is unusable, and the fault may be another
+    client's (MPS shares it). Without MPS such an error outside a launch is the harness's own."""
+    text = str(exc)
+    return under_mps(environ) and ("CUDA error" in text or "Triton Error [CUDA]" in text)
 
 
 def alone(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -393,10 +393,13 @@ class _Supervision:
             else:
                 how = _how(ended.code)
                 crashed = orphans(self.jdir)
-                if (not crashed or crashed[0].case is None) and under_mps() and 0 < passed < MPS_PASSES:
-                    # after another lane's fault the daemon refuses clients until all of its old ones are gone
-                    print(f"eaglefuzz: a new worker ended ({how}) outside any case, under --mps after another "
-                          f"lane's fault; starting one again in {MPS_WAIT_S:g} s", file=sys.stderr, flush=True)
+                lost = ended.code == EXIT_DEVICE_LOST  # outside any launch: the worker's own line says so
+                if (not crashed or crashed[0].case is None) and under_mps() and (passed or lost) and passed < MPS_PASSES:
+                    # a fault outside this lane's launches is another lane's (MPS shares it); after one the
+                    # daemon refuses clients until all of its old ones are gone
+                    why = ("a worker's device became unusable outside any case, under --mps (another lane's fault)" if lost
+                           else f"a new worker ended ({how}) outside any case, under --mps after another lane's fault")
+                    print(f"eaglefuzz: {why}; starting one again in {MPS_WAIT_S:g} s", file=sys.stderr, flush=True)
                     passed += 1
                     time.sleep(MPS_WAIT_S)
                     continue
