@@ -142,6 +142,24 @@ def test_merge_keeps_a_device_runs_stages_cross_checks_and_scale_cases():
             in out.getvalue())
 
 
+def test_a_device_target_whose_worker_was_killed_is_not_said_to_lack_a_device_generator():
+    """A device-mode target whose case killed the worker has no device entry (its counts are
+    lost): the report says that, not that the target has no device generator."""
+    from io import StringIO
+
+    from eaglefuzz.harness.reporting.fuzz_report import print_fuzz
+
+    doc = dict(_doc(0, [], [], []), mode="device")
+    doc["targets"][PI]["fault"] = "crash"
+    out = StringIO()
+    print_fuzz(doc, out=out)
+    assert "killed the worker" in out.getvalue() and "no device generator" not in out.getvalue()
+    del doc["targets"][PI]["fault"]
+    out = StringIO()
+    print_fuzz(doc, out=out)
+    assert f"device: {PI} has no device generator" in out.getvalue()
+
+
 def test_lanes_run_several_shards_on_one_device(monkeypatch, tmp_path):
     """--lanes N: N shards on the first visible device (with --devices: on each), disjoint
     shares, each told its lane (lane 1 alone draws production-scale cases)."""

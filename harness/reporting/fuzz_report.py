@@ -139,7 +139,7 @@ def print_fuzz(doc: dict[str, Any], *, width: int = 110, out: Any = None) -> Non
                       "memory (fewer --lanes on this GPU would avoid the waits)") if d.get("oom_retries") else ""
             print(f"device: {n}: seconds per stage: {st}; warm-up (JIT) {d['warmup_seconds']:.1f} s; "
                   f"{d['cross_checked']} case(s) cross-checked against the NumPy and Numba oracles{scale}", file=out)
-        elif doc["mode"] == "device":
+        elif doc["mode"] == "device" and not t.get("fault"):  # a fault lost the counts, not the generator
             print(f"device: {n} has no device generator (no device.py in its folder): fuzzed in bulk mode", file=out)
     for n, t in targets.items():
         if t.get("fault"):
