@@ -350,3 +350,31 @@ def test_a_worker_that_lost_the_device_outside_any_case_under_mps_is_started_aga
         assert sup.run() == 99 and workers == [None, {supervisor.REPORT_ENV: "0"}] and not outside
     else:
         assert sup.run() == 1 and len(workers) == 1 and outside[0][1] == 70
+
+
+def test_a_lane_that_keeps_meeting_faults_not_of_its_own_leaves_the_daemon(tmp_path, monkeypatch):
+    """After MPS_PASSES faults that no case of the lane makes alone (here: its device lost outside
+    any case, every time), the lane's next workers run outside the daemon (time-sliced, a CUDA
+    context of their own), and the run ends without a finding."""
+    from eaglefuzz.harness.run import journal
+
+    monkeypatch.setenv(mps.ENV[0], str(tmp_path / "pipe"))
+    monkeypatch.setattr(supervisor, "MPS_WAIT_S", 0.0)
+    codes = iter([70] * supervisor.MPS_PASSES + [0])
+    alone = []
+
+    def run_worker(*a, env=None, **kw):  # noqa: ANN002, ANN003, ANN202
+        alone.append(kw.get("alone", False))
+        return supervisor.Ended(next(codes))
+
+    monkeypatch.setattr(supervisor, "run_worker", run_worker)
+    monkeypatch.setattr(journal, "orphans", lambda jdir: [])
+    sup = supervisor._Supervision(["fuzz"], source=SimpleNamespace(origin=lambda k: SimpleNamespace(spec="bundled")),
+                                  corpus_dir=tmp_path, as_json=True, save=True, backend="interpreter",
+                                  signals=supervisor.Signals(), journal_dir=tmp_path)
+    sup.log = _Log()
+    monkeypatch.setattr(sup, "_fault", lambda *a: pytest.fail("no finding"))
+    monkeypatch.setattr(sup, "_outside_any_case", lambda *a: pytest.fail("no finding outside any case"))
+    monkeypatch.setattr(sup, "_report", lambda: 99)
+    assert sup.run() == 99
+    assert alone == [False] * supervisor.MPS_PASSES + [True]

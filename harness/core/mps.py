@@ -13,7 +13,8 @@ or shrunk) runs without :data:`ENV` (:func:`alone`): a context of its own, time-
 without MPS. A lane's crash is a finding only where its case faults alone (the supervisor's
 :func:`~..run.supervisor.locate_fault`): otherwise another lane's fault ended its context, and
 the lane goes on. So does a lane whose context a fault ends outside any launch (its draw, its
-oracle: :func:`shared_fault`), in a new worker.
+oracle: :func:`shared_fault`), in a new worker. A lane that meets such faults again and again
+leaves the daemon (:data:`~..run.supervisor.MPS_PASSES`) and runs on time-sliced.
 """
 
 from __future__ import annotations

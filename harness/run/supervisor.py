@@ -326,9 +326,9 @@ def shrink_fault(
 
 
 MPS_PASSES = 8
-"""Crashes a supervised run under ``--mps`` may put down to another lane's fault (their unit run
-again, or a new worker that ended outside any case after one, started again); a later one
-is a crash finding as without MPS."""
+"""Crashes a supervised run under ``--mps`` puts down to another lane's fault (their unit run
+again, or a new worker that ended outside any case after one, started again) before the lane
+leaves the daemon: its later workers run alone, and their crashes are findings as without MPS."""
 MPS_WAIT_S = 2.0
 """Seconds before a worker is started again after one that ended outside any case under
 ``--mps`` (the daemon, after a fault, refuses clients until every old one is gone)."""
@@ -374,9 +374,12 @@ class _Supervision:
 
     def run(self) -> int:
         faults, passed = 0, 0  # passed: crashes of another lane's fault (--mps), their unit run again
+        solo = False  # under --mps: this lane has left the daemon (MPS_PASSES faults not of its own)
         left = self.log.remaining()
         while True:
-            ended = run_worker(self.argv, self.jdir, self.signals, env={REPORT_ENV: "0"} if faults + passed else None)
+            mps = under_mps() and not solo
+            ended = run_worker(self.argv, self.jdir, self.signals, env={REPORT_ENV: "0"} if faults + passed else None,
+                               alone=solo)
             # Imported once the first worker is started: NumPy's import is no longer in its way.
             from .journal import orphans
 
@@ -394,13 +397,14 @@ class _Supervision:
                 how = _how(ended.code)
                 crashed = orphans(self.jdir)
                 lost = ended.code == EXIT_DEVICE_LOST  # outside any launch: the worker's own line says so
-                if (not crashed or crashed[0].case is None) and under_mps() and (passed or lost) and passed < MPS_PASSES:
+                if (not crashed or crashed[0].case is None) and mps and (passed or lost):
                     # a fault outside this lane's launches is another lane's (MPS shares it); after one the
                     # daemon refuses clients until all of its old ones are gone
                     why = ("a worker's device became unusable outside any case, under --mps (another lane's fault)" if lost
                            else f"a new worker ended ({how}) outside any case, under --mps after another lane's fault")
                     print(f"eaglefuzz: {why}; starting one again in {MPS_WAIT_S:g} s", file=sys.stderr, flush=True)
                     passed += 1
+                    solo = self._leave_mps(passed)
                     time.sleep(MPS_WAIT_S)
                     continue
                 if not crashed or crashed[0].case is None:
@@ -409,10 +413,11 @@ class _Supervision:
                 suspects = list(crashed[0].suspects) or [case]
                 for o in crashed:
                     o.remove()
-                if under_mps() and passed < MPS_PASSES:
+                if mps:
                     found = self._alone(case, message, suspects)
                     if found is None:
                         passed += 1
+                        solo = self._leave_mps(passed)
                         continue
                     case, message, suspects = *found, []
                 self._fault("crash", case, message, suspects)
@@ -422,6 +427,17 @@ class _Supervision:
                 return self._report()  # done; interrupted; or (never seen) a fault outside any unit
             print(f"eaglefuzz: going on with {left[0]}" + (f" and {len(left) - 1} more" if len(left) > 1 else ""),
                   file=sys.stderr, flush=True)
+
+    def _leave_mps(self, passed: int) -> bool:
+        """Whether, after ``passed`` faults not of this lane's cases under ``--mps``, the lane
+        leaves the daemon: from :data:`MPS_PASSES` on, its workers run alone (a CUDA context of
+        their own, time-sliced), so that faults that come only under MPS end neither the run nor
+        become findings."""
+        if passed < MPS_PASSES:
+            return False
+        print(f"eaglefuzz: {passed} faults under --mps that no case of this lane makes alone: this lane leaves the "
+              "MPS daemon and runs on in a CUDA context of its own (time-sliced)", file=sys.stderr, flush=True)
+        return True
 
     def _alone(self, case: Any, message: str, suspects: list[Any]) -> tuple[Any, str] | None:
         """Under ``--mps`` (:mod:`~..core.mps`) one lane's CUDA fault ends every lane's context:
