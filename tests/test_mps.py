@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -159,6 +160,20 @@ class _Log:
         self.added.append(unit)
 
 
+def _supervision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                 outside: Callable[..., int] | None = None) -> supervisor._Supervision:
+    """A supervised run of one unit (:class:`_Log`) whose merged report is 99, which may report
+    no finding (``_fault``) and, unless ``outside`` stands in for it, none outside any case."""
+    sup = supervisor._Supervision(["fuzz"], source=SimpleNamespace(origin=lambda k: SimpleNamespace(spec="bundled")),
+                                  corpus_dir=tmp_path, as_json=True, save=True, backend="interpreter",
+                                  signals=supervisor.Signals(), journal_dir=tmp_path)
+    sup.log = _Log()
+    monkeypatch.setattr(sup, "_fault", lambda *a: pytest.fail("no finding"))
+    monkeypatch.setattr(sup, "_outside_any_case", outside or (lambda *a: pytest.fail("no finding outside any case")))
+    monkeypatch.setattr(sup, "_report", lambda: 99)
+    return sup
+
+
 @pytest.mark.parametrize(("under", "alone_faults"), [(True, False), (True, True), (False, False)])
 def test_a_crash_under_mps_is_a_finding_only_where_its_case_faults_alone(tmp_path, monkeypatch, under, alone_faults):
     """One lane's CUDA fault ends every lane's context under MPS: a lane's crash whose cases in
@@ -191,12 +206,8 @@ def test_a_crash_under_mps_is_a_finding_only_where_its_case_faults_alone(tmp_pat
     monkeypatch.setattr(supervisor, "run_worker", run_worker)
     monkeypatch.setattr(journal, "orphans", orphans)
     monkeypatch.setattr(supervisor, "locate_fault", locate_fault)
-    sup = supervisor._Supervision(["fuzz"], source=SimpleNamespace(origin=lambda k: SimpleNamespace(spec="bundled")),
-                                  corpus_dir=tmp_path, as_json=True, save=True, backend="interpreter",
-                                  signals=supervisor.Signals(), journal_dir=tmp_path)
-    sup.log = _Log()
+    sup = _supervision(tmp_path, monkeypatch)
     monkeypatch.setattr(sup, "_fault", lambda kind, c, m, s=None: (faults.append((kind, c, m, s)), sup.log.add("unit", {})))
-    monkeypatch.setattr(sup, "_report", lambda: 99)
     assert sup.run() == 99  # the merged report: a second worker ran
     assert located == ([[case, other]] if under else [])
     if under and not alone_faults:
@@ -274,13 +285,7 @@ def test_a_new_worker_refused_after_another_lanes_fault_is_started_again(tmp_pat
     monkeypatch.setattr(journal, "orphans", lambda jdir: [SimpleNamespace(
         case=case, message="m", suspects=(), error="", remove=lambda: None)] if len(workers) == 1 else [])
     monkeypatch.setattr(supervisor, "locate_fault", lambda suspects, message, **kw: (case, "none", False))
-    sup = supervisor._Supervision(["fuzz"], source=SimpleNamespace(origin=lambda k: SimpleNamespace(spec="bundled")),
-                                  corpus_dir=tmp_path, as_json=True, save=True, backend="interpreter",
-                                  signals=supervisor.Signals(), journal_dir=tmp_path)
-    sup.log = _Log()
-    monkeypatch.setattr(sup, "_fault", lambda *a: pytest.fail("no finding"))
-    monkeypatch.setattr(sup, "_outside_any_case", lambda *a: pytest.fail("no finding outside any case"))
-    monkeypatch.setattr(sup, "_report", lambda: 99)
+    sup = _supervision(tmp_path, monkeypatch)
     assert sup.run() == 99 and len(workers) == 3
 
 
@@ -339,13 +344,7 @@ def test_a_worker_that_lost_the_device_outside_any_case_under_mps_is_started_aga
     codes, workers, outside = iter([70, 0]), [], []
     monkeypatch.setattr(supervisor, "run_worker", lambda *a, env=None, **kw: (workers.append(env), supervisor.Ended(next(codes)))[1])
     monkeypatch.setattr(journal, "orphans", lambda jdir: [])
-    sup = supervisor._Supervision(["fuzz"], source=SimpleNamespace(origin=lambda k: SimpleNamespace(spec="bundled")),
-                                  corpus_dir=tmp_path, as_json=True, save=True, backend="interpreter",
-                                  signals=supervisor.Signals(), journal_dir=tmp_path)
-    sup.log = _Log()
-    monkeypatch.setattr(sup, "_fault", lambda *a: pytest.fail("no finding"))
-    monkeypatch.setattr(sup, "_outside_any_case", lambda *a: (outside.append(a), 1)[1])
-    monkeypatch.setattr(sup, "_report", lambda: 99)
+    sup = _supervision(tmp_path, monkeypatch, outside=lambda *a: (outside.append(a), 1)[1])
     if under:
         assert sup.run() == 99 and workers == [None, {supervisor.REPORT_ENV: "0"}] and not outside
     else:
@@ -369,12 +368,6 @@ def test_a_lane_that_keeps_meeting_faults_not_of_its_own_leaves_the_daemon(tmp_p
 
     monkeypatch.setattr(supervisor, "run_worker", run_worker)
     monkeypatch.setattr(journal, "orphans", lambda jdir: [])
-    sup = supervisor._Supervision(["fuzz"], source=SimpleNamespace(origin=lambda k: SimpleNamespace(spec="bundled")),
-                                  corpus_dir=tmp_path, as_json=True, save=True, backend="interpreter",
-                                  signals=supervisor.Signals(), journal_dir=tmp_path)
-    sup.log = _Log()
-    monkeypatch.setattr(sup, "_fault", lambda *a: pytest.fail("no finding"))
-    monkeypatch.setattr(sup, "_outside_any_case", lambda *a: pytest.fail("no finding outside any case"))
-    monkeypatch.setattr(sup, "_report", lambda: 99)
+    sup = _supervision(tmp_path, monkeypatch)
     assert sup.run() == 99
     assert alone == [False] * supervisor.MPS_PASSES + [True]
