@@ -21,7 +21,10 @@ How bytes are counted (a ``TorchDispatchMode`` sees every torch operation):
   reads and writes on a GPU: a copied segment read and written once, a check's span and sources read;
 - with ``EAGLEFUZZ_FUSED_NOISE=1``, the sampling oracles' lane noise counts what its two compiled
   kernels move on a GPU (:mod:`~eaglefuzz.harness.targetkit.fused`): each row's seed and position and
-  the lane ids read, the uniform written and read, the noise and its bound written.
+  the lane ids read, the uniform written and read, the noise and its bound written;
+- with ``EAGLEFUZZ_FUSED_SLOTS=1``, ``copy_and_expand_eagle_inputs_kernel``'s oracle slots count what
+  their compiled kernel moves on a GPU: the per-request tables read, and per slot an input id read
+  and its place, id, position and two masks written.
 
 A GPU moves these bytes in its own time; the counts do not say how fast, only how many passes.
 """
@@ -106,6 +109,13 @@ def noise_bytes(seed, pos, lanes, use_fp64: bool) -> int:  # noqa: ANN001
     return _nbytes(seed) + _nbytes(pos) + _nbytes(lanes) + cells * (2 * (8 if use_fp64 else 4) + 16)
 
 
+def slots_bytes(table, ids, ends, target_token_ids, total: int) -> int:  # noqa: ANN001
+    """What the compiled slots of ``copy_and_expand_eagle_inputs_kernel``'s oracle read and write
+    on a GPU for ``total`` slots: the per-request tables read once; per slot an input id read (at
+    most), its place and position (int64), its id (int32) and its two masks written."""
+    return _nbytes(table) + _nbytes(ids) + _nbytes(ends) + total * (target_token_ids.element_size() + 8 + 8 + 4 + 1 + 1)
+
+
 def count(name: str, cases: int | None, batches: int) -> dict:
     """``name``'s bytes per stage and per operation over ``batches`` batches of ``cases`` cases, and
     their output tokens."""
@@ -115,7 +125,7 @@ def count(name: str, cases: int | None, batches: int) -> dict:
     from eaglefuzz.harness.checking.device_mode.engine import batch_of
     from eaglefuzz.harness.targetkit import fused, placement
     from eaglefuzz.harness.targetkit.device_batch import BatchArenas
-    from eaglefuzz.oracles import tensor_ops_v2
+    from eaglefuzz.oracles import tensor_ops, tensor_ops_v2
 
     dt = device_targets()[name]
     if not dt.batch:
@@ -141,15 +151,24 @@ def count(name: str, cases: int | None, batches: int) -> dict:
         with _disable_current_modes():
             return tensor_ops_v2.lane_noise(seed, pos, lanes, use_fp64)
 
+    def fused_slots(*args):  # noqa: ANN002, ANN202
+        moved[where[0], "slots (fused kernel)"] += slots_bytes(*args)
+        with _disable_current_modes():
+            return tensor_ops.expand_slots(*args)
+
     saved = {n: getattr(placement, n) for n in _placement_bytes()}
     rules: dict = _placement_bytes()
+    fused_of = {"lane_noise_on": fused_noise, "expand_slots_on": fused_slots}
     if fused.fused_noise_on():
         saved["lane_noise_on"] = fused.lane_noise_on
         rules["lane_noise_on"] = None
+    if fused.fused_slots_on():
+        saved["expand_slots_on"] = fused.expand_slots_on
+        rules["expand_slots_on"] = None
     holders = [(m, n) for m in list(sys.modules.values()) for n in saved if getattr(m, n, None) is saved[n]]
     try:  # every module that imported a placement function calls the counted one (a draw's copy too)
         for m, n in holders:
-            setattr(m, n, counted(saved[n], rules[n]) if rules[n] else (lambda device: fused_noise))
+            setattr(m, n, counted(saved[n], rules[n]) if rules[n] else (lambda device, f=fused_of[n]: f))
         tokens = 0
         k = cases or dt.batch
         with Count():

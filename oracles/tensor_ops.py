@@ -18,7 +18,7 @@ int64; values wrap to their output's width as the kernel's stores do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -26,7 +26,7 @@ import torch
 
 from .host_copy import host_to
 
-__all__ = ["copy_and_expand_eagle_inputs"]
+__all__ = ["copy_and_expand_eagle_inputs", "expand_slots"]
 
 Writes = dict[str, tuple[torch.Tensor, torch.Tensor]]
 
@@ -54,6 +54,7 @@ def copy_and_expand_eagle_inputs(
     shift_input_ids: bool | Sequence[bool],
     tokens: int | Sequence[int] | None = None,
     requests: Sequence[int] | None = None,
+    slots: Callable[..., tuple[torch.Tensor, ...]] | None = None,
 ) -> Writes:
     """§1.1: per request ``r``, ``total = qlen + P - s`` slots from ``out_start = qs + r*(P - s)``:
     valid slots (``j < nv``), the bonus (``j == nv``), ``P - 1`` parallel-drafting slots, then the
@@ -69,7 +70,10 @@ def copy_and_expand_eagle_inputs(
     scalar (and ``tokens``) one per case. Each output's indices are then flat indices in the
     concatenation of the cases' outputs (``T + R*(P - s)`` elements each for the slots, ``R*P``
     for the new-token indices, ``T`` for the hidden-state mapping); values are what each case
-    alone writes (indices into its own outputs)."""
+    alone writes (indices into its own outputs).
+
+    ``slots``: :func:`expand_slots` or a function equal to it (a compiled one), which computes
+    every slot's values from the per-request table."""
     single = requests is None
     C = 1 if single else len(requests)
 
@@ -91,8 +95,8 @@ def copy_and_expand_eagle_inputs(
     else:
         tok = per_case(tokens)
     tok_off = np.cumsum(T) - T  # each case's first input token in the concatenation
-    slots = tok + req * (P - s)
-    out_off = np.cumsum(slots) - slots  # each case's first slot in the concatenation of its outputs
+    slot_counts = tok + req * (P - s)
+    out_off = np.cumsum(slot_counts) - slot_counts  # each case's first slot in the concatenation of its outputs
     host = host_to(np.stack([  # per request, one copy to the device
         np.arange(R) + case, local * (P - s)[case], P[case], s[case], T[case] - 1, tok_off[case], out_off[case],
         pad[case], par[case]]), dev)
@@ -104,23 +108,15 @@ def copy_and_expand_eagle_inputs(
     # each per-request quantity below is shifted by -first so that a slot reads it as a
     # function of g (one gather of a table of them per slot, no per-slot j)
     n = nqs - qs + Pr - sr
-    first = torch.cumsum(n, 0) - n
+    slot_ends = torch.cumsum(n, 0)
+    first = slot_ends - n
     valid_end = first + nv
-    shifted = torch.stack([valid_end, valid_end + Pr, toff + qs + sr - first, toff + last,
-                           target_positions[toff + qs].long() - first, ooff + out_start - first])
-    total = int(slots.sum())
-    r = torch.repeat_interleave(torch.arange(R, device=dev), n, output_size=total)
-    bonus_at, pad_from, src_shift, src_last, pos_shift, dest_shift = shifted[:, r]
-    g = torch.arange(total, device=dev)
-    valid = g < bonus_at
-    rejected = g >= pad_from
-    parallel = (g > bonus_at) & ~rejected
-    src = torch.minimum(g + src_shift, src_last)
-    ids = torch.stack([next_token_ids.reshape(-1).long(), parr, padr]).to(torch.int32)[:, r]
-    ids = torch.where(valid, target_token_ids[torch.where(valid, src, 0)].to(torch.int32),
-                      torch.where(parallel, ids[1], torch.where(rejected, ids[2], ids[0])))
-    positions = torch.where(rejected, 0, g + pos_shift).to(target_positions.dtype)
-    dest = g + dest_shift
+    table = torch.stack([valid_end, valid_end + Pr, toff + qs + sr - first, toff + last,
+                         target_positions[toff + qs].long() - first, ooff + out_start - first])
+    ids = torch.stack([next_token_ids.reshape(-1).long(), parr, padr]).to(torch.int32)
+    dest, ids, positions, rejected, parallel = (slots or expand_slots)(table, ids, slot_ends, target_token_ids,
+                                                                       int(slot_counts.sum()))
+    positions = positions.to(target_positions.dtype)
     kr = torch.arange(int((req * P).sum()), device=dev)  # new-token index r*P + k of each case, concatenated
     rk, k = _ragged(Pr, kr.numel())
     writes: Writes = {
@@ -134,6 +130,32 @@ def copy_and_expand_eagle_inputs(
         tr, tj = _ragged(torch.where(sr > 0, nqs - qs, 0), int((tok * s).sum()))
         writes["out_hidden_state_mapping"] = (toff[tr] + qs[tr] + tj, (out_start[tr] + tj).to(torch.int32))
     return writes
+
+
+def expand_slots(table: torch.Tensor, ids: torch.Tensor, ends: torch.Tensor, target_token_ids: torch.Tensor,
+                 total: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """§1.1's ``total`` slots of the requests concatenated, slot ``g`` request ``r``'s (``ends``,
+    int64 ``[R]``: each request's end among the slots, ascending). ``table`` (int64 ``[6, R]``)
+    holds per request, each shifted by minus its first slot so that a slot reads it as a
+    function of ``g``: where its bonus slot is and where its padding starts, where its valid
+    slots read their ids (``g`` plus the shift, at most the last input token), its first
+    position and its first output place; ``ids`` (int32 ``[3, R]``) its next-token,
+    parallel-drafting and padding ids. Returns, per slot, its output place (int64), id (int32),
+    position (int64, 0 for padding), whether it is padding (rejected) and whether a
+    parallel-drafting slot. Elementwise past the request lookup (one pass when compiled:
+    :mod:`~eaglefuzz.harness.targetkit.fused`)."""
+    g = torch.arange(total, device=ends.device)
+    r = torch.searchsorted(ends, g, right=True)
+    bonus_at, pad_from, src_shift, src_last, pos_shift, dest_shift = table[:, r].unbind(0)
+    nxt, par, pad = ids[:, r].unbind(0)
+    valid = g < bonus_at
+    rejected = g >= pad_from
+    parallel = (g > bonus_at) & ~rejected
+    src = torch.minimum(g + src_shift, src_last)
+    ids = torch.where(valid, target_token_ids[torch.where(valid, src, 0)].to(torch.int32),
+                      torch.where(parallel, par, torch.where(rejected, pad, nxt)))
+    positions = torch.where(rejected, 0, g + pos_shift)
+    return g + dest_shift, ids, positions, rejected, parallel
 
 
 # --------------------------------------------------------------------------------------------

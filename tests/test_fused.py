@@ -141,3 +141,125 @@ def test_on_a_gpu_the_noise_is_compiled_and_the_plain_one(needs, fresh, monkeypa
     for fp64 in (False, True):
         for got, want in zip(fn(seed, pos, lanes, fp64), tensor_ops_v2.lane_noise(seed, pos, lanes, fp64), strict=True):
             assert fused._near(got, want, 0.0 if fp64 else fused.NEAR32)
+
+
+# --- the compiled slots of copy_and_expand_eagle_inputs_kernel's oracle ---------------------------
+
+@pytest.fixture
+def fresh_slots():
+    """``fused``'s cache of compiled slots emptied before and after the test."""
+    fused._compiled_slots.cache_clear()
+    yield fused
+    fused._compiled_slots.cache_clear()
+
+
+def test_off_a_cuda_device_or_switched_off_the_slots_are_the_plain_function(monkeypatch):
+    from eaglefuzz.oracles import tensor_ops
+
+    monkeypatch.setenv(fused.SLOTS_SWITCH, "1")
+    assert fused.expand_slots_on("cpu") is tensor_ops.expand_slots
+    for off in ("", "0", "no"):
+        monkeypatch.setenv(fused.SLOTS_SWITCH, off)
+        assert not fused.fused_slots_on()
+        assert fused.expand_slots_on("cuda") is tensor_ops.expand_slots  # no GPU needed: nothing compiled
+    monkeypatch.setenv(fused.SLOTS_SWITCH, "true")
+    assert fused.fused_slots_on()
+
+
+def _slots_off(which: int, how: str):
+    """The plain slots with output ``which`` changed: one element moved by one (``"value"``), or
+    the whole output in another dtype of the same values (``"dtype"``)."""
+    from eaglefuzz.oracles import tensor_ops
+
+    def fn(*args):
+        out = list(tensor_ops.expand_slots(*args))
+        x = out[which]
+        if how == "dtype":
+            out[which] = x.to(torch.int64 if x.dtype != torch.int64 else torch.int32)
+        else:
+            x = x.clone()
+            x[-1] = ~x[-1] if x.dtype == torch.bool else x[-1] + 1
+            out[which] = x
+        return tuple(out)
+    return fn
+
+
+@pytest.mark.parametrize("which", range(5))
+@pytest.mark.parametrize("how", ["value", "dtype"])
+def test_the_slots_probe_admits_the_plain_function_and_rejects_any_other_output(which, how):
+    """Each of the five outputs (place, id, position, the two masks) one element off, or in another
+    dtype, is rejected; the plain function is admitted."""
+    from eaglefuzz.oracles import tensor_ops
+
+    assert fused.same_slots(tensor_ops.expand_slots, "cpu")
+    assert not fused.same_slots(_slots_off(which, how), "cpu")
+
+
+def test_the_slots_probe_meets_every_kind_of_slot_and_the_int32_and_int64_limits():
+    """The probe's batches hold valid slots (reading clamped ids), bonus, parallel-drafting and
+    padding slots, an empty request, positions and places past ``2**31`` and ids at both int32
+    limits: a compiled function that got any of them wrong could not pass unseen."""
+    from eaglefuzz.oracles import tensor_ops
+
+    table, ids, ends, target, total = fused._slots_probe("cpu", 37)
+    dest, out_ids, pos, rejected, parallel = tensor_ops.expand_slots(table, ids, ends, target, total)
+    g = torch.arange(total)
+    bonus = table[0][torch.searchsorted(ends, g, right=True)]
+    assert (g < bonus).any() and (g == bonus).any() and parallel.any() and rejected.any()
+    assert bool((ends[1:] == ends[:-1]).any())  # an empty request
+    assert pos.max() >= 2**31 and dest.max() >= 2**31
+    assert {-(2**31), 2**31 - 1} <= set(out_ids.tolist())
+    clamped = (g < bonus) & (g + table[2][torch.searchsorted(ends, g, right=True)] > table[3][torch.searchsorted(ends, g, right=True)])
+    assert clamped.any()
+
+
+def test_compiled_slots_that_differ_are_not_used_and_a_failed_compile_leaves_the_plain_ones(fresh_slots, monkeypatch):
+    from eaglefuzz.oracles import tensor_ops
+
+    monkeypatch.setattr(fused.torch, "compile", lambda fn, **kw: _slots_off(2, "value"))
+    with pytest.warns(UserWarning, match=r"slots run unfused on cpu \(its slots differ"):
+        assert fresh_slots._compiled_slots("cpu") is tensor_ops.expand_slots
+    fused._compiled_slots.cache_clear()
+
+    def broken(fn, **kw):
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setattr(fused.torch, "compile", broken)
+    with pytest.warns(UserWarning, match=r"slots run unfused on cpu \(RuntimeError: no compiler here\)"):
+        assert fresh_slots._compiled_slots("cpu") is tensor_ops.expand_slots
+
+
+def test_compiled_slots_equal_to_the_plain_ones_are_used(fresh_slots, monkeypatch):
+    from eaglefuzz.oracles import tensor_ops
+
+    same = lambda *a: tensor_ops.expand_slots(*a)  # noqa: E731
+    monkeypatch.setattr(fused.torch, "compile", lambda fn, **kw: same)
+    assert fresh_slots._compiled_slots("cpu") is same
+
+
+def test_on_a_gpu_the_slots_are_compiled_and_the_plain_ones_on_a_production_batch(needs, fresh_slots, monkeypatch):
+    """On a GPU, switched on, the compiled slots are used (no warning), and on a batch of
+    ``copy_and_expand_eagle_inputs_kernel``'s device draws the oracle's writes with them are the
+    plain oracle's, every output bit for bit."""
+    needs.gpu("the compiled oracle slots")
+    import warnings
+
+    from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.checking.device_mode.engine import batch_of
+    from eaglefuzz.oracles import tensor_ops
+
+    monkeypatch.setenv(fused.SLOTS_SWITCH, "1")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fn = fresh_slots.expand_slots_on("cuda")
+    assert not [str(w.message) for w in seen if "unfused" in str(w.message)]
+    assert fn is not tensor_ops.expand_slots
+    dt = device_targets()["copy_and_expand_eagle_inputs_kernel"]
+    b = batch_of(dt, 0, 0, 64, "cuda", None)
+    got = dt.oracle_batch(b)
+    monkeypatch.setenv(fused.SLOTS_SWITCH, "0")
+    want = dt.oracle_batch(b)
+    assert got.keys() == want.keys()
+    for name in want:
+        for g, w in zip(got[name], want[name], strict=True):
+            assert g.dtype == w.dtype and torch.equal(g, w), name

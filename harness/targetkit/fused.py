@@ -1,4 +1,5 @@
-"""The sampling oracles' lane noise as two GPU kernels.
+"""Oracle parts compiled into few GPU kernels: the sampling oracles' lane noise, and the slots of
+``copy_and_expand_eagle_inputs_kernel``'s oracle.
 
 :func:`~eaglefuzz.oracles.tensor_ops_v2.lane_noise` (the murmur3 hash of every lane of every row,
 its uniform and its Gumbel noise: some forty integer and float64 passes over ``[rows, lanes]``
@@ -12,7 +13,13 @@ positions and a vocabulary of several blocks and a part (the uniform and the flo
 bit, the float32 path's noise within a few float64 steps: :data:`NEAR32`); the oracle's code is the one in
 :mod:`~eaglefuzz.oracles.tensor_ops_v2` either way. Where the compiled function cannot be built
 or differs from the plain one, the plain one is used, with a warning. Elsewhere (the CPU, the
-interpreter) the plain function."""
+interpreter) the plain function.
+
+:func:`~eaglefuzz.oracles.tensor_ops.expand_slots` (every output slot of a
+``copy_and_expand_eagle_inputs_kernel`` batch: its request, its place, id, position and masks,
+some twenty int64 passes over the slots in eager torch, most of that target's oracle) is
+compiled the same way with ``EAGLEFUZZ_FUSED_SLOTS=1`` (:data:`SLOTS_SWITCH`): integer arithmetic
+alone, so the probe (:func:`same_slots`) demands every output bit for bit, with its dtype."""
 
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ from collections.abc import Callable
 
 import torch
 
-from ...oracles import tensor_ops_v2
+from ...oracles import tensor_ops, tensor_ops_v2
 from ...oracles.tensor_ops_v2 import Noise
 
 PROBE_LANES = 2 * 1024 + 37
@@ -119,3 +126,76 @@ def lane_noise_on(device: str | torch.device) -> Noise:
     if dev.type != "cuda" or not fused_noise_on():
         return tensor_ops_v2.lane_noise
     return _compiled(str(dev))
+
+
+SLOTS_SWITCH = "EAGLEFUZZ_FUSED_SLOTS"
+"""The environment variable that turns the compiled slots of ``copy_and_expand_eagle_inputs_kernel``'s
+oracle on (``1``); off by default until a device campaign's throughput with it is measured."""
+
+Slots = Callable[..., tuple[torch.Tensor, ...]]
+
+
+def _slots_probe(device: str, requests: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """Arguments of :func:`~eaglefuzz.oracles.tensor_ops.expand_slots` for ``requests`` requests
+    of 1 to 40 slots (one of none among several): bonus slots anywhere in a request, padding
+    from anywhere after it (or none), reads clamped at the last input token, positions and
+    output places past ``2**31``, ids at the int32 limits."""
+    gen = torch.Generator(device="cpu").manual_seed(requests)
+    n = torch.randint(1, 41, (requests,), generator=gen)
+    if requests > 2:
+        n[requests // 2] = 0
+    ends = torch.cumsum(n, 0)
+    first = ends - n
+    tokens = 500
+    bonus = first + (torch.rand(requests, generator=gen) * n).long()
+    pad_from = bonus + 1 + torch.randint(0, 41, (requests,), generator=gen)
+    src_shift = torch.randint(0, tokens, (requests,), generator=gen) - first
+    src_last = torch.randint(0, tokens, (requests,), generator=gen)
+    pos_shift = torch.randint(0, 2**33, (requests,), generator=gen) - first
+    dest_shift = torch.randint(0, 2**32, (requests,), generator=gen) - first
+    table = torch.stack([bonus, pad_from, src_shift, src_last, pos_shift, dest_shift])
+    limits = torch.tensor([-(2**31), 2**31 - 1, 0], dtype=torch.int64)
+    ids = torch.cat([limits[torch.randint(0, 3, (3, requests), generator=gen)],
+                     torch.randint(-(2**31), 2**31, (3, 1), generator=gen)], 1)[:, :requests].to(torch.int32)
+    target = torch.randint(-(2**31), 2**31, (tokens,), generator=gen, dtype=torch.int64).to(torch.int32)
+    return table.to(device), ids.to(device), ends.to(device), target.to(device), int(n.sum())
+
+
+def same_slots(fn: Slots, device: str) -> bool:
+    """Whether ``fn`` gives :func:`~eaglefuzz.oracles.tensor_ops.expand_slots`'s outputs, each bit
+    for bit with its dtype, on the probe's batches of 37 requests and of one."""
+    for requests in (37, 1):
+        args = _slots_probe(device, requests)
+        got, want = fn(*args), tensor_ops.expand_slots(*args)
+        if len(got) != len(want) or not all(g.dtype == w.dtype and torch.equal(g, w) for g, w in zip(got, want, strict=True)):
+            return False
+    return True
+
+
+@functools.cache
+def _compiled_slots(device: str) -> Slots:
+    """The compiled slots of ``device`` (a CUDA device), checked; the plain function, with a
+    warning, where compiling fails or the check does."""
+    try:
+        fn = torch.compile(tensor_ops.expand_slots, dynamic=True, fullgraph=True)
+        if same_slots(fn, device):
+            return fn
+        why = "its slots differ from the plain function's on the probe"
+    except Exception as exc:  # noqa: BLE001 - any failure to compile leaves the plain function
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    warnings.warn(f"eaglefuzz: copy_and_expand's oracle slots run unfused on {device} ({why})", stacklevel=3)
+    return tensor_ops.expand_slots
+
+
+def fused_slots_on() -> bool:
+    """Whether :data:`SLOTS_SWITCH` asks for the compiled slots (``1``, ``true`` or ``yes``)."""
+    return os.environ.get(SLOTS_SWITCH, "").strip().lower() in ("1", "true", "yes")
+
+
+def expand_slots_on(device: str | torch.device) -> Slots:
+    """The slots function ``copy_and_expand_eagle_inputs``'s oracle takes on ``device``: compiled on a
+    CUDA device where :data:`SLOTS_SWITCH` is on (see the module), the plain function otherwise."""
+    dev = torch.device(device)
+    if dev.type != "cuda" or not fused_slots_on():
+        return tensor_ops.expand_slots
+    return _compiled_slots(str(dev))
