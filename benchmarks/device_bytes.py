@@ -22,9 +22,10 @@ How bytes are counted (a ``TorchDispatchMode`` sees every torch operation):
 - with ``EAGLEFUZZ_FUSED_NOISE=1``, the sampling oracles' lane noise counts what its two compiled
   kernels move on a GPU (:mod:`~eaglefuzz.harness.targetkit.fused`): each row's seed and position and
   the lane ids read, the uniform written and read, the noise and its bound written;
-- with ``EAGLEFUZZ_FUSED_SLOTS=1``, ``copy_and_expand_eagle_inputs_kernel``'s oracle slots count what
-  their compiled kernel moves on a GPU: the per-request tables read, and per slot an input id read
-  and its place, id, position and two masks written.
+- with ``EAGLEFUZZ_FUSED_SLOTS=1``, the oracle parts compiled whole (``fused.SLOTS``: the slots of
+  ``copy_and_expand_eagle_inputs_kernel``, ``fused.CONTEXT``: the context slots of
+  ``copy_and_expand_dflash_inputs_kernel``) count what their compiled kernel moves on a GPU: the
+  per-request tables read once, and per slot what it reads and writes (:data:`PIECE_BYTES`).
 
 A GPU moves these bytes in its own time; the counts do not say how fast, only how many passes.
 """
@@ -116,6 +117,18 @@ def slots_bytes(table, ids, ends, target_token_ids, total: int) -> int:  # noqa:
     return _nbytes(table) + _nbytes(ids) + _nbytes(ends) + total * (target_token_ids.element_size() + 8 + 8 + 4 + 1 + 1)
 
 
+def context_bytes(per_request, ends, positions, block_table, total: int) -> int:  # noqa: ANN001
+    """What the compiled context slots of ``copy_and_expand_dflash_inputs_kernel``'s oracle read
+    and write on a GPU for ``total`` tokens: the per-request table read once; per token its
+    position and a block id read, its place and slot (int64) written."""
+    return _nbytes(per_request) + _nbytes(ends) + total * (positions.element_size() + block_table.element_size() + 8 + 8)
+
+
+PIECE_BYTES = {"SLOTS": slots_bytes, "CONTEXT": context_bytes}
+"""Per compiled oracle part of :mod:`~eaglefuzz.harness.targetkit.fused` (its name there), the bytes
+its one kernel moves."""
+
+
 def count(name: str, cases: int | None, batches: int) -> dict:
     """``name``'s bytes per stage and per operation over ``batches`` batches of ``cases`` cases, and
     their output tokens."""
@@ -125,7 +138,7 @@ def count(name: str, cases: int | None, batches: int) -> dict:
     from eaglefuzz.harness.checking.device_mode.engine import batch_of
     from eaglefuzz.harness.targetkit import fused, placement
     from eaglefuzz.harness.targetkit.device_batch import BatchArenas
-    from eaglefuzz.oracles import tensor_ops, tensor_ops_v2
+    from eaglefuzz.oracles import tensor_ops_v2
 
     dt = device_targets()[name]
     if not dt.batch:
@@ -151,24 +164,29 @@ def count(name: str, cases: int | None, batches: int) -> dict:
         with _disable_current_modes():
             return tensor_ops_v2.lane_noise(seed, pos, lanes, use_fp64)
 
-    def fused_slots(*args):  # noqa: ANN002, ANN202
-        moved[where[0], "slots (fused kernel)"] += slots_bytes(*args)
-        with _disable_current_modes():
-            return tensor_ops.expand_slots(*args)
+    def fused_piece(piece, device):  # noqa: ANN001, ANN202
+        if not fused.switched_on(piece.switch):
+            return piece.plain
+        rule = PIECE_BYTES[next(n for n in PIECE_BYTES if getattr(fused, n) is piece)]
+
+        def run(*args):  # noqa: ANN002, ANN202
+            moved[where[0], f"{piece.name} (fused kernel)"] += rule(*args)
+            with _disable_current_modes():
+                return piece.plain(*args)
+        return run
 
     saved = {n: getattr(placement, n) for n in _placement_bytes()}
     rules: dict = _placement_bytes()
-    fused_of = {"lane_noise_on": fused_noise, "expand_slots_on": fused_slots}
+    swapped = {"lane_noise_on": lambda device: fused_noise, "piece_on": fused_piece}
     if fused.fused_noise_on():
         saved["lane_noise_on"] = fused.lane_noise_on
         rules["lane_noise_on"] = None
-    if fused.fused_slots_on():
-        saved["expand_slots_on"] = fused.expand_slots_on
-        rules["expand_slots_on"] = None
+    saved["piece_on"] = fused.piece_on
+    rules["piece_on"] = None
     holders = [(m, n) for m in list(sys.modules.values()) for n in saved if getattr(m, n, None) is saved[n]]
     try:  # every module that imported a placement function calls the counted one (a draw's copy too)
         for m, n in holders:
-            setattr(m, n, counted(saved[n], rules[n]) if rules[n] else (lambda device, f=fused_of[n]: f))
+            setattr(m, n, counted(saved[n], rules[n]) if rules[n] else swapped[n])
         tokens = 0
         k = cases or dt.batch
         with Count():

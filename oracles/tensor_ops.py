@@ -519,7 +519,7 @@ def eagle_step_slot_mapping_metadata(
 # query position inside the table)
 # --------------------------------------------------------------------------------------------
 
-__all__ += ["copy_and_expand_dflash_inputs"]
+__all__ += ["copy_and_expand_dflash_inputs", "dflash_context"]
 
 
 def copy_and_expand_dflash_inputs(
@@ -536,6 +536,7 @@ def copy_and_expand_dflash_inputs(
     requests: Sequence[int],
     widths: Sequence[int],
     spare: Sequence[int],
+    context: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> Writes:
     """§9.1 for cases concatenated: case ``k`` of ``requests[k]`` requests (its own ``R + 1``
     entries of ``query_start_loc``, from 0), ``total_input_tokens[k]`` positions, a block table
@@ -548,7 +549,10 @@ def copy_and_expand_dflash_inputs(
     id ``next_token_ids[r]`` (``q = 0``) or the mask id; token index ``r*K + q - 1`` the value
     ``r*Q + q`` (``q >= 1``). Each output's indices are flat in the concatenation of the cases'
     outputs: ``T + spare`` context elements a case, ``R*Q + spare`` query elements, ``R*K``
-    token indices (the spare elements are never written)."""
+    token indices (the spare elements are never written).
+
+    ``context``: :func:`dflash_context` or a function equal to it (a compiled one), which computes
+    every context slot's place and slot mapping."""
     dev = query_start_loc.device
     Rn, Tn, Wn = (np.asarray(list(x), dtype=np.int64) for x in (requests, total_input_tokens, widths))
     Kn, bsn, par, sp = (np.asarray(list(x), dtype=np.int64) for x in (num_speculative_tokens, block_size,
@@ -584,8 +588,8 @@ def copy_and_expand_dflash_inputs(
     # position that token's, unclamped; the context outputs the tokens shifted by the spare
     # elements of the cases before
     nt = int(Tn.sum())
-    per_token = torch.stack([row, last_col, bs, shift])[:, torch.repeat_interleave(every, nqs - qs, output_size=nt)]
-    ctx = torch.arange(nt, device=dev) + per_token[3]
+    ctx, ctx_slots = (context or dflash_context)(torch.stack([row, last_col, bs, shift]), torch.cumsum(nqs - qs, 0), pos,
+                                                 table, nt)
     rq, q = _ragged(Qr, int((Rn * Qn).sum()))  # every query slot
     last = pos[toff + nqs - rej - 1]
     pq = last[rq] + 1 + q
@@ -594,12 +598,27 @@ def copy_and_expand_dflash_inputs(
     rk, k = _ragged(Kr, int((Rn * Kn).sum()))  # every mask token's index
     return {
         "out_context_positions": (ctx, pos),
-        "out_context_slot_mapping": (ctx, slot(per_token[:3], pos)),
+        "out_context_slot_mapping": (ctx, ctx_slots),
         "out_query_positions": (dest, pq),
         "out_query_slot_mapping": (dest, slot(torch.stack([row, last_col, bs])[:, rq], pq)),
         "out_input_ids": (dest, ids),
         "out_token_indices": (kout[rk] + k, (lr[rk] * Qr[rk] + k + 1).to(torch.int32)),
     }
+
+
+def dflash_context(per_request: torch.Tensor, ends: torch.Tensor, positions: torch.Tensor, block_table: torch.Tensor,
+                   total: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """§9.1's context slots of ``total`` tokens of requests concatenated, token ``t`` request
+    ``r``'s (``ends``, int64 ``[R]``: each request's end among the tokens, ascending), its
+    position ``positions[t]`` (int64). ``per_request`` (int64 ``[4, R]``): each request's row
+    start in the flat ``block_table``, its last column, its block size, and the shift from a
+    token to its output place. Returns each token's output place and its slot
+    ``int64(table[row + min(p div bs, W - 1)]) * bs + p mod bs`` (both int64). Elementwise past
+    the request lookup (one pass when compiled: :mod:`~eaglefuzz.harness.targetkit.fused`)."""
+    t = torch.arange(total, device=ends.device)
+    start, last, size, shift = per_request[:, torch.searchsorted(ends, t, right=True)].unbind(0)
+    d = torch.div(positions, size, rounding_mode="floor")
+    return t + shift, (block_table[start + torch.minimum(d, last)] - d) * size + positions
 
 
 __all__ += ["compute_new_slot_mapping", "update_num_computed_tokens_for_batch_change"]

@@ -5,6 +5,8 @@ warning) when compiling fails or differs, and, on a GPU, the compiled noise itse
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -143,36 +145,37 @@ def test_on_a_gpu_the_noise_is_compiled_and_the_plain_one(needs, fresh, monkeypa
             assert fused._near(got, want, 0.0 if fp64 else fused.NEAR32)
 
 
-# --- the compiled slots of copy_and_expand_eagle_inputs_kernel's oracle ---------------------------
+# --- integer oracle parts compiled whole (fused.SLOTS, fused.CONTEXT) -----------------------------
+
+PIECES = {"SLOTS": "copy_and_expand_eagle_inputs_kernel", "CONTEXT": "copy_and_expand_dflash_inputs_kernel"}
+
 
 @pytest.fixture
-def fresh_slots():
-    """``fused``'s cache of compiled slots emptied before and after the test."""
-    fused._compiled_slots.cache_clear()
+def fresh_pieces():
+    """``fused``'s cache of compiled pieces emptied before and after the test."""
+    fused._compiled_piece.cache_clear()
     yield fused
-    fused._compiled_slots.cache_clear()
+    fused._compiled_piece.cache_clear()
 
 
-def test_off_a_cuda_device_or_switched_off_the_slots_are_the_plain_function(monkeypatch):
-    from eaglefuzz.oracles import tensor_ops
-
-    monkeypatch.setenv(fused.SLOTS_SWITCH, "1")
-    assert fused.expand_slots_on("cpu") is tensor_ops.expand_slots
+@pytest.mark.parametrize("name", PIECES)
+def test_off_a_cuda_device_or_switched_off_a_piece_is_its_plain_function(name, monkeypatch):
+    piece = getattr(fused, name)
+    monkeypatch.setenv(piece.switch, "1")
+    assert fused.piece_on(piece, "cpu") is piece.plain
     for off in ("", "0", "no"):
-        monkeypatch.setenv(fused.SLOTS_SWITCH, off)
-        assert not fused.fused_slots_on()
-        assert fused.expand_slots_on("cuda") is tensor_ops.expand_slots  # no GPU needed: nothing compiled
-    monkeypatch.setenv(fused.SLOTS_SWITCH, "true")
-    assert fused.fused_slots_on()
+        monkeypatch.setenv(piece.switch, off)
+        assert not fused.switched_on(piece.switch)
+        assert fused.piece_on(piece, "cuda") is piece.plain  # no GPU needed: nothing compiled
+    monkeypatch.setenv(piece.switch, "true")
+    assert fused.switched_on(piece.switch)
 
 
-def _slots_off(which: int, how: str):
-    """The plain slots with output ``which`` changed: one element moved by one (``"value"``), or
-    the whole output in another dtype of the same values (``"dtype"``)."""
-    from eaglefuzz.oracles import tensor_ops
-
+def _off(piece, which: int, how: str):
+    """``piece``'s plain function with output ``which`` changed: one element moved by one
+    (``"value"``), or the whole output in another dtype of the same values (``"dtype"``)."""
     def fn(*args):
-        out = list(tensor_ops.expand_slots(*args))
+        out = list(piece.plain(*args))
         x = out[which]
         if how == "dtype":
             out[which] = x.to(torch.int64 if x.dtype != torch.int64 else torch.int32)
@@ -184,19 +187,17 @@ def _slots_off(which: int, how: str):
     return fn
 
 
-@pytest.mark.parametrize("which", range(5))
+@pytest.mark.parametrize(("name", "which"), [("SLOTS", w) for w in range(5)] + [("CONTEXT", w) for w in range(2)])
 @pytest.mark.parametrize("how", ["value", "dtype"])
-def test_the_slots_probe_admits_the_plain_function_and_rejects_any_other_output(which, how):
-    """Each of the five outputs (place, id, position, the two masks) one element off, or in another
-    dtype, is rejected; the plain function is admitted."""
-    from eaglefuzz.oracles import tensor_ops
-
-    assert fused.same_slots(tensor_ops.expand_slots, "cpu")
-    assert not fused.same_slots(_slots_off(which, how), "cpu")
+def test_the_probe_admits_the_plain_function_and_rejects_any_other_output(name, which, how):
+    """Each output one element off, or in another dtype, is rejected; the plain function is admitted."""
+    piece = getattr(fused, name)
+    assert fused.same_outputs(piece, piece.plain, "cpu")
+    assert not fused.same_outputs(piece, _off(piece, which, how), "cpu")
 
 
 def test_the_slots_probe_meets_every_kind_of_slot_and_the_int32_and_int64_limits():
-    """The probe's batches hold valid slots (reading clamped ids), bonus, parallel-drafting and
+    """The probe's batches hold valid slots (some reading a clamped id), bonus, parallel-drafting and
     padding slots, an empty request, positions and places past ``2**31`` and ids at both int32
     limits: a compiled function that got any of them wrong could not pass unseen."""
     from eaglefuzz.oracles import tensor_ops
@@ -204,62 +205,94 @@ def test_the_slots_probe_meets_every_kind_of_slot_and_the_int32_and_int64_limits
     table, ids, ends, target, total = fused._slots_probe("cpu", 37)
     dest, out_ids, pos, rejected, parallel = tensor_ops.expand_slots(table, ids, ends, target, total)
     g = torch.arange(total)
-    bonus = table[0][torch.searchsorted(ends, g, right=True)]
+    bonus, _, shift, last, _, _ = table[:, torch.searchsorted(ends, g, right=True)]
     assert (g < bonus).any() and (g == bonus).any() and parallel.any() and rejected.any()
+    assert ((g < bonus) & (g + shift > last)).any()  # a valid slot's read clamped
     assert bool((ends[1:] == ends[:-1]).any())  # an empty request
     assert pos.max() >= 2**31 and dest.max() >= 2**31
     assert {-(2**31), 2**31 - 1} <= set(out_ids.tolist())
-    clamped = (g < bonus) & (g + table[2][torch.searchsorted(ends, g, right=True)] > table[3][torch.searchsorted(ends, g, right=True)])
-    assert clamped.any()
 
 
-def test_compiled_slots_that_differ_are_not_used_and_a_failed_compile_leaves_the_plain_ones(fresh_slots, monkeypatch):
+def test_the_context_probe_meets_clamped_columns_every_block_size_and_the_int32_limit():
     from eaglefuzz.oracles import tensor_ops
 
-    monkeypatch.setattr(fused.torch, "compile", lambda fn, **kw: _slots_off(2, "value"))
-    with pytest.warns(UserWarning, match=r"slots run unfused on cpu \(its slots differ"):
-        assert fresh_slots._compiled_slots("cpu") is tensor_ops.expand_slots
-    fused._compiled_slots.cache_clear()
+    per_request, ends, positions, table, total = fused._context_probe("cpu", 37)
+    ctx, slots = tensor_ops.dflash_context(per_request, ends, positions, table, total)
+    start, last, size, _ = per_request[:, torch.searchsorted(ends, torch.arange(total), right=True)]
+    d = positions // size
+    assert (d > last).any() and (d < last).any()  # clamped to the last column, and not
+    assert positions.max() >= 2**31 and ctx.max() >= 2**31 and slots.max() >= 2**31
+    assert len(set(per_request[2].tolist())) >= 6 and bool((ends[1:] == ends[:-1]).any())
+    assert int(table.max()) == 2**31 - 1
+
+
+def test_a_piece_that_differs_is_not_used_and_a_failed_compile_leaves_the_plain_one(fresh_pieces, monkeypatch):
+    piece = fused.SLOTS
+    monkeypatch.setattr(fused.torch, "compile", lambda fn, **kw: _off(piece, 2, "value"))
+    with pytest.warns(UserWarning, match=r"oracle slots runs unfused on cpu \(it differs"):
+        assert fresh_pieces._compiled_piece(piece, "cpu") is piece.plain
+    fused._compiled_piece.cache_clear()
 
     def broken(fn, **kw):
         raise RuntimeError("no compiler here")
 
     monkeypatch.setattr(fused.torch, "compile", broken)
-    with pytest.warns(UserWarning, match=r"slots run unfused on cpu \(RuntimeError: no compiler here\)"):
-        assert fresh_slots._compiled_slots("cpu") is tensor_ops.expand_slots
+    with pytest.warns(UserWarning, match=r"runs unfused on cpu \(RuntimeError: no compiler here\)"):
+        assert fresh_pieces._compiled_piece(piece, "cpu") is piece.plain
 
 
-def test_compiled_slots_equal_to_the_plain_ones_are_used(fresh_slots, monkeypatch):
-    from eaglefuzz.oracles import tensor_ops
-
-    same = lambda *a: tensor_ops.expand_slots(*a)  # noqa: E731
+@pytest.mark.parametrize("name", PIECES)
+def test_a_piece_equal_to_the_plain_one_is_used(name, fresh_pieces, monkeypatch):
+    piece = getattr(fused, name)
+    same = lambda *a: piece.plain(*a)  # noqa: E731
     monkeypatch.setattr(fused.torch, "compile", lambda fn, **kw: same)
-    assert fresh_slots._compiled_slots("cpu") is same
+    assert fresh_pieces._compiled_piece(piece, "cpu") is same
 
 
-def test_on_a_gpu_the_slots_are_compiled_and_the_plain_ones_on_a_production_batch(needs, fresh_slots, monkeypatch):
-    """On a GPU, switched on, the compiled slots are used (no warning), and on a batch of
-    ``copy_and_expand_eagle_inputs_kernel``'s device draws the oracle's writes with them are the
-    plain oracle's, every output bit for bit."""
-    needs.gpu("the compiled oracle slots")
+@pytest.mark.parametrize("name", PIECES)
+def test_each_targets_oracle_takes_its_piece(name, monkeypatch):
+    """The target's batched oracle calls :func:`~fused.piece_on` with its piece, and what that gives
+    computes its writes: a piece switched for one that differs changes them."""
+    from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.checking.device_mode.engine import batch_of
+
+    piece = getattr(fused, name)
+    dt = device_targets()[PIECES[name]]
+    b = batch_of(dt, 0, 0, 4, "cpu", None)
+    want = dt.oracle_batch(b)
+    asked = []
+    module = sys.modules[type(dt).__module__]
+    monkeypatch.setattr(module, "piece_on", lambda p, device: asked.append(p) or _off(p, 1, "value"))
+    got = dt.oracle_batch(b)
+    assert asked == [piece]
+    assert any(not torch.equal(g[1], w[1]) for g, w in zip(got.values(), want.values(), strict=True))
+
+
+@pytest.mark.parametrize("name", PIECES)
+def test_on_a_gpu_each_piece_is_compiled_and_the_plain_one_on_production_batches(name, needs, fresh_pieces, monkeypatch):
+    """On a GPU, switched on, the compiled piece is used (no warning), and on two batches of its
+    target's device draws the oracle's writes with it are the plain oracle's, bit for bit."""
+    needs.gpu("the compiled oracle parts")
     import warnings
 
     from eaglefuzz.harness.checking.device_mode import device_targets
     from eaglefuzz.harness.checking.device_mode.engine import batch_of
-    from eaglefuzz.oracles import tensor_ops
 
-    monkeypatch.setenv(fused.SLOTS_SWITCH, "1")
+    piece = getattr(fused, name)
+    monkeypatch.setenv(piece.switch, "1")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        fn = fresh_slots.expand_slots_on("cuda")
+        fn = fresh_pieces.piece_on(piece, "cuda")
     assert not [str(w.message) for w in seen if "unfused" in str(w.message)]
-    assert fn is not tensor_ops.expand_slots
-    dt = device_targets()["copy_and_expand_eagle_inputs_kernel"]
-    b = batch_of(dt, 0, 0, 64, "cuda", None)
-    got = dt.oracle_batch(b)
-    monkeypatch.setenv(fused.SLOTS_SWITCH, "0")
-    want = dt.oracle_batch(b)
-    assert got.keys() == want.keys()
-    for name in want:
-        for g, w in zip(got[name], want[name], strict=True):
-            assert g.dtype == w.dtype and torch.equal(g, w), name
+    assert fn is not piece.plain
+    dt = device_targets()[PIECES[name]]
+    for i in range(2):
+        b = batch_of(dt, 0, i, 64, "cuda", None)
+        monkeypatch.setenv(piece.switch, "1")
+        got = dt.oracle_batch(b)
+        monkeypatch.setenv(piece.switch, "0")
+        want = dt.oracle_batch(b)
+        assert got.keys() == want.keys()
+        for out in want:
+            for g, w in zip(got[out], want[out], strict=True):
+                assert g.dtype == w.dtype and torch.equal(g, w), out

@@ -27,6 +27,7 @@ import functools
 import os
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -116,7 +117,7 @@ campaign's throughput with it is measured (benchmarks/RESULTS.md, session 25).""
 
 def fused_noise_on() -> bool:
     """Whether :data:`SWITCH` asks for the fused noise (``1``, ``true`` or ``yes``)."""
-    return os.environ.get(SWITCH, "").strip().lower() in ("1", "true", "yes")
+    return switched_on(SWITCH)
 
 
 def lane_noise_on(device: str | torch.device) -> Noise:
@@ -128,11 +129,60 @@ def lane_noise_on(device: str | torch.device) -> Noise:
     return _compiled(str(dev))
 
 
-SLOTS_SWITCH = "EAGLEFUZZ_FUSED_SLOTS"
-"""The environment variable that turns the compiled slots of ``copy_and_expand_eagle_inputs_kernel``'s
-oracle on (``1``); off by default until a device campaign's throughput with it is measured."""
 
-Slots = Callable[..., tuple[torch.Tensor, ...]]
+Outputs = Callable[..., tuple[torch.Tensor, ...]]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """An integer oracle part compiled whole (:func:`piece_on`): its ``plain`` function, the
+    environment variable that turns the compiled one on (``switch``), and ``probe(device)``, the
+    argument tuples on which the compiled function must give every output of the plain one bit
+    for bit, with its dtype."""
+
+    name: str
+    switch: str
+    plain: Outputs
+    probe: Callable[[str], list[tuple]]
+
+
+def same_outputs(piece: Piece, fn: Outputs, device: str) -> bool:
+    """Whether ``fn`` gives ``piece.plain``'s outputs, each bit for bit with its dtype, on every
+    argument tuple of ``piece.probe``."""
+    for args in piece.probe(device):
+        got, want = fn(*args), piece.plain(*args)
+        if len(got) != len(want) or not all(g.dtype == w.dtype and torch.equal(g, w) for g, w in zip(got, want, strict=True)):
+            return False
+    return True
+
+
+@functools.cache
+def _compiled_piece(piece: Piece, device: str) -> Outputs:
+    """``piece`` compiled for ``device`` (a CUDA device), checked; its plain function, with a
+    warning, where compiling fails or the check does."""
+    try:
+        fn = torch.compile(piece.plain, dynamic=True, fullgraph=True)
+        if same_outputs(piece, fn, device):
+            return fn
+        why = "it differs from the plain function on the probe"
+    except Exception as exc:  # noqa: BLE001 - any failure to compile leaves the plain function
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    warnings.warn(f"eaglefuzz: {piece.name} runs unfused on {device} ({why})", stacklevel=3)
+    return piece.plain
+
+
+def switched_on(switch: str) -> bool:
+    """Whether the environment variable ``switch`` is ``1``, ``true`` or ``yes``."""
+    return os.environ.get(switch, "").strip().lower() in ("1", "true", "yes")
+
+
+def piece_on(piece: Piece, device: str | torch.device) -> Outputs:
+    """``piece``'s function on ``device``: compiled on a CUDA device where its switch is on (see
+    the module), the plain function otherwise."""
+    dev = torch.device(device)
+    if dev.type != "cuda" or not switched_on(piece.switch):
+        return piece.plain
+    return _compiled_piece(piece, str(dev))
 
 
 def _slots_probe(device: str, requests: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
@@ -161,41 +211,38 @@ def _slots_probe(device: str, requests: int) -> tuple[torch.Tensor, torch.Tensor
     return table.to(device), ids.to(device), ends.to(device), target.to(device), int(n.sum())
 
 
-def same_slots(fn: Slots, device: str) -> bool:
-    """Whether ``fn`` gives :func:`~eaglefuzz.oracles.tensor_ops.expand_slots`'s outputs, each bit
-    for bit with its dtype, on the probe's batches of 37 requests and of one."""
-    for requests in (37, 1):
-        args = _slots_probe(device, requests)
-        got, want = fn(*args), tensor_ops.expand_slots(*args)
-        if len(got) != len(want) or not all(g.dtype == w.dtype and torch.equal(g, w) for g, w in zip(got, want, strict=True)):
-            return False
-    return True
+def _context_probe(device: str, requests: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """Arguments of :func:`~eaglefuzz.oracles.tensor_ops.dflash_context` for ``requests``
+    requests of 1 to 40 tokens (one of none among several), each its own row of 1 to 64 columns
+    of a flat block table of ids up to the int32 limit, vLLM's and the hybrid models' block
+    sizes, positions past ``2**24`` and ``2**31`` (clamped to the last column), places past
+    ``2**31``."""
+    gen = torch.Generator(device="cpu").manual_seed(requests)
+    n = torch.randint(1, 41, (requests,), generator=gen)
+    if requests > 2:
+        n[requests // 2] = 0
+    ends = torch.cumsum(n, 0)
+    W = torch.randint(1, 65, (requests,), generator=gen)
+    start = torch.cumsum(W, 0) - W
+    size = torch.tensor([16, 32, 64, 128, 256, 528, 1056, 2112])[torch.randint(0, 8, (requests,), generator=gen)]
+    shift = torch.randint(0, 2**33, (requests,), generator=gen)
+    per_request = torch.stack([start, W - 1, size, shift])
+    total = int(n.sum())
+    reach = torch.tensor([1 << 12, 1 << 25, 1 << 32])[torch.randint(0, 3, (total,), generator=gen)]
+    positions = (torch.rand(total, generator=gen, dtype=torch.float64) * reach).long()
+    table = torch.randint(0, 2**31, (int(W.sum()),), generator=gen, dtype=torch.int64).to(torch.int32)
+    table[-1] = 2**31 - 1
+    return per_request.to(device), ends.to(device), positions.to(device), table.to(device), total
 
 
-@functools.cache
-def _compiled_slots(device: str) -> Slots:
-    """The compiled slots of ``device`` (a CUDA device), checked; the plain function, with a
-    warning, where compiling fails or the check does."""
-    try:
-        fn = torch.compile(tensor_ops.expand_slots, dynamic=True, fullgraph=True)
-        if same_slots(fn, device):
-            return fn
-        why = "its slots differ from the plain function's on the probe"
-    except Exception as exc:  # noqa: BLE001 - any failure to compile leaves the plain function
-        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    warnings.warn(f"eaglefuzz: copy_and_expand's oracle slots run unfused on {device} ({why})", stacklevel=3)
-    return tensor_ops.expand_slots
+SLOTS = Piece("copy_and_expand's oracle slots", "EAGLEFUZZ_FUSED_SLOTS", tensor_ops.expand_slots,
+              lambda device: [_slots_probe(device, 37), _slots_probe(device, 1)])
+"""The slots of ``copy_and_expand_eagle_inputs_kernel``'s oracle
+(:func:`~eaglefuzz.oracles.tensor_ops.expand_slots`), on with ``EAGLEFUZZ_FUSED_SLOTS=1``; off by
+default until a device campaign's throughput with it is measured."""
 
-
-def fused_slots_on() -> bool:
-    """Whether :data:`SLOTS_SWITCH` asks for the compiled slots (``1``, ``true`` or ``yes``)."""
-    return os.environ.get(SLOTS_SWITCH, "").strip().lower() in ("1", "true", "yes")
-
-
-def expand_slots_on(device: str | torch.device) -> Slots:
-    """The slots function ``copy_and_expand_eagle_inputs``'s oracle takes on ``device``: compiled on a
-    CUDA device where :data:`SLOTS_SWITCH` is on (see the module), the plain function otherwise."""
-    dev = torch.device(device)
-    if dev.type != "cuda" or not fused_slots_on():
-        return tensor_ops.expand_slots
-    return _compiled_slots(str(dev))
+CONTEXT = Piece("copy_and_expand_dflash's oracle context slots", "EAGLEFUZZ_FUSED_SLOTS", tensor_ops.dflash_context,
+                lambda device: [_context_probe(device, 37), _context_probe(device, 1)])
+"""The context slots of ``copy_and_expand_dflash_inputs_kernel``'s oracle
+(:func:`~eaglefuzz.oracles.tensor_ops.dflash_context`), on with ``EAGLEFUZZ_FUSED_SLOTS=1`` as
+:data:`SLOTS`."""

@@ -34,6 +34,7 @@ from ...generation.strategies import (
 )
 from ...targetkit.device import DEVICE_SCALE, DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
+from ...targetkit.fused import CONTEXT, piece_on
 from ...targetkit.step_batch import chosen, segment_counts
 from .layout import COMMON_BLOCK_SIZES, MAX_SPEC_TOKENS, NAME, ODD_BLOCK_SIZES, VOCAB
 from .record import TARGET
@@ -297,7 +298,8 @@ class CopyAndExpandDflashDevice(DeviceTarget):
         spare = [c - t for c, t in zip(b.outputs["out_context_positions"][1], per_case["total_input_tokens"], strict=True)]
         return tensor_ops.copy_and_expand_dflash_inputs(
             **{n: t for n, t in b.cat.items()}, **per_case, requests=R,
-            widths=[shape[1] for shape in b.shapes["block_table"]], spare=spare)
+            widths=[shape[1] for shape in b.shapes["block_table"]], spare=spare,
+            context=piece_on(CONTEXT, b.cat["query_start_loc"].device))
 
     def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         return self.oracle_batch(DeviceBatch(

@@ -25,7 +25,7 @@ from ...generation.strategies import (
 )
 from ...targetkit.device import DeviceCase, DeviceTarget
 from ...targetkit.device_batch import DeviceBatch
-from ...targetkit.fused import expand_slots_on
+from ...targetkit.fused import SLOTS, piece_on
 from ...targetkit.step_batch import segment_counts
 from .layout import MAX_MODEL_LEN
 from .record import TARGET
@@ -299,7 +299,7 @@ class CopyAndExpandDevice(DeviceTarget):
     def oracle_batch(self, b: DeviceBatch) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         per_case = {n: [sc[n] for sc in b.scalars] for n in b.scalars[0]}
         return tensor_ops.copy_and_expand_eagle_inputs(**b.cat, **per_case, tokens=b.extra["T"], requests=b.extra["R"],
-                                                       slots=expand_slots_on(b.cat["query_start_loc"].device))
+                                                       slots=piece_on(SLOTS, b.cat["query_start_loc"].device))
 
     def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         return tensor_ops.copy_and_expand_eagle_inputs(**dc.inputs, **dc.scalars, tokens=dc.scalars["total_input_tokens"])
