@@ -95,19 +95,29 @@ def _two_kernels() -> tuple[Noise, Callable[..., torch.Tensor]]:
     return fused, uniform
 
 
+def _admitted(what: str, device: str, build: Callable[[], tuple], check: Callable[..., bool], plain: Callable,
+              differs: str) -> Callable:
+    """The first function ``build()`` returns, where building it raises nothing and ``check`` of
+    all it returns holds; else ``plain``, with a warning naming ``what``, ``device`` and why
+    (``differs``, or the exception's first line)."""
+    try:
+        built = build()
+        if check(*built):
+            return built[0]
+        why = differs
+    except Exception as exc:  # noqa: BLE001 - any failure to compile leaves the plain function
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    warnings.warn(f"eaglefuzz: {what} runs unfused on {device} ({why})", stacklevel=4)
+    return plain
+
+
 @functools.cache
 def _compiled(device: str) -> Noise:
     """The compiled noise of ``device`` (a CUDA device), checked; the plain one, with a warning,
     where compiling fails or the check does."""
-    try:
-        fn, uniform = _two_kernels()
-        if same_noise(fn, device, uniform):
-            return fn
-        why = "its noise differs from the plain function's on the probe"
-    except Exception as exc:  # noqa: BLE001 - any failure to compile leaves the plain function
-        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    warnings.warn(f"eaglefuzz: the sampling oracles' noise runs unfused on {device} ({why})", stacklevel=3)
-    return tensor_ops_v2.lane_noise
+    return _admitted("the sampling oracles' noise", device, _two_kernels,
+                     lambda fn, uniform: same_noise(fn, device, uniform), tensor_ops_v2.lane_noise,
+                     "its noise differs from the plain function's on the probe")
 
 
 SWITCH = "EAGLEFUZZ_FUSED_NOISE"
@@ -160,15 +170,9 @@ def same_outputs(piece: Piece, fn: Outputs, device: str) -> bool:
 def _compiled_piece(piece: Piece, device: str) -> Outputs:
     """``piece`` compiled for ``device`` (a CUDA device), checked; its plain function, with a
     warning, where compiling fails or the check does."""
-    try:
-        fn = torch.compile(piece.plain, dynamic=True, fullgraph=True)
-        if same_outputs(piece, fn, device):
-            return fn
-        why = "it differs from the plain function on the probe"
-    except Exception as exc:  # noqa: BLE001 - any failure to compile leaves the plain function
-        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    warnings.warn(f"eaglefuzz: {piece.name} runs unfused on {device} ({why})", stacklevel=3)
-    return piece.plain
+    return _admitted(piece.name, device, lambda: (torch.compile(piece.plain, dynamic=True, fullgraph=True),),
+                     lambda fn: same_outputs(piece, fn, device), piece.plain,
+                     "it differs from the plain function on the probe")
 
 
 def switched_on(switch: str) -> bool:
