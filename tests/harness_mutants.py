@@ -505,6 +505,27 @@ CATALOGUE: tuple[HarnessMutant, ...] = (
         expect=r"torch oracle",
     ),
     HarnessMutant(
+        "oracle_device_slots_bonus_as_parallel",
+        "oracle-one",
+        (("oracles/tensor_ops.py", "    parallel = (g > bonus_at) & ~rejected\n", "    parallel = (g >= bonus_at) & ~rejected\n"),),
+        ("tests/test_device.py::test_device_oracle_agrees_with_the_numpy_and_numba_oracles"
+         "[copy_and_expand_eagle_inputs_kernel]",),
+        "the device oracle's slots (expand_slots, which the compiled slots must equal) count each bonus slot as "
+        "a parallel-drafting one: its id and mask are wrong in every case",
+        expect=r"torch oracle",
+    ),
+    HarnessMutant(
+        "oracle_device_context_row_0",
+        "oracle-one",
+        (("oracles/tensor_ops.py", "    return t + shift, (block_table[start + torch.minimum(d, last)] - d) * size + positions\n",
+          "    return t + shift, (block_table[torch.minimum(d, last)] - d) * size + positions\n"),),
+        ("tests/test_device.py::test_device_oracle_agrees_with_the_numpy_and_numba_oracles"
+         "[copy_and_expand_dflash_inputs_kernel]",),
+        "the device oracle's context slots (dflash_context, which the compiled ones must equal) read every "
+        "request's block ids from the first row of the batch's tables",
+        expect=r"torch oracle",
+    ),
+    HarnessMutant(
         "oracle_device_greedy_rows_one_apart",
         "oracle-one",
         (("harness/targets/rejection_greedy_sample_kernel/device.py",
