@@ -125,8 +125,8 @@ def context_bytes(per_request, ends, positions, block_table, total: int) -> int:
 
 
 PIECE_BYTES = {"SLOTS": slots_bytes, "CONTEXT": context_bytes}
-"""Per compiled oracle part of :mod:`~eaglefuzz.harness.targetkit.fused` (its name there), the bytes
-its one kernel moves."""
+"""Per compiled oracle part of :mod:`~eaglefuzz.harness.targetkit.fused` (its name there: ``fused.SLOTS``,
+``fused.CONTEXT``), the bytes its one kernel moves."""
 
 
 def count(name: str, cases: int | None, batches: int) -> dict:
@@ -164,10 +164,12 @@ def count(name: str, cases: int | None, batches: int) -> dict:
         with _disable_current_modes():
             return tensor_ops_v2.lane_noise(seed, pos, lanes, use_fp64)
 
+    rule_of = {getattr(fused, n): rule for n, rule in PIECE_BYTES.items()}
+
     def fused_piece(piece, device):  # noqa: ANN001, ANN202
         if not fused.switched_on(piece.switch):
             return piece.plain
-        rule = PIECE_BYTES[next(n for n in PIECE_BYTES if getattr(fused, n) is piece)]
+        rule = rule_of[piece]
 
         def run(*args):  # noqa: ANN002, ANN202
             moved[where[0], f"{piece.name} (fused kernel)"] += rule(*args)

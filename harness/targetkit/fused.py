@@ -1,5 +1,5 @@
-"""Oracle parts compiled into few GPU kernels: the sampling oracles' lane noise, and the slots of
-``copy_and_expand_eagle_inputs_kernel``'s oracle.
+"""Oracle parts compiled into few GPU kernels: the sampling oracles' lane noise, and the per-slot
+arithmetic of the two copy-and-expand oracles.
 
 :func:`~eaglefuzz.oracles.tensor_ops_v2.lane_noise` (the murmur3 hash of every lane of every row,
 its uniform and its Gumbel noise: some forty integer and float64 passes over ``[rows, lanes]``
@@ -17,9 +17,11 @@ interpreter) the plain function.
 
 :func:`~eaglefuzz.oracles.tensor_ops.expand_slots` (every output slot of a
 ``copy_and_expand_eagle_inputs_kernel`` batch: its request, its place, id, position and masks,
-some twenty int64 passes over the slots in eager torch, most of that target's oracle) is
-compiled the same way with ``EAGLEFUZZ_FUSED_SLOTS=1`` (:data:`SLOTS_SWITCH`): integer arithmetic
-alone, so the probe (:func:`same_slots`) demands every output bit for bit, with its dtype."""
+some twenty int64 passes over the slots in eager torch, most of that target's oracle) and
+:func:`~eaglefuzz.oracles.tensor_ops.dflash_context` (``copy_and_expand_dflash_inputs_kernel``'s
+context slots) are compiled the same way with ``EAGLEFUZZ_FUSED_SLOTS=1`` (:data:`SLOTS`,
+:data:`CONTEXT`: one :class:`Piece` each, :func:`piece_on`): integer arithmetic alone, so the
+probe (:func:`same_outputs`) demands every output bit for bit, with its dtype."""
 
 from __future__ import annotations
 
