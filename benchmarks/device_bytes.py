@@ -22,7 +22,7 @@ How bytes are counted (a ``TorchDispatchMode`` sees every torch operation):
 - with ``EAGLEFUZZ_FUSED_NOISE=1``, the sampling oracles' lane noise counts what its two compiled
   kernels move on a GPU (:mod:`~eaglefuzz.harness.targetkit.fused`): each row's seed and position and
   the lane ids read, the uniform written and read, the noise and its bound written;
-- with ``EAGLEFUZZ_FUSED_SLOTS=1``, the oracle parts compiled whole (``fused.SLOTS``: the slots of
+- unless ``EAGLEFUZZ_FUSED_SLOTS=0``, the oracle parts compiled whole (``fused.SLOTS``: the slots of
   ``copy_and_expand_eagle_inputs_kernel``, ``fused.CONTEXT``: the context slots of
   ``copy_and_expand_dflash_inputs_kernel``) count what their compiled kernel moves on a GPU: the
   per-request tables read once, and per slot what it reads and writes (:data:`PIECE_BYTES`).
@@ -167,7 +167,7 @@ def count(name: str, cases: int | None, batches: int) -> dict:
     rule_of = {getattr(fused, n): rule for n, rule in PIECE_BYTES.items()}
 
     def fused_piece(piece, device):  # noqa: ANN001, ANN202
-        if not fused.switched_on(piece.switch):
+        if not fused.switched_on(piece.switch, piece.default):
             return piece.plain
         rule = rule_of[piece]
 

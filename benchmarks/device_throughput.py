@@ -16,7 +16,8 @@ memory back before the next starts. The JSON line of a target also counts the CU
 allocator's cudaMalloc and cudaFree calls and retried allocations in its steady state, every
 lane's (``allocator``: a batch that frees the cache waits for the device), and whether the
 sampling oracles' noise ran fused (``fused_noise``: ``EAGLEFUZZ_FUSED_NOISE=1``, which the lanes
-inherit; harness/targetkit/fused.py). The sweep of every
+inherit; harness/targetkit/fused.py) and the copy-and-expand oracles' slots compiled
+(``fused_slots``: unless ``EAGLEFUZZ_FUSED_SLOTS=0``). The sweep of every
 target on an H100:
 
     python benchmarks/device_throughput.py --quick --seconds 3 --lanes 4 --source vllm-release:0.33.0 \
@@ -468,7 +469,7 @@ def _sweep(p, args, backend, opts: dict, begun: float, mps_env: dict[str, str]) 
         parse_source,
         vllm,
     )
-    from eaglefuzz.harness.targetkit.fused import fused_noise_on
+    from eaglefuzz.harness.targetkit.fused import SLOTS, fused_noise_on, switched_on
     from eaglefuzz.harness.targets import TARGETS
 
     names = args.kernel or list(device_targets())
@@ -538,7 +539,7 @@ def _sweep(p, args, backend, opts: dict, begun: float, mps_env: dict[str, str]) 
                 f.write(json.dumps({"target": name, "lanes": lanes_of[name], "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
                                     "alone": alone, "alone_rounds": rounds, "alone_batches": len(s.batches), "allocator": s.allocator, "ratio": None if alone is None else rate / alone, "cold_rate": s.cold_rate, "jit": jit, "cross_checked": s.cross_checked,
                                     "findings": len(s.findings), "oom_retries": s.oom_retries,
-                                    "features_missed": sorted(_missed(name, s)), "fused_noise": fused_noise_on(), "mps": bool(mps_env) and lanes_of[name] > 1,
+                                    "features_missed": sorted(_missed(name, s)), "fused_noise": fused_noise_on(), "fused_slots": switched_on(SLOTS.switch, SLOTS.default), "mps": bool(mps_env) and lanes_of[name] > 1,
                                     "stages": {k: prof.stages[k] / total for k in STAGES}}) + "\n")
         del s, prof
         _release(backend.device)  # the next target's lanes find the GPU's memory free

@@ -1,11 +1,14 @@
 """The sampling oracles' fused lane noise (``harness/targetkit/fused.py``): the plain function off a
 CUDA device, the probe that admits a compiled one only when it is the plain one (its uniform and
 float64 path bit for bit, its float32 path within a few float64 steps), the fallback (with a
-warning) when compiling fails or differs, and, on a GPU, the compiled noise itself."""
+warning) when compiling fails or differs or a compiled function later fails to run, and, on a GPU,
+the compiled noise itself; the same for the copy-and-expand oracles' compiled parts (on by
+default, off with ``EAGLEFUZZ_FUSED_SLOTS=0``)."""
 
 from __future__ import annotations
 
 import sys
+import warnings
 
 import pytest
 import torch
@@ -120,7 +123,41 @@ def test_a_noise_that_cannot_be_compiled_is_the_plain_one(fresh, monkeypatch):
 def test_a_compiled_noise_equal_to_the_plain_one_is_used(fresh, monkeypatch):
     same = lambda seed, pos, lanes, fp64: tensor_ops_v2.lane_noise(seed, pos, lanes, fp64)  # noqa: E731
     monkeypatch.setattr(fused, "_two_kernels", lambda: (same, tensor_ops_v2.lane_uniform))
-    assert fresh._compiled("cpu") is same
+    assert fresh._compiled("cpu").compiled is same
+
+
+def test_a_compiled_part_that_fails_at_run_time_gives_way_to_the_plain_one_for_good():
+    """A compiled function that raises later (the recompilation limit under ``fullgraph=True``, as
+    the lane noise met on an H100) is replaced by the plain function for that call and every later
+    one, with one warning; a CUDA error or a lack of memory is raised as it is."""
+    calls = []
+
+    def plain(x):
+        calls.append("plain")
+        return x + 1
+
+    def compiled(x):
+        calls.append("compiled")
+        if x > 1:
+            raise RuntimeError("Hard failure due to fullgraph=True\nmore")
+        return x + 1
+
+    g = fused.Guarded("a part", "cuda:0", compiled, plain)
+    assert g(1) == 2 and calls == ["compiled"]
+    with pytest.warns(UserWarning, match=r"a part runs unfused on cuda:0 from now on \(RuntimeError: Hard failure"):
+        assert g(2) == 3
+    assert calls == ["compiled", "compiled", "plain"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert g(1) == 2 and g(5) == 6
+    assert calls[3:] == ["plain", "plain"]
+    for fault in (RuntimeError("CUDA error: an illegal memory access was encountered"), torch.OutOfMemoryError("out")):
+        def failing(x, fault=fault):
+            raise fault
+        g = fused.Guarded("a part", "cuda:0", failing, plain)
+        with pytest.raises(type(fault)):
+            g(1)
+        assert g.fn is failing
 
 
 def test_on_a_gpu_the_noise_is_compiled_and_the_plain_one(needs, fresh, monkeypatch):
@@ -163,12 +200,20 @@ def test_off_a_cuda_device_or_switched_off_a_piece_is_its_plain_function(name, m
     piece = getattr(fused, name)
     monkeypatch.setenv(piece.switch, "1")
     assert fused.piece_on(piece, "cpu") is piece.plain
-    for off in ("", "0", "no"):
+    for off in ("0", "no", "false", "off"):
         monkeypatch.setenv(piece.switch, off)
-        assert not fused.switched_on(piece.switch)
+        assert not fused.switched_on(piece.switch, piece.default)
         assert fused.piece_on(piece, "cuda") is piece.plain  # no GPU needed: nothing compiled
-    monkeypatch.setenv(piece.switch, "true")
-    assert fused.switched_on(piece.switch)
+    for on in ("true", "1", " YES "):
+        monkeypatch.setenv(piece.switch, on)
+        assert fused.switched_on(piece.switch)
+    assert piece.default  # on where the switch is unset or empty (measured: RESULTS.md, session 29)
+    for unset in ("", " "):
+        monkeypatch.setenv(piece.switch, unset)
+        assert fused.switched_on(piece.switch, piece.default) and not fused.switched_on(piece.switch)
+    monkeypatch.delenv(piece.switch)
+    assert fused.switched_on(piece.switch, piece.default)
+    assert not fused.switched_on(fused.SWITCH, False)  # the noise stays off unless asked for
 
 
 def _off(piece, which: int, how: str):
@@ -246,7 +291,7 @@ def test_a_piece_equal_to_the_plain_one_is_used(name, fresh_pieces, monkeypatch)
     piece = getattr(fused, name)
     same = lambda *a: piece.plain(*a)  # noqa: E731
     monkeypatch.setattr(fused.torch, "compile", lambda fn, **kw: same)
-    assert fresh_pieces._compiled_piece(piece, "cpu") is same
+    assert fresh_pieces._compiled_piece(piece, "cpu").compiled is same
 
 
 @pytest.mark.parametrize("name", PIECES)

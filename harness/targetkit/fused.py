@@ -4,8 +4,8 @@ arithmetic of the two copy-and-expand oracles.
 :func:`~eaglefuzz.oracles.tensor_ops_v2.lane_noise` (the murmur3 hash of every lane of every row,
 its uniform and its Gumbel noise: some forty integer and float64 passes over ``[rows, lanes]``
 tensors in eager torch) is most of what the Gumbel, resampling and insertion targets' device
-batches move. On a CUDA device, with ``EAGLEFUZZ_FUSED_NOISE=1`` (:data:`SWITCH`; off by default
-until its effect on a campaign's throughput is measured), :func:`lane_noise_on` gives the same
+batches move. On a CUDA device, with ``EAGLEFUZZ_FUSED_NOISE=1`` (:data:`SWITCH`; off by
+default: see it), :func:`lane_noise_on` gives the same
 function compiled by ``torch.compile``: one kernel that reads a seed and a position per row and
 writes each lane's uniform, one that reads the uniform and writes the noise and its bound. It is
 checked first against the plain function on a probe of seeds at the int64 limits, drafting
@@ -19,9 +19,13 @@ interpreter) the plain function.
 ``copy_and_expand_eagle_inputs_kernel`` batch: its request, its place, id, position and masks,
 some twenty int64 passes over the slots in eager torch, most of that target's oracle) and
 :func:`~eaglefuzz.oracles.tensor_ops.dflash_context` (``copy_and_expand_dflash_inputs_kernel``'s
-context slots) are compiled the same way with ``EAGLEFUZZ_FUSED_SLOTS=1`` (:data:`SLOTS`,
-:data:`CONTEXT`: one :class:`Piece` each, :func:`piece_on`): integer arithmetic alone, so the
-probe (:func:`same_outputs`) demands every output bit for bit, with its dtype."""
+context slots) are compiled the same way on a CUDA device unless ``EAGLEFUZZ_FUSED_SLOTS=0``
+(:data:`SLOTS`, :data:`CONTEXT`: one :class:`Piece` each, :func:`piece_on`): integer arithmetic
+alone, so the probe (:func:`same_outputs`) demands every output bit for bit, with its dtype.
+
+A compiled function that passed its probe and later fails to run (``torch._dynamo``'s
+recompilation limit under ``fullgraph=True``) gives way to the plain one for the rest of the
+process, with one warning (:class:`Guarded`)."""
 
 from __future__ import annotations
 
@@ -97,18 +101,50 @@ def _two_kernels() -> tuple[Noise, Callable[..., torch.Tensor]]:
     return fused, uniform
 
 
+class Guarded:
+    """A compiled oracle part that gives way to its plain function at run time: called as the
+    compiled function ``compiled`` until a call of it raises anything but a CUDA error or a lack of
+    memory (the compiler's own failures: a recompilation past ``torch._dynamo``'s limit under
+    ``fullgraph=True``, seen on an H100 with the lane noise), then, with one warning naming
+    ``what``, ``device`` and why, the ``plain`` function, for that call and every later one. A
+    CUDA error or a lack of memory is raised as it is: the plain function would meet it too."""
+
+    def __init__(self, what: str, device: str, compiled: Callable, plain: Callable) -> None:
+        self.what, self.device, self.compiled, self.plain = what, device, compiled, plain
+        self.fn = compiled
+
+    def __call__(self, *args: object) -> object:
+        if self.fn is self.plain:
+            return self.plain(*args)
+        try:
+            return self.fn(*args)
+        except Exception as exc:  # noqa: BLE001 - the compiler's failure leaves the plain function
+            if isinstance(exc, torch.OutOfMemoryError) or "CUDA error" in str(exc):
+                raise
+            self.fn = self.plain
+            warnings.warn(f"eaglefuzz: {self.what} runs unfused on {self.device} from now on ({_why(exc)})",
+                          stacklevel=2)
+            return self.plain(*args)
+
+
+def _why(exc: BaseException) -> str:
+    """``exc``'s name and the first line of its message."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
 def _admitted(what: str, device: str, build: Callable[[], tuple], check: Callable[..., bool], plain: Callable,
               differs: str) -> Callable:
     """The first function ``build()`` returns, where building it raises nothing and ``check`` of
-    all it returns holds; else ``plain``, with a warning naming ``what``, ``device`` and why
-    (``differs``, or the exception's first line)."""
+    all it returns holds, as a :class:`Guarded` (the plain function wherever it fails later); else
+    ``plain``, with a warning naming ``what``, ``device`` and why (``differs``, or the exception's
+    first line)."""
     try:
         built = build()
         if check(*built):
-            return built[0]
+            return Guarded(what, device, built[0], plain)
         why = differs
     except Exception as exc:  # noqa: BLE001 - any failure to compile leaves the plain function
-        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        why = _why(exc)
     warnings.warn(f"eaglefuzz: {what} runs unfused on {device} ({why})", stacklevel=4)
     return plain
 
@@ -123,8 +159,10 @@ def _compiled(device: str) -> Noise:
 
 
 SWITCH = "EAGLEFUZZ_FUSED_NOISE"
-"""The environment variable that turns the fused noise on (``1``); off by default until a device
-campaign's throughput with it is measured (benchmarks/RESULTS.md, session 25)."""
+"""The environment variable that turns the fused noise on (``1``); off by default: its first
+device campaign (``_gumbel_sample_kernel``, four lanes on an H100, benchmarks/RESULTS.md session
+29) failed on ``torch._dynamo``'s recompilation limit (8 specializations of the uniform; the run
+now gives way to the plain function there, :class:`Guarded`), and its throughput is not measured."""
 
 
 def fused_noise_on() -> bool:
@@ -156,6 +194,8 @@ class Piece:
     switch: str
     plain: Outputs
     probe: Callable[[str], list[tuple]]
+    default: bool = False
+    """Whether the compiled function is used where ``switch`` is not set."""
 
 
 def same_outputs(piece: Piece, fn: Outputs, device: str) -> bool:
@@ -177,16 +217,18 @@ def _compiled_piece(piece: Piece, device: str) -> Outputs:
                      "it differs from the plain function on the probe")
 
 
-def switched_on(switch: str) -> bool:
-    """Whether the environment variable ``switch`` is ``1``, ``true`` or ``yes``."""
-    return os.environ.get(switch, "").strip().lower() in ("1", "true", "yes")
+def switched_on(switch: str, default: bool = False) -> bool:
+    """Whether the environment variable ``switch`` is on: ``1``, ``true`` or ``yes``; ``default``
+    where it is unset or empty (``0``, ``false``, ``no`` or anything else: off)."""
+    value = os.environ.get(switch, "").strip().lower()
+    return default if not value else value in ("1", "true", "yes")
 
 
 def piece_on(piece: Piece, device: str | torch.device) -> Outputs:
-    """``piece``'s function on ``device``: compiled on a CUDA device where its switch is on (see
-    the module), the plain function otherwise."""
+    """``piece``'s function on ``device``: compiled on a CUDA device where its switch is on
+    (``piece.default`` where it is unset; see the module), the plain function otherwise."""
     dev = torch.device(device)
-    if dev.type != "cuda" or not switched_on(piece.switch):
+    if dev.type != "cuda" or not switched_on(piece.switch, piece.default):
         return piece.plain
     return _compiled_piece(piece, str(dev))
 
@@ -242,13 +284,13 @@ def _context_probe(device: str, requests: int) -> tuple[torch.Tensor, torch.Tens
 
 
 SLOTS = Piece("copy_and_expand's oracle slots", "EAGLEFUZZ_FUSED_SLOTS", tensor_ops.expand_slots,
-              lambda device: [_slots_probe(device, 37), _slots_probe(device, 1)])
+              lambda device: [_slots_probe(device, 37), _slots_probe(device, 1)], default=True)
 """The slots of ``copy_and_expand_eagle_inputs_kernel``'s oracle
-(:func:`~eaglefuzz.oracles.tensor_ops.expand_slots`), on with ``EAGLEFUZZ_FUSED_SLOTS=1``; off by
-default until a device campaign's throughput with it is measured."""
+(:func:`~eaglefuzz.oracles.tensor_ops.expand_slots`): compiled on a CUDA device unless
+``EAGLEFUZZ_FUSED_SLOTS=0`` (on an H100, four lanes under MPS verified 26% more with it:
+benchmarks/RESULTS.md, session 29)."""
 
 CONTEXT = Piece("copy_and_expand_dflash's oracle context slots", "EAGLEFUZZ_FUSED_SLOTS", tensor_ops.dflash_context,
-                lambda device: [_context_probe(device, 37), _context_probe(device, 1)])
+                lambda device: [_context_probe(device, 37), _context_probe(device, 1)], default=True)
 """The context slots of ``copy_and_expand_dflash_inputs_kernel``'s oracle
-(:func:`~eaglefuzz.oracles.tensor_ops.dflash_context`), on with ``EAGLEFUZZ_FUSED_SLOTS=1`` as
-:data:`SLOTS`."""
+(:func:`~eaglefuzz.oracles.tensor_ops.dflash_context`), under the same switch as :data:`SLOTS`."""
