@@ -204,7 +204,7 @@ def test_off_a_cuda_device_or_switched_off_a_piece_is_its_plain_function(name, m
         monkeypatch.setenv(piece.switch, off)
         assert not fused.switched_on(piece.switch, piece.default)
         assert fused.piece_on(piece, "cuda") is piece.plain  # no GPU needed: nothing compiled
-    for on in ("true", "1", " YES "):
+    for on in ("true", "1", " YES ", "on"):
         monkeypatch.setenv(piece.switch, on)
         assert fused.switched_on(piece.switch)
     assert piece.default  # on where the switch is unset or empty (measured: RESULTS.md, session 29)
@@ -213,7 +213,12 @@ def test_off_a_cuda_device_or_switched_off_a_piece_is_its_plain_function(name, m
         assert fused.switched_on(piece.switch, piece.default) and not fused.switched_on(piece.switch)
     monkeypatch.delenv(piece.switch)
     assert fused.switched_on(piece.switch, piece.default)
-    assert not fused.switched_on(fused.SWITCH, False)  # the noise stays off unless asked for
+    for other in ("2", "enabled"):  # neither on nor off: the default, and one warning saying so
+        monkeypatch.setenv(piece.switch, other)
+        with pytest.warns(UserWarning, match=rf"{piece.switch}='{other}' is none of 1/true/yes/on .* on, its default"):
+            assert fused.switched_on(piece.switch, piece.default)
+    monkeypatch.delenv(fused.SWITCH, raising=False)
+    assert not fused.fused_noise_on()  # the noise stays off unless asked for
 
 
 def _off(piece, which: int, how: str):

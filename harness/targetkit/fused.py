@@ -217,11 +217,21 @@ def _compiled_piece(piece: Piece, device: str) -> Outputs:
                      "it differs from the plain function on the probe")
 
 
+ON = ("1", "true", "yes", "on")
+OFF = ("0", "false", "no", "off")
+
+
 def switched_on(switch: str, default: bool = False) -> bool:
-    """Whether the environment variable ``switch`` is on: ``1``, ``true`` or ``yes``; ``default``
-    where it is unset or empty (``0``, ``false``, ``no`` or anything else: off)."""
+    """Whether the environment variable ``switch`` is on: one of :data:`ON`, not one of
+    :data:`OFF`, ``default`` where it is unset or empty. Any other value is ``default`` too, with
+    a warning naming the variable and the values it takes."""
     value = os.environ.get(switch, "").strip().lower()
-    return default if not value else value in ("1", "true", "yes")
+    if value in ON or value in OFF:
+        return value in ON
+    if value:
+        warnings.warn(f"eaglefuzz: {switch}={os.environ[switch]!r} is none of {'/'.join(ON)} (on) or "
+                      f"{'/'.join(OFF)} (off): {'on' if default else 'off'}, its default", stacklevel=2)
+    return default
 
 
 def piece_on(piece: Piece, device: str | torch.device) -> Outputs:
