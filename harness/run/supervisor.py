@@ -7,7 +7,10 @@ run unit by unit (:mod:`.runlog`: a target fuzzed, a file replayed). Three fault
 
 - A crash: the worker dies (under the Triton interpreter a wild store lands in the Python
   heap), or leaves on purpose after a CUDA error. The journal names the case in flight.
-- A hang: a case runs past its time limit. The supervisor kills the worker's process group.
+- A hang: a case runs past its time limit. The supervisor kills the worker's process group,
+  then runs the case again alone in a fresh process (:func:`hangs_alone`): one that finishes
+  within its limit there was slowed by the machine (a loaded CI runner), not stuck, and its
+  unit runs again (:data:`HANG_RECHECKS` times at most) instead of becoming a finding.
 - An interruption: SIGINT, SIGTERM or SIGHUP reaches the supervisor (Ctrl-C, ``timeout``, a CI
   runner signalling the process group). It is forwarded to the worker, which stops and
   reports what it found; a worker that does not stop within :data:`GRACE_S` is killed. An
@@ -325,6 +328,27 @@ def shrink_fault(
     return case, message, steps
 
 
+HANG_RECHECKS = 2
+"""Times a supervised run puts a case that ran past its time limit down to a slow machine (it
+finished within its limit when run again alone, :func:`hangs_alone`) and runs its unit again;
+the next time the run's case is a hang finding whatever a recheck says."""
+
+
+def hangs_alone(case: Any, *, spec: str, backend: str, signals: Signals) -> bool:
+    """Whether ``case``, checked alone in a fresh worker with the same time limit, fails to
+    finish cleanly: it runs past its limit again, kills the process, or is interrupted. A
+    ``False`` means it finished (a divergence it shows is left to its unit's run)."""
+    from ..checking.corpus import encode
+
+    with tempfile.TemporaryDirectory(prefix="eaglefuzz-recheck-") as d:
+        folder = Path(d) / "cases"
+        folder.mkdir()
+        (folder / "00000.json").write_text(encode(case))
+        ended = run_worker(["_locate-fault", str(folder), "--backend", backend, "--source", spec],
+                           Path(d) / "journal", signals, quiet=True, alone=True)
+    return ended.code != EXIT_OK or ended.hang is not None or ended.killed or signals.received
+
+
 MPS_PASSES = 8
 """Crashes a supervised run under ``--mps`` puts down to another lane's fault (their unit run
 again, or a new worker that ended outside any case after one, started again) before the lane
@@ -374,12 +398,13 @@ class _Supervision:
 
     def run(self) -> int:
         faults, passed = 0, 0  # passed: crashes of another lane's fault (--mps), their unit run again
+        stalls = 0  # cases past their time limit that finished when run again alone, their unit run again
         solo = False  # under --mps: this lane has left the daemon (MPS_PASSES faults not of its own)
         left = self.log.remaining()
         while True:
             mps = under_mps() and not solo
-            ended = run_worker(self.argv, self.jdir, self.signals, env={REPORT_ENV: "0"} if faults + passed else None,
-                               alone=solo)
+            ended = run_worker(self.argv, self.jdir, self.signals,
+                               env={REPORT_ENV: "0"} if faults + passed + stalls else None, alone=solo)
             # Imported once the first worker is started: NumPy's import is no longer in its way.
             from .journal import orphans
 
@@ -388,9 +413,12 @@ class _Supervision:
             if ended.hang is not None:
                 for o in orphans(self.jdir):  # the killed worker's journal: the hang, not a crash
                     o.remove()
+                if stalls < HANG_RECHECKS and not self._hangs_alone(ended.hang):
+                    stalls += 1
+                    continue
                 self._fault("hang", ended.hang.case, ended.hang.message())
             elif ended.code in (EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_EDGE) or ended.code > 128:
-                if not faults + passed or self.log.meta() is None:
+                if not faults + passed + stalls or self.log.meta() is None:
                     return ended.code
                 return self._report()  # 2 here: a target's interface verdict, or a later usage error
             else:
@@ -408,7 +436,7 @@ class _Supervision:
                     time.sleep(MPS_WAIT_S)
                     continue
                 if not crashed or crashed[0].case is None:
-                    return self._outside_any_case(how, ended.code, crashed[0].error if crashed else "", faults + passed)
+                    return self._outside_any_case(how, ended.code, crashed[0].error if crashed else "", faults + passed + stalls)
                 case, message = crashed[0].case, crashed[0].message or f"the process died ({how}) while running this case"
                 suspects = list(crashed[0].suspects) or [case]
                 for o in crashed:
@@ -438,6 +466,22 @@ class _Supervision:
         print(f"eaglefuzz: {passed} faults under --mps that no case of this lane makes alone: this lane leaves the "
               "MPS daemon and runs on in a CUDA context of its own (time-sliced)", file=sys.stderr, flush=True)
         return True
+
+    def _hangs_alone(self, hang: Hang) -> bool:
+        """Whether the case of ``hang`` runs past its time limit (or faults) again when checked
+        alone in a fresh process; when it does not, one line says so and that its unit runs again."""
+        meta = self.log.meta() or {}
+        origins = meta.get("origins", {})
+        case = hang.case
+        origin = Origin(**origins[case.kernel]) if case.kernel in origins else self.source.origin(case.kernel)
+        unit = self.log.current() or case.kernel
+        print(f"eaglefuzz: {unit}: a case ran past its time limit of {hang.limit:g} s; running it again alone, in a "
+              "fresh process", file=sys.stderr, flush=True)
+        if hangs_alone(case, spec=origin.spec, backend=meta.get("backend", self.backend), signals=self.signals):
+            return True
+        print(f"eaglefuzz: {unit}: alone it finished within its limit: the machine was slow, the case does not hang; "
+              "running the unit again", file=sys.stderr, flush=True)
+        return False
 
     def _alone(self, case: Any, message: str, suspects: list[Any]) -> tuple[Any, str] | None:
         """Under ``--mps`` (:mod:`~..core.mps`) one lane's CUDA fault ends every lane's context:
