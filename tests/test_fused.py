@@ -97,11 +97,44 @@ def test_the_two_kernels_compose_to_the_plain_noise(fresh, monkeypatch):
     (``torch.compile`` left out), is the plain noise bit for bit on the probe."""
     monkeypatch.setattr(fused.torch, "compile", lambda fn, **kw: fn)
     fn, uniform = fused._two_kernels()
-    assert uniform is tensor_ops_v2.lane_uniform
     assert fused.same_noise(fn, "cpu", uniform)
     seed, pos, lanes = fused._probe("cpu")
     for fp64 in (False, True):
-        assert all(torch.equal(a, b) for a, b in zip(fn(seed, pos, lanes, fp64), tensor_ops_v2.lane_noise(seed, pos, lanes, fp64), strict=True))
+        for rows, n in ((slice(None), slice(None)), (slice(0, 1), slice(None)), (slice(None), slice(5, 6)),
+                        (slice(2, 3), slice(0, 1)), (slice(0, 0), slice(None))):
+            a = (seed[rows], pos[rows].to(torch.int32 if fp64 else torch.int64), lanes[n], fp64)
+            assert torch.equal(uniform(*a), tensor_ops_v2.lane_uniform(*a))
+            got, want = fn(*a), tensor_ops_v2.lane_noise(*a)
+            assert all(torch.equal(g, w) and g.is_contiguous() for g, w in zip(got, want, strict=True))
+
+
+def test_the_noise_is_compiled_once_per_path_and_part_whatever_the_batches(fresh):
+    """``torch._dynamo`` traces each of the four compiled functions (the uniform and the noise of
+    each path) once, over batches of many rows, of one row, of one lane, of as many rows as lanes,
+    with int32 positions and with a strided seed, on both paths: no guard of a batch's size, dtype
+    or path fails, so no recompilation comes near dynamo's limit (it met it on an H100 when the
+    path was an argument and a row a size). The traces run eager: the values are the plain noise's."""
+    traced = []
+
+    def counting(gm, example_inputs):  # noqa: ANN001, ANN202 - a torch.compile backend
+        traced.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        fn, uniform = fused._two_kernels(backend=counting)
+        seed, pos, lanes = fused._probe("cpu")
+        wide = torch.stack([seed, seed], dim=1)[:, 0]  # a seed with a stride of 2
+        batches = [(seed, pos, lanes), (seed[:1], pos[:1], lanes), (seed, pos, lanes[:1]), (seed[:3], pos[:3], lanes[:3]),
+                   (seed[:16], pos[:16].to(torch.int32), lanes[:16]), (wide, pos, lanes[7:300]), (seed[:2], pos[:2], lanes[:2])]
+        for fp64 in (True, False):
+            for a in batches:
+                got, want = fn(*a, fp64), tensor_ops_v2.lane_noise(*a, fp64)
+                assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+                assert torch.equal(uniform(*a, fp64), tensor_ops_v2.lane_uniform(*a, fp64))
+        assert len(traced) == 4
+    finally:
+        torch._dynamo.reset()
 
 
 def test_a_compiled_noise_that_differs_is_not_used(fresh, monkeypatch):

@@ -87,16 +87,61 @@ def same_noise(fn: Noise, device: str, uniform: Callable[..., torch.Tensor] | No
     return True
 
 
-def _two_kernels() -> tuple[Noise, Callable[..., torch.Tensor]]:
+def _uniform32(seed: torch.Tensor, pos: torch.Tensor, lanes: torch.Tensor) -> torch.Tensor:
+    return tensor_ops_v2.lane_uniform(seed, pos, lanes, False)
+
+
+def _uniform64(seed: torch.Tensor, pos: torch.Tensor, lanes: torch.Tensor) -> torch.Tensor:
+    return tensor_ops_v2.lane_uniform(seed, pos, lanes, True)
+
+
+def _noise32(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return tensor_ops_v2.uniform_noise(u, False)
+
+
+def _noise64(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return tensor_ops_v2.uniform_noise(u, True)
+
+
+def _padded(x: torch.Tensor) -> torch.Tensor:
+    """``x`` (1-D) as contiguous int64, its one element twice where it has one."""
+    x = x.to(torch.int64).contiguous()
+    return x.repeat(2) if x.shape[0] == 1 else x
+
+
+def _two_kernels(backend: str | Callable = "inductor") -> tuple[Noise, Callable[..., torch.Tensor]]:
     """:func:`~eaglefuzz.oracles.tensor_ops_v2.lane_noise` as two compiled functions, the uniform
     then its noise, the uniform stored between them in its dtype (compiled as one function, the
     float32 uniform's rounding is lost: Triton folds a cast to float32 and back, and the noise
-    moves by up to 0.02 near ``u = 1``); and the compiled uniform."""
-    uniform = torch.compile(tensor_ops_v2.lane_uniform, dynamic=True, fullgraph=True)
-    noise = torch.compile(tensor_ops_v2.uniform_noise, dynamic=True, fullgraph=True)
+    moves by up to 0.02 near ``u = 1``); and the compiled uniform.
+
+    Compiled once per path and part whatever the batches (``torch._dynamo`` stops recompiling a
+    function after 8 specializations, and fails under ``fullgraph=True``): each path, float32
+    and float64, is a function of its own (the path is no guard); seeds, positions and lanes
+    reach them contiguous int64, with one row or one lane given twice (``torch.compile``
+    specializes a size of 1) and the outputs cut back to the batch's."""
+    compiled = functools.partial(torch.compile, backend=backend, dynamic=True, fullgraph=True)
+    uniforms = {False: compiled(_uniform32), True: compiled(_uniform64)}
+    noises = {False: compiled(_noise32), True: compiled(_noise64)}
+
+    def run(seed: torch.Tensor, pos: torch.Tensor, lanes: torch.Tensor, use_fp64: bool,
+            noise: bool) -> tuple[torch.Tensor, ...]:
+        rows, n = seed.shape[0], lanes.shape[0]
+        if rows == 0 or n == 0:
+            u = tensor_ops_v2.lane_uniform(seed, pos, lanes, use_fp64)
+            return tensor_ops_v2.uniform_noise(u, use_fp64) if noise else (u,)
+        u = uniforms[use_fp64](_padded(seed), _padded(pos), _padded(lanes))
+        out = noises[use_fp64](u) if noise else (u,)
+        if out[0].shape != (rows, n):
+            out = tuple(t[:rows, :n].contiguous() for t in out)
+        return out
 
     def fused(seed: torch.Tensor, pos: torch.Tensor, lanes: torch.Tensor, use_fp64: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        return noise(uniform(seed, pos, lanes, use_fp64), use_fp64)
+        g, e = run(seed, pos, lanes, use_fp64, True)
+        return g, e
+
+    def uniform(seed: torch.Tensor, pos: torch.Tensor, lanes: torch.Tensor, use_fp64: bool) -> torch.Tensor:
+        return run(seed, pos, lanes, use_fp64, False)[0]
 
     return fused, uniform
 
@@ -161,8 +206,10 @@ def _compiled(device: str) -> Noise:
 SWITCH = "EAGLEFUZZ_FUSED_NOISE"
 """The environment variable that turns the fused noise on (``1``); off by default: its first
 device campaign (``_gumbel_sample_kernel``, four lanes on an H100, benchmarks/RESULTS.md session
-29) failed on ``torch._dynamo``'s recompilation limit (8 specializations of the uniform; the run
-now gives way to the plain function there, :class:`Guarded`), and its throughput is not measured."""
+29) failed on ``torch._dynamo``'s recompilation limit (8 specializations of the uniform, whose
+guards were the path and one-row batches: :func:`_two_kernels` now compiles each path on its own
+and pads such batches, once per function over any batches on the CPU; a run gives way to the
+plain function where a compiled part fails, :class:`Guarded`), and its throughput is not measured."""
 
 
 def fused_noise_on() -> bool:
