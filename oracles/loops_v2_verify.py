@@ -438,6 +438,14 @@ def _forced(choices, keys, n) -> np.ndarray:
     return out
 
 
+@numba.njit(cache=True)
+def _copy_to_cache(cache, src, eidx, col, V):  # noqa: N803
+    for t in range(eidx.shape[0]):  # the copy: row by row
+        if eidx[t] >= 0:
+            for v in range(V):
+                cache[eidx[t], col[t], v] = src[t, v]
+
+
 def _finish_windows(st: Settlement, windows, cand, keys, BS: int, block_base, forced, chosen_tokens) -> None:
     for i in np.flatnonzero(windows):
         opts = tuple(int(block_base[i] + k) for k in np.flatnonzero(cand[i * BS:(i + 1) * BS]))
@@ -471,10 +479,7 @@ def gumbel_sample(*, local_argmax, local_max, logits, expanded_idx_mapping, seed
         valid = eidx >= 0
         _check(eidx[valid], cache.shape[0], "logits cache row")
         _check(col[valid], cache.shape[1], "logits cache column")
-        for t in range(T):  # the copy: row by row
-            if eidx[t] >= 0:
-                for v in range(V):
-                    cache[eidx[t], col[t], v] = src[t, v]
+        _copy_to_cache(cache, src, eidx, col, V)
     keys = [("row", t, "block", b) for t in range(T) for b in range(nb)]
     forced = _forced(choices, keys, T * nb)
     windows = np.zeros(T * nb, np.bool_)

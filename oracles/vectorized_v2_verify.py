@@ -130,35 +130,41 @@ def _choice(choices: Mapping[tuple, Any] | None, key: tuple, options: tuple, nom
 
 
 def _rotl32(v: np.ndarray, s: int) -> np.ndarray:
-    return ((v << np.uint64(s)) | (v >> np.uint64(32 - s))) & M32
+    return (v << np.uint32(s)) | (v >> np.uint32(32 - s))
 
 
+# uint32 arrays: NumPy's products and sums of them wrap modulo 2**32, as the hash's do
 def _mix(h: np.ndarray, key: np.ndarray) -> np.ndarray:
-    key = (key * np.uint64(0xCC9E2D51)) & M32
-    key = _rotl32(key, 15)
-    key = (key * np.uint64(0x1B873593)) & M32
-    h = h ^ key
-    h = _rotl32(h, 13)
-    return (h * np.uint64(5) + np.uint64(0xE6546B64)) & M32
+    key = _rotl32(key * np.uint32(0xCC9E2D51), 15) * np.uint32(0x1B873593)
+    return _rotl32(h ^ key, 13) * np.uint32(5) + np.uint32(0xE6546B64)
 
 
 def _fmix(h: np.ndarray) -> np.ndarray:
-    h = h ^ (h >> np.uint64(16))
-    h = (h * np.uint64(0x85EBCA6B)) & M32
-    h = h ^ (h >> np.uint64(13))
-    h = (h * np.uint64(0xC2B2AE35)) & M32
-    return h ^ (h >> np.uint64(16))
+    h = h ^ (h >> np.uint32(16))
+    h = h * np.uint32(0x85EBCA6B)
+    h = h ^ (h >> np.uint32(13))
+    h = h * np.uint32(0xC2B2AE35)
+    return h ^ (h >> np.uint32(16))
+
+
+def _words(x) -> tuple[np.ndarray, np.ndarray]:
+    """The low and high 32-bit words of integers (their uint64 bit patterns), as uint32 arrays."""
+    u = _u64(x)
+    return (u & M32).astype(np.uint32), (u >> np.uint64(32)).astype(np.uint32)
 
 
 def murmur3_hash32(seed, pos, offset, domain: int = 0) -> np.ndarray:
-    """The preface's "Noise": the 32-bit hash of (seed, position, offset, domain), as uint32 (broadcast)."""
-    s, p, o = np.broadcast_arrays(_u64(seed), _u64(pos), _u64(offset))
-    h = np.full(s.shape, np.uint64(domain) & M32, dtype=np.uint64)
-    h = _mix(h, s & M32)
-    h = _mix(h, (s >> np.uint64(32)) & M32)
-    h = _mix(h, p & M32)
-    h = _mix(h, o & M32)
-    return _fmix(h ^ np.uint64(16)).astype(np.uint32)
+    """The preface's "Noise": the 32-bit hash of (seed, position, offset, domain), as uint32 (broadcast).
+    Each word is mixed at its own shape (a row's seed and position once per row, not per lane)."""
+    shape = np.broadcast_shapes(np.shape(seed), np.shape(pos), np.shape(offset))
+    s_lo, s_hi = _words(seed)
+    with np.errstate(over="ignore"):  # a 0-d operand computes as a NumPy scalar, which warns as it wraps
+        h = _mix(np.asarray(np.uint32(domain & 0xFFFFFFFF)), s_lo)
+        h = _mix(h, s_hi)
+        h = _mix(h, _words(pos)[0])
+        h = _mix(h, _words(offset)[0])
+        h = np.asarray(_fmix(h ^ np.uint32(16)))
+    return h if h.shape == shape else np.broadcast_to(h, shape).copy()
 
 
 def murmur3_uniform32(seed, pos, offset) -> np.ndarray:

@@ -875,5 +875,10 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 
 def _with_guards(a: np.ndarray, fill: int) -> np.ndarray:
     """``a`` flattened, between two guard bands of ``fill`` as long as :func:`guard_for` says."""
-    g = filled(a.dtype, (guard_for(a.size),), fill)
-    return np.concatenate([g, a.reshape(-1), g])
+    g, n = guard_for(a.size), a.size
+    out = np.empty(2 * g + n, dtype=a.dtype)
+    bits = out.view(f"u{out.itemsize}")  # bands and values as bit patterns: NaN payloads, bool bytes kept
+    band = filled(a.dtype, (1,), fill).view(bits.dtype)[0]
+    bits[:g], bits[g + n :] = band, band
+    bits[g : g + n] = np.ascontiguousarray(a).reshape(-1).view(bits.dtype)
+    return out
