@@ -286,7 +286,7 @@ def test_kill_9_of_the_parent_takes_its_worker_with_it(tmp_path):
         _wait_for("the worker at work", lambda: list((tmp_path / "tmp").glob("eaglefuzz-journal-*/*")))
         proc.kill()
         proc.wait()
-        _wait_for(f"worker {worker} to end with its parent", lambda: _gone(worker), limit_s=10)
+        _wait_for(f"worker {worker} to end with its parent", lambda: _gone(worker), limit_s=120)
     finally:
         _end(pids)
 
@@ -317,7 +317,7 @@ def test_a_worker_dies_with_its_parent(tmp_path, mode):
         assert parent.stdout.readline().strip() == "armed"
         parent.kill()
         parent.wait()
-        _wait_for(f"child {child} to end with its parent", lambda: _gone(child), limit_s=10)
+        _wait_for(f"child {child} to end with its parent", lambda: _gone(child), limit_s=120)
     finally:
         _end(pids)
 

@@ -121,7 +121,7 @@ def test_a_worker_that_ends_at_once_still_gets_its_exit_status(warm_env, monkeyp
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     listener.listen(1)
-    listener.settimeout(30)  # should the client never come, the stand-in gives up (no hang)
+    listener.settimeout(120)  # should the client never come, the stand-in gives up (no hang)
 
     def serve_once() -> None:
         conn, _ = listener.accept()
@@ -136,9 +136,9 @@ def test_a_worker_that_ends_at_once_still_gets_its_exit_status(warm_env, monkeyp
     try:
         worker = warm.spawn(["list"], warm_env, (), quiet=True)
         assert worker is not None and worker.pid == 4242
-        assert worker.wait(timeout=10) == 2
+        assert worker.wait(timeout=120) == 2
     finally:
-        server.join(timeout=10)
+        server.join(timeout=120)
         listener.close()
 
 
@@ -281,14 +281,14 @@ def test_stop_servers_stops_this_installations_servers_unless_asked_for_all(fold
             cli.main(["stop-servers"])
         out = capsys.readouterr().out
         assert exc.value.code == 0
-        assert procs["mine"].wait(timeout=20) == 0
+        assert procs["mine"].wait(timeout=120) == 0
         assert procs["other"].poll() is None and procs["older"].poll() is None, "another installation's stopped"
         assert out.startswith("stopped 1 warm server(s) of this installation") and \
             "left 2 server(s) of other eaglefuzz installations running" in out and "--all" in out, out
         with pytest.raises(SystemExit):
             cli.main(["stop-servers", "--all"])
         assert "stopped 2 warm server(s) (" in capsys.readouterr().out
-        assert procs["other"].wait(timeout=20) == 0 and procs["older"].wait(timeout=20) == 0
+        assert procs["other"].wait(timeout=120) == 0 and procs["older"].wait(timeout=120) == 0
     finally:
         for p in procs.values():
             if p.poll() is None:
