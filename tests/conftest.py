@@ -212,6 +212,8 @@ SLOW = {
     "test_differential.py::test_matches_oracles[update_num_computed_tokens_for_batch_change-1]": 12,
     "test_self_mutation.py::test_the_mutation_is_caught": 4,
     "test_faults.py::test_a_hanging_kernel_is_a_hang_finding_and_the_campaign_goes_on": 21,
+    "test_faults.py::test_a_unit_slowed_past_its_limit_a_third_time_is_a_hang_finding": 25,  # waits out 3 limits
+    "test_faults.py::test_a_case_that_stalled_once_but_finishes_alone_is_no_finding": 22,
     "test_seeded_bugs.py::test_seeded_bug_is_found[dfl_ctx_start_int16]": 13,
     "test_seeded_bugs.py::test_seeded_bug_is_found[ce_new_token_index_int16]": 10,
     "test_verdicts.py::test_pytest_kernels_option_from_another_directory": 15,  # the module: one block

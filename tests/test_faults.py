@@ -83,6 +83,31 @@ eagle_prepare_inputs_padded_kernel = _StallOnce()
 '''
 
 
+# The production kernel, but every launch stalls except in a recheck's worker (its journal lies in a
+# folder named for it): a case that a loaded machine always slows in the run, never alone.
+STALLING_IN_THE_RUN_KERNEL = '''
+import os
+import time
+
+from eaglefuzz.kernels.spec_decode_utils import eagle_prepare_inputs_padded_kernel as _production
+
+
+class _StallInTheRun:
+    __name__ = "eagle_prepare_inputs_padded_kernel"
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            if "eaglefuzz-recheck-" in os.environ.get("EAGLEFUZZ_JOURNAL", ""):
+                return _production[grid](*args, **kwargs)
+            time.sleep(600)
+
+        return run
+
+
+eagle_prepare_inputs_padded_kernel = _StallInTheRun()
+'''
+
+
 def _cli(*args: object) -> list[str]:
     return [sys.executable, "-m", "eaglefuzz.harness.cli", *(str(a) for a in args)]
 
@@ -190,6 +215,24 @@ def test_a_case_that_stalled_once_but_finishes_alone_is_no_finding(tmp_path):
     assert f"{PI}: a case ran past its time limit of 10 s; running it again alone, in a fresh process" in proc.stderr
     assert f"{PI}: alone it finished within its limit: the machine was slow, the case does not hang; running the " \
         "unit again" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.kernel
+def test_a_unit_slowed_past_its_limit_a_third_time_is_a_hang_finding(tmp_path):
+    """The rechecks are bounded: a case that runs past its limit in the run every time but
+    finishes alone is put down to the machine twice (its target runs again each time), and the
+    third time it is a hang finding, without a recheck; the run ends."""
+    kernels = tmp_path / "stall_in_run.py"
+    kernels.write_text(STALLING_IN_THE_RUN_KERNEL)
+    proc = _run(_cli("fuzz", "--kernels", kernels, "--kernel", PI, "--examples", 3, "--domain", "production",
+                     "--case-timeout", 5, "--corpus", tmp_path / "findings", "--json"),
+                _env(tmp_path, EAGLEFUZZ_FAULT_SHRINK_BUDGET="1"), timeout=400)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (hang,) = json.loads(proc.stdout)["targets"][PI]["findings"]
+    assert hang["kind"] == "hang" and "ran past its time limit of 5 s" in hang["report"]
+    assert proc.stderr.count(f"{PI}: a case ran past its time limit of 5 s; running it again alone") == 2
+    assert proc.stderr.count(f"{PI}: alone it finished within its limit") == 2
     assert "Traceback" not in proc.stderr
 
 

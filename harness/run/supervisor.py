@@ -10,7 +10,7 @@ run unit by unit (:mod:`.runlog`: a target fuzzed, a file replayed). Three fault
 - A hang: a case runs past its time limit. The supervisor kills the worker's process group,
   then runs the case again alone in a fresh process (:func:`hangs_alone`): one that finishes
   within its limit there was slowed by the machine (a loaded CI runner), not stuck, and its
-  unit runs again (:data:`HANG_RECHECKS` times at most) instead of becoming a finding.
+  unit runs again (:data:`HANG_RECHECKS` times at most per unit) instead of becoming a finding.
 - An interruption: SIGINT, SIGTERM or SIGHUP reaches the supervisor (Ctrl-C, ``timeout``, a CI
   runner signalling the process group). It is forwarded to the worker, which stops and
   reports what it found; a worker that does not stop within :data:`GRACE_S` is killed. An
@@ -329,9 +329,10 @@ def shrink_fault(
 
 
 HANG_RECHECKS = 2
-"""Times a supervised run puts a case that ran past its time limit down to a slow machine (it
-finished within its limit when run again alone, :func:`hangs_alone`) and runs its unit again;
-the next time the run's case is a hang finding whatever a recheck says."""
+"""Times a supervised run puts a case of one unit (a target fuzzed, a file replayed) that ran
+past its time limit down to a slow machine (it finished within its limit when run again alone,
+:func:`hangs_alone`) and runs the unit again; the next time that unit's case is a hang finding
+whatever a recheck says."""
 
 
 def hangs_alone(case: Any, *, spec: str, backend: str, signals: Signals) -> bool:
@@ -398,13 +399,13 @@ class _Supervision:
 
     def run(self) -> int:
         faults, passed = 0, 0  # passed: crashes of another lane's fault (--mps), their unit run again
-        stalls = 0  # cases past their time limit that finished when run again alone, their unit run again
+        stalls: dict[str, int] = {}  # per unit: cases past their limit that finished alone, the unit run again
         solo = False  # under --mps: this lane has left the daemon (MPS_PASSES faults not of its own)
         left = self.log.remaining()
         while True:
             mps = under_mps() and not solo
             ended = run_worker(self.argv, self.jdir, self.signals,
-                               env={REPORT_ENV: "0"} if faults + passed + stalls else None, alone=solo)
+                               env={REPORT_ENV: "0"} if faults + passed + len(stalls) else None, alone=solo)
             # Imported once the first worker is started: NumPy's import is no longer in its way.
             from .journal import orphans
 
@@ -413,12 +414,13 @@ class _Supervision:
             if ended.hang is not None:
                 for o in orphans(self.jdir):  # the killed worker's journal: the hang, not a crash
                     o.remove()
-                if stalls < HANG_RECHECKS and not self._hangs_alone(ended.hang):
-                    stalls += 1
+                unit = self.log.current() or ended.hang.case.kernel
+                if stalls.get(unit, 0) < HANG_RECHECKS and not self._hangs_alone(ended.hang):
+                    stalls[unit] = stalls.get(unit, 0) + 1
                     continue
                 self._fault("hang", ended.hang.case, ended.hang.message())
             elif ended.code in (EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_EDGE) or ended.code > 128:
-                if not faults + passed + stalls or self.log.meta() is None:
+                if not faults + passed + len(stalls) or self.log.meta() is None:
                     return ended.code
                 return self._report()  # 2 here: a target's interface verdict, or a later usage error
             else:
@@ -436,7 +438,8 @@ class _Supervision:
                     time.sleep(MPS_WAIT_S)
                     continue
                 if not crashed or crashed[0].case is None:
-                    return self._outside_any_case(how, ended.code, crashed[0].error if crashed else "", faults + passed + stalls)
+                    return self._outside_any_case(how, ended.code, crashed[0].error if crashed else "",
+                                                  faults + passed + len(stalls))
                 case, message = crashed[0].case, crashed[0].message or f"the process died ({how}) while running this case"
                 suspects = list(crashed[0].suspects) or [case]
                 for o in crashed:
