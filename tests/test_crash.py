@@ -18,7 +18,8 @@ PI = "eagle_prepare_inputs_padded_kernel"
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "EAGLEFUZZ_CACHE": str(tmp_path / "cache")}
+    return {**os.environ, "PYTHONPATH": str(ROOT), "EAGLEFUZZ_CACHE": str(tmp_path / "cache"),
+            "EAGLEFUZZ_TEST_FINDINGS": str(tmp_path / "test-findings")}  # a nested pytest's findings: its own
 
 
 @pytest.fixture

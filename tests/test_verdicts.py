@@ -29,8 +29,10 @@ BUG = "ce_positions_shifted"  # tests/seeded_bugs/mutants.py: found in a few exa
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:
     # Short shrinks: these tests read what a report says, not how small its case is
     # (tests/test_shrinking.py is about that).
+    # A nested pytest of this suite keeps its failing tests' findings to itself (this run's
+    # summary counts this run's own).
     return {**os.environ, "PYTHONPATH": str(ROOT), "EAGLEFUZZ_CACHE": str(tmp_path / "cache"),
-            "EAGLEFUZZ_SHRINK_BUDGET": "3", **extra}
+            "EAGLEFUZZ_SHRINK_BUDGET": "3", "EAGLEFUZZ_TEST_FINDINGS": str(tmp_path / "test-findings"), **extra}
 
 
 def run(args: list[str], tmp_path: Path, cwd: Path | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
