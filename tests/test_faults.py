@@ -213,8 +213,8 @@ def test_a_case_that_stalled_once_but_finishes_alone_is_no_finding(tmp_path):
     assert doc["targets"][PI]["findings"] == [] and doc["targets"][PI]["examples"] == 5
     assert not corpus.exists() or not any(corpus.rglob("*.json"))
     assert f"{PI}: a case ran past its time limit of 10 s; running it again alone, in a fresh process" in proc.stderr
-    assert f"{PI}: alone it finished within its limit: the machine was slow, the case does not hang; running the " \
-        "unit again" in proc.stderr
+    assert f"{PI}: alone it finished within its limit: the machine was slow, the case does not hang (no finding); " \
+        f"running {PI} again from its start" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
@@ -233,6 +233,7 @@ def test_a_unit_slowed_past_its_limit_a_third_time_is_a_hang_finding(tmp_path):
     assert hang["kind"] == "hang" and "ran past its time limit of 5 s" in hang["report"]
     assert proc.stderr.count(f"{PI}: a case ran past its time limit of 5 s; running it again alone") == 2
     assert proc.stderr.count(f"{PI}: alone it finished within its limit") == 2
+    assert f"{PI}: a case ran past its time limit again, after 2 put down to a slow machine: a hang finding" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

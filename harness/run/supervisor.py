@@ -418,6 +418,9 @@ class _Supervision:
                 if stalls.get(unit, 0) < HANG_RECHECKS and not self._hangs_alone(ended.hang):
                     stalls[unit] = stalls.get(unit, 0) + 1
                     continue
+                if stalls.get(unit, 0) >= HANG_RECHECKS:
+                    print(f"eaglefuzz: {unit}: a case ran past its time limit again, after {HANG_RECHECKS} put down to a "
+                          "slow machine: a hang finding, not checked again", file=sys.stderr, flush=True)
                 self._fault("hang", ended.hang.case, ended.hang.message())
             elif ended.code in (EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_EDGE) or ended.code > 128:
                 if not faults + passed + len(stalls) or self.log.meta() is None:
@@ -482,8 +485,8 @@ class _Supervision:
               "fresh process", file=sys.stderr, flush=True)
         if hangs_alone(case, spec=origin.spec, backend=meta.get("backend", self.backend), signals=self.signals):
             return True
-        print(f"eaglefuzz: {unit}: alone it finished within its limit: the machine was slow, the case does not hang; "
-              "running the unit again", file=sys.stderr, flush=True)
+        print(f"eaglefuzz: {unit}: alone it finished within its limit: the machine was slow, the case does not hang "
+              f"(no finding); running {unit} again from its start", file=sys.stderr, flush=True)
         return False
 
     def _alone(self, case: Any, message: str, suspects: list[Any]) -> tuple[Any, str] | None:
@@ -501,7 +504,7 @@ class _Supervision:
         if found:
             return found_case, found_message
         print(f"eaglefuzz: {unit}: none of them faults alone: another lane's fault ended this one's CUDA context "
-              "(MPS shares a fault among its clients); running the unit again", file=sys.stderr, flush=True)
+              f"(MPS shares a fault among its clients); running {unit} again", file=sys.stderr, flush=True)
         return None
 
     def _command(self) -> str:
