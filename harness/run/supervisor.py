@@ -30,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -339,15 +341,25 @@ def hangs_alone(case: Any, *, spec: str, backend: str, signals: Signals) -> bool
     """Whether ``case``, checked alone in a fresh worker with the same time limit, fails to
     finish cleanly: it runs past its limit again, kills the process, or is interrupted. A
     ``False`` means it finished (a divergence it shows is left to its unit's run)."""
+    with _checked_alone([case], spec=spec, backend=backend, signals=signals, prefix="eaglefuzz-recheck-") as (ended, _):
+        return ended.code != EXIT_OK or ended.hang is not None or ended.killed or signals.received
+
+
+@contextmanager
+def _checked_alone(cases: list[Any], *, spec: str, backend: str, signals: Signals, prefix: str,
+                   stop_at: float | None = None) -> Iterator[tuple[Ended, Path]]:
+    """``cases`` checked one at a time, each with its time limit, in one fresh worker outside
+    any MPS daemon (``_locate-fault``) until one kills it or runs past its limit: how the
+    worker ended, and its journal folder (removed when the block ends)."""
     from ..checking.corpus import encode
 
-    with tempfile.TemporaryDirectory(prefix="eaglefuzz-recheck-") as d:
+    with tempfile.TemporaryDirectory(prefix=prefix) as d:
         folder = Path(d) / "cases"
         folder.mkdir()
-        (folder / "00000.json").write_text(encode(case))
-        ended = run_worker(["_locate-fault", str(folder), "--backend", backend, "--source", spec],
-                           Path(d) / "journal", signals, quiet=True, alone=True)
-    return ended.code != EXIT_OK or ended.hang is not None or ended.killed or signals.received
+        for k, c in enumerate(cases):
+            (folder / f"{k:05d}.json").write_text(encode(c))
+        yield (run_worker(["_locate-fault", str(folder), "--backend", backend, "--source", spec], Path(d) / "journal",
+                          signals, quiet=True, stop_at=stop_at, alone=True), Path(d) / "journal")
 
 
 MPS_PASSES = 8
@@ -368,18 +380,12 @@ def locate_fault(suspects: list[Any], message: str, *, spec: str, backend: str, 
     (a wait for the device after its launch), and the first that kills it or leaves the device
     unusable is the one. Returns the case, its message and whether one was found (else the
     first suspect, the message saying that none faults alone)."""
-    from ..checking.corpus import encode
     from .journal import orphans
 
-    with tempfile.TemporaryDirectory(prefix="eaglefuzz-locate-") as d:
-        folder = Path(d) / "cases"
-        folder.mkdir()
-        for k, c in enumerate(suspects):
-            (folder / f"{k:05d}.json").write_text(encode(c))
-        ended = run_worker(["_locate-fault", str(folder), "--backend", backend, "--source", spec],
-                           Path(d) / "journal", signals, quiet=True, stop_at=time.monotonic() + budget_s, alone=True)
+    with _checked_alone(suspects, spec=spec, backend=backend, signals=signals, prefix="eaglefuzz-locate-",
+                        stop_at=time.monotonic() + budget_s) as (ended, journal):
         if ended.hang is None and ended.code != EXIT_OK and not ended.killed:
-            died = orphans(Path(d) / "journal")
+            died = orphans(journal)
             if died and died[0].case is not None:
                 return died[0].case, died[0].message or message, True
     return suspects[0], (f"{message}; none of the batch's {len(suspects)} cases faults alone: its first is "
@@ -473,17 +479,23 @@ class _Supervision:
               "MPS daemon and runs on in a CUDA context of its own (time-sliced)", file=sys.stderr, flush=True)
         return True
 
+    def _origin(self, case: Any) -> tuple[Origin, str]:
+        """Where ``case``'s target was taken from in this run (as its workers recorded it, else
+        as this run's source says), and the run's backend."""
+        meta = self.log.meta() or {}
+        origins = meta.get("origins", {})
+        origin = Origin(**origins[case.kernel]) if case.kernel in origins else self.source.origin(case.kernel)
+        return origin, meta.get("backend", self.backend)
+
     def _hangs_alone(self, hang: Hang) -> bool:
         """Whether the case of ``hang`` runs past its time limit (or faults) again when checked
         alone in a fresh process; when it does not, one line says so and that its unit runs again."""
-        meta = self.log.meta() or {}
-        origins = meta.get("origins", {})
         case = hang.case
-        origin = Origin(**origins[case.kernel]) if case.kernel in origins else self.source.origin(case.kernel)
+        origin, backend = self._origin(case)
         unit = self.log.current() or case.kernel
         print(f"eaglefuzz: {unit}: a case ran past its time limit of {hang.limit:g} s; running it again alone, in a "
               "fresh process", file=sys.stderr, flush=True)
-        if hangs_alone(case, spec=origin.spec, backend=meta.get("backend", self.backend), signals=self.signals):
+        if hangs_alone(case, spec=origin.spec, backend=backend, signals=self.signals):
             return True
         print(f"eaglefuzz: {unit}: alone it finished within its limit: the machine was slow, the case does not hang "
               f"(no finding); running {unit} again from its start", file=sys.stderr, flush=True)
@@ -493,14 +505,12 @@ class _Supervision:
         """Under ``--mps`` (:mod:`~..core.mps`) one lane's CUDA fault ends every lane's context:
         the case among ``suspects`` (the cases in flight) that faults alone, with its message, or
         ``None`` when none does (another lane's fault: the unit runs again in a new worker)."""
-        meta = self.log.meta() or {}
-        origins = meta.get("origins", {})
-        origin = Origin(**origins[case.kernel]) if case.kernel in origins else self.source.origin(case.kernel)
+        origin, backend = self._origin(case)
         unit = self.log.current() or case.kernel
         print(f"eaglefuzz: {unit}: the device became unusable under --mps; running the {len(suspects)} case(s) in "
               "flight alone, in a fresh process outside MPS", file=sys.stderr, flush=True)
-        found_case, found_message, found = locate_fault(suspects, message, spec=origin.spec,
-                                                        backend=meta.get("backend", self.backend), signals=self.signals)
+        found_case, found_message, found = locate_fault(suspects, message, spec=origin.spec, backend=backend,
+                                                        signals=self.signals)
         if found:
             return found_case, found_message
         print(f"eaglefuzz: {unit}: none of them faults alone: another lane's fault ended this one's CUDA context "
@@ -521,9 +531,7 @@ class _Supervision:
         from ..reporting.replay_report import failed_record
         from ..targets import TARGETS, Outcome
 
-        meta = self.log.meta() or {}
-        origins = meta.get("origins", {})
-        origin = Origin(**origins[case.kernel]) if case.kernel in origins else self.source.origin(case.kernel)
+        origin, backend = self._origin(case)
         unit = self.log.current() or case.kernel
         what = "ran past its time limit" if kind == "hang" else "killed the process"
         fuzz = self._command() == "fuzz"
@@ -531,13 +539,13 @@ class _Supervision:
             print(f"eaglefuzz: {unit}: a batch of {len(suspects)} cases left the device unusable; running them one "
                   "at a time in a fresh process to find the one", file=sys.stderr, flush=True)
             case, message, found = locate_fault(suspects, message, spec=origin.spec,
-                                                backend=meta.get("backend", self.backend), signals=self.signals)
+                                                backend=backend, signals=self.signals)
             print(f"eaglefuzz: {unit}: " + ("found the case" if found else "none of them faults alone"),
                   file=sys.stderr, flush=True)
         if fuzz and self.save:
             print(f"eaglefuzz: {unit}: a case {what}; shrinking it, one process per step", file=sys.stderr, flush=True)
             case, message, _ = shrink_fault(case, kind, message, spec=origin.spec,
-                                            backend=meta.get("backend", self.backend), signals=self.signals)
+                                            backend=backend, signals=self.signals)
         outcome = Outcome(hang=message) if kind == "hang" else Outcome(crash=message)
         finding = Finding(case, outcome, origin, tier=case_tier(case))
         if fuzz:
