@@ -19,7 +19,7 @@ How bytes are counted (a ``TorchDispatchMode`` sees every torch operation):
 - any other operation reads each distinct tensor it is given and writes its result, whole;
 - the placement kernels (which run as torch indexing on the CPU) count what their Triton launch
   reads and writes on a GPU: a copied segment read and written once, a check's span and sources read;
-- with ``EAGLEFUZZ_FUSED_NOISE=1``, the sampling oracles' lane noise counts what its two compiled
+- unless ``EAGLEFUZZ_FUSED_NOISE=0``, the sampling oracles' lane noise counts what its two compiled
   kernels move on a GPU (:mod:`~eaglefuzz.harness.targetkit.fused`): each row's seed and position and
   the lane ids read, the uniform written and read, the noise and its bound written;
 - unless ``EAGLEFUZZ_FUSED_SLOTS=0``, the oracle parts compiled whole (``fused.SLOTS``: the slots of

@@ -15,7 +15,7 @@ steady state (a target of few, large batches: dflash checks 9 in 3 seconds), and
 memory back before the next starts. The JSON line of a target also counts the CUDA caching
 allocator's cudaMalloc and cudaFree calls and retried allocations in its steady state, every
 lane's (``allocator``: a batch that frees the cache waits for the device), and whether the
-sampling oracles' noise ran fused (``fused_noise``: ``EAGLEFUZZ_FUSED_NOISE=1``, which the lanes
+sampling oracles' noise ran fused (``fused_noise``: unless ``EAGLEFUZZ_FUSED_NOISE=0``, which the lanes
 inherit; harness/targetkit/fused.py) and the copy-and-expand oracles' slots compiled
 (``fused_slots``: unless ``EAGLEFUZZ_FUSED_SLOTS=0``). The sweep of every
 target on an H100:

@@ -51,7 +51,7 @@ def test_a_name_that_is_no_device_target_or_not_batched_is_one_line():
 
 
 def test_the_fused_noise_is_counted_as_its_two_kernels_and_comes_back(monkeypatch):
-    """With the fused noise switched on, a Gumbel batch's lane noise is counted as its two compiled
+    """With the fused noise on (its default), a Gumbel batch's lane noise is counted as its two compiled
     kernels move it on a GPU (each lane's uniform written and read, its noise and bound written),
     none of the plain function's hashing passes; ``lane_noise_on`` is the harness's again
     afterwards. Switched off, the plain function's passes are counted."""
@@ -61,10 +61,10 @@ def test_the_fused_noise_is_counted_as_its_two_kernels_and_comes_back(monkeypatc
     seed, pos, lanes = torch.zeros(3, dtype=torch.int64), torch.zeros(3, dtype=torch.int64), torch.arange(2048)
     assert device_bytes.noise_bytes(seed, pos, lanes, False) == 24 + 24 + 2048 * 8 + 3 * 2048 * (2 * 4 + 16)
     assert device_bytes.noise_bytes(seed, pos, lanes, True) == 24 + 24 + 2048 * 8 + 3 * 2048 * (2 * 8 + 16)
-    monkeypatch.delenv(fused.SWITCH, raising=False)
+    monkeypatch.setenv(fused.SWITCH, "0")
     plain = device_bytes.count("_gumbel_sample_kernel", 2, 1)
     assert "draw lane noise (fused kernels)" not in plain["per_op"] and plain["per_op"]["draw __rshift__"] > 0
-    monkeypatch.setenv(fused.SWITCH, "1")
+    monkeypatch.delenv(fused.SWITCH)  # on by default
     row = device_bytes.count("_gumbel_sample_kernel", 2, 1)
     assert row["per_op"]["draw lane noise (fused kernels)"] > 0
     assert row["bytes"] < plain["bytes"] / 2

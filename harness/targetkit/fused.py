@@ -4,8 +4,8 @@ arithmetic of the two copy-and-expand oracles.
 :func:`~eaglefuzz.oracles.tensor_ops_v2.lane_noise` (the murmur3 hash of every lane of every row,
 its uniform and its Gumbel noise: some forty integer and float64 passes over ``[rows, lanes]``
 tensors in eager torch) is most of what the Gumbel, resampling and insertion targets' device
-batches move. On a CUDA device, with ``EAGLEFUZZ_FUSED_NOISE=1`` (:data:`SWITCH`; off by
-default: see it), :func:`lane_noise_on` gives the same
+batches move. On a CUDA device, unless ``EAGLEFUZZ_FUSED_NOISE=0`` (:data:`SWITCH`),
+:func:`lane_noise_on` gives the same
 function compiled by ``torch.compile``: one kernel that reads a seed and a position per row and
 writes each lane's uniform, one that reads the uniform and writes the noise and its bound. It is
 checked first against the plain function on a probe of seeds at the int64 limits, drafting
@@ -204,22 +204,22 @@ def _compiled(device: str) -> Noise:
 
 
 SWITCH = "EAGLEFUZZ_FUSED_NOISE"
-"""The environment variable that turns the fused noise on (``1``); off by default: its first
-device campaign (``_gumbel_sample_kernel``, four lanes on an H100, benchmarks/RESULTS.md session
-29) failed on ``torch._dynamo``'s recompilation limit (8 specializations of the uniform, whose
-guards were the path and one-row batches: :func:`_two_kernels` now compiles each path on its own
-and pads such batches, once per function over any batches on the CPU; a run gives way to the
-plain function where a compiled part fails, :class:`Guarded`), and its throughput is not measured."""
+"""The environment variable that turns the fused noise off (``0``); on by default: four lanes of
+``_gumbel_sample_kernel`` under MPS on an H100 verified 87% more with it (benchmarks/RESULTS.md,
+session 31). Its first campaign (session 29) failed on ``torch._dynamo``'s recompilation limit
+(8 specializations of the uniform, whose guards were the path and one-row batches):
+:func:`_two_kernels` now compiles each path on its own and pads such batches, and a run gives way
+to the plain function where a compiled part fails (:class:`Guarded`)."""
 
 
 def fused_noise_on() -> bool:
-    """Whether :data:`SWITCH` asks for the fused noise (``1``, ``true`` or ``yes``)."""
-    return switched_on(SWITCH)
+    """Whether :data:`SWITCH` leaves the fused noise on: unset, empty or on (:func:`switched_on`)."""
+    return switched_on(SWITCH, True)
 
 
 def lane_noise_on(device: str | torch.device) -> Noise:
     """The lane noise the sampling oracles take (their ``noise`` argument) on ``device``: fused
-    on a CUDA device where :data:`SWITCH` is on (see the module), the plain function otherwise."""
+    on a CUDA device unless :data:`SWITCH` turns it off (see the module), the plain function otherwise."""
     dev = torch.device(device)
     if dev.type != "cuda" or not fused_noise_on():
         return tensor_ops_v2.lane_noise
