@@ -188,3 +188,28 @@ def test_one_value_written_to_many_elements_is_each_ones_expected_value():
     for v in ys:
         v.fill_(9)
     assert int(arenas.mismatch()) == 1  # the element nothing writes holds the sentinel: 9 differs
+
+
+def test_a_large_input_has_the_band_an_int32_wrap_reaches_only_where_its_own_indices_can_wrap(monkeypatch):
+    """A large input alone in its buffer (``_Big``) has as much poison before it as an int32
+    wrap reaches only where its own flat indices pass the flat limit; any other has the band of
+    any array (one array's length, at most ``BIG``), checked like the rest of its buffer."""
+    from eaglefuzz.harness.targetkit.device import BIG, GUARD, WRAP_GUARD, _Big, band_before, lead
+
+    monkeypatch.delenv("EAGLEFUZZ_FLAT_LIMIT", raising=False)
+    assert band_before(1 << 29) == BIG  # an ordinary case's 2 GiB table: 2**26 elements, not 2**29
+    assert band_before(1 << 31) == BIG  # its last index, 2**31 - 1, fits an int32
+    assert band_before((1 << 31) + 1) == (1 << 31) + 1 and band_before(5 << 29) == WRAP_GUARD
+    t = torch.ones(BIG + 4096, dtype=torch.bool)
+    b = _Big(t, "cpu")
+    assert b.before == BIG and b.full.numel() == BIG + t.numel() + GUARD
+    assert int(b.mismatch()) == 0
+    b.full[0] = 1  # a write the band's length before the input
+    assert int(b.mismatch()) == 1
+    b.full[0] = b.full[1]
+    b.view[-1] = False  # the input changed
+    assert int(b.mismatch()) == 1
+    del b, t
+    monkeypatch.setenv("EAGLEFUZZ_FLAT_LIMIT", str(1 << 16))  # a test's limit: the wrap guard in proportion
+    assert band_before(1 << 16) == lead(1 << 16) == 1 << 16
+    assert band_before((1 << 16) + 1) == (1 << 16) + 1 and band_before(1 << 20) == (1 << 16) + 32

@@ -437,9 +437,19 @@ def _wrap_guard() -> int:
     return flat_limit() + flat_limit() // 2048
 
 
+def band_before(n: int) -> int:
+    """Elements of poison before a large input of ``n`` elements (:class:`_Big`): as far as an
+    int32 wrap reaches (:data:`WRAP_GUARD`, no further than ``n``) where its own flat indices
+    pass the flat limit (``n > 2**31``: a production-scale table or noise); otherwise the band
+    of any other array (:func:`lead`: one array's length, at most :data:`BIG`), since an
+    in-bounds index of it cannot wrap. (A band of ``n`` there doubled each guarded table: four
+    lanes of the rejection sampler's large-table targets did not fit an 80 GB GPU.)"""
+    return min(n, _wrap_guard()) if n > flat_limit() else lead(n)
+
+
 class _Big:
-    """A large input alone in a buffer: ``before`` elements of poison, the input, then
-    :data:`GUARD` more; checked against the tensor it was copied from (no second copy), but
+    """A large input alone in a buffer: ``before`` elements of poison (:func:`band_before`),
+    the input, then :data:`GUARD` more; checked against the tensor it was copied from (no second copy), but
     where ``writes`` (:func:`written_parts`: distinct flat indices, their expected values and
     bounds) say the kernel updates it in place."""
 
@@ -449,7 +459,7 @@ class _Big:
         self.source = t.reshape(-1)
         s = _storage(t.dtype)
         n = self.source.numel()
-        self.before = min(n, _wrap_guard())
+        self.before = band_before(n)
         self.full = torch.full((self.before + n + GUARD,), _POISON_BITS[s], dtype=s, device=device)
         self.mid = self.full[self.before : self.before + n]
         self.mid.copy_(self.source.view(s) if s != t.dtype else self.source)
