@@ -1198,7 +1198,7 @@ def test_a_batch_that_meets_the_device_out_of_memory_is_checked_again(monkeypatc
 
     name = "_expand_idx_mapping_kernel"
     impls = implementations_for(parse_source(_source(name, needs)), [name])
-    monkeypatch.setattr(memory.time, "sleep", lambda s: None)
+    monkeypatch.setattr(memory, "pause", lambda s: None)
 
     def run():  # noqa: ANN202
         return device_fuzz_target(name, impls, backend.device, examples=6, seed=2, cross_check_share=0.0,
@@ -1228,7 +1228,7 @@ def test_a_batch_that_meets_the_device_out_of_memory_is_checked_again(monkeypatc
         run()
 
     slept: list[float] = []  # a lane (a GPU others share) waits for them as long as a scale case holds its tables
-    monkeypatch.setattr(memory.time, "sleep", slept.append)
+    monkeypatch.setattr(memory, "pause", slept.append)
     pauses = memory.waits(True)
     assert sum(pauses) >= memory.SHARED_WAIT_S > sum(pauses[:-1]) and max(pauses) == memory.SHARED_STEP_S
     assert all(b == min(2 * a, memory.SHARED_STEP_S) for a, b in zip(pauses, pauses[1:], strict=False))

@@ -123,7 +123,7 @@ def test_a_remembered_failure_expires_and_a_success_forgets_it(cache, monkeypatc
     marker = cache / ".vllm-9.7.4.failed"
     assert json.loads(marker.read_text())["offline"] is True
     later = time.time() + wheels.FAILURE_TTL + 1
-    monkeypatch.setattr(wheels.time, "time", lambda: later)
+    monkeypatch.setattr(wheels.clock, "time", lambda: later)
     with pytest.raises(wheels.FetchFailed):
         vsrc.release_files("9.7.4")
     assert len(pip.calls) == 2  # tried again: the network may be back
@@ -136,7 +136,7 @@ def test_a_remembered_failure_expires_and_a_success_forgets_it(cache, monkeypatc
             z.writestr(vsrc.MODULE, "X = 1\n")
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(wheels.time, "time", lambda: later + wheels.FAILURE_TTL + 1)
+    monkeypatch.setattr(wheels.clock, "time", lambda: later + wheels.FAILURE_TTL + 1)
     monkeypatch.setattr(wheels.subprocess, "run", fetches)
     assert (vsrc.release_files("9.7.4") / vsrc.MODULE).read_text() == "X = 1\n"
     assert not marker.exists() and wheels.remembered_failure("vllm", "9.7.4") is None
@@ -149,7 +149,7 @@ def test_a_waiter_raises_the_failure_the_fetching_process_records(cache, monkeyp
     monkeypatch.setattr(wheels.subprocess, "run", pip)
     cache.mkdir(parents=True)
     sleeps = []
-    monkeypatch.setattr(wheels.time, "monotonic", lambda: 1000.0 + sum(sleeps))  # a clock of the waits
+    monkeypatch.setattr(wheels.clock, "monotonic", lambda: 1000.0 + sum(sleeps))  # a clock of the waits
 
     def other_process_fails(seconds: float) -> None:  # called only while the waiter waits
         sleeps.append(seconds)
@@ -158,7 +158,7 @@ def test_a_waiter_raises_the_failure_the_fetching_process_records(cache, monkeyp
                 {"reason": "vllm==9.7.5: cannot fetch the wheel (the other's reason)", "offline": True,
                  "at": time.time()}))
 
-    monkeypatch.setattr(wheels.time, "sleep", other_process_fails)
+    monkeypatch.setattr(wheels.clock, "sleep", other_process_fails)
     with open(cache / ".vllm-9.7.5.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # another open file: it excludes this process too
         with pytest.raises(wheels.FetchFailed, match=r"^vllm==9\.7\.5: cannot fetch the wheel \(the other's reason\) \[failed") as exc:
@@ -171,8 +171,8 @@ def test_the_wait_for_another_fetching_process_is_bounded(cache, monkeypatch):
     monkeypatch.setattr(wheels.subprocess, "run", pip)
     monkeypatch.setattr(wheels, "LOCK_WAIT", 5.0)
     clock = [1000.0]
-    monkeypatch.setattr(wheels.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(wheels.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    monkeypatch.setattr(wheels.clock, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(wheels.clock, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
     cache.mkdir(parents=True)
     with open(cache / ".vllm-9.7.6.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)

@@ -34,8 +34,13 @@ import time
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 from ..core.errors import UserError
+
+clock = SimpleNamespace(time=time.time, monotonic=time.monotonic, sleep=time.sleep)
+"""This module's clock: when a failure was recorded, the wait for another process's fetch and
+its polls (a test replaces them here, not in the ``time`` module every thread uses)."""
 
 MANIFEST = "EAGLEFUZZ-EXTRACTED.json"
 """The file in an extraction folder that lists what was asked of the wheel and what it held."""
@@ -97,7 +102,7 @@ class FetchFailed(UserError):
                  reason: str | None = None) -> None:
         super().__init__(message)
         self.offline = offline
-        self.at = time.time() if at is None else at
+        self.at = clock.time() if at is None else at
         self.reason = str(self) if reason is None else reason
 
 
@@ -229,7 +234,7 @@ def remembered_failure(dist: str, version: str, cache: Path | None = None) -> Fe
     seconds old), from this process or another one's marker file; ``None`` if there is none."""
     d = cache or wheel_cache()
     key = _key(d, dist, version)
-    now = time.time()
+    now = clock.time()
     exc = _FAILED.get(key)
     if exc is None or not 0 <= now - exc.at < FAILURE_TTL:
         exc = None
@@ -248,7 +253,7 @@ def _raise_remembered(d: Path, dist: str, version: str) -> None:
     exc = remembered_failure(dist, version, d)
     if exc is None:
         return
-    age = max(0, round(time.time() - exc.at))
+    age = max(0, round(clock.time() - exc.at))
     raise FetchFailed(
         f"{exc.reason} [failed {age} s ago, not tried again for {FAILURE_TTL / 60:.0f} min: delete "
         f"{_marker(d, dist, version)} to try now]", offline=exc.offline, at=exc.at, reason=exc.reason,
@@ -306,7 +311,7 @@ def _locked(d: Path, dist: str, version: str) -> Iterator[None]:
     race). The wait is bounded (:data:`LOCK_WAIT`), and ends with the failure another process
     recorded while this one waited (:class:`FetchFailed`)."""
     d.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + LOCK_WAIT
+    deadline = clock.monotonic() + LOCK_WAIT
     with open(d / f".{_normalise(dist)}-{version}.lock", "w") as lock:
         while True:
             try:
@@ -315,10 +320,10 @@ def _locked(d: Path, dist: str, version: str) -> Iterator[None]:
             except BlockingIOError:
                 pass
             _raise_remembered(d, dist, version)
-            if time.monotonic() > deadline:
+            if clock.monotonic() > deadline:
                 raise FetchFailed(f"{dist}=={version}: cannot fetch the wheel (another process has held "
                                   f"{lock.name} for more than {LOCK_WAIT:.0f} s)")
-            time.sleep(_POLL_S)
+            clock.sleep(_POLL_S)
         try:
             yield
         finally:

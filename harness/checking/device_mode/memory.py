@@ -33,6 +33,10 @@ production-scale case's tables (tens of GB) for up to a minute, and another lane
 for them to go rather than end the run."""
 SHARED_STEP_S = 16.0
 
+pause: Callable[[float], None] = time.sleep
+"""How :func:`fitting` waits between tries (this module's own name for it: a test replaces it
+here, not ``time.sleep`` for every thread of the process)."""
+
 
 def waits(shared: bool) -> list[float]:
     """The seconds waited before each try after the first: :data:`OOM_TRIES` tries alone,
@@ -66,7 +70,7 @@ def fitting(attempt: Callable[[], T], release: Callable[[], None], what: str, de
             if device != "cpu" and torch.cuda.is_available():
                 torch.cuda.empty_cache()
             if n <= len(pauses):
-                time.sleep(pauses[n - 1])
+                pause(pauses[n - 1])
                 if retried is not None:
                     retried()
     total = torch.cuda.get_device_properties(device).total_memory if device != "cpu" and torch.cuda.is_available() else 0
