@@ -45,7 +45,8 @@ NEEDS = _load("eaglefuzz_test_needs", Path(__file__).with_name("needs.py"))
 # reported as the kernel's contract violation must not become a regression case. Made by the
 # first process, inherited by xdist's workers; --eaglefuzz-corpus DIR chooses another.
 _FINDINGS = "EAGLEFUZZ_TEST_FINDINGS"
-if _FINDINGS not in os.environ:
+_MADE_FINDINGS = _FINDINGS not in os.environ  # this process made the folder: it removes it if left empty
+if _MADE_FINDINGS:
     import tempfile as _tempfile
 
     os.environ[_FINDINGS] = _tempfile.mkdtemp(prefix="eaglefuzz-test-findings-")
@@ -100,6 +101,11 @@ def needs() -> ModuleType:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    findings = Path(os.environ[_FINDINGS])
+    if _MADE_FINDINGS and findings.is_dir() and not any(p.is_file() for p in findings.rglob("*")):
+        import shutil
+
+        shutil.rmtree(findings, ignore_errors=True)  # a run that saved no finding leaves no folder behind
     if os.environ.get(_WARM_OWNER) == str(os.getpid()):
         import shutil
 
