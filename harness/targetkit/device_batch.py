@@ -129,6 +129,33 @@ class DeviceBatch:
         return DeviceCase({}, {}, self.scalars[k], self.host[k] if self.host else {})
 
 
+def cases_of(b: DeviceBatch, idx: np.ndarray) -> DeviceBatch:
+    """Cases ``idx`` of ``b`` (in that order, a case any number of times) as a batch of their
+    own: their segments of every concatenated array copied (one gather a name, by rows of the
+    width its cases' shapes share), their lengths, shapes, scalars, host entries and outputs;
+    the shared tables and their rows as ``b``'s; no ``extra``."""
+    idx = np.asarray(idx, dtype=np.int64)
+    cat: dict[str, torch.Tensor] = {}
+    for n, t in b.cat.items():
+        ln = np.asarray(b.lengths[n], dtype=np.int64)
+        shapes = b.shapes.get(n)
+        last = {sh[-1] for sh in shapes} if shapes and all(len(sh) > 1 for sh in shapes) else set()
+        w = max(last.pop(), 1) if len(last) == 1 else 1
+        w = 1 if np.any(ln % w) else w
+        rows, first = ln // w, (np.cumsum(ln) - ln) // w
+        take = rows[idx]
+        at = np.repeat(first[idx] - (np.cumsum(take) - take), take) + np.arange(int(take.sum()), dtype=np.int64)
+        got = t.reshape(-1, w).index_select(0, host_to(at, t.device))
+        cat[n] = got.reshape(-1, *t.shape[1:]) if t.dim() > 1 else got.reshape(-1)
+    pick = idx.tolist()
+    return DeviceBatch(cat, {n: [v[i] for i in pick] for n, v in b.lengths.items() if n in b.cat},
+                       {n: [v[i] for i in pick] for n, v in b.shapes.items()}, dict(b.shared),
+                       {n: [v[i] for i in pick] for n, v in b.rows.items()},
+                       {n: (dt, [sizes[i] for i in pick]) for n, (dt, sizes) in b.outputs.items()},
+                       [dict(b.scalars[i]) for i in pick], host=[dict(b.host[i]) for i in pick] if b.host else [],
+                       inout=b.inout)
+
+
 def laid_out(arrays: dict[str, tuple[torch.Tensor, list[tuple[int, ...]]]], order: tuple[str, ...]
              ) -> tuple[dict[str, torch.Tensor], dict[str, list[int]], dict[str, list[tuple[int, ...]]]]:  # fmt: skip
     """A batch's ``cat``, ``lengths`` and ``shapes`` of ``arrays`` (name -> (the cases' arrays

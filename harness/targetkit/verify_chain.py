@@ -27,8 +27,8 @@ import torch
 
 from ...oracles import tensor_ops_v2
 from ...oracles.host_copy import host_to
-from .device_batch import DeviceBatch, laid_out
-from .fused import lane_noise_on
+from .device_batch import DeviceBatch, cases_of, laid_out
+from .fused import lane_noise_on, switched_on
 from .runner_v2_verify import SAMPLE_BLOCK, STATS, STATS_BLOCK, VOCABS
 from .step_batch import owners
 from .verify_batch import Steps
@@ -387,23 +387,46 @@ def _windows_of(res: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]) ->
     return res[0]["window"] | res[1]["window"], res
 
 
-def _settle(b: DeviceBatch, st: Steps,
-            decide: Callable[[DeviceBatch, BatchRequests, torch.Tensor | None], tuple[torch.Tensor, Any]]) -> Any:
+Decide = Callable[[DeviceBatch, "BatchRequests", torch.Tensor | None], tuple[torch.Tensor, Any]]
+AT_ONCE = "EAGLEFUZZ_SETTLE_AT_ONCE"
+"""The environment variable that chooses how :func:`_settle` tries a batch's re-keyings: all in
+one call (:func:`_attempts_at_once`; by default on a CUDA device, where a call's cost is its
+few hundred launches) or one call an attempt (by default elsewhere, where it is the elements:
+the copies are larger than an attempt's requests). The seeds and results are the same."""
+
+
+def settle_at_once(device: torch.device) -> bool:
+    """Whether :func:`_settle` tries every re-keying in one call on ``device`` (:data:`AT_ONCE`)."""
+    return switched_on(AT_ONCE, device.type == "cuda")
+
+
+def _settle(b: DeviceBatch, st: Steps, decide: Decide, at_once: bool | None = None) -> Any:
     """:func:`settle` by ``decide(b, q, among)`` (per request whether it lands within a window,
     and what else it computed; ``among``: the requests whose seeds the last attempt re-keyed,
     ``None`` the first time: every request); returns the last call's other result where it saw
-    the arrays as they are left (no window), else ``None`` (drafts made placeholders)."""
+    the arrays as they are left (no window), else ``None`` (drafts made placeholders).
+    ``at_once``: every re-keying of the requests in a window tried in one call
+    (:func:`_attempts_at_once`), else one call an attempt (``None``: :func:`settle_at_once`);
+    the same seeds and results."""
     q = batch_requests(b)  # the requests' rows and state rows: re-keying changes neither
-    among = None
-    for attempt in range(1, ATTEMPTS + 2):
-        w, got = decide(b, q, among)
+    w, got = decide(b, q, None)
+    if not bool(w.any()):
+        return got
+    if (settle_at_once(q.cu.device) if at_once is None else at_once) and int(torch.unique(q.state).numel()) == q.state.numel():
+        w = _attempts_at_once(b, q, w, decide)
         if not bool(w.any()):
+            w, got = decide(b, q, None)  # the arrays as they are left
+            if bool(w.any()):
+                raise RuntimeError("a request settled alone lands within a window in its batch: its seed is not its own")
             return got
-        if attempt > ATTEMPTS:
-            break
-        keyed = q.state[w]
-        re_key(b.cat["seed"], keyed, attempt)
-        among = torch.isin(q.state, keyed)  # every request that reads a re-keyed seed
+    else:
+        for attempt in range(1, ATTEMPTS + 1):
+            keyed = q.state[w]
+            re_key(b.cat["seed"], keyed, attempt)
+            among = torch.isin(q.state, keyed)  # every request that reads a re-keyed seed
+            w, got = decide(b, q, among)
+            if not bool(w.any()):
+                return got
     cu = q.cu
     r = torch.nonzero(w).flatten()
     nl = cu[r + 1] - cu[r]
@@ -418,6 +441,49 @@ def _settle(b: DeviceBatch, st: Steps,
     if ch.local_residual_mass is not None:
         b.cat["local_residual_mass"].copy_(ch.local_residual_mass.reshape(-1))
     return None
+
+
+def _attempts_at_once(b: DeviceBatch, q: BatchRequests, w: torch.Tensor, decide: Decide) -> torch.Tensor:
+    """Every re-keying :func:`_settle` would try one call at a time, in one call of ``decide``:
+    the cases of the requests in a window (``w``) repeated :data:`ATTEMPTS` times
+    (:func:`~.device_batch.cases_of`), copy ``a`` with those requests' seeds re-keyed ``a``
+    times (:func:`re_key` with attempts 1 to ``a``). Each such request keeps the seed of its
+    first copy out of any window (a request's decisions read its own seed and rows alone: its
+    state row is its own), or its seed re-keyed :data:`ATTEMPTS` times; ``b``'s seeds are set so.
+    Returns, per request, whether it is still within a window (its drafts become placeholders)."""
+    dev = q.cu.device
+    B = np.asarray(b.lengths["cu_num_logits"], dtype=np.int64) - 1
+    first = np.cumsum(B) - B
+    W = torch.nonzero(w).flatten()
+    Wh = W.cpu().numpy()
+    case = np.searchsorted(np.cumsum(B), Wh, side="right")  # each request's case
+    cases = np.unique(case)
+    rep_idx = np.tile(cases, ATTEMPTS)
+    rep = cases_of(b, rep_idx)
+    rB = B[rep_idx]
+    rfirst = np.cumsum(rB) - rB
+    at = (rfirst.reshape(ATTEMPTS, cases.size)[:, np.searchsorted(cases, case)] + (Wh - first[case])[None, :])  # [A, |W|]
+    qr = batch_requests(rep)
+    at_d = host_to(at.reshape(-1), dev)
+    seed = b.cat["seed"]
+    keys = []  # per attempt a, the XOR of re_key's keys 1..a
+    acc = 0
+    for a in range(1, ATTEMPTS + 1):
+        k = (RE_KEY * a) % (1 << 64)
+        acc ^= k
+        keys.append(acc - (1 << 64) if acc >= 1 << 63 else acc)
+    ks = torch.tensor(keys, dtype=seed.dtype, device=dev)
+    s0 = seed[q.state[W]]
+    rep.cat["seed"][qr.state[at_d]] = (s0[None, :] ^ ks[:, None]).reshape(-1)
+    wr, _ = decide(rep, qr, None)
+    inside = wr[at_d].view(ATTEMPTS, -1)  # [A, |W|]: copy a's request within a window
+    out = ~inside
+    settled = out.any(0)
+    use = torch.where(settled, out.int().argmax(0), ATTEMPTS - 1)  # the first copy out of any window, or the last
+    seed[q.state[W]] = s0 ^ ks[use]
+    left = torch.zeros_like(w)
+    left[W[~settled]] = True
+    return left
 
 
 # -- §34: the draws of the rejected (or bonus) rows -----------------------------------------------
