@@ -583,6 +583,7 @@ def test_a_settled_chain_computes_again_only_the_re_keyed_requests(name, monkeyp
 
     monkeypatch.setattr(verify_chain, "rejection_of", windowed)
     monkeypatch.setattr(tensor_ops_v2, "resample_rows", counted)
+    monkeypatch.setenv(verify_chain.AT_ONCE, "0")  # one call an attempt (at once: tests/test_settle_at_once.py)
     real_settle = verify_chain.settle_chain
     got = device_targets()[name].draw_batch((7, 8), "cpu", 6)
     fewer = sum(rows)
