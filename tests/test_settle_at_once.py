@@ -107,3 +107,29 @@ def test_cases_of_copies_each_chosen_case_whole():
             assert _same(mine.inputs[n], theirs.inputs[n]), n
     c.cat["seed"].add_(1)  # a copy: the batch's own arrays are untouched
     assert not _same(c.case(1).inputs["seed"], b.case(0).inputs["seed"])
+
+
+@pytest.mark.parametrize("name", ["_rejection_kernel", "_resample_kernel", "_insert_resampled_kernel"])
+def test_on_a_gpu_at_once_draws_the_batches_one_call_an_attempt_draws(name, needs):
+    """On a CUDA device, where re-keying at once is the default, a campaign's batches (seed 0,
+    the GPU's sizes) are those one call an attempt draws, every array bit for bit: four batches
+    of each target, among them ones re-keyed (``_insert_resampled_kernel``'s batch 1 is re-keyed
+    to the limit)."""
+    needs.gpu("re-keying at once on the device")
+    from eaglefuzz.harness.checking.device_mode import device_targets
+    from eaglefuzz.harness.checking.device_mode.engine import batch_of
+
+    dt = device_targets()[name]
+    real = vc._settle
+    try:
+        for i in range(4):
+            got = {}
+            for at_once in (True, False):
+                vc._settle = lambda x, s, d, at_once=at_once: real(x, s, d, at_once=at_once)
+                got[at_once] = batch_of(dt, 0, i, dt.batch, "cuda", None)
+            a, b = got[True], got[False]
+            assert a.cat.keys() == b.cat.keys()
+            for n in a.cat:
+                assert _same(a.cat[n], b.cat[n]), (i, n)
+    finally:
+        vc._settle = real
