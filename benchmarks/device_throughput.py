@@ -10,7 +10,7 @@ A sweep of every target takes longer than one call to the device tool may: ``--u
 no target once ``S`` seconds have passed (the rest are listed as not run), and ``--resume``
 skips the targets ``--json`` already holds, so that the next call goes on where this one
 stopped (carry the JSON file along). ``--lanes-for NAME=N`` gives a target its own lanes (four
-lanes of the large-table targets do not fit an 80 GB card), ``--seconds-for NAME=S`` its own
+lanes of sample_recovered do not fit an 80 GB card), ``--seconds-for NAME=S`` its own
 steady state (a target of few, large batches: dflash checks 9 in 3 seconds), and each target gives its cached GPU
 memory back before the next starts. The JSON line of a target also counts the CUDA caching
 allocator's cudaMalloc and cudaFree calls and retried allocations in its steady state, every
@@ -21,7 +21,7 @@ inherit; harness/targetkit/fused.py) and the copy-and-expand oracles' slots comp
 target on an H100:
 
     python benchmarks/device_throughput.py --quick --seconds 3 --lanes 4 --source vllm-release:0.33.0 \
-        --lanes-for sample_recovered_tokens_kernel=2 --lanes-for rejection_random_sample_kernel=3 \
+        --lanes-for sample_recovered_tokens_kernel=2 \
         --seconds-for copy_and_expand_dflash_inputs_kernel=10 --json sweep.jsonl --resume --until 500
     python benchmarks/sweep_table.py sweep.jsonl    # the table for RESULTS.md
 
@@ -419,7 +419,7 @@ def main() -> int:
     p.add_argument("--lanes-for", action="append", default=[], metavar="NAME=N",
                    help="this target's lanes instead of --lanes (repeatable): a sweep of every target on one GPU "
                         "where four lanes of a large-table target do not fit (on 80 GB: "
-                        "sample_recovered_tokens_kernel=2, rejection_random_sample_kernel=3)")
+                        "sample_recovered_tokens_kernel=2)")
     p.add_argument("--seconds-for", action="append", default=[], metavar="NAME=S",
                    help="this target's steady-state seconds instead of --seconds (repeatable): a target whose "
                         "batches are few and large, whose short steady state is mostly its lanes' first batches "
