@@ -387,7 +387,7 @@ def _windows_of(res: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]) ->
     return res[0]["window"] | res[1]["window"], res
 
 
-Decide = Callable[[DeviceBatch, "BatchRequests", torch.Tensor | None], tuple[torch.Tensor, Any]]
+Decide = Callable[[DeviceBatch, BatchRequests, torch.Tensor | None], tuple[torch.Tensor, Any]]
 AT_ONCE = "EAGLEFUZZ_SETTLE_AT_ONCE"
 """The environment variable that chooses how :func:`_settle` tries a batch's re-keyings: all in
 one call (:func:`_attempts_at_once`; by default on a CUDA device, where a call's cost is its
@@ -466,13 +466,9 @@ def _attempts_at_once(b: DeviceBatch, q: BatchRequests, w: torch.Tensor, decide:
     qr = batch_requests(rep)
     at_d = host_to(at.reshape(-1), dev)
     seed = b.cat["seed"]
-    keys = []  # per attempt a, the XOR of re_key's keys 1..a
-    acc = 0
+    ks = torch.zeros(ATTEMPTS, dtype=seed.dtype, device=dev)  # at a - 1: what re-keying 1..a XORs a seed with
     for a in range(1, ATTEMPTS + 1):
-        k = (RE_KEY * a) % (1 << 64)
-        acc ^= k
-        keys.append(acc - (1 << 64) if acc >= 1 << 63 else acc)
-    ks = torch.tensor(keys, dtype=seed.dtype, device=dev)
+        re_key(ks, torch.arange(a - 1, ATTEMPTS, device=dev), a)
     s0 = seed[q.state[W]]
     rep.cat["seed"][qr.state[at_d]] = (s0[None, :] ^ ks[:, None]).reshape(-1)
     wr, _ = decide(rep, qr, None)
