@@ -9,8 +9,8 @@ as the campaign draws it, at the GPU's sizes), each drawn twice, with
 ``verify_chain._settle``'s re-keyings one call an attempt and all at once
 (``EAGLEFUZZ_SETTLE_AT_ONCE``). Per mode the torch operations the draws dispatched (a
 ``TorchDispatchMode`` counts them: on a GPU each is a launch or more) and their seconds; per
-batch, the calls of the chain's decision one call an attempt makes (1: no window; 10: re-keyed
-to the limit). The two draws of each batch must be equal, every array bit for bit: a batch
+batch, the decisions one call an attempt makes (1: no window; 9: re-keyed to the limit, then
+placeholders). The two draws of each batch must be equal, every array bit for bit: a batch
 that differs is listed, and the exit status is 1.
 """
 
@@ -56,12 +56,11 @@ def measure(name: str, batches: int, device: str) -> dict:
             ops[0] += 1
             return func(*args, **(kwargs or {}))
 
-    real_settle, real_results = vc._settle, vc.chain_results
+    real_settle = vc._settle
     calls = collections.Counter()
 
-    def counted(*a, **k):  # noqa: ANN002, ANN003, ANN202
-        calls[0] += 1
-        return real_results(*a, **k)
+    def counted(b, st, decide):  # noqa: ANN001, ANN202 - one call an attempt, its decisions counted
+        return real_settle(b, st, lambda *a: (calls.update([0]), decide(*a))[1], at_once=False)
 
     per = {"at_once": {"ops": 0, "seconds": 0.0}, "one_call_an_attempt": {"ops": 0, "seconds": 0.0}}
     attempts, differ = [], []
@@ -72,8 +71,7 @@ def measure(name: str, batches: int, device: str) -> dict:
         for i in range(batches):
             drawn = {}
             for mode, at_once in (("one_call_an_attempt", False), ("at_once", True)):
-                vc._settle = functools.partial(real_settle, at_once=at_once)
-                vc.chain_results = counted if not at_once else real_results
+                vc._settle = functools.partial(real_settle, at_once=True) if at_once else counted
                 ops.clear()
                 calls.clear()
                 t = time.perf_counter()
@@ -89,11 +87,11 @@ def measure(name: str, batches: int, device: str) -> dict:
             if a.cat.keys() != b.cat.keys() or any(not _same(a.cat[n], b.cat[n]) for n in a.cat):
                 differ.append(i)
     finally:
-        vc._settle, vc.chain_results = real_settle, real_results
+        vc._settle = real_settle
     for m in per.values():
         m["seconds"] = round(m["seconds"], 3)
-    return {"target": name, "batches": batches, "device": device, "calls_per_batch": attempts,
-            "re_keyed_to_the_limit": sum(c == vc.ATTEMPTS + 2 for c in attempts), **per, "differ": differ}
+    return {"target": name, "batches": batches, "device": device, "decisions_per_batch": attempts,
+            "re_keyed_to_the_limit": sum(c == vc.ATTEMPTS + 1 for c in attempts), **per, "differ": differ}
 
 
 def main() -> int:
