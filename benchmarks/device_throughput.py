@@ -14,7 +14,9 @@ lanes of sample_recovered do not fit an 80 GB card), ``--seconds-for NAME=S`` it
 steady state (a target of few, large batches: dflash checks 9 in 3 seconds), and each target gives its cached GPU
 memory back before the next starts. The JSON line of a target also counts the CUDA caching
 allocator's cudaMalloc and cudaFree calls and retried allocations in its steady state, every
-lane's (``allocator``: a batch that frees the cache waits for the device), and whether the
+lane's (``allocator``: a batch that frees the cache waits for the device), each lane's peak GPU
+memory in GiB (``peak_gib``: what its tensors held at once, and what its caching allocator held,
+which no other lane can use; a lane that fails leaves its peak too, in the error), and whether the
 sampling oracles' noise ran fused (``fused_noise``: unless ``EAGLEFUZZ_FUSED_NOISE=0``, which the lanes
 inherit; harness/targetkit/fused.py) and the copy-and-expand oracles' slots compiled
 (``fused_slots``: unless ``EAGLEFUZZ_FUSED_SLOTS=0``). The sweep of every
@@ -271,6 +273,16 @@ def _allocator(device: str) -> dict[str, int]:
     return {k: int(stats.get(k, 0)) for k in ALLOCATOR}
 
 
+def _peak(device: str) -> dict[str, float]:
+    """This process's peak GPU memory so far, GiB: what its tensors held at once (``allocated``)
+    and what its caching allocator held (``reserved``: no other lane can use it); zeros on the CPU."""
+    if device == "cpu":
+        return {"allocated": 0.0, "reserved": 0.0}
+    import torch
+
+    return {"allocated": torch.cuda.max_memory_allocated() / 2**30, "reserved": torch.cuda.max_memory_reserved() / 2**30}
+
+
 def _since(before: dict[str, int], device: str) -> dict[str, int]:
     """:data:`ALLOCATOR`'s counts since ``before``."""
     now = _allocator(device)
@@ -285,22 +297,32 @@ def _lane(argv: list[str]) -> int:
     from eaglefuzz.harness.sources.triton_backend import select_backend
 
     device = select_backend(backend).device
-    from eaglefuzz.harness.checking.device_mode.engine import device_fuzz_target
     from eaglefuzz.harness.checking.device_mode.producers import default_workers
     from eaglefuzz.harness.sources import implementations_for, parse_source
 
     impls = implementations_for(parse_source(spec), [name])
     opts = {"shrink": False, "scale_cases": False, "workers": default_workers(device, int(n)),
             "chunk_offset": int(k), "chunk_step": int(n), "shared_gpu": True}  # as eaglefuzz fuzz --lanes runs a lane
-    device_fuzz_target(name, impls, device, seed=1, examples=int(warmup), **opts)
+    try:
+        return _lane_runs(name, impls, device, opts, int(warmup), float(seconds), go, out)
+    finally:  # a lane that fails (out of memory) leaves its peak too
+        Path(out + ".peak").write_text(json.dumps(_peak(device)))
+
+
+def _lane_runs(name: str, impls, device: str, opts: dict, warmup: int, seconds: float, go: str,  # noqa: ANN001
+               out: str) -> int:
+    """:func:`_lane`'s runs."""
+    from eaglefuzz.harness.checking.device_mode.engine import device_fuzz_target
+
+    device_fuzz_target(name, impls, device, seed=1, examples=warmup, **opts)
     Path(out + ".warm").write_text("")
     while not Path(go + ".first").exists():
         time.sleep(0.005)
-    cold = device_fuzz_target(name, impls, device, seed=0, examples=None, time_budget=float(seconds), **opts)
+    cold = device_fuzz_target(name, impls, device, seed=0, examples=None, time_budget=seconds, **opts)
     Path(out + ".ready").write_text(json.dumps({"tokens": cold.tokens, "seconds": cold.seconds}))
     while not Path(go + ".again").exists():
         time.sleep(0.005)
-    again = device_fuzz_target(name, impls, device, seed=0, examples=None, time_budget=float(seconds), **opts)
+    again = device_fuzz_target(name, impls, device, seed=0, examples=None, time_budget=seconds, **opts)
     Path(out + ".again").write_text("")
     while not Path(go).exists():
         time.sleep(0.005)
@@ -335,8 +357,9 @@ def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int, back
                 time.sleep(0.05)
             start.write_text("")
         codes = [p.wait() for p in procs]
+        peaks = [json.loads(Path(o + ".peak").read_text()) if Path(o + ".peak").exists() else None for o in outs]
         if any(codes):
-            raise RuntimeError(f"a lane exited with {max(codes)}")
+            raise RuntimeError(f"a lane exited with {max(codes)} (peak GiB per lane, allocated/reserved: {_peaks_text(peaks)})")
         rs = [json.loads(Path(o).read_text()) for o in outs]
         cs = [json.loads(Path(o + ".ready").read_text()) for o in outs]
     return SimpleNamespace(tokens=sum(r["tokens"] for r in rs), seconds=max(r["seconds"] for r in rs),
@@ -346,7 +369,12 @@ def in_lanes(name: str, spec: str, seconds: float, lanes: int, warmup: int, back
                            findings=[None] * sum(r["findings"] for r in rs),
                            features=set().union(*(r["features"] for r in rs)),
                            batches=sorted(tuple(b) for r in rs for b in r["batches"]),
-                           allocator={k: sum(r["allocator"][k] for r in rs) for k in ALLOCATOR})
+                           allocator={k: sum(r["allocator"][k] for r in rs) for k in ALLOCATOR}, peak=peaks)
+
+
+def _peaks_text(peaks: list[dict[str, float] | None]) -> str:
+    """Each lane's :func:`_peak` as ``allocated/reserved`` (``?``: the lane left none)."""
+    return ", ".join("?" if q is None else f"{q['allocated']:.1f}/{q['reserved']:.1f}" for q in peaks)
 
 
 def _release(device: str) -> None:
@@ -513,6 +541,7 @@ def _sweep(p, args, backend, opts: dict, begun: float, mps_env: dict[str, str]) 
                 s.allocator = _since(before, backend.device)
                 s.cold_rate = cold.tokens / cold.seconds
                 s.oom_retries += cold.oom_retries + again.oom_retries
+                s.peak = [_peak(backend.device)]
             prof = device_fuzz_target(name, impls, backend.device, seed=0, examples=max(s.examples // lanes_of[name], 1), min_batches=1,
                                       time_budget=1.0 if args.quick else min(seconds_of[name], 10), shrink=False, profile=True,
                                       **opts)
@@ -538,7 +567,7 @@ def _sweep(p, args, backend, opts: dict, begun: float, mps_env: dict[str, str]) 
             with args.json.open("a") as f:
                 f.write(json.dumps({"target": name, "lanes": lanes_of[name], "examples": s.examples, "seconds": s.seconds, "tokens": s.tokens,
                                     "alone": alone, "alone_rounds": rounds, "alone_batches": len(s.batches), "allocator": s.allocator, "ratio": None if alone is None else rate / alone, "cold_rate": s.cold_rate, "jit": jit, "cross_checked": s.cross_checked,
-                                    "findings": len(s.findings), "oom_retries": s.oom_retries,
+                                    "findings": len(s.findings), "oom_retries": s.oom_retries, "peak_gib": s.peak,
                                     "features_missed": sorted(_missed(name, s)), "fused_noise": fused_noise_on(), "fused_slots": switched_on(SLOTS.switch, SLOTS.default), "mps": bool(mps_env) and lanes_of[name] > 1,
                                     "stages": {k: prof.stages[k] / total for k in STAGES}}) + "\n")
         del s, prof
