@@ -529,6 +529,7 @@ def _sweep(p, args, backend, opts: dict, begun: float, mps_env: dict[str, str]) 
             device_fuzz_target(name, impls, backend.device, seed=1, examples=args.warmup, shrink=False, **opts)
             jit = time.monotonic() - t0
             if lanes_of[name] > 1:
+                _release(backend.device)  # the warm-up's cached memory, for the lanes
                 s = in_lanes(name, spec[name], seconds_of[name], lanes_of[name], args.warmup, args.backend, mps_env)
             else:
                 steady = partial(device_fuzz_target, name, impls, backend.device, seed=0, examples=None,
@@ -571,6 +572,7 @@ def _sweep(p, args, backend, opts: dict, begun: float, mps_env: dict[str, str]) 
                                     "features_missed": sorted(_missed(name, s)), "fused_noise": fused_noise_on(), "fused_slots": switched_on(SLOTS.switch, SLOTS.default), "mps": bool(mps_env) and lanes_of[name] > 1,
                                     "stages": {k: prof.stages[k] / total for k in STAGES}}) + "\n")
         del s, prof
+        device_targets()[name].release_tables()  # the kernel alone's
         _release(backend.device)  # the next target's lanes find the GPU's memory free
     text = "\n".join(rows) + "\n\nShare of the time per stage (profiled run, the device waited for after every stage):\n\n" + "\n".join(stage_rows)
     print(text)

@@ -431,7 +431,7 @@ def test_batch_features_of_recovered_winners_past_the_first_tiles(monkeypatch):
             assert got == want, (b, k, got ^ want)
             seen |= got
     assert {"later_tile", "winner_past_32767", "partial_last_tile"} <= seen
-    target._epoch = (None, None)  # not the patched vocabulary's tables for a later test
+    target.release_tables()  # not the patched vocabulary's tables for a later test
 
 
 def test_the_recovered_oracle_on_a_top_k_support_is_the_whole_row_oracle():
@@ -665,6 +665,30 @@ def test_a_launch_that_fails_in_a_batch_is_a_finding(name, monkeypatch, backend,
     (finding,) = stats.findings  # batches of 3 cases: the second launch is the first batch's second case
     assert finding.kind == "oracle disagreement", finding.report()
     assert stats.examples == 2
+
+
+EPOCHS = sorted(n for n, t in device_targets().items() if t.table_epoch > 1)
+
+
+@pytest.mark.parametrize("name", EPOCHS)
+def test_a_run_gives_back_the_tables_its_batches_kept(name, monkeypatch, backend, needs):
+    """A table epoch's large inputs (GBs of a GPU's memory) are kept from one batch to the
+    next and let go when the run ends: the process's next target, or a lane beside it, finds
+    that memory free."""
+    target = device_targets()[name]
+    draw = type(target).draw_batch
+    kept = []
+
+    def drawing(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        batch = draw(self, *args, **kwargs)
+        kept.append(self._epoch[1] is not None)
+        return batch
+
+    monkeypatch.setattr(type(target), "draw_batch", drawing)
+    impls = implementations_for(parse_source(_source(name, needs)), [name])
+    device_fuzz_target(name, impls, backend.device, examples=8, seed=0, cross_check_share=0.0, workers=0)
+    assert len(kept) >= 2 and all(kept)
+    assert target._epoch == (None, None)
 
 
 def _views(arenas, upload, expected: bool):  # noqa: ANN001, ANN202

@@ -115,6 +115,15 @@ class DeviceTarget:
     them, the implementation launched once per case); 0: a case at a time."""
     table_epoch: int = 1
     """Consecutive batches that share their large inputs (:meth:`draw_batch`'s ``seeds[0]``)."""
+    _epoch: tuple[Any, Any] = (None, None)
+    """A target of table epochs: the key of the epoch whose large inputs it keeps between
+    batches, and those inputs (GBs of the GPU's memory; :meth:`release_tables`)."""
+
+    def release_tables(self) -> None:
+        """Forget the large inputs kept between batches (:attr:`_epoch`), so that their memory
+        goes back when a run ends: the next target of the process, or another process (a lane),
+        can use it; a later run draws them again from their seed, the same."""
+        self._epoch = (None, None)
 
     def draw_batch(self, seeds: tuple[int, int], device: str, k: int, max_requests: int) -> Any:
         """``k`` production cases drawn together (a :class:`~.device_batch.DeviceBatch`):

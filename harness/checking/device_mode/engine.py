@@ -450,6 +450,8 @@ def device_fuzz_target(
                 break
     finally:
         restore(threads)
+        dt.release_tables()
+        bigs.clear()
         if spared:
             gc.unfreeze()
         if producer is not None:

@@ -209,7 +209,7 @@ class RandomDevice(DeviceTarget):
         vocabulary and :func:`~...targetkit.device_draws.scale_batch_rows` rows: past ``2**31``
         elements), and :data:`CANDIDATES` ids per row sampled from each."""
         key = (seed, device, max_requests, share, scale, flat_limit())
-        if getattr(self, "_epoch", (None,))[0] == key:
+        if self._epoch[0] == key:
             return self._epoch[1]
         self._epoch = (None, None)  # the last epoch's tables freed before the next are drawn
         if device != "cpu":

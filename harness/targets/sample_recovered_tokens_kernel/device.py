@@ -265,7 +265,7 @@ class RecoveredDevice(DeviceTarget):
         :data:`~...targetkit.device_draws.SCALE_REQUEST_TOKENS` rows (``"requests"``: which
         one the epoch is)."""
         key = (seed, device, max_requests, share, scale, flat_limit())
-        if getattr(self, "_epoch", (None,))[0] == key:
+        if self._epoch[0] == key:
             return self._epoch[1]
         self._epoch = (None, None)
         if device != "cpu":
