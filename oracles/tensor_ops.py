@@ -164,7 +164,7 @@ def expand_slots(table: torch.Tensor, ids: torch.Tensor, ends: torch.Tensor, tar
 # --------------------------------------------------------------------------------------------
 
 __all__ += ["expand", "rejection_greedy_sample", "rejection_random_sample", "sample_recovered_tokens", "recovered_keys",
-            "recovered_winners", "check_support"]
+            "recovered_winners", "recovered_chunk", "check_support"]
 
 
 def _draft_positions(cu: torch.Tensor, rows: torch.Tensor, tokens: int | None = None) -> tuple[torch.Tensor, ...]:
@@ -383,32 +383,43 @@ def recovered_keys(*, cu_num_draft_tokens: torch.Tensor, draft_token_ids: torch.
 
 
 def recovered_winners(key: torch.Tensor, target_probs: torch.Tensor, draft_probs: torch.Tensor | None,
-                      inv_q: torch.Tensor, vocab_size: int, support: torch.Tensor | None = None) -> torch.Tensor:
+                      inv_q: torch.Tensor, vocab_size: int, support: torch.Tensor | None = None,
+                      chunk: Callable[..., tuple[torch.Tensor]] | None = None) -> torch.Tensor:
     """Each :func:`recovered_keys` row's winner (int64, before the clamp to ``V - 1``), §13.1
     as :func:`sample_recovered_tokens` states it; with ``support``, on its positions alone
-    (the caller has checked it: :func:`check_support`)."""
+    (the caller has checked it: :func:`check_support`). Over whole rows, a chunk of keys at a
+    time by ``chunk`` (:func:`recovered_chunk` by default; a caller may pass it compiled)."""
     V = vocab_size
     target = target_probs.reshape(-1, V)
     draft = None if draft_probs is None else draft_probs.reshape(-1, V)
     iq = inv_q.reshape(-1, V)
     if support is not None:
         return _recovered_on_support(key, target, draft, iq, support)
+    chunk = recovered_chunk if chunk is None else chunk
     out = torch.empty(key.shape[0], dtype=torch.int64, device=key.device)
     step = max(1, RECOVERED_CHUNK // max(V, 1))
-    zero = torch.zeros((), dtype=target.dtype, device=key.device)
     for c in range(0, key.shape[0], step):
-        kt, kq, kd = key[c : c + step].unbind(1)
-        p = target.index_select(0, kt)  # a copy, written in place below
-        if draft is None:
-            inside = torch.nonzero(kd >= 0, as_tuple=True)[0]
-            p[inside, kd[inside]] = 0
-        else:
-            p.sub_(draft.index_select(0, kt))
-            torch.fmax(p, zero, out=p)  # fmax(x, 0): NaN gives 0
-        q = iq.index_select(0, kq)
-        score = p.mul_(q) if p.dtype == q.dtype else q.mul_(p)  # float64 noise: the product in float64
-        out[c : c + step] = torch.argmax(score, dim=1)
+        kt, kq, kd = (k.contiguous() for k in key[c : c + step].unbind(1))
+        out[c : c + step] = chunk(kt, kq, kd, target, draft, iq)[0]
     return out
+
+
+def recovered_chunk(kt: torch.Tensor, kq: torch.Tensor, kd: torch.Tensor, target: torch.Tensor,
+                    draft: torch.Tensor | None, iq: torch.Tensor) -> tuple[torch.Tensor]:
+    """The winners (int64) of keys of :func:`recovered_keys` over whole rows of ``target``,
+    ``draft`` and ``iq`` (``[rows, V]``): the keys' table rows ``kt``, noise rows ``kq`` and
+    draft ids ``kd`` (``-1``: none, or draft probabilities given). Without draft probabilities
+    ``p`` is the target row with the draft id's element 0, with them ``fmax(target - draft, 0)``
+    (NaN gives 0); the score ``p * inv_q`` (in float64 with float64 noise); the first index of
+    its maximum. No shape depends on the data, so that ``torch.compile`` makes it one pass over
+    the rows (harness/targetkit/fused.py)."""
+    p = target.index_select(0, kt)
+    if draft is None:
+        at = kd.clamp(min=0)[:, None]
+        p.scatter_(1, at, torch.where(kd[:, None] >= 0, 0.0, p.gather(1, at)))
+    else:
+        p = torch.fmax(p - draft.index_select(0, kt), torch.zeros((), dtype=p.dtype, device=p.device))
+    return (torch.argmax(p * iq.index_select(0, kq), dim=1),)
 
 
 def check_support(target: torch.Tensor, draft: torch.Tensor | None, support: torch.Tensor) -> None:

@@ -221,7 +221,23 @@ def test_on_a_gpu_the_noise_is_compiled_and_the_plain_one(needs, fresh, monkeypa
 
 # --- integer oracle parts compiled whole (fused.SLOTS, fused.CONTEXT) -----------------------------
 
-PIECES = {"SLOTS": "copy_and_expand_eagle_inputs_kernel", "CONTEXT": "copy_and_expand_dflash_inputs_kernel"}
+PIECES = {"SLOTS": "copy_and_expand_eagle_inputs_kernel", "CONTEXT": "copy_and_expand_dflash_inputs_kernel",
+          "WINNERS": "sample_recovered_tokens_kernel"}
+CHANGED = {"SLOTS": 1, "CONTEXT": 1, "WINNERS": 0}
+"""The output of each piece the oracle tests change (:func:`_off`)."""
+
+
+def _dense(name: str, monkeypatch) -> None:  # noqa: ANN001
+    """For :data:`~fused.WINNERS`: every table epoch of its target dense (the piece computes
+    winners over whole rows; a top-k epoch's are found on its support), the target's kept
+    tables forgotten now and after the test."""
+    if name != "WINNERS":
+        return
+    from eaglefuzz.harness.checking.device_mode import device_targets
+
+    dt = device_targets()[PIECES[name]]
+    monkeypatch.setattr(sys.modules[type(dt).__module__], "TOPK_SHARE", 0.0)
+    monkeypatch.setattr(dt, "_epoch", (None, None))  # what it kept before, back after the test
 
 
 @pytest.fixture
@@ -276,7 +292,8 @@ def _off(piece, which: int, how: str):
     return fn
 
 
-@pytest.mark.parametrize(("name", "which"), [("SLOTS", w) for w in range(5)] + [("CONTEXT", w) for w in range(2)])
+@pytest.mark.parametrize(("name", "which"), [("SLOTS", w) for w in range(5)] + [("CONTEXT", w) for w in range(2)]
+                         + [("WINNERS", 0)])
 @pytest.mark.parametrize("how", ["value", "dtype"])
 def test_the_probe_admits_the_plain_function_and_rejects_any_other_output(name, which, how):
     """Each output one element off, or in another dtype, is rejected; the plain function is admitted."""
@@ -315,6 +332,26 @@ def test_the_context_probe_meets_clamped_columns_every_block_size_and_the_int32_
     assert int(table.max()) == 2**31 - 1
 
 
+def test_the_winners_probe_meets_ties_empty_residuals_the_last_id_and_both_noise_dtypes():
+    """The probe's keys: a row of zeros and a one-hot row at its draft id (every score 0: index
+    0), the maximum at ``V - 1``, a maximum twice (the first index wins; the second once the
+    first is the draft id), residuals empty and negative with draft probabilities (index 0),
+    over a vocabulary of several blocks and one of 262144, with float32 and float64 noise."""
+    from eaglefuzz.oracles import tensor_ops
+
+    probe = fused._winners_probe("cpu")
+    seen = set()
+    for kt, kq, kd, target, draft, iq in probe:
+        V = target.shape[1]
+        (win,) = tensor_ops.recovered_chunk(kt, kq, kd, target, draft, iq)
+        if draft is None:
+            assert win[[1, 2, 3, 5, 6]].tolist() == [0, 0, V - 1, 7, V - 3]
+        else:
+            assert win[[1, 7, 8]].tolist() == [0, 0, 0] and bool((kd == -1).all())
+        seen.add((V, draft is None, iq.dtype))
+    assert len(seen) == 8 and max(v for v, _, _ in seen) == 262144
+
+
 def test_a_piece_that_differs_is_not_used_and_a_failed_compile_leaves_the_plain_one(fresh_pieces, monkeypatch):
     piece = fused.SLOTS
     monkeypatch.setattr(fused.torch, "compile", lambda fn, **kw: _off(piece, 2, "value"))
@@ -346,12 +383,15 @@ def test_each_targets_oracle_takes_its_piece(name, monkeypatch):
     from eaglefuzz.harness.checking.device_mode.engine import batch_of
 
     piece = getattr(fused, name)
+    _dense(name, monkeypatch)
     dt = device_targets()[PIECES[name]]
     b = batch_of(dt, 0, 0, 4, "cpu", None)
     want = dt.oracle_batch(b)
+    dt.release_tables()  # the epoch's winners found afresh
+    b = batch_of(dt, 0, 0, 4, "cpu", None)
     asked = []
     module = sys.modules[type(dt).__module__]
-    monkeypatch.setattr(module, "piece_on", lambda p, device: asked.append(p) or _off(p, 1, "value"))
+    monkeypatch.setattr(module, "piece_on", lambda p, device: asked.append(p) or _off(p, CHANGED[name], "value"))
     got = dt.oracle_batch(b)
     assert asked == [piece]
     assert any(not torch.equal(g[1], w[1]) for g, w in zip(got.values(), want.values(), strict=True))
@@ -374,11 +414,13 @@ def test_on_a_gpu_each_piece_is_compiled_and_the_plain_one_on_production_batches
         fn = fresh_pieces.piece_on(piece, "cuda")
     assert not [str(w.message) for w in seen if "unfused" in str(w.message)]
     assert fn is not piece.plain
+    _dense(name, monkeypatch)
     dt = device_targets()[PIECES[name]]
     for i in range(2):
         b = batch_of(dt, 0, i, 64, "cuda", None)
         monkeypatch.setenv(piece.switch, "1")
         got = dt.oracle_batch(b)
+        b.extra.get("winners", {}).clear()  # the recovered oracle's epoch memo: its winners found again
         monkeypatch.setenv(piece.switch, "0")
         want = dt.oracle_batch(b)
         assert got.keys() == want.keys()

@@ -351,3 +351,62 @@ CONTEXT = Piece("copy_and_expand_dflash's oracle context slots", "EAGLEFUZZ_FUSE
                 lambda device: [_context_probe(device, 37), _context_probe(device, 1)], default=True)
 """The context slots of ``copy_and_expand_dflash_inputs_kernel``'s oracle
 (:func:`~eaglefuzz.oracles.tensor_ops.dflash_context`), under the same switch as :data:`SLOTS`."""
+
+
+def _winners_probe(device: str) -> list[tuple]:
+    """Arguments of :func:`~eaglefuzz.oracles.tensor_ops.recovered_chunk` over vocabularies of
+    three blocks and a part and of 262144 ids: rows of softmax, of zeros (every score 0: index
+    0), one-hot at the draft id, constant, and with their maximum twice (near both ends); draft
+    rows equal to the target's (an empty residual) and above it (a negative difference); draft
+    ids ``-1``, 0 and ``V - 1``; float32 and float64 noise (``inv_q``, up to ``1 / tiny``), with
+    and without draft probabilities."""
+    gen = torch.Generator(device="cpu").manual_seed(11)
+    out = []
+    for V in (3 * 1024 + 5, 262144):
+        target = torch.softmax(torch.randn((8, V), generator=gen) * 5, dim=1)
+        target[1] = 0.0
+        target[2] = 0.0
+        target[2, V - 1] = 1.0
+        target[3] = 0.25
+        target[4, 7] = target[4, V - 3] = 1.0
+        draft = torch.softmax(torch.randn((8, V), generator=gen), dim=1)
+        draft[5] = target[5]
+        draft[6] = target[6] + 0.5
+        kt = torch.tensor([0, 1, 2, 2, 3, 4, 4, 5, 6, 7, 0, 7], dtype=torch.int64)
+        kq = torch.tensor([0, 1, 2, 3, 4, 3, 3, 0, 1, 2, 3, 5], dtype=torch.int64)
+        kd = torch.tensor([-1, 0, V - 1, -1, 0, -1, 7, -1, V - 1, 3, 5, -1], dtype=torch.int64)
+        for dtype in (torch.float32, torch.float64):
+            e = torch.empty((6, V), dtype=dtype).exponential_(generator=gen)
+            e[0, :9] = torch.finfo(dtype).tiny
+            iq = e.clamp_(min=torch.finfo(dtype).tiny).reciprocal_()
+            iq[3] = 2.0
+            for d in (None, draft):
+                out.append((kt.to(device), kq.to(device), (kd if d is None else torch.full_like(kd, -1)).to(device),
+                            target.to(device), None if d is None else d.to(device), iq.to(device)))
+    return out
+
+
+WINNERS = Piece("sample_recovered's oracle winners over whole rows", "EAGLEFUZZ_FUSED_WINNERS",
+                tensor_ops.recovered_chunk, _winners_probe, default=True)
+"""The winners of ``sample_recovered_tokens_kernel``'s oracle over whole rows
+(:func:`~eaglefuzz.oracles.tensor_ops.recovered_chunk`: the dense table epochs, whose tokens are
+mostly new to the epoch), compiled on a CUDA device unless ``EAGLEFUZZ_FUSED_WINNERS=0``: one
+pass that reads each key's rows, where eager torch makes some fifteen (copies of the rows, the
+difference, the product, the argmax)."""
+
+
+def compiled_winners(fn: Callable[..., tuple[torch.Tensor]]) -> Callable[..., tuple[torch.Tensor]]:
+    """``fn`` (:data:`WINNERS` compiled) as the oracle calls it: a chunk of one key given as two
+    and its winner cut back (``torch.compile`` specializes a size of 1, a recompilation toward
+    ``torch._dynamo``'s limit), and tables or noise of ``2**31`` elements or more (production
+    scale, which the probe cannot hold) left to the plain function."""
+
+    def winners(kt: torch.Tensor, kq: torch.Tensor, kd: torch.Tensor, target: torch.Tensor,
+                draft: torch.Tensor | None, iq: torch.Tensor) -> tuple[torch.Tensor]:
+        if max(target.numel(), iq.numel()) >= 2**31:
+            return WINNERS.plain(kt, kq, kd, target, draft, iq)
+        if kt.shape[0] == 1:
+            return (fn(kt.repeat(2), kq.repeat(2), kd.repeat(2), target, draft, iq)[0][:1],)
+        return fn(kt, kq, kd, target, draft, iq)
+
+    return winners

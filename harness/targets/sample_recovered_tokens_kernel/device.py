@@ -45,6 +45,7 @@ from ...targetkit.device_draws import (
     topk_table,
 )
 from ...targetkit.draft_rows import cu_of, pad_tails
+from ...targetkit.fused import WINNERS, compiled_winners, piece_on
 from ...targetkit.scale import flat_limit, past_limit
 from .layout import BLOCK_SIZE, NAME
 from .record import TARGET, processed_tokens, scale_features_of
@@ -380,7 +381,8 @@ class RecoveredDevice(DeviceTarget):
         token (table row, noise row, draft id) computed once in its table epoch: the batches of
         an epoch read the first rows of the same tables, so most of a batch's tokens were
         another batch's (``extra["winners"]``, the epoch's winners so far, kept apart with and
-        without draft probabilities; the epoch's support checked once)."""
+        without draft probabilities; the epoch's support checked once; over whole rows, compiled
+        on a CUDA device: :data:`~...targetkit.fused.WINNERS`)."""
         a, e, sh = b.cat, b.extra, b.shared
         V, draft = e["V"], sh.get("draft_probs")
         t, key, inverse = tensor_ops.recovered_keys(
@@ -390,8 +392,10 @@ class RecoveredDevice(DeviceTarget):
         if support is not None and not memo.get("support checked"):
             tensor_ops.check_support(sh["target_probs"].reshape(-1, V), None if draft is None else draft.reshape(-1, V), support)
             memo["support checked"] = True
+        chunk = piece_on(WINNERS, a["draft_token_ids"].device)
+        chunk = chunk if chunk is WINNERS.plain else compiled_winners(chunk)
         win = known_winners(memo, draft is not None, key, (sh["target_probs"].numel() // max(V, 1), sh["inv_q"].numel() // max(V, 1), V),
-                            lambda k: tensor_ops.recovered_winners(k, sh["target_probs"], draft, sh["inv_q"], V, support))
+                            lambda k: tensor_ops.recovered_winners(k, sh["target_probs"], draft, sh["inv_q"], V, support, chunk))
         return {"output_token_ids": (t, win[inverse].clamp(max=V - 1).to(torch.int32))}
 
     def oracle(self, dc: DeviceCase) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
