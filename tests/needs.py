@@ -76,9 +76,10 @@ CI_COUNTS: dict[str, int] = {
     # scale bugs of Model Runner V2's verification (Mutant.scale: 7, one per kernel that reads rows
     # past 2**31 elements), which only device mode's scale cases on a GPU reach, the pinned
     # staging of host copies and the launchers' queued tables (tests/test_device.py), the compiled
-    # lane noise and the two compiled oracle parts, fused.SLOTS and fused.CONTEXT (tests/test_fused.py),
-    # and re-keying at once for three verification targets (tests/test_settle_at_once.py)
-    "gpu": 3 + 7 + 1 + 1 + 2 + 3,
+    # lane noise and the three compiled oracle parts, fused.SLOTS, fused.CONTEXT and fused.WINNERS
+    # (tests/test_fused.py), and re-keying at once for three verification targets
+    # (tests/test_settle_at_once.py)
+    "gpu": 3 + 7 + 1 + 1 + 3 + 3,
     "ray": 1,  # tests/test_ray.py (tox -e ray)
     # tests/test_upstream_sync.py reads ../shared/ beside the checkout: where the clone lies decides
     # it (a clone in a fresh folder has none), so the count follows the layout, not the code
