@@ -224,6 +224,7 @@ def test_on_a_gpu_the_noise_is_compiled_and_the_plain_one(needs, fresh, monkeypa
 PIECES = {"SLOTS": "copy_and_expand_eagle_inputs_kernel", "CONTEXT": "copy_and_expand_dflash_inputs_kernel",
           "WINNERS": "sample_recovered_tokens_kernel"}
 CHANGED = {"SLOTS": 1, "CONTEXT": 1, "WINNERS": 0}
+DEFAULT_ON = {"SLOTS": True, "CONTEXT": True, "WINNERS": False}
 """The output of each piece the oracle tests change (:func:`_off`)."""
 
 
@@ -260,16 +261,20 @@ def test_off_a_cuda_device_or_switched_off_a_piece_is_its_plain_function(name, m
     for on in ("true", "1", " YES ", "on"):
         monkeypatch.setenv(piece.switch, on)
         assert fused.switched_on(piece.switch)
-    assert piece.default  # on where the switch is unset or empty (measured: RESULTS.md, session 29)
+    # on where the switch is unset or empty where a GPU measured it (RESULTS.md, session 29), else off
+    assert piece.default == DEFAULT_ON[name]
     for unset in ("", " "):
         monkeypatch.setenv(piece.switch, unset)
-        assert fused.switched_on(piece.switch, piece.default) and not fused.switched_on(piece.switch)
+        assert fused.switched_on(piece.switch, piece.default) == piece.default and not fused.switched_on(piece.switch)
     monkeypatch.delenv(piece.switch)
-    assert fused.switched_on(piece.switch, piece.default)
+    assert fused.switched_on(piece.switch, piece.default) == piece.default
+    if not piece.default:
+        assert fused.piece_on(piece, "cuda") is piece.plain  # no GPU needed: nothing compiled
+    word = "on" if piece.default else "off"
     for other in ("2", "enabled"):  # neither on nor off: the default, and one warning saying so
         monkeypatch.setenv(piece.switch, other)
-        with pytest.warns(UserWarning, match=rf"{piece.switch}='{other}' is none of 1/true/yes/on .* on, its default"):
-            assert fused.switched_on(piece.switch, piece.default)
+        with pytest.warns(UserWarning, match=rf"{piece.switch}='{other}' is none of 1/true/yes/on .* {word}, its default"):
+            assert fused.switched_on(piece.switch, piece.default) == piece.default
     monkeypatch.delenv(fused.SWITCH, raising=False)
     assert fused.fused_noise_on()  # the noise, under its own switch, is on by default too
     monkeypatch.setenv(piece.switch, "0")

@@ -387,12 +387,13 @@ def _winners_probe(device: str) -> list[tuple]:
 
 
 WINNERS = Piece("sample_recovered's oracle winners over whole rows", "EAGLEFUZZ_FUSED_WINNERS",
-                tensor_ops.recovered_chunk, _winners_probe, default=True)
+                tensor_ops.recovered_chunk, _winners_probe, default=False)
 """The winners of ``sample_recovered_tokens_kernel``'s oracle over whole rows
 (:func:`~eaglefuzz.oracles.tensor_ops.recovered_chunk`: the dense table epochs, whose tokens are
-mostly new to the epoch), compiled on a CUDA device unless ``EAGLEFUZZ_FUSED_WINNERS=0``: one
+mostly new to the epoch), compiled on a CUDA device with ``EAGLEFUZZ_FUSED_WINNERS=1``: one
 pass that reads each key's rows, where eager torch makes some fifteen (copies of the rows, the
-difference, the product, the argmax)."""
+difference, the product, the argmax). Off by default until a GPU has measured it (it was built
+in a session whose device starts failed: benchmarks/RESULTS.md, session 33)."""
 
 
 def compiled_winners(fn: Callable[..., tuple[torch.Tensor]]) -> Callable[..., tuple[torch.Tensor]]:
