@@ -413,13 +413,16 @@ def recovered_chunk(kt: torch.Tensor, kq: torch.Tensor, kd: torch.Tensor, target
     (NaN gives 0); the score ``p * inv_q`` (in float64 with float64 noise); the first index of
     its maximum. No shape depends on the data, so that ``torch.compile`` makes it one pass over
     the rows (harness/targetkit/fused.py)."""
-    p = target.index_select(0, kt)
+    p = target.index_select(0, kt)  # a copy, written in place below
     if draft is None:
         at = kd.clamp(min=0)[:, None]
         p.scatter_(1, at, torch.where(kd[:, None] >= 0, 0.0, p.gather(1, at)))
     else:
-        p = torch.fmax(p - draft.index_select(0, kt), torch.zeros((), dtype=p.dtype, device=p.device))
-    return (torch.argmax(p * iq.index_select(0, kq), dim=1),)
+        p.sub_(draft.index_select(0, kt))
+        torch.fmax(p, torch.zeros((), dtype=p.dtype, device=p.device), out=p)  # fmax(x, 0): NaN gives 0
+    q = iq.index_select(0, kq)
+    score = p.mul_(q) if p.dtype == q.dtype else q.mul_(p)  # float64 noise: the product in float64
+    return (torch.argmax(score, dim=1),)
 
 
 def check_support(target: torch.Tensor, draft: torch.Tensor | None, support: torch.Tensor) -> None:

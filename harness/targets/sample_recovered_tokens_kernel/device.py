@@ -381,8 +381,8 @@ class RecoveredDevice(DeviceTarget):
         token (table row, noise row, draft id) computed once in its table epoch: the batches of
         an epoch read the first rows of the same tables, so most of a batch's tokens were
         another batch's (``extra["winners"]``, the epoch's winners so far, kept apart with and
-        without draft probabilities; the epoch's support checked once; over whole rows, compiled
-        on a CUDA device: :data:`~...targetkit.fused.WINNERS`)."""
+        without draft probabilities; the epoch's support checked once; over whole rows by
+        :data:`~...targetkit.fused.WINNERS`, compiled where it is switched on)."""
         a, e, sh = b.cat, b.extra, b.shared
         V, draft = e["V"], sh.get("draft_probs")
         t, key, inverse = tensor_ops.recovered_keys(
