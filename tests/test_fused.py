@@ -341,7 +341,7 @@ def test_the_winners_probe_meets_ties_empty_residuals_the_last_id_and_both_noise
     """The probe's keys: a row of zeros and a one-hot row at its draft id (every score 0: index
     0), the maximum at ``V - 1``, a maximum twice (the first index wins; the second once the
     first is the draft id), residuals empty and negative with draft probabilities (index 0),
-    over a vocabulary of several blocks and one of 262144, with float32 and float64 noise."""
+    the product in float64 with float64 noise, over a vocabulary of several blocks and one of 262144, with float32 and float64 noise."""
     from eaglefuzz.oracles import tensor_ops
 
     probe = fused._winners_probe("cpu")
@@ -351,6 +351,8 @@ def test_the_winners_probe_meets_ties_empty_residuals_the_last_id_and_both_noise
         (win,) = tensor_ops.recovered_chunk(kt, kq, kd, target, draft, iq)
         if draft is None:
             assert win[[1, 2, 3, 5, 6]].tolist() == [0, 0, V - 1, 7, V - 3]
+            # a constant row (its id 0 the draft's) over noise whose largest values differ only in float64
+            assert int(win[4]) == (10 if iq.dtype == torch.float64 else 1)
         else:
             assert win[[1, 7, 8]].tolist() == [0, 0, 0] and bool((kd == -1).all())
         seen.add((V, draft is None, iq.dtype))

@@ -358,8 +358,8 @@ def _winners_probe(device: str) -> list[tuple]:
     three blocks and a part and of 262144 ids: rows of softmax, of zeros (every score 0: index
     0), one-hot at the draft id, constant, and with their maximum twice (near both ends); draft
     rows equal to the target's (an empty residual) and above it (a negative difference); draft
-    ids ``-1``, 0 and ``V - 1``; float32 and float64 noise (``inv_q``, up to ``1 / tiny``), with
-    and without draft probabilities."""
+    ids ``-1``, 0 and ``V - 1``; float32 and float64 noise (``inv_q``, up to ``1 / tiny``; a row
+    whose largest scores differ only in float64), with and without draft probabilities."""
     gen = torch.Generator(device="cpu").manual_seed(11)
     out = []
     for V in (3 * 1024 + 5, 262144):
@@ -380,6 +380,8 @@ def _winners_probe(device: str) -> list[tuple]:
             e[0, :9] = torch.finfo(dtype).tiny
             iq = e.clamp_(min=torch.finfo(dtype).tiny).reciprocal_()
             iq[3] = 2.0
+            iq[4] = 1.0
+            iq[4, 10], iq[4, 20] = 1 + 2.0**-40, 1 + 2.0**-41  # apart in float64 alone: its product must stay float64
             for d in (None, draft):
                 out.append((kt.to(device), kq.to(device), (kd if d is None else torch.full_like(kd, -1)).to(device),
                             target.to(device), None if d is None else d.to(device), iq.to(device)))
