@@ -1,9 +1,9 @@
 """Numba oracles for the EAGLE helper kernels and the rejection sampler's kernels, written from
 docs/CONTRACT.md §1-§3 and §6-§13.
 
-Each kernel is a ``@numba.njit(cache=True)`` function written as plain nested loops over
-requests and slots, plus a thin Python wrapper with the same keyword-only signature as the
-matching function of ``vectorized``. The wrappers turn Python scalars into fixed-width NumPy
+Each kernel is a Numba function written as plain nested loops over requests and slots (an
+:func:`~.entry.entry`: its inputs passed read-only), plus a thin Python wrapper with the same
+keyword-only signature as the matching function of ``vectorized``. The wrappers turn Python scalars into fixed-width NumPy
 scalars; the loop bodies cast explicitly (Numba ignores NEP 50): int32 kernel values are
 computed exactly in int64 and wrapped with ``np.int32(...)`` wherever the kernel would hold them
 as int32 (the flat indices into the rejection sampler's tables and noise excepted: exact,
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+
+from .entry import entry
 
 __all__ = [
     "copy_and_expand_eagle_inputs",
@@ -81,7 +83,7 @@ def _i64_clamped(x) -> np.int64:
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("out_ids", "out_map", "out_msk", "out_nti", "out_pos", "out_rej")
 def _copy_and_expand_loops(
     tok, pos64, next_tok, qsl, qel, pad_id, par_id, T, P, shift,
     out_ids, out_pos, out_rej, out_msk, out_nti, out_map, covered, do_write,
@@ -210,7 +212,7 @@ def copy_and_expand_eagle_inputs(
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("out_idx", "out_rej")
 def _prepare_inputs_loops(cu, valid, qsl, n, out_idx, out_rej, do_write):
     for r in range(n):
         if r >= cu.shape[0]:
@@ -259,7 +261,7 @@ def eagle_prepare_inputs_padded(
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("out_count", "out_next")
 def _prepare_next_token_loops(
     sampled, discard, backup, vocab, ncols, n, out_next, out_count, do_write
 ):
@@ -357,7 +359,7 @@ def _dflash_slot(table, r, W, bs, p):
     return True, np.int64(table[i]) * bs + offset
 
 
-@numba.njit(cache=True)
+@entry("out_cpos", "out_cslot", "out_ids", "out_qpos", "out_qslot", "out_tidx")
 def _dflash_loops(
     next_tok, pos, table, qsl, rej_arr, has_rej, mask_id, bs, Q, K, W, T,
     out_ids, out_cpos, out_qpos, out_cslot, out_qslot, out_tidx, do_write,
@@ -489,7 +491,7 @@ _ERRORS.update({
 })  # fmt: skip
 
 
-@numba.njit(cache=True)
+@entry("out_pos", "out_slot", "seq")
 def _eagle_step_loops(
     pos, table, nb, seq, bs, M, pad_id, batch, grid, out_pos, out_slot, do_write
 ):  # fmt: skip
@@ -575,7 +577,7 @@ __all__ += ["compute_new_slot_mapping"]
 _ERRORS.update({701: "block_table read"})
 
 
-@numba.njit(cache=True)
+@entry("out")
 def _new_slot_mapping_loops(qsl, table, pos, rejected, bs, N, M, out):
     R = table.shape[0]
     nb = np.int64(table.shape[1])
@@ -646,7 +648,7 @@ _ERRORS.update({
 })  # fmt: skip
 
 
-@numba.njit(cache=True)
+@entry("accepted", "computed", "new_accepted", "new_computed")
 def _batch_change_loops(computed, accepted, prev, valid, drafts, cpu, new_computed, new_accepted):
     n = prev.shape[0]
     for i in range(n):  # pass 1: every read, from the values before the call
@@ -752,7 +754,7 @@ _ERRORS.update({
 })  # fmt: skip
 
 
-@numba.njit(cache=True)
+@entry("out")
 def _greedy_loops(out, cu, draft, argmax, bonus, greedy, has_greedy, stride, synthetic, u, rates, do_write):
     B = cu.shape[0]
     for r in range(B):
@@ -850,7 +852,7 @@ _ERRORS.update({
 })  # fmt: skip
 
 
-@numba.njit(cache=True)
+@entry("out")
 def _random_loops(
     out, cu, draft, target, draftp, no_draft, bonus, recovered, u, greedy, stride, V,
     synthetic, rates, do_write,
@@ -961,7 +963,7 @@ __all__ += ["expand"]
 _ERRORS.update({1201: "cu_num_tokens read", 1202: "output write"})
 
 
-@numba.njit(cache=True)
+@entry("out")
 def _expand_float_loops(out, x, cu, frm, to, M, do_write):
     frm32 = np.float32(frm)  # int64 -> float32, round to nearest even
     to32 = np.float32(to)
@@ -980,7 +982,7 @@ def _expand_float_loops(out, x, cu, frm, to, M, do_write):
     return np.int64(0), np.int64(0), np.int64(0)
 
 
-@numba.njit(cache=True)
+@entry("out")
 def _expand_int_loops(out, x, cu, frm, to, M, do_write):
     for r in range(x.shape[0]):
         if r >= cu.shape[0]:
@@ -1030,7 +1032,7 @@ _ERRORS.update({
 })  # fmt: skip
 
 
-@numba.njit(cache=True)
+@entry("out")
 def _recovered_loops(out, cu, draft_ids, no_draft, target, draftp, iq, V, L, BS, do_write):
     zero = np.float32(0.0)
     for r in range(cu.shape[0]):

@@ -1,8 +1,8 @@
 """Numba oracles of Model Runner V2's input and bookkeeping kernels, written from
 docs/CONTRACT.md §14-§27.
 
-Each kernel is a ``@numba.njit(cache=True)`` function of plain loops, one program (batch row)
-after another as the contract describes it, plus a thin wrapper with the same keyword-only
+Each kernel is a Numba function of plain loops (an :func:`~.entry.entry`: its inputs passed
+read-only), one program (batch row) after another as the contract describes it, plus a thin wrapper with the same keyword-only
 signature as the matching function of ``vectorized_v2``. Tables are passed flat with their row
 stride (a 2-D array's width). Values are computed exactly in int64 and wrapped with
 ``np.int32(...)`` wherever the kernel holds an int32 value (Numba ignores NEP 50: every cast is
@@ -15,8 +15,9 @@ becomes an ``IndexError`` in the wrapper, the buffers untouched.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from .entry import entry
 
 __all__ = [
     "combine_sampled_and_draft_tokens",
@@ -136,7 +137,7 @@ _EMPTY_I32 = np.zeros(0, dtype=np.int32)
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("ids", "npt")
 def _prefill_loops(ids, npt, NS, idx, qsl, tab, W, plen, nct, B, nla, do_write):
     for b in range(B):
         if b >= idx.shape[0]:
@@ -197,7 +198,7 @@ def input_batch_prepare_prefill_inputs(
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("pos", "seq")
 def _pos_seq_loops(pos, seq, idx, qsl, nct, R, B, do_write):
     for b in range(B):
         if b >= idx.shape[0]:
@@ -241,7 +242,7 @@ def prepare_pos_seq_lens(*, pos, seq_lens, idx_mapping, query_start_loc, num_com
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("ids", "li")
 def _combine_loops(ids, li, idx, last, qsl, seq, plen, drafts, DW, cu, B, BS, NEW, do_write):
     for b in range(B):
         if b >= idx.shape[0]:
@@ -307,7 +308,7 @@ def combine_sampled_and_draft_tokens(
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("out_idx", "out_pos")
 def _expand_loops(idx, out_idx, out_pos, cu, B, BS, do_write):
     for b in range(B):
         if b + 1 >= cu.shape[0]:
@@ -343,7 +344,7 @@ def expand_idx_mapping(*, idx_mapping, expanded_idx_mapping, expanded_local_pos,
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("nr", "ns")
 def _sampled_rejected_loops(ns, nr, seq, cu, idx, plen, B, do_write):
     for b in range(B):
         if b >= idx.shape[0]:
@@ -385,7 +386,7 @@ def get_num_sampled_and_rejected(*, num_sampled, num_rejected, seq_lens, cu_num_
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("atok", "bins", "drafts_out", "last", "nct", "total")
 def _post_update_loops(idx, nct, last, bins, BW, has_bins, sampled, SS, ns, nr, qsl, has_qsl, atok, AW, total,
                        drafts, drafts_out, D, has_drafts, B, do_write):  # fmt: skip
     for b in range(B):
@@ -481,7 +482,7 @@ def post_update(
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("nct")
 def _post_update_computed_loops(idx, nct, qsl, B, do_write):
     for b in range(B):
         if b >= idx.shape[0]:
@@ -509,7 +510,7 @@ def post_update_num_computed_tokens(*, idx_mapping, num_computed_tokens, query_s
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("dst")
 def _gather_tables_loops(idx, src, dst, W, nb, NBW, g, R, NR, nct, reach, bs, mask, do_write):
     for b in range(NR):
         if b >= R:
@@ -589,7 +590,7 @@ def gather_block_tables(
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("out")
 def _slot_mapping_loops(idx, qsl, pos, table, W, bs, enabled, sharded, out, base, MT, cp_rank, CP, IL, PAD, B,
                         do_write):  # fmt: skip
     for b in range(B):
@@ -668,7 +669,7 @@ def compute_slot_mappings(
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("out_pos", "out_tok")
 def _gather_draft_loops(out_tok, out_pos, ids, pos, li, eidx, epos, plen, n, do_write):
     for j in range(n):
         if j >= li.shape[0]:
@@ -714,7 +715,7 @@ def gather_draft_sampled(*, draft_sampled, pos, input_ids, positions, logits_ind
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("flat")
 def _flatten_loops(flat, sampled, SS, ns, cu, B, do_write):
     for b in range(B):
         if b >= cu.shape[0]:
@@ -749,7 +750,7 @@ def flatten_sampled(*, flat_sampled, sampled, num_sampled, cu_num_logits, num_re
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("d_ids", "d_pos", "d_qsl", "d_seq", "lti_out", "step")
 def _draft_prefill_loops(lti_out, step, d_ids, d_pos, d_qsl, d_seq, t_ids, t_pos, idx, last, npt, ns, nr, qsl,
                          seq, R, B, do_write):  # fmt: skip
     for b in range(B):
@@ -851,7 +852,7 @@ def target_dependent_ar_prepare_prefill_inputs(
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("ids", "pos", "qsl", "seq", "src_pos")
 def _decode_inputs_loops(drafts, DW, tsl, nr, ids, pos, src_pos, qsl, seq, M, R, B, advance, do_write):
     for b in range(B):
         at = np.int64(b) * DW
@@ -914,7 +915,7 @@ def prepare_decode_inputs(
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("ids", "nxt", "out", "pos", "seq", "src_pos")
 def _update_draft_loops(out, OW, nxt, NW, ids, pos, src_pos, seq, drafts, step, hs, HW, H, M, K, B, advance,
                         do_write):  # fmt: skip
     for b in range(B):

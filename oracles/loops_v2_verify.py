@@ -6,8 +6,8 @@ arithmetic masked to 32 bits for the noise (murmur3, Philox), float64 sums lane 
 contract's formulas, and the bounds of its preface to §28-§35 alongside. Every cast is explicit (Numba
 does not follow NEP 50; an unsigned and a signed integer would meet in float64). Each function
 has the keyword-only signature of its ``vectorized_v2_verify`` namesake, writes the same
-buffers and returns a :class:`~.settlement.Settlement`; the njit functions take flat arrays and
-their strides, the wrappers check every index first (an ``IndexError`` leaves the buffers
+buffers and returns a :class:`~.settlement.Settlement`; the Numba functions (each that Python calls
+an :func:`~.entry.entry`) take flat arrays and their strides, the wrappers check every index first (an ``IndexError`` leaves the buffers
 untouched) and turn the windows the loops record into :class:`~.settlement.Window` records.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .entry import entry
 from .settlement import Settlement, Window
 
 __all__ = [
@@ -175,25 +176,25 @@ def _step_seed(seed, step):
     return _bits(seed) ^ (_bits(np.int64(step)) << np.uint64(32))
 
 
-@numba.njit(cache=True)
+@entry("out")
 def _vec_hash(seed, pos, off, domain, out):
     for i in range(out.size):
         out[i] = _hash(_bits(seed[i]), _bits(pos[i]), _bits(off[i]), domain)
 
 
-@numba.njit(cache=True)
+@entry("out")
 def _vec_u32(seed, pos, off, out):
     for i in range(out.size):
         out[i] = _uniform32(_bits(seed[i]), _bits(pos[i]), _bits(off[i]))
 
 
-@numba.njit(cache=True)
+@entry("out")
 def _vec_u64(seed, pos, off, out):
     for i in range(out.size):
         out[i] = _uniform64(_bits(seed[i]), _bits(pos[i]), _bits(off[i]))
 
 
-@numba.njit(cache=True)
+@entry("out")
 def _vec_philox(seed, off, out):
     for i in range(out.size):
         out[i] = _philox(_bits(seed[i]), _bits(off[i]))
@@ -310,7 +311,7 @@ def _lse_row(maxes, sums, base, P):
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("L", "bound")
 def _temperature(L, W, T, V, nb, BS, eidx, temp, bound):
     for t in range(T):
         tt = np.float32(temp[eidx[t]])
@@ -359,7 +360,7 @@ def temperature(*, logits, expanded_idx_mapping, temperature, num_tokens=None, v
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("bound", "cand", "la", "lm", "windows")
 def _gumbel(L, W, T, V, nb, BS, eidx, seeds, pos, temp, apply, drafting, fp64, has_cache, col, forced,
             la, LAW, lm, LMW, bound, windows, cand):  # fmt: skip
     g = np.empty(BS)
@@ -438,7 +439,7 @@ def _forced(choices, keys, n) -> np.ndarray:
     return out
 
 
-@numba.njit(cache=True)
+@entry("cache", "col", "eidx")
 def _copy_to_cache(cache, src, eidx, col, V):  # noqa: N803
     for t in range(eidx.shape[0]):  # the copy: row by row
         if eidx[t] >= 0:
@@ -503,7 +504,7 @@ def gumbel_sample(*, local_argmax, local_max, logits, expanded_idx_mapping, seed
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("b_dmax", "b_dsum", "b_tsum", "dmax", "dsum", "targ", "tmax", "tsum")
 def _stats(tl, W, n, V, nb, BS, eidx, elp, temp, has_draft, dl, D0, D1, targ, tmax, tsum, dmax, dsum, SW,
            b_tsum, b_dmax, b_dsum):  # fmt: skip
     for j in range(n):
@@ -647,7 +648,7 @@ class _Tables:
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("bound", "out")
 def _cumulative(out, bound, tl, W, has_draft, dl, D0, D1, tmax, tsum, dmax, dsum, SW, P, ds, cu, idx, temp, B):
     for r in range(B):
         s = idx[r]
@@ -706,7 +707,7 @@ def compute_cumulative_log_p(*, cumulative_log_p, target_logits, target_local_ma
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("bound", "out")
 def _residual(out, bound, OW, clp, tl, W, dl, D0, D1, tmax, tsum, dmax, dsum, SW, P, ds, eidx, elp, temp, n, V, nb,
               BS):  # fmt: skip
     for j in range(n):
@@ -777,7 +778,7 @@ def compute_local_residual_mass(*, local_residual_mass, cumulative_log_p, target
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("d_out", "db_out", "num_sampled", "sampled", "t_out", "tb_out", "win_bound", "win_chosen", "win_margin", "win_req", "win_step")
 def _rejection(sampled, SS, num_sampled, t_out, d_out, tb_out, db_out, tl, W, targ, has_draft, dl, D0, D1, tmax, tsum,
                dmax, dsum, SW, P, ds, cu, idx, temp, seeds, pos, syn, rates, block, clp, rm, RMW, fly, fe, thr, B,
                forced, win_req, win_step, win_margin, win_bound, win_chosen):  # fmt: skip
@@ -994,7 +995,7 @@ def rejection(*, sampled, num_sampled, target_rejected_logsumexp, draft_rejected
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("bound", "cand", "la", "lm", "todo", "windows")
 def _resample(la, lm, OW, bound, tl, W, has_draft, dl, D0, D1, tlse, dlse, ri, cu, eidx, ds, temp, seeds, pos, clp,
               block, fp64, B, V, nb, BS, forced, windows, cand, todo):  # fmt: skip
     g = np.empty(BS)
@@ -1153,7 +1154,7 @@ def resample(*, resampled_local_argmax, resampled_local_max, target_logits, targ
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@entry("ns", "sampled")
 def _insert(sampled, SS, ns, la, lm, RW, cu, eidx, temp, P, B):
     for r in range(B):
         k = ns[r]
