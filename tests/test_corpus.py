@@ -279,7 +279,8 @@ def _good_doc(kernel: str) -> dict[str, Any]:
     case = Case(
         kernel,
         {"ids": np.array([1, 2, 3], dtype=np.int32), "mask": np.array([True, False], dtype=np.bool_),
-         "wide": np.array([INT64_MIN, INT64_MAX], dtype=np.int64)},
+         "wide": np.array([INT64_MIN, INT64_MAX], dtype=np.int64),
+         "probs": np.array([0.5, -np.inf, np.nan], dtype=np.float32)},
         {"n": 3},
         {"grid": None},
         "a good case",
@@ -347,6 +348,11 @@ MALFORMED = {
     "int32_below_range": (_set("arrays/ids/data/0", -(2**31) - 1), "arrays.ids.data[0]", ["out of range for int32"]),
     "int64_above_range": (_set("arrays/wide/data/1", 2**63), "arrays.wide.data[1]", ["out of range for int64"]),
     "int64_below_range": (_set("arrays/wide/data/0", -(2**63) - 1), "arrays.wide.data[0]", ["out of range for int64"]),
+    "float_element_string": (_set("arrays/probs/data/2", "NaN"), "arrays.probs.data[2]", ['"nan", "inf", "-inf" only']),
+    "float_element_bool": (_set("arrays/probs/data/0", True), "arrays.probs.data[0]", ["numbers and"]),
+    "float_element_list": (_set("arrays/probs/data/1", [1.0]), "arrays.probs.data[1]", ["shape mismatch"]),
+    "float_int_past_float64": (_set("arrays/probs/data/0", 10**400), "arrays.probs.data[0]",
+                               ["past float64's range", '"inf"']),
     "scalar_list": (_set("scalars/n", [3]), "scalars.n", ["must be an integer"]),
     "launch_object": (_set("launch/grid", {"x": 1}), "launch.grid", ["must be an integer"]),
     "finding_unknown_key": (_set("finding", {"blame": "x"}), "finding.blame", ["unknown field"]),
@@ -374,6 +380,18 @@ def test_good_document_loads(fake, tmp_path):
     path.write_text(json.dumps(_good_doc(fake)), encoding="utf-8")
     case = load_case(path)
     assert case.arrays["wide"].tolist() == [INT64_MIN, INT64_MAX] and case.note == "a good case"
+    assert case.arrays["probs"].tobytes() == np.array([0.5, -np.inf, np.nan], np.float32).tobytes()
+
+
+def test_a_float_element_reads_as_float_reads_it_then_rounds_to_the_dtype(fake, tmp_path):
+    doc = _good_doc(fake)
+    doc["arrays"]["probs"] = {"dtype": "float32", "shape": [2, 3],
+                              "data": [[3, 2**24 + 1, 1e39], ["-inf", -(2**70), 2**1023]]}
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    got = load_case(path).arrays["probs"]
+    want = np.array([[3.0, 2.0**24, np.inf], [-np.inf, -(2.0**70), np.inf]], np.float32)
+    assert got.dtype == np.float32 and got.shape == (2, 3) and got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize(

@@ -466,12 +466,22 @@ def _check_scalar(src: str, where: str, value: Any) -> None:
 
 def _check_elements(src: str, where: str, dtype: str, flat: list[Any], base: str) -> None:
     """``flat``: one innermost list; ``base``: the index prefix of its elements."""
+    kinds = set(map(type, flat))  # the rules hold for most arrays: checked at C speed first
     if dtype == "bool":
-        if all(type(x) is bool for x in flat):
+        if kinds <= {bool}:
             return
         i = next(i for i, x in enumerate(flat) if type(x) is not bool)
         raise UserError(f"{src}: {where}.data{base}[{i}]: a bool array holds true/false only, not {_line(flat[i])}")
     if dtype in FLOATS:
+        if kinds <= {int, float} or (kinds <= {int, float, str} and
+                                      {x for x in flat if type(x) is str} <= NON_FINITE.keys()):
+            for i, x in enumerate(flat if int in kinds else ()):
+                try:
+                    float(x)
+                except OverflowError:
+                    raise UserError(f"{src}: {where}.data{base}[{i}]: an integer past float64's range "
+                                    f"({len(str(abs(x)))} digits); write \"inf\" or \"-inf\"") from None
+            return
         bad = next((i for i, x in enumerate(flat)
                     if not (type(x) in (int, float) or (isinstance(x, str) and x in NON_FINITE))), None)
         if bad is None:
@@ -479,7 +489,7 @@ def _check_elements(src: str, where: str, dtype: str, flat: list[Any], base: str
         raise UserError(f"{src}: {where}.data{base}[{bad}]: a {dtype} array holds numbers and "
                         f"\"nan\", \"inf\", \"-inf\" only, not {_line(flat[bad])}")
     lo, hi = _RANGES[dtype]
-    if all(type(x) is int for x in flat):
+    if kinds <= {int}:
         if not flat or (lo <= min(flat) and max(flat) <= hi):
             return
         i = next(i for i, x in enumerate(flat) if not lo <= x <= hi)
@@ -501,8 +511,8 @@ def _check_data(src: str, where: str, dtype: str, data: Any, shape: list[int], b
             f"{src}: {where}.data{base}: shape mismatch: {len(data)} entries where the shape says {shape[0]}"
         )
     if len(shape) == 1:
-        lists = next((i for i, x in enumerate(data) if isinstance(x, list)), None)
-        if lists is not None:
+        if list in set(map(type, data)):
+            lists = next(i for i, x in enumerate(data) if isinstance(x, list))
             raise UserError(f"{src}: {where}.data{base}[{lists}]: shape mismatch: a list where the shape says an element")
         _check_elements(src, where, dtype, data, base)
         return
@@ -591,11 +601,9 @@ def _decode_array(src: str, name: str, spec: Any, limits: Limits | None = None) 
     except LimitExceeded as exc:
         raise UserError(f"{src}: {exc.field}: {exc.rule}") from None
     _check_data(src, where, dtype, data, shape)
-    if dtype in FLOATS:
-        flat = np.array(data, dtype=object).reshape(-1) if shape else np.array([data], dtype=object)
+    if dtype in FLOATS:  # each element as float() reads it ("nan", "inf", "-inf" included), then rounded
         with np.errstate(over="ignore"):  # a number past float32's range reads as inf, as in NumPy
-            values = [NON_FINITE[x] if isinstance(x, str) else float(x) for x in flat]
-            return np.array(values, dtype=DTYPES[dtype]).reshape(shape)
+            return np.array(data, dtype=np.float64).astype(DTYPES[dtype]).reshape(shape)
     return np.array(data, dtype=DTYPES[dtype]).reshape(shape)
 
 
