@@ -3,11 +3,12 @@ docs/CONTRACT.md §1-§3 and §6-§13.
 
 Each kernel is a Numba function written as plain nested loops over requests and slots (an
 :func:`~.entry.entry`: its inputs passed read-only), plus a thin Python wrapper with the same
-keyword-only signature as the matching function of ``vectorized``. The wrappers turn Python scalars into fixed-width NumPy
-scalars; the loop bodies cast explicitly (Numba ignores NEP 50): int32 kernel values are
-computed exactly in int64 and wrapped with ``np.int32(...)`` wherever the kernel would hold them
-as int32 (the flat indices into the rejection sampler's tables and noise excepted: exact,
-docs/CONTRACT.md §11.1, §13.1), and every store has the destination buffer's dtype.
+keyword-only signature as the matching function of ``vectorized``. The wrappers turn Python
+scalars into fixed-width NumPy scalars; the loop bodies cast explicitly (Numba ignores NEP 50):
+int32 kernel values are computed exactly in int64 and wrapped with ``np.int32(...)`` wherever
+the kernel would hold them as int32 (the flat indices into the rejection sampler's tables and
+noise excepted: exact, docs/CONTRACT.md §11.1, §13.1), and every store has the destination
+buffer's dtype.
 
 Each njit function runs twice: a checking pass (``do_write=False``) that reports the first read
 or write outside an array as an error code, then -- if there is none -- the writing pass. An
