@@ -94,19 +94,25 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"findings of failing tests: {len(saved)} file(s) under {findings}")
 
 
+PROCESS_ENV = ("EAGLEFUZZ_LIMITS", "NUMBA_CACHE_DIR", "EAGLEFUZZ_NUMBA_CACHE_BASE", "EAGLEFUZZ_JOURNAL_DIR")
+"""What eaglefuzz run in a test's own process writes into ``os.environ`` for its workers: an
+in-process ``cli.main`` with ``--case-timeout`` or ``--limits`` (``limits.configure``), and a
+pytest session run with ``pytest.main`` (the plugin's caches and journal)."""
+
+
 @pytest.fixture(autouse=True)
-def _limits_env_kept() -> Iterator[None]:
-    """``EAGLEFUZZ_LIMITS`` as it was before each test, after it: an in-process ``cli.main``
-    with ``--case-timeout`` or ``--limits`` writes it into ``os.environ`` for its workers
-    (``limits.configure``), and a later test of the same xdist worker would inherit the limit
-    (a ``--case-timeout 1`` made another test's subprocess report a hang on a loaded machine)."""
-    key = "EAGLEFUZZ_LIMITS"
-    before = os.environ.get(key)
+def _process_env_kept() -> Iterator[None]:
+    """:data:`PROCESS_ENV` as it was before each test, after it: a later test of the same xdist
+    worker would inherit it (a ``--case-timeout 1`` made another test's subprocess report a
+    hang on a loaded machine). Where a key was unset, it is unset again (``monkeypatch.delenv``
+    of an absent key records nothing to undo)."""
+    before = {key: os.environ.get(key) for key in PROCESS_ENV}
     yield
-    if before is None:
-        os.environ.pop(key, None)
-    else:
-        os.environ[key] = before
+    for key, value in before.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -47,15 +46,6 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
         cli.main(list(args))
     out, err = capsys.readouterr()
     return exc.value.code, out, err
-
-
-def keep_session_env(monkeypatch) -> None:
-    """Undo, after the test, what a pytest session run in this process sets in the environment."""
-    for key in ("NUMBA_CACHE_DIR", "EAGLEFUZZ_NUMBA_CACHE_BASE", "EAGLEFUZZ_JOURNAL_DIR"):
-        if key in os.environ:
-            monkeypatch.setenv(key, os.environ[key])
-        else:
-            monkeypatch.delenv(key, raising=False)
 
 
 def replace_once(text: str, old: str, new: str) -> str:
@@ -620,8 +610,8 @@ def test_pytest_on_a_corrupt_case_gives_the_line_replay_gives(tmp_path, capsys, 
     code, _, err = run(capsys, "replay", "garbage.json")
     assert code == 2 and err.startswith("eaglefuzz: error: garbage.json: line 1")
     line = err.strip().removeprefix("eaglefuzz: error: ")
-    keep_session_env(monkeypatch)
-    # pytest in this process (its plugin is loaded already): what `pytest garbage.json` prints
+    # pytest in this process (its plugin is loaded already; tests/conftest.py puts back what the session
+    # sets in os.environ): what `pytest garbage.json` prints
     assert pytest.main(["garbage.json", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *PLUGIN]) == 1
     out = capsys.readouterr().out
     assert "not found" not in out and "Traceback" not in out
@@ -631,7 +621,6 @@ def test_pytest_on_a_corrupt_case_gives_the_line_replay_gives(tmp_path, capsys, 
 def test_pytest_on_a_case_of_an_untested_target_fails_with_its_verdict(tmp_path, mutants, capsys, monkeypatch):
     clean = fork_module(tmp_path, mutants, nt_bug=False)
     case = sorted((ROOT / "corpus" / PI).glob("*.json"))[0]
-    keep_session_env(monkeypatch)
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
     assert pytest.main([str(case), "--kernels", str(clean), "-q", "-p", "no:cacheprovider", *PLUGIN]) == 1
